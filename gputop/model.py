@@ -1,0 +1,309 @@
+"""The immutable snapshot model: what every source produces and every view reads.
+
+Rules:
+- Every metric that can be unavailable is ``None`` ("n/a" on screen), never 0.
+- All objects are frozen; collections are tuples.
+- ``Snapshot.to_dict()`` / ``Snapshot.from_dict()`` round-trip losslessly through JSON.
+  The dict form is the ``--once --json`` schema (see README, "JSON schema").
+- This module imports nothing of gputop.
+
+Units: bytes, bytes per second, percent (0-100), watts, degrees Celsius, MHz,
+seconds since the Unix epoch for times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+SCHEMA_VERSION = 1
+
+# Process types as NVML reports them: compute, graphics, or both.
+PROCESS_TYPES = ("C", "G", "C+G")
+
+
+@dataclass(frozen=True, slots=True)
+class SampleError:
+    """Something that went wrong while sampling; the tick still completed."""
+
+    source: str  # "nvml", "host", "holders", "demo", ...
+    message: str  # in words, for people
+    gpu: int | None = None  # GPU index the error concerns, if any
+    metric: str | None = None  # e.g. "processes", "pcie_throughput"
+
+
+@dataclass(frozen=True, slots=True)
+class DriverInfo:
+    available: bool  # False: host-only mode
+    error: str | None = None  # why not available, in words
+    driver_version: str | None = None
+    cuda_version: str | None = None  # CUDA driver API version, e.g. "12.4"
+    nvml_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStat:
+    """Host RAM."""
+
+    total: int | None = None
+    used: int | None = None
+    available: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SwapStat:
+    total: int | None = None
+    used: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IoRate:
+    read_bytes_per_s: float | None = None
+    write_bytes_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NetRate:
+    rx_bytes_per_s: float | None = None
+    tx_bytes_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    cpu_percent: float | None = None  # all cores, 0-100
+    cpu_per_core: tuple[float, ...] = ()  # each 0-100
+    cpu_count: int | None = None  # logical CPUs
+    cpu_freq_mhz: float | None = None
+    iowait_percent: float | None = None  # share of CPU time waiting on I/O
+    load_average: tuple[float, float, float] | None = None
+    memory: MemoryStat = field(default_factory=MemoryStat)
+    swap: SwapStat = field(default_factory=SwapStat)
+    disk: IoRate = field(default_factory=IoRate)
+    net: NetRate = field(default_factory=NetRate)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessInfo:
+    """What the host (psutil, /proc) says about one pid.
+
+    ``visible`` is False when the pid does not exist in this PID namespace
+    (a container without ``--pid=host``): every other field is then None.
+    """
+
+    pid: int
+    visible: bool = True
+    ppid: int | None = None
+    user: str | None = None  # control characters stripped
+    name: str | None = None  # control characters stripped
+    command: str | None = None  # command line joined with spaces, control characters stripped
+    status: str | None = None  # psutil status: "running", "sleeping", "disk-sleep", "zombie", ...
+    cpu_percent: float | None = None  # of one core (may exceed 100 for multi-threaded)
+    rss: int | None = None
+    read_bytes_per_s: float | None = None  # None on AccessDenied
+    write_bytes_per_s: float | None = None
+    create_time: float | None = None  # epoch seconds; the identity check before a kill
+    num_threads: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """One process on one GPU: what NVML says, joined with what the host says.
+
+    Sources that read NVML leave ``host`` as None; the sampler fills it in.
+    In JSON the host fields are flattened into the process object.
+    """
+
+    pid: int
+    type: str = "C"  # one of PROCESS_TYPES
+    gpu_memory: int | None = None  # bytes; None when NVML says "not available"
+    sm_percent: float | None = None  # per-process SM utilization since the last tick
+    memory_bandwidth_percent: float | None = None
+    gpu_instance_id: int | None = None  # MIG
+    compute_instance_id: int | None = None
+    host: ProcessInfo | None = None
+
+    @property
+    def visible(self) -> bool | None:
+        return None if self.host is None else self.host.visible
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemory:
+    total: int | None = None
+    used: int | None = None  # excludes reserved when reserved is known (memory v2)
+    free: int | None = None
+    reserved: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Utilization:
+    gpu: float | None = None  # % of time a kernel ran (not SM occupancy)
+    memory: float | None = None  # % of time memory was read or written
+
+
+@dataclass(frozen=True, slots=True)
+class Clocks:
+    sm_mhz: int | None = None
+    memory_mhz: int | None = None
+    sm_max_mhz: int | None = None
+    memory_max_mhz: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pcie:
+    gen: int | None = None
+    width: int | None = None
+    max_gen: int | None = None
+    max_width: int | None = None
+    link_max_bytes_per_s: float | None = None  # per direction, from max gen x max width
+    tx_bytes_per_s: float | None = None  # GPU -> host
+    rx_bytes_per_s: float | None = None  # host -> GPU
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    minor_number: int | None = None
+    lost: bool = False  # fell off the bus (GpuIsLost / Unknown); other fields are None
+    lost_reason: str | None = None
+    memory: GpuMemory = field(default_factory=GpuMemory)
+    utilization: Utilization = field(default_factory=Utilization)
+    encoder_percent: float | None = None
+    decoder_percent: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    fan_percent: float | None = None
+    clocks: Clocks = field(default_factory=Clocks)
+    clock_event_reasons: tuple[str, ...] | None = None  # decoded names; None: unknown
+    pcie: Pcie = field(default_factory=Pcie)
+    mig_mode: bool | None = None
+    ecc_uncorrected: int | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UnlistedHolder:
+    """A process holding /dev/nvidia<N> open that NVML does not list."""
+
+    pid: int
+    gpu: int | None  # index of the GPU whose minor number is N; None if no GPU matches
+    minor_number: int | None = None
+    user: str | None = None
+    name: str | None = None
+    command: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    time: float  # epoch seconds at the end of the tick
+    hostname: str
+    driver: DriverInfo
+    host: HostSample | None = None
+    gpus: tuple[GpuSample, ...] = ()
+    # Host view of every GPU process and of their descendants (dataloader workers, ...),
+    # keyed implicitly by pid; the analysis builds process trees from it.
+    processes: tuple[ProcessInfo, ...] = ()
+    unlisted_holders: tuple[UnlistedHolder, ...] = ()
+    errors: tuple[SampleError, ...] = ()
+    source: str = "nvml"  # "nvml", "host-only", "demo", "replay"
+    tick_seconds: float | None = None  # wall time the tick took
+    tick_cpu_seconds: float | None = None  # CPU time the tick took
+    schema: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_jsonable(self)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
+        return _from_jsonable(cls, data)
+
+    def gpu(self, index: int) -> GpuSample | None:
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        return None
+
+    def process_info(self, pid: int) -> ProcessInfo | None:
+        for p in self.processes:
+            if p.pid == pid:
+                return p
+        return None
+
+
+# --- JSON codec -------------------------------------------------------------------------
+# Generic over the dataclasses above. One special case: GpuProcess.host is flattened into
+# the process object (scripts read ``proc["user"]``, not ``proc["host"]["user"]``), with
+# ``visible`` at the top.
+
+_HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
+T = TypeVar("T")
+
+
+def _to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, GpuProcess):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            if f.name != "host":
+                out[f.name] = _to_jsonable(getattr(obj, f.name))
+        host = obj.host
+        for name in _HOST_FIELDS:
+            out[name] = None if host is None else _to_jsonable(getattr(host, name))
+        return out
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple | list):
+        return [_to_jsonable(v) for v in obj]
+    return obj
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _from_jsonable(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _from_jsonable(args[0], value)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from_jsonable(args[0], v) for v in value)
+        return tuple(_from_jsonable(a, v) for a, v in zip(args, value, strict=True))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = _hints(tp)
+        data = dict(value)
+        kwargs: dict[str, Any] = {}
+        if tp is GpuProcess:
+            host_data = {name: data.pop(name, None) for name in _HOST_FIELDS}
+            if host_data.get("visible") is None:
+                kwargs["host"] = None
+            else:
+                kwargs["host"] = _from_jsonable(ProcessInfo, {"pid": data["pid"], **host_data})
+            data.pop("host", None)
+        for f in dataclasses.fields(tp):
+            if f.name in data:
+                kwargs[f.name] = _from_jsonable(hints[f.name], data[f.name])
+        return tp(**kwargs)
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+def replace(obj: T, **changes: Any) -> T:
+    """``dataclasses.replace`` with a name that reads well at call sites."""
+    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
