@@ -222,7 +222,8 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Snapshot:
-        return _from_jsonable(cls, data)
+        snapshot: Snapshot = _from_jsonable(cls, data)
+        return snapshot
 
     def gpu(self, index: int) -> GpuSample | None:
         for g in self.gpus:
@@ -277,8 +278,8 @@ def _from_jsonable(tp: Any, value: Any) -> Any:
         return None
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _from_jsonable(args[0], value)
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _from_jsonable(members[0], value)
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
