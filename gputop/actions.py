@@ -1,0 +1,214 @@
+"""Signalling processes, with the guards that make it safe to do from a dashboard.
+
+A row on screen is a picture of the past: by the time someone presses a key, the process
+may have exited and its pid been given to something else. So every signal is preceded by
+an identity check: the pid must still belong to a process started at the same moment
+(``create_time``) as the one that was shown. A target whose identity is unknown is refused.
+
+Never signalled: pid 0, 1 and negatives (process groups, init), pids above the kernel's
+``pid_max`` (2**32-1 is what some drivers report for "no pid"), gputop itself and its parent.
+Read-only mode refuses everything. Only SIGTERM, SIGINT and SIGKILL are offered.
+
+This module does not import Textual: the UI calls it, and tests call it directly.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import signal
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import psutil
+
+from gputop.fmt import clean_text
+from gputop.model import GpuProcess, ProcessInfo, Snapshot
+
+#: Signals the kill dialog offers, the default first.
+SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)
+DEFAULT_SIGNAL = signal.SIGTERM
+
+#: Two readings of a process's start time are the same process within this many seconds
+#: (psutil derives it from clock ticks since boot; the value is stable for one process).
+CREATE_TIME_TOLERANCE_S = 0.01
+
+_PID_MAX_FALLBACK = 4_194_304  # 2**22, the largest pid_max Linux allows
+
+
+@dataclass(frozen=True)
+class KillTarget:
+    """What was on screen when the user asked to signal a process."""
+
+    pid: int
+    create_time: float | None  # epoch seconds; None = identity unknown -> refused
+    user: str | None
+    command: str | None
+    gpu: int | None
+    gpu_memory: int | None  # bytes
+
+
+@dataclass(frozen=True)
+class KillOutcome:
+    pid: int
+    ok: bool
+    message: str  # in words, for people
+
+
+def target_from_info(
+    info: ProcessInfo, *, gpu: int | None = None, gpu_memory: int | None = None
+) -> KillTarget:
+    """A kill target from the host's view of a pid (create_time None when not visible)."""
+    return KillTarget(
+        pid=info.pid,
+        create_time=info.create_time if info.visible else None,
+        user=info.user,
+        command=info.command or info.name,
+        gpu=gpu,
+        gpu_memory=gpu_memory,
+    )
+
+
+def target_from_process(process: GpuProcess, gpu: int | None) -> KillTarget:
+    """A kill target from one GPU's process row; a row without host info has no identity."""
+    if process.host is None:
+        return KillTarget(process.pid, None, None, None, gpu, process.gpu_memory)
+    return target_from_info(process.host, gpu=gpu, gpu_memory=process.gpu_memory)
+
+
+def target_from_snapshot(snapshot: Snapshot, pid: int, gpu: int | None = None) -> KillTarget:
+    """A kill target for ``pid`` as ``snapshot`` shows it.
+
+    The host view comes from the GPU's process row or, when the source left it empty, from
+    ``snapshot.processes``. ``gpu`` None: the first GPU the pid is on (memory of that GPU).
+    """
+    row: GpuProcess | None = None
+    on_gpu: int | None = gpu
+    for g in snapshot.gpus:
+        if gpu is not None and g.index != gpu:
+            continue
+        row = next((p for p in g.processes if p.pid == pid), None)
+        if row is not None:
+            on_gpu = g.index
+            break
+    info = row.host if row is not None and row.host is not None else None
+    if info is None:
+        info = snapshot.process_info(pid)
+    gpu_memory = row.gpu_memory if row is not None else None
+    if info is None:
+        return KillTarget(pid, None, None, None, on_gpu, gpu_memory)
+    return target_from_info(info, gpu=on_gpu, gpu_memory=gpu_memory)
+
+
+def pid_max() -> int:
+    """The kernel's largest pid (``/proc/sys/kernel/pid_max``)."""
+    try:
+        with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return _PID_MAX_FALLBACK
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _owner(proc: psutil.Process | None, target: KillTarget) -> str:
+    if proc is None:
+        return target.user or "another user"
+    try:
+        return clean_text(proc.username(), 64) or "another user"
+    except (psutil.Error, KeyError, OSError):
+        pass
+    try:
+        return _user_name(proc.uids().real)
+    except (psutil.Error, OSError):
+        return target.user or "another user"
+
+
+def refusal(target: KillTarget, sig: signal.Signals, *, readonly: bool = False) -> str | None:
+    """Why ``target`` must not be signalled, in words, or None when the static checks pass.
+
+    The live identity check happens in :func:`send_signal`, right before the signal.
+    """
+    pid = target.pid
+    if readonly:
+        return f"read-only mode: pid {pid} not signalled"
+    if sig not in SIGNALS:
+        return f"{sig.name} is not offered; pid {pid} not signalled"
+    if pid <= 0:
+        return f"pid {pid} is not a single process; not signalled"
+    if pid == 1:
+        return "pid 1 is init; not signalled"
+    limit = pid_max()
+    if pid > limit:
+        return f"pid {pid} is above the kernel's pid_max ({limit}); not signalled"
+    if pid == os.getpid():
+        return f"pid {pid} is gputop itself; not signalled"
+    if pid == os.getppid():
+        return f"pid {pid} is gputop's parent; not signalled"
+    if target.create_time is None:
+        return f"identity of pid {pid} unknown (not visible in this PID namespace?); not signalled"
+    return None
+
+
+def send_signal(target: KillTarget, sig: signal.Signals, *, readonly: bool = False) -> KillOutcome:
+    """Send ``sig`` to ``target`` if it is still the same process; never raises."""
+    pid = target.pid
+    reason = refusal(target, sig, readonly=readonly)
+    if reason is not None:
+        return KillOutcome(pid, False, reason)
+    assert target.create_time is not None
+    proc: psutil.Process | None = None
+    try:
+        proc = psutil.Process(pid)
+        started = proc.create_time()
+        if abs(started - target.create_time) > CREATE_TIME_TOLERANCE_S:
+            return KillOutcome(pid, False, f"pid {pid} is now a different process; not signalled")
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return KillOutcome(
+                pid, False, f"pid {pid} already gone (a zombie waiting for its parent to reap it)"
+            )
+        # psutil checks once more that the pid was not reused before calling kill(2).
+        proc.send_signal(sig)
+    except psutil.NoSuchProcess:
+        return KillOutcome(pid, False, f"pid {pid} already gone")
+    except (psutil.AccessDenied, PermissionError):
+        owner = _owner(proc, target)
+        me = _user_name(os.geteuid())
+        return KillOutcome(
+            pid, False, f"permission denied: pid {pid} belongs to {owner} (you are {me})"
+        )
+    except OSError as exc:
+        return KillOutcome(pid, False, f"pid {pid}: {exc.strerror or exc}; not signalled")
+    return KillOutcome(pid, True, f"{sig.name} sent to pid {pid}")
+
+
+def send_signals(
+    targets: Iterable[KillTarget], sig: signal.Signals, *, readonly: bool = False
+) -> tuple[KillOutcome, ...]:
+    """Signal each target once (a pid listed on several GPUs is signalled once)."""
+    seen: set[int] = set()
+    outcomes: list[KillOutcome] = []
+    for target in targets:
+        if target.pid in seen:
+            continue
+        seen.add(target.pid)
+        outcomes.append(send_signal(target, sig, readonly=readonly))
+    return tuple(outcomes)
+
+
+def summary(outcomes: Iterable[KillOutcome], sig: signal.Signals) -> str:
+    """One line for a notification: 'SIGTERM: sent to 2 of 3; pid 7 already gone'."""
+    items = tuple(outcomes)
+    if not items:
+        return f"{sig.name}: no process selected"
+    if len(items) == 1:
+        return items[0].message
+    sent = sum(1 for o in items if o.ok)
+    failures = "; ".join(o.message for o in items if not o.ok)
+    line = f"{sig.name}: sent to {sent} of {len(items)}"
+    return f"{line}; {failures}" if failures else line

@@ -1,0 +1,354 @@
+"""Process trees -> jobs: what a user launched, across all the GPUs it uses.
+
+A job is a root process and everything under it: the GPU processes (one per rank on a
+multi-GPU launch), their DataLoader workers and any launcher in between.
+
+How the root is found, for each GPU process: climb the parent chain through processes
+the snapshot knows (``Snapshot.processes``, then ``GpuProcess.host``) while the parent
+
+- is known and visible in this PID namespace, and is not pid 1 (nor 0);
+- has the same user (an unknown user on either side stops the climb too);
+- is not a session or supervisor process that is never a job's root (``NEVER_ROOT``:
+  shells, tmux, screen, sshd, init/systemd, container shims and inits, su/sudo, login,
+  nohup, cron, slurmstepd, supervisors...);
+
+and stop at a process whose command line marks it as a root on its own (a Jupyter
+kernel: two notebooks under one Jupyter server are two jobs). The highest process
+reached is the root. So ``torchrun`` (or accelerate, deepspeed, mpirun, a Lightning
+rank 0) that starts 4 ranks is one job with 4 GPU entries -- *if* the launcher's row is
+in the snapshot. The host source reads GPU pids and their descendants only: for a
+launcher that is not itself a GPU process the sampler must add the ancestor chain of
+each GPU pid (up to, not including, pid 1). Without those rows every rank is its own
+job (the degraded result: correct per process, just not grouped).
+
+Membership: every known process belongs to the job of its nearest ancestor (or itself)
+that is a job root, unless its user differs from the job's user (both known). Workers
+are members below a GPU process that are not GPU processes themselves and not zombies.
+
+Sums are None-aware: the sum of values that are all unknown is None; when only some
+are unknown, the sum of the known ones (a lower bound). Pure and deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gputop.model import GpuProcess, ProcessInfo, Snapshot
+
+if TYPE_CHECKING:
+    from gputop.analysis.verdict import Verdict
+
+# Never a job's root: climbing stops below them. Matched on the process name, lower
+# case, without a leading "-" (login shells) or a ":" suffix ("tmux: server").
+_NEVER_ROOT_WORDS = (
+    # shells
+    "sh bash zsh fish dash ksh mksh tcsh csh ash busybox "
+    # terminal multiplexers, remote sessions
+    "tmux screen sshd sshd-session mosh-server login agetty "
+    # init systems, container runtimes and their inits
+    "init systemd containerd containerd-shim dockerd docker-init tini dumb-init conmon "
+    "runc crun catatonit s6-svscan s6-supervise runsv runsvdir supervisord "
+    # privilege and session wrappers
+    "su sudo doas runuser setsid nohup "
+    # schedulers
+    "cron crond atd slurmstepd slurmd"
+)
+NEVER_ROOT: frozenset[str] = frozenset(_NEVER_ROOT_WORDS.split())
+_NEVER_ROOT_PREFIXES = ("containerd-shim", "systemd-")
+
+# A process whose command line contains one of these is always a root (never climbed
+# past): each Jupyter kernel is its own job even though they share a server parent.
+ROOT_COMMAND_MARKERS: tuple[str, ...] = ("ipykernel_launcher", "ipykernel")
+
+_INVALID_PIDS = (0, 2**32 - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One launch: a root process and its tree, on one or more GPUs."""
+
+    id: str  # "root_pid:create_time" (create_time "?" when unknown): stable across ticks
+    root_pid: int
+    user: str | None  # None: unknown (invisible pid, or not readable)
+    command: str | None  # the root's command line (already cleaned by the source)
+    name: str | None  # the root's process name
+    visible: bool | None  # False: the root pid is not in this PID namespace; None: unknown
+    gpus: tuple[int, ...]  # sorted GPU indices
+    gpu_pids: tuple[tuple[int, int], ...]  # (gpu index, pid): one entry per GPU process
+    main_pids: tuple[int, ...]  # distinct GPU pids, sorted
+    worker_pids: tuple[int, ...]  # sorted
+    pids: tuple[int, ...]  # every member, sorted
+    gpu_memory: int | None  # bytes, summed over the GPU entries
+    gpu_util: float | None  # mean utilization.gpu of its GPUs (known ones)
+    sm_percent: float | None  # summed per-process SM % over the GPU entries
+    cpu_percent: float | None  # % of one core, summed over every member
+    main_cpu_percent: float | None  # % of one core, summed over the GPU processes
+    rss: int | None  # bytes, summed over every member
+    read_bytes_per_s: float | None  # summed over every member
+    disk_sleep: int | None  # members in D state ("disk-sleep"); None: no status known
+    create_time: float | None  # the root's
+    age: float | None  # seconds: snapshot time - root create_time
+
+    @property
+    def workers(self) -> int:
+        return len(self.worker_pids)
+
+    @property
+    def cores(self) -> float | None:
+        """CPU used by the whole tree, in cores."""
+        return None if self.cpu_percent is None else self.cpu_percent / 100.0
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def sum_known(values: Iterable[float | int | None]) -> float | None:
+    """None-aware sum: None when every value is None (or there are none)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _sum_int(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def process_name(info: ProcessInfo) -> str | None:
+    """The name used for NEVER_ROOT: lower case, no leading '-', no ': suffix', no path."""
+    name = info.name
+    if not name and info.command:
+        name = info.command.split(" ", 1)[0]
+    if not name:
+        return None
+    name = name.strip().lstrip("-").split(":", 1)[0].strip()
+    return name.rsplit("/", 1)[-1].lower() or None
+
+
+def is_never_root(info: ProcessInfo) -> bool:
+    name = process_name(info)
+    if name is None:
+        return False
+    return name in NEVER_ROOT or name.startswith(_NEVER_ROOT_PREFIXES)
+
+
+def _is_root_marker(info: ProcessInfo) -> bool:
+    command = info.command or ""
+    return any(
+        re.search(rf"(?<![\w.]){re.escape(m)}(?![\w])", command) for m in ROOT_COMMAND_MARKERS
+    )
+
+
+def _index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
+    index: dict[int, ProcessInfo] = {}
+    for info in snapshot.processes:
+        index.setdefault(info.pid, info)
+    for gpu in snapshot.gpus:
+        for proc in gpu.processes:
+            if proc.host is not None and proc.pid not in index:
+                index[proc.pid] = proc.host
+    return index
+
+
+def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
+    cur = index[pid]
+    seen = {pid}
+    while not _is_root_marker(cur):
+        ppid = cur.ppid
+        if ppid is None or ppid <= 1 or ppid in seen:
+            break
+        parent = index.get(ppid)
+        if parent is None or not parent.visible:
+            break
+        if parent.user is None or parent.user != cur.user:
+            break
+        if is_never_root(parent):
+            break
+        seen.add(ppid)
+        cur = parent
+    return cur.pid
+
+
+def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, GpuProcess]]:
+    entries: dict[tuple[int, int], GpuProcess] = {}
+    for gpu in snapshot.gpus:
+        if gpu.lost:
+            continue
+        for proc in gpu.processes:
+            if proc.pid in _INVALID_PIDS:
+                continue
+            entries.setdefault((gpu.index, proc.pid), proc)
+    return [(g, p) for (g, _), p in sorted(entries.items())]
+
+
+# --- the grouping -------------------------------------------------------------------------
+
+
+def build_jobs(snapshot: Snapshot) -> tuple[Job, ...]:
+    """Group the snapshot's GPU processes into jobs, sorted by (first GPU, root pid)."""
+    index = _index(snapshot)
+    entries = _gpu_entries(snapshot)
+    gpu_pids = {proc.pid for _, proc in entries}
+
+    # Root of each GPU pid. A pid the host knows nothing about, or that is not visible,
+    # is its own root (and its own job).
+    root_of: dict[int, int] = {}
+    for pid in sorted(gpu_pids):
+        info = index.get(pid)
+        root_of[pid] = pid if info is None or not info.visible else _find_root(pid, index)
+    roots = set(root_of.values())
+
+    # Members: nearest job-root ancestor (or self).
+    owner: dict[int, int | None] = {}
+
+    def owner_of(pid: int) -> int | None:
+        chain: list[int] = []
+        cur: int | None = pid
+        found: int | None = None
+        while cur is not None:
+            if cur in owner:
+                found = owner[cur]
+                break
+            chain.append(cur)
+            if cur in roots:
+                found = cur
+                break
+            info = index.get(cur)
+            nxt = None if info is None or not info.visible else info.ppid
+            cur = None if nxt is None or nxt <= 0 or nxt in chain else nxt
+        for c in chain:
+            owner[c] = found
+        return found
+
+    members: dict[int, list[int]] = {r: [] for r in roots}
+    for pid in sorted(set(index) | gpu_pids):
+        root = owner_of(pid)
+        if root is None:
+            continue
+        info, root_info = index.get(pid), index.get(root)
+        if (
+            pid != root
+            and pid not in gpu_pids
+            and info is not None
+            and root_info is not None
+            and info.user is not None
+            and root_info.user is not None
+            and info.user != root_info.user
+        ):
+            continue  # two users never merge
+        members[root].append(pid)
+
+    # A GPU process always belongs to its own root's job.
+    for pid, root in root_of.items():
+        if pid not in members[root]:
+            members[root].append(pid)
+
+    gpu_util = {g.index: g.utilization.gpu for g in snapshot.gpus if not g.lost}
+    jobs: list[Job] = []
+    for root in roots:
+        mine = [(g, p) for g, p in entries if root_of[p.pid] == root]
+        jobs.append(
+            _make_job(snapshot, root, sorted(set(members[root])), mine, index, gpu_pids, gpu_util)
+        )
+    jobs.sort(key=lambda j: (j.gpus[0] if j.gpus else -1, j.root_pid))
+    return tuple(jobs)
+
+
+def _has_gpu_ancestor(
+    pid: int, index: dict[int, ProcessInfo], gpu_pids: set[int], stop: int
+) -> bool:
+    seen = {pid}
+    info = index.get(pid)
+    while info is not None and info.ppid is not None and info.ppid not in seen:
+        if info.ppid in gpu_pids:
+            return True
+        if info.pid == stop:
+            return False
+        seen.add(info.ppid)
+        info = index.get(info.ppid)
+    return False
+
+
+def _make_job(
+    snapshot: Snapshot,
+    root: int,
+    pids: list[int],
+    entries: list[tuple[int, GpuProcess]],
+    index: dict[int, ProcessInfo],
+    all_gpu_pids: set[int],
+    gpu_util: dict[int, float | None],
+) -> Job:
+    root_info = index.get(root)
+    mains = sorted({p.pid for _, p in entries})
+    main_set = set(mains)
+    infos = [index[p] for p in pids if p in index]
+    workers = sorted(
+        p
+        for p in pids
+        if p not in all_gpu_pids
+        and p in index
+        and index[p].status != "zombie"
+        and _has_gpu_ancestor(p, index, main_set, root)
+    )
+    gpus = sorted({g for g, _ in entries})
+    utils = [u for u in (gpu_util.get(g) for g in gpus) if u is not None]
+    statuses = [i.status for i in infos if i.status is not None]
+    create_time = None if root_info is None else root_info.create_time
+    return Job(
+        id=f"{root}:{'?' if create_time is None else f'{create_time:.2f}'}",
+        root_pid=root,
+        user=None if root_info is None else root_info.user,
+        command=None if root_info is None else root_info.command,
+        name=None if root_info is None else root_info.name,
+        visible=None if root_info is None else root_info.visible,
+        gpus=tuple(gpus),
+        gpu_pids=tuple((g, p.pid) for g, p in entries),
+        main_pids=tuple(mains),
+        worker_pids=tuple(workers),
+        pids=tuple(pids),
+        gpu_memory=_sum_int(p.gpu_memory for _, p in entries),
+        gpu_util=sum(utils) / len(utils) if utils else None,
+        sm_percent=sum_known(p.sm_percent for _, p in entries),
+        cpu_percent=sum_known(i.cpu_percent for i in infos),
+        main_cpu_percent=sum_known(index[p].cpu_percent for p in mains if p in index),
+        rss=_sum_int(i.rss for i in infos),
+        read_bytes_per_s=sum_known(i.read_bytes_per_s for i in infos),
+        disk_sleep=sum(1 for s in statuses if s == "disk-sleep") if statuses else None,
+        create_time=create_time,
+        age=None if create_time is None else max(0.0, snapshot.time - create_time),
+    )
+
+
+def jobs_by_id(jobs: Sequence[Job]) -> dict[str, Job]:
+    return {j.id: j for j in jobs}
+
+
+def job_to_dict(job: Job, verdict: Verdict | None = None) -> dict[str, Any]:
+    """The JSON form of one job (``jobs`` list of ``--once --json``)."""
+    return {
+        "id": job.id,
+        "user": job.user,
+        "command": job.command,
+        "name": job.name,
+        "root_pid": job.root_pid,
+        "visible": job.visible,
+        "gpus": list(job.gpus),
+        "gpu_pids": [{"gpu": g, "pid": p} for g, p in job.gpu_pids],
+        "pids": list(job.pids),
+        "worker_pids": list(job.worker_pids),
+        "workers": job.workers,
+        "gpu_memory": job.gpu_memory,
+        "gpu_util": job.gpu_util,
+        "sm_percent": job.sm_percent,
+        "cpu_percent": job.cpu_percent,
+        "cores": job.cores,
+        "main_cpu_percent": job.main_cpu_percent,
+        "rss": job.rss,
+        "read_bytes_per_s": job.read_bytes_per_s,
+        "disk_sleep": job.disk_sleep,
+        "create_time": job.create_time,
+        "age": job.age,
+        "verdict": None if verdict is None else verdict.to_dict(),
+    }

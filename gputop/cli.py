@@ -1,0 +1,175 @@
+"""Command line: parse arguments, pick the source, run the dashboard or print once.
+
+Exit codes: 0 ok; 1 unexpected failure; 2 bad argument; 3 no NVIDIA driver/library
+(``--once`` still prints the host part and says why on stderr).
+
+Textual is imported only on the dashboard path (``gputop.ui.app`` lazily): ``--once``,
+``--json``, ``--help`` and ``--version`` never pay for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import NoReturn
+
+from gputop import __version__
+from gputop.model import Snapshot
+from gputop.sampler import Sampler
+from gputop.sources.base import Source
+
+#: ``--once`` takes a snapshot, waits this long, and prints a second one: rates
+#: (CPU %, disk, per-process I/O) need two readings.
+ONCE_WINDOW_S = 0.5
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_NO_DRIVER = 3
+
+MIN_INTERVAL = 0.1
+MAX_INTERVAL = 60.0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line on stderr, exit 2 (argparse would also print the usage)."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not MIN_INTERVAL <= value <= MAX_INTERVAL:
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range: seconds from {MIN_INTERVAL:g} to {MAX_INTERVAL:g}"
+        )
+    return value
+
+
+def _gpus(text: str) -> tuple[str, ...]:
+    from gputop.textout import parse_gpu_selection
+
+    try:
+        return parse_gpu_selection(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpus: ")) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="gputop",
+        description=(
+            "Live terminal dashboard for NVIDIA GPU servers: is your training bound by the "
+            "data pipeline or by the GPU?"
+        ),
+        epilog=(
+            "exit codes: 0 ok, 1 unexpected failure, 2 bad argument, "
+            "3 no NVIDIA driver or library (--once still prints the host part)"
+        ),
+    )
+    p.add_argument("--once", action="store_true", help="print one snapshot as text and exit")
+    p.add_argument(
+        "--json", action="store_true", help="print one snapshot as JSON and exit (implies --once)"
+    )
+    p.add_argument(
+        "--gpus",
+        type=_gpus,
+        metavar="LIST",
+        help="show only these GPUs: indices or UUIDs, comma separated (e.g. 0,2)",
+    )
+    p.add_argument(
+        "--interval",
+        type=_interval,
+        default=1.0,
+        metavar="SECONDS",
+        help=f"seconds between samples, {MIN_INTERVAL:g} to {MAX_INTERVAL:g} (default 1)",
+    )
+    p.add_argument("--demo", action="store_true", help="show a simulated 8-GPU server")
+    p.add_argument("--seed", type=int, help="random seed of the demo (with --demo; default 0)")
+    p.add_argument(
+        "--readonly", action="store_true", help="dashboard: never offer to signal processes"
+    )
+    p.add_argument("--version", action="version", version=f"gputop {__version__}")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.seed is not None and not args.demo:
+        parser.error("--seed needs --demo")
+    once = bool(args.once or args.json)
+
+    source: Source
+    if args.demo:
+        from gputop.sources.demo import DemoSource
+
+        seed = 0 if args.seed is None else args.seed
+        if once:
+            # No need to wait for a simulation: advance its clock by the window instead.
+            source = DemoSource(seed, start_time=time.time(), step=ONCE_WINDOW_S)
+        else:
+            source = DemoSource(seed, clock=time.time)
+    else:
+        from gputop.sources.live import LiveSource
+
+        source = LiveSource()
+
+    sampler = Sampler(source, interval=args.interval)
+    try:
+        if once:
+            return _once(sampler, args, parser)
+        return _dashboard(sampler, args, parser)
+    finally:
+        sampler.stop()
+
+
+def _selection(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, snapshot: Snapshot
+) -> frozenset[int] | None:
+    """The --gpus choice as indices; an unknown GPU is a bad argument (exit 2). Without
+    a driver there is nothing to choose from: the choice is ignored (exit 3 says why)."""
+    from gputop.textout import resolve_gpu_selection
+
+    if args.gpus is None or not snapshot.driver.available:
+        return None
+    try:
+        return resolve_gpu_selection(args.gpus, snapshot.gpus)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gputop.textout import filter_gpus, render_json, render_text
+
+    sampler.tick_now()
+    if not args.demo:  # the demo's virtual clock advances by the window on its own
+        time.sleep(ONCE_WINDOW_S)
+    snap = sampler.tick_now()
+    shown = filter_gpus(snap, _selection(args, parser, snap))
+    out = render_json(shown) if args.json else render_text(shown, total_gpus=len(snap.gpus))
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    sys.stdout.flush()
+    if not snap.driver.available:
+        why = snap.driver.error or "unknown reason"
+        print(f"gputop: NVIDIA driver not available: {why}", file=sys.stderr)
+        return EXIT_NO_DRIVER
+    return EXIT_OK
+
+
+def _dashboard(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """The first snapshot is taken here (it validates --gpus); the sampler is handed
+    over not started: the app sets ``on_snapshot`` and calls ``start()``."""
+    selection = _selection(args, parser, sampler.tick_now())
+    try:
+        from gputop.ui.app import run_app
+    except ImportError as exc:
+        print(f"gputop: the dashboard is not available ({exc}); try --once", file=sys.stderr)
+        return EXIT_FAILURE
+    result: int = run_app(sampler, gpu_filter=selection, readonly=args.readonly)
+    return result

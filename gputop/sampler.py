@@ -1,0 +1,208 @@
+"""The background sampler: one worker thread asks a source for a snapshot every interval.
+
+- Ticks never overlap: a slow tick delays the next one; it never stacks up.
+- Scheduling is on the monotonic clock: the next tick starts ``interval`` seconds after
+  the previous one *started*; when a tick overran, the next starts right away, and
+  missed ticks are never made up in a burst.
+- Consumers only get immutable snapshots. ``latest()`` and ``history()`` take a lock just
+  long enough to copy a reference or a tuple: they never wait for a tick.
+- ``on_snapshot`` is called from the worker thread (a Textual app wraps it with
+  ``call_from_thread``). ``tick_now()`` does not call it: it returns the snapshot.
+- An exception from the source (sources should not raise) is logged, kept in
+  ``last_error``, and the loop carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from gputop.model import Snapshot, replace
+from gputop.sources.base import Source
+
+log = logging.getLogger(__name__)
+
+
+class Sampler:
+    def __init__(
+        self,
+        source: Source,
+        interval: float = 1.0,
+        history: int = 3600,
+        on_snapshot: Callable[[Snapshot], None] | None = None,
+    ) -> None:
+        if not interval > 0:
+            raise ValueError("interval must be > 0")
+        if history < 1:
+            raise ValueError("history must be >= 1")
+        self.source = source
+        self.on_snapshot = on_snapshot
+        self._interval = float(interval)
+        self._paused = False
+        self._history: deque[Snapshot] = deque(maxlen=history)
+        self._latest: Snapshot | None = None
+        self._lock = threading.Lock()  # guards _latest and _history (copies only)
+        self._tick_lock = threading.Lock()  # one tick at a time (worker or tick_now)
+        self._wake = threading.Event()  # interval change, unpause, stop
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._last_start: float | None = None  # monotonic start of the last tick
+        self._tick_started: float | None = None  # monotonic start of a running tick
+        self.last_tick_seconds: float | None = None
+        self.last_tick_cpu_seconds: float | None = None
+        self.last_error: str | None = None
+        self.ticks = 0
+
+    # --- settings ----------------------------------------------------------------------
+
+    @property
+    def interval(self) -> float:
+        return self._interval
+
+    @interval.setter
+    def interval(self, value: float) -> None:
+        if not value > 0:
+            raise ValueError("interval must be > 0")
+        self._interval = float(value)
+        self._wake.set()  # the wait is recomputed; takes effect for the next tick
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused = bool(value)
+        self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def stale(self) -> bool:
+        """True when the running tick started more than two intervals ago."""
+        started = self._tick_started
+        return started is not None and time.monotonic() - started > 2 * self._interval
+
+    # --- data --------------------------------------------------------------------------
+
+    def latest(self) -> Snapshot | None:
+        with self._lock:
+            return self._latest
+
+    def history(self) -> tuple[Snapshot, ...]:
+        """Snapshots kept, oldest first."""
+        with self._lock:
+            return tuple(self._history)
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker thread (a daemon). Its first tick happens immediately, unless a
+        ``tick_now()`` ran less than one interval ago: then the schedule continues from
+        it (two readings a few milliseconds apart would give meaningless rates)."""
+        if self._thread is not None:
+            raise RuntimeError("sampler already started")
+        self._thread = threading.Thread(target=self._run, name="gputop-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the worker thread and close the source.
+
+        If a tick is stuck in the source for longer than ``timeout``, the source is left
+        open rather than closed under the running call.
+        """
+        self._stopping.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        if self._closed:
+            return
+        if self._tick_lock.acquire(timeout=max(0.0, timeout)):
+            try:
+                if not self._closed:
+                    self._closed = True
+                    try:
+                        self.source.close()
+                    except Exception:
+                        log.exception("closing the source failed")
+            finally:
+                self._tick_lock.release()
+        else:
+            log.error("a tick is still running after %.1fs: source left open", timeout)
+
+    def tick_now(self) -> Snapshot:
+        """Take one snapshot synchronously (waits for a running tick to finish first).
+
+        Stores it like a worker tick but does not call ``on_snapshot``. An exception from
+        the source propagates to the caller.
+        """
+        with self._tick_lock:
+            if self._closed:
+                raise RuntimeError("sampler stopped")
+            return self._tick()
+
+    # --- worker ------------------------------------------------------------------------
+
+    def _tick(self) -> Snapshot:
+        """One tick; the caller holds ``_tick_lock``."""
+        start = time.monotonic()
+        cpu0 = time.thread_time()
+        self._last_start = start
+        self._tick_started = start
+        try:
+            snap = self.source.snapshot()
+        finally:
+            self._tick_started = None
+            self.last_tick_seconds = time.monotonic() - start
+            self.last_tick_cpu_seconds = time.thread_time() - cpu0
+        if snap.tick_seconds is None:
+            snap = replace(
+                snap,
+                tick_seconds=self.last_tick_seconds,
+                tick_cpu_seconds=self.last_tick_cpu_seconds,
+            )
+        with self._lock:
+            self._latest = snap
+            self._history.append(snap)
+        self.ticks += 1
+        return snap
+
+    def _due_in(self) -> float:
+        if self._last_start is None:
+            return 0.0
+        return self._last_start + self._interval - time.monotonic()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            if self._paused:
+                self._wake.wait()
+                self._wake.clear()
+                continue
+            wait = self._due_in()
+            if wait > 0:
+                self._wake.wait(wait)
+                self._wake.clear()
+                continue  # re-check: stop, pause or a new interval may have come
+            with self._tick_lock:
+                if self._stopping.is_set() or self._closed:
+                    break
+                try:
+                    snap = self._tick()
+                except Exception as exc:
+                    self.last_error = f"{type(exc).__name__}: {exc}"
+                    log.exception("sampling failed")
+                    continue
+            self.last_error = None
+            callback = self.on_snapshot
+            if callback is not None:
+                try:
+                    callback(snap)
+                except Exception:
+                    log.exception("on_snapshot callback failed")

@@ -1,0 +1,832 @@
+"""A seeded, simulated GPU server: eight H100s and the jobs people run on them.
+
+``DemoSource`` produces the same :class:`~gputop.model.Snapshot` objects as the live
+source, with the same gaps a real source has (the first snapshot has no rates: a
+real source needs two readings for a rate), so that the dashboard cannot tell the two
+apart except by ``Snapshot.source == "demo"``.
+
+The fleet (host ``gpu-node-07``, 64 cores, 1 TiB RAM, 8 x H100 80GB HBM3, PCIe gen5 x16):
+
+====  ===========================================================================
+GPU   what runs there
+====  ===========================================================================
+0-1   alice: ``torchrun`` launcher -> 2 ranks (one per GPU) -> 4 dataloader workers
+      each. GPU-bound: util ~97 %, 620-690 W, workers lightly used.
+2     bob: data-starved ResNet trainer. Util swings 20-60 % while its 8 dataloader
+      workers each burn ~95 % of a core reading ~130 MB/s from disk (some of them
+      in ``disk-sleep``).
+3     carol: idle Jupyter kernel holding 75 GiB for 9 hours, util 0.
+4     free: no processes, idle link (PCIe drops to gen1 to save power, as real GPUs do).
+5     alice: ZeRO-3 fine-tune offloading to host memory: PCIe RX near the gen5 x16
+      maximum, util lowish.
+6     carol: Mixtral trainer at 98 % of GPU memory (near OOM) on a badly cooled GPU:
+      hot (~88 C), at its 700 W power cap, clocks slowed (``sw power cap``,
+      ``sw thermal``). An orphaned dataloader worker of her previous run
+      (crashed, OOM) still holds ``/dev/nvidia6``: an unlisted holder.
+7     bob: PPO trainer bound by its main process (one core at ~100 %, workers idle,
+      util ~20 %) on a degraded link (gen4 x8 while the GPU is busy; max gen5 x16),
+      plus a process from another PID namespace (a container): not visible.
+====  ===========================================================================
+
+Time: with ``clock=None`` a virtual clock starts at ``start_time`` (a fixed date when
+not given) and advances by ``step`` seconds on every :meth:`DemoSource.snapshot` call;
+with a clock (e.g. ``time.time``) the simulation advances by the real time between
+calls. Everything random comes from one ``random.Random(seed)``: the same seed and the
+same sequence of times give identical snapshots.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gputop.model import (
+    Clocks,
+    DriverInfo,
+    GpuMemory,
+    GpuProcess,
+    GpuSample,
+    HostSample,
+    IoRate,
+    MemoryStat,
+    NetRate,
+    Pcie,
+    ProcessInfo,
+    Snapshot,
+    SwapStat,
+    UnlistedHolder,
+    Utilization,
+    replace,
+)
+from gputop.sources.pcie import link_max_bytes_per_s
+
+MiB = 2**20
+GiB = 2**30
+TiB = 2**40
+MB = 1e6
+GB = 1e9
+
+#: 2025-06-02 09:00:00 UTC: the virtual clock's start when no start_time is given.
+DEMO_EPOCH = 1_748_854_800.0
+
+HOSTNAME = "gpu-node-07"
+GPU_NAME = "NVIDIA H100 80GB HBM3"
+GPU_COUNT = 8
+MEMORY_TOTAL = 81_559 * MiB  # what an H100 80GB HBM3 reports
+MEMORY_RESERVED = 579 * MiB  # memory v2: driver-reserved, not in used
+POWER_LIMIT_W = 700.0
+SM_MAX_MHZ = 1980
+MEM_MAX_MHZ = 2619
+CPU_COUNT = 64
+HOST_MEMORY = 1 * TiB
+BUS_IDS = (
+    "00000000:18:00.0",
+    "00000000:2A:00.0",
+    "00000000:3A:00.0",
+    "00000000:5D:00.0",
+    "00000000:9A:00.0",
+    "00000000:AB:00.0",
+    "00000000:BA:00.0",
+    "00000000:DB:00.0",
+)
+
+
+def pcie_link_bytes_per_s(gen: int, width: int) -> float:
+    """Per-direction capacity of a PCIe link (gen5 x16: 63.0 GB/s)."""
+    value = link_max_bytes_per_s(gen, width)
+    assert value is not None
+    return value
+
+
+LINK_MAX = pcie_link_bytes_per_s(5, 16)
+_AMBIENT_C = 24.0  # inlet air
+
+
+class _Walk:
+    """A mean-reverting random walk (Ornstein-Uhlenbeck), clamped to [lo, hi]."""
+
+    def __init__(
+        self,
+        rng: random.Random,
+        mu: float,
+        sigma: float,
+        lo: float,
+        hi: float,
+        tau: float = 10.0,
+    ) -> None:
+        self.rng = rng
+        self.mu = mu
+        self.sigma = sigma  # stationary standard deviation
+        self.lo = lo
+        self.hi = hi
+        self.tau = tau  # seconds to forget
+        self.value = min(hi, max(lo, mu + rng.gauss(0.0, sigma)))
+
+    def advance(self, dt: float, mu: float | None = None) -> float:
+        if mu is not None:
+            self.mu = mu
+        if dt > 0:
+            a = math.exp(-dt / self.tau)
+            noise = self.sigma * math.sqrt(1.0 - a * a) * self.rng.gauss(0.0, 1.0)
+            self.value = self.mu + (self.value - self.mu) * a + noise
+            self.value = min(self.hi, max(self.lo, self.value))
+        return self.value
+
+
+@dataclass
+class _Proc:
+    pid: int
+    ppid: int
+    user: str
+    command: str
+    age: float  # seconds before the simulation starts
+    cpu: _Walk
+    rss: int
+    threads: int
+    name: str = "python"
+    read: _Walk | None = None  # bytes/s
+    write: _Walk | None = None
+    disk_sleep_chance: float = 0.0
+    status: str = "sleeping"
+    create_time: float = 0.0
+    cores: tuple[int, ...] = ()
+
+
+@dataclass
+class _GpuProc:
+    pid: int
+    gpu: int
+    memory: _Walk  # bytes
+    sm: _Walk | None  # SM percent; None: the process accounts for all the GPU's util
+    visible: bool = True
+
+
+@dataclass
+class _Gpu:
+    index: int
+    uuid: str
+    util: _Walk
+    mem_util_ratio: float  # memory util as a share of gpu util
+    power_idle: float
+    power_gain: float  # watts at 100 % util above idle
+    thermal_r: float  # degrees C per watt above ambient
+    rx: _Walk
+    tx: _Walk
+    busy_gen: int = 5
+    busy_width: int = 16
+    extra_memory: int = 0  # bytes used but not attributed to listed processes
+    swing: tuple[float, float] | None = None  # (amplitude, period s) of a slow util swing
+    temperature: float = 30.0
+    power_noise: _Walk | None = None
+    procs: list[_GpuProc] = field(default_factory=list)
+
+
+class DemoSource:
+    """Simulated fleet; implements :class:`gputop.sources.base.Source`."""
+
+    kind = "demo"
+
+    def __init__(
+        self,
+        seed: int = 0,
+        clock: Callable[[], float] | None = None,
+        *,
+        start_time: float | None = None,
+        step: float = 1.0,
+    ) -> None:
+        if step <= 0:
+            raise ValueError("step must be > 0")
+        self.seed = seed
+        self._clock = clock
+        self._step = step
+        if start_time is None:
+            start_time = clock() if clock is not None else DEMO_EPOCH
+        self._start = start_time
+        self._now = start_time
+        self._ticks = 0
+        self._rng = random.Random(seed)
+        self._driver = DriverInfo(
+            available=True,
+            driver_version="550.90.07",
+            cuda_version="12.4",
+            nvml_version="12.550.90.07",
+        )
+        self._build()
+
+    # --- construction ------------------------------------------------------------------
+
+    def _walk(self, mu: float, sigma: float, lo: float, hi: float, tau: float = 10.0) -> _Walk:
+        return _Walk(self._rng, mu, sigma, lo, hi, tau)
+
+    def _uuid(self) -> str:
+        h = f"{self._rng.getrandbits(128):032x}"
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+    def _proc(
+        self,
+        pid: int,
+        ppid: int,
+        user: str,
+        command: str,
+        age: float,
+        cpu: tuple[float, float, float, float],
+        rss: int,
+        threads: int,
+        *,
+        name: str = "python",
+        read: tuple[float, float] | None = None,
+        write: tuple[float, float] | None = None,
+        disk_sleep_chance: float = 0.0,
+    ) -> _Proc:
+        mu, sigma, lo, hi = cpu
+        p = _Proc(
+            pid=pid,
+            ppid=ppid,
+            user=user,
+            command=command,
+            age=age,
+            cpu=self._walk(mu, sigma, lo, hi, tau=5.0),
+            rss=rss,
+            threads=threads,
+            name=name,
+            read=None if read is None else self._walk(read[0], read[1], 0.0, 4 * read[0], 4.0),
+            write=None if write is None else self._walk(write[0], write[1], 0.0, 4 * write[0]),
+            disk_sleep_chance=disk_sleep_chance,
+        )
+        p.create_time = self._start - age
+        return p
+
+    def _build(self) -> None:
+        r = self._rng
+        self._gpus: list[_Gpu] = []
+        for i in range(GPU_COUNT):
+            self._gpus.append(
+                _Gpu(
+                    index=i,
+                    uuid=self._uuid(),
+                    util=self._walk(0.0, 0.0, 0.0, 0.0),
+                    mem_util_ratio=0.5,
+                    power_idle=68.0 + r.uniform(0, 6),
+                    power_gain=600.0,
+                    thermal_r=0.062 + r.uniform(0, 0.006),
+                    rx=self._walk(0.0, 0.0, 0.0, 0.0),
+                    tx=self._walk(0.0, 0.0, 0.0, 0.0),
+                )
+            )
+        g = self._gpus
+        self._procs: list[_Proc] = []
+        P = self._procs.append
+
+        # GPU 0-1: alice's torchrun job, GPU-bound.
+        cfg = "configs/llama2_7b.yaml"
+        launcher = 41187
+        P(
+            self._proc(
+                launcher,
+                41010,
+                "alice",
+                "/usr/bin/python3 /usr/local/bin/torchrun --nproc_per_node=2 "
+                f"train.py --config {cfg}",
+                7980,
+                (0.8, 0.4, 0.0, 3.0),
+                412 * MiB,
+                5,
+                name="torchrun",
+            )
+        )
+        for rank in range(2):
+            pid = 41201 + rank
+            P(
+                self._proc(
+                    pid,
+                    launcher,
+                    "alice",
+                    f"/usr/bin/python3 -u train.py --config {cfg}",
+                    7975,
+                    (96.0, 3.0, 80.0, 101.0),
+                    18 * GiB + rank * 37 * MiB,
+                    38,
+                    read=(4 * MB, 1 * MB),
+                    write=(1 * MB, 0.5 * MB),
+                )
+            )
+            for w in range(4):
+                P(
+                    self._proc(
+                        41260 + 4 * rank + w,
+                        pid,
+                        "alice",
+                        f"/usr/bin/python3 -u train.py --config {cfg}",
+                        7950,
+                        (14.0, 4.0, 2.0, 30.0),
+                        2150 * MiB,
+                        3,
+                        read=(22 * MB, 6 * MB),
+                    )
+                )
+            gpu = g[rank]
+            gpu.util = self._walk(97.0, 1.2, 90.0, 100.0, tau=3.0)
+            gpu.mem_util_ratio = 0.55
+            gpu.power_gain = 590.0
+            gpu.rx = self._walk(2.4 * GB, 0.6 * GB, 0.2 * GB, 6 * GB, 2.0)
+            gpu.tx = self._walk(0.7 * GB, 0.2 * GB, 0.05 * GB, 2 * GB, 2.0)
+            gpu.extra_memory = 0
+            gpu.procs.append(
+                _GpuProc(
+                    pid,
+                    rank,
+                    self._walk(71_310 * MiB, 64 * MiB, 70_900 * MiB, 71_700 * MiB, 30.0),
+                    None,
+                )
+            )
+
+        # GPU 2: bob's data-starved trainer.
+        cmd = (
+            "python train.py --config configs/resnet152_imagenet.yaml --batch-size 512 --workers 8"
+        )
+        main = 52840
+        P(
+            self._proc(
+                main,
+                52811,
+                "bob",
+                cmd,
+                2830,
+                (45.0, 10.0, 15.0, 80.0),
+                9800 * MiB,
+                24,
+                read=(2 * MB, 1 * MB),
+            )
+        )
+        for w in range(8):
+            P(
+                self._proc(
+                    52871 + w,
+                    main,
+                    "bob",
+                    cmd,
+                    2826,
+                    (95.0, 3.0, 80.0, 100.0),
+                    3400 * MiB + w * 11 * MiB,
+                    2,
+                    read=(130 * MB, 25 * MB),
+                    disk_sleep_chance=0.25,
+                )
+            )
+        gpu = g[2]
+        gpu.util = self._walk(40.0, 7.0, 5.0, 75.0, tau=2.0)
+        gpu.swing = (15.0, 23.0)
+        gpu.mem_util_ratio = 0.45
+        gpu.power_gain = 520.0
+        gpu.rx = self._walk(1.1 * GB, 0.3 * GB, 0.05 * GB, 3 * GB, 2.0)
+        gpu.tx = self._walk(0.08 * GB, 0.03 * GB, 0.0, 0.3 * GB, 2.0)
+        gpu.procs.append(
+            _GpuProc(
+                main,
+                2,
+                self._walk(38_912 * MiB, 128 * MiB, 38_400 * MiB, 39_400 * MiB, 20.0),
+                None,
+            )
+        )
+
+        # GPU 3: carol's idle Jupyter kernel holding most of the memory.
+        kernel = 30115
+        P(
+            self._proc(
+                kernel,
+                30098,
+                "carol",
+                "/home/carol/miniconda3/envs/llm/bin/python -m ipykernel_launcher -f "
+                "/home/carol/.local/share/jupyter/runtime/kernel-5c1f0e2a.json",
+                9 * 3600 + 20 * 60,
+                (0.2, 0.15, 0.0, 1.0),
+                22 * GiB,
+                12,
+            )
+        )
+        gpu = g[3]
+        gpu.util = self._walk(0.0, 0.0, 0.0, 0.0)
+        gpu.procs.append(
+            _GpuProc(
+                kernel,
+                3,
+                self._walk(76_800 * MiB, 0.0, 76_800 * MiB, 76_800 * MiB),
+                None,
+            )
+        )
+
+        # GPU 4: free.
+
+        # GPU 5: alice's offloading fine-tune, PCIe-bound.
+        main = 61022
+        cmd = (
+            "python finetune.py --model llama-13b --zero-stage 3 --offload-optimizer cpu "
+            "--offload-param cpu"
+        )
+        P(
+            self._proc(
+                main,
+                60990,
+                "alice",
+                cmd,
+                1560,
+                (160.0, 20.0, 100.0, 240.0),
+                212 * GiB,
+                64,
+                read=(3 * MB, 1 * MB),
+                write=(1 * MB, 0.5 * MB),
+            )
+        )
+        for w in range(2):
+            P(
+                self._proc(
+                    61040 + w,
+                    main,
+                    "alice",
+                    cmd,
+                    1552,
+                    (4.0, 1.5, 0.0, 10.0),
+                    1800 * MiB,
+                    2,
+                    read=(5 * MB, 2 * MB),
+                )
+            )
+        gpu = g[5]
+        gpu.util = self._walk(35.0, 6.0, 15.0, 55.0, tau=2.0)
+        gpu.mem_util_ratio = 0.6
+        gpu.power_gain = 560.0
+        gpu.rx = self._walk(0.88 * LINK_MAX, 0.04 * LINK_MAX, 0.6 * LINK_MAX, 0.97 * LINK_MAX, 2.0)
+        gpu.tx = self._walk(0.38 * LINK_MAX, 0.05 * LINK_MAX, 0.1 * LINK_MAX, 0.6 * LINK_MAX, 2.0)
+        gpu.procs.append(
+            _GpuProc(
+                main,
+                5,
+                self._walk(43_008 * MiB, 256 * MiB, 42_000 * MiB, 44_000 * MiB, 15.0),
+                None,
+            )
+        )
+
+        # GPU 6: carol's near-OOM Mixtral trainer on a hot, power-capped GPU, and the
+        # orphaned worker of her previous (crashed) run: an unlisted holder.
+        main = 70533
+        cmd = "python train_llm.py --model mixtral-8x7b --micro-batch 6 --grad-ckpt"
+        P(
+            self._proc(
+                main,
+                70502,
+                "carol",
+                cmd,
+                5 * 3600 + 2 * 60,
+                (97.0, 2.0, 85.0, 101.0),
+                31 * GiB,
+                41,
+                read=(3 * MB, 1 * MB),
+            )
+        )
+        for w in range(4):
+            P(
+                self._proc(
+                    70561 + w,
+                    main,
+                    "carol",
+                    cmd,
+                    18_100,
+                    (18.0, 5.0, 3.0, 40.0),
+                    2900 * MiB,
+                    3,
+                    read=(30 * MB, 8 * MB),
+                )
+            )
+        gpu = g[6]
+        gpu.util = self._walk(99.0, 0.8, 94.0, 100.0, tau=3.0)
+        gpu.mem_util_ratio = 0.62
+        gpu.power_gain = 700.0  # wants more than the 700 W cap
+        gpu.thermal_r = 0.091  # poor cooling
+        gpu.rx = self._walk(1.6 * GB, 0.4 * GB, 0.1 * GB, 4 * GB, 2.0)
+        gpu.tx = self._walk(0.5 * GB, 0.15 * GB, 0.02 * GB, 2 * GB, 2.0)
+        gpu.extra_memory = 1_518 * MiB  # the orphaned worker's context
+        gpu.procs.append(
+            _GpuProc(
+                main,
+                6,
+                self._walk(78_410 * MiB, 96 * MiB, 78_100 * MiB, 78_700 * MiB, 8.0),
+                None,
+            )
+        )
+        self._holders = (
+            UnlistedHolder(
+                pid=69904,
+                gpu=6,
+                minor_number=6,
+                user="carol",
+                name="python",
+                command="python train_llm.py --model mixtral-8x7b --micro-batch 8 --grad-ckpt",
+            ),
+        )
+
+        # GPU 7: bob's PPO trainer bound by its main process, on a degraded link; and a
+        # process of another PID namespace.
+        main = 80412
+        cmd = "python train_ppo.py --env ALE/Breakout-v5 --num-envs 64 --workers 4"
+        P(
+            self._proc(
+                main,
+                80377,
+                "bob",
+                cmd,
+                4700,
+                (99.0, 0.8, 95.0, 100.0),
+                6200 * MiB,
+                9,
+                read=(0.5 * MB, 0.2 * MB),
+            )
+        )
+        for w in range(4):
+            P(
+                self._proc(
+                    80430 + w,
+                    main,
+                    "bob",
+                    cmd,
+                    4690,
+                    (0.4, 0.3, 0.0, 2.0),
+                    1100 * MiB,
+                    2,
+                )
+            )
+        gpu = g[7]
+        gpu.util = self._walk(24.0, 4.0, 10.0, 40.0, tau=2.0)
+        gpu.mem_util_ratio = 0.4
+        gpu.power_gain = 560.0
+        gpu.busy_gen, gpu.busy_width = 4, 8
+        gpu.rx = self._walk(2.2 * GB, 0.5 * GB, 0.2 * GB, 6 * GB, 2.0)
+        gpu.tx = self._walk(0.9 * GB, 0.3 * GB, 0.05 * GB, 3 * GB, 2.0)
+        gpu.procs.append(
+            _GpuProc(
+                main,
+                7,
+                self._walk(11_264 * MiB, 32 * MiB, 11_100 * MiB, 11_400 * MiB, 20.0),
+                None,
+            )
+        )
+        gpu.procs.append(
+            _GpuProc(
+                2_210_457,
+                7,
+                self._walk(9_728 * MiB, 0.0, 9_728 * MiB, 9_728 * MiB),
+                self._walk(6.0, 2.0, 1.0, 12.0, 3.0),
+                visible=False,
+            )
+        )
+
+        for gpu in self._gpus:
+            gpu.power_noise = self._walk(0.0, 6.0, -20.0, 20.0, 2.0)
+            # Start in thermal equilibrium with the expected power.
+            watts = gpu.power_idle + gpu.power_gain * gpu.util.mu / 100.0
+            gpu.temperature = _AMBIENT_C + gpu.thermal_r * min(POWER_LIMIT_W, watts)
+
+        # Pin busy processes to cores (the scheduler keeps them roughly in place).
+        free_cores = list(range(CPU_COUNT))
+        r.shuffle(free_cores)
+        for p in self._procs:
+            n = max(1, math.ceil(p.cpu.hi / 100.0))
+            p.cores = tuple(free_cores.pop() for _ in range(n)) if len(free_cores) > n else ()
+        self._core_idle = [self._walk(1.2, 0.8, 0.0, 6.0, 3.0) for _ in range(CPU_COUNT)]
+        self._iowait = self._walk(3.5, 1.0, 0.5, 9.0, 3.0)
+        self._load = self._walk(16.5, 1.5, 10.0, 24.0, 20.0)
+        self._load5 = self._walk(16.0, 0.6, 12.0, 20.0, 120.0)
+        self._load15 = self._walk(15.6, 0.3, 13.0, 18.0, 400.0)
+        self._net_rx = self._walk(95 * MB, 25 * MB, 10 * MB, 400 * MB, 3.0)
+        self._net_tx = self._walk(14 * MB, 5 * MB, 1 * MB, 80 * MB, 3.0)
+        self._freq = self._walk(2950.0, 60.0, 2400.0, 3200.0, 5.0)
+
+    # --- Source ------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        if self._clock is not None:
+            now = self._clock()
+        elif self._ticks == 0:
+            now = self._start
+        else:
+            now = self._now + self._step
+        dt = max(0.0, now - self._now) if self._ticks else 0.0
+        self._now = now
+        first = self._ticks == 0
+        self._ticks += 1
+        elapsed = now - self._start
+
+        procs = self._advance_processes(dt, first)
+        gpus = tuple(
+            replace(g, processes=tuple(replace(p, host=procs[p.pid]) for p in g.processes))
+            for g in self._advance_gpus(dt, elapsed)
+        )
+        host = self._advance_host(dt, elapsed, procs, first)
+        return Snapshot(
+            time=now,
+            hostname=HOSTNAME,
+            driver=self._driver,
+            host=host,
+            gpus=gpus,
+            processes=tuple(sorted(procs.values(), key=lambda p: p.pid)),
+            unlisted_holders=self._holders,
+            errors=(),
+            source=self.kind,
+            tick_seconds=0.004 + 0.001 * self._rng.random(),
+            tick_cpu_seconds=0.003 + 0.0005 * self._rng.random(),
+        )
+
+    def close(self) -> None:
+        pass
+
+    # --- simulation --------------------------------------------------------------------
+
+    def _advance_processes(self, dt: float, first: bool) -> dict[int, ProcessInfo]:
+        out: dict[int, ProcessInfo] = {}
+        for p in self._procs:
+            cpu = p.cpu.advance(dt)
+            read = p.read.advance(dt) if p.read is not None else 0.0
+            write = p.write.advance(dt) if p.write is not None else 0.0
+            if p.disk_sleep_chance and self._rng.random() < p.disk_sleep_chance:
+                p.status = "disk-sleep"
+            elif p.cpu.mu >= 50:
+                p.status = "running" if self._rng.random() < 0.85 else "sleeping"
+            else:
+                p.status = "sleeping"
+            out[p.pid] = ProcessInfo(
+                pid=p.pid,
+                visible=True,
+                ppid=p.ppid,
+                user=p.user,
+                name=p.name,
+                command=p.command,
+                status=p.status,
+                cpu_percent=None if first else round(cpu, 1),
+                rss=p.rss,
+                read_bytes_per_s=None if first else read,
+                write_bytes_per_s=None if first else write,
+                create_time=p.create_time,
+                num_threads=p.threads,
+            )
+        for gpu in self._gpus:
+            for gp in gpu.procs:
+                if not gp.visible:
+                    out[gp.pid] = ProcessInfo(pid=gp.pid, visible=False)
+        return out
+
+    def _advance_gpus(self, dt: float, elapsed: float) -> tuple[GpuSample, ...]:
+        out = []
+        for g in self._gpus:
+            mu = g.util.mu
+            if g.swing is not None:
+                amp, period = g.swing
+                mu = g.util.mu = 40.0 + amp * math.sin(2 * math.pi * elapsed / period)
+            util = g.util.advance(dt, mu)
+            shares = {gp.pid: gp.sm.advance(dt) for gp in g.procs if gp.sm is not None}
+            own = util
+            # Processes with their own SM share (a container's job) add to the GPU util.
+            util = round(min(100.0, util + 0.8 * sum(shares.values())))
+            busy = bool(g.procs) and util > 0.5
+            mem_util = round(util * g.mem_util_ratio)
+
+            assert g.power_noise is not None
+            demand = g.power_idle + g.power_gain * util / 100.0 + g.power_noise.advance(dt)
+            if g.index == 3:  # a context holding memory keeps clocks up a bit
+                demand += 45.0
+            power = min(POWER_LIMIT_W, demand)
+            target = _AMBIENT_C + g.thermal_r * power
+            g.temperature += (target - g.temperature) * (1.0 - math.exp(-dt / 20.0))
+            temp = round(g.temperature)
+
+            reasons: list[str] = []
+            sm_clock = SM_MAX_MHZ
+            if not busy:
+                reasons.append("idle")
+                sm_clock = 345
+            if demand >= POWER_LIMIT_W * 0.98:
+                reasons.append("sw power cap")
+                sm_clock = int(SM_MAX_MHZ * min(1.0, POWER_LIMIT_W / demand) * 0.92)
+            if temp >= 85:
+                reasons.append("sw thermal")
+                sm_clock = min(sm_clock, 1410 + int(self._rng.random() * 60))
+            sm_clock = int(round(sm_clock / 15.0) * 15)
+
+            processes = []
+            used = g.extra_memory
+            for gp in g.procs:
+                mem = int(gp.memory.advance(dt)) // MiB * MiB
+                used += mem
+                sm = shares.get(gp.pid, own)
+                processes.append(
+                    GpuProcess(
+                        pid=gp.pid,
+                        type="C",
+                        gpu_memory=mem,
+                        sm_percent=float(round(min(sm, util))),
+                        memory_bandwidth_percent=float(round(min(sm, util) * g.mem_util_ratio)),
+                    )
+                )
+            used = min(used, MEMORY_TOTAL - MEMORY_RESERVED)
+            if busy:
+                rx = g.rx.advance(dt)
+                tx = g.tx.advance(dt)
+                gen, width = g.busy_gen, g.busy_width
+            else:
+                rx = 1e5 * self._rng.random()
+                tx = 1e5 * self._rng.random()
+                gen, width = 1, 16
+            out.append(
+                GpuSample(
+                    index=g.index,
+                    name=GPU_NAME,
+                    uuid=g.uuid,
+                    pci_bus_id=BUS_IDS[g.index],
+                    minor_number=g.index,
+                    memory=GpuMemory(
+                        total=MEMORY_TOTAL,
+                        used=used,
+                        free=MEMORY_TOTAL - MEMORY_RESERVED - used,
+                        reserved=MEMORY_RESERVED,
+                    ),
+                    utilization=Utilization(gpu=float(util), memory=float(mem_util)),
+                    encoder_percent=0.0,
+                    decoder_percent=0.0,
+                    temperature_c=float(temp),
+                    power_w=round(power, 1),
+                    power_limit_w=POWER_LIMIT_W,
+                    fan_percent=None,  # SXM modules have no fan of their own
+                    clocks=Clocks(
+                        sm_mhz=sm_clock,
+                        memory_mhz=MEM_MAX_MHZ if busy or g.procs else 1593,
+                        sm_max_mhz=SM_MAX_MHZ,
+                        memory_max_mhz=MEM_MAX_MHZ,
+                    ),
+                    clock_event_reasons=tuple(reasons),
+                    pcie=Pcie(
+                        gen=gen,
+                        width=width,
+                        max_gen=5,
+                        max_width=16,
+                        link_max_bytes_per_s=LINK_MAX,
+                        tx_bytes_per_s=min(tx, pcie_link_bytes_per_s(gen, width)),
+                        rx_bytes_per_s=min(rx, pcie_link_bytes_per_s(gen, width)),
+                    ),
+                    mig_mode=False,
+                    ecc_uncorrected=0,
+                    processes=tuple(processes),
+                )
+            )
+        return tuple(out)
+
+    def _advance_host(
+        self, dt: float, elapsed: float, procs: dict[int, ProcessInfo], first: bool
+    ) -> HostSample:
+        cores = [w.advance(dt) for w in self._core_idle]
+        read = 0.0
+        write = 0.0
+        rss = 0
+        for p in self._procs:
+            info = procs[p.pid]
+            rss += p.rss
+            read += info.read_bytes_per_s or 0.0
+            write += info.write_bytes_per_s or 0.0
+            left = p.cpu.value
+            for c in p.cores:
+                take = min(left, 100.0 - cores[c])
+                cores[c] += take
+                left -= take
+        # A checkpoint every 10 minutes: 15 s of heavy writes.
+        if elapsed % 600.0 < 15.0 and elapsed >= 15.0:
+            write += 1.6 * GB
+        write += 12 * MB * self._rng.random()
+        read += 4 * MB * self._rng.random()
+        per_core = tuple(round(min(100.0, c), 1) for c in cores)
+        used = rss + 41 * GiB
+        load1 = self._load.advance(dt)
+        load5 = self._load5.advance(dt)
+        load15 = self._load15.advance(dt)
+        net_rx = self._net_rx.advance(dt)
+        net_tx = self._net_tx.advance(dt)
+        iowait = self._iowait.advance(dt)
+        freq = self._freq.advance(dt)
+        return HostSample(
+            cpu_percent=None if first else round(sum(per_core) / CPU_COUNT, 1),
+            cpu_per_core=() if first else per_core,
+            cpu_count=CPU_COUNT,
+            cpu_freq_mhz=round(freq),
+            iowait_percent=None if first else round(iowait, 1),
+            load_average=(round(load1, 2), round(load5, 2), round(load15, 2)),
+            memory=MemoryStat(
+                total=HOST_MEMORY, used=used, available=HOST_MEMORY - used - 37 * GiB
+            ),
+            swap=SwapStat(total=8 * GiB, used=256 * MiB),
+            disk=IoRate(
+                read_bytes_per_s=None if first else read,
+                write_bytes_per_s=None if first else write,
+            ),
+            net=NetRate(
+                rx_bytes_per_s=None if first else net_rx,
+                tx_bytes_per_s=None if first else net_tx,
+            ),
+        )

@@ -1,0 +1,505 @@
+"""psutil and /proc -> ``HostSample`` and per-process rows (``ProcessInfo``).
+
+One ``HostReader`` lives in the sampler's worker thread and is called once per tick.
+Every rate and percentage is computed from counter deltas between two calls over the
+monotonic time between them, so the first call only primes: it returns ``None`` for
+those values (never 0). Nothing here raises: a value that cannot be read is ``None``,
+and what went wrong is listed in ``HostReader.last_errors`` for the sampler to report.
+
+Choices worth knowing:
+
+- CPU %: from ``psutil.cpu_times`` deltas (the same formula as ``psutil.cpu_percent``,
+  but with our own state, so other users of psutil's module-level state do not disturb
+  it). A single CPU field that goes backwards (the kernel's iowait counter can) counts
+  as 0 for that tick, as psutil does.
+- Disk rate: per-device deltas of ``psutil.disk_io_counters(perdisk=True)``, summed over
+  *physical* disks only: block devices in ``/sys/block`` that have a ``device`` link
+  (sda, nvme0n1, vda, xvda...). Partitions are not in ``/sys/block``; device-mapper
+  (LVM, dm-crypt), md RAID, loop, zram and ram devices have no ``device`` link, so their
+  I/O, which also shows on the disks beneath them, is not counted twice. Without
+  ``/sys/block`` (unusual container), whole-disk names are recognised by pattern.
+- Network rate: every interface except ``lo`` (bridges, veth and ifb devices on
+  container hosts can make the same bytes count more than once).
+- A disk or network counter that goes backwards (wrap, device removed and re-added)
+  makes that direction ``None`` for the tick. A device that appears or disappears
+  between two ticks is left out of that tick's sum.
+
+Processes: ``read_processes(pids)`` returns a row for every given pid and for all of
+its descendants. Descendants come from one pass over ``/proc/<pid>/stat`` per tick (a
+ppid map, with each process's start time); measured about 3.5x cheaper than
+``psutil.process_iter(['pid', 'ppid'])`` with ~580 processes (5.3 ms vs 19.6 ms).
+``psutil.Process`` objects are cached between ticks keyed by (pid, start time in clock
+ticks since boot) - the kernel's exact process identity, from which psutil derives
+``create_time`` - so a reused pid never inherits another process's CPU or I/O history.
+Entries for processes no longer asked for are dropped every tick.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+import psutil
+
+from gputop.fmt import clean_text
+from gputop.model import HostSample, IoRate, MemoryStat, NetRate, ProcessInfo, SwapStat
+
+T = TypeVar("T")
+
+PROC_ROOT = "/proc"
+SYS_BLOCK = "/sys/block"
+
+# Whole-disk names, used only when /sys/block cannot be read.
+_WHOLE_DISK = re.compile(r"^(?:[shv]d[a-z]+|xvd[a-z]+|nvme\d+n\d+|mmcblk\d+)$")
+
+
+# --- small helpers ---------------------------------------------------------------------
+
+
+def _rate(delta: float | None, dt: float | None) -> float | None:
+    if delta is None or dt is None or dt <= 0 or delta < 0:
+        return None
+    return delta / dt
+
+
+def _sum_deltas(
+    old: Mapping[str, tuple[int, int]], new: Mapping[str, tuple[int, int]], i: int
+) -> int | None:
+    """Sum of counter i's increase over keys present in both; None if any went backwards."""
+    total = 0
+    for key, values in new.items():
+        before = old.get(key)
+        if before is None:
+            continue
+        d = values[i] - before[i]
+        if d < 0:
+            return None
+        total += d
+    return total
+
+
+def _cpu_busy_total(times: Any) -> tuple[float, float]:
+    """(busy, total) seconds of one psutil cpu_times tuple, psutil's formula."""
+    fields = times._asdict()
+    total = sum(fields.values())
+    # On Linux "user" and "nice" already include guest time.
+    total -= fields.get("guest", 0.0) + fields.get("guest_nice", 0.0)
+    idle = fields.get("idle", 0.0) + fields.get("iowait", 0.0)
+    return total - idle, total
+
+
+def _cpu_deltas(old: Any, new: Any) -> dict[str, float]:
+    return {k: max(0.0, v - getattr(old, k, 0.0)) for k, v in new._asdict().items()}
+
+
+def _cpu_percent(old: Any, new: Any) -> float | None:
+    d = _cpu_deltas(old, new)
+    total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)
+    if total <= 0:
+        return None
+    busy = total - d.get("idle", 0.0) - d.get("iowait", 0.0)
+    return min(100.0, max(0.0, 100.0 * busy / total))
+
+
+def _iowait_percent(old: Any, new: Any) -> float | None:
+    d = _cpu_deltas(old, new)
+    if "iowait" not in d:
+        return None
+    total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)
+    if total <= 0:
+        return None
+    return min(100.0, max(0.0, 100.0 * d["iowait"] / total))
+
+
+def _is_physical_disk(name: str, sys_block: str) -> bool:
+    sysname = name.replace("/", "!")
+    if os.path.isdir(sys_block):
+        return os.path.exists(os.path.join(sys_block, sysname, "device"))
+    return _WHOLE_DISK.match(name) is not None
+
+
+class _Stat(NamedTuple):
+    ppid: int
+    starttime: int  # clock ticks since boot: with the pid, the process identity
+
+
+def _read_stat(pid: int, proc_root: str = PROC_ROOT) -> _Stat | None:
+    # os.open/os.read: 30% cheaper than open() over ~580 processes (5.3 vs 7.5 ms).
+    try:
+        fd = os.open(f"{proc_root}/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return _parse_stat(data)
+
+
+def _parse_stat(data: bytes) -> _Stat | None:
+    # "pid (comm) state ppid ... starttime(22nd field)"; comm may contain ") ".
+    r = data.rfind(b")")
+    fields = data[r + 2 :].split(None, 20)
+    try:
+        return _Stat(int(fields[1]), int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, _Stat]:
+    """{pid: (ppid, starttime)} for every process in one pass over /proc/<pid>/stat.
+
+    Raises OSError when ``proc_root`` cannot be listed (the caller falls back to psutil).
+    """
+    out: dict[int, _Stat] = {}
+    for name in os.listdir(proc_root):
+        if not name.isdigit():
+            continue
+        st = _read_stat(int(name), proc_root)
+        if st is not None:
+            out[int(name)] = st
+    return out
+
+
+def _scan_with_psutil() -> dict[int, _Stat]:
+    """Fallback without a Linux /proc: identity from psutil's create_time."""
+    out: dict[int, _Stat] = {}
+    for p in psutil.process_iter(["pid", "ppid", "create_time"]):
+        ppid, ctime = p.info.get("ppid"), p.info.get("create_time")
+        if ppid is not None:
+            out[p.info["pid"]] = _Stat(ppid, round((ctime or 0.0) * 100))
+    return out
+
+
+@dataclass(slots=True)
+class _Tracked:
+    """What we keep about one process between ticks."""
+
+    proc: psutil.Process
+    time: float | None = None  # monotonic time of the last read
+    cpu_seconds: float | None = None  # user + system at the last read
+    io: tuple[int, int] | None = None  # read_bytes, write_bytes at the last read
+
+
+# --- the reader ------------------------------------------------------------------------
+
+
+class HostReader:
+    """Host-wide and per-process sampling with state between calls.
+
+    Not thread-safe: call from one thread (the sampler's worker).
+    """
+
+    def __init__(self) -> None:
+        self._host_time: float | None = None
+        self._cpu: Any = None
+        self._per_core: list[Any] | None = None
+        self._disk: dict[str, tuple[int, int]] | None = None
+        self._net: dict[str, tuple[int, int]] | None = None
+        self._physical: dict[str, bool] = {}
+        self._tracked: dict[tuple[int, int], _Tracked] = {}
+        self._users: dict[int, str | None] = {}
+        #: Messages about what could not be read during the last call (either method).
+        self.last_errors: tuple[str, ...] = ()
+        self._errors: list[str] = []
+        self._use_proc = True
+
+    # -- host ----------------------------------------------------------------------------
+
+    def _try(self, what: str, fn: Callable[[], T]) -> T | None:
+        try:
+            return fn()
+        except Exception as exc:
+            self._errors.append(f"{what}: {type(exc).__name__}: {exc}")
+            return None
+
+    def read_host(self) -> HostSample:
+        """Sample the whole host. The first call primes: rates and percentages are None."""
+        self._errors = []
+        now = time.monotonic()
+        dt = None if self._host_time is None else now - self._host_time
+        self._host_time = now
+
+        cpu_percent: float | None = None
+        iowait: float | None = None
+        per_core: tuple[float, ...] = ()
+        cpu = self._try("cpu_times", psutil.cpu_times)
+        if cpu is not None and self._cpu is not None:
+            cpu_percent = _cpu_percent(self._cpu, cpu)
+            iowait = _iowait_percent(self._cpu, cpu)
+        self._cpu = cpu
+        cores = self._try("cpu_times(percpu)", lambda: psutil.cpu_times(percpu=True))
+        if cores is not None and self._per_core is not None and len(cores) == len(self._per_core):
+            values = [_cpu_percent(a, b) for a, b in zip(self._per_core, cores, strict=True)]
+            # A core with no elapsed ticks has no percentage: then the list is not given.
+            if all(v is not None for v in values):
+                per_core = tuple(v for v in values if v is not None)
+        self._per_core = cores
+
+        freq = self._try("cpu_freq", psutil.cpu_freq)
+        freq_mhz = freq.current if freq is not None and freq.current > 0 else None
+        load = self._try("load_average", os.getloadavg)
+        vm = self._try("virtual_memory", psutil.virtual_memory)
+        sw = self._try("swap_memory", psutil.swap_memory)
+
+        disk_rate = IoRate()
+        disks = self._try("disk_io_counters", self._disk_counters)
+        if disks is not None and self._disk is not None:
+            disk_rate = IoRate(
+                _rate(_sum_deltas(self._disk, disks, 0), dt),
+                _rate(_sum_deltas(self._disk, disks, 1), dt),
+            )
+        self._disk = disks
+
+        net_rate = NetRate()
+        nics = self._try("net_io_counters", self._net_counters)
+        if nics is not None and self._net is not None:
+            net_rate = NetRate(
+                _rate(_sum_deltas(self._net, nics, 0), dt),
+                _rate(_sum_deltas(self._net, nics, 1), dt),
+            )
+        self._net = nics
+
+        self.last_errors = tuple(self._errors)
+        return HostSample(
+            cpu_percent=cpu_percent,
+            cpu_per_core=per_core,
+            cpu_count=self._try("cpu_count", psutil.cpu_count),
+            cpu_freq_mhz=freq_mhz,
+            iowait_percent=iowait,
+            load_average=None if load is None else (load[0], load[1], load[2]),
+            memory=MemoryStat()
+            if vm is None
+            else MemoryStat(total=vm.total, used=vm.used, available=vm.available),
+            swap=SwapStat() if sw is None else SwapStat(total=sw.total, used=sw.used),
+            disk=disk_rate,
+            net=net_rate,
+        )
+
+    def _disk_counters(self) -> dict[str, tuple[int, int]]:
+        raw = psutil.disk_io_counters(perdisk=True, nowrap=False)
+        out: dict[str, tuple[int, int]] = {}
+        for name, c in raw.items():
+            physical = self._physical.get(name)
+            if physical is None:
+                physical = self._physical[name] = _is_physical_disk(name, SYS_BLOCK)
+            if physical:
+                out[name] = (c.read_bytes, c.write_bytes)
+        # Forget devices that went away (hotplug); a re-added one is classified again.
+        for name in [n for n in self._physical if n not in raw]:
+            del self._physical[name]
+        return out
+
+    @staticmethod
+    def _net_counters() -> dict[str, tuple[int, int]]:
+        raw = psutil.net_io_counters(pernic=True, nowrap=False)
+        return {name: (c.bytes_recv, c.bytes_sent) for name, c in raw.items() if name != "lo"}
+
+    # -- processes -----------------------------------------------------------------------
+
+    def _scan(self) -> dict[int, _Stat]:
+        if self._use_proc:
+            try:
+                return scan_processes(PROC_ROOT)
+            except OSError:
+                self._use_proc = False
+        return _scan_with_psutil()
+
+    def _stat(self, pid: int) -> _Stat | None:
+        if self._use_proc:
+            return _read_stat(pid)
+        try:
+            p = psutil.Process(pid)
+            return _Stat(p.ppid(), round(p.create_time() * 100))
+        except psutil.Error:
+            return None
+
+    def read_processes(
+        self, pids: Iterable[int], *, ancestors: bool = False
+    ) -> tuple[ProcessInfo, ...]:
+        """Rows for every given pid (in the given order) and then their descendants.
+
+        With ``ancestors``, also the ancestor chain of each given pid up to, not including,
+        pid 1: a torchrun/mpirun launcher is not a GPU process, yet it is the root of the job.
+
+        A given pid that does not exist in this PID namespace gives
+        ``ProcessInfo(pid, visible=False)``. A descendant that exits before it is read
+        is left out (it is no longer anyone's descendant).
+        """
+        self._errors = []
+        rows: list[ProcessInfo] = []
+        try:
+            self._read_processes(list(pids), rows, ancestors)
+        except Exception as exc:  # never let the tick fail
+            self._errors.append(f"processes: {type(exc).__name__}: {exc}")
+        self.last_errors = tuple(self._errors)
+        return tuple(rows)
+
+    def _read_processes(self, given: list[int], rows: list[ProcessInfo], ancestors: bool) -> None:
+        scan = self._scan()
+        children: dict[int, list[int]] = {}
+        for pid, pst in scan.items():
+            children.setdefault(pst.ppid, []).append(pid)
+
+        order: list[tuple[int, bool]] = []  # (pid, given?)
+        seen: set[int] = set()
+        for pid in given:
+            if pid not in seen:
+                seen.add(pid)
+                order.append((pid, True))
+        queue = [pid for pid, _ in order]
+        while queue:
+            parent = queue.pop()
+            if parent <= 0:  # pid 0 is the kernel's, never a real parent to follow
+                continue
+            for child in children.get(parent, ()):
+                if child not in seen:
+                    seen.add(child)
+                    order.append((child, False))
+                    queue.append(child)
+        if ancestors:
+            for pid in given:
+                parent = scan[pid].ppid if pid in scan else 0
+                while parent > 1 and parent not in seen and parent in scan:
+                    seen.add(parent)
+                    order.append((parent, False))
+                    parent = scan[parent].ppid
+
+        keep: dict[tuple[int, int], _Tracked] = {}
+        for pid, is_given in order:
+            st: _Stat | None = scan.get(pid) if pid > 0 else None
+            if st is None and is_given and pid > 0:
+                st = self._stat(pid)  # started after the scan?
+            if st is None:
+                if is_given:
+                    rows.append(ProcessInfo(pid=pid, visible=False))
+                continue
+            key = (pid, st.starttime)
+            tracked = self._tracked.get(key) or keep.get(key)
+            if tracked is None:
+                try:
+                    tracked = _Tracked(psutil.Process(pid))
+                except psutil.NoSuchProcess:
+                    if is_given:  # gone between the scan and now
+                        rows.append(ProcessInfo(pid=pid, visible=False))
+                    continue
+                except Exception as exc:
+                    self._errors.append(f"process {pid}: {type(exc).__name__}: {exc}")
+                    if is_given:
+                        rows.append(ProcessInfo(pid=pid, ppid=st.ppid))
+                    continue
+            row, alive = self._read_one(tracked, st)
+            if alive:
+                keep[key] = tracked
+            if alive or is_given:
+                rows.append(row)
+        self._tracked = keep
+
+    def _read_one(self, tracked: _Tracked, st: _Stat) -> tuple[ProcessInfo, bool]:
+        """One row; (row, still alive). Vanishing mid-read keeps what was read."""
+        p = tracked.proc
+        pid = p.pid
+        got: dict[str, Any] = {"ppid": st.ppid}
+        alive = True
+
+        def field(name: str, fn: Callable[[], Any]) -> Any:
+            try:
+                value = fn()
+            except psutil.ZombieProcess:
+                return None  # e.g. cmdline of a zombie: not available
+            except psutil.AccessDenied:
+                return None
+            except psutil.NoSuchProcess:
+                raise
+            except Exception as exc:
+                self._errors.append(f"process {pid} {name}: {type(exc).__name__}: {exc}")
+                return None
+            got[name] = value
+            return value
+
+        now = time.monotonic()
+        cpu_seconds: float | None = None
+        io: tuple[int, int] | None = None
+        try:
+            with p.oneshot():
+                field("status", p.status)
+                field("name", lambda: clean_text(p.name()))
+                field("ppid", p.ppid)
+                times = field("cpu_times", p.cpu_times)
+                if times is not None:
+                    cpu_seconds = times.user + times.system
+                mem = field("memory_info", p.memory_info)
+                if mem is not None:
+                    got["rss"] = mem.rss
+                field("num_threads", p.num_threads)
+                uids = field("uids", p.uids)
+                if uids is not None:
+                    got["user"] = self._username(uids.real)
+                cmd = field("cmdline", p.cmdline)
+                if cmd is not None:
+                    got["command"] = clean_text(" ".join(cmd))
+                counters = field("io_counters", p.io_counters)
+                if counters is not None:
+                    io = (counters.read_bytes, counters.write_bytes)
+                field("create_time", p.create_time)  # cached on the object: its identity
+        except psutil.NoSuchProcess:
+            alive = False
+            cpu_seconds = None
+            io = None
+
+        cpu_percent = read_rate = write_rate = None
+        dt = None if tracked.time is None else now - tracked.time
+        if alive:
+            if cpu_seconds is not None and tracked.cpu_seconds is not None:
+                r = _rate(cpu_seconds - tracked.cpu_seconds, dt)
+                cpu_percent = None if r is None else 100.0 * r
+            if io is not None and tracked.io is not None:
+                read_rate = _rate(io[0] - tracked.io[0], dt)
+                write_rate = _rate(io[1] - tracked.io[1], dt)
+            tracked.time = now
+            tracked.cpu_seconds = cpu_seconds
+            tracked.io = io
+
+        row = ProcessInfo(
+            pid=pid,
+            visible=True,
+            ppid=got.get("ppid"),
+            user=got.get("user"),
+            name=got.get("name"),
+            command=got.get("command"),
+            status=got.get("status"),
+            cpu_percent=cpu_percent,
+            rss=got.get("rss"),
+            read_bytes_per_s=read_rate,
+            write_bytes_per_s=write_rate,
+            create_time=got.get("create_time"),
+            num_threads=got.get("num_threads"),
+        )
+        return row, alive
+
+    def _username(self, uid: int) -> str | None:
+        # Cached: a getpwuid through NSS (LDAP, sssd) can be slow, and uids are few.
+        if uid not in self._users:
+            try:
+                name: str | None = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                name = str(uid)  # as ps does for a uid without a name
+            except Exception:
+                name = None
+            self._users[uid] = clean_text(name)
+        return self._users[uid]
+
+    def close(self) -> None:
+        """Forget all state (cached process objects, previous counters)."""
+        self._tracked.clear()
+        self._users.clear()
+        self._physical.clear()
+        self._cpu = self._per_core = self._disk = self._net = None
+        self._host_time = None

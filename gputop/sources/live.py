@@ -1,0 +1,217 @@
+"""The live source: NVML + host (psutil, /proc) + the /dev/nvidia holder scan, one
+snapshot per call.
+
+- ``kind`` is ``"nvml"``, or ``"host-only"`` when NVML could not be initialised (no
+  driver or no library): then ``gpus`` is empty and ``driver.error`` says why. It never
+  falls back to the demo.
+- Each GPU process gets the host's view of its pid joined in (``GpuProcess.host``);
+  ``Snapshot.processes`` holds the host view of every GPU pid and of its descendants
+  (dataloader workers, ...).
+- The holder scan walks every ``/proc/*/fd``: it runs on the first tick and then on
+  the first tick at least ``holder_interval`` seconds (default 5, the holder module's
+  recommendation; a time, not a tick count, so a 0.1 s interval does not scan 10 times
+  a second) after the previous scan; in between the last result is reused, minus the
+  pids NVML now lists. The pids passed as "listed" are the GPU pids and their
+  descendants: a dataloader worker forked from a CUDA process inherits its
+  ``/dev/nvidia*`` descriptors but is not the kind of holder worth reporting.
+- It never raises: an exception from a reader becomes a ``SampleError`` and the rest of
+  the snapshot is still produced.
+- Every GPU is sampled; choosing GPUs to show is the views' business.
+- ``tick_seconds`` / ``tick_cpu_seconds``: wall time and CPU time (``time.thread_time``,
+  the calling thread's own CPU) of the whole call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Protocol
+
+from gputop.fmt import clean_text
+from gputop.model import (
+    DriverInfo,
+    GpuSample,
+    HostSample,
+    ProcessInfo,
+    SampleError,
+    Snapshot,
+    UnlistedHolder,
+    replace,
+)
+
+#: Seconds between two /proc holder scans (the first tick always scans).
+HOLDER_SCAN_INTERVAL_S = 5.0
+#: PIDs that buggy drivers (535.43-535.86) reported: never real processes.
+INVALID_PIDS = frozenset({0, 2**32 - 1})
+
+
+class GpuReader(Protocol):
+    driver: DriverInfo
+
+    def read(self) -> tuple[tuple[GpuSample, ...], tuple[SampleError, ...]]: ...
+
+    def close(self) -> None: ...
+
+
+class HostReaderLike(Protocol):
+    def read_host(self) -> HostSample: ...
+
+    def read_processes(
+        self, pids: Iterable[int], *, ancestors: bool = False
+    ) -> tuple[ProcessInfo, ...]: ...
+
+    def close(self) -> None: ...
+
+
+HolderScan = Callable[[Mapping[int, int], Collection[int]], tuple[UnlistedHolder, ...]]
+
+
+def _describe(exc: BaseException) -> str:
+    text = clean_text(str(exc), 300) or ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class LiveSource:
+    """Implements :class:`gputop.sources.base.Source`. Readers can be injected (tests)."""
+
+    def __init__(
+        self,
+        nvml: GpuReader | None = None,
+        host: HostReaderLike | None = None,
+        holders: HolderScan | None = None,
+        *,
+        holder_interval: float = HOLDER_SCAN_INTERVAL_S,
+        hostname: str | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if nvml is None:
+            from gputop.sources.nvml import NvmlReader
+
+            nvml = NvmlReader()
+        if host is None:
+            from gputop.sources.host import HostReader
+
+            host = HostReader()
+        if holders is None:
+            from gputop.sources.holders import find_unlisted_holders
+
+            holders = find_unlisted_holders
+        self._nvml: GpuReader = nvml
+        self._host: HostReaderLike = host
+        self._holders: HolderScan = holders
+        self._holder_interval = holder_interval
+        self._last_scan: float | None = None
+        self._clock = clock
+        self._monotonic = monotonic
+        self._hostname = clean_text(hostname or socket.gethostname(), 255) or "?"
+        self._last_holders: tuple[UnlistedHolder, ...] = ()
+        self._holder_error: SampleError | None = None
+        self.kind = "nvml" if self.driver.available else "host-only"
+
+    @property
+    def driver(self) -> DriverInfo:
+        try:
+            return self._nvml.driver
+        except Exception as exc:
+            return DriverInfo(available=False, error=_describe(exc))
+
+    def snapshot(self) -> Snapshot:
+        wall0 = time.perf_counter()
+        cpu0 = time.thread_time()
+        errors: list[SampleError] = []
+        driver = self.driver
+
+        gpus: tuple[GpuSample, ...] = ()
+        if driver.available:
+            try:
+                gpus, gpu_errors = self._nvml.read()
+                errors.extend(gpu_errors)
+            except Exception as exc:
+                errors.append(SampleError("nvml", f"reading the GPUs failed: {_describe(exc)}"))
+
+        host: HostSample | None = None
+        try:
+            host = self._host.read_host()
+        except Exception as exc:
+            errors.append(SampleError("host", f"reading the host failed: {_describe(exc)}"))
+        errors.extend(self._host_errors())
+
+        gpu_pids = sorted({p.pid for g in gpus for p in g.processes if p.pid not in INVALID_PIDS})
+        infos: tuple[ProcessInfo, ...] = ()
+        if gpu_pids:
+            try:
+                # Ancestors too: a torchrun/mpirun launcher is the root of its ranks' job.
+                infos = self._host.read_processes(gpu_pids, ancestors=True)
+            except Exception as exc:
+                errors.append(
+                    SampleError(
+                        "host",
+                        f"reading the GPU processes failed: {_describe(exc)}",
+                        metric="processes",
+                    )
+                )
+            errors.extend(self._host_errors("processes"))
+        by_pid = {info.pid: info for info in infos}
+        if by_pid:
+            gpus = tuple(
+                replace(
+                    g,
+                    processes=tuple(replace(p, host=by_pid.get(p.pid)) for p in g.processes),
+                )
+                if g.processes
+                else g
+                for g in gpus
+            )
+
+        listed = set(gpu_pids) | set(by_pid)
+        holders = self._scan_holders(gpus, listed)
+        if self._holder_error is not None:
+            errors.append(self._holder_error)
+
+        return Snapshot(
+            time=self._clock(),
+            hostname=self._hostname,
+            driver=driver,
+            host=host,
+            gpus=gpus,
+            processes=tuple(sorted(infos, key=lambda i: i.pid)),
+            unlisted_holders=holders,
+            errors=tuple(errors),
+            source=self.kind,
+            tick_seconds=time.perf_counter() - wall0,
+            tick_cpu_seconds=time.thread_time() - cpu0,
+        )
+
+    def _scan_holders(
+        self, gpus: tuple[GpuSample, ...], listed: set[int]
+    ) -> tuple[UnlistedHolder, ...]:
+        now = self._monotonic()
+        if self._last_scan is None or now - self._last_scan >= self._holder_interval:
+            self._last_scan = now
+            minor_to_gpu = {g.minor_number: g.index for g in gpus if g.minor_number is not None}
+            try:
+                self._last_holders = tuple(self._holders(minor_to_gpu, listed))
+                self._holder_error = None
+            except Exception as exc:
+                self._last_holders = ()
+                self._holder_error = SampleError(
+                    "holders", f"scanning /proc for /dev/nvidia holders failed: {_describe(exc)}"
+                )
+        # Between scans: drop holders that NVML (or the process tree) now accounts for.
+        return tuple(h for h in self._last_holders if h.pid not in listed)
+
+    def _host_errors(self, metric: str | None = None) -> list[SampleError]:
+        """What the host reader could not read during its last call (it does not raise)."""
+        messages = getattr(self._host, "last_errors", ())
+        return [
+            SampleError("host", clean_text(str(m), 300) or "?", metric=metric)
+            for m in messages or ()
+        ]
+
+    def close(self) -> None:
+        for reader in (self._nvml, self._host):
+            with contextlib.suppress(Exception):
+                reader.close()

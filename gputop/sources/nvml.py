@@ -1,0 +1,802 @@
+"""NVML (through pynvml) -> ``GpuSample`` tuples. Every metric optional, every failure contained.
+
+``NvmlReader`` initialises NVML once and never raises: when NVML cannot start, ``driver``
+says why (``available=False``) and ``read()`` returns nothing (host-only mode).
+
+Per GPU and tick it reads memory (v2, falling back to v1), utilization, temperature,
+power and its enforced limit, fan, SM and memory clocks, clock-event reasons, the current
+PCIe link, PCIe TX/RX throughput, encoder/decoder utilization, MIG mode, uncorrected ECC
+errors, the compute and graphics process lists and per-process utilization. Identity and
+limits (name, UUID, bus id, minor number, max clocks, max PCIe link) are read once per
+GPU, and again when a lost GPU comes back.
+
+Failure policy (see tests/test_nvml_source.py):
+
+- ``NotSupported`` or a missing symbol (``FunctionNotFound``, pynvml's
+  ``NVMLLibraryMismatchError``): the metric is None on that GPU and is not asked again
+  until the GPU is re-attached (these answers do not change while a GPU stays up).
+- ``NoPermission`` and other errors: the metric is None and a ``SampleError`` says so,
+  every tick (they may go away).
+- ``GpuIsLost``, ``Unknown``, ``ResetRequired`` from any call: that GPU is reported as
+  ``lost`` (identity kept, so one can tell which GPU fell off; every metric None); the
+  others keep updating. Its handle is dropped and fetched again on every later tick; when
+  that works its static information is read afresh and it is reported normally again.
+- pids 0 and 2**32-1 (garbage from drivers 535.43-535.86) are dropped with a SampleError.
+
+Units and choices:
+
+- PCIe throughput: NVML answers in "KB/s" over a 20 ms window; like nvidia-smi and nvitop,
+  gputop takes KB as 1024 bytes. Each call blocks ~20 ms on real hardware, so TX and RX of
+  every GPU run at once on a persistent thread pool (ctypes releases the GIL) while the
+  other metrics are read; the tick waits for them at most ``PCIE_WAIT_S``. A slower
+  answer is used by the next tick (no new call is started while one is pending) and the
+  value is None meanwhile, with a SampleError.
+- ECC: the *volatile* uncorrected count (since the driver was loaded): what changed on
+  this boot; the aggregate lifetime count would flag a GPU forever for an old error.
+- Per-process SM and memory-bandwidth %: the mean of the samples NVML recorded since the
+  newest sample seen on the previous tick (NVML timestamps, so clocks never need to
+  agree). A listed process with no new sample (NVML answers ``NotFound`` when there are
+  none at all) was sampled as doing nothing: 0 %. When the call is not supported or not
+  permitted the values are None (unknown), never 0.
+- Power: milliwatts -> watts. CUDA driver version 12040 -> "12.4".
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from gputop.fmt import clean_text
+from gputop.model import (
+    Clocks,
+    DriverInfo,
+    GpuMemory,
+    GpuProcess,
+    GpuSample,
+    Pcie,
+    SampleError,
+    Utilization,
+    replace,
+)
+from gputop.sources.pcie import link_max_bytes_per_s
+
+__all__ = [
+    "CLOCK_EVENT_REASONS",
+    "PCIE_WAIT_S",
+    "NvmlReader",
+    "cuda_version_string",
+    "decode_clock_event_reasons",
+    "link_max_bytes_per_s",
+]
+
+T = TypeVar("T")
+
+SOURCE = "nvml"
+
+#: Longest a tick waits for the concurrent PCIe throughput calls.
+PCIE_WAIT_S = 0.5
+#: On close(), how long to wait for PCIe calls still running before shutting NVML down.
+CLOSE_WAIT_S = 1.0
+
+#: nvmlClocksEventReasons bits, in bit order.
+CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "idle"),
+    (0x2, "applications clocks"),
+    (0x4, "sw power cap"),
+    (0x8, "hw slowdown"),
+    (0x10, "sync boost"),
+    (0x20, "sw thermal"),
+    (0x40, "hw thermal"),
+    (0x80, "hw power brake"),
+    (0x100, "display clocks"),
+)
+
+INVALID_PIDS = frozenset({0, 2**32 - 1})
+_NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
+_KIB = 1024
+
+# nvmlReturn_t values (nvml.h); pynvml exposes the same numbers.
+_NOT_SUPPORTED = 3
+_NO_PERMISSION = 4
+_NOT_FOUND = 6
+_DRIVER_NOT_LOADED = 9
+_LIBRARY_NOT_FOUND = 12
+_FUNCTION_NOT_FOUND = 13
+_GPU_IS_LOST = 15
+_RESET_REQUIRED = 16
+_LIB_RM_VERSION_MISMATCH = 18
+_ARGUMENT_VERSION_MISMATCH = 25
+_UNKNOWN = 999
+
+_LOST_REASONS = {
+    _GPU_IS_LOST: "GPU is lost: it fell off the bus or became inaccessible (NVML GpuIsLost)",
+    _UNKNOWN: "NVML answered Unknown Error: the GPU may have fallen off the bus",
+    _RESET_REQUIRED: "GPU requires a reset (NVML ResetRequired)",
+}
+
+_INIT_ERRORS = {
+    _LIBRARY_NOT_FOUND: (
+        "NVIDIA driver library libnvidia-ml.so.1 not found: no NVIDIA driver is installed "
+        "here, or it is not on the library path. Showing host metrics only."
+    ),
+    _DRIVER_NOT_LOADED: (
+        "NVIDIA driver is not loaded (the nvidia kernel module is not running; does "
+        "nvidia-smi work?). Showing host metrics only."
+    ),
+    _LIB_RM_VERSION_MISMATCH: (
+        "NVIDIA driver/library version mismatch: the loaded kernel module and "
+        "libnvidia-ml.so differ, usually after a driver upgrade without a reboot. Reboot "
+        "(or reload the nvidia kernel modules). Showing host metrics only."
+    ),
+    _NO_PERMISSION: (
+        "No permission to open the NVIDIA driver (/dev/nvidia*). Showing host metrics only."
+    ),
+}
+
+
+def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
+    """Bitmask -> names in bit order; unknown bits as hex. 0 -> () (nothing holds clocks)."""
+    names = [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
+    known = 0
+    for bit, _ in CLOCK_EVENT_REASONS:
+        known |= bit
+    rest = mask & ~known
+    bit = 1
+    while rest:
+        if rest & bit:
+            names.append(hex(bit))
+            rest &= ~bit
+        bit <<= 1
+    return tuple(names)
+
+
+def cuda_version_string(version: int | None) -> str | None:
+    """NVML's CUDA driver version integer (1000*major + 10*minor) -> "12.4"."""
+    if version is None or version <= 0:
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    return pynvml
+
+
+def _raw(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """pynvml's string getters decode UTF-8 strictly; the wrapped function returns bytes."""
+    inner: Callable[..., Any] = getattr(fn, "__wrapped__", fn)
+    return inner
+
+
+class _Lost(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class _Gpu:
+    """What the reader keeps per GPU index between ticks."""
+
+    index: int
+    handle: Any = None
+    lost_reason: str | None = None  # set while the GPU is lost
+    # static information, read when the handle is (re-)acquired
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    minor_number: int | None = None
+    sm_max_mhz: int | None = None
+    memory_max_mhz: int | None = None
+    pcie_max_gen: int | None = None
+    pcie_max_width: int | None = None
+    # metrics that answered NotSupported / FunctionNotFound: not asked again
+    unsupported: set[str] = field(default_factory=set)
+    # per metric, index of the first call variant that exists (fallback chains)
+    variant: dict[str, int] = field(default_factory=dict)
+    last_sample_us: int = 0  # newest per-process utilization timestamp seen
+    pcie_pending: tuple[cf.Future[int], cf.Future[int]] | None = None
+
+    def reset(self) -> None:
+        self.handle = None
+        self.unsupported.clear()
+        self.variant.clear()
+        self.last_sample_us = 0
+        self.pcie_pending = None
+
+
+class NvmlReader:
+    """Reads every GPU through NVML. Call ``read()`` from one thread (the sampler's)."""
+
+    def __init__(self) -> None:
+        self._nv: Any = None
+        self._initialized = False
+        self._closed = False
+        self._count: int | None = None
+        self._gpus: list[_Gpu] = []
+        self._pool: cf.ThreadPoolExecutor | None = None
+        self._inflight: set[cf.Future[int]] = set()  # PCIe calls not answered yet
+        self.driver: DriverInfo = self._init()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _init(self) -> DriverInfo:
+        nv = _import_pynvml()
+        if nv is None:
+            return DriverInfo(
+                available=False,
+                error="The Python NVML binding (nvidia-ml-py) is not installed. "
+                "Showing host metrics only.",
+            )
+        try:
+            nv.nvmlInit()
+        except Exception as exc:
+            return DriverInfo(available=False, error=self._init_error(nv, exc))
+        self._nv = nv
+        self._initialized = True
+        errors: list[SampleError] = []
+        self._ensure_count(errors)
+        return DriverInfo(
+            available=True,
+            driver_version=self._system_string(nv.nvmlSystemGetDriverVersion),
+            cuda_version=cuda_version_string(self._cuda_version()),
+            nvml_version=self._system_string(nv.nvmlSystemGetNVMLVersion),
+        )
+
+    @staticmethod
+    def _init_error(nv: Any, exc: Exception) -> str:
+        code = getattr(exc, "value", None) if isinstance(exc, nv.NVMLError) else None
+        if code in _INIT_ERRORS:
+            return _INIT_ERRORS[code]
+        return f"NVML failed to initialize: {_describe(nv, exc)}. Showing host metrics only."
+
+    def _system_string(self, fn: Callable[[], Any]) -> str | None:
+        try:
+            return clean_text(_raw(fn)(), limit=80)
+        except Exception:
+            return None
+
+    def _cuda_version(self) -> int | None:
+        nv = self._nv
+        for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
+            fn = getattr(nv, name, None)
+            if fn is None:
+                continue
+            try:
+                return int(fn())
+            except Exception:
+                continue
+        return None
+
+    def close(self) -> None:
+        """Shut NVML down (once). PCIe calls still running get ``CLOSE_WAIT_S`` to finish."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._pool is not None:
+            _, not_done = cf.wait(list(self._inflight), timeout=CLOSE_WAIT_S)
+            # join the idle workers; never wait on a call NVML has not answered
+            self._pool.shutdown(wait=not not_done, cancel_futures=True)
+            self._pool = None
+        if self._initialized:
+            self._initialized = False
+            with contextlib.suppress(Exception):
+                self._nv.nvmlShutdown()
+
+    # ------------------------------------------------------------------ one tick
+
+    def read(self) -> tuple[tuple[GpuSample, ...], tuple[SampleError, ...]]:
+        """Sample every GPU once. Never raises."""
+        if not self._initialized:
+            return (), ()
+        errors: list[SampleError] = []
+        try:
+            samples = self._read_all(errors)
+        except Exception as exc:  # a bug of ours: say so, keep the app alive
+            errors.append(SampleError(SOURCE, f"NVML read failed: {_describe(self._nv, exc)}"))
+            return (), tuple(errors)
+        return tuple(samples), tuple(errors)
+
+    def _read_all(self, errors: list[SampleError]) -> list[GpuSample]:
+        self._ensure_count(errors)
+        for gpu in self._gpus:
+            if gpu.handle is None:
+                self._attach(gpu, errors)
+        started = time.monotonic()
+        self._start_pcie()
+        samples: list[GpuSample] = []
+        for gpu in self._gpus:
+            if gpu.handle is None:
+                samples.append(self._unreadable(gpu))
+                continue
+            try:
+                samples.append(self._read_gpu(gpu, errors))
+            except _Lost as lost:
+                self._mark_lost(gpu, lost.reason, errors)
+                samples.append(self._unreadable(gpu))
+            except Exception as exc:
+                errors.append(
+                    self._error(gpu, "gpu", f"reading failed: {_describe(self._nv, exc)}")
+                )
+                samples.append(self._identity(gpu))
+        return self._finish_pcie(samples, started + PCIE_WAIT_S, errors)
+
+    def _ensure_count(self, errors: list[SampleError]) -> None:
+        if self._count is not None:
+            return
+        try:
+            self._count = int(self._nv.nvmlDeviceGetCount())
+        except Exception as exc:
+            errors.append(
+                SampleError(
+                    SOURCE, f"cannot count GPUs: {_describe(self._nv, exc)}", metric="count"
+                )
+            )
+            return
+        self._gpus = [_Gpu(i) for i in range(self._count)]
+
+    # ------------------------------------------------------------------ attach / lost
+
+    def _attach(self, gpu: _Gpu, errors: list[SampleError]) -> None:
+        """Get the handle and the static information; on failure the GPU stays detached."""
+        nv = self._nv
+        gpu.reset()
+        try:
+            handle = nv.nvmlDeviceGetHandleByIndex(gpu.index)
+        except Exception as exc:
+            code = _code(nv, exc)
+            if code in _LOST_REASONS:
+                self._mark_lost(gpu, _LOST_REASONS[code], errors)
+            else:
+                errors.append(
+                    self._error(gpu, "handle", f"cannot open the GPU: {_describe(nv, exc)}")
+                )
+            return
+        try:
+            self._read_static(gpu, handle, errors)
+        except _Lost as lost:
+            self._mark_lost(gpu, lost.reason, errors)
+            return
+        gpu.handle = handle
+        gpu.lost_reason = None
+
+    def _read_static(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> None:
+        nv = self._nv
+        get = self._get
+        gpu.name = clean_text(get(gpu, "name", lambda: _raw(nv.nvmlDeviceGetName)(h), errors), 96)
+        gpu.uuid = clean_text(get(gpu, "uuid", lambda: _raw(nv.nvmlDeviceGetUUID)(h), errors), 96)
+        pci = get(gpu, "pci_bus_id", lambda: nv.nvmlDeviceGetPciInfo(h), errors)
+        gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
+        gpu.minor_number = get(gpu, "minor_number", lambda: nv.nvmlDeviceGetMinorNumber(h), errors)
+        gpu.sm_max_mhz = get(
+            gpu, "sm_max_clock", lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM), errors
+        )
+        gpu.memory_max_mhz = get(
+            gpu,
+            "memory_max_clock",
+            lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM),
+            errors,
+        )
+        gpu.pcie_max_gen = get(
+            gpu, "pcie_max_gen", lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h), errors
+        )
+        gpu.pcie_max_width = get(
+            gpu, "pcie_max_width", lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h), errors
+        )
+
+    def _mark_lost(self, gpu: _Gpu, reason: str, errors: list[SampleError]) -> None:
+        gpu.reset()
+        gpu.lost_reason = reason
+        errors.append(self._error(gpu, "lost", reason))
+
+    def _identity(self, gpu: _Gpu) -> GpuSample:
+        return GpuSample(
+            index=gpu.index,
+            name=gpu.name,
+            uuid=gpu.uuid,
+            pci_bus_id=gpu.pci_bus_id,
+            minor_number=gpu.minor_number,
+        )
+
+    def _unreadable(self, gpu: _Gpu) -> GpuSample:
+        """A GPU without a handle: lost (identity as last seen), or not accessible."""
+        if gpu.lost_reason is None:
+            return self._identity(gpu)
+        return GpuSample(
+            index=gpu.index,
+            name=gpu.name,
+            uuid=gpu.uuid,
+            pci_bus_id=gpu.pci_bus_id,
+            minor_number=gpu.minor_number,
+            lost=True,
+            lost_reason=gpu.lost_reason,
+        )
+
+    # ------------------------------------------------------------------ calls
+
+    def _error(self, gpu: _Gpu, metric: str, message: str) -> SampleError:
+        return SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
+
+    def _get(
+        self,
+        gpu: _Gpu,
+        metric: str,
+        call: Callable[[], T],
+        errors: list[SampleError],
+        denied: str | None = None,
+    ) -> T | None:
+        """One NVML call for one metric: its value, or None (raises _Lost for a lost GPU)."""
+        if metric in gpu.unsupported:
+            return None
+        try:
+            return call()
+        except Exception as exc:
+            self._failed(gpu, metric, exc, errors, denied)
+            return None
+
+    def _get_first(
+        self,
+        gpu: _Gpu,
+        metric: str,
+        calls: Sequence[Callable[[], T]],
+        errors: list[SampleError],
+        fall_back_on: frozenset[int] = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH}),
+        denied: str | None = None,
+    ) -> T | None:
+        """The first call variant the driver has (newest first); remembers which one works."""
+        if metric in gpu.unsupported:
+            return None
+        start = gpu.variant.get(metric, 0)
+        for k in range(start, len(calls)):
+            try:
+                value = calls[k]()
+            except Exception as exc:
+                if _code(self._nv, exc) in fall_back_on and k + 1 < len(calls):
+                    gpu.variant[metric] = k + 1
+                    continue
+                self._failed(gpu, metric, exc, errors, denied)
+                return None
+            return value
+        return None
+
+    def _failed(
+        self,
+        gpu: _Gpu,
+        metric: str,
+        exc: Exception,
+        errors: list[SampleError],
+        denied: str | None,
+    ) -> None:
+        code = _code(self._nv, exc)
+        if code in _LOST_REASONS:
+            raise _Lost(_LOST_REASONS[code]) from exc
+        if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
+            gpu.unsupported.add(metric)
+        elif code == _NO_PERMISSION:
+            errors.append(self._error(gpu, metric, denied or f"no permission to read {metric}"))
+        else:
+            errors.append(
+                self._error(gpu, metric, f"reading {metric} failed: {_describe(self._nv, exc)}")
+            )
+
+    # ------------------------------------------------------------------ per GPU
+
+    def _read_gpu(self, gpu: _Gpu, errors: list[SampleError]) -> GpuSample:
+        nv = self._nv
+        h = gpu.handle
+        get = self._get
+
+        memory = self._memory(gpu, h, errors)
+        util = get(gpu, "utilization", lambda: nv.nvmlDeviceGetUtilizationRates(h), errors)
+        temp_calls: list[Callable[[], int]] = []
+        if hasattr(nv, "nvmlDeviceGetTemperatureV"):
+            temp_calls.append(lambda: nv.nvmlDeviceGetTemperatureV(h, nv.NVML_TEMPERATURE_GPU))
+        temp_calls.append(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
+        temperature = self._get_first(gpu, "temperature", temp_calls, errors)
+        power = get(gpu, "power", lambda: nv.nvmlDeviceGetPowerUsage(h), errors)
+        limit = get(gpu, "power_limit", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h), errors)
+        fan = get(gpu, "fan", lambda: nv.nvmlDeviceGetFanSpeed(h), errors)
+        sm_clock = get(
+            gpu, "sm_clock", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM), errors
+        )
+        mem_clock = get(
+            gpu, "memory_clock", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM), errors
+        )
+        reasons = self._get_first(
+            gpu,
+            "clock_event_reasons",
+            [
+                lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h),
+                lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h),
+            ],
+            errors,
+        )
+        gen = get(gpu, "pcie_gen", lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h), errors)
+        width = get(gpu, "pcie_width", lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h), errors)
+        enc = get(gpu, "encoder", lambda: nv.nvmlDeviceGetEncoderUtilization(h), errors)
+        dec = get(gpu, "decoder", lambda: nv.nvmlDeviceGetDecoderUtilization(h), errors)
+        mig = get(gpu, "mig_mode", lambda: nv.nvmlDeviceGetMigMode(h), errors)
+        ecc = get(
+            gpu,
+            "ecc",
+            lambda: nv.nvmlDeviceGetTotalEccErrors(
+                h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
+            ),
+            errors,
+        )
+        processes = self._processes(gpu, h, errors)
+
+        return GpuSample(
+            index=gpu.index,
+            name=gpu.name,
+            uuid=gpu.uuid,
+            pci_bus_id=gpu.pci_bus_id,
+            minor_number=gpu.minor_number,
+            memory=memory,
+            utilization=Utilization(
+                gpu=None if util is None else float(util.gpu),
+                memory=None if util is None else float(util.memory),
+            ),
+            encoder_percent=None if enc is None else float(enc[0]),
+            decoder_percent=None if dec is None else float(dec[0]),
+            temperature_c=None if temperature is None else float(temperature),
+            power_w=None if power is None else power / 1000.0,
+            power_limit_w=None if limit is None else limit / 1000.0,
+            fan_percent=None if fan is None else float(fan),
+            clocks=Clocks(
+                sm_mhz=sm_clock,
+                memory_mhz=mem_clock,
+                sm_max_mhz=gpu.sm_max_mhz,
+                memory_max_mhz=gpu.memory_max_mhz,
+            ),
+            clock_event_reasons=None if reasons is None else decode_clock_event_reasons(reasons),
+            pcie=Pcie(
+                gen=gen,
+                width=width,
+                max_gen=gpu.pcie_max_gen,
+                max_width=gpu.pcie_max_width,
+                link_max_bytes_per_s=link_max_bytes_per_s(gpu.pcie_max_gen, gpu.pcie_max_width),
+            ),
+            mig_mode=None if mig is None else mig[0] == nv.NVML_DEVICE_MIG_ENABLE,
+            ecc_uncorrected=ecc,
+            processes=processes,
+        )
+
+    def _memory(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> GpuMemory:
+        nv = self._nv
+        calls: list[Callable[[], Any]] = []
+        if hasattr(nv, "nvmlMemory_v2"):
+            calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2))
+        calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+        mem = self._get_first(
+            gpu,
+            "memory",
+            calls,
+            errors,
+            fall_back_on=frozenset(
+                {_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH, _NOT_SUPPORTED}
+            ),
+        )
+        if mem is None:
+            return GpuMemory()
+        reserved = getattr(mem, "reserved", None)  # v1 has no such field: used includes it
+        return GpuMemory(
+            total=int(mem.total),
+            used=int(mem.used),
+            free=int(mem.free),
+            reserved=None if reserved is None else int(reserved),
+        )
+
+    # ------------------------------------------------------------------ processes
+
+    def _processes(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[GpuProcess, ...]:
+        nv = self._nv
+        merged: dict[int, list[Any]] = {}  # pid -> [type, memory, gi, ci]
+        invalid = 0
+        lists = (
+            (
+                "C",
+                "compute_processes",
+                (
+                    "nvmlDeviceGetComputeRunningProcesses_v3",
+                    "nvmlDeviceGetComputeRunningProcesses_v2",
+                ),
+            ),
+            (
+                "G",
+                "graphics_processes",
+                (
+                    "nvmlDeviceGetGraphicsRunningProcesses_v3",
+                    "nvmlDeviceGetGraphicsRunningProcesses_v2",
+                ),
+            ),
+        )
+        for kind, metric, names in lists:
+            calls = [_bind(fn, h) for fn in (getattr(nv, n, None) for n in names) if fn is not None]
+            what = "compute" if kind == "C" else "graphics"
+            entries = self._get_first(
+                gpu,
+                metric,
+                calls,
+                errors,
+                denied=f"no permission to list {what} processes: they are not shown",
+            )
+            for e in entries or ():
+                pid = int(e.pid)
+                if pid in INVALID_PIDS:
+                    invalid += 1
+                    continue
+                used = e.usedGpuMemory
+                used = None if used is None or used >= 2**64 - 1 else int(used)
+                gi = getattr(e, "gpuInstanceId", _NO_ID)
+                ci = getattr(e, "computeInstanceId", _NO_ID)
+                row = merged.get(pid)
+                if row is None:
+                    merged[pid] = [
+                        kind,
+                        used,
+                        None if gi in (None, _NO_ID) else int(gi),
+                        None if ci in (None, _NO_ID) else int(ci),
+                    ]
+                else:
+                    if kind not in row[0]:
+                        row[0] = "C+G"
+                    if used is not None and (row[1] is None or used > row[1]):
+                        row[1] = used
+        if invalid:
+            errors.append(
+                self._error(
+                    gpu,
+                    "processes",
+                    f"NVML listed {invalid} process(es) with an invalid pid (0 or 4294967295, "
+                    "a known driver bug); left out",
+                )
+            )
+        if not merged:
+            return ()
+        usage = self._process_utilization(gpu, h, errors)
+        out = []
+        for pid, (kind, used, gi, ci) in merged.items():
+            if usage is None:
+                sm = bw = None
+            else:
+                sm, bw = usage.get(pid, (0.0, 0.0))
+            out.append(
+                GpuProcess(
+                    pid=pid,
+                    type=kind,
+                    gpu_memory=used,
+                    sm_percent=sm,
+                    memory_bandwidth_percent=bw,
+                    gpu_instance_id=gi,
+                    compute_instance_id=ci,
+                )
+            )
+        return tuple(out)
+
+    def _process_utilization(
+        self, gpu: _Gpu, h: Any, errors: list[SampleError]
+    ) -> dict[int, tuple[float, float]] | None:
+        """pid -> (mean SM %, mean memory-bandwidth %) since the last tick; None: unknown."""
+        metric = "process_utilization"
+        if metric in gpu.unsupported:
+            return None
+        try:
+            samples = self._nv.nvmlDeviceGetProcessUtilization(h, gpu.last_sample_us)
+        except Exception as exc:
+            if _code(self._nv, exc) == _NOT_FOUND:
+                return {}  # no sample newer than the last one: nothing ran
+            self._failed(gpu, metric, exc, errors, None)
+            return None
+        sums: dict[int, list[float]] = {}
+        newest = gpu.last_sample_us
+        for s in samples:
+            newest = max(newest, int(s.timeStamp))
+            acc = sums.setdefault(int(s.pid), [0.0, 0.0, 0.0])
+            acc[0] += s.smUtil
+            acc[1] += s.memUtil
+            acc[2] += 1
+        gpu.last_sample_us = newest
+        return {pid: (sm / n, mem / n) for pid, (sm, mem, n) in sums.items()}
+
+    # ------------------------------------------------------------------ PCIe throughput
+
+    def _start_pcie(self) -> None:
+        nv = self._nv
+        for gpu in self._gpus:
+            if gpu.handle is None or gpu.pcie_pending is not None:
+                continue
+            if "pcie_throughput" in gpu.unsupported:
+                continue
+            if self._pool is None:
+                workers = max(2, min(64, 2 * len(self._gpus)))
+                self._pool = cf.ThreadPoolExecutor(workers, thread_name_prefix="gputop-pcie")
+            fn = nv.nvmlDeviceGetPcieThroughput
+            tx = self._pool.submit(fn, gpu.handle, nv.NVML_PCIE_UTIL_TX_BYTES)
+            rx = self._pool.submit(fn, gpu.handle, nv.NVML_PCIE_UTIL_RX_BYTES)
+            for future in (tx, rx):
+                self._inflight.add(future)
+                future.add_done_callback(self._inflight.discard)
+            gpu.pcie_pending = (tx, rx)
+
+    def _finish_pcie(
+        self, samples: list[GpuSample], deadline: float, errors: list[SampleError]
+    ) -> list[GpuSample]:
+        out = []
+        for sample, gpu in zip(samples, self._gpus, strict=True):
+            pending = gpu.pcie_pending
+            if sample.lost or gpu.handle is None or pending is None:
+                out.append(sample)
+                continue
+            cf.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
+            if not (pending[0].done() and pending[1].done()):
+                errors.append(
+                    self._error(
+                        gpu,
+                        "pcie_throughput",
+                        f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s",
+                    )
+                )
+                out.append(sample)
+                continue
+            gpu.pcie_pending = None
+            try:
+                tx = self._get(gpu, "pcie_throughput", pending[0].result, errors)
+                rx = self._get(gpu, "pcie_throughput", pending[1].result, errors)
+            except _Lost as lost:
+                self._mark_lost(gpu, lost.reason, errors)
+                out.append(self._unreadable(gpu))
+                continue
+            pcie = sample.pcie
+            out.append(
+                replace(
+                    sample,
+                    pcie=Pcie(
+                        gen=pcie.gen,
+                        width=pcie.width,
+                        max_gen=pcie.max_gen,
+                        max_width=pcie.max_width,
+                        link_max_bytes_per_s=pcie.link_max_bytes_per_s,
+                        tx_bytes_per_s=None if tx is None else float(tx * _KIB),
+                        rx_bytes_per_s=None if rx is None else float(rx * _KIB),
+                    ),
+                )
+            )
+        return out
+
+
+def _bind(fn: Callable[[Any], T], handle: Any) -> Callable[[], T]:
+    return lambda: fn(handle)
+
+
+def _code(nv: Any, exc: BaseException) -> int | None:
+    """The nvmlReturn_t behind an exception; a missing symbol counts as FunctionNotFound."""
+    if nv is None:
+        return None
+    if isinstance(exc, nv.NVMLError):
+        value = getattr(exc, "value", None)
+        return value if isinstance(value, int) else None
+    mismatch = getattr(nv, "NVMLLibraryMismatchError", None)
+    if mismatch is not None and isinstance(exc, mismatch):
+        return _FUNCTION_NOT_FOUND
+    return None
+
+
+def _describe(nv: Any, exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    if nv is not None and isinstance(exc, nv.NVMLError):
+        name = type(exc).__name__.removeprefix("NVMLError_")
+        if not text or text.replace(" ", "").lower() == name.lower():
+            return clean_text(text or name, 200) or name
+        return clean_text(f"{text} ({name})", 200) or name
+    return clean_text(f"{type(exc).__name__}: {text}", 200) or type(exc).__name__

@@ -1,0 +1,365 @@
+"""One-shot views: the ``--once`` text table, the ``--once --json`` document, and GPU
+selection (``--gpus 0,2`` / UUIDs), which every view applies the same way.
+
+Text output is plain ASCII layout (the data itself may hold any cleaned Unicode), fits
+80 columns (wide characters count as two), and formats every number with
+:mod:`gputop.fmt`: a missing value reads "n/a", never 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+import time
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from gputop import __version__, fmt
+from gputop.model import GpuSample, ProcessInfo, Snapshot, replace
+
+WIDTH = 80
+
+# --- GPU selection -------------------------------------------------------------------
+
+
+def parse_gpu_selection(text: str) -> tuple[str, ...]:
+    """'0, 2,GPU-ab..' -> ('0', '2', 'GPU-ab..'). Raises ValueError when empty."""
+    tokens = tuple(t.strip() for t in text.split(","))
+    if not tokens or any(not t for t in tokens):
+        raise ValueError(f"--gpus: expected indices or UUIDs separated by commas, got {text!r}")
+    return tokens
+
+
+def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> frozenset[int]:
+    """Turn indices / UUIDs into GPU indices. A UUID matches whole or by a unique
+    prefix (with or without the ``GPU-`` part), case-insensitively. Raises ValueError
+    naming the first token that matches no GPU."""
+    gpus = tuple(gpus)
+    by_index = {g.index: g for g in gpus}
+    chosen: set[int] = set()
+    for token in tokens:
+        if token.isdigit():
+            index = int(token)
+            if index not in by_index:
+                have = ", ".join(str(i) for i in sorted(by_index)) or "none"
+                raise ValueError(f"--gpus: no GPU with index {index} (GPUs: {have})")
+            chosen.add(index)
+            continue
+        want = token.lower()
+        if not want.startswith("gpu-") and not want.startswith("mig-"):
+            want = "gpu-" + want
+        exact = [g.index for g in gpus if g.uuid and g.uuid.lower() == want]
+        matches = exact or [g.index for g in gpus if g.uuid and g.uuid.lower().startswith(want)]
+        if len(matches) != 1:
+            why = "matches several GPUs" if matches else "matches no GPU"
+            raise ValueError(f"--gpus: {token!r} {why}")
+        chosen.add(matches[0])
+    return frozenset(chosen)
+
+
+def filter_gpus(snapshot: Snapshot, indices: Collection[int] | None) -> Snapshot:
+    """Keep only the chosen GPUs, their processes (with descendants), their unlisted
+    holders and the errors that concern them (or no GPU). ``None`` keeps everything."""
+    if indices is None:
+        return snapshot
+    keep = frozenset(indices)
+    gpus = tuple(g for g in snapshot.gpus if g.index in keep)
+    roots = {p.pid for g in gpus for p in g.processes}
+    wanted = _with_descendants(roots, snapshot.processes)
+    return replace(
+        snapshot,
+        gpus=gpus,
+        processes=tuple(p for p in snapshot.processes if p.pid in wanted),
+        unlisted_holders=tuple(h for h in snapshot.unlisted_holders if h.gpu in keep),
+        errors=tuple(e for e in snapshot.errors if e.gpu is None or e.gpu in keep),
+    )
+
+
+def _with_descendants(roots: set[int], processes: Iterable[ProcessInfo]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for p in processes:
+        if p.ppid is not None and p.ppid != p.pid:
+            children.setdefault(p.ppid, []).append(p.pid)
+    seen = set(roots)
+    stack = list(roots)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return seen
+
+
+# --- JSON ----------------------------------------------------------------------------
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_json_dict(snapshot: Snapshot) -> dict[str, Any]:
+    """The ``--json`` document: ``Snapshot.to_dict()`` with NaN/inf turned into null."""
+    out: dict[str, Any] = _finite(snapshot.to_dict())
+    return out
+
+
+def render_json(snapshot: Snapshot) -> str:
+    return json.dumps(to_json_dict(snapshot), indent=2, allow_nan=False)
+
+
+# --- text ----------------------------------------------------------------------------
+
+
+def _cells(text: str) -> int:
+    return sum(2 if fmt.is_wide(c) else 1 for c in text)
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """Cut ``text`` to ``width`` terminal cells, ending with '…' when cut."""
+    if _cells(text) <= width:
+        return text
+    out: list[str] = []
+    used = 0
+    for c in text:
+        w = 2 if fmt.is_wide(c) else 1
+        if used + w > width - 1:
+            break
+        out.append(c)
+        used += w
+    return "".join(out) + "…"
+
+
+def _pad(text: str, width: int) -> str:
+    """Left-aligned in ``width`` cells, cut when longer."""
+    text = fit(text, width)
+    return text + " " * (width - _cells(text))
+
+
+def _wrap(text: str, indent: int = 0, width: int = WIDTH) -> list[str]:
+    """Wrap long text (messages) over several lines instead of cutting it."""
+    pad = " " * indent
+    return [
+        fit(line)
+        for line in textwrap.wrap(
+            text, width, initial_indent=pad, subsequent_indent=pad + "  ", break_long_words=True
+        )
+    ] or [pad]
+
+
+def _link(gen: int | None, width: int | None) -> str:
+    if gen is None and width is None:
+        return fmt.NA
+    return f"gen{fmt.number(gen)} x{fmt.number(width)}"
+
+
+def _share(value: float | None, whole: float | None) -> str:
+    share = fmt.ratio_percent(value, whole)
+    return "" if share is None else f" {fmt.percent(share)}"
+
+
+def _short_command(command: str | None) -> str:
+    """The command line with its program's directory dropped: '/usr/bin/python3 x' ->
+    'python3 x'."""
+    if not command:
+        return fmt.NA
+    first, _, rest = command.partition(" ")
+    first = first.rsplit("/", 1)[-1] or first
+    return f"{first} {rest}" if rest else first
+
+
+def _gpu_lines(g: GpuSample) -> list[str]:
+    name = g.name or fmt.NA
+    if g.lost:
+        reason = g.lost_reason or "fell off the bus"
+        return [fit(f"{g.index:>3}  {_pad(name, 22)} LOST: {reason}")]
+    mem = f"{fmt.bytes_(g.memory.used)}/{fmt.bytes_(g.memory.total)}"
+    power = f"{fmt.number(g.power_w, 'W')}/{fmt.number(g.power_limit_w, 'W')}"
+    lines = [
+        f"{g.index:>3}  {_pad(name, 22)} {fmt.percent(g.utilization.gpu):>5} "
+        f"{fmt.percent(g.utilization.memory):>5} {mem:>17} "
+        f"{fmt.number(g.temperature_c, 'C'):>5} {power:>11}"
+    ]
+    p = g.pcie
+    lines.append(
+        fit(
+            f"     PCIe {_link(p.gen, p.width)} (max {_link(p.max_gen, p.max_width)})"
+            f"  RX {fmt.rate(p.rx_bytes_per_s)}{_share(p.rx_bytes_per_s, p.link_max_bytes_per_s)}"
+            f"  TX {fmt.rate(p.tx_bytes_per_s)}{_share(p.tx_bytes_per_s, p.link_max_bytes_per_s)}"
+        )
+    )
+    reasons = g.clock_event_reasons
+    slow = fmt.NA if reasons is None else ", ".join(reasons) or "none"
+    c = g.clocks
+    clocks = (
+        f"     SM clock {fmt.number(c.sm_mhz, 'MHz')} of {fmt.number(c.sm_max_mhz, 'MHz')}"
+        f"  Fan {fmt.percent(g.fan_percent)}"
+    )
+    events = f"Clock events: {slow}"
+    if _cells(clocks) + 2 + _cells(events) <= WIDTH:
+        lines.append(f"{clocks}  {events}")
+    else:
+        lines.append(clocks)
+        lines.extend(_wrap(events, indent=5))
+    return lines
+
+
+def _age(now: float, info: ProcessInfo | None) -> str:
+    if info is None or info.create_time is None:
+        return fmt.NA
+    return fmt.duration(now - info.create_time)
+
+
+def _children_summary(pid: int, snapshot: Snapshot) -> str | None:
+    kids = _with_descendants({pid}, snapshot.processes) - {pid}
+    infos = [p for p in snapshot.processes if p.pid in kids]
+    if not infos:
+        return None
+    cpu = [p.cpu_percent for p in infos]
+    read = [p.read_bytes_per_s for p in infos]
+    total_cpu = None if any(v is None for v in cpu) else sum(v or 0.0 for v in cpu)
+    total_read = None if any(v is None for v in read) else sum(v or 0.0 for v in read)
+    blocked = sum(1 for p in infos if p.status == "disk-sleep")
+    text = (
+        f"{' ' * 13}+ {len(infos)} child process{'es' if len(infos) != 1 else ''}:"
+        f" CPU {fmt.percent(total_cpu)}, read {fmt.rate(total_read)}"
+    )
+    if blocked:
+        text += f", {blocked} in disk-sleep"
+    return fit(text)
+
+
+_PROC_HEADER = (
+    f"{'GPU':>3} {'PID':>7} {'USER':<8} {'GPU-MEM':>8} {'SM':>4} {'CPU':>5} {'AGE':>8}  COMMAND"
+)
+
+
+def _process_lines(snapshot: Snapshot) -> list[str]:
+    lines = [_PROC_HEADER]
+    for g in snapshot.gpus:
+        if g.lost:
+            lines.append(f"{g.index:>3} (GPU lost: processes unknown)")
+            continue
+        if not g.processes:
+            lines.append(f"{g.index:>3} (no processes)")
+            continue
+        for p in sorted(g.processes, key=lambda p: p.pid):
+            info = p.host or snapshot.process_info(p.pid)
+            prefix = f"{g.index:>3} {p.pid:>7} "
+            numbers = f"{fmt.bytes_(p.gpu_memory):>8} {fmt.percent(p.sm_percent):>4}"
+            if info is not None and not info.visible:
+                lines.append(
+                    fit(f"{prefix}{_pad(fmt.NA, 8)} {numbers}  not visible (another PID namespace)")
+                )
+                continue
+            user = info.user if info and info.user else fmt.NA
+            cpu = fmt.percent(info.cpu_percent if info else None)
+            command = _short_command(info.command if info else None)
+            if info is None:
+                command = "n/a (no host information)"
+            lines.append(
+                fit(
+                    f"{prefix}{_pad(user, 8)} {numbers} {cpu:>5} "
+                    f"{_age(snapshot.time, info):>8}  {command}"
+                )
+            )
+            kids = _children_summary(p.pid, snapshot)
+            if kids:
+                lines.append(kids)
+    return lines
+
+
+def _holder_lines(snapshot: Snapshot) -> list[str]:
+    if not snapshot.unlisted_holders:
+        return []
+    lines = [
+        "Unlisted holders (hold /dev/nvidia*, not in NVML's process list):",
+        f"{'GPU':>3} {'PID':>7} {'USER':<8} COMMAND",
+    ]
+    for h in snapshot.unlisted_holders:
+        gpu = "?" if h.gpu is None else str(h.gpu)
+        command = _short_command(h.command or h.name)
+        lines.append(fit(f"{gpu:>3} {h.pid:>7} {_pad(h.user or fmt.NA, 8)} {command}"))
+    return lines
+
+
+def _core_strip(values: tuple[float, ...]) -> list[str]:
+    """Per-core load as one digit each: 0 = under 10 %, 9 = 90 % or more."""
+    digits = "".join(str(min(9, int(v // 10))) for v in values)
+    label = "      Cores "
+    step = WIDTH - len(label)
+    return [label + digits[i : i + step] for i in range(0, len(digits), step)]
+
+
+def _host_lines(snapshot: Snapshot) -> list[str]:
+    h = snapshot.host
+    if h is None:
+        return ["Host  n/a (host information could not be read)"]
+    load = fmt.NA if h.load_average is None else " ".join(f"{v:.2f}" for v in h.load_average)
+    lines = [
+        fit(
+            f"Host  CPU {fmt.percent(h.cpu_percent, 1)} of {fmt.number(h.cpu_count)} cores"
+            f"  load {load}  iowait {fmt.percent(h.iowait_percent, 1)}"
+            f"  {fmt.number(h.cpu_freq_mhz, 'MHz')}"
+        ),
+        fit(
+            f"      RAM {fmt.bytes_(h.memory.used)} used of {fmt.bytes_(h.memory.total)},"
+            f" {fmt.bytes_(h.memory.available)} available"
+            f"  swap {fmt.bytes_(h.swap.used)}/{fmt.bytes_(h.swap.total)}"
+        ),
+        fit(
+            f"      Disk read {fmt.rate(h.disk.read_bytes_per_s)}"
+            f" write {fmt.rate(h.disk.write_bytes_per_s)}"
+            f"  Net rx {fmt.rate(h.net.rx_bytes_per_s)} tx {fmt.rate(h.net.tx_bytes_per_s)}"
+        ),
+    ]
+    if h.cpu_per_core:
+        lines.append("      Per-core load, one digit per core (0: <10 %, 9: >=90 %):")
+        lines.extend(_core_strip(h.cpu_per_core))
+    return lines
+
+
+def render_text(snapshot: Snapshot, *, total_gpus: int | None = None) -> str:
+    """The ``--once`` table. ``total_gpus``: how many GPUs there were before filtering."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.time))
+    d = snapshot.driver
+    lines = [fit(f"gputop {__version__}  {snapshot.hostname}  {stamp}  source: {snapshot.source}")]
+    if d.available:
+        count = f"{len(snapshot.gpus)} GPU{'s' if len(snapshot.gpus) != 1 else ''}"
+        if total_gpus is not None and total_gpus != len(snapshot.gpus):
+            count = f"{len(snapshot.gpus)} of {total_gpus} GPUs shown"
+        lines.append(
+            fit(f"Driver {d.driver_version or fmt.NA}  CUDA {d.cuda_version or fmt.NA}  {count}")
+        )
+        lines.append("")
+        lines.append(
+            f"{'GPU':>3}  {'Name':<22} {'Util':>5} {'MemU':>5} {'Memory used/total':>17} "
+            f"{'Temp':>5} {'Power/cap':>11}"
+        )
+        for g in snapshot.gpus:
+            lines.extend(_gpu_lines(g))
+        lines.append("")
+        lines.append("Processes:")
+        lines.extend(_process_lines(snapshot))
+    else:
+        lines.extend(_wrap(f"NVIDIA driver not available: {d.error or 'unknown reason'}"))
+        lines.append("No GPU information; host only.")
+    holders = _holder_lines(snapshot)
+    if holders:
+        lines.append("")
+        lines.extend(holders)
+    lines.append("")
+    lines.extend(_host_lines(snapshot))
+    if snapshot.errors:
+        lines.append("")
+        lines.append("Errors while sampling:")
+        for e in snapshot.errors:
+            where = ", ".join(x for x in (None if e.gpu is None else f"GPU {e.gpu}", e.metric) if x)
+            lines.extend(_wrap(f"{e.source}{f' ({where})' if where else ''}: {e.message}", 2))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,544 @@
+"""The live dashboard: wiring, keys, and applying snapshots to the widgets.
+
+Data comes in two ways, both ending in :meth:`GpuTopApp.apply_snapshot`:
+- live: the sampler's worker thread calls ``on_snapshot``; the app posts itself a
+  replaceable message (a backlog collapses into the newest snapshot);
+- tests: ``GpuTopApp(snapshots=[...])`` or direct ``apply_snapshot(snapshot, history)``
+  calls, with no thread and no timer.
+
+Nothing is drawn while paused, while another screen is on top, or while the terminal
+is too small: the newest snapshot is kept and drawn when that ends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual import events
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.geometry import Size
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from gputop.model import Snapshot
+from gputop.ui import views
+from gputop.ui.gpu_panel import GpuPanel
+from gputop.ui.header import HeaderLine
+from gputop.ui.host_panel import HostPanel
+from gputop.ui.process_table import ProcessTable
+
+if TYPE_CHECKING:
+    from gputop.sampler import Sampler
+
+
+@dataclass(frozen=True)
+class Key:
+    keys: str  # Textual key names, comma separated
+    action: str
+    description: str
+    display: str  # as the help screen and footer show it
+    show: bool = True
+
+
+#: Every key of the main screen: the bindings, the footer, the help screen and the
+#: command palette are all built from this one table. (j is reserved for the jobs view.)
+KEYS: tuple[Key, ...] = (
+    Key("q", "quit", "Quit", "q"),
+    Key("question_mark", "help", "Help", "?"),
+    Key("slash", "filter", "Filter", "/"),
+    Key("s", "sort", "Sort", "s"),
+    Key("r", "reverse", "Reverse sort", "r", show=False),
+    Key("p", "pause", "Pause", "p"),
+    Key("enter", "detail", "Detail", "Enter"),
+    Key("k", "kill", "Kill", "k"),
+    Key("space", "tag", "Tag", "Space"),
+    Key("a", "all_gpus", "All GPUs", "a", show=False),
+    Key("plus,equals_sign", "interval(1)", "Slower refresh", "+", show=False),
+    Key("minus", "interval(-1)", "Faster refresh", "-", show=False),
+    Key("escape", "clear_filter", "Clear filter", "Esc", show=False),
+)
+
+_HELP_EXTRA: tuple[tuple[str, str], ...] = (
+    ("0-9", "show only that GPU (a: all GPUs again)"),
+    ("Up/Down, PgUp/PgDn", "move in the process table; click a row to select it"),
+    ("click a column header", "sort by it; again to reverse"),
+    ("ctrl+p", "command palette (themes, keys, screenshot)"),
+)
+
+
+def _bindings() -> list[BindingType]:
+    out: list[BindingType] = [
+        Binding(k.keys, k.action, k.description, show=k.show, key_display=k.display) for k in KEYS
+    ]
+    for n in range(10):
+        out.append(
+            Binding(
+                str(n),
+                f"gpu({n})",
+                "One GPU" if n == 0 else f"Show GPU {n}",
+                show=n == 0,
+                key_display="0-9" if n == 0 else str(n),
+            )
+        )
+    return out
+
+
+class SnapshotArrived(Message):
+    """Posted from the sampler thread; only the newest one waiting matters."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SnapshotArrived)
+
+
+class GpuTopApp(App[int]):
+    """gputop's main screen."""
+
+    CSS_PATH = "gputop.tcss"
+    TITLE = "gputop"
+    AUTO_FOCUS = "#procs"
+    BINDINGS: ClassVar[list[BindingType]] = _bindings()
+
+    def __init__(
+        self,
+        sampler: Sampler | None = None,
+        *,
+        snapshots: Sequence[Snapshot] = (),
+        gpu_filter: Collection[int] | Sequence[str] | None = None,
+        readonly: bool = False,
+        verdicts: Mapping[int, str] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__()
+        self.sampler = sampler
+        self.readonly = readonly
+        self.verdicts = verdicts  # GPU index -> short verdict word (the diagnosis fills it)
+        self._initial = tuple(snapshots)
+        self._gpu_spec = gpu_filter
+        self._base_gpus: frozenset[int] | None = None  # from --gpus; None = all
+        self._base_resolved = gpu_filter is None
+        self.shown_gpus: frozenset[int] | None = None  # None = every GPU
+        self.text_filter = ""
+        self.sort_key = "gpu"
+        self.sort_reverse = False
+        self.tagged: set[str] = set()
+        self.paused = False
+        self.stale = False
+        self.compact = False
+        self.too_small = False
+        self._interval = sampler.interval if sampler is not None else 1.0
+        self.snapshot: Snapshot | None = None
+        self.history: tuple[Snapshot, ...] = ()
+        self.pending = False  # a snapshot arrived but was not drawn
+        self.frames = 0  # snapshots drawn
+        self.frame_seconds: list[float] = []  # apply_snapshot cost of each drawn frame
+        self._clock = clock
+        self._size: Size | None = None
+        if gpu_filter is not None and all(isinstance(g, int) for g in gpu_filter):
+            self._base_gpus = frozenset(int(g) for g in gpu_filter)
+            self._base_resolved = True
+        self.shown_gpus = self._base_gpus
+
+    # --- widgets --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="main"):
+            yield HeaderLine(id="header")
+            yield GpuPanel(id="gpus")
+            yield HostPanel(id="host")
+            yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
+            yield ProcessTable(id="procs")
+        yield Static(id="too-small")
+        yield Footer(id="footer")
+
+    @property
+    def header(self) -> HeaderLine:
+        return self.query_one("#header", HeaderLine)
+
+    @property
+    def gpu_panel(self) -> GpuPanel:
+        return self.query_one("#gpus", GpuPanel)
+
+    @property
+    def host_panel(self) -> HostPanel:
+        return self.query_one("#host", HostPanel)
+
+    @property
+    def table(self) -> ProcessTable:
+        return self.query_one("#procs", ProcessTable)
+
+    @property
+    def filter_input(self) -> Input:
+        return self.query_one("#filter", Input)
+
+    @property
+    def interval(self) -> float:
+        return self.sampler.interval if self.sampler is not None else self._interval
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self._set_layout(self.size)
+        if self._initial:
+            self.apply_snapshot(self._initial[-1], self._initial)
+        sampler = self.sampler
+        if sampler is not None:
+            latest = sampler.latest()
+            if latest is not None and not self._initial:
+                self.apply_snapshot(latest, sampler.history())
+            sampler.on_snapshot = self._from_sampler_thread
+            if not sampler.running:
+                sampler.start()
+            self.set_interval(1.0, self._check_stale, name="stale-check")
+        if self.snapshot is None:
+            self._render_header()
+
+    def _from_sampler_thread(self, snapshot: Snapshot) -> None:
+        """Runs on the sampler's worker thread: hand over, never touch widgets here."""
+        self.post_message(SnapshotArrived(snapshot))
+
+    def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+        history = self.sampler.history() if self.sampler is not None else (message.snapshot,)
+        self.apply_snapshot(message.snapshot, history)
+
+    def _check_stale(self) -> None:
+        stale = bool(self.sampler is not None and self.sampler.stale)
+        if stale != self.stale:
+            self.stale = stale
+            self._render_header()
+
+    # --- applying snapshots ---------------------------------------------------------------
+
+    def apply_snapshot(self, snapshot: Snapshot, history: Sequence[Snapshot] | None = None) -> bool:
+        """Take a new snapshot (and the history ending with it); draw it unless held back.
+
+        Returns whether it was drawn.
+        """
+        self.snapshot = snapshot
+        self.history = tuple(history) if history is not None else (snapshot,)
+        if not self._base_resolved:
+            spec = self._gpu_spec
+            assert spec is not None
+            self._base_gpus = views.resolve_gpu_filter([str(s) for s in spec], snapshot.gpus)
+            self._base_resolved = True
+            self.shown_gpus = self._base_gpus
+        top = self.screen
+        update_history = getattr(top, "update_history", None)
+        if top is not self._main_screen and callable(update_history):
+            update_history(self.history)
+        if self.paused or self.too_small or top is not self._main_screen:
+            self.pending = True
+            return False
+        start = self._clock()
+        self._render()
+        self.frame_seconds.append(self._clock() - start)
+        if len(self.frame_seconds) > 1000:
+            del self.frame_seconds[:500]
+        self.frames += 1
+        return True
+
+    @property
+    def _main_screen(self) -> Screen[Any]:
+        return self.screen_stack[0]
+
+    def _render(self) -> None:
+        self.pending = False
+        snapshot = self.snapshot
+        with self.batch_update():
+            self._render_header()
+            if snapshot is None:
+                return
+            width = self.size.width
+            self.gpu_panel.show(
+                snapshot,
+                self.history,
+                shown=self.shown_gpus,
+                compact=self.compact,
+                width=width,
+                verdicts=self.verdicts,
+            )
+            self.host_panel.show(snapshot.host, width=width, compact=self.compact)
+            self._render_table()
+
+    def _render_header(self) -> None:
+        all_gpus = self.shown_gpus is None or (
+            self.snapshot is not None
+            and self.shown_gpus == frozenset(g.index for g in self.snapshot.gpus)
+        )
+        self.header.show(
+            views.header_parts(
+                self.snapshot,
+                interval=self.interval,
+                paused=self.paused,
+                stale=self.stale,
+                gpu_filter=None if all_gpus else self.shown_gpus,
+                text_filter=self.text_filter,
+                compact=self.compact,
+            )
+        )
+
+    def _render_table(self) -> None:
+        table = self.table
+        table.configure(
+            self.size.width, compact=self.compact, sort_key=self.sort_key, reverse=self.sort_reverse
+        )
+        if self.snapshot is None:
+            return
+        rows = views.table_rows(
+            self.snapshot,
+            gpus=self.shown_gpus,
+            text=self.text_filter,
+            sort_key=self.sort_key,
+            reverse=self.sort_reverse,
+        )
+        table.show(rows, self.tagged)
+
+    def refresh_view(self) -> None:
+        """Redraw from the newest snapshot now (after a key changed what is shown)."""
+        if self.too_small or self.screen is not self._main_screen:
+            self.pending = True
+            return
+        self._render()
+
+    # --- layout ---------------------------------------------------------------------------
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._set_layout(event.size)
+
+    def _set_layout(self, size: Size) -> None:
+        if size == self._size:
+            return
+        self._size = size
+        compact = size.width < views.COMPACT_WIDTH or size.height < views.COMPACT_HEIGHT
+        too_small = size.width < views.MIN_WIDTH or size.height < views.MIN_HEIGHT
+        self.compact = compact
+        main = self.query_one("#main")
+        main.set_class(compact, "-compact")
+        self.query_one("#footer", Footer).compact = compact
+        if too_small != self.too_small:
+            self.too_small = too_small
+            main.display = not too_small
+            note = self.query_one("#too-small", Static)
+            note.display = too_small
+            if too_small:
+                note.update(
+                    f"terminal too small: {size.width}x{size.height}, "
+                    f"gputop needs {views.MIN_WIDTH}x{views.MIN_HEIGHT} (q quits)"
+                )
+        if not too_small and self.snapshot is not None:
+            self.refresh_view()
+
+    # --- actions --------------------------------------------------------------------------
+
+    def action_gpu(self, index: int) -> None:
+        if self.snapshot is not None and self.snapshot.gpu(index) is None:
+            self.notify(f"there is no GPU {index}", severity="warning", timeout=3)
+            return
+        self.shown_gpus = frozenset({index})
+        self.refresh_view()
+
+    def action_all_gpus(self) -> None:
+        self.shown_gpus = self._base_gpus
+        self.refresh_view()
+
+    def action_filter(self) -> None:
+        box = self.filter_input
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.text_filter = event.value
+            self.refresh_view()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            if not event.value:
+                event.input.display = False
+            self.table.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.filter_input
+        if not box.display and not self.text_filter:
+            return
+        box.value = ""
+        box.display = False
+        self.text_filter = ""
+        self.table.focus()
+        self.refresh_view()
+
+    def action_sort(self) -> None:
+        keys = views.SORT_KEYS
+        self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
+        self.refresh_view()
+
+    def action_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self.refresh_view()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        key = event.column_key.value
+        if key not in views.SORT_KEYS:
+            return
+        if key == self.sort_key:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_key = key
+            self.sort_reverse = False
+        self.refresh_view()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if self.sampler is not None:
+            self.sampler.paused = self.paused
+        if not self.paused and self.pending:
+            self.refresh_view()
+        else:
+            self._render_header()
+
+    def action_interval(self, step: int) -> None:
+        steps = views.INTERVAL_STEPS
+        current = self.interval
+        if step > 0:
+            new = next((s for s in steps if s > current + 1e-9), steps[-1])
+        else:
+            new = next((s for s in reversed(steps) if s < current - 1e-9), steps[0])
+        if self.sampler is not None:
+            self.sampler.interval = new
+        self._interval = new
+        self._render_header()
+
+    def action_tag(self) -> None:
+        table = self.table
+        key = table.cursor_key
+        if key is None:
+            return
+        if key in self.tagged:
+            self.tagged.discard(key)
+        else:
+            self.tagged.add(key)
+        self.refresh_view()
+        if table.cursor_row < table.row_count - 1:
+            table.move_cursor(row=table.cursor_row + 1)
+
+    def _detail_gpu(self) -> int | None:
+        proc = self.table.cursor_proc
+        if proc is not None and proc.gpu is not None:
+            return proc.gpu
+        if self.snapshot is None:
+            return None
+        for g in self.snapshot.gpus:
+            if self.shown_gpus is None or g.index in self.shown_gpus:
+                return g.index
+        return None
+
+    def action_detail(self) -> None:
+        gpu = self._detail_gpu()
+        if gpu is None:
+            self.notify("no GPU to show", severity="warning", timeout=3)
+            return
+        from gputop.ui.screens.detail import DetailScreen
+
+        self.push_screen(DetailScreen(gpu, self.history), self._back_on_main)
+
+    def action_kill(self) -> None:
+        from gputop.actions import KillTarget
+        from gputop.ui.screens.kill import KillScreen
+
+        table = self.table
+        rows = [table.rows_by_key[k] for k in sorted(self.tagged) if k in table.rows_by_key]
+        if not rows:
+            proc = table.cursor_proc
+            rows = [proc] if proc is not None else []
+        if not rows:
+            self.notify("no process selected", severity="warning", timeout=3)
+            return
+        hidden = [r for r in rows if r.visible is False]
+        rows = [r for r in rows if r.visible is not False]
+        if hidden:
+            pids = ", ".join(str(r.pid) for r in hidden)
+            self.notify(
+                f"pid {pids} not visible in this PID namespace: cannot be signalled from here",
+                severity="warning",
+                timeout=6,
+            )
+        if not rows:
+            return
+        targets = [
+            KillTarget(
+                pid=r.pid,
+                create_time=r.create_time,
+                user=r.user,
+                command=r.command,
+                gpu=r.gpu,
+                gpu_memory=r.gpu_memory,
+            )
+            for r in rows
+        ]
+
+        def done(outcome: str | None) -> None:
+            if outcome:
+                self.notify(outcome, title="kill", timeout=8)
+                self.tagged.clear()
+            self._back_on_main(None)
+
+        self.push_screen(KillScreen(targets, readonly=self.readonly), done)
+
+    def action_help(self) -> None:
+        from gputop.ui.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen(help_bindings()), self._back_on_main)
+
+    def _back_on_main(self, _result: object = None) -> None:
+        if self.pending and self.screen is self._main_screen:
+            self.refresh_view()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if screen is not self._main_screen:
+            return
+        for k in KEYS:
+            if k.action in ("quit", "clear_filter"):
+                continue
+            yield SystemCommand(
+                f"{k.description} ({k.display})",
+                f"same as pressing {k.display}",
+                _palette_action(self, k.action),
+            )
+
+
+def _palette_action(app: GpuTopApp, action: str) -> Callable[[], Any]:
+    async def run() -> None:
+        await app.run_action(action)
+
+    return run
+
+
+def help_bindings() -> list[tuple[str, str]]:
+    """(key, what it does) for the help screen."""
+    out = [(k.display, k.description) for k in KEYS]
+    return out[:1] + list(_HELP_EXTRA[:1]) + out[1:] + list(_HELP_EXTRA[1:])
+
+
+def run_app(
+    sampler: Sampler,
+    *,
+    gpu_filter: Collection[int] | Sequence[str] | None = None,
+    readonly: bool = False,
+) -> int:
+    """Run the dashboard until the user quits; starts the sampler if it is not running."""
+    app = GpuTopApp(sampler, gpu_filter=gpu_filter, readonly=readonly)
+    try:
+        result = app.run()
+    finally:
+        sampler.on_snapshot = None
+    return int(result or 0) if app.return_code in (None, 0) else int(app.return_code or 1)

@@ -1,0 +1,338 @@
+"""One GPU in detail: longer history charts (plotext) and a line of current values.
+
+The charts are rebuilt only when the app hands over a new history (``update_history``),
+never on a timer of their own. A value that was unavailable is a gap in the line, not a
+zero. Percentages use a fixed 0-100 scale; the x axis is seconds before the newest sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual_plotext import PlotextPlot
+
+from gputop import fmt
+from gputop.model import GpuSample, Snapshot
+
+Point = tuple[float, float | None]  # (seconds relative to the newest sample, value)
+
+PERCENT_TICKS = (0, 25, 50, 75, 100)
+_RATE_UNITS = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    color: int  # 256-colour palette index (plotext ignores some colour names)
+    points: tuple[Point, ...]
+
+
+def gpu_timeline(history: Sequence[Snapshot], index: int) -> list[tuple[float, GpuSample | None]]:
+    """(seconds relative to the newest snapshot, the GPU then, None if absent or lost)."""
+    if not history:
+        return []
+    newest = history[-1].time
+    out: list[tuple[float, GpuSample | None]] = []
+    for snap in history:
+        gpu = snap.gpu(index)
+        out.append((snap.time - newest, None if gpu is None or gpu.lost else gpu))
+    return out
+
+
+def _series(
+    timeline: Sequence[tuple[float, GpuSample | None]],
+    value: Callable[[GpuSample], float | None],
+) -> tuple[Point, ...]:
+    return tuple((x, None if g is None else value(g)) for x, g in timeline)
+
+
+def downsample(points: Sequence[Point], span: float, columns: int) -> Sequence[Point]:
+    """At most ``columns`` points: the mean of the known values in each time bucket.
+
+    A bucket with no known value stays a gap. Shorter series are returned unchanged.
+    """
+    if columns < 1 or len(points) <= columns or span <= 0:
+        return points
+    sums = [0.0] * columns
+    counts = [0] * columns
+    seen = [False] * columns
+    for x, y in points:
+        # Right-closed buckets, so the newest sample (x = 0) ends the last one.
+        b = min(columns - 1, max(0, math.ceil((x + span) / span * columns) - 1))
+        seen[b] = True
+        if y is not None:
+            sums[b] += y
+            counts[b] += 1
+    width = span / columns
+    return [
+        (-span + (b + 0.5) * width, sums[b] / counts[b] if counts[b] else None)
+        for b in range(columns)
+        if seen[b]
+    ]
+
+
+def runs(points: Sequence[Point]) -> list[tuple[list[float], list[float]]]:
+    """Split a series at unknown values so each run is drawn as its own line (gaps stay gaps)."""
+    out: list[tuple[list[float], list[float]]] = []
+    xs: list[float] = []
+    ys: list[float] = []
+    for x, y in points:
+        if y is None:
+            if xs:
+                out.append((xs, ys))
+                xs, ys = [], []
+            continue
+        xs.append(x)
+        ys.append(y)
+    if xs:
+        out.append((xs, ys))
+    return out
+
+
+def rate_unit(peak: float) -> tuple[str, float]:
+    """The unit that shows ``peak`` bytes/s as a number below 1024."""
+    for name, scale in _RATE_UNITS:
+        if peak < 1024 * scale:
+            return name, scale
+    return _RATE_UNITS[-1]
+
+
+def _max(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+class HistoryPlot(PlotextPlot):
+    """A plotext chart whose data only changes when ``draw`` is called."""
+
+    DEFAULT_CSS = """
+    HistoryPlot {
+        height: 1fr;
+        width: 1fr;
+    }
+    """
+
+    _last_draw: tuple[Any, ...] | None = None
+    _drawn_columns = 0
+
+    def _columns(self) -> int:
+        # The "hd" marker draws 2 points per cell: more samples than that only cost time.
+        return 2 * max(10, self.size.width - 8) if self.size.width else 400
+
+    def on_resize(self) -> None:
+        if self._last_draw is not None and self._columns() != self._drawn_columns:
+            title, series, span, ymax, ylabel, scale, yticks = self._last_draw
+            self.draw(
+                title, series, span=span, ymax=ymax, ylabel=ylabel, scale=scale, yticks=yticks
+            )
+
+    def draw(
+        self,
+        title: str,
+        series: Sequence[Series],
+        *,
+        span: float,
+        ymax: float,
+        ylabel: str,
+        scale: float = 1.0,
+        yticks: Sequence[float] | None = None,
+    ) -> None:
+        self._last_draw = (title, tuple(series), span, ymax, ylabel, scale, yticks)
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(title)
+        columns = self._columns()
+        self._drawn_columns = columns
+        for s in series:
+            labelled = False
+            for xs, ys in runs(downsample(s.points, span, columns)):
+                plt.plot(
+                    xs,
+                    [y / scale for y in ys],
+                    color=s.color,
+                    marker="hd",
+                    label=None if labelled or len(series) == 1 else s.label,
+                )
+                labelled = True
+        plt.xlim(-span, 0)
+        plt.ylim(0, ymax)
+        yt = list(yticks) if yticks is not None else [ymax * i / 4 for i in range(5)]
+        digits = 0 if ymax >= 20 else 1
+        plt.yticks(yt, [f"{v:.{digits}f}" for v in yt])
+        ticks = [-span * i / 4 for i in range(4, -1, -1)]
+        plt.xticks(ticks, [f"{-t:.0f}" for t in ticks])
+        plt.xlabel("seconds ago")
+        plt.ylabel(ylabel)
+        self.refresh()
+
+
+class DetailScreen(Screen[None]):
+    """History charts of one GPU. Esc or q returns to the dashboard."""
+
+    DEFAULT_CSS = """
+    DetailScreen #detail-title {
+        height: 1;
+        text-style: bold;
+        padding: 0 1;
+    }
+    DetailScreen #detail-now {
+        height: auto;
+        padding: 0 1;
+    }
+    DetailScreen #detail-charts {
+        grid-size: 2 2;
+        height: 1fr;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back"),
+        Binding("q", "close", "Back", show=False),
+    ]
+
+    def __init__(self, gpu_index: int, history: tuple[Snapshot, ...]) -> None:
+        super().__init__()
+        self.gpu_index = gpu_index
+        self.history: tuple[Snapshot, ...] = tuple(history)
+        self._composed = False  # widgets exist (on_mount ran): charts can be drawn
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-title")
+        yield Static(id="detail-now")
+        with Grid(id="detail-charts"):
+            yield HistoryPlot(id="plot-util")
+            yield HistoryPlot(id="plot-mem")
+            yield HistoryPlot(id="plot-pcie")
+            yield HistoryPlot(id="plot-power")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._composed = True
+        self._render_history()
+
+    def update_history(self, history: tuple[Snapshot, ...]) -> None:
+        """Called by the app with each new snapshot while this screen is open."""
+        self.history = tuple(history)
+        if self._composed:
+            self._render_history()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    # --- rendering ------------------------------------------------------------------------
+
+    def _latest_gpu(self) -> GpuSample | None:
+        return self.history[-1].gpu(self.gpu_index) if self.history else None
+
+    def _last_known_name(self) -> str | None:
+        """The newest name the GPU had (a lost GPU reports none)."""
+        for snap in reversed(self.history):
+            gpu = snap.gpu(self.gpu_index)
+            if gpu is not None and gpu.name:
+                return gpu.name
+        return None
+
+    def _span(self) -> float:
+        if len(self.history) < 2:
+            return 10.0
+        return max(10.0, self.history[-1].time - self.history[0].time)
+
+    def _title(self) -> Text:
+        text = Text(f"GPU {self.gpu_index}")
+        name = self._last_known_name()
+        if name:
+            text.append("  ")
+            text.append(fmt.clean_text(name, 80) or fmt.NA)
+        n = len(self.history)
+        text.append(f"  · last {self._span():.0f} s, {n} sample{'s' if n != 1 else ''}")
+        text.append("  · Esc back", style="dim")
+        return text
+
+    def _now(self) -> Text:
+        if not self.history:
+            return Text("no samples yet", style="italic")
+        gpu = self._latest_gpu()
+        if gpu is None:
+            return Text(
+                f"GPU {self.gpu_index} is not in the latest snapshot; history below is older",
+                style="bold red",
+            )
+        if gpu.lost:
+            reason = fmt.clean_text(gpu.lost_reason, 200) or "no reason given"
+            return Text(
+                f"GPU {self.gpu_index} is LOST ({reason}); its values are unknown",
+                style="bold red",
+            )
+        mem = gpu.memory
+        mem_pct = fmt.ratio_percent(mem.used, mem.total)
+        parts = [
+            f"util {fmt.percent(gpu.utilization.gpu)}",
+            f"mem {fmt.bytes_(mem.used)} / {fmt.bytes_(mem.total)} ({fmt.percent(mem_pct)})",
+            f"PCIe tx {fmt.rate(gpu.pcie.tx_bytes_per_s)} rx {fmt.rate(gpu.pcie.rx_bytes_per_s)}",
+            f"power {fmt.number(gpu.power_w, 'W')} / {fmt.number(gpu.power_limit_w, 'W')}",
+            f"temp {fmt.number(gpu.temperature_c, '°C')}",
+            f"SM {fmt.number(gpu.clocks.sm_mhz, ' MHz')}",
+        ]
+        return Text("  ".join(parts))
+
+    def _render_history(self) -> None:
+        h, i = self.history, self.gpu_index
+        self.query_one("#detail-title", Static).update(self._title())
+        self.query_one("#detail-now", Static).update(self._now())
+        span = self._span()
+
+        timeline = gpu_timeline(h, i)
+        util = _series(timeline, lambda g: g.utilization.gpu)
+        self.query_one("#plot-util", HistoryPlot).draw(
+            "GPU utilization %",
+            [Series("gpu", 10, util)],
+            span=span,
+            ymax=100,
+            ylabel="%",
+            yticks=PERCENT_TICKS,
+        )
+
+        mem = _series(timeline, lambda g: fmt.ratio_percent(g.memory.used, g.memory.total))
+        self.query_one("#plot-mem", HistoryPlot).draw(
+            "memory used %",
+            [Series("mem", 14, mem)],
+            span=span,
+            ymax=100,
+            ylabel="%",
+            yticks=PERCENT_TICKS,
+        )
+
+        tx = _series(timeline, lambda g: g.pcie.tx_bytes_per_s)
+        rx = _series(timeline, lambda g: g.pcie.rx_bytes_per_s)
+        link = _max([p[1] for p in _series(timeline, lambda g: g.pcie.link_max_bytes_per_s)])
+        peak = max(_max([p[1] for p in tx + rx]) or 0.0, link or 0.0) or 1024.0**3
+        unit, scale = rate_unit(peak)
+        self.query_one("#plot-pcie", HistoryPlot).draw(
+            "PCIe throughput",
+            [Series("TX to host", 13, tx), Series("RX to GPU", 12, rx)],
+            span=span,
+            ymax=peak / scale,
+            ylabel=unit,
+            scale=scale,
+        )
+
+        power = _series(timeline, lambda g: g.power_w)
+        limit = _max([p[1] for p in _series(timeline, lambda g: g.power_limit_w)])
+        top = max(limit or 0.0, _max([p[1] for p in power]) or 0.0) or 100.0
+        self.query_one("#plot-power", HistoryPlot).draw(
+            "power (W)" + (f", limit {limit:.0f} W" if limit else ""),
+            [Series("power", 11, power)],
+            span=span,
+            ymax=top,
+            ylabel="W",
+        )

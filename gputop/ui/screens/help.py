@@ -1,0 +1,103 @@
+"""The help screen: every key the app offers, and what the markers on screen mean."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+#: Marker -> meaning; the app may pass its own to HelpScreen.
+LEGEND: tuple[tuple[str, str], ...] = (
+    (
+        "MEM IDLE",
+        "the GPU holds memory but has run no kernel for a while: an allocation nobody is "
+        "using, or a job waiting on its input",
+    ),
+    ("LOST", "the GPU fell off the bus or stopped answering the driver; its values are unknown"),
+    (
+        "not visible",
+        "the pid is outside this PID namespace (a container without --pid=host): its user and "
+        "command are unknown and it cannot be signalled",
+    ),
+    (
+        "link degraded",
+        "the PCIe link runs below its maximum generation or width; idle GPUs lower it to save "
+        "power, so it matters only under load",
+    ),
+    ("n/a", "the driver does not report this value here; it is never shown as 0"),
+)
+
+
+def help_table(bindings: Sequence[tuple[str, str]], legend: Sequence[tuple[str, str]]) -> Table:
+    """Keys, then markers, in one table so both columns line up. All plain text."""
+    table = Table(box=None, show_header=False, pad_edge=False, expand=True)
+    table.add_column("key", style="bold", no_wrap=True)
+    table.add_column("what", ratio=1)
+    table.add_row(Text("Keys", style="bold underline"), Text(""))
+    for key, what in bindings:
+        table.add_row(Text(key), Text(what))
+    table.add_row(Text(""), Text(""))
+    table.add_row(Text("What the markers mean", style="bold underline"), Text(""))
+    for key, what in legend:
+        table.add_row(Text(key), Text(what))
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and markers. Esc, ? or q closes it."""
+
+    DEFAULT_CSS = """
+    HelpScreen {
+        align: center middle;
+    }
+    HelpScreen #help-dialog {
+        width: 90%;
+        max-width: 100;
+        height: auto;
+        max-height: 90%;
+        border: thick $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    HelpScreen #help-body {
+        height: auto;
+    }
+    HelpScreen #help-body Static {
+        height: auto;
+    }
+    HelpScreen #help-close {
+        color: $text-muted;
+        height: 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close"),
+        Binding("question_mark", "close", "Close", show=False),
+        Binding("q", "close", "Close", show=False),
+    ]
+
+    def __init__(
+        self,
+        bindings: Sequence[tuple[str, str]],
+        legend: Sequence[tuple[str, str]] = LEGEND,
+    ) -> None:
+        super().__init__()
+        self.key_bindings = tuple(bindings)
+        self.legend = tuple(legend)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-dialog"):
+            with VerticalScroll(id="help-body"):
+                yield Static(help_table(self.key_bindings, self.legend), id="help-text")
+            yield Static("Esc, ? or q closes this help.", id="help-close")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,229 @@
+"""The kill dialog: pick a signal for one or more processes, see what happened in words.
+
+Untrusted text (user names, command lines) is shown through rich ``Text`` objects, never
+markup. The dialog has no single-letter shortcuts on purpose: a stray key press in the main
+screen must not become a signal. Enter presses the focused button (SIGTERM at first).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from gputop import fmt
+from gputop.actions import (
+    SIGNALS,
+    KillOutcome,
+    KillTarget,
+    send_signals,
+    summary,
+)
+
+COMMAND_LIMIT = 300  # characters of a command line shown (the table crops further)
+
+
+def _target_text(value: str | None, limit: int = COMMAND_LIMIT) -> Text:
+    return Text(fmt.clean_text(value, limit) or fmt.NA)
+
+
+def targets_table(targets: Sequence[KillTarget]) -> Table:
+    """PID, user, GPU, GPU memory and command of each target, as plain (unmarked-up) text."""
+    table = Table(box=None, expand=True, pad_edge=False, show_edge=False, header_style="bold")
+    table.add_column("PID", justify="right", no_wrap=True)
+    table.add_column("USER", no_wrap=True, max_width=16, overflow="ellipsis")
+    table.add_column("GPU", justify="right", no_wrap=True)
+    table.add_column("GPU MEM", justify="right", no_wrap=True)
+    table.add_column("COMMAND", ratio=1, no_wrap=True, overflow="ellipsis")
+    for t in targets:
+        if t.create_time is None:
+            command = Text("not visible here: identity unknown, will be refused", style="italic")
+        else:
+            command = _target_text(t.command)
+        table.add_row(
+            Text(str(t.pid)),
+            _target_text(t.user, 64),
+            Text(fmt.NA if t.gpu is None else str(t.gpu)),
+            Text(fmt.mib(t.gpu_memory)),
+            command,
+        )
+    return table
+
+
+def outcomes_table(outcomes: Sequence[KillOutcome]) -> Table:
+    """One row per pid: "ok" or "refused", then what happened in words."""
+    table = Table(box=None, show_header=False, pad_edge=False, expand=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("message", ratio=1)
+    for outcome in outcomes:
+        status = Text("ok", style="bold green") if outcome.ok else Text("refused", "bold red")
+        table.add_row(status, Text(outcome.message))
+    return table
+
+
+class KillScreen(ModalScreen[str | None]):
+    """Confirm and send SIGTERM / SIGINT / SIGKILL; dismisses with a summary, or None."""
+
+    DEFAULT_CSS = """
+    KillScreen {
+        align: center middle;
+    }
+    KillScreen #kill-dialog {
+        width: 90%;
+        max-width: 120;
+        height: auto;
+        max-height: 90%;
+        border: thick $error;
+        background: $surface;
+        padding: 0 1;
+    }
+    KillScreen #kill-title {
+        text-style: bold;
+        height: auto;
+    }
+    KillScreen #kill-note {
+        color: $text-muted;
+        height: auto;
+    }
+    KillScreen #kill-targets {
+        height: auto;
+        max-height: 8;
+        margin: 1 0 0 0;
+    }
+    KillScreen #kill-targets Static {
+        height: auto;
+    }
+    KillScreen .kill-buttons {
+        height: auto;
+        align-horizontal: center;
+        margin: 1 0 0 0;
+    }
+    KillScreen .kill-buttons Button {
+        margin: 0 1;
+        min-width: 10;
+    }
+    KillScreen #kill-result {
+        height: auto;
+        max-height: 10;
+        margin: 1 0 0 0;
+    }
+    KillScreen #kill-outcomes {
+        height: auto;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("left", "app.focus_previous", "Previous", show=False),
+        Binding("right", "app.focus_next", "Next", show=False),
+    ]
+
+    AUTO_FOCUS = "#sigterm"
+
+    def __init__(self, targets: Sequence[KillTarget], readonly: bool = False) -> None:
+        super().__init__()
+        self.targets = tuple(targets)
+        self.readonly = readonly
+        self.outcomes: tuple[KillOutcome, ...] | None = None
+        self.summary: str | None = None
+
+    # --- layout ---------------------------------------------------------------------------
+
+    def _title(self) -> str:
+        n = len({t.pid for t in self.targets})
+        if self.readonly:
+            return "Signals are disabled (read-only mode)"
+        if n == 0:
+            return "No process selected"
+        if n == 1:
+            return f"Send a signal to pid {self.targets[0].pid}?"
+        return f"Send a signal to these {n} processes?"
+
+    def _note(self) -> RenderableType:
+        if self.readonly:
+            return Text("gputop was started read-only: nothing will be signalled.")
+        return Group(
+            Text(
+                "Right before the signal each pid is checked to still be the same process "
+                "(same start time); a reused or vanished pid is not signalled."
+            ),
+            Text("SIGTERM asks to exit, SIGINT is Ctrl-C, SIGKILL cannot be caught."),
+        )
+
+    def compose(self) -> ComposeResult:
+        disabled = self.readonly or not self.targets
+        with Vertical(id="kill-dialog"):
+            yield Static(Text(self._title()), id="kill-title")
+            yield Static(self._note(), id="kill-note")
+            with VerticalScroll(id="kill-targets"):
+                yield Static(targets_table(self.targets))
+            with Horizontal(classes="kill-buttons", id="kill-choices"):
+                for sig in SIGNALS:
+                    yield Button(
+                        sig.name,
+                        id=sig.name.lower(),
+                        variant="error" if sig == signal.SIGKILL else "warning",
+                        disabled=disabled,
+                    )
+                yield Button("Cancel", id="cancel", variant="default")
+            with VerticalScroll(id="kill-result"):
+                yield Static("", id="kill-outcomes")
+            with Horizontal(classes="kill-buttons", id="kill-after"):
+                yield Button("Close", id="close", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#kill-result").display = False
+        self.query_one("#kill-after").display = False
+        if self.readonly or not self.targets:
+            self.query_one("#cancel", Button).focus()
+
+    # --- behaviour ------------------------------------------------------------------------
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        button = event.button.id
+        if button == "cancel":
+            self.dismiss(None)
+        elif button == "close":
+            self.dismiss(self.summary)
+        elif self.outcomes is None:
+            for sig in SIGNALS:
+                if button == sig.name.lower():
+                    self.send(sig)
+
+    def send(self, sig: signal.Signals) -> tuple[KillOutcome, ...]:
+        """Signal every target (through the guards of gputop.actions) and show the outcome."""
+        outcomes = send_signals(self.targets, sig, readonly=self.readonly)
+        self.outcomes = outcomes
+        self.summary = summary(outcomes, sig)
+        self.query_one("#kill-outcomes", Static).update(
+            Group(outcomes_table(outcomes), Text("Press any key to close.", style="dim"))
+        )
+        self.query_one("#kill-result").display = True
+        self.query_one("#kill-title", Static).update(Text(f"{sig.name}: what happened"))
+        # Room for the outcomes (each names its pid): the note and the table go.
+        self.query_one("#kill-note").display = False
+        self.query_one("#kill-targets").display = False
+        self.query_one("#kill-choices").display = False
+        self.query_one("#kill-after").display = True
+        self.query_one("#close", Button).focus()
+        return outcomes
+
+    def on_key(self, event: events.Key) -> None:
+        if self.outcomes is not None:
+            event.stop()
+            event.prevent_default()
+            self.dismiss(self.summary)
+
+    def action_cancel(self) -> None:
+        self.dismiss(self.summary if self.outcomes is not None else None)

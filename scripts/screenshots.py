@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Regenerate screenshots/ (SVG and PNG) from the seeded demo.
+
+    python scripts/screenshots.py [--out screenshots] [--samples 120] [--no-png]
+
+Makes the dashboard at 80x24 and 200x50, plus the kill dialog, help and the GPU detail
+screen at 200x50. Everything comes from ``DemoSource(seed=0)`` on its virtual clock, fed
+to ``GpuTopApp(sampler=None)`` through ``apply_snapshot``: no timers, no live data.
+
+PNG needs cairosvg (``pip install cairosvg``) and a monospace font with box drawing and
+block characters: on Debian/Ubuntu ``apt-get install fonts-firacode`` (rsvg-convert
+collapses runs of spaces; do not use it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+from gputop.model import Snapshot  # noqa: E402
+from gputop.sources.demo import DemoSource  # noqa: E402
+
+SIZES = ((80, 24), (200, 50))
+
+
+def demo_history(samples: int) -> tuple[Snapshot, ...]:
+    source = DemoSource(seed=0)
+    try:
+        return tuple(source.snapshot() for _ in range(samples))
+    finally:
+        source.close()
+
+
+def help_bindings(app: Any) -> list[tuple[str, str]]:
+    """The keys the app's main screen offers, as (key, description)."""
+    rows: list[tuple[str, str]] = []
+    for key, active in app.active_bindings.items():
+        binding = active.binding
+        if binding.description:
+            rows.append((app.get_key_display(binding) or key, binding.description))
+    return rows
+
+
+async def _shoot(
+    history: tuple[Snapshot, ...],
+    size: tuple[int, int],
+    then: Callable[[Any, Any, tuple[Snapshot, ...]], Awaitable[None]] | None = None,
+) -> str:
+    from gputop.ui.app import GpuTopApp
+
+    app = GpuTopApp(sampler=None)
+    async with app.run_test(size=size) as pilot:
+        app.apply_snapshot(history[-1], history)
+        await pilot.pause()
+        if then is not None:
+            await then(app, pilot, history)
+            await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+        svg: str = app.export_screenshot()
+    return svg
+
+
+async def _kill(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
+    from gputop.actions import target_from_snapshot
+    from gputop.ui.screens.kill import KillScreen
+
+    snap = history[-1]
+    gpu = snap.gpu(3) or snap.gpus[0]
+    targets = [target_from_snapshot(snap, p.pid, gpu.index) for p in gpu.processes]
+    # Only shown: no key is pressed, so nothing is ever signalled.
+    app.push_screen(KillScreen(targets))
+
+
+async def _help(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
+    from gputop.ui.screens.help import HelpScreen
+
+    await pilot.press("question_mark")
+    await pilot.pause()
+    if not isinstance(app.screen, HelpScreen):
+        app.push_screen(HelpScreen(help_bindings(app)))
+
+
+async def _detail(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
+    from gputop.ui.screens.detail import DetailScreen
+
+    app.push_screen(DetailScreen(2, history))
+
+
+def write(out: Path, name: str, svg: str, png: bool) -> None:
+    (out / f"{name}.svg").write_text(svg, encoding="utf-8")
+    written = [f"{name}.svg"]
+    if png:
+        import cairosvg
+
+        cairosvg.svg2png(bytestring=svg.encode("utf-8"), write_to=str(out / f"{name}.png"))
+        written.append(f"{name}.png")
+    print(" ".join(str(out / w) for w in written))
+
+
+async def main_async(out: Path, samples: int, png: bool) -> None:
+    history = demo_history(samples)
+    out.mkdir(parents=True, exist_ok=True)
+    for w, h in SIZES:
+        write(out, f"dashboard-{w}x{h}", await _shoot(history, (w, h)), png)
+    for name, then in (("kill", _kill), ("help", _help), ("detail", _detail)):
+        write(out, f"{name}-200x50", await _shoot(history, (200, 50), then), png)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    parser.add_argument("--samples", type=int, default=120, help="demo snapshots of history")
+    parser.add_argument("--no-png", action="store_true", help="SVG only (no cairosvg needed)")
+    args = parser.parse_args(argv)
+    asyncio.run(main_async(args.out, args.samples, not args.no_png))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

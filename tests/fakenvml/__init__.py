@@ -1,0 +1,454 @@
+"""A fake ``libnvidia-ml.so.1`` for tests and benchmarks, and the scenarios it plays.
+
+The library is C (``fakenvml.c``) compiled with gcc against NVIDIA's own ``nvml.h`` from
+the ``nvidia-nvml-dev`` wheel, so every prototype is checked by the compiler. It exports
+every function ``nvml.h`` declares: the ones ``fakenvml.c`` implements, and weak stubs
+generated from the header (``gen_stubs.py``) that answer ``NVML_ERROR_NOT_SUPPORTED``.
+It is built once into ``tests/fakenvml/build/`` (gitignored) and rebuilt when a source is
+newer than it.
+
+Using it
+--------
+In a subprocess (``python -m gputop --once``, ``nvitop -1``)::
+
+    scenario = Scenario(gpus=[FakeGpu(), FakeGpu(util_gpu=97)])
+    path = scenario.write(tmp_path / "scenario.txt")
+    subprocess.run([...], env=subprocess_env(path))
+
+In-process: ``load_in_process()`` loads the library once (``ctypes.CDLL`` by absolute
+path; glibc then hands the same library to pynvml's ``CDLL("libnvidia-ml.so.1")`` by its
+soname). Point ``FAKE_NVML_SCENARIO`` at a scenario file before ``nvmlInit``. The pytest
+fixtures in ``tests/conftest.py`` (``fake_nvml``, ``fake_nvml_env``) do both.
+
+Scenario file format (version 1)
+--------------------------------
+Plain text, one directive per line, words separated by spaces, ``#`` starts a comment
+line. The path comes from ``FAKE_NVML_SCENARIO``, read at ``nvmlInit``: unset means "no
+driver" (``nvmlInit`` answers ``DRIVER_NOT_LOADED``); a missing or malformed file makes
+``nvmlInit`` answer ``UNKNOWN`` and prints the reason on stderr. The fake re-reads the
+file whenever its inode, size or mtime changes (checked on every call), so a running
+program sees edits; ``Scenario.write`` replaces the file atomically. A malformed edit is
+ignored (the previous scenario stays).
+
+A value written ``-`` means "not supported": the call that reads it answers
+``NVML_ERROR_NOT_SUPPORTED``. Numbers accept ``0x`` hex.
+
+Global lines (before the first ``gpu``)::
+
+    version 1
+    driver 550.54.15          nvmlSystemGetDriverVersion
+    nvml 12.550.54.15         nvmlSystemGetNVMLVersion
+    cuda 12040                nvmlSystemGetCudaDriverVersion(_v2): 1000*major + 10*minor
+    init 0                    what nvmlInit / nvmlInit_v2 / nvmlInitWithFlags answer
+    err SYMBOL CODE           make SYMBOL answer nvmlReturn_t CODE (system calls and all GPUs)
+    sleep SYMBOL MS           make SYMBOL sleep MS milliseconds (outside the library lock)
+
+``gpu`` starts a GPU (index = order of appearance, up to 64); the lines after it
+describe that GPU::
+
+    name TEXT                 rest of the line;  name_hex 4e56...: raw bytes (non-UTF-8 names)
+    uuid GPU-...     bus_id 00000000:18:00.0     minor 0
+    memory TOTAL USED FREE RESERVED   bytes; USED excludes RESERVED (memory v2). The v1 call
+                                      answers used = USED + RESERVED
+    util GPU MEM              percent
+    temp C
+    power MW LIMIT_MW         nvmlDeviceGetPowerUsage, nvmlDeviceGetEnforcedPowerLimit
+    fan PERCENT
+    clocks SM MEM SM_MAX MEM_MAX      MHz
+    reasons MASK              clock-event reasons bitmask
+    pcie GEN WIDTH MAX_GEN MAX_WIDTH
+    pcie_kbps TX RX           nvmlDeviceGetPcieThroughput, KB/s
+    codec ENC DEC             encoder / decoder utilization percent
+    mig CURRENT PENDING
+    ecc VOLATILE AGGREGATE    uncorrected ECC error counts
+    proc TYPE PID USED [GI CI]  TYPE C, G or CG (on both lists); USED bytes or -1
+                                (NVML_VALUE_NOT_AVAILABLE); GI/CI MIG ids, - for none
+    sample PID TS SM MEM ENC DEC  nvmlDeviceGetProcessUtilization sample; TS microseconds
+                                  (epoch); negative TS: that long before each call, a
+                                  sample that is always fresh (a process busy all along).
+                                  Samples newer than the caller's timestamp are returned;
+                                  none -> NVML_ERROR_NOT_FOUND
+    err SYMBOL CODE / sleep SYMBOL MS   as above, for calls on this GPU only
+                                        (nvmlDeviceGetHandleByIndex included)
+
+A GPU without a line for a metric answers NOT_SUPPORTED for it.
+
+``err``/``sleep`` rules match a C symbol exactly (``nvmlDeviceGetMemoryInfo_v2``), or by
+its name without the ``_vN`` suffix (``nvmlDeviceGetComputeRunningProcesses`` matches
+``..._v3``, ``..._v2`` and the unversioned one), or ``*`` (every call). The most specific
+match wins, GPU rules before global ones; ``err SYMBOL 0`` cancels a broader rule.
+``err * 15`` on a GPU is a GPU that fell off the bus. ``sleep nvmlInit MS`` delays init.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BUILD_DIR = HERE / "build"
+LIB_NAME = "libnvidia-ml.so.1"
+LIB_PATH = BUILD_DIR / LIB_NAME
+SCENARIO_ENV = "FAKE_NVML_SCENARIO"
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+# nvmlReturn_t values by name (same numbers as nvml.h / pynvml).
+NVML_RETURN = {
+    "SUCCESS": 0,
+    "UNINITIALIZED": 1,
+    "INVALID_ARGUMENT": 2,
+    "NOT_SUPPORTED": 3,
+    "NO_PERMISSION": 4,
+    "ALREADY_INITIALIZED": 5,
+    "NOT_FOUND": 6,
+    "INSUFFICIENT_SIZE": 7,
+    "INSUFFICIENT_POWER": 8,
+    "DRIVER_NOT_LOADED": 9,
+    "TIMEOUT": 10,
+    "IRQ_ISSUE": 11,
+    "LIBRARY_NOT_FOUND": 12,
+    "FUNCTION_NOT_FOUND": 13,
+    "CORRUPTED_INFOROM": 14,
+    "GPU_IS_LOST": 15,
+    "RESET_REQUIRED": 16,
+    "OPERATING_SYSTEM": 17,
+    "LIB_RM_VERSION_MISMATCH": 18,
+    "IN_USE": 19,
+    "MEMORY": 20,
+    "NO_DATA": 21,
+    "ARGUMENT_VERSION_MISMATCH": 25,
+    "UNKNOWN": 999,
+}
+
+Code = int | str
+
+
+def code(value: Code) -> int:
+    """An nvmlReturn_t from a number or a name ("GPU_IS_LOST", "NVML_ERROR_NOT_SUPPORTED")."""
+    if isinstance(value, int):
+        return value
+    name = value.upper().removeprefix("NVML_").removeprefix("ERROR_")
+    return NVML_RETURN[name]
+
+
+# ---------------------------------------------------------------------------- building
+
+
+class FakeNvmlUnavailable(RuntimeError):
+    """No C compiler or no nvml.h: tests that need the fake library skip."""
+
+
+def nvml_header() -> Path:
+    """NVIDIA's nvml.h from the nvidia-nvml-dev wheel, wherever the venv keeps it."""
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    for root in roots:
+        found = sorted(Path(root).glob("*/include/nvml.h")) + sorted(Path(root).glob("**/nvml.h"))
+        if found:
+            return found[0]
+    raise FakeNvmlUnavailable("nvml.h not found: install nvidia-nvml-dev (pip)")
+
+
+def _sources() -> list[Path]:
+    return [HERE / "fakenvml.c", HERE / "gen_stubs.py"]
+
+
+def _is_fresh(header: Path) -> bool:
+    if not LIB_PATH.exists():
+        return False
+    built = LIB_PATH.stat().st_mtime
+    return all(p.stat().st_mtime <= built for p in [*_sources(), header])
+
+
+def build(force: bool = False) -> Path:
+    """Build the fake library if needed; returns its path. Safe to call from parallel runs."""
+    header = nvml_header()
+    if not force and _is_fresh(header):
+        return LIB_PATH
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        raise FakeNvmlUnavailable("no C compiler (gcc) to build the fake libnvidia-ml.so.1")
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    with open(BUILD_DIR / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and _is_fresh(header):
+            return LIB_PATH
+        stubs = BUILD_DIR / "stubs.c"
+        subprocess.run(
+            [sys.executable, str(HERE / "gen_stubs.py"), str(header), str(stubs)], check=True
+        )
+        tmp = BUILD_DIR / f"{LIB_NAME}.tmp{os.getpid()}"
+        cmd = [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-std=gnu11",
+            "-Wall",
+            "-Wextra",
+            "-Wno-unused-parameter",
+            "-Wmissing-prototypes",  # an exported function must be declared in nvml.h
+            "-Werror",
+            f"-I{header.parent}",
+            f"-Wl,-soname,{LIB_NAME}",
+            "-Wl,--no-undefined",
+            "-o",
+            str(tmp),
+            str(HERE / "fakenvml.c"),
+            str(stubs),
+            "-lpthread",
+        ]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"building the fake NVML failed:\n{' '.join(cmd)}\n{result.stderr}")
+        os.replace(tmp, LIB_PATH)
+    return LIB_PATH
+
+
+_loaded: ctypes.CDLL | None = None
+
+
+def load_in_process() -> ctypes.CDLL:
+    """Load the fake into this process (once) so that pynvml's nvmlInit finds it."""
+    global _loaded
+    if _loaded is None:
+        _loaded = ctypes.CDLL(str(build()))
+    return _loaded
+
+
+def subprocess_env(
+    scenario_path: Path | str, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Environment for a subprocess that should load the fake instead of a real driver."""
+    env = dict(os.environ if base is None else base)
+    lib_dir = str(build().parent)
+    old = env.get("LD_LIBRARY_PATH")
+    env["LD_LIBRARY_PATH"] = lib_dir if not old else f"{lib_dir}:{old}"
+    env[SCENARIO_ENV] = str(scenario_path)
+    return env
+
+
+# ---------------------------------------------------------------------------- scenarios
+
+
+@dataclass
+class FakeProcess:
+    pid: int
+    used_memory: int | None = GiB  # None: NVML_VALUE_NOT_AVAILABLE
+    type: str = "C"  # "C", "G" or "C+G" (on both lists)
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+
+
+@dataclass
+class FakeSample:
+    """One nvmlProcessUtilizationSample_t."""
+
+    pid: int
+    timestamp_us: int = -100_000  # negative: that long before each call (always fresh)
+    sm: int = 0
+    mem: int = 0
+    enc: int = 0
+    dec: int = 0
+
+
+@dataclass
+class FakeGpu:
+    """One GPU. ``None`` for a metric: the call answers NOT_SUPPORTED.
+
+    uuid, bus_id and minor default from the GPU's index when written.
+    """
+
+    name: str | bytes = "NVIDIA H100 80GB HBM3"
+    uuid: str | None = None
+    bus_id: str | None = None
+    minor: int | None = -1  # -1: the index; None: not supported
+    memory_total: int | None = 80 * GiB
+    memory_used: int | None = 10 * GiB  # excludes reserved (memory v2 meaning)
+    memory_reserved: int | None = 512 * MiB
+    memory_free: int | None = -1  # -1: total - used - reserved
+    util_gpu: int | None = 50
+    util_mem: int | None = 20
+    temperature: int | None = 45
+    power_mw: int | None = 250_000
+    power_limit_mw: int | None = 700_000
+    fan: int | None = 30
+    sm_clock: int | None = 1755
+    mem_clock: int | None = 2619
+    sm_clock_max: int | None = 1980
+    mem_clock_max: int | None = 2619
+    clock_event_reasons: int | None = 0
+    pcie_gen: int | None = 5
+    pcie_width: int | None = 16
+    pcie_max_gen: int | None = 5
+    pcie_max_width: int | None = 16
+    pcie_tx_kbps: int | None = 1000
+    pcie_rx_kbps: int | None = 2000
+    encoder: int | None = 0
+    decoder: int | None = 0
+    mig_mode: tuple[int, int] | None = (0, 0)  # (current, pending)
+    ecc_uncorrected: int | None = 0  # volatile
+    ecc_uncorrected_aggregate: int | None = 0
+    processes: list[FakeProcess] = field(default_factory=list)
+    samples: list[FakeSample] = field(default_factory=list)
+    errors: dict[str, Code] = field(default_factory=dict)  # symbol (or "*") -> nvmlReturn
+    sleeps_ms: dict[str, int] = field(default_factory=dict)  # symbol (or "*") -> ms
+
+    def lines(self, index: int) -> list[str]:
+        def v(x: int | None) -> str:
+            return "-" if x is None else str(x)
+
+        out = ["gpu"]
+        name = self.name
+        raw = name if isinstance(name, bytes) else name.encode("utf-8")
+        if isinstance(name, str) and name.isprintable() and name == name.strip() and name:
+            out.append(f"name {name}")
+        else:
+            out.append(f"name_hex {raw.hex()}")
+        out.append(f"uuid {self.uuid or f'GPU-fa4e0000-0000-4000-8000-{index:012x}'}")
+        out.append(f"bus_id {self.bus_id or f'00000000:{(0x18 + index) & 0xFF:02X}:00.0'}")
+        out.append(f"minor {index if self.minor == -1 else v(self.minor)}")
+        free = self.memory_free
+        if free == -1:
+            if None in (self.memory_total, self.memory_used):
+                free = None
+            else:
+                assert self.memory_total is not None and self.memory_used is not None
+                free = self.memory_total - self.memory_used - (self.memory_reserved or 0)
+        out.append(
+            f"memory {v(self.memory_total)} {v(self.memory_used)} {v(free)} "
+            f"{v(self.memory_reserved)}"
+        )
+        out.append(f"util {v(self.util_gpu)} {v(self.util_mem)}")
+        out.append(f"temp {v(self.temperature)}")
+        out.append(f"power {v(self.power_mw)} {v(self.power_limit_mw)}")
+        out.append(f"fan {v(self.fan)}")
+        out.append(
+            f"clocks {v(self.sm_clock)} {v(self.mem_clock)} {v(self.sm_clock_max)} "
+            f"{v(self.mem_clock_max)}"
+        )
+        out.append(f"reasons {v(self.clock_event_reasons)}")
+        out.append(
+            f"pcie {v(self.pcie_gen)} {v(self.pcie_width)} {v(self.pcie_max_gen)} "
+            f"{v(self.pcie_max_width)}"
+        )
+        out.append(f"pcie_kbps {v(self.pcie_tx_kbps)} {v(self.pcie_rx_kbps)}")
+        out.append(f"codec {v(self.encoder)} {v(self.decoder)}")
+        mig = self.mig_mode
+        out.append("mig - -" if mig is None else f"mig {mig[0]} {mig[1]}")
+        out.append(f"ecc {v(self.ecc_uncorrected)} {v(self.ecc_uncorrected_aggregate)}")
+        for p in self.processes:
+            kind = {"C": "C", "G": "G", "C+G": "CG", "CG": "CG"}[p.type]
+            used = -1 if p.used_memory is None else p.used_memory
+            out.append(
+                f"proc {kind} {p.pid} {used} {v(p.gpu_instance_id)} {v(p.compute_instance_id)}"
+            )
+        for s in self.samples:
+            out.append(f"sample {s.pid} {s.timestamp_us} {s.sm} {s.mem} {s.enc} {s.dec}")
+        out += [f"err {sym} {code(c)}" for sym, c in self.errors.items()]
+        out += [f"sleep {sym} {ms}" for sym, ms in self.sleeps_ms.items()]
+        return out
+
+
+@dataclass
+class Scenario:
+    gpus: list[FakeGpu] = field(default_factory=lambda: [FakeGpu()])
+    driver_version: str = "550.54.15"
+    cuda_version: int = 12040  # 1000*major + 10*minor: "12.4"
+    nvml_version: str = "12.550.54.15"
+    init_result: Code = 0
+    errors: dict[str, Code] = field(default_factory=dict)  # global: system calls + every GPU
+    sleeps_ms: dict[str, int] = field(default_factory=dict)
+
+    def to_text(self) -> str:
+        lines = [
+            "# fake NVML scenario (format: tests/fakenvml/__init__.py)",
+            "version 1",
+            f"driver {self.driver_version}",
+            f"nvml {self.nvml_version}",
+            f"cuda {self.cuda_version}",
+            f"init {code(self.init_result)}",
+        ]
+        lines += [f"err {sym} {code(c)}" for sym, c in self.errors.items()]
+        lines += [f"sleep {sym} {ms}" for sym, ms in self.sleeps_ms.items()]
+        for i, gpu in enumerate(self.gpus):
+            lines += gpu.lines(i)
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: Path | str) -> Path:
+        """Write atomically (a running fake sees either the old or the new file)."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        tmp.write_text(self.to_text(), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+
+@dataclass
+class FakeNvml:
+    """What the ``fake_nvml`` fixture gives a test: the scenario file the fake plays."""
+
+    path: Path
+
+    def write(self, scenario: Scenario) -> Path:
+        return scenario.write(self.path)
+
+
+def many_gpus(
+    n_gpus: int,
+    n_procs: int,
+    pcie_sleep_ms: int = 0,
+    first_pid: int = 10_000,
+    timestamp_us: int = -100_000,
+) -> Scenario:
+    """A busy node: ``n_gpus`` GPUs with ``n_procs`` compute processes and one utilization
+    sample per process each; PCIe throughput calls sleep like real hardware if asked."""
+    gpus = []
+    for g in range(n_gpus):
+        pids = [first_pid + g * n_procs + k for k in range(n_procs)]
+        gpus.append(
+            FakeGpu(
+                util_gpu=(g * 7) % 101,
+                processes=[
+                    FakeProcess(pid, used_memory=(k + 1) * 64 * MiB) for k, pid in enumerate(pids)
+                ],
+                samples=[
+                    FakeSample(pid, timestamp_us, sm=k % 101, mem=k % 50)
+                    for k, pid in enumerate(pids)
+                ],
+                sleeps_ms={"nvmlDeviceGetPcieThroughput": pcie_sleep_ms} if pcie_sleep_ms else {},
+            )
+        )
+    return Scenario(gpus=gpus)
+
+
+__all__ = [
+    "BUILD_DIR",
+    "LIB_PATH",
+    "NVML_RETURN",
+    "SCENARIO_ENV",
+    "FakeGpu",
+    "FakeNvml",
+    "FakeNvmlUnavailable",
+    "FakeProcess",
+    "FakeSample",
+    "GiB",
+    "MiB",
+    "Scenario",
+    "build",
+    "code",
+    "load_in_process",
+    "many_gpus",
+    "nvml_header",
+    "subprocess_env",
+]

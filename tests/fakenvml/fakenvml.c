@@ -1,0 +1,1203 @@
+/*
+ * A fake libnvidia-ml.so.1 for tests: the real pynvml (and nvitop) run against it.
+ *
+ * Compiled against NVIDIA's own nvml.h (from the nvidia-nvml-dev wheel), so the compiler
+ * checks every prototype. The functions below are the ones the fake implements; every
+ * other function nvml.h declares comes from the generated weak stubs (gen_stubs.py) and
+ * answers NVML_ERROR_NOT_SUPPORTED.
+ *
+ * The machine it pretends to be is described by a text file whose path is read from the
+ * environment variable FAKE_NVML_SCENARIO at nvmlInit. The file is re-read whenever it
+ * changes (checked with stat() on every call), so a test can make a GPU fall off the bus
+ * while a program runs. The format is documented in tests/fakenvml/__init__.py.
+ *
+ * Thread safety: one mutex guards the scenario; injected sleeps happen outside it, so
+ * concurrent calls (e.g. PCIe throughput on many GPUs from a thread pool) overlap.
+ */
+#define _GNU_SOURCE
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include "nvml.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_GPUS 64
+#define MAX_RULES 64
+#define RULE_NAME 96
+#define UNSET (-1LL) /* a metric written as "-": the call answers NOT_SUPPORTED */
+
+typedef struct {
+    char name[RULE_NAME];
+    long long value; /* nvmlReturn_t for "err", milliseconds for "sleep" */
+} rule_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long used; /* bytes, or NVML_VALUE_NOT_AVAILABLE as unsigned */
+    unsigned int gi, ci;
+} proc_t;
+
+typedef struct {
+    unsigned int pid;
+    long long ts; /* microseconds; negative: that long before the call (always fresh) */
+    unsigned int sm, mem, enc, dec;
+} psample_t;
+
+typedef struct {
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+    long long minor;
+    long long mem_total, mem_used, mem_free, mem_reserved; /* v2 meaning: used excludes reserved */
+    long long util_gpu, util_mem;
+    long long temp;
+    long long power_mw, power_limit_mw;
+    long long fan;
+    long long clk_sm, clk_mem, clk_sm_max, clk_mem_max;
+    int has_reasons;
+    unsigned long long reasons;
+    long long pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
+    long long pcie_tx, pcie_rx; /* KB/s */
+    long long enc, dec;
+    long long mig_cur, mig_pending;
+    long long ecc_volatile, ecc_aggregate;
+    proc_t *cprocs;
+    unsigned int ncprocs, capcprocs;
+    proc_t *gprocs;
+    unsigned int ngprocs, capgprocs;
+    psample_t *samples;
+    unsigned int nsamples, capsamples;
+    rule_t errs[MAX_RULES];
+    unsigned int nerrs;
+    rule_t sleeps[MAX_RULES];
+    unsigned int nsleeps;
+} gpu_t;
+
+typedef struct {
+    char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    char nvml[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE];
+    int cuda;
+    int init_ret;
+    rule_t errs[MAX_RULES];
+    unsigned int nerrs;
+    rule_t sleeps[MAX_RULES];
+    unsigned int nsleeps;
+    gpu_t gpus[MAX_GPUS];
+    unsigned int ngpus;
+} scenario_t;
+
+struct nvmlDevice_st {
+    unsigned int index;
+};
+
+static struct nvmlDevice_st g_handles[MAX_GPUS];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static scenario_t *g_sc = NULL;
+static int g_init_count = 0;
+static char g_path[4096];
+static struct stat g_stat;
+
+/* ---------------------------------------------------------------- scenario parsing */
+
+static void free_scenario(scenario_t *sc)
+{
+    if (sc == NULL)
+        return;
+    for (unsigned int i = 0; i < sc->ngpus; i++) {
+        free(sc->gpus[i].cprocs);
+        free(sc->gpus[i].gprocs);
+        free(sc->gpus[i].samples);
+    }
+    free(sc);
+}
+
+static long long parse_num(const char *tok)
+{
+    if (tok == NULL || strcmp(tok, "-") == 0)
+        return UNSET;
+    return strtoll(tok, NULL, 0);
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static void copy_hex(char *dst, size_t cap, const char *hex)
+{
+    size_t n = 0;
+    while (hex[0] && hex[1] && n + 1 < cap) {
+        int hi = hexval(hex[0]), lo = hexval(hex[1]);
+        if (hi < 0 || lo < 0)
+            break;
+        dst[n++] = (char)(hi * 16 + lo);
+        hex += 2;
+    }
+    dst[n] = '\0';
+}
+
+static int add_rule(rule_t *rules, unsigned int *n, const char *name, long long value)
+{
+    if (*n >= MAX_RULES || name == NULL)
+        return -1;
+    copy_str(rules[*n].name, RULE_NAME, name);
+    rules[*n].value = value;
+    (*n)++;
+    return 0;
+}
+
+static int grow(void **arr, unsigned int *cap, unsigned int need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    unsigned int ncap = *cap ? *cap * 2 : 16;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*arr, (size_t)ncap * elem);
+    if (p == NULL)
+        return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+static void init_gpu(gpu_t *g, unsigned int index)
+{
+    memset(g, 0, sizeof(*g));
+    snprintf(g->name, sizeof(g->name), "NVIDIA Fake GPU");
+    snprintf(g->uuid, sizeof(g->uuid), "GPU-fa4e0000-0000-0000-0000-%012x", index);
+    snprintf(g->bus_id, sizeof(g->bus_id), "00000000:%02X:00.0", (index + 1) & 0xff);
+    g->minor = index;
+    g->mem_total = g->mem_used = g->mem_free = g->mem_reserved = UNSET;
+    g->util_gpu = g->util_mem = g->temp = UNSET;
+    g->power_mw = g->power_limit_mw = g->fan = UNSET;
+    g->clk_sm = g->clk_mem = g->clk_sm_max = g->clk_mem_max = UNSET;
+    g->pcie_gen = g->pcie_width = g->pcie_max_gen = g->pcie_max_width = UNSET;
+    g->pcie_tx = g->pcie_rx = g->enc = g->dec = UNSET;
+    g->mig_cur = g->mig_pending = g->ecc_volatile = g->ecc_aggregate = UNSET;
+}
+
+#define TOK() strtok_r(NULL, " \t\r\n", &save)
+
+/* Returns NULL and prints the reason on a malformed file. */
+static scenario_t *load_scenario(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "fakenvml: cannot open scenario %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    scenario_t *sc = calloc(1, sizeof(*sc));
+    if (sc == NULL) {
+        fclose(f);
+        return NULL;
+    }
+    copy_str(sc->driver, sizeof(sc->driver), "550.54.15");
+    copy_str(sc->nvml, sizeof(sc->nvml), "12.550.54.15");
+    sc->cuda = 12040;
+
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned int lineno = 0;
+    gpu_t *g = NULL;
+    int ok = 1;
+    while (ok && getline(&line, &cap, f) >= 0) {
+        lineno++;
+        char *save = NULL;
+        char *raw = line;
+        while (*raw == ' ' || *raw == '\t')
+            raw++;
+        /* the rest of the line after the first word, for free text (names) */
+        char rest[512];
+        const char *r = raw + strcspn(raw, " \t\r\n");
+        while (*r == ' ' || *r == '\t')
+            r++;
+        copy_str(rest, sizeof(rest), r);
+        rest[strcspn(rest, "\r\n")] = '\0';
+        char *key = strtok_r(line, " \t\r\n", &save);
+        if (key == NULL || key[0] == '#')
+            continue;
+
+        rule_t *errs = g ? g->errs : sc->errs;
+        unsigned int *nerrs = g ? &g->nerrs : &sc->nerrs;
+        rule_t *sleeps = g ? g->sleeps : sc->sleeps;
+        unsigned int *nsleeps = g ? &g->nsleeps : &sc->nsleeps;
+
+        if (strcmp(key, "version") == 0) {
+            /* format version: 1 */
+        } else if (strcmp(key, "driver") == 0) {
+            char *v = TOK();
+            copy_str(sc->driver, sizeof(sc->driver), v ? v : "");
+        } else if (strcmp(key, "nvml") == 0) {
+            char *v = TOK();
+            copy_str(sc->nvml, sizeof(sc->nvml), v ? v : "");
+        } else if (strcmp(key, "cuda") == 0) {
+            sc->cuda = (int)parse_num(TOK());
+        } else if (strcmp(key, "init") == 0) {
+            sc->init_ret = (int)parse_num(TOK());
+        } else if (strcmp(key, "err") == 0) {
+            char *name = TOK();
+            if (add_rule(errs, nerrs, name, parse_num(TOK())) != 0)
+                ok = 0;
+        } else if (strcmp(key, "sleep") == 0) {
+            char *name = TOK();
+            if (add_rule(sleeps, nsleeps, name, parse_num(TOK())) != 0)
+                ok = 0;
+        } else if (strcmp(key, "gpu") == 0) {
+            if (sc->ngpus >= MAX_GPUS) {
+                ok = 0;
+                break;
+            }
+            g = &sc->gpus[sc->ngpus];
+            init_gpu(g, sc->ngpus);
+            sc->ngpus++;
+        } else if (g == NULL) {
+            ok = 0;
+        } else if (strcmp(key, "name") == 0) {
+            copy_str(g->name, sizeof(g->name), rest);
+        } else if (strcmp(key, "name_hex") == 0) {
+            copy_hex(g->name, sizeof(g->name), rest);
+        } else if (strcmp(key, "uuid") == 0) {
+            char *v = TOK();
+            copy_str(g->uuid, sizeof(g->uuid), v ? v : "");
+        } else if (strcmp(key, "bus_id") == 0) {
+            char *v = TOK();
+            copy_str(g->bus_id, sizeof(g->bus_id), v ? v : "");
+        } else if (strcmp(key, "minor") == 0) {
+            g->minor = parse_num(TOK());
+        } else if (strcmp(key, "memory") == 0) {
+            g->mem_total = parse_num(TOK());
+            g->mem_used = parse_num(TOK());
+            g->mem_free = parse_num(TOK());
+            g->mem_reserved = parse_num(TOK());
+        } else if (strcmp(key, "util") == 0) {
+            g->util_gpu = parse_num(TOK());
+            g->util_mem = parse_num(TOK());
+        } else if (strcmp(key, "temp") == 0) {
+            g->temp = parse_num(TOK());
+        } else if (strcmp(key, "power") == 0) {
+            g->power_mw = parse_num(TOK());
+            g->power_limit_mw = parse_num(TOK());
+        } else if (strcmp(key, "fan") == 0) {
+            g->fan = parse_num(TOK());
+        } else if (strcmp(key, "clocks") == 0) {
+            g->clk_sm = parse_num(TOK());
+            g->clk_mem = parse_num(TOK());
+            g->clk_sm_max = parse_num(TOK());
+            g->clk_mem_max = parse_num(TOK());
+        } else if (strcmp(key, "reasons") == 0) {
+            char *v = TOK();
+            g->has_reasons = v != NULL && strcmp(v, "-") != 0;
+            g->reasons = g->has_reasons ? strtoull(v, NULL, 0) : 0;
+        } else if (strcmp(key, "pcie") == 0) {
+            g->pcie_gen = parse_num(TOK());
+            g->pcie_width = parse_num(TOK());
+            g->pcie_max_gen = parse_num(TOK());
+            g->pcie_max_width = parse_num(TOK());
+        } else if (strcmp(key, "pcie_kbps") == 0) {
+            g->pcie_tx = parse_num(TOK());
+            g->pcie_rx = parse_num(TOK());
+        } else if (strcmp(key, "codec") == 0) {
+            g->enc = parse_num(TOK());
+            g->dec = parse_num(TOK());
+        } else if (strcmp(key, "mig") == 0) {
+            g->mig_cur = parse_num(TOK());
+            g->mig_pending = parse_num(TOK());
+        } else if (strcmp(key, "ecc") == 0) {
+            g->ecc_volatile = parse_num(TOK());
+            g->ecc_aggregate = parse_num(TOK());
+        } else if (strcmp(key, "proc") == 0) {
+            char *type = TOK();
+            proc_t p;
+            p.pid = (unsigned int)parse_num(TOK());
+            long long used = parse_num(TOK());
+            p.used = (unsigned long long)used; /* -1 -> NVML_VALUE_NOT_AVAILABLE */
+            long long gi = parse_num(TOK()), ci = parse_num(TOK());
+            p.gi = gi == UNSET ? 0xFFFFFFFFu : (unsigned int)gi;
+            p.ci = ci == UNSET ? 0xFFFFFFFFu : (unsigned int)ci;
+            if (type == NULL) {
+                ok = 0;
+            } else if (strchr(type, 'C') != NULL) {
+                if (grow((void **)&g->cprocs, &g->capcprocs, g->ncprocs + 1, sizeof(proc_t)))
+                    ok = 0;
+                else
+                    g->cprocs[g->ncprocs++] = p;
+            }
+            if (ok && type != NULL && strchr(type, 'G') != NULL) {
+                if (grow((void **)&g->gprocs, &g->capgprocs, g->ngprocs + 1, sizeof(proc_t)))
+                    ok = 0;
+                else
+                    g->gprocs[g->ngprocs++] = p;
+            }
+        } else if (strcmp(key, "sample") == 0) {
+            psample_t s;
+            s.pid = (unsigned int)parse_num(TOK());
+            s.ts = parse_num(TOK());
+            s.sm = (unsigned int)parse_num(TOK());
+            s.mem = (unsigned int)parse_num(TOK());
+            s.enc = (unsigned int)parse_num(TOK());
+            s.dec = (unsigned int)parse_num(TOK());
+            if (grow((void **)&g->samples, &g->capsamples, g->nsamples + 1, sizeof(psample_t)))
+                ok = 0;
+            else
+                g->samples[g->nsamples++] = s;
+        } else {
+            ok = 0;
+        }
+        if (!ok)
+            fprintf(stderr, "fakenvml: %s:%u: cannot use line starting with '%s'\n", path, lineno,
+                    key);
+    }
+    free(line);
+    fclose(f);
+    if (!ok) {
+        free_scenario(sc);
+        return NULL;
+    }
+    return sc;
+}
+
+/* Called with g_lock held: re-reads the scenario when the file changed. */
+static void maybe_reload(void)
+{
+    struct stat st;
+    if (g_path[0] == '\0' || stat(g_path, &st) != 0)
+        return;
+    if (st.st_ino == g_stat.st_ino && st.st_dev == g_stat.st_dev && st.st_size == g_stat.st_size &&
+        st.st_mtim.tv_sec == g_stat.st_mtim.tv_sec && st.st_mtim.tv_nsec == g_stat.st_mtim.tv_nsec)
+        return;
+    scenario_t *sc = load_scenario(g_path);
+    if (sc == NULL)
+        return; /* keep the previous one; the reason went to stderr */
+    free_scenario(g_sc);
+    g_sc = sc;
+    g_stat = st;
+}
+
+/* ---------------------------------------------------------------- call plumbing */
+
+/* How well a rule name matches a symbol: 3 exact, 2 same without _vN suffix, 1 "*", 0 no. */
+static int rule_score(const char *rule, const char *sym)
+{
+    if (strcmp(rule, sym) == 0)
+        return 3;
+    if (strcmp(rule, "*") == 0)
+        return 1;
+    const char *v = strrchr(sym, '_');
+    if (v != NULL && v[1] == 'v' && v[2] >= '0' && v[2] <= '9') {
+        size_t n = (size_t)(v - sym);
+        if (strlen(rule) == n && strncmp(rule, sym, n) == 0)
+            return 2;
+    }
+    return 0;
+}
+
+static int find_rule(const rule_t *rules, unsigned int n, const char *sym, long long *value)
+{
+    int best = 0;
+    for (unsigned int i = 0; i < n; i++) {
+        int s = rule_score(rules[i].name, sym);
+        if (s > 0 && s >= best) {
+            best = s;
+            *value = rules[i].value;
+        }
+    }
+    return best;
+}
+
+/* Per-GPU rules first, then global ones. */
+static int lookup(const gpu_t *g, int want_err, const char *sym, long long *value)
+{
+    if (g != NULL && find_rule(want_err ? g->errs : g->sleeps, want_err ? g->nerrs : g->nsleeps,
+                               sym, value))
+        return 1;
+    return find_rule(want_err ? g_sc->errs : g_sc->sleeps, want_err ? g_sc->nerrs : g_sc->nsleeps,
+                     sym, value) > 0;
+}
+
+/*
+ * Every implemented call starts with enter() and ends with leave().
+ * enter() takes the lock, reloads the scenario if it changed, resolves the device (index -1:
+ * a system call) and applies injected errors. The lock stays held until leave(), which
+ * releases it and then sleeps for the injected delay.
+ */
+static nvmlReturn_t enter(const char *sym, int index, gpu_t **gpu, unsigned int *sleep_ms)
+{
+    pthread_mutex_lock(&g_lock);
+    *sleep_ms = 0;
+    *gpu = NULL;
+    if (g_init_count <= 0 || g_sc == NULL)
+        return NVML_ERROR_UNINITIALIZED;
+    maybe_reload();
+    gpu_t *g = NULL;
+    if (index >= 0) {
+        if ((unsigned int)index >= g_sc->ngpus)
+            return NVML_ERROR_INVALID_ARGUMENT;
+        g = &g_sc->gpus[index];
+    }
+    long long v = 0;
+    if (lookup(g, 0, sym, &v) && v > 0)
+        *sleep_ms = (unsigned int)v;
+    if (lookup(g, 1, sym, &v) && v != 0)
+        return (nvmlReturn_t)v;
+    *gpu = g;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t leave(nvmlReturn_t ret, unsigned int sleep_ms)
+{
+    pthread_mutex_unlock(&g_lock);
+    if (sleep_ms > 0) {
+        struct timespec ts = {sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    return ret;
+}
+
+static int dev_index(nvmlDevice_t device)
+{
+    if (device < &g_handles[0] || device >= &g_handles[MAX_GPUS])
+        return MAX_GPUS; /* resolves to INVALID_ARGUMENT */
+    return (int)device->index;
+}
+
+#define DEV_CALL(sym)                                                                              \
+    gpu_t *g;                                                                                      \
+    unsigned int sleep_ms_;                                                                        \
+    nvmlReturn_t r_ = enter(sym, dev_index(device), &g, &sleep_ms_);                               \
+    if (r_ != NVML_SUCCESS)                                                                        \
+        return leave(r_, sleep_ms_);
+
+#define SYS_CALL(sym)                                                                              \
+    gpu_t *g;                                                                                      \
+    unsigned int sleep_ms_;                                                                        \
+    nvmlReturn_t r_ = enter(sym, -1, &g, &sleep_ms_);                                              \
+    (void)g;                                                                                       \
+    if (r_ != NVML_SUCCESS)                                                                        \
+        return leave(r_, sleep_ms_);
+
+#define DONE(ret) return leave((ret), sleep_ms_)
+
+/* One unsigned value that may be "-" (not supported). */
+#define UINT_METRIC(sym, field, out)                                                               \
+    DEV_CALL(sym)                                                                                  \
+    if ((out) == NULL)                                                                             \
+        DONE(NVML_ERROR_INVALID_ARGUMENT);                                                         \
+    if (g->field == UNSET)                                                                         \
+        DONE(NVML_ERROR_NOT_SUPPORTED);                                                            \
+    *(out) = (unsigned int)g->field;                                                               \
+    DONE(NVML_SUCCESS)
+
+static nvmlReturn_t put_str(char *dst, unsigned int length, const char *src)
+{
+    if (dst == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(src) + 1 > length)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(dst, src, strlen(src) + 1);
+    return NVML_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- init / system */
+
+static nvmlReturn_t do_init(void)
+{
+    pthread_mutex_lock(&g_lock);
+    const char *path = getenv("FAKE_NVML_SCENARIO");
+    if (path == NULL || path[0] == '\0') {
+        pthread_mutex_unlock(&g_lock);
+        return NVML_ERROR_DRIVER_NOT_LOADED; /* no scenario: a machine without a driver */
+    }
+    copy_str(g_path, sizeof(g_path), path);
+    struct stat st;
+    scenario_t *sc = stat(g_path, &st) == 0 ? load_scenario(g_path) : NULL;
+    if (sc == NULL) {
+        if (errno == ENOENT)
+            fprintf(stderr, "fakenvml: scenario %s not found\n", g_path);
+        pthread_mutex_unlock(&g_lock);
+        return NVML_ERROR_UNKNOWN;
+    }
+    free_scenario(g_sc);
+    g_sc = sc;
+    g_stat = st;
+    nvmlReturn_t ret = (nvmlReturn_t)sc->init_ret;
+    long long ms = 0;
+    find_rule(sc->sleeps, sc->nsleeps, "nvmlInit", &ms);
+    if (ret == NVML_SUCCESS)
+        g_init_count++;
+    pthread_mutex_unlock(&g_lock);
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return ret;
+}
+
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    (void)flags;
+    return do_init();
+}
+
+nvmlReturn_t nvmlInit_v2(void) { return do_init(); }
+
+nvmlReturn_t nvmlInit(void) { return do_init(); }
+
+nvmlReturn_t nvmlShutdown(void)
+{
+    pthread_mutex_lock(&g_lock);
+    nvmlReturn_t ret = NVML_SUCCESS;
+    if (g_init_count <= 0)
+        ret = NVML_ERROR_UNINITIALIZED;
+    else
+        g_init_count--;
+    pthread_mutex_unlock(&g_lock);
+    return ret;
+}
+
+const char *nvmlErrorString(nvmlReturn_t result)
+{
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request.";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    case NVML_ERROR_UNKNOWN: return "Unknown Error";
+    default: return "Unknown Error";
+    }
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    SYS_CALL("nvmlSystemGetDriverVersion")
+    DONE(put_str(version, length, g_sc->driver));
+}
+
+nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
+{
+    SYS_CALL("nvmlSystemGetNVMLVersion")
+    DONE(put_str(version, length, g_sc->nvml));
+}
+
+static nvmlReturn_t cuda_version(const char *sym, int *cudaDriverVersion)
+{
+    SYS_CALL(sym)
+    if (cudaDriverVersion == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    *cudaDriverVersion = g_sc->cuda;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
+{
+    return cuda_version("nvmlSystemGetCudaDriverVersion", cudaDriverVersion);
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
+{
+    return cuda_version("nvmlSystemGetCudaDriverVersion_v2", cudaDriverVersion);
+}
+
+/* ---------------------------------------------------------------- device handles */
+
+static nvmlReturn_t device_count(const char *sym, unsigned int *deviceCount)
+{
+    SYS_CALL(sym)
+    if (deviceCount == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    *deviceCount = g_sc->ngpus;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+{
+    return device_count("nvmlDeviceGetCount_v2", deviceCount);
+}
+
+nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
+{
+    return device_count("nvmlDeviceGetCount", deviceCount);
+}
+
+static nvmlReturn_t handle_by_index(const char *sym, unsigned int index, nvmlDevice_t *device)
+{
+    gpu_t *g;
+    unsigned int sleep_ms_;
+    nvmlReturn_t r_ = enter(sym, index >= MAX_GPUS ? MAX_GPUS : (int)index, &g, &sleep_ms_);
+    if (r_ != NVML_SUCCESS)
+        return leave(r_, sleep_ms_);
+    if (device == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    g_handles[index].index = index;
+    *device = &g_handles[index];
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    return handle_by_index("nvmlDeviceGetHandleByIndex_v2", index, device);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return handle_by_index("nvmlDeviceGetHandleByIndex", index, device);
+}
+
+static nvmlReturn_t handle_by_string(const char *sym, const char *key, int by_uuid,
+                                     nvmlDevice_t *device)
+{
+    SYS_CALL(sym)
+    if (key == NULL || device == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned int i = 0; i < g_sc->ngpus; i++) {
+        const char *v = by_uuid ? g_sc->gpus[i].uuid : g_sc->gpus[i].bus_id;
+        if (strcasecmp(v, key) == 0) {
+            g_handles[i].index = i;
+            *device = &g_handles[i];
+            DONE(NVML_SUCCESS);
+        }
+    }
+    DONE(NVML_ERROR_NOT_FOUND);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    return handle_by_string("nvmlDeviceGetHandleByUUID", uuid, 1, device);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
+{
+    return handle_by_string("nvmlDeviceGetHandleByPciBusId_v2", pciBusId, 0, device);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device)
+{
+    return handle_by_string("nvmlDeviceGetHandleByPciBusId", pciBusId, 0, device);
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    DEV_CALL("nvmlDeviceGetIndex")
+    if (index == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    *index = device->index;
+    DONE(NVML_SUCCESS);
+}
+
+/* ---------------------------------------------------------------- identity */
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    DEV_CALL("nvmlDeviceGetName")
+    DONE(put_str(name, length, g->name));
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    DEV_CALL("nvmlDeviceGetUUID")
+    DONE(put_str(uuid, length, g->uuid));
+}
+
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
+{
+    UINT_METRIC("nvmlDeviceGetMinorNumber", minor, minorNumber);
+}
+
+static nvmlReturn_t pci_info(const char *sym, nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    DEV_CALL(sym)
+    if (pci == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    memset(pci, 0, sizeof(*pci));
+    unsigned int domain = 0, bus = 0, dev = 0, fn = 0;
+    sscanf(g->bus_id, "%x:%x:%x.%x", &domain, &bus, &dev, &fn);
+    pci->domain = domain;
+    pci->bus = bus;
+    pci->device = dev;
+    pci->pciDeviceId = 0x233010DE;
+    pci->pciSubSystemId = 0x16C110DE;
+    copy_str(pci->busId, sizeof(pci->busId), g->bus_id);
+    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.%X", domain & 0xffff,
+             bus, dev, fn);
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return pci_info("nvmlDeviceGetPciInfo_v3", device, pci);
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return pci_info("nvmlDeviceGetPciInfo_v2", device, pci);
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return pci_info("nvmlDeviceGetPciInfo", device, pci);
+}
+
+/* ---------------------------------------------------------------- metrics */
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    DEV_CALL("nvmlDeviceGetMemoryInfo")
+    if (memory == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->mem_total == UNSET || g->mem_used == UNSET || g->mem_free == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    memory->total = (unsigned long long)g->mem_total;
+    memory->free = (unsigned long long)g->mem_free;
+    /* v1: "used" includes what the driver reserves */
+    memory->used = (unsigned long long)g->mem_used +
+                   (g->mem_reserved == UNSET ? 0ULL : (unsigned long long)g->mem_reserved);
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    DEV_CALL("nvmlDeviceGetMemoryInfo_v2")
+    if (memory == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (memory->version != nvmlMemory_v2)
+        DONE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (g->mem_total == UNSET || g->mem_used == UNSET || g->mem_free == UNSET ||
+        g->mem_reserved == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    memory->total = (unsigned long long)g->mem_total;
+    memory->reserved = (unsigned long long)g->mem_reserved;
+    memory->free = (unsigned long long)g->mem_free;
+    memory->used = (unsigned long long)g->mem_used;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+    DEV_CALL("nvmlDeviceGetUtilizationRates")
+    if (utilization == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->util_gpu == UNSET || g->util_mem == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    utilization->gpu = (unsigned int)g->util_gpu;
+    utilization->memory = (unsigned int)g->util_mem;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                      unsigned int *temp)
+{
+    DEV_CALL("nvmlDeviceGetTemperature")
+    if (temp == NULL || sensorType != NVML_TEMPERATURE_GPU)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->temp == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    *temp = (unsigned int)g->temp;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *temperature)
+{
+    DEV_CALL("nvmlDeviceGetTemperatureV")
+    if (temperature == NULL || temperature->sensorType != NVML_TEMPERATURE_GPU)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (temperature->version != nvmlTemperature_v1)
+        DONE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (g->temp == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    temperature->temperature = (int)g->temp;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    UINT_METRIC("nvmlDeviceGetPowerUsage", power_mw, power);
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    UINT_METRIC("nvmlDeviceGetEnforcedPowerLimit", power_limit_mw, limit);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    UINT_METRIC("nvmlDeviceGetPowerManagementLimit", power_limit_mw, limit);
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed)
+{
+    UINT_METRIC("nvmlDeviceGetFanSpeed", fan, speed);
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int fan, unsigned int *speed)
+{
+    DEV_CALL("nvmlDeviceGetFanSpeed_v2")
+    if (speed == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->fan == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    if (fan != 0)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    *speed = (unsigned int)g->fan;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int *numFans)
+{
+    DEV_CALL("nvmlDeviceGetNumFans")
+    if (numFans == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->fan == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    *numFans = 1;
+    DONE(NVML_SUCCESS);
+}
+
+static nvmlReturn_t clock_info(const char *sym, nvmlDevice_t device, nvmlClockType_t type,
+                          unsigned int *clock_mhz, int max)
+{
+    DEV_CALL(sym)
+    if (clock_mhz == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    long long v;
+    if (type == NVML_CLOCK_GRAPHICS || type == NVML_CLOCK_SM)
+        v = max ? g->clk_sm_max : g->clk_sm;
+    else if (type == NVML_CLOCK_MEM)
+        v = max ? g->clk_mem_max : g->clk_mem;
+    else
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    if (v == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    *clock_mhz = (unsigned int)v;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock_)
+{
+    return clock_info("nvmlDeviceGetClockInfo", device, type, clock_, 0);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                       unsigned int *clock_)
+{
+    return clock_info("nvmlDeviceGetMaxClockInfo", device, type, clock_, 1);
+}
+
+static nvmlReturn_t clock_reasons(const char *sym, nvmlDevice_t device, unsigned long long *out,
+                            int supported)
+{
+    DEV_CALL(sym)
+    if (out == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (!g->has_reasons)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    *out = supported ? 0x1FFULL : g->reasons;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                    unsigned long long *clocksEventReasons)
+{
+    return clock_reasons("nvmlDeviceGetCurrentClocksEventReasons", device, clocksEventReasons, 0);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long *clocksThrottleReasons)
+{
+    return clock_reasons("nvmlDeviceGetCurrentClocksThrottleReasons", device, clocksThrottleReasons, 0);
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device,
+                                                      unsigned long long *supportedClocksEventReasons)
+{
+    return clock_reasons("nvmlDeviceGetSupportedClocksEventReasons", device, supportedClocksEventReasons,
+                   1);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *currLinkGen)
+{
+    UINT_METRIC("nvmlDeviceGetCurrPcieLinkGeneration", pcie_gen, currLinkGen);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *currLinkWidth)
+{
+    UINT_METRIC("nvmlDeviceGetCurrPcieLinkWidth", pcie_width, currLinkWidth);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *maxLinkGen)
+{
+    UINT_METRIC("nvmlDeviceGetMaxPcieLinkGeneration", pcie_max_gen, maxLinkGen);
+}
+
+nvmlReturn_t nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t device,
+                                                   unsigned int *maxLinkGenDevice)
+{
+    UINT_METRIC("nvmlDeviceGetGpuMaxPcieLinkGeneration", pcie_max_gen, maxLinkGenDevice);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *maxLinkWidth)
+{
+    UINT_METRIC("nvmlDeviceGetMaxPcieLinkWidth", pcie_max_width, maxLinkWidth);
+}
+
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
+                                         unsigned int *value)
+{
+    DEV_CALL("nvmlDeviceGetPcieThroughput")
+    if (value == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    long long v;
+    if (counter == NVML_PCIE_UTIL_TX_BYTES)
+        v = g->pcie_tx;
+    else if (counter == NVML_PCIE_UTIL_RX_BYTES)
+        v = g->pcie_rx;
+    else
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (v == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    *value = (unsigned int)v;
+    DONE(NVML_SUCCESS);
+}
+
+static nvmlReturn_t codec(const char *sym, nvmlDevice_t device, unsigned int *utilization,
+                          unsigned int *samplingPeriodUs, int decoder)
+{
+    DEV_CALL(sym)
+    if (utilization == NULL || samplingPeriodUs == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    long long v = decoder ? g->dec : g->enc;
+    if (v == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    *utilization = (unsigned int)v;
+    *samplingPeriodUs = 167000;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs)
+{
+    return codec("nvmlDeviceGetEncoderUtilization", device, utilization, samplingPeriodUs, 0);
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs)
+{
+    return codec("nvmlDeviceGetDecoderUtilization", device, utilization, samplingPeriodUs, 1);
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                  unsigned int *pendingMode)
+{
+    DEV_CALL("nvmlDeviceGetMigMode")
+    if (currentMode == NULL || pendingMode == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->mig_cur == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    *currentMode = (unsigned int)g->mig_cur;
+    *pendingMode = (unsigned int)(g->mig_pending == UNSET ? g->mig_cur : g->mig_pending);
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                         nvmlEccCounterType_t counterType,
+                                         unsigned long long *eccCounts)
+{
+    DEV_CALL("nvmlDeviceGetTotalEccErrors")
+    if (eccCounts == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    long long v = counterType == NVML_VOLATILE_ECC ? g->ecc_volatile : g->ecc_aggregate;
+    if (v == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    /* the scenario only holds uncorrected counts; corrected ones read as 0 */
+    *eccCounts = errorType == NVML_MEMORY_ERROR_TYPE_UNCORRECTED ? (unsigned long long)v : 0ULL;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode)
+{
+    DEV_CALL("nvmlDeviceGetPersistenceMode")
+    if (mode == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    *mode = NVML_FEATURE_ENABLED;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState)
+{
+    DEV_CALL("nvmlDeviceGetPerformanceState")
+    if (pState == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    *pState = NVML_PSTATE_0;
+    DONE(NVML_SUCCESS);
+}
+
+/* ---------------------------------------------------------------- processes */
+
+static nvmlReturn_t procs_v2(const char *sym, nvmlDevice_t device, int graphics,
+                             unsigned int *infoCount, nvmlProcessInfo_v2_t *infos)
+{
+    DEV_CALL(sym)
+    if (infoCount == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    const proc_t *list = graphics ? g->gprocs : g->cprocs;
+    unsigned int n = graphics ? g->ngprocs : g->ncprocs;
+    if (*infoCount < n) {
+        /* includes the first call of every client: count 0, NULL array */
+        *infoCount = n;
+        DONE(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    if (n > 0 && infos == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned int i = 0; i < n; i++) {
+        infos[i].pid = list[i].pid;
+        infos[i].usedGpuMemory = list[i].used;
+        infos[i].gpuInstanceId = list[i].gi;
+        infos[i].computeInstanceId = list[i].ci;
+    }
+    *infoCount = n;
+    DONE(NVML_SUCCESS);
+}
+
+static nvmlReturn_t procs_v1(const char *sym, nvmlDevice_t device, int graphics,
+                             unsigned int *infoCount, nvmlProcessInfo_v1_t *infos)
+{
+    DEV_CALL(sym)
+    if (infoCount == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    const proc_t *list = graphics ? g->gprocs : g->cprocs;
+    unsigned int n = graphics ? g->ngprocs : g->ncprocs;
+    if (*infoCount < n) {
+        *infoCount = n;
+        DONE(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    if (n > 0 && infos == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned int i = 0; i < n; i++) {
+        infos[i].pid = list[i].pid;
+        infos[i].usedGpuMemory = list[i].used;
+    }
+    *infoCount = n;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos)
+{
+    return procs_v2("nvmlDeviceGetComputeRunningProcesses_v3", device, 0, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_v2_t *infos)
+{
+    return procs_v2("nvmlDeviceGetComputeRunningProcesses_v2", device, 0, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                  nvmlProcessInfo_v1_t *infos)
+{
+    return procs_v1("nvmlDeviceGetComputeRunningProcesses", device, 0, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_t *infos)
+{
+    return procs_v2("nvmlDeviceGetGraphicsRunningProcesses_v3", device, 1, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_v2_t *infos)
+{
+    return procs_v2("nvmlDeviceGetGraphicsRunningProcesses_v2", device, 1, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                   nvmlProcessInfo_v1_t *infos)
+{
+    return procs_v1("nvmlDeviceGetGraphicsRunningProcesses", device, 1, infoCount, infos);
+}
+
+static unsigned long long sample_ts(const psample_t *s, long long now_us)
+{
+    return (unsigned long long)(s->ts >= 0 ? s->ts : now_us + s->ts);
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp)
+{
+    DEV_CALL("nvmlDeviceGetProcessUtilization")
+    if (processSamplesCount == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long now_us = (long long)now.tv_sec * 1000000LL + now.tv_nsec / 1000;
+    unsigned int n = 0;
+    for (unsigned int i = 0; i < g->nsamples; i++)
+        if (sample_ts(&g->samples[i], now_us) > lastSeenTimeStamp)
+            n++;
+    if (n == 0) {
+        *processSamplesCount = 0;
+        DONE(NVML_ERROR_NOT_FOUND); /* nothing newer than lastSeenTimeStamp */
+    }
+    if (utilization == NULL || *processSamplesCount < n) {
+        *processSamplesCount = n;
+        DONE(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    unsigned int k = 0;
+    for (unsigned int i = 0; i < g->nsamples; i++) {
+        const psample_t *s = &g->samples[i];
+        unsigned long long ts = sample_ts(s, now_us);
+        if (ts <= lastSeenTimeStamp)
+            continue;
+        utilization[k].pid = s->pid;
+        utilization[k].timeStamp = ts;
+        utilization[k].smUtil = s->sm;
+        utilization[k].memUtil = s->mem;
+        utilization[k].encUtil = s->enc;
+        utilization[k].decUtil = s->dec;
+        k++;
+    }
+    *processSamplesCount = k;
+    DONE(NVML_SUCCESS);
+}

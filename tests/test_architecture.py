@@ -1,0 +1,99 @@
+"""Data flows one way: sources -> model -> sampler -> analysis -> views.
+
+Each rule below is checked on the import statements of every module in gputop/.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gputop"
+
+
+def _modules() -> dict[str, set[str]]:
+    """Module name -> every module it imports (absolute names, relative ones resolved)."""
+    result: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        name = ".".join(parts)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        imports: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                imports.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    mod = ".".join([*base, node.module] if node.module else base)
+                else:
+                    mod = node.module or ""
+                imports.add(mod)
+                imports.update(f"{mod}.{alias.name}" for alias in node.names)
+        result[name] = imports
+    return result
+
+
+MODULES = _modules()
+
+
+def _gputop_imports(name: str) -> set[str]:
+    return {m for m in MODULES[name] if m == "gputop" or m.startswith("gputop.")}
+
+
+def _is_under(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_package_was_found() -> None:
+    assert "gputop.model" in MODULES
+    assert "gputop.fmt" in MODULES
+
+
+def test_model_imports_nothing_of_gputop() -> None:
+    assert _gputop_imports("gputop.model") == set()
+
+
+def test_fmt_imports_nothing_of_gputop() -> None:
+    assert _gputop_imports("gputop.fmt") == set()
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if _is_under(m, "gputop.sources")])
+def test_sources_import_only_model_fmt_and_sources(name: str) -> None:
+    bad = {
+        m
+        for m in _gputop_imports(name)
+        if not _is_under(m, "gputop.model", "gputop.fmt", "gputop.sources")
+    }
+    assert bad == set(), f"{name} imports {bad}"
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if _is_under(m, "gputop.analysis")])
+def test_analysis_never_imports_a_source_or_a_probe(name: str) -> None:
+    bad = {
+        m
+        for m in _gputop_imports(name)
+        if not _is_under(m, "gputop.model", "gputop.fmt", "gputop.analysis")
+    }
+    assert bad == set(), f"{name} imports {bad}"
+    probes = {m for m in MODULES[name] if _is_under(m, "pynvml", "psutil", "textual", "rich")}
+    assert probes == set(), f"{name} imports {probes}"
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if _is_under(m, "gputop.ui")])
+def test_ui_never_calls_nvml_or_psutil(name: str) -> None:
+    probes = {m for m in MODULES[name] if _is_under(m, "pynvml", "psutil", "gputop.sources.nvml")}
+    probes |= {m for m in MODULES[name] if _is_under(m, "gputop.sources.host")}
+    assert probes == set(), f"{name} imports {probes}"
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if not _is_under(m, "gputop.ui", "gputop.cli")])
+def test_only_the_cli_reaches_into_the_ui(name: str) -> None:
+    ui = {m for m in _gputop_imports(name) if _is_under(m, "gputop.ui")}
+    assert ui == set(), f"{name} imports {ui}"

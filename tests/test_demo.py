@@ -1,0 +1,257 @@
+"""The demo fleet: deterministic, consistent, and showing every condition."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+
+import pytest
+
+from gputop.fmt import clean_text
+from gputop.model import GpuSample, Snapshot
+from gputop.sources.demo import DEMO_EPOCH, LINK_MAX, DemoSource
+
+GiB = 2**30
+
+
+def run(seed: int = 0, steps: int = 10, step: float = 1.0) -> list[Snapshot]:
+    src = DemoSource(seed=seed, step=step)
+    return [src.snapshot() for _ in range(steps)]
+
+
+@pytest.fixture(scope="module")
+def snaps() -> list[Snapshot]:
+    """Two minutes of demo at 1 s."""
+    return run(seed=0, steps=120)
+
+
+@pytest.fixture(scope="module")
+def snap(snaps: list[Snapshot]) -> Snapshot:
+    return snaps[-1]
+
+
+def gpu(snap: Snapshot, index: int) -> GpuSample:
+    g = snap.gpu(index)
+    assert g is not None
+    return g
+
+
+def test_same_seed_same_steps_identical() -> None:
+    a = [s.to_dict() for s in run(seed=7, steps=30)]
+    b = [s.to_dict() for s in run(seed=7, steps=30)]
+    assert a == b
+    c = [s.to_dict() for s in run(seed=8, steps=30)]
+    assert a != c
+
+
+def test_virtual_clock_advances_by_step() -> None:
+    src = DemoSource(seed=1, start_time=1000.0, step=2.5)
+    times = [src.snapshot().time for _ in range(4)]
+    assert times == [1000.0, 1002.5, 1005.0, 1007.5]
+    assert DemoSource().snapshot().time == DEMO_EPOCH
+
+
+def test_injected_clock_drives_time() -> None:
+    now = [500.0]
+    src = DemoSource(seed=0, clock=lambda: now[0])
+    assert src.snapshot().time == 500.0
+    now[0] = 503.0
+    s = src.snapshot()
+    assert s.time == 503.0
+    # Ages are relative to the clock's start.
+    launcher = s.process_info(41187)
+    assert launcher is not None and launcher.create_time == 500.0 - 7980
+
+
+def test_step_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        DemoSource(step=0)
+
+
+def test_first_snapshot_has_no_rates_like_a_real_source() -> None:
+    first, second = run(steps=2)
+    assert first.host is not None and second.host is not None
+    assert first.host.cpu_percent is None
+    assert first.host.disk.read_bytes_per_s is None
+    assert all(p.cpu_percent is None for p in first.processes if p.visible)
+    assert second.host.cpu_percent is not None
+    assert second.host.disk.read_bytes_per_s is not None
+    assert all(p.cpu_percent is not None for p in second.processes if p.visible)
+
+
+def test_kind_and_identity(snap: Snapshot) -> None:
+    assert DemoSource.kind == "demo" and snap.source == "demo"
+    assert snap.driver.available and snap.driver.driver_version and snap.driver.cuda_version
+    assert len(snap.gpus) == 8
+    uuids = [g.uuid for g in snap.gpus]
+    assert len(set(uuids)) == 8
+    for g in snap.gpus:
+        assert g.name == "NVIDIA H100 80GB HBM3"
+        assert g.uuid is not None and re.fullmatch(
+            r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", g.uuid
+        )
+        assert g.pci_bus_id is not None and re.fullmatch(
+            r"00000000:[0-9A-F]{2}:00\.0", g.pci_bus_id
+        )
+        assert g.minor_number == g.index
+        assert (g.pcie.max_gen, g.pcie.max_width) == (5, 16)
+        assert g.pcie.link_max_bytes_per_s == pytest.approx(63.0e9, rel=0.01)
+        m = g.memory
+        assert m.total and m.used is not None and m.free is not None and m.reserved
+        assert m.used + m.free + m.reserved == m.total
+        assert g.power_w is not None and g.power_limit_w is not None
+        assert 0 < g.power_w <= g.power_limit_w
+        assert g.fan_percent is None  # SXM: no fan; n/a, never 0
+    # Same seed, same UUIDs.
+    assert [g.uuid for g in run(steps=1)[0].gpus] == uuids
+
+
+def test_gpu_bound_torchrun_job(snaps: list[Snapshot], snap: Snapshot) -> None:
+    for i in (0, 1):
+        utils = [gpu(s, i).utilization.gpu for s in snaps]
+        assert statistics.mean(u or 0 for u in utils) > 93
+        assert (gpu(snap, i).power_w or 0) > 550
+    ranks = [p for g in snap.gpus[:2] for p in g.processes]
+    assert len(ranks) == 2
+    launcher = snap.process_info(41187)
+    assert launcher is not None and launcher.command and "torchrun" in launcher.command
+    assert "--nproc_per_node=2" in launcher.command
+    for r in ranks:
+        info = snap.process_info(r.pid)
+        assert info is not None and info.ppid == 41187 and info.user == "alice"
+        workers = [p for p in snap.processes if p.ppid == r.pid]
+        assert len(workers) == 4
+        assert all(0 < (w.cpu_percent or 0) < 50 for w in workers)
+
+
+def test_data_starved_job(snaps: list[Snapshot], snap: Snapshot) -> None:
+    utils = [gpu(s, 2).utilization.gpu or 0 for s in snaps]
+    assert min(utils) < 30 and max(utils) > 50
+    assert 25 < statistics.mean(utils) < 55
+    (main,) = gpu(snap, 2).processes
+    workers = [p for p in snap.processes if p.ppid == main.pid]
+    assert len(workers) == 8
+    assert all((w.cpu_percent or 0) > 80 for w in workers)
+    assert all((w.read_bytes_per_s or 0) > 30e6 for w in workers)
+    statuses = {p.status for s in snaps for p in s.processes if p.ppid == main.pid}
+    assert "disk-sleep" in statuses and "running" in statuses
+    # The host's disk read accounts for the workers' reads.
+    assert snap.host is not None and snap.host.disk.read_bytes_per_s is not None
+    assert snap.host.disk.read_bytes_per_s >= sum(w.read_bytes_per_s or 0 for w in workers)
+    assert (snap.host.iowait_percent or 0) > 0
+
+
+def test_idle_process_holding_memory(snap: Snapshot) -> None:
+    g = gpu(snap, 3)
+    assert g.utilization.gpu == 0
+    (p,) = g.processes
+    assert p.gpu_memory is not None and p.gpu_memory >= 70 * GiB
+    info = snap.process_info(p.pid)
+    assert info is not None and info.create_time is not None
+    assert snap.time - info.create_time > 8 * 3600
+    assert info.cpu_percent is not None and info.cpu_percent < 2
+
+
+def test_free_gpu(snap: Snapshot) -> None:
+    g = gpu(snap, 4)
+    assert g.processes == ()
+    assert g.utilization.gpu == 0
+    assert g.clock_event_reasons == ("idle",)
+
+
+def test_pcie_heavy_job(snap: Snapshot) -> None:
+    g = gpu(snap, 5)
+    assert (g.pcie.rx_bytes_per_s or 0) > 0.6 * LINK_MAX
+    assert (g.pcie.rx_bytes_per_s or 0) <= LINK_MAX
+    assert (g.utilization.gpu or 0) < 60
+    assert (g.pcie.gen, g.pcie.width) == (5, 16)
+
+
+def test_throttled_near_oom_gpu_and_unlisted_holder(snap: Snapshot) -> None:
+    g = gpu(snap, 6)
+    assert g.memory.used is not None and g.memory.total is not None
+    assert g.memory.used / g.memory.total >= 0.97
+    assert (g.temperature_c or 0) >= 85
+    assert g.clock_event_reasons is not None
+    assert {"sw power cap", "sw thermal"} <= set(g.clock_event_reasons)
+    assert g.clocks.sm_mhz is not None and g.clocks.sm_max_mhz is not None
+    assert g.clocks.sm_mhz < g.clocks.sm_max_mhz
+    assert g.power_w == g.power_limit_w
+    (holder,) = snap.unlisted_holders
+    assert holder.gpu == 6 and holder.user == "carol"
+    assert snap.process_info(holder.pid) is None
+    assert holder.pid not in {p.pid for g in snap.gpus for p in g.processes}
+    # NVML's used memory includes what the holder keeps, beyond the listed processes.
+    assert g.memory.used > sum(p.gpu_memory or 0 for p in g.processes)
+
+
+def test_degraded_link_main_bound_and_invisible_pid(snap: Snapshot) -> None:
+    g = gpu(snap, 7)
+    assert (g.pcie.gen, g.pcie.width) == (4, 8)
+    assert (g.utilization.gpu or 0) > 5
+    main, ghost = sorted(g.processes, key=lambda p: p.pid)
+    info = snap.process_info(main.pid)
+    assert info is not None and (info.cpu_percent or 0) >= 90
+    workers = [p for p in snap.processes if p.ppid == main.pid]
+    assert len(workers) == 4 and all((w.cpu_percent or 0) <= 3 for w in workers)
+    assert (g.utilization.gpu or 0) < 50
+    ghost_info = snap.process_info(ghost.pid)
+    assert ghost_info is not None and ghost_info.visible is False
+    assert ghost_info.user is None and ghost_info.command is None
+    assert ghost.gpu_memory is not None and ghost.gpu_memory > 0
+
+
+def test_host_consistent_with_processes(snap: Snapshot) -> None:
+    h = snap.host
+    assert h is not None
+    assert h.cpu_count == 64 and len(h.cpu_per_core) == 64
+    assert all(0 <= c <= 100 for c in h.cpu_per_core)
+    assert h.cpu_percent == pytest.approx(sum(h.cpu_per_core) / 64, abs=0.1)
+    proc_cpu = sum(p.cpu_percent or 0 for p in snap.processes)
+    assert sum(h.cpu_per_core) >= proc_cpu * 0.97
+    assert h.memory.total == 2**40
+    rss = sum(p.rss or 0 for p in snap.processes)
+    assert h.memory.used is not None and h.memory.used >= rss
+    assert h.memory.available is not None
+    assert h.memory.used + h.memory.available <= h.memory.total
+    assert h.load_average is not None and h.load_average[0] > 5
+    assert h.net.rx_bytes_per_s is not None and h.net.tx_bytes_per_s is not None
+
+
+def test_users_commands_and_text_are_clean(snap: Snapshot) -> None:
+    users = {p.user for p in snap.processes if p.visible}
+    assert users == {"alice", "bob", "carol"}
+    for p in snap.processes:
+        for text in (p.user, p.name, p.command):
+            assert text == clean_text(text)
+    pids = [p.pid for p in snap.processes]
+    assert pids == sorted(pids) and len(set(pids)) == len(pids)
+    # Every GPU process has its host info joined in, as the live source does.
+    for g in snap.gpus:
+        for p in g.processes:
+            assert p.host is not None and p.host == snap.process_info(p.pid)
+
+
+def test_json_round_trip(snap: Snapshot) -> None:
+    data = json.loads(json.dumps(snap.to_dict()))
+    assert Snapshot.from_dict(data) == snap
+
+
+def test_real_clock_mode_advances_with_time() -> None:
+    now = [100.0]
+    src = DemoSource(seed=0, clock=lambda: now[0])
+    src.snapshot()
+    for _ in range(30):
+        now[0] += 1.0
+        s = src.snapshot()
+    assert s.time == 130.0
+    assert s.host is not None and s.host.cpu_percent is not None
+
+
+def test_clock_event_reason_names_match_the_nvml_source(snaps: list[Snapshot]) -> None:
+    from gputop.sources.nvml import CLOCK_EVENT_REASONS
+
+    known = {name for _, name in CLOCK_EVENT_REASONS}
+    used = {r for s in snaps for g in s.gpus for r in g.clock_event_reasons or ()}
+    assert used and used <= known

@@ -1,0 +1,452 @@
+"""HostReader against real processes that the tests spawn (tests/helpers/host_child.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import namedtuple
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from gputop.model import ProcessInfo
+from gputop.sources import host as host_mod
+from gputop.sources.host import HostReader
+from tests.helpers import spawn
+
+INFO_FIELDS = [
+    "ppid",
+    "user",
+    "name",
+    "command",
+    "status",
+    "cpu_percent",
+    "rss",
+    "read_bytes_per_s",
+    "write_bytes_per_s",
+    "create_time",
+    "num_threads",
+]
+
+
+def _row(rows: tuple[ProcessInfo, ...], pid: int) -> ProcessInfo:
+    matches = [r for r in rows if r.pid == pid]
+    assert len(matches) == 1, (pid, rows)
+    return matches[0]
+
+
+# --- host-wide -------------------------------------------------------------------------
+
+
+def test_host_first_call_primes_then_gives_numbers() -> None:
+    reader = HostReader()
+    first = reader.read_host()
+    assert first.cpu_percent is None
+    assert first.cpu_per_core == ()
+    assert first.iowait_percent is None
+    assert first.disk.read_bytes_per_s is None and first.disk.write_bytes_per_s is None
+    assert first.net.rx_bytes_per_s is None and first.net.tx_bytes_per_s is None
+    # Levels need no previous value.
+    assert first.cpu_count == psutil.cpu_count()
+    assert first.memory.total is not None and first.memory.total > 0
+    assert first.memory.available is not None and 0 < first.memory.available <= first.memory.total
+    assert first.swap.total is not None  # 0 is a true value here: no swap configured
+    assert first.load_average is not None and len(first.load_average) == 3
+
+    time.sleep(0.3)
+    second = reader.read_host()
+    assert second.cpu_percent is not None and 0.0 <= second.cpu_percent <= 100.0
+    assert len(second.cpu_per_core) == second.cpu_count
+    assert all(0.0 <= v <= 100.0 for v in second.cpu_per_core)
+    assert second.iowait_percent is not None and 0.0 <= second.iowait_percent <= 100.0
+    for value in (
+        second.disk.read_bytes_per_s,
+        second.disk.write_bytes_per_s,
+        second.net.rx_bytes_per_s,
+        second.net.tx_bytes_per_s,
+    ):
+        assert value is not None and value >= 0.0
+    assert reader.last_errors == ()
+    reader.close()
+
+
+def test_host_cpu_percent_sees_a_busy_core() -> None:
+    reader = HostReader()
+    with spawn.running("burn"):
+        reader.read_host()
+        time.sleep(0.5)
+        sample = reader.read_host()
+    assert sample.cpu_percent is not None and sample.cpu_count is not None
+    # One core of cpu_count busy: at least a good part of 100/cpu_count percent.
+    assert sample.cpu_percent >= 0.5 * 100.0 / sample.cpu_count
+    assert sum(sample.cpu_per_core) >= 50.0  # it may move between cores
+
+
+Nic = namedtuple("Nic", "bytes_recv bytes_sent")
+
+
+def test_net_counter_going_backwards_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = iter(
+        [
+            {"lo": Nic(0, 0), "eth0": Nic(1000, 500)},
+            {"lo": Nic(9**9, 9**9), "eth0": Nic(3000, 100)},  # tx went backwards (reset)
+            {"lo": Nic(0, 0), "eth0": Nic(4000, 200), "eth1": Nic(50, 50)},  # eth1 is new
+        ]
+    )
+    monkeypatch.setattr(psutil, "net_io_counters", lambda **_: next(values))
+    reader = HostReader()
+    assert reader.read_host().net.rx_bytes_per_s is None
+    second = reader.read_host().net
+    assert second.rx_bytes_per_s is not None and second.rx_bytes_per_s > 0  # lo not counted
+    assert second.tx_bytes_per_s is None
+    third = reader.read_host().net
+    assert third.rx_bytes_per_s is not None and third.tx_bytes_per_s is not None
+
+
+def test_sum_deltas_rules() -> None:
+    old = {"a": (10, 10), "gone": (5, 5)}
+    assert host_mod._sum_deltas(old, {"a": (15, 12), "new": (99, 99)}, 0) == 5
+    assert host_mod._sum_deltas(old, {"a": (15, 12)}, 1) == 2
+    assert host_mod._sum_deltas(old, {"a": (9, 12)}, 0) is None
+    assert host_mod._rate(100, 0.5) == 200.0
+    assert host_mod._rate(100, 0.0) is None
+    assert host_mod._rate(None, 1.0) is None
+
+
+def test_physical_disks_only(tmp_path: Path) -> None:
+    """Partitions, device-mapper, md, loop and zram would count the same bytes twice."""
+    sys_block = tmp_path / "block"
+    for name, physical in [
+        ("sda", True),
+        ("nvme0n1", True),
+        ("cciss!c0d0", True),
+        ("dm-0", False),
+        ("md0", False),
+        ("loop0", False),
+        ("zram0", False),
+    ]:
+        (sys_block / name).mkdir(parents=True)
+        if physical:
+            (sys_block / name / "device").mkdir()
+    is_phys = host_mod._is_physical_disk
+    assert is_phys("sda", str(sys_block))
+    assert is_phys("nvme0n1", str(sys_block))
+    assert is_phys("cciss/c0d0", str(sys_block))
+    for name in ["sda1", "nvme0n1p2", "dm-0", "md0", "loop0", "zram0"]:
+        assert not is_phys(name, str(sys_block)), name
+    # Without sysfs, whole-disk names by pattern.
+    missing = str(tmp_path / "nosys")
+    assert is_phys("sdb", missing) and is_phys("nvme1n1", missing) and is_phys("vda", missing)
+    assert not is_phys("sdb1", missing) and not is_phys("dm-3", missing)
+
+
+def test_host_disk_rate_sees_a_reader(tmp_path: Path) -> None:
+    data = _uncached_file(tmp_path)
+    if data is None:
+        pytest.skip("no physical disk under the test directory")
+    reader = HostReader()
+    with spawn.running("read", str(data)):
+        reader.read_host()
+        time.sleep(0.5)
+        sample = reader.read_host()
+    assert sample.disk.read_bytes_per_s is not None and sample.disk.read_bytes_per_s > 0
+
+
+# --- processes -------------------------------------------------------------------------
+
+
+def test_cpu_burner_reads_about_one_core() -> None:
+    reader = HostReader()
+    with spawn.running("burn") as child:
+        first = _row(reader.read_processes([child.pid]), child.pid)
+        assert first.cpu_percent is None  # first sight
+        time.sleep(0.6)
+        second = _row(reader.read_processes([child.pid]), child.pid)
+        real_create_time = psutil.Process(child.pid).create_time()
+    assert second.visible
+    assert second.cpu_percent is not None
+    # ~100% of one core; other work on a shared 2-core machine can take some of it.
+    assert 50.0 <= second.cpu_percent <= 115.0, second.cpu_percent
+    assert second.status in ("running", "sleeping")
+    assert second.rss is not None and second.rss > 0
+    assert second.num_threads == 1
+    assert second.ppid == os.getpid()
+    assert second.user == psutil.Process().username()
+    assert second.create_time == pytest.approx(real_create_time)
+
+
+def _uncached_file(tmp_path: Path) -> Path | None:
+    """An 8 MiB file on a real disk, written through and dropped from the page cache."""
+    path = tmp_path / "data.bin"
+    with open(path, "wb") as f:
+        f.write(os.urandom(8 << 20))
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    st = os.stat(path)
+    return path if st.st_dev != 0 and _on_block_device(path) else None
+
+
+def _on_block_device(path: Path) -> bool:
+    best = ""
+    fstype = ""
+    for part in psutil.disk_partitions(all=True):
+        if str(path).startswith(part.mountpoint) and len(part.mountpoint) > len(best):
+            best, fstype = part.mountpoint, part.fstype
+    return fstype not in ("tmpfs", "ramfs", "overlay", "")
+
+
+def test_reader_child_has_read_rate(tmp_path: Path) -> None:
+    data = _uncached_file(tmp_path)
+    if data is None:
+        pytest.skip("test directory is not on a block device (tmpfs): no disk reads")
+    reader = HostReader()
+    with spawn.running("read", str(data)) as child:
+        reader.read_processes([child.pid])
+        time.sleep(0.5)
+        row = _row(reader.read_processes([child.pid]), child.pid)
+    if not os.path.exists(f"/proc/{child.pid}/io") and row.read_bytes_per_s is None:
+        pytest.skip("no /proc/<pid>/io in this kernel: read rate honestly None")
+    # The child drops the file from the page cache before every pass, so the bytes
+    # come from the disk and count in /proc/<pid>/io read_bytes.
+    assert row.read_bytes_per_s is not None and row.read_bytes_per_s > 1 << 20
+    assert row.write_bytes_per_s is not None and row.write_bytes_per_s >= 0
+
+
+def test_workers_and_grandchildren_are_included() -> None:
+    reader = HostReader()
+    with spawn.running("tree", "3") as child:
+        workers, grandchild = child.extra[:3], child.extra[3]
+        rows = reader.read_processes([child.pid])
+        pids = [r.pid for r in rows]
+        assert pids[0] == child.pid  # given pids first
+        assert set(pids) == {child.pid, *workers, grandchild}
+        for w in workers:
+            assert _row(rows, w).ppid == child.pid
+        assert _row(rows, grandchild).ppid == workers[0]
+        assert _row(rows, child.pid).ppid == os.getpid()
+        assert all(r.visible and r.command and "host_child.py" in r.command for r in rows)
+        # Asking for a worker gives it and its own subtree only.
+        sub = reader.read_processes([workers[0]])
+        assert {r.pid for r in sub} == {workers[0], grandchild}
+
+
+def test_nonexistent_pid_is_not_visible() -> None:
+    reader = HostReader()
+    missing = 4_194_305  # above the largest possible pid_max (2**22)
+    rows = reader.read_processes([missing, 0, -3, os.getpid()])
+    assert [r.pid for r in rows][:3] == [missing, 0, -3]
+    for pid in (missing, 0, -3):
+        row = _row(rows, pid)
+        assert row == ProcessInfo(pid=pid, visible=False)
+        assert all(getattr(row, f) is None for f in INFO_FIELDS)
+    assert _row(rows, os.getpid()).visible
+
+
+def test_zombie_keeps_its_row() -> None:
+    reader = HostReader()
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 10
+        while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        reader.read_processes([proc.pid])
+        row = _row(reader.read_processes([proc.pid]), proc.pid)
+        assert row.visible
+        assert row.status == "zombie"
+        assert row.ppid == os.getpid()
+        assert row.command is None  # a zombie's command line is gone: not available
+        assert row.name is not None
+        assert row.cpu_percent == 0.0  # second sight: a zombie truly uses no CPU
+    finally:
+        proc.wait()
+    # Reaped: now it is simply not there.
+    assert _row(reader.read_processes([proc.pid]), proc.pid).visible is False
+
+
+def test_process_exiting_mid_read_degrades_its_row_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = HostReader()
+    with spawn.running("sleep") as victim, spawn.running("sleep") as other:
+        reader.read_processes([victim.pid, other.pid])
+        original = psutil.Process.cmdline
+
+        def cmdline_then_die(self: psutil.Process) -> Any:
+            if self.pid == victim.pid:
+                victim.kill()  # really gone (killed and reaped) in the middle of its read
+            return original(self)
+
+        monkeypatch.setattr(psutil.Process, "cmdline", cmdline_then_die)
+        rows = reader.read_processes([victim.pid, other.pid])
+        monkeypatch.undo()
+        gone = _row(rows, victim.pid)
+        assert gone.visible  # it was there when the tick began
+        assert gone.command is None and gone.cpu_percent is None
+        assert gone.read_bytes_per_s is None
+        ok = _row(rows, other.pid)
+        assert ok.command is not None and ok.cpu_percent is not None
+        assert reader.last_errors == ()
+        # Its cache entry is gone; next tick it is simply not visible.
+        assert all(key[0] != victim.pid for key in reader._tracked)
+        assert _row(reader.read_processes([victim.pid]), victim.pid).visible is False
+
+
+def test_reused_pid_does_not_inherit_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Simulated: the same pid comes back with another start time, as after reuse."""
+    reader = HostReader()
+    with spawn.running("burn") as child:
+        reader.read_processes([child.pid])
+        assert len(reader._tracked) == 1
+        real_scan = host_mod.scan_processes
+
+        def scan_with_new_identity(proc_root: str = "/proc") -> dict[int, Any]:
+            result = real_scan(proc_root)
+            st = result[child.pid]
+            result[child.pid] = st._replace(starttime=st.starttime + 12345)
+            return result
+
+        monkeypatch.setattr(host_mod, "scan_processes", scan_with_new_identity)
+        time.sleep(0.2)
+        row = _row(reader.read_processes([child.pid]), child.pid)
+    assert row.cpu_percent is None  # first sight of the "new" process
+    assert row.read_bytes_per_s is None
+    assert len(reader._tracked) == 1  # the old identity was dropped
+
+
+def _fork_at(pid: int) -> subprocess.Popen[bytes] | None:
+    """Start a sleeping child with exactly this pid (root only, racy: may miss)."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+    except OSError:
+        return None
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    if proc.pid == pid:
+        return proc
+    proc.kill()
+    proc.wait()
+    return None
+
+
+def test_real_pid_reuse_does_not_inherit_history() -> None:
+    reader = HostReader()
+    burner = spawn.start("burn")
+    pid = burner.pid
+    reader.read_processes([pid])
+    time.sleep(0.3)
+    before = _row(reader.read_processes([pid]), pid)
+    assert before.cpu_percent is not None and before.cpu_percent > 20
+    burner.kill()
+    reused = None
+    for _ in range(5):
+        reused = _fork_at(pid)
+        if reused is not None:
+            break
+    if reused is None:
+        pytest.skip("cannot place a process at a chosen pid (needs ns_last_pid, root)")
+    try:
+        row = _row(reader.read_processes([pid]), pid)
+        assert row.visible
+        assert row.cpu_percent is None  # not the burner's history
+        assert row.create_time is not None and row.create_time != before.create_time
+        assert row.command is not None and "time.sleep" in row.command
+    finally:
+        reused.kill()
+        reused.wait()
+
+
+def test_cache_forgets_processes_no_longer_asked_for() -> None:
+    reader = HostReader()
+    with spawn.running("sleep") as a, spawn.running("sleep") as b:
+        reader.read_processes([a.pid, b.pid])
+        assert {k[0] for k in reader._tracked} == {a.pid, b.pid}
+        reader.read_processes([b.pid])
+        assert {k[0] for k in reader._tracked} == {b.pid}
+        reader.read_processes([])
+        assert reader._tracked == {}
+
+
+def test_control_characters_are_stripped_from_command() -> None:
+    reader = HostReader()
+    evil = [
+        "\x1b[31mRED\x1b[0m",
+        "bell\x07",
+        "tab\there",
+        "new\nline",
+        "\u202eevil",
+        "\x1b]0;t\x07x",
+    ]
+    with spawn.running("sleep", *evil) as child:
+        row = _row(reader.read_processes([child.pid]), child.pid)
+    assert row.command is not None
+    assert "RED" in row.command and "evil" in row.command
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in row.command)
+    assert "\u202e" not in row.command
+    assert "tab here" in row.command and "new line" in row.command
+
+
+def test_read_processes_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(proc_root: str = "/proc") -> dict[int, Any]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(host_mod, "scan_processes", broken)
+    reader = HostReader()
+    assert reader.read_processes([os.getpid()]) == ()
+    assert any("boom" in e for e in reader.last_errors)
+
+
+def test_read_host_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise OSError("no /proc/stat")
+
+    monkeypatch.setattr(psutil, "cpu_times", broken)
+    monkeypatch.setattr(psutil, "disk_io_counters", broken)
+    reader = HostReader()
+    reader.read_host()
+    sample = reader.read_host()
+    assert sample.cpu_percent is None and sample.cpu_per_core == ()
+    assert sample.disk.read_bytes_per_s is None
+    assert sample.memory.total is not None  # the rest still came
+    assert len(reader.last_errors) == 3
+
+
+def test_parse_stat_with_hostile_comm() -> None:
+    data = b"42 (a) b) c (x) S 7 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0\n"
+    st = host_mod._parse_stat(data)
+    assert st is not None and st.ppid == 7 and st.starttime == 98765
+    assert host_mod._parse_stat(b"garbage") is None
+
+
+def test_ancestors_of_a_given_pid_are_included_on_request() -> None:
+    """A launcher (torchrun, mpirun) is not a GPU process but is the root of its job."""
+    code = (
+        "import subprocess, sys; "
+        "subprocess.run([sys.executable, '-c', 'import time; time.sleep(30)'])"
+    )
+    launcher = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        reader = HostReader()
+        rank = None
+        for _ in range(100):
+            kids = psutil.Process(launcher.pid).children()
+            if kids:
+                rank = kids[0].pid
+                break
+            time.sleep(0.02)
+        assert rank is not None
+        plain = {r.pid for r in reader.read_processes([rank])}
+        assert launcher.pid not in plain
+        rows = {r.pid: r for r in reader.read_processes([rank], ancestors=True)}
+        assert launcher.pid in rows
+        assert rows[rank].ppid == launcher.pid
+        assert os.getpid() in rows  # the chain goes on up to, not including, pid 1
+        assert 1 not in rows
+    finally:
+        for child in psutil.Process(launcher.pid).children(recursive=True):
+            child.kill()
+        launcher.kill()
+        launcher.wait()

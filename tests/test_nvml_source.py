@@ -1,0 +1,656 @@
+"""gputop.sources.nvml.NvmlReader through the real pynvml against the fake libnvidia-ml.so.1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from gputop.model import GpuSample, SampleError
+from gputop.sources.nvml import (
+    NvmlReader,
+    cuda_version_string,
+    decode_clock_event_reasons,
+    link_max_bytes_per_s,
+)
+from tests.fakenvml import (
+    FakeGpu,
+    FakeNvml,
+    FakeProcess,
+    FakeSample,
+    GiB,
+    MiB,
+    Scenario,
+    many_gpus,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+Reader = Callable[[], NvmlReader]
+
+
+@pytest.fixture
+def reader(fake_nvml: FakeNvml) -> Iterator[Reader]:
+    """Make NvmlReaders on the in-process fake; every one is closed after the test."""
+    made: list[NvmlReader] = []
+
+    def make() -> NvmlReader:
+        r = NvmlReader()
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.close()
+
+
+def _messages(errors: tuple[SampleError, ...], gpu: int | None = None) -> list[str]:
+    return [e.message for e in errors if gpu is None or e.gpu == gpu]
+
+
+# ---------------------------------------------------------------------------- pure helpers
+
+
+def test_link_max_bytes_per_s() -> None:
+    gen3_x16 = link_max_bytes_per_s(3, 16)
+    assert gen3_x16 is not None and abs(gen3_x16 - 15.754e9) < 0.01e9
+    assert link_max_bytes_per_s(1, 1) == pytest.approx(250e6)
+    assert link_max_bytes_per_s(2, 16) == pytest.approx(8e9)
+    assert link_max_bytes_per_s(4, 16) == pytest.approx(2 * gen3_x16)
+    assert link_max_bytes_per_s(5, 16) == pytest.approx(4 * gen3_x16)
+    assert link_max_bytes_per_s(6, 16) == pytest.approx(64e9 * 242 / 256 / 8 * 16)
+    for gen, width in ((None, 16), (3, None), (0, 16), (99, 16), (3, 0)):
+        assert link_max_bytes_per_s(gen, width) is None
+
+
+def test_decode_clock_event_reasons() -> None:
+    assert decode_clock_event_reasons(0) == ()
+    assert decode_clock_event_reasons(0x1) == ("idle",)
+    assert decode_clock_event_reasons(0x1FF) == (
+        "idle",
+        "applications clocks",
+        "sw power cap",
+        "hw slowdown",
+        "sync boost",
+        "sw thermal",
+        "hw thermal",
+        "hw power brake",
+        "display clocks",
+    )
+    assert decode_clock_event_reasons(0x4 | 0x400 | 0x10000) == ("sw power cap", "0x400", "0x10000")
+
+
+def test_cuda_version_string() -> None:
+    assert cuda_version_string(12040) == "12.4"
+    assert cuda_version_string(13010) == "13.1"
+    assert cuda_version_string(11080) == "11.8"
+    assert cuda_version_string(0) is None
+    assert cuda_version_string(None) is None
+
+
+# ---------------------------------------------------------------------------- happy path
+
+
+def test_driver_info(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(
+        Scenario(driver_version="535.104.05", cuda_version=12020, nvml_version="12.535.104.05")
+    )
+    driver = reader().driver
+    assert driver.available is True
+    assert driver.error is None
+    assert driver.driver_version == "535.104.05"
+    assert driver.cuda_version == "12.2"
+    assert driver.nvml_version == "12.535.104.05"
+
+
+def test_every_metric(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(
+        Scenario(
+            gpus=[
+                FakeGpu(
+                    name="NVIDIA A100-SXM4-80GB",
+                    uuid="GPU-1234",
+                    bus_id="00000000:3B:00.0",
+                    minor=5,
+                    memory_total=80 * GiB,
+                    memory_used=30 * GiB,
+                    memory_reserved=MiB * 600,
+                    util_gpu=97,
+                    util_mem=41,
+                    temperature=71,
+                    power_mw=312_500,
+                    power_limit_mw=400_000,
+                    fan=55,
+                    sm_clock=1410,
+                    mem_clock=1593,
+                    sm_clock_max=1980,
+                    mem_clock_max=2619,
+                    clock_event_reasons=0x1 | 0x40,
+                    pcie_gen=3,
+                    pcie_width=8,
+                    pcie_max_gen=4,
+                    pcie_max_width=16,
+                    pcie_tx_kbps=1500,
+                    pcie_rx_kbps=250_000,
+                    encoder=12,
+                    decoder=34,
+                    mig_mode=(1, 1),
+                    ecc_uncorrected=3,
+                    ecc_uncorrected_aggregate=9,
+                )
+            ]
+        )
+    )
+    r = reader()
+    gpus, errors = r.read()
+    assert errors == ()
+    (g,) = gpus
+    assert isinstance(g, GpuSample)
+    assert (g.index, g.name, g.uuid, g.pci_bus_id, g.minor_number) == (
+        0,
+        "NVIDIA A100-SXM4-80GB",
+        "GPU-1234",
+        "00000000:3B:00.0",
+        5,
+    )
+    assert g.lost is False and g.lost_reason is None
+    assert g.memory.total == 80 * GiB
+    assert g.memory.used == 30 * GiB  # v2: excludes reserved
+    assert g.memory.reserved == 600 * MiB
+    assert g.memory.free == 80 * GiB - 30 * GiB - 600 * MiB
+    assert (g.utilization.gpu, g.utilization.memory) == (97.0, 41.0)
+    assert g.temperature_c == 71.0
+    assert g.power_w == pytest.approx(312.5)
+    assert g.power_limit_w == pytest.approx(400.0)
+    assert g.fan_percent == 55.0
+    assert (g.clocks.sm_mhz, g.clocks.memory_mhz) == (1410, 1593)
+    assert (g.clocks.sm_max_mhz, g.clocks.memory_max_mhz) == (1980, 2619)
+    assert g.clock_event_reasons == ("idle", "hw thermal")
+    assert (g.pcie.gen, g.pcie.width, g.pcie.max_gen, g.pcie.max_width) == (3, 8, 4, 16)
+    assert g.pcie.link_max_bytes_per_s == link_max_bytes_per_s(4, 16)  # from the MAX link
+    assert g.pcie.tx_bytes_per_s == 1500 * 1024.0
+    assert g.pcie.rx_bytes_per_s == 250_000 * 1024.0
+    assert (g.encoder_percent, g.decoder_percent) == (12.0, 34.0)
+    assert g.mig_mode is True
+    assert g.ecc_uncorrected == 3  # volatile, not the aggregate 9
+    assert g.processes == ()
+
+
+def test_processes_merged_typed_and_utilized(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(
+        Scenario(
+            gpus=[
+                FakeGpu(
+                    processes=[
+                        FakeProcess(100, 2 * GiB),
+                        FakeProcess(101, None, "C+G"),
+                        FakeProcess(102, 5 * MiB, "G"),
+                        FakeProcess(103, GiB, gpu_instance_id=2, compute_instance_id=0),
+                    ],
+                    samples=[
+                        FakeSample(100, 1_000, sm=40, mem=10),
+                        FakeSample(100, 2_000, sm=60, mem=30),
+                        FakeSample(102, 2_000, sm=5, mem=1),
+                        FakeSample(999, 2_000, sm=77, mem=7),  # not listed: ignored
+                    ],
+                )
+            ]
+        )
+    )
+    r = reader()
+    (g,), errors = r.read()
+    assert errors == ()
+    procs = {p.pid: p for p in g.processes}
+    assert sorted(procs) == [100, 101, 102, 103]
+    assert all(p.host is None for p in g.processes)
+    assert (procs[100].type, procs[101].type, procs[102].type) == ("C", "C+G", "G")
+    assert procs[100].gpu_memory == 2 * GiB
+    assert procs[101].gpu_memory is None  # NVML_VALUE_NOT_AVAILABLE
+    assert (procs[103].gpu_instance_id, procs[103].compute_instance_id) == (2, 0)
+    assert procs[100].gpu_instance_id is None and procs[100].compute_instance_id is None
+    assert (procs[100].sm_percent, procs[100].memory_bandwidth_percent) == (50.0, 20.0)  # mean
+    assert (procs[102].sm_percent, procs[102].memory_bandwidth_percent) == (5.0, 1.0)
+    assert (procs[101].sm_percent, procs[101].memory_bandwidth_percent) == (0.0, 0.0)  # idle
+
+    # Next tick: nothing newer than timestamp 2000 -> NVML says NotFound -> all idle.
+    (g,), errors = r.read()
+    assert errors == ()
+    assert {p.pid: p.sm_percent for p in g.processes} == {100: 0.0, 101: 0.0, 102: 0.0, 103: 0.0}
+
+    # New samples appear: only those newer than the last tick count.
+    scenario = Scenario(gpus=[FakeGpu(processes=[FakeProcess(100)])])
+    scenario.gpus[0].samples = [FakeSample(100, 2_000, sm=60), FakeSample(100, 3_000, sm=90)]
+    fake_nvml.write(scenario)
+    (g,), _ = r.read()
+    assert g.processes[0].sm_percent == 90.0
+
+
+def test_invalid_pids_are_dropped_with_an_error(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(
+        Scenario(
+            gpus=[
+                FakeGpu(processes=[FakeProcess(0), FakeProcess(2**32 - 1), FakeProcess(4242)]),
+                FakeGpu(),
+            ]
+        )
+    )
+    (g0, _), errors = reader().read()
+    assert [p.pid for p in g0.processes] == [4242]
+    (err,) = errors
+    assert err.gpu == 0 and err.metric == "processes" and "invalid pid" in err.message
+    assert "2 process" in err.message
+
+
+def test_non_utf8_and_hostile_gpu_name(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(Scenario(gpus=[FakeGpu(name=b"Tesla \xff\x1b[31mRED\x1b[0m\xe2\x80\xae!")]))
+    (g,), errors = reader().read()
+    assert errors == ()
+    assert g.name == "Tesla \ufffdRED!"
+
+
+def test_sixteen_gpus_with_64_processes(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(many_gpus(16, 64))
+    r = reader()
+    for _ in range(2):
+        gpus, errors = r.read()
+        assert errors == ()
+        assert [g.index for g in gpus] == list(range(16))
+        for g in gpus:
+            assert len(g.processes) == 64
+            assert [p.pid for p in g.processes] == list(
+                range(10_000 + 64 * g.index, 10_000 + 64 * (g.index + 1))
+            )
+            assert g.processes[3].gpu_memory == 4 * 64 * MiB
+            assert g.processes[3].sm_percent == 3.0  # fresh sample every tick
+            assert g.pcie.tx_bytes_per_s == 1000 * 1024.0
+
+
+# ---------------------------------------------------------------------------- fallbacks
+
+
+def test_memory_falls_back_to_v1(fake_nvml: FakeNvml, reader: Reader) -> None:
+    gpu = FakeGpu(memory_total=16 * GiB, memory_used=4 * GiB, memory_reserved=GiB)
+    gpu.errors = {"nvmlDeviceGetMemoryInfo_v2": "FUNCTION_NOT_FOUND"}
+    fake_nvml.write(Scenario(gpus=[gpu, FakeGpu()]))
+    (g0, g1), errors = reader().read()
+    assert errors == ()
+    assert (g0.memory.total, g0.memory.used, g0.memory.reserved) == (16 * GiB, 5 * GiB, None)
+    assert g0.memory.free == 11 * GiB
+    assert g1.memory.reserved == 512 * MiB
+
+
+def test_older_symbols_are_used_when_newer_ones_are_missing(
+    fake_nvml: FakeNvml, reader: Reader
+) -> None:
+    gpu = FakeGpu(
+        temperature=66,
+        clock_event_reasons=0x4,
+        processes=[FakeProcess(31), FakeProcess(32, type="G")],
+    )
+    gpu.errors = {
+        "nvmlDeviceGetTemperatureV": "FUNCTION_NOT_FOUND",
+        "nvmlDeviceGetCurrentClocksEventReasons": "FUNCTION_NOT_FOUND",
+        "nvmlDeviceGetComputeRunningProcesses_v3": "FUNCTION_NOT_FOUND",
+        "nvmlDeviceGetGraphicsRunningProcesses_v3": "FUNCTION_NOT_FOUND",
+    }
+    fake_nvml.write(
+        Scenario(gpus=[gpu], errors={"nvmlSystemGetCudaDriverVersion_v2": "FUNCTION_NOT_FOUND"})
+    )
+    r = reader()
+    assert r.driver.cuda_version == "12.4"
+    for _ in range(2):
+        (g,), errors = r.read()
+        assert errors == ()
+        assert g.temperature_c == 66.0
+        assert g.clock_event_reasons == ("sw power cap",)
+        assert [(p.pid, p.type) for p in g.processes] == [(31, "C"), (32, "G")]
+
+
+def test_library_mismatch_error_from_pynvml_wrappers(
+    fake_nvml: FakeNvml, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pynvml's unversioned wrappers raise NVMLLibraryMismatchError, a plain Exception."""
+
+    def mismatch(handle: object) -> None:
+        raise pynvml.NVMLLibraryMismatchError("Unversioned function called ...")
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3", mismatch)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetGraphicsRunningProcesses_v3", mismatch)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetGraphicsRunningProcesses_v2", mismatch)
+    fake_nvml.write(Scenario(gpus=[FakeGpu(processes=[FakeProcess(77)])]))
+    (g,), errors = reader().read()
+    assert errors == ()
+    assert [p.pid for p in g.processes] == [77]  # compute: fell back to _v2
+
+
+# ---------------------------------------------------------------------------- failures
+
+
+def test_not_supported_is_none_on_that_gpu_only(fake_nvml: FakeNvml, reader: Reader) -> None:
+    bare = FakeGpu(
+        fan=None,
+        util_gpu=None,
+        temperature=None,
+        power_mw=None,
+        power_limit_mw=None,
+        sm_clock=None,
+        mem_clock=None,
+        sm_clock_max=None,
+        mem_clock_max=None,
+        clock_event_reasons=None,
+        pcie_gen=None,
+        pcie_max_gen=None,
+        pcie_tx_kbps=None,
+        encoder=None,
+        decoder=None,
+        mig_mode=None,
+        ecc_uncorrected=None,
+        memory_total=None,
+    )
+    bare.errors = {
+        "nvmlDeviceGetComputeRunningProcesses": "NOT_SUPPORTED",
+        "nvmlDeviceGetMinorNumber": "NOT_SUPPORTED",
+    }
+    fake_nvml.write(Scenario(gpus=[FakeGpu(), bare]))
+    r = reader()
+    for _ in range(2):
+        (full, g), errors = r.read()
+        assert errors == ()  # NotSupported is a fact, not an error
+        assert full.fan_percent == 30.0 and full.utilization.gpu == 50.0
+        assert full.pcie.tx_bytes_per_s is not None and full.ecc_uncorrected == 0
+        assert g.lost is False
+        assert g.name == "NVIDIA H100 80GB HBM3"
+        assert g.minor_number is None
+        assert g.fan_percent is None
+        assert g.utilization.gpu is None and g.utilization.memory is None
+        assert g.temperature_c is None
+        assert g.power_w is None and g.power_limit_w is None
+        assert (g.clocks.sm_mhz, g.clocks.memory_mhz) == (None, None)
+        assert (g.clocks.sm_max_mhz, g.clocks.memory_max_mhz) == (None, None)
+        assert g.clock_event_reasons is None
+        assert g.pcie.gen is None and g.pcie.max_gen is None
+        assert g.pcie.width == 16 and g.pcie.link_max_bytes_per_s is None
+        assert g.pcie.tx_bytes_per_s is None
+        assert g.encoder_percent is None and g.decoder_percent is None
+        assert g.mig_mode is None and g.ecc_uncorrected is None
+        assert g.memory.total is None and g.memory.used is None
+        assert g.processes == ()
+
+
+def test_no_permission_is_none_and_said(fake_nvml: FakeNvml, reader: Reader) -> None:
+    gpu = FakeGpu(processes=[FakeProcess(5), FakeProcess(6, type="G")])
+    gpu.errors = {
+        "nvmlDeviceGetPowerUsage": "NO_PERMISSION",
+        "nvmlDeviceGetTotalEccErrors": "NO_PERMISSION",
+    }
+    fake_nvml.write(Scenario(gpus=[gpu, FakeGpu()]))
+    r = reader()
+    (g, other), errors = r.read()
+    assert g.power_w is None and g.ecc_uncorrected is None
+    assert g.power_limit_w == 700.0
+    assert other.power_w == 250.0
+    assert {e.metric for e in errors} == {"power", "ecc"}
+    assert all(e.gpu == 0 and "no permission" in e.message for e in errors)
+    assert [p.pid for p in g.processes] == [5, 6]
+
+
+def test_no_permission_on_process_lists(fake_nvml: FakeNvml, reader: Reader) -> None:
+    gpu = FakeGpu(processes=[FakeProcess(5), FakeProcess(6, type="G")])
+    gpu.errors = {
+        "nvmlDeviceGetComputeRunningProcesses": "NO_PERMISSION",
+        "nvmlDeviceGetGraphicsRunningProcesses": "NO_PERMISSION",
+    }
+    fake_nvml.write(Scenario(gpus=[gpu, FakeGpu(processes=[FakeProcess(7)])]))
+    (g, other), errors = reader().read()
+    assert g.processes == ()
+    assert [p.pid for p in other.processes] == [7]
+    msgs = _messages(errors, gpu=0)
+    assert any("no permission to list compute processes" in m for m in msgs)
+    assert any("no permission to list graphics processes" in m for m in msgs)
+    assert all("not shown" in m for m in msgs)
+
+
+def test_process_utilization_unavailable_is_none_not_zero(
+    fake_nvml: FakeNvml, reader: Reader
+) -> None:
+    a = FakeGpu(processes=[FakeProcess(5)], samples=[FakeSample(5, sm=50)])
+    a.errors = {"nvmlDeviceGetProcessUtilization": "NOT_SUPPORTED"}
+    b = FakeGpu(processes=[FakeProcess(6)], samples=[FakeSample(6, sm=50)])
+    b.errors = {"nvmlDeviceGetProcessUtilization": "NO_PERMISSION"}
+    fake_nvml.write(Scenario(gpus=[a, b]))
+    (ga, gb), errors = reader().read()
+    for g in (ga, gb):
+        (p,) = g.processes
+        assert p.sm_percent is None and p.memory_bandwidth_percent is None
+    assert [e.metric for e in errors] == ["process_utilization"]
+    assert errors[0].gpu == 1
+
+
+def test_other_errors_are_none_and_reported(fake_nvml: FakeNvml, reader: Reader) -> None:
+    gpu = FakeGpu()
+    gpu.errors = {"nvmlDeviceGetUtilizationRates": "TIMEOUT"}
+    fake_nvml.write(Scenario(gpus=[gpu]))
+    (g,), errors = reader().read()
+    assert g.utilization.gpu is None and g.lost is False
+    (err,) = errors
+    assert err.metric == "utilization" and "Timeout" in err.message
+
+
+def test_gpu_lost_mid_run_then_unknown_then_back(fake_nvml: FakeNvml, reader: Reader) -> None:
+    def scenario(
+        util: int, lost: str | None = None, name: str = "NVIDIA H100 80GB HBM3"
+    ) -> Scenario:
+        gpus = [FakeGpu(util_gpu=util + i, processes=[FakeProcess(100 + i)]) for i in range(3)]
+        gpus[1].name = name
+        if lost:
+            gpus[1].errors = {"*": lost}
+        return Scenario(gpus=gpus)
+
+    fake_nvml.write(scenario(10))
+    r = reader()
+    gpus, errors = r.read()
+    assert errors == () and [g.utilization.gpu for g in gpus] == [10.0, 11.0, 12.0]
+
+    fake_nvml.write(scenario(20, lost="GPU_IS_LOST"))
+    (g0, g1, g2), errors = r.read()
+    assert (g0.utilization.gpu, g2.utilization.gpu) == (20.0, 22.0)  # others keep updating
+    assert g1.lost is True
+    assert g1.lost_reason is not None and "lost" in g1.lost_reason.lower()
+    assert g1.uuid == "GPU-fa4e0000-0000-4000-8000-000000000001"  # which GPU it was
+    assert g1.utilization.gpu is None and g1.memory.total is None and g1.processes == ()
+    assert g1.pcie.tx_bytes_per_s is None
+    assert [e.gpu for e in errors] == [1] and errors[0].metric == "lost"
+
+    fake_nvml.write(scenario(30, lost="UNKNOWN"))
+    (g0, g1, g2), errors = r.read()
+    assert g1.lost is True and g1.lost_reason is not None and "Unknown" in g1.lost_reason
+    assert g0.utilization.gpu == 30.0
+
+    fake_nvml.write(scenario(40, name="NVIDIA H100 (back)"))
+    (g0, g1, g2), errors = r.read()
+    assert errors == ()
+    assert g1.lost is False and g1.lost_reason is None
+    assert g1.utilization.gpu == 41.0
+    assert g1.name == "NVIDIA H100 (back)"  # static information read afresh
+    assert [p.pid for p in g1.processes] == [101]
+    assert g1.pcie.tx_bytes_per_s == 1000 * 1024.0
+
+
+def test_gpu_lost_on_a_single_metric_or_pcie(fake_nvml: FakeNvml, reader: Reader) -> None:
+    a, b, c = FakeGpu(), FakeGpu(), FakeGpu()
+    a.errors = {"nvmlDeviceGetUtilizationRates": "GPU_IS_LOST"}  # handle still works
+    b.errors = {"nvmlDeviceGetPcieThroughput": "UNKNOWN"}
+    c.errors = {"nvmlDeviceGetProcessUtilization": "GPU_IS_LOST"}
+    c.processes = [FakeProcess(9)]
+    fake_nvml.write(Scenario(gpus=[a, b, c, FakeGpu()]))
+    r = reader()
+    for _ in range(2):  # retried, and still lost
+        (ga, gb, gc, gd), errors = r.read()
+        assert (ga.lost, gb.lost, gc.lost, gd.lost) == (True, True, True, False)
+        assert gd.utilization.gpu == 50.0
+        assert sorted(e.gpu or 0 for e in errors if e.metric == "lost") == [0, 1, 2]
+    fake_nvml.write(Scenario(gpus=[FakeGpu(), FakeGpu(), FakeGpu(), FakeGpu()]))
+    gpus, errors = r.read()
+    assert errors == () and not any(g.lost for g in gpus)
+
+
+def test_handle_refused_without_loss(fake_nvml: FakeNvml, reader: Reader) -> None:
+    gpu = FakeGpu()
+    gpu.errors = {"nvmlDeviceGetHandleByIndex": "NO_PERMISSION"}
+    fake_nvml.write(Scenario(gpus=[gpu, FakeGpu()]))
+    (g0, g1), errors = reader().read()
+    assert g0.lost is False and g0.name is None and g0.utilization.gpu is None
+    assert g1.utilization.gpu == 50.0
+    (err,) = errors
+    assert err.gpu == 0 and "cannot open the GPU" in err.message
+
+
+def test_device_count_failure_is_retried(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(Scenario(gpus=[FakeGpu()], errors={"nvmlDeviceGetCount": "UNKNOWN"}))
+    r = reader()
+    assert r.driver.available is True
+    gpus, errors = r.read()
+    assert gpus == () and "cannot count GPUs" in errors[0].message
+    fake_nvml.write(Scenario(gpus=[FakeGpu(), FakeGpu()]))
+    gpus, errors = r.read()
+    assert errors == () and len(gpus) == 2
+
+
+# ---------------------------------------------------------------------------- slow NVML
+
+
+def test_pcie_throughput_read_concurrently(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(many_gpus(8, 4, pcie_sleep_ms=20))  # 16 calls x 20 ms = 320 ms in a row
+    r = reader()
+    r.read()  # warm the pool
+    start = time.perf_counter()
+    gpus, errors = r.read()
+    took = time.perf_counter() - start
+    assert errors == ()
+    assert all(g.pcie.tx_bytes_per_s == 1000 * 1024.0 for g in gpus)
+    assert took < 0.2, took
+
+
+def test_very_slow_pcie_does_not_hold_the_tick(fake_nvml: FakeNvml, reader: Reader) -> None:
+    slow = FakeGpu(pcie_tx_kbps=7, pcie_rx_kbps=8)
+    slow.sleeps_ms = {"nvmlDeviceGetPcieThroughput": 1200}
+    fake_nvml.write(Scenario(gpus=[slow, FakeGpu()]))
+    r = reader()
+    start = time.perf_counter()
+    (g0, g1), errors = r.read()
+    assert time.perf_counter() - start < 1.0
+    assert g0.pcie.tx_bytes_per_s is None and g0.utilization.gpu == 50.0
+    assert g1.pcie.tx_bytes_per_s == 1000 * 1024.0
+    assert [(e.gpu, e.metric) for e in errors] == [(0, "pcie_throughput")]
+    time.sleep(1.2)  # the calls finish in the background
+    (g0, _), errors = r.read()  # their answers are used now, no second call was started
+    assert errors == ()
+    assert (g0.pcie.tx_bytes_per_s, g0.pcie.rx_bytes_per_s) == (7 * 1024.0, 8 * 1024.0)
+
+
+def test_slow_calls_delay_but_do_not_break(fake_nvml: FakeNvml, reader: Reader) -> None:
+    gpu = FakeGpu(temperature=80)
+    gpu.sleeps_ms = {"nvmlDeviceGetTemperatureV": 300}
+    fake_nvml.write(Scenario(gpus=[gpu, FakeGpu()]))
+    r = reader()
+    start = time.perf_counter()
+    (g0, g1), errors = r.read()
+    assert time.perf_counter() - start >= 0.3
+    assert errors == () and g0.temperature_c == 80.0 and g1.temperature_c == 45.0
+
+
+# ---------------------------------------------------------------------------- no NVML
+
+
+def test_driver_not_loaded(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(Scenario(init_result="DRIVER_NOT_LOADED"))
+    r = reader()
+    assert r.driver.available is False
+    assert r.driver.error is not None and "driver is not loaded" in r.driver.error
+    assert r.read() == ((), ())
+    r.close()
+    r.close()
+
+
+def test_version_mismatch(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(Scenario(init_result="LIB_RM_VERSION_MISMATCH"))
+    r = reader()
+    assert r.driver.available is False
+    assert r.driver.error is not None and "version mismatch" in r.driver.error
+    assert "reboot" in r.driver.error.lower()
+
+
+def test_other_init_failures_are_said(fake_nvml: FakeNvml, reader: Reader) -> None:
+    fake_nvml.write(Scenario(init_result="NO_PERMISSION"))
+    assert "No permission" in (reader().driver.error or "")
+    fake_nvml.write(Scenario(init_result="INSUFFICIENT_POWER"))
+    error = reader().driver.error or ""
+    assert "NVML failed to initialize" in error and "Insufficient External Power" in error
+
+
+def test_close_is_idempotent_and_stops_reading(fake_nvml: FakeNvml, reader: Reader) -> None:
+    r = reader()
+    assert len(r.read()[0]) == 1
+    before = threading.active_count()
+    r.close()
+    r.close()
+    assert r.read() == ((), ())
+    assert threading.active_count() <= before
+    # NVML was shut down as many times as it was started: a new reader works
+    assert len(reader().read()[0]) == 1
+
+
+_PROBE = """
+import ctypes, json
+try:
+    ctypes.CDLL("libnvidia-ml.so.1")
+    print(json.dumps({"real": True}))
+except OSError:
+    from gputop.sources.nvml import NvmlReader
+    r = NvmlReader()
+    print(json.dumps({"real": False, "available": r.driver.available, "error": r.driver.error,
+                      "read": repr(r.read())}))
+    r.close()
+"""
+
+
+def test_no_library_at_all(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result = json.loads(out.stdout)
+    if result["real"]:
+        pytest.skip("this machine has a real libnvidia-ml.so.1")
+    assert result["available"] is False
+    assert "libnvidia-ml.so.1 not found" in result["error"]
+    assert result["read"] == "((), ())"
+
+
+def test_in_a_subprocess_via_the_environment(
+    fake_nvml_env: Callable[..., dict[str, str]],
+) -> None:
+    env = fake_nvml_env(many_gpus(2, 2))
+    env["PYTHONPATH"] = str(ROOT)
+    code = (
+        "from gputop.sources.nvml import NvmlReader; r = NvmlReader(); g, e = r.read(); "
+        "print(r.driver.driver_version, len(g), [len(x.processes) for x in g]); r.close()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "550.54.15 2 [2, 2]"

@@ -1,0 +1,262 @@
+"""gputop.ui.views: snapshot -> rows and text, without Textual."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from gputop.model import DriverInfo, UnlistedHolder
+from gputop.ui import views
+from tests import ui_fixtures as fx
+
+
+def test_views_module_does_not_import_textual() -> None:
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(views.__file__).read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    assert not any(n.startswith(("textual", "rich")) for n in names), names
+    assert "gputop.ui.views" in sys.modules
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [(None, "·"), (0.0, " "), (0.1, "▁"), (12.5, "▁"), (13.0, "▂"), (50.0, "▄"), (100.0, "█")],
+)
+def test_level_is_a_fixed_scale(value: float | None, cell: str) -> None:
+    assert views.level(value) == cell
+
+
+def test_spark_never_rescales_and_pads_left() -> None:
+    # A flat 3 % stays at the floor; an auto-scaling chart would draw it full height.
+    assert views.spark([3.0, 3.0, 3.0], 5) == "  ▁▁▁"
+    assert views.spark([0.0, 100.0, None], 3) == " █·"
+    assert views.spark(list(range(100)), 4) == "████"
+    assert views.spark([50.0] * 10, 0) == ""
+
+
+def test_memory_bar_shows_used_reserved_free_as_characters() -> None:
+    parts = views.memory_bar(50.0, 25.0, 8)
+    assert views.plain(parts) == "████▓▓░░"
+    assert views.plain(views.memory_bar(None, None, 4)) == "····"
+
+
+def test_mem_idle_marker_thresholds() -> None:
+    idle = fx.gpu(0, util=5.0, used=70 * fx.GiB, total=80 * fx.GiB)
+    busy = fx.gpu(1, util=50.0, used=70 * fx.GiB, total=80 * fx.GiB)
+    empty = fx.gpu(2, util=0.0, used=1 * fx.GiB, total=80 * fx.GiB)
+    unknown = fx.gpu(3, util=None, used=70 * fx.GiB, total=80 * fx.GiB)
+    assert views.is_mem_idle(idle)
+    assert not views.is_mem_idle(busy)
+    assert not views.is_mem_idle(empty)
+    assert not views.is_mem_idle(unknown)  # unknown is not idle
+    for compact in (True, False):
+        line = views.plain(views.gpu_view(idle, compact=compact, bar_width=8).lines[0])
+        assert "MEM IDLE" in line
+        line = views.plain(views.gpu_view(busy, compact=compact, bar_width=8).lines[0])
+        assert "MEM IDLE" not in line
+
+
+def test_verdict_word_takes_the_slot() -> None:
+    idle = fx.gpu(0, util=5.0, used=70 * fx.GiB)
+    view = views.gpu_view(idle, compact=True, bar_width=8, verdict="INPUT")
+    line = views.plain(view.lines[0])
+    assert line.rstrip().endswith("INPUT")
+    assert "MEM IDLE" not in line
+
+
+def test_gpu_lines_have_fixed_widths() -> None:
+    a = fx.gpu(0, util=0.0, used=0)
+    b = fx.gpu(12, util=100.0, used=80 * fx.GiB, name="x" * 60)
+    c = fx.gpu(3, util=None, used=None)
+    for compact in (True, False):
+        widths = {
+            len(views.plain(views.gpu_view(g, compact=compact, bar_width=10).lines[0]))
+            for g in (a, b, c)
+        }
+        assert len(widths) == 1, widths
+
+
+def test_compact_gpu_line_fits_80_columns_with_room_for_history() -> None:
+    g = fx.gpu(0)
+    bw = views.bar_width_for(80, compact=True)
+    line = views.plain(views.gpu_view(g, compact=True, bar_width=bw).lines[0])
+    assert len(line) <= 66
+    assert line.startswith(" 0 H100 80GB HBM3")
+    assert "55°C" in line and "300W" in line
+
+
+def test_wide_gpu_lines_say_everything() -> None:
+    g = fx.gpu(1, util=80.0, gen=4, width=8, reasons=("sw_power_cap", "hw_thermal_slowdown"))
+    lines = [views.plain(p) for p in views.gpu_view(g, compact=False, bar_width=20).lines]
+    assert "H100 80GB HBM3" in lines[0]
+    assert "40.0GiB/80.0GiB" in lines[0] and "50%" in lines[0] and "80%" in lines[0]
+    second = lines[1]
+    assert "55°C" in second and "300W/700W" in second and "fan n/a" in second
+    assert "PCIe TX 953.7MiB/s 2% RX 2.8GiB/s 5%" in second
+    assert "LINK gen4x8<gen5x16" in second
+    assert "throttle: SW power cap, HW thermal" in second
+
+
+def test_pcie_downgrade_only_matters_while_busy() -> None:
+    idle = fx.gpu(0, util=0.0, gen=1, width=16)
+    idle = views_replace_pcie_traffic(idle, 0.0)
+    assert views.pcie_downgrade(idle) is None
+    busy = fx.gpu(0, util=90.0, gen=3, width=16)
+    assert views.pcie_downgrade(busy) == "LINK gen3x16<gen5x16"
+    full = fx.gpu(0, util=90.0)
+    assert views.pcie_downgrade(full) is None
+
+
+def views_replace_pcie_traffic(g, value):  # type: ignore[no-untyped-def]
+    from gputop.model import replace
+
+    return replace(g, pcie=replace(g.pcie, tx_bytes_per_s=value, rx_bytes_per_s=value))
+
+
+def test_lost_gpu_says_lost() -> None:
+    lost = fx.gpu(2, lost=True)
+    for compact in (True, False):
+        view = views.gpu_view(lost, compact=compact, bar_width=8)
+        assert view.lost
+        assert "LOST" in views.plain(view.lines[0])
+        assert "GPU is lost" in views.plain(view.lines[0])
+
+
+def test_none_values_show_na_never_zero() -> None:
+    g = fx.gpu(0, util=None, used=None)
+    line = views.plain(views.gpu_view(g, compact=True, bar_width=8).lines[0])
+    assert line.count("n/a") == 2
+    assert " 0%" not in line
+
+
+def test_throttle_words() -> None:
+    assert views.throttle_words(None) is None
+    assert views.throttle_words(()) == ""
+    assert views.throttle_words(("gpu_idle", "sw_power_cap")) == "idle, SW power cap"
+    assert views.throttle_words(("something_new",)) == "something new"
+
+
+def test_header_parts() -> None:
+    snap = fx.snapshot([fx.gpu(0)])
+    text = views.plain(views.header_parts(snap, interval=0.5, paused=True, stale=True))
+    for word in ("node-1", "550.90.07", "CUDA 12.4", "0.5s", "live", "PAUSED", "STALE", "12ms"):
+        assert word in text, word
+    host_only = fx.snapshot(
+        driver=DriverInfo(available=False, error="NVML library not found"), source="host-only"
+    )
+    text = views.plain(views.header_parts(host_only, interval=1, paused=False, stale=False))
+    assert "HOST-ONLY (NVML library not found)" in text
+    assert "PAUSED" not in text and "STALE" not in text
+    demo = fx.snapshot([fx.gpu(0)], source="demo")
+    text = views.plain(views.header_parts(demo, interval=1, paused=False, stale=False))
+    assert "DEMO" in text
+    assert "waiting" in views.plain(views.header_parts(None, interval=1, paused=False, stale=False))
+
+
+def test_host_lines() -> None:
+    lines = [views.plain(p) for p in views.host_lines(fx.host(), 80, compact=False)]
+    text = "\n".join(lines)
+    for word in ("CPU  25%", "iowait 2%", "load 1.50 1.25 1.00", "RAM 16.0GiB/64.0GiB 25%"):
+        assert word in text, word
+    assert "disk R 10.0MiB/s W 2.0MiB/s" in text
+    assert "net rx 5.0MiB/s tx 1.0MiB/s" in text
+    assert lines[-1] == "cores  ▁▄█▃▆▁█"
+    assert views.plain(views.host_lines(None, 80, compact=True)[0]).startswith("host: n/a")
+
+
+def test_core_cells_wrap_and_say_how_many_are_hidden() -> None:
+    rows = views.core_lines([50.0] * 300, 46, max_rows=2)
+    assert len(rows) == 2
+    # 2 rows of 40 cells; " +225" takes 5 of them: 75 cells shown, 225 hidden.
+    assert views.plain(rows[1]).endswith("▄ +225")
+    assert sum(views.plain(r).count("▄") for r in rows) == 75
+    for row in rows:
+        assert len(views.plain(row)) <= 46
+
+
+def test_process_rows_cover_invisible_pids_and_unlisted_holders() -> None:
+    g0 = fx.gpu(0, processes=[fx.proc(100), fx.proc(200, visible=False)])
+    holder = UnlistedHolder(pid=300, gpu=0, minor_number=0, user="eve", command="python zombie.py")
+    snap = fx.snapshot([g0], holders=[holder])
+    rows = {r.key: r for r in views.process_rows(snap)}
+    assert set(rows) == {"0:100", "0:200", "0:300"}
+    hidden = rows["0:200"]
+    assert hidden.command.startswith("pid not visible")
+    assert hidden.user is None and hidden.cpu_percent is None and hidden.elapsed is None
+    assert hidden.cell_text("user", compact=False) == "n/a"
+    assert hidden.cell_text("mem", compact=False) == "10240MiB"
+    h = rows["0:300"]
+    assert h.kind == "holder" and h.type == "-"
+    assert h.command == "[holds /dev/nvidia0, not listed by NVML] python zombie.py"
+    assert h.cell_text("mem", compact=True) == "n/a"
+    assert rows["0:100"].cell_text("time", compact=False) == "10:00"
+
+
+def test_process_rows_respect_the_gpu_filter() -> None:
+    snap = fx.fleet(3)
+    rows = views.process_rows(snap, frozenset({1}))
+    assert {r.gpu for r in rows} == {1}
+    assert len(rows) == 2
+
+
+def test_untrusted_text_is_cleaned() -> None:
+    evil = "\x1b[31mred\x1b[0m [bold red]x[/] \x07bell\u202e"
+    snap = fx.snapshot([fx.gpu(0, processes=[fx.proc(1, command=evil, user="\x1b]0;t\x07bob")])])
+    (row,) = views.process_rows(snap)
+    assert row.command == "red [bold red]x[/] bell"
+    assert row.cell_text("user", compact=False) == "bob"
+
+
+def test_text_filter_matches_command_user_and_pid() -> None:
+    snap = fx.fleet(2)
+    rows = views.process_rows(snap)
+    assert {r.pid for r in rows if views.matches(r, "v1")} == {1011}
+    assert {r.pid for r in rows if views.matches(r, "1000")} == {1000}
+    assert {r.pid for r in rows if views.matches(r, "TRAIN")} == {1000, 1001, 1010, 1011}
+    assert all(views.matches(r, "  ") for r in rows)
+
+
+def test_sort_puts_unknown_last_both_ways() -> None:
+    snap = fx.fleet(3)
+    rows = views.process_rows(snap)
+    by_sm = [r.pid for r in views.sort_rows(rows, "sm")]
+    assert by_sm == [1000, 1010, 1020, 1001, 1011, 1021]
+    by_sm_rev = [r.pid for r in views.sort_rows(rows, "sm", reverse=True)]
+    assert by_sm_rev == [1020, 1010, 1000, 1001, 1011, 1021]
+    for key in views.SORT_KEYS:
+        assert len(views.sort_rows(rows, key)) == len(rows)
+
+
+def test_column_widths_are_fixed_and_fill_the_width() -> None:
+    for compact, width in ((True, 79), (False, 199)):
+        w = views.column_widths(width, compact)
+        cols = views.visible_columns(compact)
+        assert sum(w.values()) + len(cols) - 1 == width
+        assert w["command"] >= views.MIN_COMMAND_WIDTH
+    assert "rss" not in views.column_widths(79, True)
+    assert "rss" in views.column_widths(199, False)
+
+
+def test_resolve_gpu_filter() -> None:
+    gpus = [fx.gpu(i) for i in range(4)]
+    assert views.resolve_gpu_filter(None, gpus) == frozenset({0, 1, 2, 3})
+    assert views.resolve_gpu_filter(["1", " 3"], gpus) == frozenset({1, 3})
+    assert views.resolve_gpu_filter(["GPU-00000002"], gpus) == frozenset({2})
+    assert views.resolve_gpu_filter(["11:00.0"], gpus) == frozenset({1})
+
+
+def test_history_series() -> None:
+    history = [fx.snapshot([fx.gpu(0, util=float(i))], time=fx.T0 + i) for i in range(10)]
+    history.append(fx.snapshot([fx.gpu(0, lost=True)], time=fx.T0 + 10))
+    util, mem = views.history_series(history, 0, 4)
+    assert util == (7.0, 8.0, 9.0, None)
+    assert mem == (50.0, 50.0, 50.0, None)
+    assert views.history_series(history, 5, 4) == ((None,) * 4, (None,) * 4)

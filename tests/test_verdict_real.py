@@ -1,0 +1,135 @@
+"""Verdicts on real processes: a small "trainer" read by the real host source.
+
+tests/helpers/trainer.py is listed on a fake GPU (the fake libnvidia-ml.so.1 through
+pynvml, gputop.sources.live.LiveSource) with low utilization; the real HostReader reads
+the trainer's tree a few times 0.4 s apart; the analysis must group the workers into
+one job, sum their CPU, and name the cause.
+
+This machine's few cores are shared with other test runs, so a spinning process may get
+much less than a full core: the CPU thresholds are lowered to what a contended core
+still gives (the plumbing is under test here, not this machine's speed; the thresholds
+themselves are tested on synthetic histories in tests/test_verdict.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gputop.analysis.jobs import Job, build_jobs
+from gputop.analysis.thresholds import Thresholds
+from gputop.analysis.verdict import INPUT_CPU, INPUT_MAIN, Verdict, gpu_verdicts, job_verdicts
+from gputop.model import Snapshot
+from tests.conftest import FakeNvml
+from tests.fakenvml import FakeGpu, FakeProcess, Scenario
+
+TRAINER = str(Path(__file__).parent / "helpers" / "trainer.py")
+BURNERS = 2
+TICKS = 6  # the first primes the CPU counters
+INTERVAL = 0.4
+
+THRESHOLDS = Thresholds.from_overrides(
+    {
+        "min_samples": TICKS - 1,
+        "min_seconds": 1.5,
+        "worker_busy_cpu": 25,
+        "worker_idle_cpu": 10,
+        "main_busy_cpu": 25,
+    }
+)
+
+
+@contextlib.contextmanager
+def trainer(mode: str, data: Path) -> Iterator[tuple[int, list[int]]]:
+    proc = subprocess.Popen(
+        [sys.executable, TRAINER, mode, str(BURNERS), str(data)],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        line = proc.stdout.readline().decode() if ready else ""
+        assert line.startswith("ready"), line
+        yield proc.pid, [int(x) for x in line.split()[1:]]
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def sample(fake_nvml: FakeNvml, pid: int) -> list[Snapshot]:
+    from gputop.sources.live import LiveSource
+
+    fake_nvml.write(
+        Scenario(gpus=[FakeGpu(util_gpu=20, processes=[FakeProcess(pid, used_memory=2 << 30)])])
+    )
+    source = LiveSource(holders=lambda minors, listed: ())
+    try:
+        snaps = []
+        for i in range(TICKS):
+            if i:
+                time.sleep(INTERVAL)
+            snaps.append(source.snapshot())
+        return snaps
+    finally:
+        source.close()
+
+
+def judge(snaps: list[Snapshot]) -> tuple[Job, Verdict, Verdict]:
+    jobs = build_jobs(snaps[-1])
+    assert len(jobs) == 1, jobs
+    job = jobs[0]
+    return job, job_verdicts(snaps, jobs, THRESHOLDS)[job.id], gpu_verdicts(snaps, THRESHOLDS)[0]
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    path = tmp_path / "shard.bin"
+    path.write_bytes(os.urandom(8 << 20))
+    return path
+
+
+def test_busy_workers_starve_the_gpu(fake_nvml: FakeNvml, data: Path) -> None:
+    with trainer("workers", data) as (pid, workers):
+        snaps = sample(fake_nvml, pid)
+    assert snaps[-1].source == "nvml"
+    job, jv, gv = judge(snaps)
+    assert job.root_pid == pid
+    assert job.gpus == (0,)
+    assert job.main_pids == (pid,)
+    assert sorted(job.worker_pids) == sorted(workers)
+    assert job.workers == BURNERS + 1
+    assert job.user is not None and "trainer.py" in (job.command or "")
+    # the tree's CPU is the sum of its members' as the host source measured them
+    rows = {p.pid: p for p in snaps[-1].processes}
+    assert job.cpu_percent == pytest.approx(sum(rows[p].cpu_percent or 0 for p in job.pids))
+    assert job.cpu_percent is not None and job.cpu_percent > 50
+    assert job.main_cpu_percent is not None and job.main_cpu_percent < 25
+    assert job.read_bytes_per_s is not None
+    for v in (jv, gv):
+        assert v.kind == INPUT_CPU, v
+        assert f"{BURNERS + 1} workers" in v.evidence
+
+
+def test_busy_main_process_with_idle_workers(fake_nvml: FakeNvml, data: Path) -> None:
+    with trainer("main", data) as (pid, workers):
+        snaps = sample(fake_nvml, pid)
+    job, jv, gv = judge(snaps)
+    assert job.root_pid == pid
+    assert sorted(job.worker_pids) == sorted(workers)
+    assert job.main_cpu_percent is not None and job.main_cpu_percent > 25
+    for v in (jv, gv):
+        assert v.kind == INPUT_MAIN, v
+        assert f"main process {pid} at" in v.evidence
