@@ -10,12 +10,14 @@ Textual is imported only on the dashboard path (``gputop.ui.app`` lazily): ``--o
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from gputop import __version__
+from gputop.analysis.thresholds import DEFAULT, ThresholdError, Thresholds
 from gputop.model import Snapshot
 from gputop.sampler import Sampler
 from gputop.sources.base import Source
@@ -49,6 +51,25 @@ def _interval(text: str) -> float:
             f"{text} is out of range: seconds from {MIN_INTERVAL:g} to {MAX_INTERVAL:g}"
         )
     return value
+
+
+def _window(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text}: seconds above 0 expected")
+    return value
+
+
+def thresholds_from_args(args: argparse.Namespace) -> Thresholds:
+    """``--threshold NAME=VALUE`` overrides, then ``--window`` (it wins over a
+    ``--threshold WINDOW_SECONDS=...``). Raises ThresholdError."""
+    thresholds = Thresholds.from_strings(args.threshold or ())
+    if args.window is not None:
+        thresholds = Thresholds.from_overrides({"window_seconds": args.window}, thresholds)
+    return thresholds
 
 
 def _gpus(text: str) -> tuple[str, ...]:
@@ -89,6 +110,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"seconds between samples, {MIN_INTERVAL:g} to {MAX_INTERVAL:g} (default 1)",
     )
+    p.add_argument(
+        "--window",
+        type=_window,
+        metavar="SECONDS",
+        help=f"seconds of history the verdicts judge (default {DEFAULT.window_seconds:g})",
+    )
+    p.add_argument(
+        "--threshold",
+        action="append",
+        metavar="NAME=VALUE",
+        help=(
+            "change a verdict threshold, e.g. UTIL_HIGH=90 (repeatable); names: "
+            + ", ".join(n.upper() for n in Thresholds.names())
+        ),
+    )
     p.add_argument("--demo", action="store_true", help="show a simulated 8-GPU server")
     p.add_argument("--seed", type=int, help="random seed of the demo (with --demo; default 0)")
     p.add_argument(
@@ -104,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seed is not None and not args.demo:
         parser.error("--seed needs --demo")
     once = bool(args.once or args.json)
+    try:
+        args.thresholds = thresholds_from_args(args)
+    except ThresholdError as exc:
+        parser.error(f"--threshold: {exc}")
 
     source: Source
     if args.demo:
@@ -145,14 +185,20 @@ def _selection(
 
 
 def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from gputop.textout import filter_gpus, render_json, render_text
+    from gputop.textout import diagnose, filter_gpus, render_json, render_text
 
     sampler.tick_now()
     if not args.demo:  # the demo's virtual clock advances by the window on its own
         time.sleep(ONCE_WINDOW_S)
     snap = sampler.tick_now()
-    shown = filter_gpus(snap, _selection(args, parser, snap))
-    out = render_json(shown) if args.json else render_text(shown, total_gpus=len(snap.gpus))
+    selection = _selection(args, parser, snap)
+    shown = filter_gpus(snap, selection)
+    # Two readings ONCE_WINDOW_S apart: most verdicts honestly say "warming up".
+    diagnosis = diagnose(sampler.history(), args.thresholds, selection)
+    if args.json:
+        out = render_json(shown, diagnosis)
+    else:
+        out = render_text(shown, total_gpus=len(snap.gpus), diagnosis=diagnosis)
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
     sys.stdout.flush()
     if not snap.driver.available:
@@ -171,5 +217,14 @@ def _dashboard(sampler: Sampler, args: argparse.Namespace, parser: argparse.Argu
     except ImportError as exc:
         print(f"gputop: the dashboard is not available ({exc}); try --once", file=sys.stderr)
         return EXIT_FAILURE
-    result: int = run_app(sampler, gpu_filter=selection, readonly=args.readonly)
+    import inspect
+
+    options: dict[str, Any] = {"gpu_filter": selection, "readonly": args.readonly}
+    try:
+        accepts = set(inspect.signature(run_app).parameters)
+    except (TypeError, ValueError):
+        accepts = set()
+    if "thresholds" in accepts:  # an older dashboard judges with the defaults
+        options["thresholds"] = args.thresholds
+    result: int = run_app(sampler, **options)
     return result

@@ -170,7 +170,7 @@ class GpuSample:
     uuid: str | None = None
     pci_bus_id: str | None = None
     minor_number: int | None = None
-    lost: bool = False  # fell off the bus (GpuIsLost / Unknown); other fields are None
+    lost: bool = False  # fell off the bus (GpuIsLost / Unknown); only identity fields kept
     lost_reason: str | None = None
     memory: GpuMemory = field(default_factory=GpuMemory)
     utilization: Utilization = field(default_factory=Utilization)

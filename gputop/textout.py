@@ -1,6 +1,10 @@
 """One-shot views: the ``--once`` text table, the ``--once --json`` document, and GPU
 selection (``--gpus 0,2`` / UUIDs), which every view applies the same way.
 
+Both views can carry a :class:`Diagnosis` (from :func:`diagnose`: the verdicts of
+:mod:`gputop.analysis.verdict` over a history): a verdict for each GPU shown and the
+jobs on those GPUs, each with its verdict.
+
 Text output is plain ASCII layout (the data itself may hold any cleaned Unicode), fits
 80 columns (wide characters count as two), and formats every number with
 :mod:`gputop.fmt`: a missing value reads "n/a", never 0.
@@ -12,10 +16,14 @@ import json
 import math
 import textwrap
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gputop import __version__, fmt
+from gputop.analysis.jobs import Job, build_jobs, job_to_dict
+from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict, all_verdicts, verdict_to_dict
 from gputop.model import GpuSample, ProcessInfo, Snapshot, replace
 
 WIDTH = 80
@@ -91,6 +99,40 @@ def _with_descendants(roots: set[int], processes: Iterable[ProcessInfo]) -> set[
     return seen
 
 
+# --- diagnosis -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """The verdicts a view shows: one per GPU shown, and the jobs on those GPUs."""
+
+    gpus: Mapping[int, Verdict]  # GPU index -> verdict
+    jobs: tuple[Job, ...]  # jobs using at least one GPU shown, whole (all their GPUs)
+    job_verdicts: Mapping[str, Verdict]  # job id -> verdict
+    thresholds: Thresholds = DEFAULT
+
+
+def diagnose(
+    history: Sequence[Snapshot],
+    thresholds: Thresholds = DEFAULT,
+    indices: Collection[int] | None = None,
+) -> Diagnosis:
+    """Verdicts over ``history`` (oldest first), judged on every GPU, then narrowed to
+    the GPUs in ``indices`` (None: all). A job is kept when it uses a chosen GPU; it is
+    judged and shown whole, so the same job has the same verdict in every view."""
+    if not history:
+        return Diagnosis({}, (), {}, thresholds)
+    latest = max(history, key=lambda s: s.time)
+    jobs = build_jobs(latest)
+    gpu_v, job_v = all_verdicts(history, jobs, thresholds)
+    if indices is not None:
+        keep = frozenset(indices)
+        gpu_v = {i: v for i, v in gpu_v.items() if i in keep}
+        jobs = tuple(j for j in jobs if keep.intersection(j.gpus))
+        job_v = {j.id: job_v[j.id] for j in jobs if j.id in job_v}
+    return Diagnosis(gpu_v, jobs, job_v, thresholds)
+
+
 # --- JSON ----------------------------------------------------------------------------
 
 
@@ -104,14 +146,24 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def to_json_dict(snapshot: Snapshot) -> dict[str, Any]:
-    """The ``--json`` document: ``Snapshot.to_dict()`` with NaN/inf turned into null."""
-    out: dict[str, Any] = _finite(snapshot.to_dict())
-    return out
+def to_json_dict(snapshot: Snapshot, diagnosis: Diagnosis | None = None) -> dict[str, Any]:
+    """The ``--json`` document: ``Snapshot.to_dict()`` with NaN/inf turned into null.
+
+    With a diagnosis, two additive keys (``Snapshot.from_dict`` ignores them): a
+    ``verdict`` object on each GPU (null when there is none) and a top-level ``jobs``
+    list (``job_to_dict`` with the job's verdict)."""
+    out: dict[str, Any] = snapshot.to_dict()
+    if diagnosis is not None:
+        for gpu in out["gpus"]:
+            verdict = diagnosis.gpus.get(gpu["index"])
+            gpu["verdict"] = None if verdict is None else verdict_to_dict(verdict)
+        out["jobs"] = [job_to_dict(j, diagnosis.job_verdicts.get(j.id)) for j in diagnosis.jobs]
+    finite: dict[str, Any] = _finite(out)
+    return finite
 
 
-def render_json(snapshot: Snapshot) -> str:
-    return json.dumps(to_json_dict(snapshot), indent=2, allow_nan=False)
+def render_json(snapshot: Snapshot, diagnosis: Diagnosis | None = None) -> str:
+    return json.dumps(to_json_dict(snapshot, diagnosis), indent=2, allow_nan=False)
 
 
 # --- text ----------------------------------------------------------------------------
@@ -174,7 +226,34 @@ def _short_command(command: str | None) -> str:
     return f"{first} {rest}" if rest else first
 
 
-def _gpu_lines(g: GpuSample) -> list[str]:
+def _also(verdict: Verdict) -> str:
+    if not verdict.also:
+        return ""
+    return " (also: " + ", ".join(LABELS.get(k, k) for k in verdict.also) + ")"
+
+
+def _verdict_lines(verdict: Verdict | None, indent: int) -> list[str]:
+    """'Verdict: label (also: ...): evidence' and 'Advice: ...', wrapped. A warming-up
+    verdict is its label only: the note under the tables says what it waits for."""
+    if verdict is None:
+        return [fit(" " * indent + "Verdict: n/a")]
+    head = f"Verdict: {verdict.label}{_also(verdict)}"
+    if verdict.kind == WARMING_UP:
+        return _wrap(head, indent)
+    lines = _wrap(f"{head}: {verdict.evidence}", indent)
+    if verdict.advice:
+        lines.extend(_wrap(f"Advice: {verdict.advice}", indent))
+    return lines
+
+
+def _gpu_lines(g: GpuSample, diagnosis: Diagnosis | None = None) -> list[str]:
+    lines = _gpu_rows(g)
+    if diagnosis is not None:
+        lines.extend(_verdict_lines(diagnosis.gpus.get(g.index), 5))
+    return lines
+
+
+def _gpu_rows(g: GpuSample) -> list[str]:
     name = g.name or fmt.NA
     if g.lost:
         reason = g.lost_reason or "fell off the bus"
@@ -289,6 +368,74 @@ def _holder_lines(snapshot: Snapshot) -> list[str]:
     return lines
 
 
+def _job_command(command: str | None) -> str:
+    """The root's command line, short: 'python3 /usr/local/bin/torchrun --x' ->
+    'torchrun --x' (an interpreter running a script shows as the script)."""
+    short = _short_command(command)
+    first, _, rest = short.partition(" ")
+    if first.startswith("python") and rest and not rest.startswith("-"):
+        script, _, args = rest.partition(" ")
+        if "/" in script:
+            return _short_command(f"{script} {args}".strip())
+    return short
+
+
+def _gpu_list(gpus: Sequence[int]) -> str:
+    """(0, 1, 2, 3, 6) -> '0-3,6'; runs of two stay '0,1'."""
+    parts: list[str] = []
+    run: list[int] = []
+    for g in sorted(gpus):
+        if run and g != run[-1] + 1:
+            parts.append(_run_text(run))
+            run = []
+        run.append(g)
+    if run:
+        parts.append(_run_text(run))
+    return ",".join(parts) or fmt.NA
+
+
+def _run_text(run: list[int]) -> str:
+    if len(run) >= 3:
+        return f"{run[0]}-{run[-1]}"
+    return ",".join(str(g) for g in run)
+
+
+_JOB_HEADER = f"{'ROOT':>7} {'USER':<8} {'GPUS':<8} {'WORKERS':>7} {'CORES':>5}  COMMAND"
+
+
+def _job_lines(diagnosis: Diagnosis) -> list[str]:
+    lines = ["Jobs (a launch and its process tree; CORES: CPU used by the whole tree):"]
+    if not diagnosis.jobs:
+        return [*lines, "  (no jobs)"]
+    lines.append(_JOB_HEADER)
+    for job in diagnosis.jobs:
+        if job.visible is False:
+            user, command = fmt.NA, "not visible (another PID namespace)"
+        else:
+            user = job.user or fmt.NA
+            command = _job_command(job.command or job.name)
+        lines.append(
+            fit(
+                f"{job.root_pid:>7} {_pad(user, 8)} {_pad(_gpu_list(job.gpus), 8)} "
+                f"{job.workers:>7} {fmt.number(job.cores, '', 1):>5}  {command}"
+            )
+        )
+        lines.extend(_verdict_lines(diagnosis.job_verdicts.get(job.id), 8))
+    return lines
+
+
+def _warming_note(diagnosis: Diagnosis) -> list[str]:
+    verdicts = [*diagnosis.gpus.values(), *diagnosis.job_verdicts.values()]
+    warming = next((v for v in verdicts if v.kind == WARMING_UP), None)
+    if warming is None:
+        return []
+    t = diagnosis.thresholds
+    return _wrap(
+        f"Warming up: {warming.evidence}. A snapshot sees too short a time for most "
+        f"verdicts; the dashboard (gputop) judges a sliding {t.window_seconds:g} s window."
+    )
+
+
 def _core_strip(values: tuple[float, ...]) -> list[str]:
     """Per-core load as one digit each: 0 = under 10 %, 9 = 90 % or more."""
     digits = "".join(str(min(9, int(v // 10))) for v in values)
@@ -325,8 +472,11 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
     return lines
 
 
-def render_text(snapshot: Snapshot, *, total_gpus: int | None = None) -> str:
-    """The ``--once`` table. ``total_gpus``: how many GPUs there were before filtering."""
+def render_text(
+    snapshot: Snapshot, *, total_gpus: int | None = None, diagnosis: Diagnosis | None = None
+) -> str:
+    """The ``--once`` table. ``total_gpus``: how many GPUs there were before filtering.
+    With a diagnosis: a verdict under each GPU and a "Jobs" section."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.time))
     d = snapshot.driver
     lines = [fit(f"gputop {__version__}  {snapshot.hostname}  {stamp}  source: {snapshot.source}")]
@@ -343,10 +493,17 @@ def render_text(snapshot: Snapshot, *, total_gpus: int | None = None) -> str:
             f"{'Temp':>5} {'Power/cap':>11}"
         )
         for g in snapshot.gpus:
-            lines.extend(_gpu_lines(g))
+            lines.extend(_gpu_lines(g, diagnosis))
         lines.append("")
         lines.append("Processes:")
         lines.extend(_process_lines(snapshot))
+        if diagnosis is not None:
+            lines.append("")
+            lines.extend(_job_lines(diagnosis))
+            note = _warming_note(diagnosis)
+            if note:
+                lines.append("")
+                lines.extend(note)
     else:
         lines.extend(_wrap(f"NVIDIA driver not available: {d.error or 'unknown reason'}"))
         lines.append("No GPU information; host only.")

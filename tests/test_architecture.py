@@ -93,7 +93,10 @@ def test_ui_never_calls_nvml_or_psutil(name: str) -> None:
     assert probes == set(), f"{name} imports {probes}"
 
 
-@pytest.mark.parametrize("name", [m for m in MODULES if not _is_under(m, "gputop.ui", "gputop.cli")])
+NOT_UI = [m for m in MODULES if not _is_under(m, "gputop.ui", "gputop.cli")]
+
+
+@pytest.mark.parametrize("name", NOT_UI)
 def test_only_the_cli_reaches_into_the_ui(name: str) -> None:
     ui = {m for m in _gputop_imports(name) if _is_under(m, "gputop.ui")}
     assert ui == set(), f"{name} imports {ui}"

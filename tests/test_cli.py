@@ -227,6 +227,8 @@ def test_json_is_deterministic_with_a_seed(capsys: pytest.CaptureFixture[str]) -
         for g in d["gpus"]:
             for p in g["processes"]:
                 p.pop("create_time")
+        for j in d["jobs"]:  # the id holds the root's create_time
+            del j["create_time"], j["id"]
     assert a == b
 
 
@@ -396,7 +398,8 @@ def fake_scenario() -> Any:
                 ],
             ),
             fakenvml.FakeGpu(errors={"*": "GPU_IS_LOST"}),
-            fakenvml.FakeGpu(util_gpu=0, processes=[]),
+            # idle: no process, 200 MiB used (below HELD_MEMORY_FRACTION: not held)
+            fakenvml.FakeGpu(util_gpu=0, memory_used=200 * 2**20, processes=[]),
         ]
     )
 
@@ -422,6 +425,9 @@ def test_fake_nvml_json_shows_the_scenario(fake_nvml_env: Any) -> None:
     assert me["user"] and me["command"] and "pytest" in me["command"]
     ghost = procs[4_194_000]
     assert ghost["visible"] is False and ghost["user"] is None
+    # Two readings: a lost GPU and an idle one are judged, the busy one is warming up.
+    assert [g["verdict"]["kind"] for g in data["gpus"]] == ["warming up", "lost", "idle"]
+    assert [j["gpus"] for j in data["jobs"]] == [[0], [0]]  # this process and the ghost
     # The test process's descendants (this very gputop run) are in processes.
     assert os.getpid() in {p["pid"] for p in data["processes"]}
 

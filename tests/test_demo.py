@@ -10,7 +10,14 @@ import pytest
 
 from gputop.fmt import clean_text
 from gputop.model import GpuSample, Snapshot
-from gputop.sources.demo import DEMO_EPOCH, LINK_MAX, DemoSource
+from gputop.sources.demo import (
+    DEMO_EPOCH,
+    EPOCH_S,
+    LINK_FLAP,
+    LINK_MAX,
+    STREAM_S,
+    DemoSource,
+)
 
 GiB = 2**30
 
@@ -255,3 +262,30 @@ def test_clock_event_reason_names_match_the_nvml_source(snaps: list[Snapshot]) -
     known = {name for _, name in CLOCK_EVENT_REASONS}
     used = {r for s in snaps for g in s.gpus for r in g.clock_event_reasons or ()}
     assert used and used <= known
+
+
+def test_phases_link_flap_and_cached_epoch() -> None:
+    """GPU 1's link runs at x8 during LINK_FLAP; bob's workers stream from disk for
+    STREAM_S of each epoch, then read from the page cache (no disk wait, little I/O)."""
+    snaps = run(seed=0, steps=int(EPOCH_S) + 1)
+    bob = set(range(52871, 52879))
+    for s in snaps:
+        elapsed = s.time - DEMO_EPOCH
+        g1 = gpu(s, 1)
+        assert (g1.pcie.gen, g1.pcie.width) == (
+            (5, 8) if LINK_FLAP[0] <= elapsed < LINK_FLAP[1] else (5, 16)
+        )
+        assert (g1.utilization.gpu or 0) > 85  # still busy: the link is not the bottleneck
+    streaming = [s for s in snaps if 10 <= s.time - DEMO_EPOCH < STREAM_S]
+    cached = [s for s in snaps if STREAM_S + 20 <= s.time - DEMO_EPOCH < EPOCH_S]
+    assert streaming and cached
+    for s in cached:
+        workers = [p for p in s.processes if p.pid in bob]
+        assert len(workers) == 8
+        assert all(p.status != "disk-sleep" for p in workers)
+        assert sum(p.read_bytes_per_s or 0 for p in workers) < 10 * 2**20
+        assert all((p.cpu_percent or 0) > 80 for p in workers)  # still decoding at a full core
+    reads = [sum(p.read_bytes_per_s or 0 for p in s.processes if p.pid in bob) for s in streaming]
+    assert min(reads) > 500e6
+    after = snaps[-1]  # the next epoch streams again
+    assert sum(p.read_bytes_per_s or 0 for p in after.processes if p.pid in bob) > 100e6

@@ -276,7 +276,8 @@ async def test_table_diffing_skips_updates_cells_or_rebuilds() -> None:
         app.apply_snapshot(replace(first, time=first.time), (first,))
         assert app.table.last_update == "skip"
         g0 = first.gpus[0]
-        changed = replace(g0, processes=(replace(g0.processes[0], sm_percent=1.0),) + g0.processes[1:])
+        p0 = replace(g0.processes[0], sm_percent=1.0)
+        changed = replace(g0, processes=(p0, *g0.processes[1:]))
         second = replace(first, gpus=(changed, *first.gpus[1:]))
         app.apply_snapshot(second, (first, second))
         assert app.table.last_update == "cells"
@@ -492,3 +493,73 @@ async def test_demo_frame_cost_is_small(size: tuple[int, int]) -> None:
 
 def test_processinfo_import_is_used() -> None:
     assert ProcessInfo(pid=1).visible
+
+
+async def test_interval_outside_the_steps_only_moves_towards_them() -> None:
+    sampler = FakeSampler([fx.fleet(1)])
+    sampler.interval = 0.1  # --interval 0.1
+    app = GpuTopApp(sampler)  # type: ignore[arg-type]
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("minus")
+        assert sampler.interval == 0.1
+        await pilot.press("plus")
+        assert sampler.interval == 0.25
+    sampler = FakeSampler([fx.fleet(1)])
+    sampler.interval = 30.0
+    app = GpuTopApp(sampler)  # type: ignore[arg-type]
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("plus")
+        assert sampler.interval == 30.0
+        await pilot.press("minus")
+        assert sampler.interval == 10.0
+
+
+async def test_a_tag_goes_away_with_its_process() -> None:
+    first = fx.fleet(2)
+    app = GpuTopApp(snapshots=[first])
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("space")
+        assert app.tagged == {"0:1000"}
+        g0 = first.gpus[0]
+        second = replace(first, gpus=(replace(g0, processes=g0.processes[1:]), first.gpus[1]))
+        app.apply_snapshot(second, (first, second))
+        assert app.tagged == set()
+        app.apply_snapshot(first, (first,))  # same pid again: a new process, not tagged
+        assert row_texts(app, "0:1000")[0] == " "
+
+
+async def test_theme_change_restyles_the_table() -> None:
+    app = GpuTopApp(snapshots=[fx.fleet(1)])
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("space")
+        before = app.table.get_row("0:1000")[0].style
+        app.theme = "nord"
+        await pilot.pause()
+        after = app.table.get_row("0:1000")[0].style
+        assert before != after
+        assert str(after.color.triplet.hex) == app.theme_variables["accent"].lower()
+        assert app.table.get_row("0:1000")[0].plain == "*"
+
+
+async def test_live_with_the_real_sampler_and_demo_source() -> None:
+    import asyncio
+
+    from gputop.sampler import Sampler
+    from gputop.sources.demo import DemoSource
+
+    sampler = Sampler(DemoSource(0), interval=0.05)
+    app = GpuTopApp(sampler)
+    try:
+        async with app.run_test(size=SMALL) as pilot:
+            for _ in range(100):
+                if app.frames >= 3:
+                    break
+                await asyncio.sleep(0.02)
+            await pilot.pause()
+            assert app.frames >= 3
+            assert sorted(app.gpu_panel.blocks) == list(range(8))
+            assert "DEMO" in app.header.text
+            await pilot.press("p")
+            assert sampler.paused
+    finally:
+        sampler.stop()

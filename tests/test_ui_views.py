@@ -260,3 +260,9 @@ def test_history_series() -> None:
     assert util == (7.0, 8.0, 9.0, None)
     assert mem == (50.0, 50.0, 50.0, None)
     assert views.history_series(history, 5, 4) == ((None,) * 4, (None,) * 4)
+
+
+def test_table_rows_filters_and_sorts() -> None:
+    snap = fx.fleet(3)
+    rows = views.table_rows(snap, gpus=frozenset({0, 2}), text="u", sort_key="pid", reverse=True)
+    assert [r.pid for r in rows] == [1020, 1000]

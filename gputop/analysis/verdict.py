@@ -198,6 +198,13 @@ def _pct(value: float) -> str:
     return f"{value:.0f} %"
 
 
+def _seconds(value: float) -> str:
+    """'19 s', '9 s'; a fraction below 10 s keeps its tenth ('0.5 s', a one-shot window)."""
+    if value >= 10 or round(value, 1) == round(value):
+        return f"{value:.0f} s"
+    return f"{value:.1f} s"
+
+
 def _gpus_text(gpus: Sequence[int]) -> str:
     if len(gpus) == 1:
         return f"GPU {gpus[0]}"
@@ -422,7 +429,8 @@ def _judge(ctx: _Context, scope: _Scope) -> Verdict:
         return _verdict(findings)
 
     base = (
-        f"util mean {_pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f}) over {span:.0f} s"
+        f"util mean {_pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f})"
+        f" over {_seconds(span)}"
     )
     if len(scope.gpus) > 1:
         base += f" on {gpus_text}"
@@ -504,7 +512,7 @@ def _idle(ctx: _Context, scope: _Scope, window_samples: list[list[GpuSample]]) -
     util = _stats(_util_of(samples) for _, samples in present)
     util_text = "util n/a" if util is None else f"util max {util.high:.0f} %"
     return _Finding(
-        _R_IDLE, IDLE, "ok", f"no processes, {util_text} over {ctx.span:.0f} s", "Free for work"
+        _R_IDLE, IDLE, "ok", f"no processes, {util_text} over {_seconds(ctx.span)}", "Free for work"
     )
 
 

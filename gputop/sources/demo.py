@@ -11,10 +11,13 @@ The fleet (host ``gpu-node-07``, 64 cores, 1 TiB RAM, 8 x H100 80GB HBM3, PCIe g
 GPU   what runs there
 ====  ===========================================================================
 0-1   alice: ``torchrun`` launcher -> 2 ranks (one per GPU) -> 4 dataloader workers
-      each. GPU-bound: util ~97 %, 620-690 W, workers lightly used.
+      each. GPU-bound: util ~97 %, 620-690 W, workers lightly used. GPU 1's link
+      retrains at x8 for a while (``LINK_FLAP``, every ``CYCLE_S``): link degraded.
 2     bob: data-starved ResNet trainer. Util swings 20-60 % while its 8 dataloader
-      workers each burn ~95 % of a core reading ~130 MB/s from disk (some of them
-      in ``disk-sleep``).
+      workers each burn ~95 % of a core. Each epoch (``EPOCH_S``) first streams its
+      shards from disk (``STREAM_S``: ~130 MB/s per worker, some workers in
+      ``disk-sleep``: input-bound on disk), then reads them from the page cache
+      (little disk traffic, workers still at a full core: input-bound on CPU workers).
 3     carol: idle Jupyter kernel holding 75 GiB for 9 hours, util 0.
 4     free: no processes, idle link (PCIe drops to gen1 to save power, as real GPUs do).
 5     alice: ZeRO-3 fine-tune offloading to host memory: PCIe RX near the gen5 x16
@@ -27,6 +30,9 @@ GPU   what runs there
       util ~20 %) on a degraded link (gen4 x8 while the GPU is busy; max gen5 x16),
       plus a process from another PID namespace (a container): not visible.
 ====  ===========================================================================
+
+Over a few minutes the fleet shows every verdict kind of :mod:`gputop.analysis.verdict`
+but "lost", "underused", "moderate" and "unknown" (tests/test_diagnosis_cli.py checks it).
 
 Time: with ``clock=None`` a virtual clock starts at ``start_time`` (a fixed date when
 not given) and advances by ``step`` seconds on every :meth:`DemoSource.snapshot` call;
@@ -101,6 +107,12 @@ def pcie_link_bytes_per_s(gen: int, width: int) -> float:
 
 
 LINK_MAX = pcie_link_bytes_per_s(5, 16)
+
+# Phases, in seconds since the simulation started (the first snapshot).
+CYCLE_S = 600.0  # the scenario repeats every 10 minutes (as the checkpoint writes do)
+LINK_FLAP = (150.0, 270.0)  # GPU 1's link runs at gen5 x8 in this part of each cycle
+EPOCH_S = 300.0  # bob's epoch on GPU 2...
+STREAM_S = 180.0  # ...streams from disk for this long, then reads from the page cache
 _AMBIENT_C = 24.0  # inlet air
 
 
@@ -277,6 +289,7 @@ class DemoSource:
             )
         g = self._gpus
         self._procs: list[_Proc] = []
+        self._streamers: list[_Proc] = []  # bob's workers: read from disk, then from cache
         P = self._procs.append
 
         # GPU 0-1: alice's torchrun job, GPU-bound.
@@ -361,7 +374,7 @@ class DemoSource:
             )
         )
         for w in range(8):
-            P(
+            self._streamers.append(
                 self._proc(
                     52871 + w,
                     main,
@@ -375,6 +388,7 @@ class DemoSource:
                     disk_sleep_chance=0.25,
                 )
             )
+            P(self._streamers[-1])
         gpu = g[2]
         gpu.util = self._walk(40.0, 7.0, 5.0, 75.0, tau=2.0)
         gpu.swing = (15.0, 23.0)
@@ -450,7 +464,7 @@ class DemoSource:
                     (4.0, 1.5, 0.0, 10.0),
                     1800 * MiB,
                     2,
-                    read=(5 * MB, 2 * MB),
+                    read=(1.5 * MB, 0.5 * MB),
                 )
             )
         gpu = g[5]
@@ -617,6 +631,7 @@ class DemoSource:
         self._ticks += 1
         elapsed = now - self._start
 
+        self._set_phase(elapsed)
         procs = self._advance_processes(dt, first)
         gpus = tuple(
             replace(g, processes=tuple(replace(p, host=procs[p.pid]) for p in g.processes))
@@ -641,6 +656,18 @@ class DemoSource:
         pass
 
     # --- simulation --------------------------------------------------------------------
+
+    def _set_phase(self, elapsed: float) -> None:
+        """Scripted changes over time (see the module docstring)."""
+        in_cycle = elapsed % CYCLE_S
+        flapping = LINK_FLAP[0] <= in_cycle < LINK_FLAP[1]
+        self._gpus[1].busy_width = 8 if flapping else 16
+        streaming = elapsed % EPOCH_S < STREAM_S
+        for p in self._streamers:
+            assert p.read is not None
+            # From the page cache, reads hardly reach the disk (psutil's read_bytes).
+            p.read.mu, p.read.sigma = (130 * MB, 25 * MB) if streaming else (0.3 * MB, 0.1 * MB)
+            p.disk_sleep_chance = 0.25 if streaming else 0.0
 
     def _advance_processes(self, dt: float, first: bool) -> dict[int, ProcessInfo]:
         out: dict[int, ProcessInfo] = {}

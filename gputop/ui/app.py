@@ -187,6 +187,7 @@ class GpuTopApp(App[int]):
     # --- lifecycle ------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._set_layout(self.size)
         if self._initial:
             self.apply_snapshot(self._initial[-1], self._initial)
@@ -201,6 +202,10 @@ class GpuTopApp(App[int]):
             self.set_interval(1.0, self._check_stale, name="stale-check")
         if self.snapshot is None:
             self._render_header()
+
+    def _theme_changed(self, _theme: object) -> None:
+        self.table.restyle()
+        self.refresh_view()
 
     def _from_sampler_thread(self, snapshot: Snapshot) -> None:
         """Runs on the sampler's worker thread: hand over, never touch widgets here."""
@@ -293,14 +298,16 @@ class GpuTopApp(App[int]):
         )
         if self.snapshot is None:
             return
-        rows = views.table_rows(
-            self.snapshot,
-            gpus=self.shown_gpus,
-            text=self.text_filter,
-            sort_key=self.sort_key,
-            reverse=self.sort_reverse,
-        )
-        table.show(rows, self.tagged)
+        every = views.process_rows(self.snapshot)
+        # A tag belongs to a (gpu, pid) that still exists: a gone process loses its tag.
+        self.tagged &= {r.key for r in every}
+        shown = self.shown_gpus
+        rows = [
+            r
+            for r in every
+            if (shown is None or r.gpu in shown) and views.matches(r, self.text_filter)
+        ]
+        table.show(views.sort_rows(rows, self.sort_key, self.sort_reverse), self.tagged)
 
     def refresh_view(self) -> None:
         """Redraw from the newest snapshot now (after a key changed what is shown)."""
@@ -408,10 +415,11 @@ class GpuTopApp(App[int]):
     def action_interval(self, step: int) -> None:
         steps = views.INTERVAL_STEPS
         current = self.interval
+        # Outside the steps (e.g. --interval 0.1 or 30) the key only moves towards them.
         if step > 0:
-            new = next((s for s in steps if s > current + 1e-9), steps[-1])
+            new = next((s for s in steps if s > current + 1e-9), max(current, steps[-1]))
         else:
-            new = next((s for s in reversed(steps) if s < current - 1e-9), steps[0])
+            new = next((s for s in reversed(steps) if s < current - 1e-9), min(current, steps[0]))
         if self.sampler is not None:
             self.sampler.interval = new
         self._interval = new
@@ -538,7 +546,7 @@ def run_app(
     """Run the dashboard until the user quits; starts the sampler if it is not running."""
     app = GpuTopApp(sampler, gpu_filter=gpu_filter, readonly=readonly)
     try:
-        result = app.run()
+        app.run()
     finally:
-        sampler.on_snapshot = None
-    return int(result or 0) if app.return_code in (None, 0) else int(app.return_code or 1)
+        sampler.on_snapshot = None  # the sampler may tick once more: not into a dead app
+    return app.return_code or 0
