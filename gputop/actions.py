@@ -29,9 +29,11 @@ from gputop.model import GpuProcess, ProcessInfo, Snapshot
 SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)
 DEFAULT_SIGNAL = signal.SIGTERM
 
-#: Two readings of a process's start time are the same process within this many seconds
-#: (psutil derives it from clock ticks since boot; the value is stable for one process).
-CREATE_TIME_TOLERANCE_S = 0.01
+#: Two readings of a process's start time are the same process within this many seconds:
+#: half a clock tick. psutil derives it from the start time in clock ticks since boot
+#: (1/100 s on Linux), so one process always reads the same value, and a process started
+#: one tick later differs by a whole tick: a tolerance of one tick would let it pass.
+CREATE_TIME_TOLERANCE_S = 0.5 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
 _PID_MAX_FALLBACK = 4_194_304  # 2**22, the largest pid_max Linux allows
 

@@ -14,10 +14,18 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from gputop import __version__
-from gputop.analysis.thresholds import DEFAULT, ThresholdError, Thresholds
+from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.config import (
+    MAX_INTERVAL,
+    MIN_INTERVAL,
+    Config,
+    ConfigError,
+    load_config,
+    with_overrides,
+)
 from gputop.model import Snapshot
 from gputop.sampler import Sampler
 from gputop.sources.base import Source
@@ -30,9 +38,6 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_NO_DRIVER = 3
-
-MIN_INTERVAL = 0.1
-MAX_INTERVAL = 60.0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,13 +68,18 @@ def _window(text: str) -> float:
     return value
 
 
-def thresholds_from_args(args: argparse.Namespace) -> Thresholds:
-    """``--threshold NAME=VALUE`` overrides, then ``--window`` (it wins over a
-    ``--threshold WINDOW_SECONDS=...``). Raises ThresholdError."""
-    thresholds = Thresholds.from_strings(args.threshold or ())
-    if args.window is not None:
-        thresholds = Thresholds.from_overrides({"window_seconds": args.window}, thresholds)
-    return thresholds
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The config file (``--config`` or the default path), then the flags that were given
+    on top of it: ``--readonly``, ``--interval``, ``--window`` (wins over any
+    WINDOW_SECONDS), each ``--threshold NAME=VALUE``, ``--theme``. Raises ConfigError."""
+    return with_overrides(
+        load_config(args.config),
+        readonly=True if args.readonly else None,
+        interval=args.interval,
+        window=args.window,
+        thresholds=args.threshold or (),
+        theme=args.theme,
+    )
 
 
 def _gpus(text: str) -> tuple[str, ...]:
@@ -106,7 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--interval",
         type=_interval,
-        default=1.0,
         metavar="SECONDS",
         help=f"seconds between samples, {MIN_INTERVAL:g} to {MAX_INTERVAL:g} (default 1)",
     )
@@ -130,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--readonly", action="store_true", help="dashboard: never offer to signal processes"
     )
+    p.add_argument("--theme", metavar="NAME", help="dashboard: a Textual theme, e.g. textual-light")
+    p.add_argument(
+        "--config",
+        metavar="PATH",
+        help="settings file (default $XDG_CONFIG_HOME/gputop/config.toml); flags override it",
+    )
     p.add_argument("--version", action="version", version=f"gputop {__version__}")
     return p
 
@@ -141,9 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--seed needs --demo")
     once = bool(args.once or args.json)
     try:
-        args.thresholds = thresholds_from_args(args)
-    except ThresholdError as exc:
-        parser.error(f"--threshold: {exc}")
+        config = config_from_args(args)
+    except ConfigError as exc:
+        parser.error(str(exc))
+    args.thresholds = config.thresholds
 
     source: Source
     if args.demo:
@@ -160,11 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         source = LiveSource()
 
-    sampler = Sampler(source, interval=args.interval)
+    sampler = Sampler(source, interval=config.interval)
     try:
         if once:
             return _once(sampler, args, parser)
-        return _dashboard(sampler, args, parser)
+        return _dashboard(sampler, args, parser, config)
     finally:
         sampler.stop()
 
@@ -208,7 +224,9 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
     return EXIT_OK
 
 
-def _dashboard(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _dashboard(
+    sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser, config: Config
+) -> int:
     """The first snapshot is taken here (it validates --gpus); the sampler is handed
     over not started: the app sets ``on_snapshot`` and calls ``start()``."""
     selection = _selection(args, parser, sampler.tick_now())
@@ -217,14 +235,11 @@ def _dashboard(sampler: Sampler, args: argparse.Namespace, parser: argparse.Argu
     except ImportError as exc:
         print(f"gputop: the dashboard is not available ({exc}); try --once", file=sys.stderr)
         return EXIT_FAILURE
-    import inspect
-
-    options: dict[str, Any] = {"gpu_filter": selection, "readonly": args.readonly}
-    try:
-        accepts = set(inspect.signature(run_app).parameters)
-    except (TypeError, ValueError):
-        accepts = set()
-    if "thresholds" in accepts:  # an older dashboard judges with the defaults
-        options["thresholds"] = args.thresholds
-    result: int = run_app(sampler, **options)
+    result: int = run_app(
+        sampler,
+        gpu_filter=selection,
+        readonly=config.readonly,
+        thresholds=config.thresholds,
+        theme=config.theme,
+    )
     return result

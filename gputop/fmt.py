@@ -22,7 +22,8 @@ _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None:
     """Strip escape sequences, control characters and bidi overrides from untrusted text.
 
-    Bytes are decoded as UTF-8 with replacement. Newlines and tabs become spaces.
+    Bytes are decoded as UTF-8 with replacement. Newlines, tabs and the Unicode line and
+    paragraph separators become spaces.
     ``limit`` caps the length (a command line can be megabytes long).
     """
     if text is None:
@@ -33,6 +34,8 @@ def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None
         text = text[: limit * 2]
     text = _ANSI.sub("", text)
     text = text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    # Unicode line and paragraph separators break lines too (str.splitlines, some terminals).
+    text = text.replace("\u2028", " ").replace("\u2029", " ")
     text = _CONTROL.sub("", text)
     text = _BIDI.sub("", text)
     # Lone surrogates (from surrogateescape decoding) cannot be encoded for the terminal.

@@ -186,6 +186,10 @@ class GpuSample:
     mig_mode: bool | None = None
     ecc_uncorrected: int | None = None
     processes: tuple[GpuProcess, ...] = ()
+    # Why NVML's process list (compute or graphics) could not be read: "not supported",
+    # "no permission"... ``processes`` is then incomplete or unknown, not "no processes".
+    # None: both lists were read.
+    processes_unavailable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

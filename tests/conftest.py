@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +22,10 @@ import pytest
 
 from tests import fakenvml
 from tests.fakenvml import FakeNvml
+
+# A user's own ~/.config/gputop/config.toml must not change what the tests see (this
+# process and every gputop the tests start inherit it).
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="gputop-tests-config-")
 
 
 @pytest.fixture(scope="session")

@@ -320,8 +320,8 @@ def test_dashboard_gets_a_primed_sampler_and_resolved_filter(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def run_app(sampler: Any, *, gpu_filter: Any, readonly: bool) -> int:
-        seen.update(sampler=sampler, gpu_filter=gpu_filter, readonly=readonly)
+    def run_app(sampler: Any, *, gpu_filter: Any, readonly: bool, **options: Any) -> int:
+        seen.update(sampler=sampler, gpu_filter=gpu_filter, readonly=readonly, **options)
         seen["latest"] = sampler.latest()
         seen["interval"] = sampler.interval
         return 0
@@ -460,3 +460,45 @@ def test_fake_nvml_driver_not_loaded_exit_3(fake_nvml_env: Any) -> None:
     assert data["driver"]["available"] is False and data["gpus"] == []
     assert r.stderr.startswith("gputop: NVIDIA driver not available: ")
     assert data["driver"]["error"] in r.stderr
+
+
+def test_config_file_settings_reach_the_dashboard_and_flags_override_them(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "gputop.toml"
+    config.write_text(
+        'readonly = true\ninterval = 2.0\ntheme = "textual-light"\n'
+        "[thresholds]\nUTIL_HIGH = 70\nWINDOW_SECONDS = 30\n"
+    )
+    seen: dict[str, Any] = {}
+
+    def run_app(sampler: Any, **options: Any) -> int:
+        seen.update(options, interval=sampler.interval)
+        return 0
+
+    fake = types.ModuleType("gputop.ui.app")
+    fake.run_app = run_app  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gputop.ui.app", fake)
+    rc, _, _ = run_main(capsys, "--demo", "--config", str(config))
+    assert rc == 0
+    assert seen["readonly"] is True and seen["interval"] == 2.0
+    assert seen["theme"] == "textual-light"
+    assert (seen["thresholds"].util_high, seen["thresholds"].window_seconds) == (70.0, 30.0)
+    # Flags win over the file.
+    rc, _, _ = run_main(
+        capsys, "--demo", "--config", str(config), "--interval", "0.5", "--window", "10"
+    )
+    assert rc == 0 and seen["interval"] == 0.5 and seen["thresholds"].window_seconds == 10.0
+    assert seen["thresholds"].util_high == 70.0
+
+
+def test_a_bad_config_file_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "gputop.toml"
+    config.write_text("interval = 0.01\n")
+    rc, out, err = run_main(capsys, "--demo", "--once", "--config", str(config))
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and "interval" in err and str(config) in err
+    rc, _, err = run_main(capsys, "--once", "--config", str(tmp_path / "missing.toml"))
+    assert rc == 2 and "missing.toml" in err

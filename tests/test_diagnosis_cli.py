@@ -279,7 +279,12 @@ def test_dashboard_gets_the_thresholds_when_it_takes_them(
     seen: dict[str, Any] = {}
 
     def run_app(
-        sampler: Any, *, gpu_filter: Any, readonly: bool, thresholds: Thresholds = DEFAULT
+        sampler: Any,
+        *,
+        gpu_filter: Any,
+        readonly: bool,
+        thresholds: Thresholds = DEFAULT,
+        theme: str | None = None,
     ) -> int:
         seen.update(gpu_filter=gpu_filter, readonly=readonly, thresholds=thresholds)
         return 0
@@ -292,22 +297,6 @@ def test_dashboard_gets_the_thresholds_when_it_takes_them(
     t = seen["thresholds"]
     assert isinstance(t, Thresholds)
     assert (t.window_seconds, t.util_high, t.util_low) == (40.0, 90.0, DEFAULT.util_low)
-
-
-def test_dashboard_without_a_thresholds_parameter_still_runs(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    seen: dict[str, Any] = {}
-
-    def run_app(sampler: Any, *, gpu_filter: Any, readonly: bool) -> int:
-        seen.update(gpu_filter=gpu_filter)
-        return 0
-
-    fake = types.ModuleType("gputop.ui.app")
-    fake.run_app = run_app  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gputop.ui.app", fake)
-    rc, _, _ = run_main(capsys, "--demo", "--threshold", "UTIL_HIGH=90", "--gpus", "2")
-    assert rc == 0 and seen["gpu_filter"] == frozenset({2})
 
 
 # --- the demo shows every verdict --------------------------------------------------------

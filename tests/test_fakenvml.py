@@ -4,6 +4,7 @@ scenario parsing, error and delay injection, live reload, and nvitop running on 
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,24 @@ def test_init_results(fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("FAKE_NVML_SCENARIO", str(fake_nvml.path.with_name("missing.txt")))
     with pytest.raises(pynvml.NVMLError_Unknown):
         pynvml.nvmlInit()
+
+
+def test_log_records_init_and_shutdown(
+    fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    log = tmp_path / "nvml.log"
+    monkeypatch.setenv("FAKE_NVML_LOG", str(log))
+    pynvml.nvmlInit()
+    pynvml.nvmlShutdown()
+    fake_nvml.write(Scenario(init_result="DRIVER_NOT_LOADED"))
+    with pytest.raises(pynvml.NVMLError_DriverNotLoaded):
+        pynvml.nvmlInit()
+    pid = os.getpid()
+    assert log.read_text().splitlines() == [
+        f"nvmlInit 0 {pid}",
+        f"nvmlShutdown 0 {pid}",
+        f"nvmlInit 9 {pid}",
+    ]
 
 
 def test_system_and_identity(nvml: FakeNvml) -> None:

@@ -265,8 +265,9 @@ def test_zombie_keeps_its_row() -> None:
         assert row.cpu_percent == 0.0  # second sight: a zombie truly uses no CPU
     finally:
         proc.wait()
-    # Reaped: now it is simply not there.
-    assert _row(reader.read_processes([proc.pid]), proc.pid).visible is False
+    # Reaped: it was seen in this namespace, so it exited (not "another namespace").
+    row = _row(reader.read_processes([proc.pid]), proc.pid)
+    assert row.visible and row.status == "dead" and row.command is None
 
 
 def test_process_exiting_mid_read_degrades_its_row_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -290,9 +291,9 @@ def test_process_exiting_mid_read_degrades_its_row_only(monkeypatch: pytest.Monk
         ok = _row(rows, other.pid)
         assert ok.command is not None and ok.cpu_percent is not None
         assert reader.last_errors == ()
-        # Its cache entry is gone; next tick it is simply not visible.
+        # Its cache entry is gone; next tick it is reported as exited, not invisible.
         assert all(key[0] != victim.pid for key in reader._tracked)
-        assert _row(reader.read_processes([victim.pid]), victim.pid).visible is False
+        assert _row(reader.read_processes([victim.pid]), victim.pid).status == "dead"
 
 
 def test_reused_pid_does_not_inherit_history(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gputop.analysis.jobs import Job, build_jobs
@@ -50,8 +51,11 @@ THRESHOLDS = Thresholds.from_overrides(
 
 @contextlib.contextmanager
 def trainer(mode: str, data: Path) -> Iterator[tuple[int, list[int]]]:
+    # Launched from a shell, as a user would: the shell stays the parent and is never a
+    # job's root (without it, the job would climb to pytest, the trainer's real parent).
+    argv = [sys.executable, TRAINER, mode, str(BURNERS), str(data)]
     proc = subprocess.Popen(
-        [sys.executable, TRAINER, mode, str(BURNERS), str(data)],
+        ["/bin/sh", "-c", '"$@"; exit $?', "sh", *argv],
         stdout=subprocess.PIPE,
         start_new_session=True,
     )
@@ -60,7 +64,8 @@ def trainer(mode: str, data: Path) -> Iterator[tuple[int, list[int]]]:
         ready, _, _ = select.select([proc.stdout], [], [], 10)
         line = proc.stdout.readline().decode() if ready else ""
         assert line.startswith("ready"), line
-        yield proc.pid, [int(x) for x in line.split()[1:]]
+        (main,) = psutil.Process(proc.pid).children()
+        yield main.pid, [int(x) for x in line.split()[1:]]
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)

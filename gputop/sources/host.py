@@ -31,7 +31,9 @@ ppid map, with each process's start time); measured about 3.5x cheaper than
 ``psutil.Process`` objects are cached between ticks keyed by (pid, start time in clock
 ticks since boot) - the kernel's exact process identity, from which psutil derives
 ``create_time`` - so a reused pid never inherits another process's CPU or I/O history.
-Entries for processes no longer asked for are dropped every tick.
+Entries for processes no longer asked for are dropped every tick. A row equal to the
+previous tick's row of the same process is that same object, and an unchanged command
+line, name or user is the same string: the sampler's history shares them.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import Any, NamedTuple, TypeVar
 import psutil
 
 from gputop.fmt import clean_text
-from gputop.model import HostSample, IoRate, MemoryStat, NetRate, ProcessInfo, SwapStat
+from gputop.model import HostSample, IoRate, MemoryStat, NetRate, ProcessInfo, SwapStat, replace
 
 T = TypeVar("T")
 
@@ -186,6 +188,35 @@ class _Tracked:
     time: float | None = None  # monotonic time of the last read
     cpu_seconds: float | None = None  # user + system at the last read
     io: tuple[int, int] | None = None  # read_bytes, write_bytes at the last read
+    row: ProcessInfo | None = None  # the row given out last time (shared when unchanged)
+
+
+def _invisible_row(pid: int) -> ProcessInfo:
+    """A pid this PID namespace does not have (a container's host pid, or unknown)."""
+    return ProcessInfo(pid=pid, visible=False)
+
+
+def _exited_row(pid: int, ppid: int | None = None) -> ProcessInfo:
+    """A pid seen in this namespace that has exited: visible, status "dead", rest None."""
+    return ProcessInfo(pid=pid, visible=True, ppid=ppid, status=psutil.STATUS_DEAD)
+
+
+def _shared(row: ProcessInfo, last: ProcessInfo | None) -> ProcessInfo:
+    """``row``, or ``last`` when equal; else ``row`` reusing ``last``'s equal strings.
+
+    Snapshots are immutable, so consecutive ones may share objects: an hour of history
+    then holds one copy of a command line, not 3,600 (see bench/bench_scale.py).
+    """
+    if last is None:
+        return row
+    if row == last:
+        return last
+    same = {
+        name: getattr(last, name)
+        for name in ("user", "name", "command", "status")
+        if getattr(row, name) is not None and getattr(row, name) == getattr(last, name)
+    }
+    return replace(row, **same) if same else row
 
 
 # --- the reader ------------------------------------------------------------------------
@@ -205,6 +236,8 @@ class HostReader:
         self._net: dict[str, tuple[int, int]] | None = None
         self._physical: dict[str, bool] = {}
         self._tracked: dict[tuple[int, int], _Tracked] = {}
+        self._gone: set[int] = set()  # given pids seen here before that have exited
+        self._invisible: dict[int, ProcessInfo] = {}  # last tick's rows of invisible pids
         self._users: dict[int, str | None] = {}
         #: Messages about what could not be read during the last call (either method).
         self.last_errors: tuple[str, ...] = ()
@@ -330,8 +363,12 @@ class HostReader:
         pid 1: a torchrun/mpirun launcher is not a GPU process, yet it is the root of the job.
 
         A given pid that does not exist in this PID namespace gives
-        ``ProcessInfo(pid, visible=False)``. A descendant that exits before it is read
-        is left out (it is no longer anyone's descendant).
+        ``ProcessInfo(pid, visible=False)``. A given pid that this reader saw before (on
+        an earlier call, or in this call's /proc scan) and that is gone now has exited
+        (a process cannot leave its PID namespace): ``ProcessInfo(pid, status="dead")``,
+        visible, every other field None. A process that exits while its row is read keeps
+        what was read, with status "dead". A descendant that exits before it is read is
+        left out (it is no longer anyone's descendant).
         """
         self._errors = []
         rows: list[ProcessInfo] = []
@@ -372,14 +409,23 @@ class HostReader:
                     order.append((parent, False))
                     parent = scan[parent].ppid
 
+        # Pids seen in this namespace before: when missing now, they exited.
+        seen_before = {pid for pid, _ in self._tracked} | self._gone
+        gone: set[int] = set()
+        invisible: dict[int, ProcessInfo] = {}
         keep: dict[tuple[int, int], _Tracked] = {}
         for pid, is_given in order:
             st: _Stat | None = scan.get(pid) if pid > 0 else None
             if st is None and is_given and pid > 0:
                 st = self._stat(pid)  # started after the scan?
             if st is None:
-                if is_given:
-                    rows.append(ProcessInfo(pid=pid, visible=False))
+                if is_given and pid in seen_before:
+                    gone.add(pid)
+                    rows.append(_exited_row(pid))
+                elif is_given:
+                    row = self._invisible.get(pid) or _invisible_row(pid)
+                    invisible[pid] = row
+                    rows.append(row)
                 continue
             key = (pid, st.starttime)
             tracked = self._tracked.get(key) or keep.get(key)
@@ -387,8 +433,9 @@ class HostReader:
                 try:
                     tracked = _Tracked(psutil.Process(pid))
                 except psutil.NoSuchProcess:
-                    if is_given:  # gone between the scan and now
-                        rows.append(ProcessInfo(pid=pid, visible=False))
+                    if is_given:  # in this namespace's /proc a moment ago: it exited
+                        gone.add(pid)
+                        rows.append(_exited_row(pid, st.ppid))
                     continue
                 except Exception as exc:
                     self._errors.append(f"process {pid}: {type(exc).__name__}: {exc}")
@@ -396,11 +443,17 @@ class HostReader:
                         rows.append(ProcessInfo(pid=pid, ppid=st.ppid))
                     continue
             row, alive = self._read_one(tracked, st)
+            row = _shared(row, tracked.row)
+            tracked.row = row
             if alive:
                 keep[key] = tracked
+            elif is_given:
+                gone.add(pid)
             if alive or is_given:
                 rows.append(row)
         self._tracked = keep
+        self._gone = gone  # only while still asked for: bounded by the pids given
+        self._invisible = invisible
 
     def _read_one(self, tracked: _Tracked, st: _Stat) -> tuple[ProcessInfo, bool]:
         """One row; (row, still alive). Vanishing mid-read keeps what was read."""
@@ -474,7 +527,7 @@ class HostReader:
             user=got.get("user"),
             name=got.get("name"),
             command=got.get("command"),
-            status=got.get("status"),
+            status=got.get("status") if alive else psutil.STATUS_DEAD,
             cpu_percent=cpu_percent,
             rss=got.get("rss"),
             read_bytes_per_s=read_rate,
@@ -499,6 +552,8 @@ class HostReader:
     def close(self) -> None:
         """Forget all state (cached process objects, previous counters)."""
         self._tracked.clear()
+        self._gone.clear()
+        self._invisible.clear()
         self._users.clear()
         self._physical.clear()
         self._cpu = self._per_core = self._disk = self._net = None

@@ -17,6 +17,8 @@ snapshot per call.
 - It never raises: an exception from a reader becomes a ``SampleError`` and the rest of
   the snapshot is still produced.
 - Every GPU is sampled; choosing GPUs to show is the views' business.
+- The hostname is ``os.uname().nodename`` (what ``socket.gethostname()`` returns on
+  Linux): gputop never imports ``socket`` and opens no network connection.
 - ``tick_seconds`` / ``tick_cpu_seconds``: wall time and CPU time (``time.thread_time``,
   the calling thread's own CPU) of the whole call.
 """
@@ -24,7 +26,7 @@ snapshot per call.
 from __future__ import annotations
 
 import contextlib
-import socket
+import os
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Protocol
@@ -32,6 +34,7 @@ from typing import Protocol
 from gputop.fmt import clean_text
 from gputop.model import (
     DriverInfo,
+    GpuProcess,
     GpuSample,
     HostSample,
     ProcessInfo,
@@ -106,9 +109,11 @@ class LiveSource:
         self._last_scan: float | None = None
         self._clock = clock
         self._monotonic = monotonic
-        self._hostname = clean_text(hostname or socket.gethostname(), 255) or "?"
+        self._hostname = clean_text(hostname or os.uname().nodename, 255) or "?"
         self._last_holders: tuple[UnlistedHolder, ...] = ()
         self._holder_error: SampleError | None = None
+        self._joined: dict[tuple[int, int], GpuProcess] = {}  # last tick's joined rows
+        self._joined_next: dict[tuple[int, int], GpuProcess] = {}
         self.kind = "nvml" if self.driver.available else "host-only"
 
     @property
@@ -157,15 +162,11 @@ class LiveSource:
         by_pid = {info.pid: info for info in infos}
         if by_pid:
             gpus = tuple(
-                replace(
-                    g,
-                    processes=tuple(replace(p, host=by_pid.get(p.pid)) for p in g.processes),
-                )
-                if g.processes
-                else g
+                replace(g, processes=self._join(g.index, g.processes, by_pid)) if g.processes else g
                 for g in gpus
             )
 
+        self._joined, self._joined_next = self._joined_next, {}
         listed = set(gpu_pids) | set(by_pid)
         holders = self._scan_holders(gpus, listed)
         if self._holder_error is not None:
@@ -184,6 +185,19 @@ class LiveSource:
             tick_seconds=time.perf_counter() - wall0,
             tick_cpu_seconds=time.thread_time() - cpu0,
         )
+
+    def _join(
+        self, gpu: int, processes: tuple[GpuProcess, ...], by_pid: Mapping[int, ProcessInfo]
+    ) -> tuple[GpuProcess, ...]:
+        """The rows with their host view; a row equal to last tick's is that same object
+        (the readers reuse unchanged objects too: the sampler's history shares them)."""
+        out = []
+        for p in processes:
+            row = replace(p, host=by_pid.get(p.pid))
+            before = self._joined.get((gpu, p.pid))
+            out.append(before if before is not None and before == row else row)
+        self._joined_next.update(((gpu, r.pid), r) for r in out)
+        return tuple(out)
 
     def _scan_holders(
         self, gpus: tuple[GpuSample, ...], listed: set[int]

@@ -22,6 +22,9 @@ Failure policy (see tests/test_nvml_source.py):
   others keep updating. Its handle is dropped and fetched again on every later tick; when
   that works its static information is read afresh and it is reported normally again.
 - pids 0 and 2**32-1 (garbage from drivers 535.43-535.86) are dropped with a SampleError.
+- A process list (compute or graphics) that cannot be read (not supported, no permission)
+  sets ``GpuSample.processes_unavailable`` ("compute list: no permission"), so that an
+  empty ``processes`` is not mistaken for "no processes".
 
 Units and choices:
 
@@ -203,9 +206,12 @@ class _Gpu:
     variant: dict[str, int] = field(default_factory=dict)
     last_sample_us: int = 0  # newest per-process utilization timestamp seen
     pcie_pending: tuple[cf.Future[int], cf.Future[int]] | None = None
+    # last read's rows by pid: an unchanged row is given out again (snapshots share it)
+    last_processes: dict[int, GpuProcess] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.handle = None
+        self.last_processes = {}
         self.unsupported.clear()
         self.variant.clear()
         self.last_sample_us = 0
@@ -223,6 +229,7 @@ class NvmlReader:
         self._gpus: list[_Gpu] = []
         self._pool: cf.ThreadPoolExecutor | None = None
         self._inflight: set[cf.Future[int]] = set()  # PCIe calls not answered yet
+        self._last_failure: int | None = None  # nvmlReturn_t of the last failed metric call
         self.driver: DriverInfo = self._init()
 
     # ------------------------------------------------------------------ lifecycle
@@ -475,6 +482,7 @@ class NvmlReader:
         denied: str | None,
     ) -> None:
         code = _code(self._nv, exc)
+        self._last_failure = code
         if code in _LOST_REASONS:
             raise _Lost(_LOST_REASONS[code]) from exc
         if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
@@ -485,6 +493,14 @@ class NvmlReader:
             errors.append(
                 self._error(gpu, metric, f"reading {metric} failed: {_describe(self._nv, exc)}")
             )
+
+    def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
+        """In words, why ``metric`` gave no value on this read (after ``_get_first``)."""
+        if metric in gpu.unsupported:
+            return "not supported"
+        if self._last_failure == _NO_PERMISSION:
+            return "no permission"
+        return "the call failed"
 
     # ------------------------------------------------------------------ per GPU
 
@@ -531,7 +547,7 @@ class NvmlReader:
             ),
             errors,
         )
-        processes = self._processes(gpu, h, errors)
+        processes, unavailable = self._processes(gpu, h, errors)
 
         return GpuSample(
             index=gpu.index,
@@ -567,6 +583,7 @@ class NvmlReader:
             mig_mode=None if mig is None else mig[0] == nv.NVML_DEVICE_MIG_ENABLE,
             ecc_uncorrected=ecc,
             processes=processes,
+            processes_unavailable=unavailable,
         )
 
     def _memory(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> GpuMemory:
@@ -596,10 +613,14 @@ class NvmlReader:
 
     # ------------------------------------------------------------------ processes
 
-    def _processes(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[GpuProcess, ...]:
+    def _processes(
+        self, gpu: _Gpu, h: Any, errors: list[SampleError]
+    ) -> tuple[tuple[GpuProcess, ...], str | None]:
+        """The merged process rows, and why a list could not be read (None: both read)."""
         nv = self._nv
         merged: dict[int, list[Any]] = {}  # pid -> [type, memory, gi, ci]
         invalid = 0
+        unreadable: list[str] = []  # e.g. "compute list: no permission"
         lists = (
             (
                 "C",
@@ -621,6 +642,7 @@ class NvmlReader:
         for kind, metric, names in lists:
             calls = [_bind(fn, h) for fn in (getattr(nv, n, None) for n in names) if fn is not None]
             what = "compute" if kind == "C" else "graphics"
+            self._last_failure = None
             entries = self._get_first(
                 gpu,
                 metric,
@@ -628,6 +650,8 @@ class NvmlReader:
                 errors,
                 denied=f"no permission to list {what} processes: they are not shown",
             )
+            if entries is None:
+                unreadable.append(f"{what} list: {self._why_unreadable(gpu, metric)}")
             for e in entries or ():
                 pid = int(e.pid)
                 if pid in INVALID_PIDS:
@@ -659,27 +683,31 @@ class NvmlReader:
                     "a known driver bug); left out",
                 )
             )
+        unavailable = "; ".join(unreadable) if unreadable else None
         if not merged:
-            return ()
+            gpu.last_processes = {}
+            return (), unavailable
         usage = self._process_utilization(gpu, h, errors)
         out = []
+        last = gpu.last_processes
         for pid, (kind, used, gi, ci) in merged.items():
             if usage is None:
                 sm = bw = None
             else:
                 sm, bw = usage.get(pid, (0.0, 0.0))
-            out.append(
-                GpuProcess(
-                    pid=pid,
-                    type=kind,
-                    gpu_memory=used,
-                    sm_percent=sm,
-                    memory_bandwidth_percent=bw,
-                    gpu_instance_id=gi,
-                    compute_instance_id=ci,
-                )
+            proc = GpuProcess(
+                pid=pid,
+                type=kind,
+                gpu_memory=used,
+                sm_percent=sm,
+                memory_bandwidth_percent=bw,
+                gpu_instance_id=gi,
+                compute_instance_id=ci,
             )
-        return tuple(out)
+            before = last.get(pid)
+            out.append(before if before is not None and before == proc else proc)
+        gpu.last_processes = {p.pid: p for p in out}
+        return tuple(out), unavailable
 
     def _process_utilization(
         self, gpu: _Gpu, h: Any, errors: list[SampleError]
@@ -693,7 +721,13 @@ class NvmlReader:
         except Exception as exc:
             if _code(self._nv, exc) == _NOT_FOUND:
                 return {}  # no sample newer than the last one: nothing ran
-            self._failed(gpu, metric, exc, errors, None)
+            self._failed(
+                gpu,
+                metric,
+                exc,
+                errors,
+                "no permission to read per-process utilization: SM % is not known (n/a)",
+            )
             return None
         sums: dict[int, list[float]] = {}
         newest = gpu.last_sample_us

@@ -12,9 +12,15 @@ is too small: the newest snapshot is kept and drawn when that ends.
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+import contextlib
+import signal
 import time
+import traceback
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
@@ -26,10 +32,13 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
+from gputop.analysis.jobs import Job, build_jobs
+from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.analysis.verdict import Verdict, all_verdicts
 from gputop.model import Snapshot
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
-from gputop.ui.header import HeaderLine
+from gputop.ui.header import HeaderLine, to_content
 from gputop.ui.host_panel import HostPanel
 from gputop.ui.process_table import ProcessTable
 
@@ -47,10 +56,11 @@ class Key:
 
 
 #: Every key of the main screen: the bindings, the footer, the help screen and the
-#: command palette are all built from this one table. (j is reserved for the jobs view.)
+#: command palette are all built from this one table.
 KEYS: tuple[Key, ...] = (
     Key("q", "quit", "Quit", "q"),
     Key("question_mark", "help", "Help", "?"),
+    Key("j", "jobs", "Jobs", "j"),
     Key("slash", "filter", "Filter", "/"),
     Key("s", "sort", "Sort", "s"),
     Key("r", "reverse", "Reverse sort", "r", show=False),
@@ -62,6 +72,22 @@ KEYS: tuple[Key, ...] = (
     Key("plus,equals_sign", "interval(1)", "Slower refresh", "+", show=False),
     Key("minus", "interval(-1)", "Faster refresh", "-", show=False),
     Key("escape", "clear_filter", "Clear filter", "Esc", show=False),
+)
+
+#: Actions on the main screen's table, filter or GPU choice: off on the other screens.
+MAIN_ONLY_ACTIONS = frozenset(
+    {
+        "filter",
+        "sort",
+        "reverse",
+        "detail",
+        "kill",
+        "tag",
+        "all_gpus",
+        "gpu",
+        "clear_filter",
+        "jobs",
+    }
 )
 
 _HELP_EXTRA: tuple[tuple[str, str], ...] = (
@@ -86,7 +112,41 @@ def _bindings() -> list[BindingType]:
                 key_display="0-9" if n == 0 else str(n),
             )
         )
+    # Ctrl-C quits, as in top/htop/nvtop (Textual's default only shows "press ctrl+q");
+    # priority: also from the filter box and from dialogs.
+    out.append(Binding("ctrl+c", "quit", "Quit", show=False, priority=True))
     return out
+
+
+def lookback_seconds(thresholds: Thresholds) -> float:
+    """How much history the verdicts are given: the window judges most verdicts, "idle
+    memory holder" needs IDLE_HOLDER_SECONDS more. Handing the analysis only this much
+    keeps its cost flat however long gputop runs (an idle holder's evidence then says
+    "for 10:00" at most with the defaults: a lower bound)."""
+    return 2.0 * max(thresholds.window_seconds, thresholds.idle_holder_seconds)
+
+
+def recent(history: Sequence[Snapshot], seconds: float) -> Sequence[Snapshot]:
+    """The snapshots no older than ``seconds`` before the newest (history is time-ordered)."""
+    if not history:
+        return history
+    start = bisect.bisect_left(history, history[-1].time - seconds, key=lambda s: s.time)
+    return history[start:]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The verdicts for one snapshot: computed once, shared by every view."""
+
+    snapshot: Snapshot
+    jobs: tuple[Job, ...]
+    gpus: Mapping[int, Verdict]  # GPU index -> verdict
+    job_verdicts: Mapping[str, Verdict]  # job id -> verdict
+    seconds: float  # what computing it cost
+    marks: Mapping[int, views.VerdictMark] = field(default_factory=dict)
+
+    def job(self, job_id: str) -> Job | None:
+        return next((j for j in self.jobs if j.id == job_id), None)
 
 
 class SnapshotArrived(Message):
@@ -117,11 +177,30 @@ class GpuTopApp(App[int]):
         readonly: bool = False,
         verdicts: Mapping[int, str] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        thresholds: Thresholds | None = None,
+        window: float | None = None,
     ) -> None:
         super().__init__()
         self.sampler = sampler
         self.readonly = readonly
-        self.verdicts = verdicts  # GPU index -> short verdict word (the diagnosis fills it)
+        # GPU index -> a fixed word for the verdict slot; None: the diagnosis fills it.
+        self.verdicts = verdicts
+        base = thresholds if thresholds is not None else DEFAULT
+        if window is not None:
+            base = replace(base, window_seconds=float(window))
+            base.check()
+        self.thresholds = base
+        self._diagnosis: Diagnosis | None = None
+        self.verdict_error: str | None = None  # the analysis failed on the newest snapshot
+        # (time, GPU index -> verdict kind) of each diagnosed snapshot: the detail screen's
+        # verdict history.
+        self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(
+            maxlen=max(3600, len(snapshots))
+        )
+        self.verdict_seconds: list[float] = []  # what each diagnosis cost
+        # run_app sets it: SIGTERM / SIGHUP then end the app the normal way (terminal
+        # restored, exit status 128 + the signal's number) instead of killing it mid-frame.
+        self.handle_signals = False
         self._initial = tuple(snapshots)
         self._gpu_spec = gpu_filter
         self._base_gpus: frozenset[int] | None = None  # from --gpus; None = all
@@ -143,6 +222,7 @@ class GpuTopApp(App[int]):
         self.frame_seconds: list[float] = []  # apply_snapshot cost of each drawn frame
         self._clock = clock
         self._size: Size | None = None
+        self._notes: tuple[views.Parts, ...] = ()
         if gpu_filter is not None and all(isinstance(g, int) for g in gpu_filter):
             self._base_gpus = frozenset(int(g) for g in gpu_filter)
             self._base_resolved = True
@@ -155,6 +235,7 @@ class GpuTopApp(App[int]):
             yield HeaderLine(id="header")
             yield GpuPanel(id="gpus")
             yield HostPanel(id="host")
+            yield Static(id="notes")  # why the process table may be incomplete
             yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
@@ -187,6 +268,8 @@ class GpuTopApp(App[int]):
     # --- lifecycle ------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        if self.handle_signals:
+            self._install_signal_handlers()
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._set_layout(self.size)
         if self._initial:
@@ -202,6 +285,16 @@ class GpuTopApp(App[int]):
             self.set_interval(1.0, self._check_stale, name="stale-check")
         if self.snapshot is None:
             self._render_header()
+
+    def _install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            # Not on every platform (Windows), nor outside the main thread.
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: int) -> None:
+        self.exit(return_code=128 + sig)
 
     def _theme_changed(self, _theme: object) -> None:
         self.table.restyle()
@@ -236,9 +329,11 @@ class GpuTopApp(App[int]):
             self._base_gpus = views.resolve_gpu_filter([str(s) for s in spec], snapshot.gpus)
             self._base_resolved = True
             self.shown_gpus = self._base_gpus
+        if not self.paused:
+            self.diagnosis()  # once per snapshot; every view then shares it
         top = self.screen
         update_history = getattr(top, "update_history", None)
-        if top is not self._main_screen and callable(update_history):
+        if top is not self._main_screen and callable(update_history) and not self.paused:
             update_history(self.history)
         if self.paused or self.too_small or top is not self._main_screen:
             self.pending = True
@@ -255,6 +350,63 @@ class GpuTopApp(App[int]):
     def _main_screen(self) -> Screen[Any]:
         return self.screen_stack[0]
 
+    # --- diagnosis ------------------------------------------------------------------------
+
+    def diagnosis(self) -> Diagnosis | None:
+        """The verdicts for the newest snapshot, computed at most once per snapshot.
+
+        Judged on the recent history only (``lookback_seconds``). Should the analysis
+        fail, the failure is logged and said once, and the GPU lines fall back to the
+        MEM IDLE heuristic; the dashboard carries on.
+        """
+        snap = self.snapshot
+        if snap is None:
+            return None
+        done = self._diagnosis
+        if done is not None and done.snapshot is snap:
+            return done
+        history: Sequence[Snapshot] = self.history
+        if not history or history[-1] is not snap:
+            history = (*(s for s in history if s.time < snap.time), snap)
+        start = time.perf_counter()
+        try:
+            jobs = build_jobs(snap)
+            gpus, job_verdicts = all_verdicts(
+                recent(history, lookback_seconds(self.thresholds)), jobs, self.thresholds
+            )
+        except Exception as exc:  # a bug in the analysis must not take the dashboard down
+            # Textual's log, not stderr: stderr is the screen.
+            self.log.error("computing the verdicts failed\n" + traceback.format_exc())
+            if self.verdict_error is None:
+                self.notify(f"verdicts unavailable: {exc}", severity="error", timeout=10)
+            self.verdict_error = str(exc) or type(exc).__name__
+            jobs, gpus, job_verdicts = (), {}, {}
+        else:
+            self.verdict_error = None
+        seconds = time.perf_counter() - start
+        marks = {i: views.verdict_mark(v) for i, v in gpus.items()}
+        done = Diagnosis(snap, tuple(jobs), gpus, job_verdicts, seconds, marks)
+        self._diagnosis = done
+        if gpus:
+            self.verdict_log.append((snap.time, {i: v.kind for i, v in gpus.items()}))
+        self.verdict_seconds.append(seconds)
+        if len(self.verdict_seconds) > 1000:
+            del self.verdict_seconds[:500]
+        return done
+
+    def gpu_verdict(self, index: int) -> tuple[Verdict | None, list[tuple[float, str]]]:
+        """GPU ``index``'s verdict now, and its (time, kind) history (the detail screen)."""
+        diagnosis = self.diagnosis()
+        verdict = None if diagnosis is None else diagnosis.gpus.get(index)
+        log_ = [(t, kinds[index]) for t, kinds in self.verdict_log if index in kinds]
+        return verdict, log_
+
+    def _verdict_marks(self) -> Mapping[int, str | views.VerdictMark] | None:
+        if self.verdicts is not None:
+            return self.verdicts
+        diagnosis = self.diagnosis()
+        return None if diagnosis is None else diagnosis.marks
+
     def _render(self) -> None:
         self.pending = False
         snapshot = self.snapshot
@@ -269,10 +421,21 @@ class GpuTopApp(App[int]):
                 shown=self.shown_gpus,
                 compact=self.compact,
                 width=width,
-                verdicts=self.verdicts,
+                verdicts=self._verdict_marks(),
             )
             self.host_panel.show(snapshot.host, width=width, compact=self.compact)
+            self._render_notes(snapshot)
             self._render_table()
+
+    def _render_notes(self, snapshot: Snapshot) -> None:
+        """Process-list problems (e.g. NoPermission) in words above the table."""
+        notes = views.process_notes(snapshot)
+        if notes == self._notes:
+            return
+        self._notes = notes
+        box = self.query_one("#notes", Static)
+        box.update(to_content(notes))
+        box.display = bool(notes)
 
     def _render_header(self) -> None:
         all_gpus = self.shown_gpus is None or (
@@ -411,6 +574,11 @@ class GpuTopApp(App[int]):
             self.refresh_view()
         else:
             self._render_header()
+        top = self.screen
+        update_history = getattr(top, "update_history", None)
+        if not self.paused and top is not self._main_screen and callable(update_history):
+            self.diagnosis()
+            update_history(self.history)  # a view held still while paused catches up
 
     def action_interval(self, step: int) -> None:
         steps = views.INTERVAL_STEPS
@@ -456,7 +624,17 @@ class GpuTopApp(App[int]):
             return
         from gputop.ui.screens.detail import DetailScreen
 
-        self.push_screen(DetailScreen(gpu, self.history), self._back_on_main)
+        self.push_screen(
+            DetailScreen(gpu, self.history, verdict=lambda: self.gpu_verdict(gpu)),
+            self._back_on_main,
+        )
+
+    def action_jobs(self) -> None:
+        from gputop.ui.screens.jobs import JobsScreen
+
+        proc = self.table.cursor_proc
+        select = None if proc is None else proc.pid
+        self.push_screen(JobsScreen(self.diagnosis, select_pid=select), self._back_on_main)
 
     def action_kill(self) -> None:
         from gputop.actions import KillTarget
@@ -504,11 +682,18 @@ class GpuTopApp(App[int]):
     def action_help(self) -> None:
         from gputop.ui.screens.help import HelpScreen
 
-        self.push_screen(HelpScreen(help_bindings()), self._back_on_main)
+        self.push_screen(HelpScreen(help_bindings(), help_legend()), self._back_on_main)
 
     def _back_on_main(self, _result: object = None) -> None:
         if self.pending and self.screen is self._main_screen:
             self.refresh_view()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Keys that act on the main screen's table do nothing (and leave the footer)
+        while another screen is on top: they would change what cannot be seen."""
+        if action not in MAIN_ONLY_ACTIONS or not self.screen_stack:
+            return True
+        return self.screen is self._main_screen
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -531,6 +716,14 @@ def _palette_action(app: GpuTopApp, action: str) -> Callable[[], Any]:
     return run
 
 
+def help_legend() -> list[tuple[str, str]]:
+    """What the markers mean: the verdict words first, then the other markers."""
+    from gputop.ui.screens.help import LEGEND
+
+    others = [(marker, what) for marker, what in LEGEND if marker != views.MEM_IDLE_MARKER]
+    return list(views.verdict_legend()) + others
+
+
 def help_bindings() -> list[tuple[str, str]]:
     """(key, what it does) for the help screen."""
     out = [(k.display, k.description) for k in KEYS]
@@ -542,9 +735,22 @@ def run_app(
     *,
     gpu_filter: Collection[int] | Sequence[str] | None = None,
     readonly: bool = False,
+    thresholds: Thresholds | None = None,
+    window: float | None = None,
 ) -> int:
-    """Run the dashboard until the user quits; starts the sampler if it is not running."""
-    app = GpuTopApp(sampler, gpu_filter=gpu_filter, readonly=readonly)
+    """Run the dashboard until the user quits; starts the sampler if it is not running.
+
+    ``thresholds`` (default: the defaults) and ``window`` (seconds; overrides the
+    thresholds' WINDOW_SECONDS) are what the verdicts judge with.
+    """
+    app = GpuTopApp(
+        sampler,
+        gpu_filter=gpu_filter,
+        readonly=readonly,
+        thresholds=thresholds,
+        window=window,
+    )
+    app.handle_signals = True
     try:
         app.run()
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -21,12 +22,14 @@ from gputop.ui.history import History, Series
 from gputop.ui.views import (
     GpuView,
     Parts,
+    VerdictMark,
     bar_width_for,
     gpu_view,
     history_series,
     host_only_message,
     plain,
     verdict_for,
+    verdict_width_for,
 )
 
 
@@ -110,7 +113,7 @@ class GpuPanel(VerticalScroll):
         shown: frozenset[int] | None,
         compact: bool,
         width: int,
-        verdicts: Mapping[int, str] | None = None,
+        verdicts: Mapping[int, str | VerdictMark] | Mapping[int, str] | None = None,
     ) -> None:
         if not snapshot.driver.available:
             self._show_message(host_only_message(snapshot))
@@ -121,17 +124,19 @@ class GpuPanel(VerticalScroll):
             self._show_message(((why, "warn"), (" (press a for all GPUs)", "dim")))
             return
         bar_width = bar_width_for(width, compact)
+        verdict_width = verdict_width_for(width, compact, bar_width)
         views = [
             gpu_view(
                 g,
                 compact=compact,
                 bar_width=bar_width,
                 verdict=verdict_for(verdicts, g.index),
+                verdict_width=verdict_width,
             )
             for g in gpus
         ]
         text_width = (
-            max(len(plain(v.lines[0])) for v in views if not v.lost)
+            max(cell_len(plain(v.lines[0])) for v in views if not v.lost)
             if any(not v.lost for v in views)
             else 40
         )

@@ -12,7 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from rich.cells import cell_len, set_cell_size
+
 from gputop import fmt
+from gputop.analysis import verdict as vd
 from gputop.model import GpuSample, HostSample, ProcessInfo, Snapshot
 
 # --- thresholds -------------------------------------------------------------------------
@@ -29,6 +32,10 @@ PCIE_BUSY_TRAFFIC_PERCENT = 5.0
 MEM_IDLE_MARKER = "MEM IDLE"
 #: Width of the verdict slot in a GPU line (the diagnosis verdict word goes here).
 VERDICT_WIDTH = 8
+#: The wide layout widens the slot up to this for the verdict's full label...
+LONG_VERDICT_WIDTH = 25
+#: ...as long as the history next to it keeps at least this many columns.
+MIN_WIDE_HISTORY = 30
 
 #: iowait from which the host panel marks it.
 IOWAIT_WARN_PERCENT = 20.0
@@ -68,12 +75,25 @@ def safe(text: str | None, limit: int | None = 512) -> str:
 
 
 def fit(text: str, width: int, align: str = "<") -> str:
-    """Pad or cut ``text`` to exactly ``width`` characters (cut with an ellipsis)."""
+    """Pad or cut ``text`` to exactly ``width`` terminal cells (cut with an ellipsis).
+
+    Wide characters (CJK, emoji) take two cells and are counted so: columns stay aligned.
+    """
     if width <= 0:
         return ""
-    if len(text) > width:
-        return text[: width - 1] + "…" if width > 1 else text[:width]
-    return f"{text:{align}{width}}"
+    if text.isascii():
+        if len(text) > width:
+            return text[: width - 1] + "…" if width > 1 else text[:width]
+        return f"{text:{align}{width}}"
+    cells = cell_len(text)
+    if cells > width:
+        return set_cell_size(text, width - 1) + "…" if width > 1 else set_cell_size(text, 1)
+    pad = width - cells
+    if align == ">":
+        return " " * pad + text
+    if align == "^":
+        return " " * (pad // 2) + text + " " * (pad - pad // 2)
+    return text + " " * pad
 
 
 def level(value: float | None) -> str:
@@ -212,13 +232,100 @@ def _watts(v: float | None) -> str:
     return fmt.NA if v is None else f"{v:.0f}W"
 
 
-def gpu_marker(gpu: GpuSample, verdict: str | None = None) -> Part:
-    """What fills the verdict slot: a verdict word when given, else the MEM IDLE marker."""
+# --- verdicts -----------------------------------------------------------------------------
+
+#: Verdict kind -> the word of at most VERDICT_WIDTH characters the compact GPU line shows.
+VERDICT_WORDS: dict[str, str] = {
+    vd.LOST: "LOST",
+    vd.IDLE_HOLDER: MEM_IDLE_MARKER,
+    vd.IDLE: "idle",
+    vd.WARMING_UP: "warming",
+    vd.THROTTLED: "throttle",
+    vd.TRANSFER_PCIE: "PCIe-bnd",
+    vd.INPUT_DISK: "disk-bnd",
+    vd.INPUT_CPU: "CPU-bnd",
+    vd.INPUT_MAIN: "main-bnd",
+    vd.UNDERUSED: "low util",
+    vd.LINK_DEGRADED: "link deg",
+    vd.GPU_BOUND: "GPU-bnd",
+    vd.MODERATE: "moderate",
+    vd.MEMORY_FULL: "mem full",
+    vd.UNKNOWN: "unknown",
+}
+#: A throttle that is only the power cap (severity "info") gets its own words.
+POWER_CAP_WORD = "pwr cap"
+POWER_CAP_LABEL = "throttled: power cap"
+
+#: Verdict severity -> role (theme colour). The word always says it too.
+SEVERITY_ROLES: dict[str, str] = {"ok": "ok", "info": "dim", "warn": "warn", "bad": "error"}
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictMark:
+    """How a verdict shows in a GPU line: a short word, a longer label, a role."""
+
+    kind: str
+    word: str  # at most VERDICT_WIDTH characters
+    label: str  # the full label (wide layout, when it fits)
+    role: str
+
+    def text(self, width: int) -> str:
+        """The label when it fits ``width``, else the short word."""
+        return self.label if len(self.label) <= width else self.word
+
+
+def verdict_mark(verdict: vd.Verdict) -> VerdictMark:
+    word = VERDICT_WORDS.get(verdict.kind, verdict.kind[:VERDICT_WIDTH])
+    label = verdict.label
+    if verdict.kind == vd.THROTTLED and verdict.severity == "info":
+        word, label = POWER_CAP_WORD, POWER_CAP_LABEL
+    return VerdictMark(verdict.kind, word, label, SEVERITY_ROLES.get(verdict.severity, ""))
+
+
+def verdict_legend() -> tuple[tuple[str, str], ...]:
+    """(word, meaning) of every verdict word, for the help screen."""
+    meanings = {
+        vd.IDLE_HOLDER: "idle memory holder: the GPU holds memory but has run (almost) no "
+        "kernel for minutes",
+        vd.IDLE: "no process, no memory held, no load",
+        vd.WARMING_UP: "too few samples yet for a verdict (a few seconds)",
+        vd.THROTTLED: "clocks cut by heat or a hardware slowdown while busy",
+        vd.TRANSFER_PCIE: "transfer-bound: the GPU waits while PCIe copies run near the link's "
+        "capacity",
+        vd.INPUT_DISK: "input-bound: the job waits on storage (D state, iowait, reads at the "
+        "disk's peak)",
+        vd.INPUT_CPU: "input-bound: the DataLoader workers (or the whole host CPU) are maxed out",
+        vd.INPUT_MAIN: "input-bound: the main Python process is at a full core, workers idle",
+        vd.UNDERUSED: "GPU underused: utilization low or oscillating, no host cause seen",
+        vd.LINK_DEGRADED: "PCIe link below its max generation or width while busy",
+        vd.GPU_BOUND: "GPU-bound: the GPU is busy, the input keeps up",
+        vd.MODERATE: "steady partial use, no cause seen",
+        vd.MEMORY_FULL: "GPU memory nearly full",
+        vd.UNKNOWN: "cannot tell: the GPU reports no utilization (MIG, vGPU)",
+    }
+    out = [(VERDICT_WORDS[k], meanings[k]) for k in vd.KINDS if k in meanings]
+    at = next(i for i, (w, _) in enumerate(out) if w == VERDICT_WORDS[vd.THROTTLED]) + 1
+    out.insert(at, (POWER_CAP_WORD, "at the power limit while busy (normal at full load)"))
+    return tuple(out)
+
+
+def gpu_marker(
+    gpu: GpuSample, verdict: str | VerdictMark | None = None, width: int = VERDICT_WIDTH
+) -> Part:
+    """What fills the verdict slot: the verdict when given, else the MEM IDLE marker."""
+    if isinstance(verdict, VerdictMark):
+        return fit(verdict.text(width), width), verdict.role
     if verdict:
-        return fit(safe(verdict, 32), VERDICT_WIDTH), "verdict"
+        return fit(safe(verdict, 32), width), "verdict"
     if is_mem_idle(gpu):
-        return fit(MEM_IDLE_MARKER, VERDICT_WIDTH), "warn"
-    return " " * VERDICT_WIDTH, ""
+        return fit(MEM_IDLE_MARKER, width), "warn"
+    return " " * width, ""
+
+
+def _holds_idle(gpu: GpuSample, verdict: str | VerdictMark | None) -> bool:
+    if isinstance(verdict, VerdictMark):
+        return verdict.kind == vd.IDLE_HOLDER
+    return not verdict and is_mem_idle(gpu)
 
 
 def _pct4(v: float | None) -> str:
@@ -261,7 +368,12 @@ def compact_text_width(bar_width: int) -> int:
 
 
 def gpu_view(
-    gpu: GpuSample, *, compact: bool, bar_width: int, verdict: str | None = None
+    gpu: GpuSample,
+    *,
+    compact: bool,
+    bar_width: int,
+    verdict: str | VerdictMark | None = None,
+    verdict_width: int = VERDICT_WIDTH,
 ) -> GpuView:
     idx = fit(str(gpu.index), 2, ">") + " "
     if gpu.lost:
@@ -281,9 +393,8 @@ def gpu_view(
     mem_pct = memory_percent(gpu)
     reserved_pct = fmt.ratio_percent(mem.reserved, mem.total)
     util = gpu.utilization.gpu
-    marker = gpu_marker(gpu, verdict)
-    mem_idle = marker[1] == "warn"
-    pct_role = "warn" if mem_idle else ""
+    marker = gpu_marker(gpu, verdict, VERDICT_WIDTH if compact else verdict_width)
+    pct_role = "warn" if _holds_idle(gpu, verdict) else ""
     if compact:
         line = (
             (idx, "index"),
@@ -350,6 +461,16 @@ def bar_width_for(width: int, compact: bool) -> int:
         return 8 if width >= 78 else 5
     spare = width - wide_text_width(0) - 40
     return max(6, min(20, spare // 2))
+
+
+def verdict_width_for(width: int, compact: bool, bar_width: int) -> int:
+    """The verdict slot: VERDICT_WIDTH, or wider in the wide layout when there is room."""
+    if compact:
+        return VERDICT_WIDTH
+    # The wide line 1 without its slot; the history takes a 5-cell label and 2 gaps.
+    line = 65 + 2 * bar_width
+    room = width - line - 7 - MIN_WIDE_HISTORY
+    return max(VERDICT_WIDTH, min(LONG_VERDICT_WIDTH, room))
 
 
 def resolve_gpu_filter(spec: Sequence[str] | None, gpus: Iterable[GpuSample]) -> frozenset[int]:
@@ -776,5 +897,55 @@ def host_only_message(snapshot: Snapshot) -> Parts:
     )
 
 
-def verdict_for(verdicts: Mapping[int, str] | None, index: int) -> str | None:
+def verdict_for(
+    verdicts: Mapping[int, str | VerdictMark] | Mapping[int, str] | None, index: int
+) -> str | VerdictMark | None:
     return None if verdicts is None else verdicts.get(index)
+
+
+# --- sampling errors the table must explain -----------------------------------------------
+
+#: SampleError metrics about the process list or per-process values: without a word on
+#: screen, an empty table would read as "no processes".
+PROCESS_METRICS = frozenset(
+    {"compute_processes", "graphics_processes", "processes", "process_utilization"}
+)
+#: Notes shown at most; the rest are counted.
+MAX_NOTES = 3
+
+
+def _process_note(metric: str | None, message: str) -> str:
+    denied = "permission" in message.lower()
+    if denied and metric in ("compute_processes", "graphics_processes"):
+        return "process info not permitted (NVML NoPermission): processes missing from the table"
+    if denied and metric == "process_utilization":
+        return "per-process GPU utilization not permitted (SM% n/a)"
+    return message
+
+
+def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
+    """What the process table cannot show and why, one line per problem; () when none.
+
+    Identical problems on several GPUs share a line ("GPU 0,1: ...").
+    """
+    if snapshot is None or not snapshot.errors:
+        return ()
+    gpus_by_note: dict[str, list[int]] = {}
+    for e in snapshot.errors:
+        if e.metric not in PROCESS_METRICS:
+            continue
+        message = safe(e.message, 300)
+        if e.gpu is not None:
+            message = message.removeprefix(f"GPU {e.gpu}: ")
+        note = _process_note(e.metric, message)
+        found = gpus_by_note.setdefault(note, [])
+        if e.gpu is not None and e.gpu not in found:
+            found.append(e.gpu)
+    lines: list[Parts] = []
+    for note, gpus in list(gpus_by_note.items())[:MAX_NOTES]:
+        where = f"GPU {','.join(str(g) for g in sorted(gpus))}: " if gpus else ""
+        lines.append((("! ", "warn"), (where, "label"), (note, "warn")))
+    hidden = len(gpus_by_note) - MAX_NOTES
+    if hidden > 0:
+        lines.append(((f"  +{hidden} more process problems", "dim"),))
+    return tuple(lines)

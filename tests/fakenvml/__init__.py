@@ -30,6 +30,10 @@ file whenever its inode, size or mtime changes (checked on every call), so a run
 program sees edits; ``Scenario.write`` replaces the file atomically. A malformed edit is
 ignored (the previous scenario stays).
 
+``FAKE_NVML_LOG=PATH`` (optional): every ``nvmlInit*`` and ``nvmlShutdown`` call appends a
+line ``nvmlInit RET PID`` / ``nvmlShutdown RET PID`` (RET the nvmlReturn_t answered) to
+PATH, so a test can check that a program shut NVML down on its way out.
+
 A value written ``-`` means "not supported": the call that reads it answers
 ``NVML_ERROR_NOT_SUPPORTED``. Numbers accept ``0x`` hex.
 
@@ -98,6 +102,7 @@ BUILD_DIR = HERE / "build"
 LIB_NAME = "libnvidia-ml.so.1"
 LIB_PATH = BUILD_DIR / LIB_NAME
 SCENARIO_ENV = "FAKE_NVML_SCENARIO"
+LOG_ENV = "FAKE_NVML_LOG"
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -435,6 +440,7 @@ def many_gpus(
 __all__ = [
     "BUILD_DIR",
     "LIB_PATH",
+    "LOG_ENV",
     "NVML_RETURN",
     "SCENARIO_ENV",
     "FakeGpu",

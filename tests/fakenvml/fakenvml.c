@@ -19,6 +19,7 @@
 #include "nvml.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_GPUS 64
 #define MAX_RULES 64
@@ -522,7 +524,35 @@ static nvmlReturn_t put_str(char *dst, unsigned int length, const char *src)
 
 /* ---------------------------------------------------------------- init / system */
 
+/* FAKE_NVML_LOG=path: append "<call> <nvmlReturn_t> <pid>" for every init and shutdown,
+ * so a test can check that a program shut NVML down on its way out. One write() per
+ * line on an O_APPEND descriptor: lines from several processes never interleave. */
+static void log_call(const char *call, nvmlReturn_t ret)
+{
+    const char *path = getenv("FAKE_NVML_LOG");
+    if (path == NULL || path[0] == '\0')
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    char line[128];
+    int n = snprintf(line, sizeof(line), "%s %d %ld\n", call, (int)ret, (long)getpid());
+    if (n > 0 && write(fd, line, (size_t)n) < 0) {
+        /* nothing to do: the log is best effort */
+    }
+    close(fd);
+}
+
+static nvmlReturn_t do_init_inner(void);
+
 static nvmlReturn_t do_init(void)
+{
+    nvmlReturn_t ret = do_init_inner();
+    log_call("nvmlInit", ret);
+    return ret;
+}
+
+static nvmlReturn_t do_init_inner(void)
 {
     pthread_mutex_lock(&g_lock);
     const char *path = getenv("FAKE_NVML_SCENARIO");
@@ -574,6 +604,7 @@ nvmlReturn_t nvmlShutdown(void)
     else
         g_init_count--;
     pthread_mutex_unlock(&g_lock);
+    log_call("nvmlShutdown", ret);
     return ret;
 }
 

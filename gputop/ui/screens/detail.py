@@ -8,6 +8,7 @@ zero. Percentages use a fixed 0-100 scale; the x axis is seconds before the newe
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -21,7 +22,13 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from gputop import fmt
+from gputop.analysis.verdict import LABELS, Verdict
 from gputop.model import GpuSample, Snapshot
+from gputop.ui.screens.jobs import role_styles, to_text
+from gputop.ui.views import Part, Parts, safe, verdict_mark
+
+#: What the app hands over: the GPU's verdict now, and its (time, kind) history.
+VerdictSource = Callable[[], tuple[Verdict | None, Sequence[tuple[float, str]]]]
 
 Point = tuple[float, float | None]  # (seconds relative to the newest sample, value)
 
@@ -111,6 +118,44 @@ def _max(values: Sequence[float | None]) -> float | None:
     return max(known) if known else None
 
 
+def verdict_history(log: Sequence[tuple[float, str]], top: int = 4) -> str | None:
+    """'verdict history, last 5:00 (300 samples): GPU-bound 80 %, input-bound: disk 20 %'."""
+    if len(log) < 2:
+        return None
+    span = log[-1][0] - log[0][0]
+    counts = Counter(kind for _, kind in log)
+    n = len(log)
+    parts = [f"{LABELS.get(k, k)} {100 * c / n:.0f} %" for k, c in counts.most_common(top)]
+    if len(counts) > top:
+        parts.append(f"{len(counts) - top} more")
+    return f"verdict history, last {fmt.duration(span)} ({n} samples): " + ", ".join(parts)
+
+
+def verdict_lines(
+    verdict: Verdict | None, log: Sequence[tuple[float, str]], gpu_index: int
+) -> tuple[Parts, ...]:
+    """The GPU's verdict, evidence, advice and verdict history, as lines of parts."""
+    if verdict is None:
+        return ((("verdict: ", "label"), (f"{fmt.NA} for GPU {gpu_index}", "dim")),)
+    mark = verdict_mark(verdict)
+    head: list[Part] = [
+        ("verdict: ", "label"),
+        (mark.label, mark.role),
+        (f" ({verdict.severity})", "dim"),
+    ]
+    if verdict.also:
+        head += [("  also: ", "label"), (", ".join(verdict.also), "")]
+    lines: list[Parts] = [
+        tuple(head),
+        (("evidence: ", "label"), (safe(verdict.evidence, 1024), "")),
+        (("advice: ", "label"), (safe(verdict.advice, 1024), "")),
+    ]
+    history = verdict_history(log)
+    if history is not None:
+        lines.append(((history, "dim"),))
+    return tuple(lines)
+
+
 class HistoryPlot(PlotextPlot):
     """A plotext chart whose data only changes when ``draw`` is called."""
 
@@ -189,6 +234,11 @@ class DetailScreen(Screen[None]):
         height: auto;
         padding: 0 1;
     }
+    DetailScreen #detail-verdict {
+        height: auto;
+        max-height: 8;
+        padding: 0 1;
+    }
     DetailScreen #detail-charts {
         grid-size: 2 2;
         height: 1fr;
@@ -200,15 +250,23 @@ class DetailScreen(Screen[None]):
         Binding("q", "close", "Back", show=False),
     ]
 
-    def __init__(self, gpu_index: int, history: tuple[Snapshot, ...]) -> None:
+    def __init__(
+        self,
+        gpu_index: int,
+        history: tuple[Snapshot, ...],
+        *,
+        verdict: VerdictSource | None = None,
+    ) -> None:
         super().__init__()
         self.gpu_index = gpu_index
         self.history: tuple[Snapshot, ...] = tuple(history)
+        self._verdict = verdict
         self._composed = False  # widgets exist (on_mount ran): charts can be drawn
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title")
         yield Static(id="detail-now")
+        yield Static(id="detail-verdict")
         with Grid(id="detail-charts"):
             yield HistoryPlot(id="plot-util")
             yield HistoryPlot(id="plot-mem")
@@ -289,6 +347,12 @@ class DetailScreen(Screen[None]):
         h, i = self.history, self.gpu_index
         self.query_one("#detail-title", Static).update(self._title())
         self.query_one("#detail-now", Static).update(self._now())
+        box = self.query_one("#detail-verdict", Static)
+        box.display = self._verdict is not None
+        if self._verdict is not None:
+            verdict, log = self._verdict()
+            styles = role_styles(self.app.theme_variables)
+            box.update(to_text(verdict_lines(verdict, log, i), styles))
         span = self._span()
 
         timeline = gpu_timeline(h, i)

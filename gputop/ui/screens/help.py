@@ -67,7 +67,7 @@ class HelpScreen(ModalScreen[None]):
         padding: 0 1;
     }
     HelpScreen #help-body {
-        height: auto;
+        height: 1fr;  /* scrolls inside the dialog; the close line below stays visible */
     }
     HelpScreen #help-body Static {
         height: auto;

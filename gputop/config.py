@@ -1,0 +1,234 @@
+"""The configuration file: ``$XDG_CONFIG_HOME/gputop/config.toml``
+(``~/.config/gputop/config.toml`` when ``XDG_CONFIG_HOME`` is unset or not absolute).
+
+Format (TOML; every key optional)::
+
+    readonly = true        # never offer to signal processes
+    interval = 2.0         # seconds between samples, 0.1 to 60
+    window = 30            # seconds the verdicts judge (WINDOW_SECONDS)
+    theme = "gruvbox"      # a Textual theme name; the dashboard checks that it exists
+
+    [thresholds]           # any name of gputop.analysis.thresholds, either case
+    UTIL_HIGH = 90
+    worker_busy_cpu = 70
+
+Rules: a missing default file is no error (defaults apply); a file named explicitly
+(``load_config(path)``, ``--config PATH``) must exist. Unknown keys, wrong types, values
+out of range and inconsistent thresholds raise :class:`ConfigError`, whose message is one
+line naming the file. ``window`` and ``[thresholds] WINDOW_SECONDS`` are the same
+setting: giving both with different values is an error. Command-line flags override the
+file: :func:`with_overrides` takes the flags that were given (None: not given).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gputop.analysis.thresholds import ThresholdError, Thresholds
+from gputop.fmt import clean_text
+
+__all__ = [
+    "MAX_INTERVAL",
+    "MIN_INTERVAL",
+    "Config",
+    "ConfigError",
+    "default_path",
+    "load_config",
+    "with_overrides",
+]
+
+#: Bounds of ``interval`` (the same as ``--interval``).
+MIN_INTERVAL = 0.1
+MAX_INTERVAL = 60.0
+DEFAULT_INTERVAL = 1.0
+
+_KEYS = ("readonly", "interval", "window", "theme", "thresholds")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message is one line for people."""
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    readonly: bool = False
+    interval: float = DEFAULT_INTERVAL
+    #: The verdict window in seconds; always equal to ``thresholds.window_seconds``.
+    window: float = Thresholds().window_seconds
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    #: A Textual theme name; None: the dashboard's default.
+    theme: str | None = None
+    #: The file the values came from; None: defaults only.
+    path: str | None = None
+
+
+def default_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/gputop/config.toml``, or ``~/.config/gputop/config.toml``."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME", "")
+    if not base or not os.path.isabs(base):  # the XDG spec ignores relative paths
+        home = env.get("HOME") or os.path.expanduser("~")
+        base = os.path.join(home, ".config")
+    return Path(base) / "gputop" / "config.toml"
+
+
+def _one_line(text: str) -> str:
+    return " ".join((clean_text(text, 300) or "").split())
+
+
+def load_config(path: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read the configuration file. ``path`` None: the default file, if it exists."""
+    explicit = path is not None
+    file = Path(path) if path is not None else default_path(environ)
+    shown = _one_line(str(file))
+    try:
+        with open(file, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"config file not found: {shown}") from None
+        return Config()
+    except IsADirectoryError:
+        raise ConfigError(f"config file {shown} is a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{shown}: not valid TOML: {_one_line(str(exc))}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{shown}: not valid TOML: not UTF-8 text") from None
+    try:
+        return _from_mapping(data, str(file))
+    except ConfigError as exc:
+        raise ConfigError(f"{shown}: {exc}") from None
+
+
+def _number(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{key} must be a number of seconds, not {_shown(value)}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ConfigError(f"{key} must be a finite number, not {_shown(value)}")
+    return number
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(_one_line(value)[:40])
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return _one_line(repr(value))[:40]
+
+
+def _interval(value: Any, key: str = "interval") -> float:
+    number = _number(key, value)
+    if not MIN_INTERVAL <= number <= MAX_INTERVAL:
+        raise ConfigError(
+            f"{key} = {number:g} is out of range: seconds from {MIN_INTERVAL:g} to {MAX_INTERVAL:g}"
+        )
+    return number
+
+
+def _window(value: Any, key: str = "window") -> float:
+    number = _number(key, value)
+    if not number > 0:
+        raise ConfigError(f"{key} = {number:g} must be above 0 seconds")
+    return number
+
+
+def _theme(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"theme must be a string (a theme name), not {_shown(value)}")
+    name = value.strip()
+    if not name or len(name) > 64 or _one_line(name) != name:
+        raise ConfigError(f"theme must be a theme name, not {_shown(value)}")
+    return name
+
+
+def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
+    unknown = [k for k in data if k not in _KEYS]
+    if unknown:
+        raise ConfigError(
+            f"unknown key {_shown(unknown[0])}; known: readonly, interval, window, theme, "
+            "[thresholds]"
+        )
+    readonly = data.get("readonly", False)
+    if not isinstance(readonly, bool):
+        raise ConfigError(f"readonly must be true or false, not {_shown(readonly)}")
+    interval = _interval(data["interval"]) if "interval" in data else DEFAULT_INTERVAL
+    theme = _theme(data["theme"]) if "theme" in data else None
+    table = data.get("thresholds", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"thresholds must be a table ([thresholds]), not {_shown(table)}")
+    try:
+        thresholds = Thresholds.from_overrides(table)
+    except ThresholdError as exc:
+        raise ConfigError(f"[thresholds] {_one_line(str(exc))}") from None
+    if "window" in data:
+        window = _window(data["window"])
+        given = {str(k).strip().lower().replace("-", "_") for k in table}
+        if "window_seconds" in given and thresholds.window_seconds != window:
+            raise ConfigError(
+                f"window = {window:g} and [thresholds] WINDOW_SECONDS = "
+                f"{thresholds.window_seconds:g} disagree; set one of them"
+            )
+        thresholds = _with_window(thresholds, window)
+    return Config(
+        readonly=readonly,
+        interval=interval,
+        window=thresholds.window_seconds,
+        thresholds=thresholds,
+        theme=theme,
+        path=path,
+    )
+
+
+def _with_window(thresholds: Thresholds, window: float) -> Thresholds:
+    try:
+        return Thresholds.from_overrides({"window_seconds": window}, base=thresholds)
+    except ThresholdError as exc:
+        raise ConfigError(_one_line(str(exc))) from None
+
+
+def with_overrides(
+    config: Config,
+    *,
+    readonly: bool | None = None,
+    interval: float | None = None,
+    window: float | None = None,
+    thresholds: Iterable[str] = (),
+    theme: str | None = None,
+) -> Config:
+    """The configuration with the command-line flags that were given (None / empty: not
+    given) applied on top: ``--readonly``, ``--interval``, ``--window``, repeated
+    ``--threshold NAME=VALUE`` (applied after the file's ``[thresholds]``) and
+    ``--theme``. ``--window`` wins over a ``WINDOW_SECONDS`` given in either place.
+    Raises ConfigError for a bad value (one line, no file name: the flag is to blame)."""
+    changes: dict[str, Any] = {}
+    if readonly is not None:
+        changes["readonly"] = bool(readonly)
+    if interval is not None:
+        changes["interval"] = _interval(interval, "--interval")
+    if theme is not None:
+        changes["theme"] = _theme(theme)
+    result = config.thresholds
+    items = tuple(thresholds)
+    if items:
+        try:
+            result = Thresholds.from_strings(items, base=result)
+        except ThresholdError as exc:
+            raise ConfigError(f"--threshold: {_one_line(str(exc))}") from None
+    if window is not None:
+        result = _with_window(result, _window(window, "--window"))
+    if result != config.thresholds:
+        changes["thresholds"] = result
+        changes["window"] = result.window_seconds
+    return dataclasses.replace(config, **changes) if changes else config

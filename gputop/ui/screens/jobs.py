@@ -1,0 +1,662 @@
+"""The jobs view (key j): what each user launched, across its GPUs, and why it is slow.
+
+A tree: job -> its GPU processes -> their DataLoader workers. Under the tree, the
+selected job in full: every number, its verdict, the evidence behind it and what to try.
+
+The app hands over each new snapshot's ``Diagnosis`` (``update_history``) while this
+screen is on top and not paused. The tree is reconciled in place (labels of known
+nodes change, gone nodes go, new nodes are inserted where they belong), so the cursor
+stays on the same job or pid and folded nodes stay folded.
+
+All untrusted text (users, commands) goes into ``rich.text.Text`` objects, never markup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Static, Tree
+from textual.widgets.tree import TreeNode
+
+from gputop import fmt
+from gputop.analysis.jobs import Job
+from gputop.analysis.verdict import Verdict
+from gputop.model import GpuProcess, ProcessInfo, Snapshot
+from gputop.ui.views import Part, Parts, fit, safe, verdict_mark
+
+if TYPE_CHECKING:
+    from gputop.ui.app import Diagnosis
+
+#: From this width the job lines carry every number and the verdict's full label.
+WIDE_WIDTH = 150
+INVISIBLE = "pid not visible (other PID namespace)"
+#: Below either, GPU processes start folded (their workers one Space away).
+FOLD_WIDTH = 100
+FOLD_HEIGHT = 30
+
+
+# --- pure: rows ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobColumn:
+    key: str
+    label: str
+    compact: int  # width in the compact layout; 0 = hidden
+    wide: int
+    right: bool = False
+
+
+JOB_COLUMNS: tuple[JobColumn, ...] = (
+    JobColumn("verdict", "VERDICT", 8, 25),
+    JobColumn("user", "USER", 8, 10),
+    JobColumn("gpus", "GPUS", 5, 8),
+    JobColumn("mem", "GPU-MEM", 8, 9, right=True),
+    JobColumn("cpu", "CPU%", 6, 7, right=True),
+    JobColumn("cores", "CORES", 0, 5, right=True),
+    JobColumn("main", "MAIN%", 0, 6, right=True),
+    JobColumn("workers", "W", 3, 0, right=True),
+    JobColumn("workers_wide", "WORKERS", 0, 7, right=True),
+    JobColumn("rss", "RSS", 0, 8, right=True),
+    JobColumn("read", "READ/s", 0, 10, right=True),
+    JobColumn("dstate", "D", 0, 3, right=True),
+    JobColumn("age", "AGE", 8, 9, right=True),
+)
+
+TREE_ICON = 2  # "▼ " before a node that can fold
+GUIDE = 4  # Tree's guide_depth: cells of indentation per level
+MIN_COMMAND = 8
+
+
+def gpus_text(gpus: Sequence[int]) -> str:
+    """'0', '0,1', '0-3,6': consecutive GPUs as ranges."""
+    out: list[str] = []
+    i = 0
+    while i < len(gpus):
+        j = i
+        while j + 1 < len(gpus) and gpus[j + 1] == gpus[j] + 1:
+            j += 1
+        out.append(str(gpus[i]) if j - i < 2 else f"{gpus[i]}-{gpus[j]}")
+        if j - i == 1:
+            out.append(str(gpus[j]))
+        i = j + 1
+    return ",".join(out) or "-"
+
+
+def _cpu(value: float | None) -> str:
+    return fmt.number(value, digits=1)
+
+
+def _cores(value: float | None) -> str:
+    return fmt.NA if value is None else f"{value / 100.0:.1f}"
+
+
+def job_command(job: Job) -> str:
+    if job.visible is False:
+        return INVISIBLE
+    return safe(job.command or job.name, 2048)
+
+
+def job_cells(job: Job) -> dict[str, str]:
+    return {
+        "user": safe(job.user, 64),
+        "gpus": gpus_text(job.gpus),
+        "mem": fmt.bytes_(job.gpu_memory),
+        "cpu": _cpu(job.cpu_percent),
+        "cores": _cores(job.cpu_percent),
+        "main": _cpu(job.main_cpu_percent),
+        "workers": str(job.workers),
+        "workers_wide": str(job.workers),
+        "rss": fmt.bytes_(job.rss),
+        "read": fmt.rate(job.read_bytes_per_s),
+        "dstate": fmt.NA if job.disk_sleep is None else str(job.disk_sleep),
+        "age": fmt.duration(job.age),
+    }
+
+
+def _columns(wide: bool) -> list[tuple[JobColumn, int]]:
+    return [
+        (c, c.wide if wide else c.compact) for c in JOB_COLUMNS if (c.wide if wide else c.compact)
+    ]
+
+
+def job_header(width: int) -> str:
+    """The column titles above the tree, aligned with the job lines."""
+    wide = width >= WIDE_WIDTH
+    cells = [fit(c.label, w, ">" if c.right else "<") for c, w in _columns(wide)]
+    return " " * TREE_ICON + " ".join(cells) + " COMMAND"
+
+
+def job_parts(job: Job, verdict: Verdict | None, width: int) -> Parts:
+    wide = width >= WIDE_WIDTH
+    values = job_cells(job)
+    parts: list[Part] = []
+    for col, w in _columns(wide):
+        if col.key == "verdict":
+            if verdict is None:
+                parts.append((fit(fmt.NA, w), "dim"))
+            else:
+                mark = verdict_mark(verdict)
+                parts.append((fit(mark.text(w), w), mark.role))
+        else:
+            parts.append((fit(values[col.key], w, ">" if col.right else "<"), ""))
+        parts.append((" ", ""))
+    used = TREE_ICON + sum(len(t) for t, _ in parts)
+    room = max(MIN_COMMAND, width - used - 2)
+    parts.append((fit(job_command(job), room), "dim" if job.visible is False else ""))
+    return tuple(parts)
+
+
+def _status(info: ProcessInfo | None) -> tuple[str, str]:
+    status = None if info is None else info.status
+    if status is None:
+        return fmt.NA, "dim"
+    if status == "disk-sleep":
+        return "D disk-sleep", "warn"
+    if status == "zombie":
+        return "zombie", "warn"
+    return safe(status, 16), ""
+
+
+def _proc_command(info: ProcessInfo | None) -> tuple[str, str]:
+    if info is not None and not info.visible:
+        return INVISIBLE, "dim"
+    if info is None or not (info.command or info.name):
+        return fmt.NA, "dim"
+    return safe(info.command or info.name, 2048), ""
+
+
+def gpu_proc_parts(
+    gpu: int, proc: GpuProcess | None, pid: int, info: ProcessInfo | None, room: int
+) -> Parts:
+    status, status_role = _status(info)
+    command, command_role = _proc_command(info)
+    cpu = None if info is None else info.cpu_percent
+    mem = fmt.bytes_(None if proc is None else proc.gpu_memory)
+    sm = fmt.percent(None if proc is None else proc.sm_percent)
+    head = (
+        f"GPU {gpu} pid {pid:<8} mem {fit(mem, 8, '>')}"
+        f" SM {fit(sm, 4, '>')}"
+        f" CPU {fit(_cpu(cpu), 6, '>')} "
+    )
+    status_cell = fit(status, 12) + " "
+    rest = max(MIN_COMMAND, room - len(head) - len(status_cell))
+    return (
+        (head, ""),
+        (status_cell, status_role),
+        (fit(command, rest), command_role),
+    )
+
+
+def worker_parts(pid: int, info: ProcessInfo | None, room: int) -> Parts:
+    status, status_role = _status(info)
+    command, command_role = _proc_command(info)
+    cpu = None if info is None else info.cpu_percent
+    head = f"worker pid {pid:<8} CPU {fit(_cpu(cpu), 6, '>')} "
+    status_cell = fit(status, 12) + " "
+    rest = max(MIN_COMMAND, room - len(head) - len(status_cell))
+    return ((head, ""), (status_cell, status_role), (fit(command, rest), command_role))
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One tree node to show: a stable key, its line, its children."""
+
+    key: str  # "job:<id>", "gpu:<id>:<gpu>:<pid>", "worker:<id>:<pid>"
+    job_id: str
+    parts: Parts
+    children: tuple[Entry, ...] = ()
+    expanded: bool = True  # when the node is first shown; the user's folds are kept after
+
+
+def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
+    index: dict[int, ProcessInfo] = {}
+    for info in snapshot.processes:
+        index.setdefault(info.pid, info)
+    for gpu in snapshot.gpus:
+        for proc in gpu.processes:
+            if proc.host is not None:
+                index.setdefault(proc.pid, proc.host)
+    return index
+
+
+def _parent_main(pid: int, mains: set[int], index: Mapping[int, ProcessInfo]) -> int | None:
+    """The nearest ancestor of ``pid`` that is one of the job's GPU processes."""
+    seen = {pid}
+    info = index.get(pid)
+    while info is not None and info.ppid is not None and info.ppid not in seen:
+        if info.ppid in mains:
+            return info.ppid
+        seen.add(info.ppid)
+        info = index.get(info.ppid)
+    return None
+
+
+def job_entries(
+    jobs: Sequence[Job],
+    verdicts: Mapping[str, Verdict],
+    snapshot: Snapshot,
+    width: int,
+    *,
+    fold_workers: bool = False,
+) -> tuple[Entry, ...]:
+    """The whole tree, in the jobs' own order (first GPU, root pid).
+
+    ``fold_workers``: GPU processes start folded (small terminals: one line per process).
+    """
+    index = process_index(snapshot)
+    gpu_procs = {(g.index, p.pid): p for g in snapshot.gpus for p in g.processes}
+    out: list[Entry] = []
+    room1 = width - TREE_ICON - GUIDE - 2  # a GPU process line (one level down)
+    room2 = width - GUIDE * 2 - 2  # a worker line (two levels down, no fold icon)
+    for job in jobs:
+        mains = set(job.main_pids)
+        workers_of: dict[int, list[int]] = {}
+        for pid in job.worker_pids:
+            parent = _parent_main(pid, mains, index)
+            if parent is None and job.main_pids:
+                parent = job.main_pids[0]
+            if parent is not None:
+                workers_of.setdefault(parent, []).append(pid)
+        children: list[Entry] = []
+        placed: set[int] = set()
+        for gpu, pid in job.gpu_pids:
+            workers: tuple[Entry, ...] = ()
+            if pid not in placed:  # a process on two GPUs: its workers under the first
+                placed.add(pid)
+                workers = tuple(
+                    Entry(f"worker:{job.id}:{w}", job.id, worker_parts(w, index.get(w), room2))
+                    for w in workers_of.get(pid, ())
+                )
+            children.append(
+                Entry(
+                    f"gpu:{job.id}:{gpu}:{pid}",
+                    job.id,
+                    gpu_proc_parts(gpu, gpu_procs.get((gpu, pid)), pid, index.get(pid), room1),
+                    workers,
+                    expanded=not fold_workers,
+                )
+            )
+        out.append(
+            Entry(
+                f"job:{job.id}",
+                job.id,
+                job_parts(job, verdicts.get(job.id), width),
+                tuple(children),
+            )
+        )
+    return tuple(out)
+
+
+def job_facts(job: Job) -> str:
+    """Every number of a job in one sentence (the panel under the tree)."""
+    d = fmt.NA if job.disk_sleep is None else str(job.disk_sleep)
+    return (
+        f"GPU{'s' if len(job.gpus) != 1 else ''} {gpus_text(job.gpus)} · "
+        f"GPU memory {fmt.bytes_(job.gpu_memory)} · "
+        f"CPU {fmt.percent(job.cpu_percent, 1)} ({_cores(job.cpu_percent)} cores), "
+        f"main {fmt.percent(job.main_cpu_percent, 1)} · "
+        f"{job.workers} worker{'s' if job.workers != 1 else ''} · RSS {fmt.bytes_(job.rss)} · "
+        f"read {fmt.rate(job.read_bytes_per_s)} · in D state {d} · age {fmt.duration(job.age)}"
+    )
+
+
+def job_detail_parts(
+    job: Job, verdict: Verdict | None, width: int | None = None
+) -> tuple[Parts, ...]:
+    """The selected job in full, as lines of parts. With ``width``, the first line (the
+    command) is cut to one line; the numbers, evidence and advice always wrap in full."""
+    who = safe(job.user, 64)
+    head = f"job {job.root_pid}"
+    middle = f" · {who} · "
+    command = job_command(job)
+    if width is not None:
+        command = fit(command, max(MIN_COMMAND, width - len(head) - len(middle)))
+    lines: list[Parts] = [
+        ((head, "title"), (middle, ""), (command, "dim" if job.visible is False else "")),
+        ((job_facts(job), ""),),
+    ]
+    if verdict is None:
+        lines.append((("verdict: ", "label"), (f"{fmt.NA} (no verdict for this job)", "dim")))
+    else:
+        mark = verdict_mark(verdict)
+        line: list[Part] = [
+            ("verdict: ", "label"),
+            (mark.label, mark.role),
+            (f" ({verdict.severity})", "dim"),
+        ]
+        if verdict.also:
+            line += [("  also: ", "label"), (", ".join(verdict.also), "")]
+        lines.append(tuple(line))
+        lines.append((("evidence: ", "label"), (safe(verdict.evidence, 1024), "")))
+        lines.append((("advice: ", "label"), (safe(verdict.advice, 1024), "")))
+    return tuple(lines)
+
+
+# --- the screen ------------------------------------------------------------------------
+
+
+ROLE_THEME: dict[str, tuple[str, str]] = {
+    # role -> (theme variable, extra style); "" variable = no colour
+    "ok": ("success", ""),
+    "warn": ("warning", "bold"),
+    "error": ("error", "bold"),
+    "dim": ("", "dim"),
+    "label": ("", "dim"),
+    "title": ("", "bold"),
+    "accent": ("accent", "bold"),
+}
+
+
+def role_styles(theme_variables: Mapping[str, str]) -> dict[str, Style]:
+    """Role -> rich Style, coloured from the theme's variables (NO_COLOR drops them)."""
+    out: dict[str, Style] = {"": Style()}
+    for role, (var, extra) in ROLE_THEME.items():
+        style = Style.parse(extra) if extra else Style()
+        colour = theme_variables.get(var) if var else None
+        if colour:
+            # Not a plain colour (e.g. with alpha): no colour, the words stay.
+            with contextlib.suppress(Exception):
+                style += Style.parse(colour)
+        out[role] = style
+    return out
+
+
+def to_text(lines: Sequence[Parts], styles: Mapping[str, Style]) -> Text:
+    """Parts -> one rich Text; the text is taken as is (never parsed as markup)."""
+    text = Text(no_wrap=False)
+    for i, parts in enumerate(lines):
+        if i:
+            text.append("\n")
+        for chunk, role in parts:
+            text.append(chunk, styles.get(role) or None)
+    return text
+
+
+class JobTree(Tree[str]):
+    DEFAULT_CSS = """
+    JobTree {
+        height: 1fr;
+        width: 1fr;
+        scrollbar-size-vertical: 1;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("jobs", id=id)
+        self.show_root = False
+        self.guide_depth = GUIDE
+        self.auto_expand = False  # Enter does not fold; Space does
+        self._labels: dict[str, Parts] = {}
+        self._styles: Mapping[str, Style] | None = None
+        self.nodes_by_key: dict[str, TreeNode[str]] = {}
+        self.job_of: dict[str, str] = {}  # node key -> job id
+
+    def reconcile(self, entries: Sequence[Entry], styles: Mapping[str, Style]) -> None:
+        """Make the tree show ``entries``; known nodes are kept (cursor and folds stay)."""
+        cursor = self.cursor_node
+        cursor_key = None if cursor is None else cursor.data
+        cursor_parents = []
+        node = cursor
+        while node is not None and node.data is not None:
+            cursor_parents.append(node.data)
+            node = node.parent
+        restyle = styles is not self._styles
+        self._styles = styles
+        self._reconcile(self.root, entries, styles, restyle)
+        self.last_line  # noqa: B018 -- rebuilds the lines, so nodes know their line numbers
+        if cursor_key is not None and cursor_key not in self.nodes_by_key:
+            # The selected process ended: the nearest remaining ancestor, else the first job.
+            target = next(
+                (self.nodes_by_key[k] for k in cursor_parents if k in self.nodes_by_key), None
+            )
+            if target is None and self.root.children:
+                target = self.root.children[0]
+            self.move_cursor(target)
+        elif cursor is None and self.root.children:
+            self.move_cursor(self.root.children[0])
+
+    def _reconcile(
+        self,
+        parent: TreeNode[str],
+        entries: Sequence[Entry],
+        styles: Mapping[str, Style],
+        restyle: bool,
+    ) -> None:
+        wanted = {e.key for e in entries}
+        existing = {child.data: child for child in parent.children if child.data is not None}
+        for key, child in existing.items():
+            if key not in wanted:
+                self._forget(child)
+                child.remove()
+        previous: TreeNode[str] | None = None
+        for entry in entries:
+            node = existing.get(entry.key)
+            if node is None or entry.key not in self.nodes_by_key:
+                label = to_text((entry.parts,), styles)
+                if previous is None:
+                    node = parent.add(label, entry.key, before=0, expand=entry.expanded)
+                else:
+                    node = parent.add(label, entry.key, after=previous, expand=entry.expanded)
+                self.nodes_by_key[entry.key] = node
+                self.job_of[entry.key] = entry.job_id
+                self._labels[entry.key] = entry.parts
+            elif restyle or self._labels.get(entry.key) != entry.parts:
+                node.set_label(to_text((entry.parts,), styles))
+                self._labels[entry.key] = entry.parts
+            node.allow_expand = bool(entry.children)
+            self._reconcile(node, entry.children, styles, restyle)
+            previous = node
+
+    def _forget(self, node: TreeNode[str]) -> None:
+        for child in node.children:
+            self._forget(child)
+        if node.data is not None:
+            self.nodes_by_key.pop(node.data, None)
+            self.job_of.pop(node.data, None)
+            self._labels.pop(node.data, None)
+
+    def select_key(self, key: str) -> bool:
+        node = self.nodes_by_key.get(key)
+        if node is None:
+            return False
+        self.last_line  # noqa: B018 -- node line numbers up to date
+        self.move_cursor(node)
+        return True
+
+    @property
+    def cursor_key(self) -> str | None:
+        node = self.cursor_node
+        return None if node is None else node.data
+
+
+class JobsScreen(Screen[None]):
+    """Jobs as a tree with the selected job's verdict in full. Esc, j or q returns."""
+
+    DEFAULT_CSS = """
+    JobsScreen #jobs-title {
+        height: 1;
+        padding: 0 1;
+        background: $panel;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    JobsScreen #jobs-header {
+        height: 1;
+        text-style: bold;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    JobsScreen #jobs-detail {
+        height: auto;
+        max-height: 60%;
+        overflow-y: auto;
+        border-top: hkey $primary-muted;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", key_display="Esc"),
+        Binding("j", "close", "Back", show=False),
+        Binding("q", "close", "Back", show=False),
+        Binding("space", "fold", "Fold", key_display="Space"),
+    ]
+
+    AUTO_FOCUS = "#jobs-tree"
+
+    def __init__(
+        self,
+        diagnose: Callable[[], Diagnosis | None],
+        *,
+        select_pid: int | None = None,
+    ) -> None:
+        super().__init__()
+        self._diagnose = diagnose
+        self._select_pid = select_pid
+        self._shown: Diagnosis | None = None
+        self._width = 0
+        self._styles: dict[str, Style] = {}
+        self._theme: object = None
+        self.updates = 0  # how often the tree was reconciled (tests)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="jobs-title")
+        yield Static(id="jobs-header")
+        yield JobTree(id="jobs-tree")
+        yield Static(id="jobs-detail")
+        yield Footer()
+
+    @property
+    def job_tree(self) -> JobTree:
+        return self.query_one("#jobs-tree", JobTree)
+
+    def on_mount(self) -> None:
+        self._refresh(force=True)
+        pid = self._select_pid
+        diagnosis = self._shown
+        if pid is not None and diagnosis is not None:
+            job = next((j for j in diagnosis.jobs if pid in j.pids), None)
+            if job is not None:
+                self.job_tree.select_key(f"job:{job.id}")
+        self._show_detail()
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._width and event.size.width != self._width:
+            self._refresh(force=True)
+
+    def update_history(self, history: Sequence[Snapshot]) -> None:
+        """Called by the app with each new snapshot while this screen is on top."""
+        self._refresh()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_fold(self) -> None:
+        self.job_tree.action_toggle_node()
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
+        self._show_detail()
+
+    # --- rendering ------------------------------------------------------------------------
+
+    def _style_map(self) -> dict[str, Style]:
+        theme = self.app.theme
+        if theme != self._theme or not self._styles:
+            self._theme = theme
+            self._styles = role_styles(self.app.theme_variables)
+        return self._styles
+
+    def _refresh(self, force: bool = False) -> None:
+        diagnosis = self._diagnose()
+        width = self.size.width or self.app.size.width
+        if not force and diagnosis is self._shown and width == self._width:
+            return
+        self._shown = diagnosis
+        self._width = width
+        styles = self._style_map()
+        title = self.query_one("#jobs-title", Static)
+        header = self.query_one("#jobs-header", Static)
+        if diagnosis is None:
+            title.update(Text("Jobs · waiting for the first sample · Esc back"))
+            header.update("")
+            self.job_tree.reconcile((), styles)
+            self._show_detail()
+            return
+        snap = diagnosis.snapshot
+        jobs = diagnosis.jobs
+        ngpus = len({g for j in jobs for g in j.gpus})
+        title.update(
+            to_text(
+                (
+                    (
+                        ("Jobs", "title"),
+                        (f" · {len(jobs)} job{'s' if len(jobs) != 1 else ''}", ""),
+                        (f" on {ngpus} GPU{'s' if ngpus != 1 else ''}", ""),
+                        (" · Space folds · Esc back", "dim"),
+                    ),
+                ),
+                styles,
+            )
+        )
+        header.update(Text(job_header(width)))
+        size = self.size if self.size.width else self.app.size
+        fold = size.width < FOLD_WIDTH or size.height < FOLD_HEIGHT
+        entries = job_entries(jobs, diagnosis.job_verdicts, snap, width, fold_workers=fold)
+        self.job_tree.reconcile(entries, styles)
+        self.updates += 1
+        self._show_detail()
+
+    def selected_job(self) -> Job | None:
+        diagnosis = self._shown
+        key = self.job_tree.cursor_key
+        job_id = None if key is None else self.job_tree.job_of.get(key)
+        if diagnosis is None or job_id is None:
+            return None
+        return diagnosis.job(job_id)
+
+    def _selected_process(self) -> tuple[str, int] | None:
+        key = self.job_tree.cursor_key
+        if key is None or key.startswith("job:"):
+            return None
+        pid = int(key.rsplit(":", 1)[1])
+        return ("GPU process" if key.startswith("gpu:") else "worker", pid)
+
+    def _show_detail(self) -> None:
+        box = self.query_one("#jobs-detail", Static)
+        styles = self._style_map()
+        diagnosis = self._shown
+        if diagnosis is None or not diagnosis.jobs:
+            why = (
+                "no sample yet"
+                if diagnosis is None
+                else "no GPU data (host-only)"
+                if not diagnosis.snapshot.driver.available
+                else "no process is using a GPU"
+            )
+            box.update(to_text(((("No jobs: ", "label"), (why, "")),), styles))
+            return
+        job = self.selected_job()
+        if job is None:
+            box.update(to_text(((("Select a job to see its verdict", "dim"),),), styles))
+            return
+        width = max(MIN_COMMAND, box.content_size.width or self.size.width - 2)
+        lines = list(job_detail_parts(job, diagnosis.job_verdicts.get(job.id), width))
+        selected = self._selected_process()
+        if selected is not None:
+            what, pid = selected
+            info = process_index(diagnosis.snapshot).get(pid)
+            command, role = _proc_command(info)
+            head = f"{what} {pid}: "
+            command = fit(command, max(MIN_COMMAND, width - len(head)))
+            lines.insert(1, ((head, "label"), (command, role)))
+        box.update(to_text(lines, styles))

@@ -1,0 +1,829 @@
+"""The dashboard under faults: the real GpuTopApp, driven by Textual's pilot, fed by a
+real Sampler over LiveSource on the in-process fake NVML (or by snapshots where the row
+is not about NVML). Every test asserts on what reaches the screen: the composited lines.
+
+Rows refer to the hardening issue's fault matrix (1-5, 9-12, 14 + --readonly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+from textual.pilot import Pilot
+
+from gputop.model import DriverInfo, ProcessInfo, Snapshot, replace
+from gputop.sampler import Sampler
+from gputop.sources.live import LiveSource
+from gputop.sources.nvml import NvmlReader
+from gputop.ui.app import GpuTopApp
+from gputop.ui import views
+from gputop.ui.views import table_rows, visible_columns
+from tests import ui_fixtures as fx
+from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, FakeSample, Scenario, many_gpus
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDE = (160, 40)
+SMALL = (80, 24)
+
+
+# --- what is on screen ------------------------------------------------------------------
+
+
+def screen_lines(app: GpuTopApp) -> list[str]:
+    """The composited screen, one string per terminal row (what a terminal would show)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def screen_text(app: GpuTopApp) -> str:
+    """The screen as one string, words re-joined across wrapped lines."""
+    return " ".join(" ".join(screen_lines(app)).split())
+
+
+def assert_layout_intact(app: GpuTopApp) -> None:
+    """Every row fits the terminal and no escape character reaches it as text."""
+    width, height = app.size
+    strips = app.screen._compositor.render_strips()
+    if os.environ.get("GPUTOP_TEST_SHOW_SCREEN"):  # debugging aid: print what is checked
+        print("\n".join(strip.text for strip in strips))
+    assert len(strips) == height
+    for strip in strips:
+        assert strip.cell_length <= width, strip.text
+        for seg in strip:
+            assert "\x1b" not in seg.text and "\x9b" not in seg.text, repr(seg.text)
+            assert "\x07" not in seg.text, repr(seg.text)
+
+
+async def wait_for(
+    pilot: Pilot[int], predicate: Callable[[], bool], timeout: float = 5.0, what: str = ""
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await pilot.pause(0.02)
+
+
+def no_holders(_minors: object, _listed: object) -> tuple[()]:
+    return ()
+
+
+@contextlib.asynccontextmanager
+async def live_app(
+    size: tuple[int, int] = WIDE, *, interval: float = 0.1, **app_kw: object
+) -> AsyncIterator[tuple[GpuTopApp, Pilot[int], Sampler]]:
+    """GpuTopApp + Sampler + LiveSource + NvmlReader on the fake (scenario already written)."""
+    source = LiveSource(nvml=NvmlReader(), holders=no_holders, hostname="node-1")
+    sampler = Sampler(source, interval=interval)
+    app = GpuTopApp(sampler, **app_kw)  # type: ignore[arg-type]
+    try:
+        async with app.run_test(size=size) as pilot:
+            await wait_for(pilot, lambda: app.frames >= 1, what="the first frame")
+            yield app, pilot, sampler
+    finally:
+        sampler.stop()
+
+
+def ticks_after(sampler: Sampler, n: int = 2) -> Callable[[], bool]:
+    target = sampler.ticks + n
+    return lambda: sampler.ticks >= target
+
+
+def me() -> int:
+    return os.getpid()
+
+
+# --- row 1: no library / driver not loaded / version mismatch -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("init", "words"),
+    [
+        ("DRIVER_NOT_LOADED", "NVIDIA driver is not loaded"),
+        ("LIB_RM_VERSION_MISMATCH", "driver/library version mismatch"),
+    ],
+)
+async def test_row1_driver_fault_shows_host_only_and_why(
+    fake_nvml: FakeNvml, init: str, words: str
+) -> None:
+    fake_nvml.write(Scenario(init_result=init))
+    async with live_app(SMALL) as (app, pilot, sampler):
+        assert sampler.source.kind == "host-only"
+        await wait_for(pilot, ticks_after(sampler, 1))
+        await pilot.pause()
+        text = screen_text(app)
+        assert "HOST-ONLY" in text
+        assert words in text
+        assert "Host metrics" in text and "CPU" in text
+        assert not app.gpu_panel.blocks
+        assert_layout_intact(app)
+
+
+def test_row1_no_library_at_all_json_fed_to_the_dashboard(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("FAKE_NVML_SCENARIO",)}
+    env["LD_LIBRARY_PATH"] = str(tmp_path)  # nothing there: no libnvidia-ml.so.1
+    out = subprocess.run(
+        [sys.executable, "-m", "gputop", "--once", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if out.returncode == 0:
+        pytest.skip("a real NVIDIA library is installed on this machine")
+    assert out.returncode == 3, out.stderr
+    data = json.loads(out.stdout)
+    snap = Snapshot.from_dict(data)
+    assert not snap.driver.available and snap.driver.error
+
+    async def run() -> str:
+        app = GpuTopApp(snapshots=[snap])
+        async with app.run_test(size=SMALL) as pilot:
+            await pilot.pause()
+            assert_layout_intact(app)
+            return screen_text(app)
+
+    text = asyncio.run(run())
+    assert "HOST-ONLY" in text
+    assert "No GPU data" in text
+    # the reason, in words (library not found), not a bare error code
+    assert re.search(r"(?i)library|not found|not installed", text), text
+
+
+# --- row 2: every optional metric NotSupported on every GPU ------------------------------
+
+# A value the screen made up where NVML gave nothing: 0 with a unit.
+_INVENTED_ZERO = re.compile(r"(?<![\d.])0(\.0+)?(%|W\b|°C|B/s|MiB|B\b|KiB|MHz)")
+
+
+def _bare_gpu(**kw: object) -> FakeGpu:
+    """Identity only: every optional metric answers NOT_SUPPORTED."""
+    fields: dict[str, object] = dict(
+        memory_total=None,
+        memory_used=None,
+        memory_reserved=None,
+        memory_free=None,
+        util_gpu=None,
+        util_mem=None,
+        temperature=None,
+        power_mw=None,
+        power_limit_mw=None,
+        fan=None,
+        sm_clock=None,
+        mem_clock=None,
+        sm_clock_max=None,
+        mem_clock_max=None,
+        clock_event_reasons=None,
+        pcie_gen=None,
+        pcie_width=None,
+        pcie_max_gen=None,
+        pcie_max_width=None,
+        pcie_tx_kbps=None,
+        pcie_rx_kbps=None,
+        encoder=None,
+        decoder=None,
+        mig_mode=None,
+        ecc_uncorrected=None,
+        ecc_uncorrected_aggregate=None,
+    )
+    fields.update(kw)
+    return FakeGpu(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("size", [WIDE, SMALL], ids=["wide", "compact"])
+async def test_row2_every_metric_not_supported_shows_na_never_zero(
+    fake_nvml: FakeNvml, size: tuple[int, int]
+) -> None:
+    not_supported = {"nvmlDeviceGetProcessUtilization": "NOT_SUPPORTED"}
+    fake_nvml.write(
+        Scenario(
+            gpus=[
+                _bare_gpu(
+                    processes=[FakeProcess(me(), used_memory=None)], errors=not_supported
+                ),
+                _bare_gpu(errors=not_supported),
+            ]
+        )
+    )
+    async with live_app(size) as (app, pilot, sampler):
+        await wait_for(pilot, ticks_after(sampler, 2))
+        await pilot.pause()
+        assert_layout_intact(app)
+        assert sorted(app.gpu_panel.blocks) == [0, 1]
+        for block in app.gpu_panel.blocks.values():
+            text = block.text
+            assert "n/a" in text
+            assert not _INVENTED_ZERO.search(text), text
+        wide = size == WIDE
+        if wide:  # temperature, power, fan and PCIe rates are all on the second line
+            second = app.gpu_panel.blocks[0].text.splitlines()[1]
+            assert "n/a n/a/n/a" in second
+            assert "fan n/a" in second
+            assert "PCIe TX n/a n/a RX n/a n/a" in second
+        # the process row: GPU memory and SM % unknown -> n/a, not 0
+        cells = [c.plain.strip() for c in app.table.get_row(f"0:{me()}")]
+        columns = [str(c.key.value) for c in app.table.ordered_columns]
+        assert cells[columns.index("mem")] == "n/a"
+        assert cells[columns.index("sm")] == "n/a"
+        # and on the screen itself: no GPU line shows a made-up zero
+        lines = screen_lines(app)
+        gpu_lines = [ln for ln in lines if "H100" in ln]
+        assert len(gpu_lines) == 2
+        for ln in gpu_lines:
+            assert not _INVENTED_ZERO.search(ln), ln
+
+
+# --- row 3: NoPermission on the process lists and process utilization --------------------
+
+
+async def test_row3_no_permission_on_processes_is_said_on_screen(fake_nvml: FakeNvml) -> None:
+    denied = {
+        "nvmlDeviceGetComputeRunningProcesses": "NO_PERMISSION",
+        "nvmlDeviceGetGraphicsRunningProcesses": "NO_PERMISSION",
+        "nvmlDeviceGetProcessUtilization": "NO_PERMISSION",
+    }
+    fake_nvml.write(
+        Scenario(
+            gpus=[FakeGpu(processes=[FakeProcess(me())]), FakeGpu()],
+            errors=denied,
+        )
+    )
+    async with live_app(SMALL) as (app, pilot, sampler):
+        await wait_for(pilot, ticks_after(sampler, 2))
+        await pilot.pause()
+        assert_layout_intact(app)
+        assert app.table.row_count == 0
+        text = screen_text(app)
+        assert re.search(r"(?i)process(es| list| info)[^.]*not permitted|no permission", text), text
+
+
+async def test_row3_no_permission_on_process_utilization_only_gives_na(
+    fake_nvml: FakeNvml,
+) -> None:
+    fake_nvml.write(
+        Scenario(
+            gpus=[FakeGpu(processes=[FakeProcess(me())])],
+            errors={"nvmlDeviceGetProcessUtilization": "NO_PERMISSION"},
+        )
+    )
+    async with live_app(WIDE) as (app, pilot, sampler):
+        await wait_for(pilot, ticks_after(sampler, 2))
+        await pilot.pause()
+        assert_layout_intact(app)
+        columns = [str(c.key.value) for c in app.table.ordered_columns]
+        cells = [c.plain.strip() for c in app.table.get_row(f"0:{me()}")]
+        assert cells[columns.index("sm")] == "n/a"
+        text = screen_text(app)
+        assert re.search(r"(?i)no permission|not permitted", text), text
+
+
+# --- row 4: one GPU of four lost mid-run, then back ---------------------------------------
+
+
+def _four(util0: int, lost: bool) -> Scenario:
+    gpus = [FakeGpu(util_gpu=util0 if i == 0 else 10 * i) for i in range(4)]
+    if lost:
+        gpus[2].errors = {"*": "GPU_IS_LOST"}
+    return Scenario(gpus=gpus)
+
+
+def _gpu_line(app: GpuTopApp, index: int) -> str:
+    """The screen row of GPU ``index`` (compact layout: one row per GPU)."""
+    for line in screen_lines(app):
+        if re.match(rf"^ ?{index} \S", line):
+            return line
+    raise AssertionError(f"GPU {index} is not on screen:\n" + "\n".join(screen_lines(app)))
+
+
+async def test_row4_one_gpu_lost_mid_run_and_back(fake_nvml: FakeNvml) -> None:
+    fake_nvml.write(_four(util0=11, lost=False))
+    async with live_app(SMALL) as (app, pilot, sampler):
+        await wait_for(pilot, lambda: "11%" in _gpu_line(app, 0), what="GPU 0 at 11%")
+        assert "LOST" not in screen_text(app)
+
+        fake_nvml.write(_four(util0=77, lost=True))
+        await wait_for(pilot, lambda: "LOST" in _gpu_line(app, 2), what="GPU 2 LOST")
+        await wait_for(pilot, lambda: "77%" in _gpu_line(app, 0), what="GPU 0 at 77%")
+        assert_layout_intact(app)
+        for i in (0, 1, 3):  # the others keep their values and are not marked
+            line = _gpu_line(app, i)
+            assert "LOST" not in line and "45°C" in line
+        lost = _gpu_line(app, 2)
+        assert "n/a" not in lost.split("LOST")[0]  # no invented numbers on a lost GPU
+        assert not re.search(r"\d+%", lost), lost
+        # still updating while one is lost
+        fake_nvml.write(_four(util0=33, lost=True))
+        await wait_for(pilot, lambda: "33%" in _gpu_line(app, 0), what="GPU 0 at 33%")
+        assert "LOST" in _gpu_line(app, 2)
+
+        fake_nvml.write(_four(util0=44, lost=False))
+        await wait_for(pilot, lambda: "LOST" not in _gpu_line(app, 2), what="GPU 2 back")
+        assert "20%" in _gpu_line(app, 2) and "44%" in _gpu_line(app, 0)
+        assert sorted(app.gpu_panel.blocks) == [0, 1, 2, 3]
+        assert_layout_intact(app)
+
+
+# --- row 5: invisible pids, pid 0 and 4294967295 -------------------------------------------
+
+
+def _free_pid() -> int:
+    """A pid that does not exist here (a process of another PID namespace)."""
+    pid = 4_194_303
+    while Path(f"/proc/{pid}").exists():
+        pid -= 1
+    return pid
+
+
+async def test_row5_invisible_and_invalid_pids(fake_nvml: FakeNvml) -> None:
+    hidden = _free_pid()
+    fake_nvml.write(
+        Scenario(
+            gpus=[
+                FakeGpu(
+                    processes=[
+                        FakeProcess(hidden, used_memory=3 * 2**30),
+                        FakeProcess(0),
+                        FakeProcess(4294967295),
+                    ]
+                ),
+                FakeGpu(processes=[FakeProcess(me())]),
+            ]
+        )
+    )
+    async with live_app(WIDE) as (app, pilot, sampler):
+        await wait_for(pilot, lambda: app.table.row_count == 2, what="two rows")
+        assert_layout_intact(app)
+        keys = sorted(app.table.rows_by_key)
+        assert keys == sorted([f"0:{hidden}", f"1:{me()}"])  # 0 and 4294967295 dropped
+        lines = screen_lines(app)
+        row = next(ln for ln in lines if f" {hidden} " in ln)
+        assert "not visible" in row
+        assert "3072MiB" in row  # what NVML does know is still shown
+        assert not any(re.search(r"\s4294967295\s", ln) for ln in lines)
+        # the driver bug is said in words
+        assert "invalid pid" in screen_text(app)
+        # k on the invisible row: refused with a notice, no kill dialog
+        assert app.table.cursor_key == f"0:{hidden}"
+        await pilot.press("k")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]
+        await wait_for(pilot, lambda: "not visible" in screen_text(app).split("Enter Detail")[0])
+        assert any("cannot be signalled" in n.message for n in app._notifications)
+
+
+# --- row 9: hostile text ------------------------------------------------------------------
+
+HOSTILE_ARGV0 = "[red]x[/]"
+HOSTILE_ARGS = [
+    "[link=http://x]y[/link]",
+    "[bold]B",
+    "\x1b[31mANSI\x1b[0m",
+    "\x1b]8;;http://evil\x07osc\x1b]8;;\x07",
+    "\x1b]0;title\x07T",
+    "\x9b31mC1",
+    "שלום\u202eRTL",
+    "漢字🚀",
+]
+HOSTILE_GPU_NAME = b"[red]Evil[/] \x1b]0;pwn\x07\xff\xfe GPU [link=http://x]L"
+
+
+@contextlib.contextmanager
+def hostile_child() -> Iterator[subprocess.Popen[bytes]]:
+    args: list[str | bytes] = [
+        HOSTILE_ARGV0,
+        "-c",
+        "import time; time.sleep(60)",
+        *HOSTILE_ARGS,
+        b"\xff\xfe-not-utf8",
+        "A" * 100_000,
+    ]
+    child = subprocess.Popen(args, executable=sys.executable, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while b"not-utf8" not in Path(f"/proc/{child.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the child did not start"
+            time.sleep(0.01)
+        yield child
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def _assert_no_injected_style(app: GpuTopApp) -> None:
+    """Markup never interpreted: segments carrying the literal tags have no link/blink."""
+    for strip in app.screen._compositor.render_strips():
+        for seg in strip:
+            if "[" in seg.text and seg.style is not None:
+                assert not seg.style.link and not seg.style.blink, (seg.text, seg.style)
+
+
+@pytest.mark.parametrize("size", [(200, 40), SMALL], ids=["wide", "compact"])
+async def test_row9_hostile_command_and_gpu_name_render_literally(
+    fake_nvml: FakeNvml, size: tuple[int, int]
+) -> None:
+    with hostile_child() as child:
+        fake_nvml.write(
+            Scenario(gpus=[FakeGpu(name=HOSTILE_GPU_NAME, processes=[FakeProcess(child.pid)])])
+        )
+        async with live_app(size) as (app, pilot, sampler):
+            key = f"0:{child.pid}"
+            await wait_for(
+                pilot,
+                lambda: key in app.table.rows_by_key
+                and app.table.rows_by_key[key].command.startswith(HOSTILE_ARGV0),
+                what="the hostile row",
+            )
+            await pilot.pause()
+            assert_layout_intact(app)
+            _assert_no_injected_style(app)
+            row = app.table.rows_by_key[key]
+            command = row.command
+            for literal in ("[red]x[/]", "[link=http://x]y[/link]", "[bold]B", "ANSI", "漢字🚀"):
+                assert literal in command
+            assert "\u202e" not in command and "\x9b" not in command
+            # the non-UTF-8 bytes are replaced, never passed on as lone surrogates
+            assert re.search(r"[?\ufffd]+-not-utf8", command), command[:300]
+            assert not any(0xD800 <= ord(c) <= 0xDFFF for c in command)
+            assert len(command) <= 2048  # the 100 kB argument is cut
+            text = "\n".join(screen_lines(app))
+            assert "[red]x[/]" in text  # on screen, literally
+            gpu = _gpu_line(app, 0) if size == SMALL else text
+            assert "[red]Evil[/]" in gpu
+            if size != SMALL:
+                assert "[link=http://x]y[/link]" in text and "[bold]B" in text
+
+
+async def test_row9_hostile_user_names_keep_the_columns_aligned() -> None:
+    names = ["[i]eve[/]", "漢字漢字漢字漢字", "🚀🚀🚀🚀🚀🚀", "שלום\u202eעולם", "\x1b[31mred"]
+    procs = [
+        fx.proc(2000 + i, user=name, command=f"{name} train.py 漢字 🚀 שלום")
+        for i, name in enumerate(names)
+    ]
+    snap = fx.snapshot([fx.gpu(0, processes=procs, name="漢字 GPU 🚀 [b]x[/b]")])
+    for size in ((200, 40), SMALL, (60, 20)):
+        app = GpuTopApp(snapshots=[snap])
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            assert_layout_intact(app)
+            _assert_no_injected_style(app)
+            lines = screen_lines(app)
+            rows = [ln for ln in lines if re.match(r"\s*0\s+20\d\d\s", ln)]
+            assert len(rows) == len(names), lines
+            # the column after USER starts at the same cell on every row
+            starts = set()
+            for ln in rows:
+                m = re.search(r"(\d+(\.\d)?GiB|\d+MiB)", ln)
+                assert m is not None, ln
+                starts.add(cell_len(ln[: m.start()]))
+            assert len(starts) == 1, rows
+            assert "[i]eve[" in "\n".join(lines)
+            gpu_line = next(ln for ln in lines if "GPU 🚀" in ln)
+            if size[0] >= 100:  # the name takes its 22 cells, as an ASCII name does
+                assert cell_len(gpu_line[: gpu_line.index(" MEM ")]) == 3 + 22
+                assert "…" not in gpu_line  # and nothing after it is cut
+
+
+# --- row 10: scale --------------------------------------------------------------------------
+
+
+def live_snapshots(scenario: Scenario, fake: FakeNvml, n: int = 2) -> list[Snapshot]:
+    """``n`` snapshots taken by the real LiveSource on the fake (then fed to the app)."""
+    fake.write(scenario)
+    source = LiveSource(nvml=NvmlReader(), holders=no_holders, hostname="node-1")
+    try:
+        return [source.snapshot() for _ in range(n)]
+    finally:
+        source.close()
+
+
+def _sort_label(app: GpuTopApp) -> str:
+    """The label of the column the table is sorted by, as the table shows it."""
+    for col in app.table.ordered_columns:
+        label = col.label.plain
+        if "▲" in label or "▼" in label:
+            return str(col.key.value)
+    return ""
+
+
+def _table_order(app: GpuTopApp) -> list[str]:
+    return [str(r.key.value) for r in app.table.ordered_rows]
+
+
+async def key_latencies(app: GpuTopApp, pilot: Pilot[int], n: int) -> list[float]:
+    """Seconds from pressing ``s`` until the table shows its rows in the new order (and,
+    when that column is on screen, the sort arrow on it)."""
+    assert app.snapshot is not None
+    shown = {c.key for c in visible_columns(app.compact)}
+    expected = {
+        k: [r.key for r in table_rows(app.snapshot, sort_key=k)] for k in views.SORT_KEYS
+    }
+
+    def reflected() -> bool:
+        key = app.sort_key
+        if _table_order(app) != expected[key]:
+            return False
+        return _sort_label(app) == (key if key in shown else "")
+
+    out = []
+    for _ in range(n):
+        before = app.sort_key
+        t0 = time.perf_counter()
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.sort_key != before and reflected())
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("gpus", "procs", "size"),
+    [(16, 64, (200, 50)), (8, 8, SMALL)],
+    ids=["16x64-200x50", "8x8-80x24"],
+)
+async def test_row10_scale_renders_and_keys_stay_fast(
+    fake_nvml: FakeNvml, gpus: int, procs: int, size: tuple[int, int]
+) -> None:
+    snaps = live_snapshots(many_gpus(gpus, procs), fake_nvml)
+    assert sum(len(g.processes) for g in snaps[-1].gpus) == gpus * procs
+    app = GpuTopApp(snapshots=snaps)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        assert_layout_intact(app)
+        assert len(app.gpu_panel.blocks) == gpus
+        assert app.table.row_count == gpus * procs
+        lines = screen_lines(app)
+        assert any(re.match(r"^ ?0 H100", ln) for ln in lines)  # the first GPU is on screen
+        latencies = await key_latencies(app, pilot, 8)
+        median = statistics.median(latencies)
+        print(f"\nkey latency {gpus}x{procs} at {size}: median {median * 1000:.0f} ms")
+        assert median < 0.3, latencies  # < 100 ms on an idle machine; generous when loaded
+        assert_layout_intact(app)
+
+
+async def test_row10_two_thousand_host_processes_do_not_slow_a_frame(
+    fake_nvml: FakeNvml,
+) -> None:
+    base = live_snapshots(many_gpus(8, 8), fake_nvml, n=1)[0]
+    workers = tuple(
+        ProcessInfo(pid=100_000 + i, ppid=10_000 + i % 64, user="w", command=f"worker {i}")
+        for i in range(2000)
+    )
+    many = replace(base, processes=base.processes + workers)
+    app = GpuTopApp(snapshots=[base])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+
+        def cost(snap: Snapshot, n: int = 7) -> float:
+            times = []
+            for i in range(n):
+                s = replace(snap, time=snap.time + i + 1)
+                t0 = time.perf_counter()
+                app.apply_snapshot(s, (s,))
+                times.append(time.perf_counter() - t0)
+            return statistics.median(times)
+
+        plain_cost = cost(base)
+        many_cost = cost(many)
+        await pilot.pause()
+        print(
+            f"\napply_snapshot: {plain_cost * 1000:.1f} ms; with 2,000 host processes "
+            f"{many_cost * 1000:.1f} ms"
+        )
+        assert app.table.row_count == 64  # only GPU processes are listed
+        assert many_cost < max(3 * plain_cost, plain_cost + 0.05), (plain_cost, many_cost)
+        assert_layout_intact(app)
+
+
+# --- row 11: resize storms ----------------------------------------------------------------
+
+
+async def test_row11_resize_storm(fake_nvml: FakeNvml) -> None:
+    from textual.events import Resize
+    from textual.geometry import Size
+
+    fake_nvml.write(many_gpus(4, 4))
+    sizes = [(40, 12), (200, 60), (80, 24), (120, 40), (55, 14), (49, 13), (160, 30)]
+    async with live_app((100, 30)) as (app, pilot, sampler):
+        for i in range(50):  # paced: each resize handled before the next
+            await pilot.resize_terminal(*sizes[i % len(sizes)])
+        driver = app._driver
+        for i in range(50):  # rapid: fifty resizes queued at once
+            w, h = sizes[(i * 3) % len(sizes)]
+            if driver is not None:
+                driver._size = Size(w, h)  # type: ignore[attr-defined]
+            app.post_message(Resize(Size(w, h), Size(w, h)))
+        await pilot.resize_terminal(120, 40)
+        await wait_for(pilot, ticks_after(sampler, 2))
+        await pilot.pause()
+        assert app.size == Size(120, 40)
+        assert not app.too_small and not app.compact
+        assert_layout_intact(app)
+        lines = screen_lines(app)
+        assert lines[0].startswith("gputop node-1")
+        assert sorted(app.gpu_panel.blocks) == [0, 1, 2, 3]
+        assert sum(1 for ln in lines if re.match(r"^ ?\d H100", ln)) == 4
+        assert app.table.row_count == 16
+        header = next(ln for ln in lines if "COMMAND" in ln)
+        assert "READ/s" in header  # the wide table's columns
+        await pilot.resize_terminal(40, 12)
+        assert app.too_small
+        assert "terminal too small" in screen_text(app)
+        assert_layout_intact(app)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert not app.too_small and app.compact
+        assert "terminal too small" not in screen_text(app)
+        assert_layout_intact(app)
+
+
+# --- row 12: slow NVML ----------------------------------------------------------------------
+
+
+async def test_row12_slow_nvml_keeps_keys_responsive_and_says_stale(fake_nvml: FakeNvml) -> None:
+    fast = Scenario(gpus=[FakeGpu(), FakeGpu()])
+    slow = Scenario(
+        gpus=[
+            FakeGpu(sleeps_ms={"nvmlDeviceGetUtilizationRates": 2000}),
+            FakeGpu(sleeps_ms={"nvmlDeviceGetUtilizationRates": 2000}),
+        ]
+    )
+    fake_nvml.write(fast)
+    async with live_app(SMALL, interval=0.2) as (app, pilot, sampler):
+        fake_nvml.write(slow)  # the next tick hangs 2 s in NVML on each GPU
+        await wait_for(pilot, lambda: sampler.stale, timeout=5, what="a stuck tick")
+        latencies = await key_latencies(app, pilot, 4)
+        print(f"\nkey latency during a stuck tick: {[round(x * 1000) for x in latencies]} ms")
+        assert max(latencies) < 0.3, latencies
+        await wait_for(
+            pilot, lambda: "STALE" in screen_lines(app)[0], timeout=2.5, what="STALE shown"
+        )
+        assert_layout_intact(app)
+        fake_nvml.write(fast)
+        await wait_for(
+            pilot, lambda: "STALE" not in screen_lines(app)[0], timeout=8, what="STALE gone"
+        )
+
+
+# --- --readonly -------------------------------------------------------------------------------
+
+
+async def test_readonly_k_says_signals_are_disabled_and_signals_nothing(
+    fake_nvml: FakeNvml,
+) -> None:
+    from gputop.ui.screens.kill import KillScreen
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], stdin=subprocess.DEVNULL
+    )
+    try:
+        fake_nvml.write(Scenario(gpus=[FakeGpu(processes=[FakeProcess(child.pid)])]))
+        async with live_app(WIDE, readonly=True) as (app, pilot, sampler):
+            key = f"0:{child.pid}"
+            await wait_for(
+                pilot,
+                lambda: key in app.table.rows_by_key
+                and app.table.rows_by_key[key].create_time is not None,
+                what="the child's row",
+            )
+            assert app.table.cursor_key == key
+            await pilot.press("k")
+            await pilot.pause()
+            assert isinstance(app.screen, KillScreen)
+            text = screen_text(app)
+            assert "Signals are disabled" in text and "nothing will be signalled" in text
+            await pilot.press("enter")
+            await pilot.pause()
+            await pilot.press("k", "right", "enter", "left", "left", "enter", "escape")
+            await pilot.pause()
+            assert app.screen is app.screen_stack[0]
+        time.sleep(0.1)
+        assert child.poll() is None, "the child was signalled in read-only mode"
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+# --- row 14: clean exit ---------------------------------------------------------------------
+
+
+async def test_row14_q_returns_and_nvml_is_shut_down(
+    fake_nvml: FakeNvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "nvml.log"
+    monkeypatch.setenv("FAKE_NVML_LOG", str(log))
+    fake_nvml.write(Scenario(gpus=[FakeGpu(), FakeGpu()]))
+    async with live_app(SMALL) as (app, pilot, sampler):
+        await pilot.press("q")
+        await pilot.pause()
+        # the sampler is left to its owner (the CLI stops it after run_app returns)
+    assert app.return_code == 0 and not app.is_running
+    assert not sampler.running
+    pid = os.getpid()
+    assert log.read_text().splitlines() == [f"nvmlInit 0 {pid}", f"nvmlShutdown 0 {pid}"]
+
+
+TMUX = shutil.which("tmux")
+
+
+@contextlib.contextmanager
+def tmux_server(name: str) -> Iterator[list[str]]:
+    """A private tmux server (``tmux -L``): never the user's own; killed afterwards."""
+    cmd = ["tmux", "-L", name, "-f", "/dev/null"]
+    try:
+        yield cmd
+    finally:
+        subprocess.run([*cmd, "kill-server"], capture_output=True, timeout=10)
+
+
+def _wait_path(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text().strip():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+@pytest.mark.parametrize("how", ["ctrl-c", "sighup"])
+def test_row14_gputop_in_tmux_exits_cleanly_and_shuts_nvml_down(
+    fake_nvml_env: Callable[..., dict[str, str]], tmp_path: Path, how: str
+) -> None:
+    import shlex
+
+    env = fake_nvml_env(Scenario(gpus=[FakeGpu(), FakeGpu()]))
+    log = tmp_path / "nvml.log"
+    q = shlex.quote
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "\n".join(
+            [
+                f"export LD_LIBRARY_PATH={q(env['LD_LIBRARY_PATH'])}",
+                f"export FAKE_NVML_SCENARIO={q(env['FAKE_NVML_SCENARIO'])}",
+                f"export FAKE_NVML_LOG={q(str(log))}",
+                "export TEXTUAL_ANIMATIONS=none",
+                f"cd {q(str(ROOT))}",
+                f"stty -g > {q(str(tmp_path / 'before'))}",
+                f"{q(sys.executable)} -m gputop --interval 0.5",
+                f"echo $? > {q(str(tmp_path / 'rc'))}",
+                f"stty -g > {q(str(tmp_path / 'after'))}",
+                "sleep 30",
+                "",
+            ]
+        )
+    )
+    with tmux_server(f"gputop-test-{os.getpid()}-{how}") as tmux:
+        subprocess.run(
+            [*tmux, "new-session", "-d", "-x", "100", "-y", "30", "sh", str(script)],
+            check=True,
+            timeout=10,
+        )
+
+        def pane() -> str:
+            return subprocess.run(
+                [*tmux, "capture-pane", "-p"], capture_output=True, text=True, timeout=10
+            ).stdout
+
+        def flag(name: str) -> str:
+            return subprocess.run(
+                [*tmux, "display-message", "-p", f"#{{{name}}}"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+
+        deadline = time.monotonic() + 30
+        while "H100" not in pane():
+            assert time.monotonic() < deadline, "gputop did not start:\n" + pane()
+            time.sleep(0.1)
+        assert flag("alternate_on") == "1"
+        init = [ln for ln in log.read_text().splitlines() if ln.startswith("nvmlInit 0 ")]
+        assert len(init) == 1
+        pid = int(init[0].split()[2])
+        if how == "ctrl-c":
+            subprocess.run([*tmux, "send-keys", "C-c"], check=True, timeout=10)
+        else:
+            os.kill(pid, signal.SIGHUP)
+        _wait_path(tmp_path / "rc", 20)
+        rc = int((tmp_path / "rc").read_text())
+        _wait_path(tmp_path / "after", 5)
+        screen = pane()
+        assert rc in ((0, 130) if how == "ctrl-c" else (0, 129, 128 + signal.SIGHUP)), screen
+        # the terminal is restored: same tty modes, main screen, cursor shown, no mouse mode
+        assert (tmp_path / "before").read_text() == (tmp_path / "after").read_text()
+        assert flag("alternate_on") == "0"
+        assert flag("cursor_flag") == "1"
+        assert flag("mouse_any_flag") == "0"
+        assert "Traceback" not in screen, screen
+    assert f"nvmlShutdown 0 {pid}" in log.read_text().splitlines()

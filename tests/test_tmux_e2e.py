@@ -1,0 +1,214 @@
+"""End to end: the real ``python -m gputop --demo`` in a detached tmux pane.
+
+Keys go in with ``send-keys``; what the terminal shows comes back with ``capture-pane``.
+Each run ends with the exit status written by the shell after gputop returns, and with
+the terminal checked: alternate screen left, no traceback anywhere in the scrollback.
+(Textual draws on stderr, so stderr cannot be sent to a file: the scrollback is where a
+traceback would land.) A private tmux server per test (``-L gputop-test-<pid>-<n>``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+ROOT = Path(__file__).resolve().parent.parent
+_count = itertools.count()
+
+
+class Pane:
+    """One detached tmux session running a plain shell, on its own tmux server."""
+
+    def __init__(self, tmp: Path, width: int = 120, height: int = 40) -> None:
+        self.socket = f"gputop-test-{os.getpid()}-{next(_count)}"
+        self.tmp = tmp
+        self.status_file = tmp / "status"
+        self.pid_file = tmp / "pid"
+        env = {
+            "HOME": str(tmp),
+            "PATH": "/usr/bin:/bin",
+            "TERM": "tmux-256color",
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": str(ROOT),
+            "PS1": "PROMPT$ ",
+        }
+        shell = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        shell += " bash --norc --noprofile"
+        self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), shell)
+
+    def tmux(self, *args: str) -> str:
+        r = subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return r.stdout
+
+    def start_gputop(self, *args: str) -> None:
+        inner = "echo $$ > {pid}; exec {py} -m gputop --demo {args}".format(
+            pid=shlex.quote(str(self.pid_file)),
+            py=shlex.quote(sys.executable),
+            args=" ".join(shlex.quote(a) for a in args),
+        )
+        line = (
+            f"cd {shlex.quote(str(ROOT))} && sh -c {shlex.quote(inner)}; "
+            f"echo EXIT=$? | tee {shlex.quote(str(self.status_file))}"
+        )
+        self.wait_for(lambda s: "PROMPT$" in s, what="the shell prompt")
+        self.tmux("send-keys", "-t", "t", "-l", line)
+        self.tmux("send-keys", "-t", "t", "Enter")
+
+    def keys(self, *keys: str) -> None:
+        for key in keys:
+            self.tmux("send-keys", "-t", "t", key)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "t")
+
+    def scrollback(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "t", "-S", "-", "-E", "-")
+
+    def alternate_on(self) -> bool:
+        return self.tmux("display-message", "-p", "-t", "t", "#{alternate_on}").strip() == "1"
+
+    def wait_for(self, ok: Callable[[str], bool], what: str, timeout: float = 8.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.screen()
+            if ok(shown):
+                return shown
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}; the pane shows:\n{shown}")
+            time.sleep(0.05)
+
+    def wait_text(self, *texts: str, absent: tuple[str, ...] = (), timeout: float = 8.0) -> str:
+        return self.wait_for(
+            lambda s: all(t in s for t in texts) and not any(t in s for t in absent),
+            what=f"{texts} without {absent}",
+            timeout=timeout,
+        )
+
+    def gputop_pid(self) -> int:
+        deadline = time.monotonic() + 5
+        while not self.pid_file.exists() or not self.pid_file.read_text().strip():
+            assert time.monotonic() < deadline, "gputop never started"
+            time.sleep(0.05)
+        return int(self.pid_file.read_text())
+
+    def wait_exit(self, timeout: float = 8.0) -> str:
+        """The ``EXIT=<status>`` line the shell wrote once gputop returned."""
+        deadline = time.monotonic() + timeout
+        while not self.status_file.exists() or "EXIT=" not in self.status_file.read_text():
+            assert time.monotonic() < deadline, f"gputop did not exit:\n{self.screen()}"
+            time.sleep(0.05)
+        return self.status_file.read_text().strip()
+
+    def close(self) -> None:
+        if self.pid_file.exists() and self.pid_file.read_text().strip():
+            pid = int(self.pid_file.read_text())
+            with contextlib.suppress(ProcessLookupError):  # our own child, if still there
+                os.kill(pid, signal.SIGKILL)
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+@pytest.fixture
+def pane(tmp_path: Path) -> Iterator[Pane]:
+    p = Pane(tmp_path)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def assert_terminal_restored(pane: Pane, status: str) -> None:
+    shown = pane.wait_text(status, "PROMPT$")
+    assert not pane.alternate_on()
+    lines = [line for line in shown.splitlines() if line.strip()]
+    # The primary screen again: the command line, the status, a fresh prompt. No UI left.
+    assert lines[-1].startswith("PROMPT$")
+    assert lines[-2] == status
+    for leftover in ("H100", "COMMAND", "GPU-MEM", "Jobs"):
+        assert leftover not in shown
+    assert "Traceback" not in pane.scrollback()
+
+
+def test_keys_resize_and_quit(pane: Pane) -> None:
+    pane.start_gputop()
+    pane.wait_text("H100 80GB HBM3", "COMMAND", "41201", "DEMO", "driver ")  # wide at 120x40
+    assert pane.alternate_on()
+
+    # 2: only GPU 2 and its processes.
+    pane.keys("2")
+    pane.wait_for(
+        lambda s: (
+            "GPU 2" in s.splitlines()[0]
+            and "52840" in s
+            and not any(p in s for p in ("41201", "70533", "80412"))
+        ),
+        what="only GPU 2's processes",
+    )
+    pane.keys("a")
+    pane.wait_text("41201", "52840", "70533")
+
+    # / filters by text; Enter keeps it, Esc clears it.
+    # (Keys read in the same batch as "/" still go to the table: wait for the box first.)
+    pane.keys("/")
+    pane.wait_text("filter: command, user or pid")
+    pane.keys("p", "p", "o", "Enter")
+    pane.wait_for(
+        lambda s: "filter ppo" in s.splitlines()[0] and "train_ppo" in s and "41201" not in s,
+        what="the filter to leave only train_ppo",
+    )
+    pane.keys("Escape")
+    pane.wait_text("41201", "train_ppo", absent=("filter ppo",))
+
+    # j: the jobs tree, opened on the job of the process selected in the table (the
+    # filter left the cursor on bob's PPO run), with its workers and its verdict.
+    pane.keys("j")
+    pane.wait_text("Jobs ·", "GPU 7 pid 80412", "worker pid 80430", "job 80412 · bob", "advice:")
+    pane.keys("Escape")
+    pane.wait_text("COMMAND", "41201", absent=("Jobs ·",))
+
+    # ?: help lists j; Esc closes it.
+    pane.keys("?")
+    pane.wait_text("Keys", "Jobs", "Esc, ? or q closes this help")
+    pane.keys("Escape")
+    pane.wait_text("COMMAND", absent=("closes this help",))
+
+    # Resizing: compact at 80x24, a message at 40x12, the wide layout again at 120x40.
+    pane.tmux("resize-window", "-t", "t", "-x", "80", "-y", "24")
+    pane.wait_text("drv ", "GPU-bnd", absent=("driver ",))
+    pane.tmux("resize-window", "-t", "t", "-x", "40", "-y", "12")
+    pane.wait_text("terminal too small")
+    pane.tmux("resize-window", "-t", "t", "-x", "120", "-y", "40")
+    pane.wait_text("driver ", "H100 80GB HBM3", "COMMAND", absent=("terminal too small",))
+
+    pane.keys("q")
+    assert pane.wait_exit() == "EXIT=0"
+    assert_terminal_restored(pane, "EXIT=0")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_signals_end_it_cleanly(pane: Pane, sig: signal.Signals) -> None:
+    pane.start_gputop()
+    pane.wait_text("H100 80GB HBM3", "COMMAND")
+    pid = pane.gputop_pid()
+    os.kill(pid, sig)
+    status = f"EXIT={128 + sig}"
+    assert pane.wait_exit() == status
+    assert_terminal_restored(pane, status)
