@@ -1,22 +1,30 @@
 #!/usr/bin/env python3
 """What the dashboard costs to watch: gputop against nvitop on the same fake 8-GPU node.
 
-    python bench/bench_ui.py [--seconds 30] [--tools gputop,nvitop] [--size 200x50]
+    python bench/bench_ui.py [--seconds 30] [--rounds 3] [--tools gputop,nvitop] [--size 200x50]
 
-Each tool runs alone, one after the other, in its own detached tmux pane of the given size,
-at a 1 s interval, against the fake ``libnvidia-ml.so.1`` (tests/fakenvml) describing
-8 GPUs with 2 compute processes each. The 16 processes are real (``sleep`` children of
-this script), so both tools also do their per-process host work.
+The tools run side by side, each in its own detached tmux pane of the given size, at a
+1 s interval, against the fake ``libnvidia-ml.so.1`` (tests/fakenvml) describing 8 GPUs
+with 2 compute processes each. The 16 processes are real (``sleep`` children of this
+script), so both tools also do their per-process host work.
+
+A round starts the tools one after the other (each one's first frame is timed while the
+ones before it run), waits 2 s, then measures all of them over the same window, so that
+the machine's load from anything else falls on every tool alike. The start order
+alternates between rounds. Medians over the rounds are printed last.
 
 Reported per tool:
 - first frame: seconds from starting the pane until GPU data (the 80 GiB total) is on screen
-  (``tmux capture-pane`` polled every 20 ms);
-- CPU: user+system time of the tool's process over the window (after the first frame and
-  a 2 s settle), as % of one core;
+  (``tmux capture-pane`` polled every 20 ms, so up to ~0.03 s late);
+- CPU: user+system time of the tool's process (all its threads) over the window, as % of
+  one core (clock-tick resolution: 1/(100 x seconds), 0.03 % for 30 s);
 - RSS at the end of the window and the peak RSS (VmHWM).
 
+Both tools load byte code compiled beforehand into a private cache, as an installed
+package would (see ``warm_bytecode``).
+
 Needs tmux, gcc (to build the fake) and nvitop (``pip install nvitop``). Prints figures;
-it is not a test. On a busy machine, run it more than once.
+it is not a test. The machine's other load shows as noise: run several rounds.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +52,7 @@ from tests.fakenvml import FakeGpu, FakeProcess, FakeSample, GiB, Scenario, subp
 DATA_MARKER = re.compile(r"\b80(?:\.0+)?\s?GiB|\b81920\s?MiB")
 SETTLE_S = 2.0
 POLL_S = 0.02
-SOCKET = f"gputop-bench-{os.getpid()}"  # a private tmux server; it exits with its last pane
+SOCKET = f"gputop-bench-{os.getpid()}"  # a private tmux server, killed at the end
 
 
 @dataclass
@@ -102,53 +111,144 @@ def scenario_for(pids: list[int]) -> Scenario:
     return Scenario(gpus=gpus)
 
 
-def run_tool(
-    tool: str, command: str, env: dict[str, str], seconds: float, size: tuple[int, int]
-) -> Result:
-    session = f"gputop-bench-{tool}-{os.getpid()}"
+@dataclass
+class Pane:
+    tool: str
+    session: str
+    pid: int
+    started: float
+    first_frame_s: float | None = None
+    cpu0: float = 0.0
+    note: str = ""
+
+
+def start_pane(tool: str, command: str, env: dict[str, str], size: tuple[int, int]) -> Pane:
+    session = f"{tool}-{os.getpid()}"
     env_args: list[str] = []
-    for key in ("LD_LIBRARY_PATH", "FAKE_NVML_SCENARIO", "PYTHONPATH"):
+    for key in ("LD_LIBRARY_PATH", "FAKE_NVML_SCENARIO", "PYTHONPATH", "PYTHONPYCACHEPREFIX"):
         if key in env:
             env_args += ["-e", f"{key}={env[key]}"]
     w, h = size
-    start = time.monotonic()
+    started = time.monotonic()
     tmux(
         "new-session", "-d", "-s", session, "-x", str(w), "-y", str(h), *env_args,
         "-c", str(ROOT), f"exec {command}",
         ";", "set-option", "-t", session, "remain-on-exit", "on",  # keep a crash readable
     )  # fmt: skip
+    pid = int(tmux("list-panes", "-t", session, "-F", "#{pane_pid}").split()[0])
+    return Pane(tool, session, pid, started)
+
+
+def wait_first_frame(pane: Pane, timeout: float = 60.0) -> None:
+    """Poll the pane until GPU data is on screen; sets ``first_frame_s`` or ``note``."""
+    deadline = pane.started + timeout
+    while time.monotonic() < deadline:
+        screen = tmux("capture-pane", "-p", "-t", pane.session, check=False)
+        if DATA_MARKER.search(screen):
+            pane.first_frame_s = time.monotonic() - pane.started
+            return
+        if not Path(f"/proc/{pane.pid}").exists():
+            last = [line.strip() for line in screen.splitlines() if line.strip()][-4:]
+            pane.note = "exited: " + " | ".join(last)
+            return
+        time.sleep(POLL_S)
+    pane.note = f"no GPU memory total on screen within {timeout:.0f} s"
+
+
+def run_round(
+    tools: list[str], commands: dict[str, str], env: dict[str, str], seconds: float,
+    size: tuple[int, int],
+) -> list[Result]:  # fmt: skip
+    panes: list[Pane] = []
     try:
-        pid = int(tmux("list-panes", "-t", session, "-F", "#{pane_pid}").split()[0])
-        first: float | None = None
-        deadline = start + 60
-        while time.monotonic() < deadline:
-            screen = tmux("capture-pane", "-p", "-t", session, check=False)
-            if DATA_MARKER.search(screen):
-                first = time.monotonic() - start
-                break
-            if not Path(f"/proc/{pid}").exists():
-                last = [line.strip() for line in screen.splitlines() if line.strip()][-4:]
-                return Result(tool, None, None, None, None, "exited: " + " | ".join(last))
-            time.sleep(POLL_S)
-        if first is None:
-            return Result(tool, None, None, None, None, "no GPU memory total on screen within 60 s")
+        for tool in tools:
+            pane = start_pane(tool, commands[tool], env, size)
+            panes.append(pane)
+            wait_first_frame(pane)
         time.sleep(SETTLE_S)
-        cpu0, t0 = cpu_seconds(pid), time.monotonic()
+        live = [p for p in panes if not p.note]
+        for p in live:
+            p.cpu0 = cpu_seconds(p.pid)
+        t0 = time.monotonic()
         time.sleep(seconds)
-        cpu1, t1 = cpu_seconds(pid), time.monotonic()
-        rss, hwm = memory_mib(pid)
-        if os.environ.get("BENCH_KEEP_SCREEN"):
-            Path(f"/tmp/{session}.txt").write_text(
-                tmux("capture-pane", "-p", "-t", session, check=False)
-            )
-        return Result(tool, first, 100.0 * (cpu1 - cpu0) / (t1 - t0), rss, hwm)
+        t1 = time.monotonic()
+        results = []
+        for p in panes:
+            if p.note or not Path(f"/proc/{p.pid}").exists():
+                results.append(
+                    Result(p.tool, p.first_frame_s, None, None, None, p.note or "exited")
+                )
+                continue
+            cpu = 100.0 * (cpu_seconds(p.pid) - p.cpu0) / (t1 - t0)
+            rss, hwm = memory_mib(p.pid)
+            if os.environ.get("BENCH_KEEP_SCREEN"):
+                Path(f"/tmp/{p.session}.txt").write_text(
+                    tmux("capture-pane", "-p", "-t", p.session, check=False)
+                )
+            results.append(Result(p.tool, p.first_frame_s, cpu, rss, hwm))
+        return results
     finally:
-        tmux("kill-session", "-t", session, check=False)
+        for p in panes:
+            tmux("kill-session", "-t", p.session, check=False)
+
+
+def warm_bytecode(env: dict[str, str], prefix: Path, nvitop: str) -> None:
+    """Compile both tools' modules once into a private byte-code cache that the panes use.
+
+    An installed package has its byte code compiled (pip does it); a checkout run with
+    PYTHONDONTWRITEBYTECODE=1 would compile gputop's sources again at every start and
+    count that in its first frame. Both tools get the same cache (``env -u`` in their
+    commands drops PYTHONDONTWRITEBYTECODE).
+    """
+    env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    gputop_modules = "gputop.cli, gputop.sources.live, gputop.sources.nvml, gputop.ui.app"
+    nvitop_python = Path(nvitop).resolve().parent / "python"
+    for python, modules in (
+        (sys.executable, gputop_modules),
+        (str(nvitop_python) if nvitop_python.exists() else sys.executable, "nvitop.cli"),
+    ):
+        subprocess.run(
+            [python, "-c", f"import {modules}"], env=env, cwd=ROOT, check=False, capture_output=True
+        )
+
+
+def _f(v: float | None, spec: str) -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def print_table(title: str, results: list[Result]) -> None:
+    print(title)
+    print(
+        f"  {'tool':<8} {'first frame':>12} {'CPU % of a core':>16} {'RSS MiB':>9} {'peak MiB':>9}"
+    )
+    for r in results:
+        print(
+            f"  {r.tool:<8} {_f(r.first_frame_s, '.2f') + ' s':>12} {_f(r.cpu_percent, '.2f'):>16} "
+            f"{_f(r.rss_mib, '.1f'):>9} {_f(r.peak_rss_mib, '.1f'):>9}  {r.note}"
+        )
+
+
+def medians(tool: str, results: list[Result]) -> Result:
+    def med(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+
+    mine = [r for r in results if r.tool == tool]
+    return Result(
+        tool,
+        med([r.first_frame_s for r in mine]),
+        med([r.cpu_percent for r in mine]),
+        med([r.rss_mib for r in mine]),
+        med([r.peak_rss_mib for r in mine]),
+        f"median of {len(mine)}",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=30.0, help="measured window per tool")
+    parser.add_argument("--seconds", type=float, default=30.0, help="measured window per round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (medians are printed)")
     parser.add_argument("--tools", default="gputop,nvitop")
     parser.add_argument("--size", default="200x50", help="pane size, COLSxROWS")
     args = parser.parse_args(argv)
@@ -159,36 +259,41 @@ def main(argv: list[str] | None = None) -> int:
 
     nvitop = shutil.which("nvitop") or str(Path(sys.executable).parent / "nvitop")
     commands = {
-        "gputop": f"{shlex.quote(sys.executable)} -m gputop --interval 1",
-        "nvitop": f"{shlex.quote(nvitop)} --interval 1",
+        "gputop": f"env -u PYTHONDONTWRITEBYTECODE {shlex.quote(sys.executable)} -m gputop"
+        " --interval 1",
+        "nvitop": f"env -u PYTHONDONTWRITEBYTECODE {shlex.quote(nvitop)} --interval 1",
     }
+    tools = args.tools.split(",")
+    unknown = [t for t in tools if t not in commands]
+    if unknown:
+        parser.error(f"unknown tool: {', '.join(unknown)}")
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(16)]
+    all_results: list[Result] = []
+    # A session that outlives the rounds: the private tmux server would otherwise exit
+    # with the last pane of one round while the next round starts its first.
+    tmux("new-session", "-d", "-s", "keep", "-x", "20", "-y", "5", "exec sleep 3600")
     try:
         with tempfile.TemporaryDirectory(prefix="gputop-bench-") as tmp:
             path = scenario_for([c.pid for c in children]).write(Path(tmp) / "scenario.txt")
             env = subprocess_env(path)
             env["PYTHONPATH"] = str(ROOT)
-            results = [
-                run_tool(tool, commands[tool], env, args.seconds, (w, h))
-                for tool in args.tools.split(",")
-            ]
+            warm_bytecode(env, Path(tmp) / "pycache", nvitop)
+            print(
+                f"{w}x{h} tmux panes side by side, 8 GPUs x 2 processes (fake NVML), "
+                f"interval 1 s, {args.seconds:.0f} s window, {os.cpu_count()} CPUs, "
+                f"load average {os.getloadavg()[0]:.2f}"
+            )
+            for n in range(args.rounds):
+                order = tools if n % 2 == 0 else tools[::-1]
+                results = run_round(order, commands, env, args.seconds, (w, h))
+                all_results += results
+                print_table(f"round {n + 1} (started in this order):", results)
     finally:
+        tmux("kill-server", check=False)
         for c in children:
             c.kill()
             c.wait()
-
-    print(f"{w}x{h} tmux pane, 8 GPUs x 2 processes (fake NVML), interval 1 s, "
-          f"{args.seconds:.0f} s window, {os.cpu_count()} CPUs")  # fmt: skip
-    print(f"{'tool':<8} {'first frame':>12} {'CPU % of a core':>16} {'RSS MiB':>9} {'peak MiB':>9}")
-    for r in results:
-
-        def f(v: float | None, spec: str) -> str:
-            return "n/a" if v is None else format(v, spec)
-
-        print(
-            f"{r.tool:<8} {f(r.first_frame_s, '.2f') + ' s':>12} {f(r.cpu_percent, '.2f'):>16} "
-            f"{f(r.rss_mib, '.1f'):>9} {f(r.peak_rss_mib, '.1f'):>9}  {r.note}"
-        )
+    print_table("medians:", [medians(t, all_results) for t in tools])
     return 0
 
 

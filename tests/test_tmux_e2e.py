@@ -48,6 +48,7 @@ class Pane:
         shell = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         shell += " bash --norc --noprofile"
         self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), shell)
+        self.socket_path = Path(self.tmux("display-message", "-p", "#{socket_path}").strip())
 
     def tmux(self, *args: str) -> str:
         r = subprocess.run(
@@ -124,6 +125,7 @@ class Pane:
             with contextlib.suppress(ProcessLookupError):  # our own child, if still there
                 os.kill(pid, signal.SIGKILL)
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+        self.socket_path.unlink(missing_ok=True)  # tmux leaves the socket file behind
 
 
 @pytest.fixture

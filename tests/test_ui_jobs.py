@@ -174,11 +174,36 @@ async def test_a_failing_analysis_falls_back_to_the_mem_idle_marker(
 # --- thresholds, window, cost ---------------------------------------------------------------
 
 
-def test_run_app_takes_thresholds_and_window_as_the_cli_passes_them() -> None:
+def test_run_app_accepts_every_keyword_the_cli_passes() -> None:
+    import ast
+
+    import gputop.cli
+
     params = inspect.signature(run_app).parameters
-    assert "thresholds" in params and "window" in params
-    source = inspect.getsource(__import__("gputop.cli", fromlist=["_dashboard"])._dashboard)
-    assert 'options["thresholds"]' in source
+    assert {"thresholds", "window", "theme"} <= set(params)
+    tree = ast.parse(inspect.getsource(gputop.cli))
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "run_app"
+    ]
+    assert calls
+    for call in calls:
+        for kw in call.keywords:
+            assert kw.arg is None or kw.arg in params, kw.arg
+
+
+async def test_theme_by_name_and_an_unknown_one_is_said() -> None:
+    app = GpuTopApp(snapshots=demo(2), theme="textual-light")
+    async with app.run_test(size=SMALL):
+        assert app.theme == "textual-light"
+    app = GpuTopApp(snapshots=demo(2), theme="no-such-theme")
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        assert app.theme != "no-such-theme"
+        assert any("unknown theme 'no-such-theme'" in str(n.message) for n in app._notifications)
 
 
 async def test_thresholds_and_window_change_the_verdicts() -> None:

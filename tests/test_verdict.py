@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -31,6 +33,7 @@ from gputop.analysis.verdict import (
     UNDERUSED,
     UNKNOWN,
     WARMING_UP,
+    Analyzer,
     Verdict,
     all_verdicts,
     gpu_verdicts,
@@ -39,6 +42,7 @@ from gputop.analysis.verdict import (
     window,
 )
 from gputop.model import Pcie, ProcessInfo, Snapshot, UnlistedHolder, replace
+from gputop.sources.demo import DemoSource
 from tests.analysis_fixtures import (
     GEN4_X16,
     T0,
@@ -51,6 +55,7 @@ from tests.analysis_fixtures import (
     snapshot,
     trainer,
 )
+from tests.test_analysis_speed import fleet
 
 N = 20  # samples, 1 s apart: 19 s, inside the default 20 s window
 
@@ -590,3 +595,103 @@ def test_slow_sampling_window_keeps_min_samples() -> None:
     v = gv(snaps)
     assert v.kind == INPUT_CPU
     assert "over 40 s" in v.evidence
+
+
+# --- the cached path (Analyzer) gives what the plain functions give -----------------------
+
+
+def _as_dicts(verdicts: Mapping[Any, Verdict]) -> dict[Any, dict[str, Any]]:
+    return {k: v.to_dict() for k, v in verdicts.items()}
+
+
+def _same_as_plain(
+    analyzer: Analyzer, hist: Sequence[Snapshot], thresholds: Thresholds, where: str
+) -> None:
+    gpus, jobs_v, jobs = analyzer.update(hist)
+    plain_gpus, plain_jobs = all_verdicts(hist, None, thresholds)
+    assert _as_dicts(gpus) == _as_dicts(plain_gpus), where
+    assert _as_dicts(jobs_v) == _as_dicts(plain_jobs), where
+    assert jobs == build_jobs(max(hist, key=lambda s: s.time)), where
+
+
+def test_analyzer_matches_the_plain_functions_over_a_long_demo_run() -> None:
+    # The dashboard's call pattern: one snapshot a second, the analyzer fed every tick,
+    # the plain (uncached) functions compared at several points, verdicts varied.
+    source = DemoSource(seed=0, start_time=1_700_000_000.0, step=1.0)
+    analyzer = Analyzer(th.DEFAULT)
+    hist: list[Snapshot] = []
+    kinds: set[str] = set()
+    for tick in range(400):
+        hist.append(source.snapshot())
+        if tick % 37 == 5 or tick == 399:
+            _same_as_plain(analyzer, hist, th.DEFAULT, f"tick {tick}")
+            kinds.update(v.kind for v in analyzer.update(hist).gpu_verdicts.values())
+        else:
+            analyzer.update(hist)
+    assert {GPU_BOUND, IDLE_HOLDER, INPUT_CPU, UNDERUSED} <= kinds, kinds
+
+
+def test_analyzer_matches_when_history_is_cut_reordered_or_replaced() -> None:
+    # Short thresholds so that the history is cut (lookback) and idle holders show;
+    # every tick compared; irregular histories exercise the rebuild paths.
+    t = Thresholds.from_overrides(
+        {"window_seconds": 8, "idle_holder_seconds": 30, "idle_holder_min_observed": 10}
+    )
+    source = DemoSource(seed=3, start_time=1_700_000_000.0, step=2.0)
+    rng = random.Random(1)
+    analyzer = Analyzer(t)
+    hist: list[Snapshot] = []
+    kinds: set[str] = set()
+    for tick in range(150):
+        hist.append(source.snapshot())
+        recent = [s for s in hist if s.time >= hist[-1].time - 60]
+        r = rng.random()
+        if r < 0.1 and len(recent) > 3:
+            del recent[rng.randrange(1, len(recent) - 1)]  # a gap
+        elif r < 0.15:
+            recent = hist[: rng.randrange(1, len(hist) + 1)]  # an older history
+        elif r < 0.2:
+            recent.reverse()  # sorted by time anyway
+        _same_as_plain(analyzer, recent, t, f"tick {tick}")
+        kinds.update(v.kind for v in all_verdicts(recent, None, t)[0].values())
+    assert IDLE_HOLDER in kinds, kinds
+
+
+def test_analyzer_matches_with_processes_coming_and_going() -> None:
+    # Workers vanish and come back, CPU readings go missing, GPUs drop their utilization
+    # or are lost: the per-job window tracks take their slow paths.
+    rng = random.Random(7)
+    t = Thresholds.from_overrides({"window_seconds": 8})
+    analyzer = Analyzer(t)
+    hist: list[Snapshot] = []
+    for tick, snap in enumerate(fleet(4, 8, ranks=2, seed=4)):
+        if tick == 120:
+            break
+        procs = []
+        for p in snap.processes:
+            r = rng.random()
+            if r < 0.1:
+                continue
+            procs.append(replace(p, cpu_percent=None) if r < 0.2 else p)
+        gpus = [
+            replace(g, lost=True, lost_reason="fell off the bus")
+            if rng.random() < 0.03
+            else replace(g, processes=tuple(p for p in g.processes if rng.random() > 0.1))
+            for g in snap.gpus
+        ]
+        hist.append(replace(snap, processes=tuple(procs), gpus=tuple(gpus)))
+        _same_as_plain(analyzer, hist[-40:], t, f"tick {tick}")
+
+
+def test_job_verdicts_are_judged_when_read_and_stay_valid() -> None:
+    source = DemoSource(seed=1, start_time=1_700_000_000.0, step=1.0)
+    hist = [source.snapshot() for _ in range(30)]
+    analyzer = Analyzer()
+    first = analyzer.update(hist)
+    hist.append(source.snapshot())
+    analyzer.update(hist)  # the analyzer moves on; the first result is not affected
+    assert set(first.job_verdicts) == {j.id for j in first.jobs}
+    assert _as_dicts(first.job_verdicts) == _as_dicts(all_verdicts(hist[:-1])[1])
+    with pytest.raises(KeyError):
+        first.job_verdicts["no such job"]
+    assert analyzer.update([]) == ({}, {}, ())

@@ -134,11 +134,14 @@ def is_never_root(info: ProcessInfo) -> bool:
     return name in NEVER_ROOT or name.startswith(_NEVER_ROOT_PREFIXES)
 
 
+_ROOT_MARKER_RE = re.compile(
+    r"(?<![\w.])(?:" + "|".join(re.escape(m) for m in ROOT_COMMAND_MARKERS) + r")(?![\w])"
+)
+
+
 def _is_root_marker(info: ProcessInfo) -> bool:
-    command = info.command or ""
-    return any(
-        re.search(rf"(?<![\w.]){re.escape(m)}(?![\w])", command) for m in ROOT_COMMAND_MARKERS
-    )
+    command = info.command
+    return command is not None and _ROOT_MARKER_RE.search(command) is not None
 
 
 def _index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
@@ -222,8 +225,8 @@ def build_jobs(snapshot: Snapshot) -> tuple[Job, ...]:
             owner[c] = found
         return found
 
-    members: dict[int, list[int]] = {r: [] for r in roots}
-    for pid in sorted(set(index) | gpu_pids):
+    members: dict[int, set[int]] = {r: set() for r in roots}
+    for pid in set(index) | gpu_pids:
         root = owner_of(pid)
         if root is None:
             continue
@@ -238,19 +241,24 @@ def build_jobs(snapshot: Snapshot) -> tuple[Job, ...]:
             and info.user != root_info.user
         ):
             continue  # two users never merge
-        members[root].append(pid)
+        members[root].add(pid)
 
     # A GPU process always belongs to its own root's job.
     for pid, root in root_of.items():
-        if pid not in members[root]:
-            members[root].append(pid)
+        members[root].add(pid)
+
+    # The GPU entries of each root, in entry order (one pass: linear in the entries).
+    entries_of: dict[int, list[tuple[int, GpuProcess]]] = {r: [] for r in roots}
+    for g, p in entries:
+        entries_of[root_of[p.pid]].append((g, p))
 
     gpu_util = {g.index: g.utilization.gpu for g in snapshot.gpus if not g.lost}
     jobs: list[Job] = []
     for root in roots:
-        mine = [(g, p) for g, p in entries if root_of[p.pid] == root]
         jobs.append(
-            _make_job(snapshot, root, sorted(set(members[root])), mine, index, gpu_pids, gpu_util)
+            _make_job(
+                snapshot, root, sorted(members[root]), entries_of[root], index, gpu_pids, gpu_util
+            )
         )
     jobs.sort(key=lambda j: (j.gpus[0] if j.gpus else -1, j.root_pid))
     return tuple(jobs)
@@ -281,21 +289,37 @@ def _make_job(
     gpu_util: dict[int, float | None],
 ) -> Job:
     root_info = index.get(root)
-    mains = sorted({p.pid for _, p in entries})
+    if len(entries) == 1:
+        mains = [entries[0][1].pid]
+        gpus = [entries[0][0]]
+    else:
+        mains = sorted({p.pid for _, p in entries})
+        gpus = sorted({g for g, _ in entries})
     main_set = set(mains)
-    infos = [index[p] for p in pids if p in index]
-    workers = sorted(
-        p
-        for p in pids
-        if p not in all_gpu_pids
-        and p in index
-        and index[p].status != "zombie"
-        and _has_gpu_ancestor(p, index, main_set, root)
-    )
-    gpus = sorted({g for g, _ in entries})
+    infos: list[ProcessInfo] = []
+    workers: list[int] = []  # in pid order: ``pids`` is sorted
+    for pid in pids:
+        info = index.get(pid)
+        if info is None:
+            continue
+        infos.append(info)
+        if pid in all_gpu_pids or info.status == "zombie":
+            continue
+        ppid = info.ppid
+        if (ppid is not None and ppid != pid and ppid in main_set) or _has_gpu_ancestor(
+            pid, index, main_set, root
+        ):
+            workers.append(pid)
     utils = [u for u in (gpu_util.get(g) for g in gpus) if u is not None]
     statuses = [i.status for i in infos if i.status is not None]
     create_time = None if root_info is None else root_info.create_time
+    # None-aware sums (sum_known), as list comprehensions: this runs once per job per tick.
+    memory = [p.gpu_memory for _, p in entries if p.gpu_memory is not None]
+    sm = [p.sm_percent for _, p in entries if p.sm_percent is not None]
+    cpu = [i.cpu_percent for i in infos if i.cpu_percent is not None]
+    main_cpu = [c for c in (index[p].cpu_percent for p in mains if p in index) if c is not None]
+    rss = [i.rss for i in infos if i.rss is not None]
+    read = [i.read_bytes_per_s for i in infos if i.read_bytes_per_s is not None]
     return Job(
         id=f"{root}:{'?' if create_time is None else f'{create_time:.2f}'}",
         root_pid=root,
@@ -308,14 +332,14 @@ def _make_job(
         main_pids=tuple(mains),
         worker_pids=tuple(workers),
         pids=tuple(pids),
-        gpu_memory=_sum_int(p.gpu_memory for _, p in entries),
+        gpu_memory=sum(memory) if memory else None,
         gpu_util=sum(utils) / len(utils) if utils else None,
-        sm_percent=sum_known(p.sm_percent for _, p in entries),
-        cpu_percent=sum_known(i.cpu_percent for i in infos),
-        main_cpu_percent=sum_known(index[p].cpu_percent for p in mains if p in index),
-        rss=_sum_int(i.rss for i in infos),
-        read_bytes_per_s=sum_known(i.read_bytes_per_s for i in infos),
-        disk_sleep=sum(1 for s in statuses if s == "disk-sleep") if statuses else None,
+        sm_percent=sum(sm) if sm else None,
+        cpu_percent=sum(cpu) if cpu else None,
+        main_cpu_percent=sum(main_cpu) if main_cpu else None,
+        rss=sum(rss) if rss else None,
+        read_bytes_per_s=sum(read) if read else None,
+        disk_sleep=statuses.count("disk-sleep") if statuses else None,
         create_time=create_time,
         age=None if create_time is None else max(0.0, snapshot.time - create_time),
     )

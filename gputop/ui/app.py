@@ -179,8 +179,10 @@ class GpuTopApp(App[int]):
         clock: Callable[[], float] = time.perf_counter,
         thresholds: Thresholds | None = None,
         window: float | None = None,
+        theme: str | None = None,
     ) -> None:
         super().__init__()
+        self._theme_name = theme  # applied on mount: an unknown name is said, not fatal
         self.sampler = sampler
         self.readonly = readonly
         # GPU index -> a fixed word for the verdict slot; None: the diagnosis fills it.
@@ -270,6 +272,16 @@ class GpuTopApp(App[int]):
     def on_mount(self) -> None:
         if self.handle_signals:
             self._install_signal_handlers()
+        if self._theme_name:
+            if self._theme_name in self.available_themes:
+                self.theme = self._theme_name
+            else:
+                known = ", ".join(sorted(self.available_themes))
+                self.notify(
+                    f"unknown theme {self._theme_name!r}; known: {known}",
+                    severity="warning",
+                    timeout=10,
+                )
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._set_layout(self.size)
         if self._initial:
@@ -305,6 +317,8 @@ class GpuTopApp(App[int]):
         self.post_message(SnapshotArrived(snapshot))
 
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+        if self._exit or self._closing or not self.screen_stack:
+            return  # shutting down: the widgets are going or gone
         history = self.sampler.history() if self.sampler is not None else (message.snapshot,)
         self.apply_snapshot(message.snapshot, history)
 
@@ -737,11 +751,13 @@ def run_app(
     readonly: bool = False,
     thresholds: Thresholds | None = None,
     window: float | None = None,
+    theme: str | None = None,
 ) -> int:
     """Run the dashboard until the user quits; starts the sampler if it is not running.
 
     ``thresholds`` (default: the defaults) and ``window`` (seconds; overrides the
-    thresholds' WINDOW_SECONDS) are what the verdicts judge with.
+    thresholds' WINDOW_SECONDS) are what the verdicts judge with. ``theme``: a Textual
+    theme name (an unknown one is said in a notification; the default theme stays).
     """
     app = GpuTopApp(
         sampler,
@@ -749,6 +765,7 @@ def run_app(
         readonly=readonly,
         thresholds=thresholds,
         window=window,
+        theme=theme,
     )
     app.handle_signals = True
     try:

@@ -9,8 +9,8 @@ block repaints in place without a relayout.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
-from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widget import Widget
@@ -24,13 +24,36 @@ from gputop.ui.views import (
     Parts,
     VerdictMark,
     bar_width_for,
+    cell_width,
     gpu_view,
-    history_series,
     host_only_message,
+    memory_percent,
     plain,
     verdict_for,
     verdict_width_for,
 )
+
+Point = tuple[float | None, float | None]  # (utilization %, memory %) of one GPU
+_NO_POINT: Point = (None, None)  # the GPU is missing or lost in that snapshot
+
+
+def _snapshot_points(snap: Snapshot) -> dict[int, Point]:
+    """What ``history_series`` takes from one snapshot, for every GPU in it."""
+    points: dict[int, Point] = {}
+    for g in snap.gpus:
+        if g.index not in points:  # as Snapshot.gpu(): the first GPU with that index
+            points[g.index] = _NO_POINT if g.lost else (g.utilization.gpu, memory_percent(g))
+    return points
+
+
+@lru_cache(maxsize=2048)
+def _part_cells(text: str) -> int:
+    return cell_width(text)
+
+
+def _line_cells(parts: Parts) -> int:
+    """Terminal cells of a line of parts; bars and labels repeat, so per part is cached."""
+    return sum(_part_cells(text) for text, _ in parts)
 
 
 class GpuBlock(Widget):
@@ -104,6 +127,7 @@ class GpuPanel(VerticalScroll):
         self._layout_key: tuple[object, ...] | None = None
         self._message: Parts | None = None
         self.blocks: dict[int, GpuBlock] = {}
+        self._point_cache: dict[int, tuple[Snapshot, dict[int, Point]]] = {}
 
     def show(
         self,
@@ -136,14 +160,16 @@ class GpuPanel(VerticalScroll):
             for g in gpus
         ]
         text_width = (
-            max(cell_len(plain(v.lines[0])) for v in views if not v.lost)
+            max(_line_cells(v.lines[0]) for v in views if not v.lost)
             if any(not v.lost for v in views)
             else 40
         )
         hist_width = max(1, width - text_width - (0 if compact else 5) - 2)
         series: list[tuple[Series, ...]] = []
+        points = self._points(history[-hist_width:])
         for g in gpus:
-            util, mem = history_series(history, g.index, hist_width)
+            util = tuple(p.get(g.index, _NO_POINT)[0] for p in points)
+            mem = tuple(p.get(g.index, _NO_POINT)[1] for p in points)
             series.append((("", util),) if compact else (("util ", util), ("mem  ", mem)))
 
         key = (tuple(g.index for g in gpus), compact, text_width)
@@ -158,6 +184,22 @@ class GpuPanel(VerticalScroll):
             return
         for v, s in zip(views, series, strict=True):
             self.blocks[v.index].show(v, s)
+
+    def _points(self, history: Sequence[Snapshot]) -> list[dict[int, Point]]:
+        """{GPU index: (util %, memory %)} of each snapshot, as ``history_series`` reads
+        them; computed once per snapshot (each tick adds one) instead of once per GPU
+        per snapshot per tick."""
+        cache = self._point_cache
+        out: list[dict[int, Point]] = []
+        fresh: dict[int, tuple[Snapshot, dict[int, Point]]] = {}
+        for snap in history:
+            hit = cache.get(id(snap))
+            if hit is None or hit[0] is not snap:
+                hit = (snap, _snapshot_points(snap))
+            fresh[id(snap)] = hit
+            out.append(hit[1])
+        self._point_cache = fresh  # only what the history still holds
+        return out
 
     def _show_message(self, parts: Parts) -> None:
         if self._message == parts:

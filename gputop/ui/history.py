@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.segment import Segment
+from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -40,6 +41,9 @@ class History(Widget):
         self._series: tuple[Series, ...] = ()
         self._cache: dict[int, Strip] = {}
         self._cache_width = -1
+        # (background, label, util, mem) styles: looking them up walks the DOM (costly
+        # on every line of every tick), so they are kept until the styles change.
+        self._rich_styles: tuple[Style, Style, Style, Style] | None = None
 
     @property
     def series(self) -> tuple[Series, ...]:
@@ -71,19 +75,27 @@ class History(Widget):
         strip = self._cache.get(y)
         if strip is not None:
             return strip
+        styles = self._rich_styles
+        if styles is None:
+            styles = self._rich_styles = (
+                self.rich_style,
+                self.get_component_rich_style("history--label"),
+                self.get_component_rich_style("history--util"),
+                self.get_component_rich_style("history--mem"),
+            )
+        base, label_style, util_style, mem_style = styles
         if y >= len(self._series):
-            strip = Strip.blank(width, self.rich_style)
+            strip = Strip.blank(width, base)
         else:
             label, _ = self._series[y]
-            role = "history--mem" if label.strip().startswith("mem") else "history--util"
-            label_style = self.get_component_rich_style("history--label")
-            cells_style = self.get_component_rich_style(role)
+            cells_style = mem_style if label.strip().startswith("mem") else util_style
             text = label[: self.label_width].ljust(self.label_width)
             segments = [Segment(text, label_style), Segment(self.cells(y, width), cells_style)]
-            strip = Strip(segments).adjust_cell_length(width, self.rich_style)
+            strip = Strip(segments).adjust_cell_length(width, base)
         self._cache[y] = strip
         return strip
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+        self._rich_styles = None

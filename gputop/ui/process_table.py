@@ -5,12 +5,15 @@ Per refresh (TEXTUAL_NOTES): nothing changed -> no work; the same rows in the sa
 -> ``clear()`` + ``add_row`` and the cursor goes back to the same (gpu, pid).
 Cells are ``rich.text.Text`` objects: untrusted text is never parsed as markup.
 
-Rendering: DataTable renders every cell through Rich's console (``Padding`` + ``Styled``,
-about 0.1 ms a cell) and any ``update_cell`` throws away the whole table's render cache,
-so a 16-row table cost ~10 ms of CPU per tick (py-spy, 200x50). Every cell here is
-already cut to its column's exact width with one style and no spans, so
-:meth:`ProcessTable._render_cell` turns it into one ``Segment`` with the style Rich would
-have computed; anything else (the header, a wide character) goes the normal way.
+Rendering: DataTable renders every cell through Rich's console (``Padding`` + ``Styled``)
+and any ``update_cell`` throws away the whole table's render cache, so every visible row
+is rendered again on every tick (the TIME column changes every second): the largest
+share of the dashboard's CPU at 200x50 (py-spy). Every cell here is already cut to its
+column's exact width, with one style and no spans, so
+:meth:`ProcessTable._render_line_in_row` builds a row from the cell texts directly and
+caches it by its cells: per tick only the rows that changed are built, a few segments
+each. (It overrides a private DataTable method: textual is pinned below 9, and
+tests/test_ui_table_render.py checks it draws what DataTable draws.)
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual._types import SegmentLines
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.coordinate import Coordinate
+from textual.geometry import Region, Size
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from gputop.ui.views import ProcRow, column_widths, fit, visible_columns
 
@@ -57,12 +62,16 @@ class ProcessTable(DataTable[Text]):
         )
         self._columns_key: tuple[object, ...] | None = None
         self._widths: dict[str, int] = {}
+        self._table_width = 0  # the columns' total width, as DataTable renders them
         self._compact = False
         self._order: list[str] = []
         self._cells: dict[str, RowCells] = {}
         self.rows_by_key: dict[str, ProcRow] = {}
         self.last_update = "none"  # "skip" | "cells" | "rebuild": what the last show() did
         self._styles: dict[str, Style] = {}
+        # Rendered body rows by (cells, row, width, styles, cursor, hover...): unchanged
+        # rows survive DataTable's whole-table cache flush on every update_cell.
+        self._fast_rows: dict[tuple[object, ...], tuple[SegmentLines, SegmentLines]] = {}
 
     # --- columns --------------------------------------------------------------------------
 
@@ -88,6 +97,7 @@ class ProcessTable(DataTable[Text]):
                 text = fit(text, w + 1, ">" if col.right else "<")
                 gap = ""
             self.add_column(Text(gap + text, style="bold"), width=w + (i > 0), key=col.key)
+        self._table_width = sum(c.get_render_width(self) for c in self.ordered_columns)
 
     # --- rows -----------------------------------------------------------------------------
 
@@ -151,20 +161,46 @@ class ProcessTable(DataTable[Text]):
                 self.last_update = "skip"
                 return self.last_update
             # Same rows, same order: cells in place, even when every row changed (TIME
-            # ticks every second). A rebuild would re-measure every cell on idle.
-            if changed:
-                keys = [c.key for c in visible_columns(self._compact)]
-                for k in changed:
-                    old = self._cells[k]
-                    for col_key, before, after in zip(keys, old, cells[k], strict=True):
-                        if before != after:
-                            self.update_cell(k, col_key, self._text(after))
-                self._cells = cells
-                self.last_update = "cells"
-                return self.last_update
+            # ticks every second): a rebuild would re-measure every cell on idle.
+            self._update_cells(changed, cells)
+            self.last_update = "cells"
+            return self.last_update
         self._rebuild(order, cells)
         self.last_update = "rebuild"
         return self.last_update
+
+    def _update_cells(self, changed: list[str], cells: dict[str, RowCells]) -> None:
+        """New values for the cells of ``changed`` rows, repainting only those rows.
+
+        ``update_cell`` would repaint the whole table for each cell (``refresh()``), and
+        every line of it then goes through Textual's styling again; here the values go
+        in as ``update_cell`` puts them, and only the changed rows' lines are repainted.
+        """
+        keys = [ColumnKey(c.key) for c in visible_columns(self._compact)]
+        data = self._data
+        for k in changed:
+            row = data[RowKey(k)]
+            for col_key, before, after in zip(keys, self._cells[k], cells[k], strict=True):
+                if before != after:
+                    row[col_key] = self._text(after)
+        self._cells = cells
+        self._update_count += 1  # what update_cell does: DataTable's caches start over
+        # Every row is one line high: row i is line header + i. Runs of changed rows
+        # are repainted as one region each.
+        locations = self._row_locations
+        indexes = sorted(i for k in changed if (i := locations.get(RowKey(k))) is not None)
+        top = self.header_height if self.show_header else 0
+        width = max(self.size.width, self._table_width)
+        window = self.window_region
+        start = prev = -2
+        for i in (*indexes, -2):  # -2: a sentinel that ends the last run
+            if i != prev + 1:
+                if start >= 0:
+                    region = Region(0, top + start, width, prev - start + 1)
+                    if window.overlaps(region):
+                        self.refresh(region.translate(-self.scroll_offset))
+                start = i
+            prev = i
 
     def _rebuild(self, order: list[str], cells: dict[str, RowCells]) -> None:
         cursor_key = self.cursor_key
@@ -184,53 +220,129 @@ class ProcessTable(DataTable[Text]):
         self.scroll_to(y=scroll_y, animate=False, immediate=True)
         self.move_cursor(row=row, animate=False)
 
-    def _render_cell(
+    def _render_line_in_row(
         self,
-        row_index: int,
-        column_index: int,
+        row_key: RowKey,
+        line_no: int,
         base_style: Style,
-        width: int,
-        cursor: bool = False,
-        hover: bool = False,
-    ) -> list[list[Segment]]:
-        """One body cell as one segment: what DataTable's own path computes, without
-        Rich's console (see the module docstring). Falls back for anything else."""
-        if row_index < 0 or column_index < 0 or self.fixed_rows or self.fixed_columns:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        try:
-            row_key = self._row_locations.get_key(row_index)
-            column_key = self._column_locations.get_key(column_index)
-            cell = self._data[row_key][column_key]
-        except KeyError:
-            cell = None
+        cursor_location: Coordinate,
+        hover_location: Coordinate,
+    ) -> tuple[SegmentLines, SegmentLines]:
+        """One body row as a few segments, cached by its cells (see the module docstring).
+
+        What DataTable's own path draws, with two differences: cells of the same style
+        are merged into one segment, and a body cell's click metadata names column 0
+        (the table selects whole rows, so the column never mattered). The header, a row
+        whose text does not fill its columns exactly (a wide character) and any table
+        setting this widget does not use go the normal way.
+        """
         if (
-            not isinstance(cell, Text)
-            or cell.spans
-            or not isinstance(cell.style, Style)
-            or self.rows[row_key].height != 1
-            or cell_len(cell.plain) != width
-            or "\n" in cell.plain
+            line_no != 0
+            or self.cursor_type != "row"
+            or self.fixed_rows
+            or self.fixed_columns
+            or self.zebra_stripes
+            or (self.show_row_labels and self._labelled_row_exists)
         ):
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        component_style, post_style = self._get_styles_to_render_cell(
+            return super()._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            )
+        if row_key is self._header_row_key:
+            # The header changes only with the columns: DataTable's own rendering, kept.
+            header_key = (
+                "header",
+                self._columns_key,
+                self.size.width,
+                base_style,
+                hover_location.row == -1,
+                self.show_cursor,
+                self._show_hover_cursor,
+                self._pseudo_class_state,
+            )
+            header = self._fast_rows.get(header_key)
+            if header is None:
+                header = super()._render_line_in_row(
+                    row_key, line_no, base_style, cursor_location, hover_location
+                )
+                self._fast_rows[header_key] = header
+            return header
+        cells = None if row_key.value is None else self._cells.get(row_key.value)
+        row_index = self._row_locations.get(row_key)
+        if cells is None or row_index is None:
+            return super()._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            )
+        cursor = cursor_location.row == row_index
+        hover = hover_location.row == row_index
+        show_cursor = self.show_cursor
+        show_hover = self._show_hover_cursor
+        width = self.size.width
+        key = (
+            cells,
+            row_index,
+            width,
+            base_style,
+            cursor,
+            hover,
+            show_cursor,
+            show_hover,
+            self._pseudo_class_state,
+        )
+        cached = self._fast_rows.get(key)
+        if cached is not None:
+            return cached
+        table_width = self._table_width
+        if sum(cell_len(text) for text, _ in cells) != table_width:
+            return super()._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            )
+        component, post = self._get_styles_to_render_cell(
             False,
             False,
             False,
             hover,
             cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
+            show_cursor,
+            show_hover,
             self.cursor_foreground_priority == "css",
             self.cursor_background_priority == "css",
         )
-        meta = Style.from_meta({"row": row_index, "column": column_index})
-        style = base_style + meta + component_style + cell.style + post_style
-        return [[Segment(cell.plain, style)]]
+        pre = base_style + Style.from_meta({"row": row_index, "column": 0}) + component
+        segments: list[Segment] = []
+        run: list[str] = []
+        run_style: str | None = None
+        for text, style_key in (*cells, ("", "\0")):  # a sentinel flushes the last run
+            if style_key != run_style and run:
+                assert run_style is not None
+                cell_style = self._styles.get(run_style, Style())
+                segments.append(Segment("".join(run), pre + cell_style + post))
+                run = []
+            run_style = style_key
+            run.append(text)
+        extend, _ = self._get_styles_to_render_cell(
+            False, False, False, hover, cursor, show_cursor, show_hover, False, False
+        )
+        extend = (
+            base_style
+            + extend
+            + Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+        )
+        segments.append(Segment(" " * max(0, width - table_width), extend))
+        rendered: tuple[SegmentLines, SegmentLines] = ([], [segments])
+        if len(self._fast_rows) > 4 * len(self._cells) + 64:
+            self._fast_rows.clear()
+        self._fast_rows[key] = rendered
+        return rendered
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._fast_rows.clear()
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        """DataTable measures every cell of every new row on idle (~90 ms for a 1,024-row
-        rebuild at 200x50) to size auto-width columns and auto-height rows. Here every
-        column has a fixed width and every row is one line: only the virtual size matters."""
+        """DataTable measures every cell of every new row on idle (~100 ms after a
+        1,024-row rebuild at 200x50, i.e. after every sort key press) to size auto-width
+        columns and auto-height rows. Here every column has a fixed width and every row is
+        one line: only the virtual size matters."""
         width = sum(column.get_render_width(self) for column in self.columns.values())
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(width, self._total_row_height + header)
@@ -238,4 +350,5 @@ class ProcessTable(DataTable[Text]):
     def restyle(self) -> None:
         """The theme changed: rebuild the cell styles on the next refresh."""
         self._styles = {}
+        self._fast_rows.clear()
         self._order = []

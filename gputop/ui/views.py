@@ -8,11 +8,10 @@ meaning always travels as words on screen too (never as colour alone).
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-
-from rich.cells import cell_len, set_cell_size
 
 from gputop import fmt
 from gputop.analysis import verdict as vd
@@ -74,6 +73,34 @@ def safe(text: str | None, limit: int | None = 512) -> str:
     return fmt.NA if cleaned is None else cleaned
 
 
+def _char_cells(ch: str) -> int:
+    if fmt.is_wide(ch):
+        return 2
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
+        return 0
+    return 1
+
+
+def cell_width(text: str) -> int:
+    """Terminal cells ``text`` takes: CJK and emoji two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_cells(ch) for ch in text)
+
+
+def _cut_cells(text: str, width: int) -> str:
+    """The longest start of ``text`` within ``width`` cells, padded to exactly ``width``."""
+    out: list[str] = []
+    used = 0
+    for ch in text:
+        w = _char_cells(ch)
+        if used + w > width:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + " " * (width - used)
+
+
 def fit(text: str, width: int, align: str = "<") -> str:
     """Pad or cut ``text`` to exactly ``width`` terminal cells (cut with an ellipsis).
 
@@ -85,9 +112,9 @@ def fit(text: str, width: int, align: str = "<") -> str:
         if len(text) > width:
             return text[: width - 1] + "…" if width > 1 else text[:width]
         return f"{text:{align}{width}}"
-    cells = cell_len(text)
+    cells = cell_width(text)
     if cells > width:
-        return set_cell_size(text, width - 1) + "…" if width > 1 else set_cell_size(text, 1)
+        return _cut_cells(text, width - 1) + "…" if width > 1 else _cut_cells(text, 1)
     pad = width - cells
     if align == ">":
         return " " * pad + text

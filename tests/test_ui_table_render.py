@@ -1,0 +1,149 @@
+"""The process table's fast row rendering draws exactly what DataTable itself draws.
+
+``ProcessTable._render_line_in_row`` overrides a private DataTable method (see
+gputop/ui/process_table.py): these tests render the same table both ways, in the states
+that change a row's look (cursor, hover, focus, tags, holders, theme), and compare every
+cell's character and visual style. Only the click metadata may differ (column 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from rich.segment import Segment
+from textual.pilot import Pilot
+from textual.strip import Strip
+from textual.widgets import DataTable
+
+from gputop.model import UnlistedHolder
+from gputop.ui.app import GpuTopApp
+from gputop.ui.process_table import ProcessTable
+from tests import ui_fixtures as fx
+
+Cell = tuple[str, tuple[object, ...] | None]
+
+
+def _cells(strips: list[Strip]) -> list[list[Cell]]:
+    out: list[list[Cell]] = []
+    for strip in strips:
+        row: list[Cell] = []
+        seg: Segment
+        for seg in strip:
+            st = seg.style
+            look = (
+                None
+                if st is None
+                else (st.color, st.bgcolor, st.bold, st.dim, st.italic, st.underline, st.reverse)
+            )
+            row += [(ch, look) for ch in seg.text]
+        out.append(row)
+    return out
+
+
+def _snapshot() -> Any:
+    snap = fx.fleet(3)
+    holder = UnlistedHolder(pid=777, gpu=1, minor_number=1, user="bob", command="python x.py")
+    hidden = fx.proc(4242, visible=False)
+    g0 = replace(snap.gpus[0], processes=(*snap.gpus[0].processes, hidden))
+    return replace(
+        snap,
+        gpus=(g0, *snap.gpus[1:]),
+        unlisted_holders=(holder,),
+        processes=(fx.host_info(777, user="bob", command="python x.py"),),
+    )
+
+
+async def _render(fast: bool, size: tuple[int, int], steps: Any) -> list[list[Cell]]:
+    original = ProcessTable._render_line_in_row
+    if not fast:
+        ProcessTable._render_line_in_row = DataTable._render_line_in_row  # type: ignore[method-assign]
+    try:
+        app = GpuTopApp(snapshots=[_snapshot()])
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            await steps(pilot)
+            await pilot.pause()
+            table = app.table
+            drawn = _cells(table.render_lines(table.region.reset_offset))
+            if fast:  # the body rows did take the fast path
+                assert sum(k[0] != "header" for k in table._fast_rows) >= table.row_count
+            return drawn
+    finally:
+        ProcessTable._render_line_in_row = original  # type: ignore[method-assign]
+
+
+async def _nothing(pilot: Pilot[Any]) -> None:
+    return None
+
+
+async def _cursor_and_tags(pilot: Pilot[Any]) -> None:
+    await pilot.press("space", "space", "down")
+
+
+async def _hover(pilot: Pilot[Any]) -> None:
+    await pilot.hover("#procs", offset=(12, 4))
+
+
+async def _light_theme_unfocused(pilot: Pilot[Any]) -> None:
+    pilot.app.theme = "textual-light"
+    await pilot.press("space", "r")
+    pilot.app.set_focus(None)
+
+
+async def _compact(pilot: Pilot[Any]) -> None:
+    await pilot.press("down", "down")
+
+
+@pytest.mark.parametrize(
+    ("size", "steps"),
+    [
+        ((200, 50), _nothing),
+        ((120, 40), _cursor_and_tags),
+        ((120, 40), _hover),
+        ((120, 40), _light_theme_unfocused),
+        ((80, 24), _compact),
+    ],
+)
+async def test_fast_rows_look_exactly_like_datatable_rows(
+    size: tuple[int, int], steps: Any
+) -> None:
+    fast = await _render(True, size, steps)
+    slow = await _render(False, size, steps)
+    assert len(fast) == len(slow)
+    assert any(any(ch != " " for ch, _ in row) for row in fast[1:])  # rows were drawn
+    for y, (a, b) in enumerate(zip(fast, slow, strict=True)):
+        assert a == b, f"line {y} differs"
+
+
+async def test_only_changed_rows_are_repainted_and_a_click_still_selects() -> None:
+    first = fx.fleet(3)
+    app = GpuTopApp(snapshots=[first])
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.table
+        g1 = first.gpus[1]
+        p = replace(g1.processes[0], sm_percent=1.0)
+        second = replace(
+            first, gpus=(first.gpus[0], replace(g1, processes=(p, g1.processes[1])), first.gpus[2])
+        )
+        repainted: list[Any] = []
+        refresh = table.refresh
+
+        def spy(*regions: Any, **kw: Any) -> Any:
+            repainted.append(regions)
+            return refresh(*regions, **kw)
+
+        table.refresh = spy  # type: ignore[method-assign]
+        app.apply_snapshot(second, (first, second))
+        table.refresh = refresh  # type: ignore[method-assign]
+        assert table.last_update == "cells"
+        # One region, one line high: the row of 1:1010 (third row, below the header).
+        assert [len(r) for r in repainted] == [1]
+        region = repainted[0][0]
+        assert region.height == 1 and region.y == table.header_height + 2
+        await pilot.pause()
+        assert [c.plain for c in table.get_row("1:1010")][6].strip() == "1%"
+        top = table.content_region.y - table.region.y  # the border above the header
+        await pilot.click("#procs", offset=(60, top + table.header_height + 4))
+        assert table.cursor_key == "2:1020"  # the fifth row
