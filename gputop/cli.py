@@ -10,8 +10,11 @@ Textual is imported only on the dashboard path (``gputop.ui.app`` lazily): ``--o
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import math
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import NoReturn
@@ -160,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         parser.error(str(exc))
     args.thresholds = config.thresholds
+    if not once:
+        _preload_dashboard()
 
     source: Source
     if args.demo:
@@ -183,6 +188,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dashboard(sampler, args, parser, config)
     finally:
         sampler.stop()
+
+
+def _preload_dashboard() -> None:
+    """Import the UI (about 0.15 s, mostly Textual) on a thread while NVML starts and the
+    first sample is taken: the first frame comes sooner. An import error is left for the
+    main thread's own import to report."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module("gputop.ui.app")
+
+    threading.Thread(target=load, name="gputop-preload-ui", daemon=True).start()
 
 
 def _selection(
@@ -219,7 +236,10 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
     sys.stdout.flush()
     if not snap.driver.available:
         why = snap.driver.error or "unknown reason"
-        print(f"gputop: NVIDIA driver not available: {why}", file=sys.stderr)
+        print(
+            f"gputop: NVIDIA driver not available: {why} Showing the host part only.",
+            file=sys.stderr,
+        )
         return EXIT_NO_DRIVER
     return EXIT_OK
 

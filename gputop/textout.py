@@ -325,8 +325,13 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
         if g.lost:
             lines.append(f"{g.index:>3} (GPU lost: processes unknown)")
             continue
+        if g.processes_unavailable:
+            why = fmt.clean_text(g.processes_unavailable, 200)
+            known = "incomplete" if g.processes else "unknown"
+            lines.append(fit(f"{g.index:>3} (processes {known}: {why})"))
         if not g.processes:
-            lines.append(f"{g.index:>3} (no processes)")
+            if not g.processes_unavailable:
+                lines.append(f"{g.index:>3} (no processes)")
             continue
         for p in sorted(g.processes, key=lambda p: p.pid):
             info = p.host or snapshot.process_info(p.pid)
@@ -342,6 +347,10 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
             command = _short_command(info.command if info else None)
             if info is None:
                 command = "n/a (no host information)"
+            elif info.status == "dead":
+                command = "exited"
+            elif info.status == "zombie":
+                command = f"[zombie] {_short_command(info.name)}"
             lines.append(
                 fit(
                     f"{prefix}{_pad(user, 8)} {numbers} {cpu:>5} "

@@ -636,12 +636,6 @@ async def test_row10_two_thousand_host_processes_do_not_slow_a_frame(
         assert_layout_intact(app)
 
 
-@pytest.mark.xfail(
-    reason="analysis cost, not the widgets: verdict._context runs build_jobs on every "
-    "snapshot of the window on every tick, and build_jobs is O(processes x jobs) "
-    "(jobs.py: 'mine = [...]' per root); ~0.8 s per frame at 16x64 on the UI thread",
-    strict=False,
-)
 async def test_row10_16x64_with_a_full_verdict_window_keeps_frames_short(
     fake_nvml: FakeNvml,
 ) -> None:

@@ -26,6 +26,7 @@ class FakeSampler:
         self.interval = 1.0
         self.paused = False
         self.stale = False
+        self.last_error: str | None = None
         self.running = True
         self.on_snapshot = None
         self.started = False
@@ -141,6 +142,19 @@ async def test_sort_cycles_and_reverses() -> None:
         await pilot.press("r", "s", "s", "s")
         assert app.sort_key == "sm"  # pid -> user -> mem -> sm
         assert table_pids(app) == [1000, 1010, 1020, 1001, 1011, 1021]  # n/a last
+
+
+async def test_sort_key_skips_columns_the_compact_table_hides() -> None:
+    app = GpuTopApp(snapshots=[fx.fleet(2)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.compact
+        shown = {c.key for c in views.visible_columns(compact=True)}
+        assert "rss" not in shown and "read" not in shown
+        seen = []
+        for _ in range(len(views.SORT_KEYS)):
+            await pilot.press("s")
+            seen.append(app.sort_key)
+        assert set(seen) == shown & set(views.SORT_KEYS) and "rss" not in seen
 
 
 async def test_clicking_a_header_sorts_and_again_reverses() -> None:
@@ -454,6 +468,45 @@ async def test_stale_marker_follows_the_sampler() -> None:
         sampler.stale = False
         app._check_stale()
         assert "STALE" not in app.header.text
+
+
+async def test_a_failing_tick_is_said_in_the_header() -> None:
+    sampler = FakeSampler([fx.fleet(1)])
+    app = GpuTopApp(sampler)  # type: ignore[arg-type]
+    async with app.run_test(size=WIDE):
+        sampler.last_error = "RuntimeError: [bold]boom[/]"
+        app._check_stale()
+        assert "sampling failed: RuntimeError: [bold]boom[/]" in app.header.text
+        sampler.last_error = None
+        app._check_stale()
+        assert "sampling failed" not in app.header.text
+
+
+async def test_the_verdicts_are_judged_on_the_sampler_thread() -> None:
+    sampler = FakeSampler([fx.fleet(1)])
+    app = GpuTopApp(sampler)  # type: ignore[arg-type]
+    async with app.run_test(size=WIDE) as pilot:
+        newer = fx.fleet(2, time=fx.T0 + 1)
+        sampler.push(newer)
+        callback = sampler.on_snapshot
+        assert callback is not None
+        judged_on: list[str] = []
+        diagnose = app._diagnose
+
+        def spy(*args: object) -> object:
+            judged_on.append(threading.current_thread().name)
+            return diagnose(*args)  # type: ignore[arg-type]
+
+        app._diagnose = spy  # type: ignore[method-assign]
+        thread = threading.Thread(target=callback, args=(newer,), name="sampler")
+        thread.start()
+        thread.join()
+        await pilot.pause()
+        await pilot.pause()
+        assert app.snapshot is newer
+        assert judged_on == ["sampler"]  # not again on the UI thread
+        diagnosis = app.diagnosis()
+        assert diagnosis is not None and diagnosis.snapshot is newer
 
 
 async def test_a_sampler_not_yet_running_is_started() -> None:

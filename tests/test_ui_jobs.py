@@ -162,7 +162,7 @@ async def test_a_failing_analysis_falls_back_to_the_mem_idle_marker(
     def broken(*_a: object, **_k: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(app_module, "all_verdicts", broken)
+    monkeypatch.setattr(app_module.Analyzer, "update", broken)
     app = GpuTopApp(snapshots=demo(30))
     async with app.run_test(size=SMALL):
         assert app.verdict_error == "boom"

@@ -266,3 +266,43 @@ def test_table_rows_filters_and_sorts() -> None:
     snap = fx.fleet(3)
     rows = views.table_rows(snap, gpus=frozenset({0, 2}), text="u", sort_key="pid", reverse=True)
     assert [r.pid for r in rows] == [1020, 1000]
+
+
+def test_an_unsupported_process_list_is_said_not_shown_as_no_processes() -> None:
+    from gputop.model import SampleError, replace
+    from gputop.textout import render_text
+
+    snap = fx.fleet(2)
+    g0, g1 = snap.gpus
+    why = "compute list: not supported; graphics list: not supported"
+    snap = replace(
+        snap,
+        gpus=(
+            replace(g0, processes=(), processes_unavailable=why),
+            replace(g1, processes_unavailable="compute list: no permission"),
+        ),
+        errors=(SampleError("nvml", "GPU 1: no permission", gpu=1, metric="compute_processes"),),
+    )
+    notes = ["".join(text for text, _ in line) for line in views.process_notes(snap)]
+    assert notes == [
+        f"! GPU 0: process list unavailable ({why})",
+        "! GPU 1: process info not permitted (NVML NoPermission): processes missing from the table",
+    ]
+    text = render_text(snap)
+    assert "  0 (processes unknown: compute list: not supported; graphics list: not" in text
+    assert "  1 (processes incomplete: compute list: no permission)" in text
+    assert "(no processes)" not in text
+
+
+def test_exited_and_zombie_processes_say_so_in_the_command_column() -> None:
+    from gputop.model import replace
+
+    snap = fx.fleet(1)
+    (g,) = snap.gpus
+    a, b = g.processes[:2]
+    assert a.host is not None and b.host is not None
+    dead = replace(a, host=replace(a.host, status="dead", command=None, name=None))
+    zombie = replace(b, host=replace(b.host, status="zombie", command=None, name="python"))
+    snap = replace(snap, gpus=(replace(g, processes=(dead, zombie)),))
+    commands = {r.pid: r.command for r in views.process_rows(snap)}
+    assert commands == {a.pid: "exited", b.pid: "[zombie] python"}

@@ -349,6 +349,11 @@ def jobs_by_id(jobs: Sequence[Job]) -> dict[str, Job]:
     return {j.id: j for j in jobs}
 
 
+def _rounded(value: float | None, digits: int = 2) -> float | None:
+    """Sums of floats carry noise (298.59999999999997): scripts get 298.6."""
+    return None if value is None else round(value, digits)
+
+
 def job_to_dict(job: Job, verdict: Verdict | None = None) -> dict[str, Any]:
     """The JSON form of one job (``jobs`` list of ``--once --json``)."""
     return {
@@ -364,13 +369,13 @@ def job_to_dict(job: Job, verdict: Verdict | None = None) -> dict[str, Any]:
         "worker_pids": list(job.worker_pids),
         "workers": job.workers,
         "gpu_memory": job.gpu_memory,
-        "gpu_util": job.gpu_util,
-        "sm_percent": job.sm_percent,
-        "cpu_percent": job.cpu_percent,
-        "cores": job.cores,
-        "main_cpu_percent": job.main_cpu_percent,
+        "gpu_util": _rounded(job.gpu_util),
+        "sm_percent": _rounded(job.sm_percent),
+        "cpu_percent": _rounded(job.cpu_percent),
+        "cores": _rounded(job.cores, 3),
+        "main_cpu_percent": _rounded(job.main_cpu_percent),
         "rss": job.rss,
-        "read_bytes_per_s": job.read_bytes_per_s,
+        "read_bytes_per_s": _rounded(job.read_bytes_per_s),
         "disk_sleep": job.disk_sleep,
         "create_time": job.create_time,
         "age": job.age,

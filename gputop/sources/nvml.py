@@ -124,20 +124,18 @@ _LOST_REASONS = {
 _INIT_ERRORS = {
     _LIBRARY_NOT_FOUND: (
         "NVIDIA driver library libnvidia-ml.so.1 not found: no NVIDIA driver is installed "
-        "here, or it is not on the library path. Showing host metrics only."
+        "here, or it is not on the library path."
     ),
     _DRIVER_NOT_LOADED: (
         "NVIDIA driver is not loaded (the nvidia kernel module is not running; does "
-        "nvidia-smi work?). Showing host metrics only."
+        "nvidia-smi work?)."
     ),
     _LIB_RM_VERSION_MISMATCH: (
         "NVIDIA driver/library version mismatch: the loaded kernel module and "
         "libnvidia-ml.so differ, usually after a driver upgrade without a reboot. Reboot "
-        "(or reload the nvidia kernel modules). Showing host metrics only."
+        "(or reload the nvidia kernel modules)."
     ),
-    _NO_PERMISSION: (
-        "No permission to open the NVIDIA driver (/dev/nvidia*). Showing host metrics only."
-    ),
+    _NO_PERMISSION: ("No permission to open the NVIDIA driver (/dev/nvidia*)."),
 }
 
 
@@ -239,8 +237,7 @@ class NvmlReader:
         if nv is None:
             return DriverInfo(
                 available=False,
-                error="The Python NVML binding (nvidia-ml-py) is not installed. "
-                "Showing host metrics only.",
+                error="The Python NVML binding (nvidia-ml-py) is not installed.",
             )
         try:
             nv.nvmlInit()
@@ -262,7 +259,7 @@ class NvmlReader:
         code = getattr(exc, "value", None) if isinstance(exc, nv.NVMLError) else None
         if code in _INIT_ERRORS:
             return _INIT_ERRORS[code]
-        return f"NVML failed to initialize: {_describe(nv, exc)}. Showing host metrics only."
+        return f"NVML failed to initialize: {_describe(nv, exc)}."
 
     def _system_string(self, fn: Callable[[], Any]) -> str | None:
         try:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import logging
 import signal
+import threading
 import time
 import traceback
 from collections import deque
@@ -32,9 +34,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from gputop.analysis.jobs import Job, build_jobs
+from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Verdict, all_verdicts
+from gputop.analysis.verdict import Analyzer, Verdict
 from gputop.model import Snapshot
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
@@ -67,7 +69,8 @@ KEYS: tuple[Key, ...] = (
     Key("p", "pause", "Pause", "p"),
     Key("enter", "detail", "Detail", "Enter"),
     Key("k", "kill", "Kill", "k"),
-    Key("space", "tag", "Tag", "Space"),
+    # Shown in `?` and the palette, not the footer: the footer must fit 80 columns.
+    Key("space", "tag", "Tag", "Space", show=False),
     Key("a", "all_gpus", "All GPUs", "a", show=False),
     Key("plus,equals_sign", "interval(1)", "Slower refresh", "+", show=False),
     Key("minus", "interval(-1)", "Faster refresh", "-", show=False),
@@ -108,7 +111,7 @@ def _bindings() -> list[BindingType]:
                 str(n),
                 f"gpu({n})",
                 "One GPU" if n == 0 else f"Show GPU {n}",
-                show=n == 0,
+                show=False,  # `?` lists "0-9"; the footer must fit 80 columns
                 key_display="0-9" if n == 0 else str(n),
             )
         )
@@ -144,17 +147,27 @@ class Diagnosis:
     job_verdicts: Mapping[str, Verdict]  # job id -> verdict
     seconds: float  # what computing it cost
     marks: Mapping[int, views.VerdictMark] = field(default_factory=dict)
+    error: str | None = None  # the analysis failed: why (then every verdict is missing)
+    traceback: str | None = None
 
     def job(self, job_id: str) -> Job | None:
         return next((j for j in self.jobs if j.id == job_id), None)
 
 
 class SnapshotArrived(Message):
-    """Posted from the sampler thread; only the newest one waiting matters."""
+    """Posted from the sampler thread, with the history ending with the snapshot and its
+    diagnosis (computed there, off the UI thread); only the newest one waiting matters."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        history: tuple[Snapshot, ...] | None = None,
+        diagnosis: Diagnosis | None = None,
+    ) -> None:
         super().__init__()
         self.snapshot = snapshot
+        self.history = history
+        self.diagnosis = diagnosis
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotArrived)
@@ -192,6 +205,11 @@ class GpuTopApp(App[int]):
             base = replace(base, window_seconds=float(window))
             base.check()
         self.thresholds = base
+        # The analysis keeps per-snapshot results between ticks (cheap at 16 GPUs x 64
+        # processes); it runs on the sampler's thread, or on the UI thread for snapshots
+        # given directly (tests, the first frame): the lock keeps it to one at a time.
+        self._analyzer = Analyzer(base)
+        self._analyzer_lock = threading.Lock()
         self._diagnosis: Diagnosis | None = None
         self.verdict_error: str | None = None  # the analysis failed on the newest snapshot
         # (time, GPU index -> verdict kind) of each diagnosed snapshot: the detail screen's
@@ -214,6 +232,7 @@ class GpuTopApp(App[int]):
         self.tagged: set[str] = set()
         self.paused = False
         self.stale = False
+        self.sample_error: str | None = None  # the sampler's last tick failed: why
         self.compact = False
         self.too_small = False
         self._interval = sampler.interval if sampler is not None else 1.0
@@ -313,19 +332,26 @@ class GpuTopApp(App[int]):
         self.refresh_view()
 
     def _from_sampler_thread(self, snapshot: Snapshot) -> None:
-        """Runs on the sampler's worker thread: hand over, never touch widgets here."""
-        self.post_message(SnapshotArrived(snapshot))
+        """Runs on the sampler's worker thread: judge the snapshot here (pure analysis, so
+        the UI thread only draws), then hand over; never touch widgets here."""
+        history = self.sampler.history() if self.sampler is not None else (snapshot,)
+        history = _ending_with(history, snapshot)
+        diagnosis = None if self.paused else self._diagnose(snapshot, history)
+        self.post_message(SnapshotArrived(snapshot, history, diagnosis))
 
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
         if self._exit or self._closing or not self.screen_stack:
             return  # shutting down: the widgets are going or gone
-        history = self.sampler.history() if self.sampler is not None else (message.snapshot,)
-        self.apply_snapshot(message.snapshot, history)
+        if message.diagnosis is not None:
+            self._adopt(message.diagnosis)
+        self.apply_snapshot(message.snapshot, message.history)
 
     def _check_stale(self) -> None:
         stale = bool(self.sampler is not None and self.sampler.stale)
-        if stale != self.stale:
+        error = self.sampler.last_error if self.sampler is not None else None
+        if stale != self.stale or error != self.sample_error:
             self.stale = stale
+            self.sample_error = error
             self._render_header()
 
     # --- applying snapshots ---------------------------------------------------------------
@@ -367,7 +393,8 @@ class GpuTopApp(App[int]):
     # --- diagnosis ------------------------------------------------------------------------
 
     def diagnosis(self) -> Diagnosis | None:
-        """The verdicts for the newest snapshot, computed at most once per snapshot.
+        """The verdicts for the newest snapshot, computed at most once per snapshot
+        (normally already on the sampler's thread).
 
         Judged on the recent history only (``lookback_seconds``). Should the analysis
         fail, the failure is logged and said once, and the GPU lines fall back to the
@@ -379,31 +406,39 @@ class GpuTopApp(App[int]):
         done = self._diagnosis
         if done is not None and done.snapshot is snap:
             return done
-        history: Sequence[Snapshot] = self.history
-        if not history or history[-1] is not snap:
-            history = (*(s for s in history if s.time < snap.time), snap)
+        return self._adopt(self._diagnose(snap, _ending_with(self.history, snap)))
+
+    def _diagnose(self, snap: Snapshot, history: Sequence[Snapshot]) -> Diagnosis:
+        """Pure work, on any thread: touches no widget and no app state but the analyzer."""
         start = time.perf_counter()
+        error = trace = None
         try:
-            jobs = build_jobs(snap)
-            gpus, job_verdicts = all_verdicts(
-                recent(history, lookback_seconds(self.thresholds)), jobs, self.thresholds
-            )
+            with self._analyzer_lock:
+                gpus, lazy, jobs = self._analyzer.update(
+                    recent(history, lookback_seconds(self.thresholds))
+                )
+                # Judge every job now: a failure belongs here, not in a screen reading it.
+                job_verdicts: Mapping[str, Verdict] = dict(lazy)
         except Exception as exc:  # a bug in the analysis must not take the dashboard down
-            # Textual's log, not stderr: stderr is the screen.
-            self.log.error("computing the verdicts failed\n" + traceback.format_exc())
-            if self.verdict_error is None:
-                self.notify(f"verdicts unavailable: {exc}", severity="error", timeout=10)
-            self.verdict_error = str(exc) or type(exc).__name__
+            error = str(exc) or type(exc).__name__
+            trace = traceback.format_exc()
             jobs, gpus, job_verdicts = (), {}, {}
-        else:
-            self.verdict_error = None
         seconds = time.perf_counter() - start
         marks = {i: views.verdict_mark(v) for i, v in gpus.items()}
-        done = Diagnosis(snap, tuple(jobs), gpus, job_verdicts, seconds, marks)
+        return Diagnosis(snap, tuple(jobs), gpus, job_verdicts, seconds, marks, error, trace)
+
+    def _adopt(self, done: Diagnosis) -> Diagnosis:
+        """Make ``done`` the current diagnosis (UI thread): say a failure once, log it."""
+        if done.error is not None:
+            # Textual's log, not stderr: stderr is the screen.
+            self.log.error(f"computing the verdicts failed\n{done.traceback}")
+            if self.verdict_error is None:
+                self.notify(f"verdicts unavailable: {done.error}", severity="error", timeout=10)
+        self.verdict_error = done.error
         self._diagnosis = done
-        if gpus:
-            self.verdict_log.append((snap.time, {i: v.kind for i, v in gpus.items()}))
-        self.verdict_seconds.append(seconds)
+        if done.gpus:
+            self.verdict_log.append((done.snapshot.time, {i: v.kind for i, v in done.gpus.items()}))
+        self.verdict_seconds.append(done.seconds)
         if len(self.verdict_seconds) > 1000:
             del self.verdict_seconds[:500]
         return done
@@ -465,6 +500,7 @@ class GpuTopApp(App[int]):
                 gpu_filter=None if all_gpus else self.shown_gpus,
                 text_filter=self.text_filter,
                 compact=self.compact,
+                error=self.sample_error,
             )
         )
 
@@ -561,8 +597,11 @@ class GpuTopApp(App[int]):
         self.refresh_view()
 
     def action_sort(self) -> None:
-        keys = views.SORT_KEYS
-        self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
+        """Next sort column among those on screen (the compact table hides some)."""
+        shown = {c.key for c in views.visible_columns(self.compact)}
+        keys = [k for k in views.SORT_KEYS if k in shown]
+        at = keys.index(self.sort_key) if self.sort_key in keys else -1
+        self.sort_key = keys[(at + 1) % len(keys)]
         self.refresh_view()
 
     def action_reverse(self) -> None:
@@ -723,6 +762,13 @@ class GpuTopApp(App[int]):
             )
 
 
+def _ending_with(history: Sequence[Snapshot], snap: Snapshot) -> tuple[Snapshot, ...]:
+    """``history`` cut so that it ends with ``snap`` (a newer tick may already be in it)."""
+    if history and history[-1] is snap:
+        return tuple(history)  # the same object when it is already a tuple
+    return (*(s for s in history if s.time < snap.time), snap)
+
+
 def _palette_action(app: GpuTopApp, action: str) -> Callable[[], Any]:
     async def run() -> None:
         await app.run_action(action)
@@ -768,8 +814,18 @@ def run_app(
         theme=theme,
     )
     app.handle_signals = True
+    # While the dashboard owns the terminal, a log record printed to stderr would scribble
+    # over the screen (the sampler logs from its own thread, where Textual's log handler
+    # cannot reach the app): gputop's records are dropped instead; a failing tick is shown
+    # in the header (sampler.last_error), a failing analysis as a notification.
+    logger = logging.getLogger("gputop")
+    quiet = logging.NullHandler()
+    logger.addHandler(quiet)
+    propagate, logger.propagate = logger.propagate, False
     try:
         app.run()
     finally:
+        logger.removeHandler(quiet)
+        logger.propagate = propagate
         sampler.on_snapshot = None  # the sampler may tick once more: not into a dead app
     return app.return_code or 0

@@ -545,8 +545,10 @@ def header_parts(
     gpu_filter: frozenset[int] | None = None,
     text_filter: str = "",
     compact: bool = False,
+    error: str | None = None,
 ) -> Parts:
-    """The header line; ``compact`` drops the program name and shortens the labels."""
+    """The header line; ``compact`` drops the program name and shortens the labels.
+    ``error``: why the last sample failed (the screen then shows older data)."""
     gap = " " if compact else "  "
     parts: list[Part] = [] if compact else [("gputop ", "title")]
     if snapshot is None:
@@ -569,6 +571,8 @@ def header_parts(
         parts += [(gap, ""), ("PAUSED", "warn-strong")]
     if stale:
         parts += [(gap, ""), ("STALE", "error-strong")]
+    if error:
+        parts += [(gap, ""), (f"! sampling failed: {safe(error, 80)}", "error-strong")]
     if gpu_filter is not None:
         shown = ",".join(str(i) for i in sorted(gpu_filter)) or "none"
         parts += [(f"{gap}GPU ", "label"), (shown, "accent")]
@@ -777,6 +781,18 @@ class ProcRow:
 INVISIBLE = "pid not visible (other PID namespace)"
 
 
+def _command_text(info: ProcessInfo | None) -> str:
+    """The COMMAND cell of a visible process: says when it has exited or is a zombie."""
+    if info is None:
+        return fmt.NA
+    text = safe(info.command or info.name, 2048) if (info.command or info.name) else ""
+    if info.status == "dead":
+        return f"exited {text}".rstrip()
+    if info.status == "zombie":
+        return f"[zombie] {text}".rstrip()
+    return text or fmt.NA
+
+
 def row_key(gpu: int | None, pid: int) -> str:
     return f"{'?' if gpu is None else gpu}:{pid}"
 
@@ -804,13 +820,7 @@ def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list
             visible = None if info is None else info.visible
             if visible is False:
                 info = None
-            command = (
-                INVISIBLE
-                if visible is False
-                else safe(info.command or info.name, 2048)
-                if info is not None and (info.command or info.name)
-                else fmt.NA
-            )
+            command = INVISIBLE if visible is False else _command_text(info)
             rows.append(
                 ProcRow(
                     key=key,
@@ -955,9 +965,16 @@ def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
 
     Identical problems on several GPUs share a line ("GPU 0,1: ...").
     """
-    if snapshot is None or not snapshot.errors:
+    if snapshot is None:
         return ()
     gpus_by_note: dict[str, list[int]] = {}
+    # A process list NVML does not support raises no error: say it, or the empty table
+    # would read as "no processes" (a refused one is said below, from its error).
+    said = {e.gpu for e in snapshot.errors if e.metric in PROCESS_METRICS}
+    for g in snapshot.gpus:
+        if g.processes_unavailable and not g.lost and g.index not in said:
+            why = safe(g.processes_unavailable, 200)
+            gpus_by_note.setdefault(f"process list unavailable ({why})", []).append(g.index)
     for e in snapshot.errors:
         if e.metric not in PROCESS_METRICS:
             continue
