@@ -3,9 +3,10 @@
 
     python scripts/screenshots.py [--out screenshots] [--samples 120] [--no-png]
 
-Makes the dashboard at 80x24 and 200x50, plus the kill dialog, help and the GPU detail
-screen at 200x50. Everything comes from ``DemoSource(seed=0)`` on its virtual clock, fed
-to ``GpuTopApp(sampler=None)`` through ``apply_snapshot``: no timers, no live data.
+Makes the dashboard at 80x24 and 200x50, plus the jobs view, the kill dialog, help and
+the GPU detail screen at 200x50. Everything comes from ``DemoSource(seed=0)`` on its
+virtual clock, fed to ``GpuTopApp(sampler=None)`` through ``apply_snapshot``: no timers,
+no live data.
 
 PNG needs cairosvg (``pip install cairosvg``) and a monospace font with box drawing and
 block characters: on Debian/Ubuntu ``apt-get install fonts-firacode`` (rsvg-convert
@@ -92,7 +93,12 @@ async def _help(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
 async def _detail(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
     from gputop.ui.screens.detail import DetailScreen
 
-    app.push_screen(DetailScreen(2, history))
+    # As a user opens it (with the verdict panel): Enter on GPU 2's process.
+    app.push_screen(DetailScreen(2, history, verdict=lambda: app.gpu_verdict(2)))
+
+
+async def _jobs(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
+    await pilot.press("j")
 
 
 def write(out: Path, name: str, svg: str, png: bool) -> None:
@@ -111,7 +117,7 @@ async def main_async(out: Path, samples: int, png: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for w, h in SIZES:
         write(out, f"dashboard-{w}x{h}", await _shoot(history, (w, h)), png)
-    for name, then in (("kill", _kill), ("help", _help), ("detail", _detail)):
+    for name, then in (("jobs", _jobs), ("kill", _kill), ("help", _help), ("detail", _detail)):
         write(out, f"{name}-200x50", await _shoot(history, (200, 50), then), png)
 
 

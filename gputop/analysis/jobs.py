@@ -144,7 +144,9 @@ def _is_root_marker(info: ProcessInfo) -> bool:
     return command is not None and _ROOT_MARKER_RE.search(command) is not None
 
 
-def _index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
+def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
+    """pid -> the host's view of it: ``Snapshot.processes``, then the GPU processes' own
+    ``host`` (a source may fill only one of the two)."""
     index: dict[int, ProcessInfo] = {}
     for info in snapshot.processes:
         index.setdefault(info.pid, info)
@@ -191,7 +193,7 @@ def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, GpuProcess]]:
 
 def build_jobs(snapshot: Snapshot) -> tuple[Job, ...]:
     """Group the snapshot's GPU processes into jobs, sorted by (first GPU, root pid)."""
-    index = _index(snapshot)
+    index = process_index(snapshot)
     entries = _gpu_entries(snapshot)
     gpu_pids = {proc.pid for _, proc in entries}
 

@@ -53,7 +53,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from gputop.analysis.jobs import Job, build_jobs
+from gputop.analysis.jobs import Job, build_jobs, process_index
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.fmt import bytes_, duration, rate
 from gputop.model import GpuSample, ProcessInfo, Snapshot
@@ -257,14 +257,7 @@ class _Tick:
         self.snap = snap
         self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
-        index: dict[int, ProcessInfo] = {}
-        for info in snap.processes:
-            index.setdefault(info.pid, info)
-        for gpu in snap.gpus:
-            for proc in gpu.processes:
-                if proc.host is not None:
-                    index.setdefault(proc.pid, proc.host)
-        self.procs = index
+        self.procs = index = process_index(snap)
         self.jobs: dict[str, Job] = {j.id: j for j in build_jobs(snap)}
         feats: dict[str, _JobTick] = {}
         for job_id, job in self.jobs.items():

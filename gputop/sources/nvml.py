@@ -413,15 +413,7 @@ class NvmlReader:
         """A GPU without a handle: lost (identity as last seen), or not accessible."""
         if gpu.lost_reason is None:
             return self._identity(gpu)
-        return GpuSample(
-            index=gpu.index,
-            name=gpu.name,
-            uuid=gpu.uuid,
-            pci_bus_id=gpu.pci_bus_id,
-            minor_number=gpu.minor_number,
-            lost=True,
-            lost_reason=gpu.lost_reason,
-        )
+        return replace(self._identity(gpu), lost=True, lost_reason=gpu.lost_reason)
 
     # ------------------------------------------------------------------ calls
 

@@ -309,6 +309,24 @@ def verdict_mark(verdict: vd.Verdict) -> VerdictMark:
     return VerdictMark(verdict.kind, word, label, SEVERITY_ROLES.get(verdict.severity, ""))
 
 
+def verdict_parts(verdict: vd.Verdict) -> tuple[Parts, Parts, Parts]:
+    """A verdict in full, as three lines: "verdict: label (severity)  also: ...",
+    "evidence: ...", "advice: ..." (the jobs panel and the detail screen)."""
+    mark = verdict_mark(verdict)
+    head: list[Part] = [
+        ("verdict: ", "label"),
+        (mark.label, mark.role),
+        (f" ({verdict.severity})", "dim"),
+    ]
+    if verdict.also:
+        head += [("  also: ", "label"), (", ".join(verdict.also), "")]
+    return (
+        tuple(head),
+        (("evidence: ", "label"), (safe(verdict.evidence, 1024), "")),
+        (("advice: ", "label"), (safe(verdict.advice, 1024), "")),
+    )
+
+
 def verdict_legend() -> tuple[tuple[str, str], ...]:
     """(word, meaning) of every verdict word, for the help screen."""
     meanings = {

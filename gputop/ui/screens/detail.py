@@ -25,7 +25,7 @@ from gputop import fmt
 from gputop.analysis.verdict import LABELS, Verdict
 from gputop.model import GpuSample, Snapshot
 from gputop.ui.screens.jobs import role_styles, to_text
-from gputop.ui.views import Part, Parts, safe, verdict_mark
+from gputop.ui.views import Parts, verdict_parts
 
 #: What the app hands over: the GPU's verdict now, and its (time, kind) history.
 VerdictSource = Callable[[], tuple[Verdict | None, Sequence[tuple[float, str]]]]
@@ -137,19 +137,7 @@ def verdict_lines(
     """The GPU's verdict, evidence, advice and verdict history, as lines of parts."""
     if verdict is None:
         return ((("verdict: ", "label"), (f"{fmt.NA} for GPU {gpu_index}", "dim")),)
-    mark = verdict_mark(verdict)
-    head: list[Part] = [
-        ("verdict: ", "label"),
-        (mark.label, mark.role),
-        (f" ({verdict.severity})", "dim"),
-    ]
-    if verdict.also:
-        head += [("  also: ", "label"), (", ".join(verdict.also), "")]
-    lines: list[Parts] = [
-        tuple(head),
-        (("evidence: ", "label"), (safe(verdict.evidence, 1024), "")),
-        (("advice: ", "label"), (safe(verdict.advice, 1024), "")),
-    ]
+    lines: list[Parts] = list(verdict_parts(verdict))
     history = verdict_history(log)
     if history is not None:
         lines.append(((history, "dim"),))

@@ -28,10 +28,10 @@ from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from gputop import fmt
-from gputop.analysis.jobs import Job
+from gputop.analysis.jobs import Job, process_index
 from gputop.analysis.verdict import Verdict
 from gputop.model import GpuProcess, ProcessInfo, Snapshot
-from gputop.ui.views import Part, Parts, fit, safe, verdict_mark
+from gputop.ui.views import Part, Parts, fit, safe, verdict_mark, verdict_parts
 
 if TYPE_CHECKING:
     from gputop.ui.app import Diagnosis
@@ -218,17 +218,6 @@ class Entry:
     expanded: bool = True  # when the node is first shown; the user's folds are kept after
 
 
-def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
-    index: dict[int, ProcessInfo] = {}
-    for info in snapshot.processes:
-        index.setdefault(info.pid, info)
-    for gpu in snapshot.gpus:
-        for proc in gpu.processes:
-            if proc.host is not None:
-                index.setdefault(proc.pid, proc.host)
-    return index
-
-
 def _parent_main(pid: int, mains: set[int], index: Mapping[int, ProcessInfo]) -> int | None:
     """The nearest ancestor of ``pid`` that is one of the job's GPU processes."""
     seen = {pid}
@@ -328,17 +317,7 @@ def job_detail_parts(
     if verdict is None:
         lines.append((("verdict: ", "label"), (f"{fmt.NA} (no verdict for this job)", "dim")))
     else:
-        mark = verdict_mark(verdict)
-        line: list[Part] = [
-            ("verdict: ", "label"),
-            (mark.label, mark.role),
-            (f" ({verdict.severity})", "dim"),
-        ]
-        if verdict.also:
-            line += [("  also: ", "label"), (", ".join(verdict.also), "")]
-        lines.append(tuple(line))
-        lines.append((("evidence: ", "label"), (safe(verdict.evidence, 1024), "")))
-        lines.append((("advice: ", "label"), (safe(verdict.advice, 1024), "")))
+        lines += verdict_parts(verdict)
     return tuple(lines)
 
 
