@@ -278,9 +278,14 @@ async def test_cursor_stays_on_the_same_process_when_rows_reorder() -> None:
         second = replace(first, gpus=tuple(gpus), time=fx.T0 + 1)
         app.apply_snapshot(second, (first, second))
         await pilot.pause()
-        assert app.table.last_update == "rebuild"
+        assert app.table.last_update == "reorder"  # the same rows moved, not rebuilt
         assert app.table.cursor_key == key
         assert app.table.cursor_row == len(table_pids(app)) - 1 - row_before
+        pids = table_pids(app)
+        assert pids == sorted(pids, reverse=True)  # CPU 10,000 - pid: highest CPU first
+        # What is drawn follows the new order too (line 0 is the header).
+        drawn = [app.table.render_line(y).text for y in range(1, len(pids) + 1)]
+        assert [int(line.split()[1]) for line in drawn] == pids
 
 
 async def test_table_diffing_skips_updates_cells_or_rebuilds() -> None:
