@@ -9,15 +9,22 @@ sample, and nvmlDeviceGetPcieThroughput sleeping 20 ms per call like real hardwa
 fake answers in microseconds otherwise, so the figures are gputop's own cost (Python,
 pynvml, ctypes) plus the PCIe wait, not a real driver's.
 
-One function per measurement (``measure_reader`` ...) returning a ``Result``; add new ones
-(the full sampler, ``gputop --once`` vs ``nvitop -1`` in a subprocess) beside it and list
-them in ``MEASUREMENTS``.
+Measurements, one function each, all in one run:
+- ``NvmlReader.read``: the NVML source alone, in this process;
+- ``Sampler tick``: a whole tick (NVML + host + /proc holders scan) through LiveSource;
+- ``gputop --once`` and ``nvitop -1``: each a fresh process on the same fake library and
+  scenario, CPU time of the whole process (user + system, from wait4), median of runs.
+  gputop's --once also waits 0.5 s between its two readings (rates need two): wall time,
+  not CPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -79,8 +86,67 @@ def measure_reader(n_gpus: int, n_procs: int, ticks: int, directory: Path) -> Re
     return Result("NvmlReader.read", n_gpus, n_procs, ticks, cpu, wall, wall_max)
 
 
+def measure_sampler(n_gpus: int, n_procs: int, ticks: int, directory: Path) -> Result:
+    """Sampler.tick_now() over LiveSource: NVML, host, process look-ups, holders scan."""
+    from gputop.sampler import Sampler
+    from gputop.sources.live import LiveSource
+
+    fakenvml.load_in_process()
+    os.environ[fakenvml.SCENARIO_ENV] = str(scenario_path(n_gpus, n_procs, directory))
+    sampler = Sampler(LiveSource(), interval=1.0)
+    try:
+        first = sampler.tick_now()  # warm-up
+        if len(first.gpus) != n_gpus:
+            raise RuntimeError(f"unexpected first tick: {len(first.gpus)} GPUs")
+        cpu, wall, wall_max = _timed(ticks, sampler.tick_now)
+    finally:
+        sampler.stop()
+    return Result("Sampler tick", n_gpus, n_procs, ticks, cpu, wall, wall_max)
+
+
+def _process_cost(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float, float]:
+    """Median CPU ms (user + system of the whole process), median and max wall ms."""
+    cpu: list[float] = []
+    wall: list[float] = []
+    for _ in range(runs):
+        w0 = time.perf_counter()
+        proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall.append(1000 * (time.perf_counter() - w0))
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        if proc.stderr:
+            proc.stderr.close()
+        if proc.returncode != 0:
+            raise RuntimeError(f"{argv} exited {proc.returncode}: {err[-500:]}")
+        cpu.append(1000 * (usage.ru_utime + usage.ru_stime))
+    return statistics.median(cpu), statistics.median(wall), max(wall)
+
+
+def measure_once(n_gpus: int, n_procs: int, runs: int, directory: Path) -> Result:
+    env = fakenvml.subprocess_env(scenario_path(n_gpus, n_procs, directory))
+    env["PYTHONPATH"] = str(ROOT)
+    argv = [sys.executable, "-m", "gputop", "--once"]
+    cpu, wall, wall_max = _process_cost(argv, env, runs)
+    return Result("gputop --once", n_gpus, n_procs, runs, cpu, wall, wall_max)
+
+
+def measure_nvitop(n_gpus: int, n_procs: int, runs: int, directory: Path) -> Result:
+    nvitop = shutil.which("nvitop") or str(Path(sys.executable).with_name("nvitop"))
+    if not Path(nvitop).exists():
+        raise RuntimeError("nvitop is not installed: pip install -e '.[bench]'")
+    env = fakenvml.subprocess_env(scenario_path(n_gpus, n_procs, directory))
+    cpu, wall, wall_max = _process_cost([nvitop, "-1"], env, runs)
+    return Result("nvitop -1", n_gpus, n_procs, runs, cpu, wall, wall_max)
+
+
 Measurement = Callable[[int, int, int, Path], Result]
-MEASUREMENTS: list[Measurement] = [measure_reader]
+MEASUREMENTS: list[Measurement] = [measure_reader, measure_sampler]
+#: Whole processes: "ticks" is the number of runs; CPU and wall are medians per run.
+PROCESS_MEASUREMENTS: list[Measurement] = [measure_once, measure_nvitop]
+RUNS = 5
 SIZES = [(8, 16), (8, 64), (16, 16), (16, 64)]
 
 
@@ -109,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     results = [m(g, p, ticks, directory) for m in MEASUREMENTS for g, p in sizes]
     print(f"fake NVML, nvmlDeviceGetPcieThroughput sleeping {PCIE_SLEEP_MS} ms per call")
     print(table(results))
+    runs = 3 if args.quick else RUNS
+    side_by_side = [m(g, p, runs, directory) for g, p in sizes for m in PROCESS_MEASUREMENTS]
+    print()
+    print(f"one-shot, whole process, median of {runs} runs (ticks = runs; CPU and wall per run)")
+    print(table(side_by_side))
     return 0
 
 
