@@ -536,6 +536,27 @@ async def test_history_widget_draws_fixed_scale_series() -> None:
         assert block._history.cells(1, width).endswith("▄▄▄")  # memory 50 %
 
 
+async def test_history_repaints_only_rows_whose_cells_changed() -> None:
+    history = [fx.snapshot([fx.gpu(0, util=u)], time=fx.T0 + i) for i, u in enumerate([0, 50, 100])]
+    app = GpuTopApp(snapshots=history)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        widget = app.gpu_panel.blocks[0]._history
+        assert widget is not None
+        (util_label, _), (mem_label, _) = widget.series
+        # A history wider than the widget: the window shows only its newest samples.
+        util, mem = (50.0,) * 300, (50.0,) * 300
+        widget.set_series([(util_label, util), (mem_label, mem)])
+        widget.render_line(0), widget.render_line(1)
+        util_strip, mem_strip = widget._cache[0], widget._cache[1]
+        # One more sample: util moves, memory stays at 50 % (a flat line looks the same).
+        widget.set_series([(util_label, (*util[1:], 25.0)), (mem_label, (*mem[1:], 50.0))])
+        assert widget._cache.get(1) is mem_strip  # kept: nothing to repaint
+        assert 0 not in widget._cache  # util changed: redrawn on the next frame
+        assert widget.render_line(0) is not util_strip
+        assert widget.cells(0, widget.size.width).endswith("▄▄▂")
+
+
 @pytest.mark.parametrize("size", [SMALL, WIDE])
 async def test_demo_frame_cost_is_small(size: tuple[int, int]) -> None:
     snaps = fx.demo_snapshots(40)

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -50,16 +51,27 @@ class History(Widget):
         return self._series
 
     def set_series(self, series: Sequence[Series]) -> None:
-        """New data; repaints only when it differs from what is shown."""
+        """New data; repaints only the rows whose visible cells changed (a flat series
+        shifted by one sample looks the same: memory held steady redraws nothing)."""
         new = tuple(series)
         if new == self._series:
             return
-        rows_changed = len(new) != len(self._series)
-        self._series = new
-        self._cache.clear()
-        if rows_changed:
+        width = self.size.width
+        if len(new) != len(self._series) or width <= 0:
+            self._series = new
+            self._cache.clear()
             self.styles.height = max(1, len(new))
-        self.refresh()
+            self.refresh()
+            return
+        before = [self._row_text(y, width) for y in range(len(new))]
+        self._series = new
+        for y, shown in enumerate(before):
+            if self._row_text(y, width) != shown:
+                self._cache.pop(y, None)
+                self.refresh(Region(0, y, width, 1))
+
+    def _row_text(self, row: int, width: int) -> tuple[str, str]:
+        return self._series[row][0], self.cells(row, width)
 
     def cells(self, row: int, width: int) -> str:
         """The cells of one row, without the label (what tests read)."""
