@@ -15,11 +15,12 @@ import pytest
 from gputop.analysis import verdict as V
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.cli import EXIT_USAGE, main
+from gputop.cli import EXIT_USAGE
 from gputop.fmt import is_wide
 from gputop.model import GpuSample, Snapshot, replace
 from gputop.sources.demo import LINK_FLAP, DemoSource
 from gputop.textout import _gpu_list, diagnose, filter_gpus, render_text, to_json_dict
+from tests.test_cli import run_main
 
 GPU_JOB_KEYS = {
     "id",
@@ -39,15 +40,6 @@ VERDICT_KEYS = {"kind", "label", "severity", "evidence", "advice", "also"}
 
 def cells(line: str) -> int:
     return sum(2 if is_wide(c) else 1 for c in line)
-
-
-def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def demo_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
