@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from gputop import fmt
 from gputop.analysis import verdict as vd
+from gputop.analysis.jobs import process_index
 from gputop.model import GpuSample, HostSample, ProcessInfo, Snapshot
 
 # --- thresholds -------------------------------------------------------------------------
@@ -826,11 +827,12 @@ def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list
     rows: list[ProcRow] = []
     seen: set[str] = set()
     now = snapshot.time
+    index = process_index(snapshot)  # one pass, not a scan of every process per row
     for g in snapshot.gpus:
         if gpus is not None and g.index not in gpus:
             continue
         for p in g.processes:
-            info = p.host if p.host is not None else snapshot.process_info(p.pid)
+            info = p.host if p.host is not None else index.get(p.pid)
             key = row_key(g.index, p.pid)
             if key in seen:
                 continue
@@ -865,7 +867,7 @@ def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list
         if key in seen:
             continue
         seen.add(key)
-        info = snapshot.process_info(h.pid)
+        info = index.get(h.pid)
         if info is not None and not info.visible:
             info = None
         dev = f"/dev/nvidia{h.minor_number}" if h.minor_number is not None else "/dev/nvidia?"
