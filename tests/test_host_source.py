@@ -15,6 +15,7 @@ import pytest
 
 from gputop.model import ProcessInfo
 from gputop.sources import host as host_mod
+from gputop.sources import procfs
 from gputop.sources.host import HostReader
 from tests.helpers import spawn
 
@@ -270,22 +271,37 @@ def test_zombie_keeps_its_row() -> None:
     assert row.visible and row.status == "dead" and row.command is None
 
 
-def test_process_exiting_mid_read_degrades_its_row_only(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("path", ["proc", "psutil"])
+def test_process_exiting_mid_read_degrades_its_row_only(
+    monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
     reader = HostReader()
+    reader._use_proc = path == "proc"
     with spawn.running("sleep") as victim, spawn.running("sleep") as other:
         reader.read_processes([victim.pid, other.pid])
-        original = psutil.Process.cmdline
+        if path == "proc":
+            original_read = procfs.read_cmdline
 
-        def cmdline_then_die(self: psutil.Process) -> Any:
-            if self.pid == victim.pid:
-                victim.kill()  # really gone (killed and reaped) in the middle of its read
-            return original(self)
+            def read_then_die(pid: int, proc_root: str = "/proc") -> bytes:
+                if pid == victim.pid:
+                    victim.kill()  # really gone (killed and reaped) in the middle of its read
+                return original_read(pid, proc_root)
 
-        monkeypatch.setattr(psutil.Process, "cmdline", cmdline_then_die)
+            monkeypatch.setattr(procfs, "read_cmdline", read_then_die)
+        else:
+            original = psutil.Process.cmdline
+
+            def cmdline_then_die(self: psutil.Process) -> Any:
+                if self.pid == victim.pid:
+                    victim.kill()
+                return original(self)
+
+            monkeypatch.setattr(psutil.Process, "cmdline", cmdline_then_die)
         rows = reader.read_processes([victim.pid, other.pid])
         monkeypatch.undo()
         gone = _row(rows, victim.pid)
         assert gone.visible  # it was there when the tick began
+        assert gone.status == "dead"
         assert gone.command is None and gone.cpu_percent is None
         assert gone.read_bytes_per_s is None
         ok = _row(rows, other.pid)
@@ -417,9 +433,9 @@ def test_read_host_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_parse_stat_with_hostile_comm() -> None:
     data = b"42 (a) b) c (x) S 7 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0\n"
-    st = host_mod._parse_stat(data)
+    st = procfs.parse_stat(data)
     assert st is not None and st.ppid == 7 and st.starttime == 98765
-    assert host_mod._parse_stat(b"garbage") is None
+    assert procfs.parse_stat(b"garbage") is None
 
 
 def test_ancestors_of_a_given_pid_are_included_on_request() -> None:

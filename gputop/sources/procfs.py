@@ -1,0 +1,184 @@
+"""Linux ``/proc/<pid>`` files read and parsed directly: the per-tick process hot path.
+
+``HostReader`` reads every process of a GPU job once a tick. Through psutil that costs
+about 95 us a process (five files, decorators, a pid-reuse check that reads ``stat``
+again); read here it is about 25 us: ``stat`` once (shared with the tick's scan of all
+processes), then ``status``, ``cmdline`` and ``io``. The values are the ones psutil
+gives (same files, same formulas): psutil remains the fallback where there is no
+Linux ``/proc``.
+
+Every reader raises ``OSError`` as the kernel gives it: ``FileNotFoundError`` or
+``ProcessLookupError`` when the process is gone, ``PermissionError`` where another
+user's file is closed to us (``io``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+PROC_ROOT = "/proc"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+# The state letter of /proc/<pid>/stat, as psutil names it (psutil.STATUS_*).
+STATUSES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "disk-sleep",
+    "T": "stopped",
+    "t": "tracing-stop",
+    "Z": "zombie",
+    "X": "dead",
+    "x": "dead",
+    "K": "wake-kill",
+    "W": "waking",
+    "I": "idle",
+    "P": "parked",
+}
+
+
+class Stat(NamedTuple):
+    """What the scan of all processes keeps of one: its parent and identity, and the
+    line itself, parsed further (``parse_stat_fields``) only for the processes shown."""
+
+    ppid: int
+    starttime: int  # clock ticks since boot: with the pid, the process identity
+    raw: bytes = b""
+
+
+class StatFields(NamedTuple):
+    comm: str  # the kernel's name, at most 15 characters, undecoded bytes replaced
+    status: str  # psutil's word for the state letter
+    ppid: int
+    cpu_seconds: float  # user + system
+    num_threads: int
+    starttime: int
+    rss: int  # bytes
+
+
+def read_file(path: str, size: int = 8192) -> bytes:
+    """One read of a /proc file (os.open/os.read: about 30% cheaper than open())."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, size)
+    finally:
+        os.close(fd)
+
+
+def parse_stat(data: bytes) -> Stat | None:
+    """``pid (comm) state ppid ...``: the comm may contain ") " and spaces."""
+    r = data.rfind(b")")
+    fields = data[r + 2 :].split(None, 20)
+    try:
+        return Stat(int(fields[1]), int(fields[19]), data)
+    except (IndexError, ValueError):
+        return None
+
+
+def parse_stat_fields(data: bytes) -> StatFields | None:
+    left, r = data.find(b"("), data.rfind(b")")
+    fields = data[r + 2 :].split(None, 22)
+    if left < 0 or r < left:
+        return None
+    try:
+        return StatFields(
+            comm=data[left + 1 : r].decode("utf-8", "replace"),
+            status=STATUSES.get(fields[0].decode("ascii", "replace"), "?"),
+            ppid=int(fields[1]),
+            cpu_seconds=(int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
+            num_threads=int(fields[17]),
+            starttime=int(fields[19]),
+            rss=int(fields[21]) * PAGE_SIZE,
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+def read_stat(pid: int, proc_root: str = PROC_ROOT) -> Stat | None:
+    """The stat line of one process, or None when it cannot be read (gone)."""
+    try:
+        data = read_file(f"{proc_root}/{pid}/stat", 4096)
+    except OSError:
+        return None
+    return parse_stat(data)
+
+
+def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, Stat]:
+    """{pid: Stat} for every process in one pass over /proc/<pid>/stat.
+
+    Raises OSError when ``proc_root`` cannot be listed (the caller falls back to psutil).
+    """
+    out: dict[int, Stat] = {}
+    for name in os.listdir(proc_root):
+        if not name.isdigit():
+            continue
+        st = read_stat(int(name), proc_root)
+        if st is not None:
+            out[int(name)] = st
+    return out
+
+
+def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
+    """The real uid (the first of the ``Uid:`` line of status, as psutil's ``uids``)."""
+    data = read_file(f"{proc_root}/{pid}/status", 16384)
+    at = data.find(b"\nUid:")
+    if at < 0:
+        return None
+    try:
+        return int(data[at + 5 :].split(None, 1)[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def read_cmdline(pid: int, proc_root: str = PROC_ROOT) -> bytes:
+    """The raw command line: arguments each ended by NUL (empty for a zombie or a
+    kernel thread). Read whole, however long."""
+    fd = os.open(f"{proc_root}/{pid}/cmdline", os.O_RDONLY)
+    try:
+        chunks = [os.read(fd, 65536)]
+        while len(chunks[-1]) == 65536:
+            chunks.append(os.read(fd, 65536))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def split_cmdline(data: bytes) -> list[str]:
+    """Arguments as psutil's ``cmdline()`` splits them: NUL-separated, or space-separated
+    when a process rewrote its command line that way (setproctitle, Chrome)."""
+    text = data.decode("utf-8", "surrogateescape")
+    if not text:
+        return []  # a zombie or a kernel thread
+    sep = "\x00" if text.endswith("\x00") else " "
+    if text.endswith(sep):
+        text = text[:-1]
+    argv = text.split(sep)
+    if sep == "\x00" and len(argv) == 1 and " " in text:
+        argv = text.split(" ")
+    return argv
+
+
+def read_io(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int] | None:
+    """(read_bytes, write_bytes) from /proc/<pid>/io: what reached the block layer, as
+    psutil's ``io_counters`` read_bytes/write_bytes. None when the fields are missing."""
+    data = read_file(f"{proc_root}/{pid}/io", 4096)
+    read = write = None
+    for line in data.splitlines():
+        if line.startswith(b"read_bytes:"):
+            read = int(line[11:])
+        elif line.startswith(b"write_bytes:"):
+            write = int(line[12:])
+    if read is None or write is None:
+        return None
+    return read, write
+
+
+def process_name(comm: str, argv: list[str]) -> str:
+    """psutil's ``name()``: the kernel's 15-character comm, or the basename of the first
+    argument when the comm was cut short and that basename starts with it."""
+    if len(comm) >= 15 and argv:
+        extended = os.path.basename(argv[0])
+        if extended.startswith(comm):
+            return extended
+    return comm
