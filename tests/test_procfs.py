@@ -63,10 +63,7 @@ def test_long_name_is_extended_from_the_command_line(tmp_path: Path) -> None:
 
 def test_changed_command_line_is_read_again() -> None:
     """A process that rewrites its command line (setproctitle) shows the new one."""
-    code = (
-        "import sys, time\n"
-        "sys.stdout.write('x\\n'); sys.stdout.flush(); time.sleep(30)\n"
-    )
+    code = "import sys, time\nsys.stdout.write('x\\n'); sys.stdout.flush(); time.sleep(30)\n"
     proc = subprocess.Popen([sys.executable, "-c", code, "first"], stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"x\n"
