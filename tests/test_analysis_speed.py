@@ -274,7 +274,7 @@ def test_build_jobs_is_linear_in_the_processes() -> None:
     def cost(n_gpus: int) -> float:
         snap = next(fleet(n_gpus, 64))
         times = []
-        for _ in range(9):
+        for _ in range(15):
             t0 = time.perf_counter()
             jobs = build_jobs(snap)
             times.append(time.perf_counter() - t0)
@@ -283,7 +283,7 @@ def test_build_jobs_is_linear_in_the_processes() -> None:
 
     small, big = cost(1), cost(16)
     print(f"\nbuild_jobs: 1x64 {small * 1000:.2f} ms, 16x64 {big * 1000:.1f} ms")
-    assert big < 24 * small + 0.003, (small, big)
+    assert big < 30 * small + 0.003, (small, big)  # linear: 16x plus noise; quadratic: 45x
     assert big < 0.1
 
 

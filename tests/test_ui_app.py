@@ -11,7 +11,7 @@ from textual.widgets import Input, Static
 from gputop.model import DriverInfo, ProcessInfo, Snapshot, UnlistedHolder, replace
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_bindings
-from gputop.ui.gpu_panel import GpuBlock
+from gputop.ui.gpu_panel import GpuBlock, GpuLines
 from tests import ui_fixtures as fx
 
 WIDE = (200, 50)
@@ -240,7 +240,9 @@ async def test_resize_compact_too_small_and_back() -> None:
         assert app.compact
         assert app.query_one("#main").has_class("-compact")
         assert app.gpu_panel.blocks[0].text.count("\n") == 0  # one line per GPU
-        assert all(app.gpu_panel.blocks[i].region.height == 1 for i in range(8))
+        assert all(len(app.gpu_panel.blocks[i].view.lines) == 1 for i in range(8))
+        lines = app.gpu_panel.query_one(GpuLines)
+        assert lines.region.height == 8 and len(lines.lines) == 8
         assert app.table.ordered_columns[-1].width >= views.MIN_COMMAND_WIDTH
         await pilot.resize_terminal(40, 12)
         await pilot.pause()
@@ -360,7 +362,7 @@ async def test_lost_gpu_shows_lost_and_others_keep_updating() -> None:
     app = GpuTopApp(snapshots=[snap])
     async with app.run_test(size=SMALL):
         assert "LOST" in app.gpu_panel.blocks[1].text
-        assert app.gpu_panel.blocks[1].has_class("-lost")
+        assert app.gpu_panel.blocks[1].lost
         assert "LOST" not in app.gpu_panel.blocks[0].text
         assert "55°C" in app.gpu_panel.blocks[2].text
 
@@ -528,12 +530,14 @@ async def test_history_widget_draws_fixed_scale_series() -> None:
     app = GpuTopApp(snapshots=history)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
-        block: GpuBlock = app.gpu_panel.blocks[0]
-        assert block._history is not None
-        width = block._history.size.width
-        util_cells = block._history.cells(0, width)
-        assert util_cells.endswith(" ▄█")
-        assert block._history.cells(1, width).endswith("▄▄▄")  # memory 50 %
+        lines = app.gpu_panel.query_one(GpuLines)
+        assert lines.history_cells(0, 0).endswith(" ▄█")
+        assert lines.history_cells(0, 1).endswith("▄▄▄")  # memory 50 %
+        # The history fills the line after the GPU's text and one space.
+        first = views.plain(lines.lines[0])
+        assert len(first) == lines.size.width
+        assert first.endswith(lines.history_cells(0, 0))
+        assert "util " in first and "mem  " in views.plain(lines.lines[1])
 
 
 async def test_history_repaints_only_rows_whose_cells_changed() -> None:
@@ -541,20 +545,21 @@ async def test_history_repaints_only_rows_whose_cells_changed() -> None:
     app = GpuTopApp(snapshots=history)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
-        widget = app.gpu_panel.blocks[0]._history
-        assert widget is not None
-        (util_label, _), (mem_label, _) = widget.series
-        # A history wider than the widget: the window shows only its newest samples.
+        lines = app.gpu_panel.query_one(GpuLines)
+        (block,) = lines.blocks.values()
+        (util_label, _), (mem_label, _) = block.series
+        # A history wider than the line: the window shows only its newest samples.
         util, mem = (50.0,) * 300, (50.0,) * 300
-        widget.set_series([(util_label, util), (mem_label, mem)])
-        widget.render_line(0), widget.render_line(1)
-        util_strip, mem_strip = widget._cache[0], widget._cache[1]
+        lines.set_blocks({0: GpuBlock(block.view, [(util_label, util), (mem_label, mem)])}, 60)
+        lines.render_line(0), lines.render_line(1)
+        util_strip, mem_strip = lines._cache[0], lines._cache[1]
         # One more sample: util moves, memory stays at 50 % (a flat line looks the same).
-        widget.set_series([(util_label, (*util[1:], 25.0)), (mem_label, (*mem[1:], 50.0))])
-        assert widget._cache.get(1) is mem_strip  # kept: nothing to repaint
-        assert 0 not in widget._cache  # util changed: redrawn on the next frame
-        assert widget.render_line(0) is not util_strip
-        assert widget.cells(0, widget.size.width).endswith("▄▄▂")
+        moved = [(util_label, (*util[1:], 25.0)), (mem_label, (*mem[1:], 50.0))]
+        lines.set_blocks({0: GpuBlock(block.view, moved)}, 60)
+        assert lines._cache.get(1) is mem_strip  # kept: nothing to repaint
+        assert 0 not in lines._cache  # util changed: redrawn on the next frame
+        assert lines.render_line(0) is not util_strip
+        assert lines.history_cells(0, 0).endswith("▄▄▂")
 
 
 @pytest.mark.parametrize("size", [SMALL, WIDE])

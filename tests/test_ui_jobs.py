@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from textual.app import App
 from textual.geometry import Region
-from textual.widgets import Static
+from textual.widget import Widget
 
 from gputop.analysis import verdict as vd
 from gputop.analysis.thresholds import Thresholds
@@ -32,15 +32,16 @@ def demo(n: int) -> tuple[Snapshot, ...]:
     return tuple(fx.demo_snapshots(n))
 
 
-def _text(widget: Static) -> str:
+def _text(widget: Widget) -> str:
     size = widget.outer_size  # border and padding included
     region = Region(0, 0, size.width, size.height)
     return "\n".join(strip.text for strip in widget.render_lines(region))
 
 
 def screen_text(app: App[Any]) -> str:
-    """Every Static on screen as rendered, whitespace (and so line wrapping) collapsed."""
-    return " ".join(" ".join(_text(w) for w in app.screen.query(Static) if w.display).split())
+    """Every text widget on screen as rendered, whitespace (and so line wrapping) collapsed."""
+    shown = app.screen.query("Static, PartsLines")
+    return " ".join(" ".join(_text(w) for w in shown if w.display).split())
 
 
 def gpu_line(app: GpuTopApp, index: int) -> str:

@@ -11,28 +11,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widget import Widget
 from textual.widgets import Static
 
 from gputop.model import Snapshot
 from gputop.ui.header import to_content
-from gputop.ui.history import History, Series
+from gputop.ui.lines import PartsLines
 from gputop.ui.views import (
     GpuView,
     Parts,
     VerdictMark,
     bar_width_for,
     cell_width,
+    fit_parts,
     gpu_view,
     host_only_message,
     memory_percent,
     plain,
+    spark,
     verdict_for,
     verdict_width_for,
 )
 
+Series = tuple[str, tuple[float | None, ...]]  # (label, values oldest first)
 Point = tuple[float | None, float | None]  # (utilization %, memory %) of one GPU
 _NO_POINT: Point = (None, None)  # the GPU is missing or lost in that snapshot
 
@@ -56,55 +57,75 @@ def _line_cells(parts: Parts) -> int:
     return sum(_part_cells(text) for text, _ in parts)
 
 
-class GpuBlock(Widget):
-    """The text of one GPU and its history, side by side."""
+class GpuBlock:
+    """What one GPU shows: its text lines and its history series (not a widget: every
+    GPU is drawn by the panel's one ``GpuLines``)."""
 
-    DEFAULT_CSS = """
-    GpuBlock {
-        layout: horizontal;
-        height: auto;
-        width: 1fr;
-    }
-    GpuBlock > .gpu-text {
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-    }
-    GpuBlock.-lost > .gpu-text { text-style: bold; }
-    GpuBlock > History { margin-left: 1; }
-    """
-
-    def __init__(self, view: GpuView, series: Sequence[Series], text_width: int) -> None:
-        super().__init__(classes=f"gpu-block gpu-{view.index}")
+    def __init__(self, view: GpuView, series: Sequence[Series]) -> None:
         self.view = view
-        self._series = tuple(series)
-        self._text_width = text_width
-        self._text: Static | None = None
-        self._history: History | None = None
+        self.series = tuple(series)
 
     @property
     def text(self) -> str:
         """What the text part says, without styles (for tests and NO_COLOR reasoning)."""
         return "\n".join(plain(line) for line in self.view.lines)
 
-    def compose(self) -> ComposeResult:
-        self._text = Static(to_content(self.view.lines), classes="gpu-text")
-        self._text.styles.width = self._text_width
-        self._text.styles.height = len(self.view.lines)
-        self._history = History(label_width=5 if len(self._series) > 1 else 0)
-        self._history.set_series(self._series)
-        self.set_class(self.view.lost, "-lost")
-        yield self._text
-        yield self._history
+    @property
+    def lost(self) -> bool:
+        return self.view.lost
 
-    def show(self, view: GpuView, series: Sequence[Series]) -> None:
-        if view != self.view:
-            self.view = view
-            self.set_class(view.lost, "-lost")
-            if self._text is not None:
-                self._text.update(to_content(view.lines), layout=False)
-        self._series = tuple(series)
-        if self._history is not None:
-            self._history.set_series(self._series)
+
+_HISTORY_ROLES = {"util": "hist-util", "mem": "hist-mem"}
+
+
+def history_parts(series: Series, cells: int, label_width: int) -> Parts:
+    """One history row: its label (``label_width`` cells, may be 0) and its cells."""
+    label, values = series
+    role = _HISTORY_ROLES.get(label.strip(), "hist-util")
+    parts: Parts = ((label[:label_width].ljust(label_width), "hist-label"),) if label_width else ()
+    return (*parts, (spark(values, max(0, cells)), role))
+
+
+class GpuLines(PartsLines):
+    """Every shown GPU, line by line: its text cut or padded to one width, a space, then
+    its fixed-scale history filling the rest of the line. A line repaints only when
+    what it shows changed: the history of a steady GPU shifted by one sample does not."""
+
+    def __init__(self) -> None:
+        super().__init__(classes="gpu-lines")
+        self.blocks: dict[int, GpuBlock] = {}
+        self._text_width = 0
+
+    def set_blocks(self, blocks: dict[int, GpuBlock], text_width: int) -> None:
+        self.blocks = blocks
+        self._text_width = text_width
+        self.set_lines(self._compose_lines(self.size.width))
+
+    def history_cells(self, index: int, row: int) -> str:
+        """The history cells of one GPU's row as drawn now (what tests read)."""
+        block = self.blocks[index]
+        label_width = 5 if len(block.series) > 1 else 0
+        parts = history_parts(block.series[row], self._cells(label_width), label_width)
+        return parts[-1][0]
+
+    def _cells(self, label_width: int, width: int | None = None) -> int:
+        width = self.size.width if width is None else width
+        return width - self._text_width - 1 - label_width
+
+    def _compose_lines(self, width: int) -> list[Parts]:
+        lines: list[Parts] = []
+        for block in self.blocks.values():
+            label_width = 5 if len(block.series) > 1 else 0
+            cells = self._cells(label_width, width)
+            for row, text in enumerate(block.view.lines):
+                line = fit_parts(text, self._text_width)
+                if width > 0 and row < len(block.series):
+                    line = (*line, (" ", ""), *history_parts(block.series[row], cells, label_width))
+                lines.append(line)
+        return lines
+
+    def on_resize(self) -> None:
+        self.set_lines(self._compose_lines(self.size.width))
 
 
 class GpuPanel(VerticalScroll):
@@ -124,8 +145,8 @@ class GpuPanel(VerticalScroll):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._layout_key: tuple[object, ...] | None = None
         self._message: Parts | None = None
+        self._lines: GpuLines | None = None
         self.blocks: dict[int, GpuBlock] = {}
         self._point_cache: dict[int, tuple[Snapshot, dict[int, Point]]] = {}
 
@@ -172,18 +193,15 @@ class GpuPanel(VerticalScroll):
             mem = tuple(p.get(g.index, _NO_POINT)[1] for p in points)
             series.append((("", util),) if compact else (("util ", util), ("mem  ", mem)))
 
-        key = (tuple(g.index for g in gpus), compact, text_width)
-        if key != self._layout_key:
-            self._layout_key = key
+        if self._message is not None:
             self._message = None
             self.remove_children()
-            self.blocks = {
-                v.index: GpuBlock(v, s, text_width) for v, s in zip(views, series, strict=True)
-            }
-            self.mount_all(self.blocks.values())
-            return
-        for v, s in zip(views, series, strict=True):
-            self.blocks[v.index].show(v, s)
+        if self._lines is None or not self._lines.is_attached:
+            self._lines = GpuLines()
+            self.mount(self._lines)
+        blocks = {v.index: GpuBlock(v, s) for v, s in zip(views, series, strict=True)}
+        self.blocks = blocks
+        self._lines.set_blocks(blocks, text_width)
 
     def _points(self, history: Sequence[Snapshot]) -> list[dict[int, Point]]:
         """{GPU index: (util %, memory %)} of each snapshot, as ``history_series`` reads
@@ -205,7 +223,7 @@ class GpuPanel(VerticalScroll):
         if self._message == parts:
             return
         self._message = parts
-        self._layout_key = None
+        self._lines = None
         self.blocks = {}
         self.remove_children()
         self.mount(Static(to_content((parts,)), classes="gpu-message"))

@@ -30,6 +30,9 @@ ROLE_STYLES: dict[str, str] = {
     "bar-reserved": "$primary",
     "bar-free": "dim",
     "cores": "$success",
+    "hist-label": "$text-muted",
+    "hist-util": "$success",
+    "hist-mem": "$secondary",
 }
 
 

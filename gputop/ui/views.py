@@ -124,6 +124,28 @@ def fit(text: str, width: int, align: str = "<") -> str:
     return text + " " * pad
 
 
+def fit_parts(parts: Parts, width: int) -> Parts:
+    """Parts padded or cut to exactly ``width`` cells, as ``fit`` does one text: what is
+    cut ends with an ellipsis, and the roles of what is kept stay."""
+    if width <= 0:
+        return ()
+    sizes = [cell_width(text) for text, _ in parts]
+    total = sum(sizes)
+    if total <= width:
+        return parts if total == width else (*parts, (" " * (width - total), ""))
+    out: list[Part] = []
+    room = width - 1  # the ellipsis takes the last cell
+    for (text, role), cells in zip(parts, sizes, strict=True):
+        if cells < room:
+            out.append((text, role))
+            room -= cells
+            continue
+        # The cut falls in this part (or just after it): end it with the ellipsis.
+        out.append((fit(text + "…", room + 1) if cells > room else text + "…", role))
+        break
+    return tuple(out)
+
+
 def level(value: float | None) -> str:
     """One cell of a fixed 0-100 % scale: 0 is blank, anything above 0 at least ▁."""
     if value is None:

@@ -1,0 +1,108 @@
+"""A widget of styled lines drawn one by one: a line repaints only when its parts change.
+
+Textual's partial update renders every widget inside the bounding box of all the regions
+that changed in a frame (the header and the process table changing together take in the
+whole screen), so what each widget costs when it did *not* change matters as much as
+what it costs when it did. One widget holding many lines (the GPU panel: every GPU's
+text and history) costs one call per frame instead of three per GPU, and its unchanged
+lines come from caches (this widget's strips, then Textual's styles cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.visual import Visual
+from textual.widget import Widget
+
+from gputop.ui.header import to_content
+from gputop.ui.views import Parts, fit_parts, plain
+
+
+class PartsLines(Widget):
+    """Lines of view parts (text, role), styled with the theme as ``to_content`` does."""
+
+    DEFAULT_CSS = """
+    PartsLines {
+        height: auto;
+        width: 1fr;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._lines: tuple[Parts, ...] = ()
+        self._cache: dict[int, Strip] = {}
+        self._cache_width = -1
+        self._styles: dict[str, Style] = {}
+
+    @property
+    def lines(self) -> tuple[Parts, ...]:
+        return self._lines
+
+    @property
+    def text(self) -> str:
+        """What the lines say, without styles."""
+        return "\n".join(plain(line) for line in self._lines)
+
+    def set_lines(self, lines: Sequence[Parts]) -> bool:
+        """New lines; repaints only those that changed. Returns whether any did."""
+        new = tuple(lines)
+        old = self._lines
+        if new == old:
+            return False
+        self._lines = new
+        if len(new) != len(old):
+            self._cache.clear()
+            self.refresh(layout=True)  # the height follows the number of lines
+            return True
+        width = max(1, self.size.width)
+        for y, (before, after) in enumerate(zip(old, new, strict=True)):
+            if before != after:
+                self._cache.pop(y, None)
+                self.refresh(Region(0, y, width, 1))
+        return True
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines)
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return max((sum(len(t) for t, _ in line) for line in self._lines), default=0)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if width != self._cache_width:
+            self._cache.clear()
+            self._cache_width = width
+        strip = self._cache.get(y)
+        if strip is None:
+            parts = fit_parts(self._lines[y], width) if y < len(self._lines) else ()
+            style = self._role_style
+            segments = [Segment(text, style(role)) for text, role in parts if text]
+            strip = Strip(segments).adjust_cell_length(width, self.rich_style)
+            self._cache[y] = strip
+        return strip
+
+    def _role_style(self, role: str) -> Style:
+        """The Rich style of a role on this widget, exactly as Textual renders
+        ``to_content`` in a Static (theme variables, NO_COLOR, background); resolved
+        once per role until the styles change."""
+        style = self._styles.get(role)
+        if style is None:
+            content = to_content((((" ", role),),))
+            strips = Visual.to_strips(self, content, 1, 1, self.visual_style)
+            segments = list(strips[0]) if strips else []
+            style = segments[0].style if segments and segments[0].style else self.rich_style
+            self._styles[role] = style
+        return style
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()  # the theme or a class changed the styles
+        self._styles.clear()
