@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     # with the last pane of one round while the next round starts its first.
     tmux("new-session", "-d", "-s", "keep", "-x", "20", "-y", "5", "exec sleep 3600")
     try:
-        with tempfile.TemporaryDirectory(prefix="gputop-bench-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="gputop-bench-", ignore_cleanup_errors=True) as tmp:
             path = scenario_for([c.pid for c in children]).write(Path(tmp) / "scenario.txt")
             env = subprocess_env(path)
             env["PYTHONPATH"] = str(ROOT)

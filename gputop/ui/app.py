@@ -41,9 +41,10 @@ from gputop.analysis.verdict import Analyzer, Verdict
 from gputop.model import Snapshot
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
-from gputop.ui.header import HeaderLine, to_content
+from gputop.ui.header import HeaderLine
 from gputop.ui.host_panel import HostPanel
 from gputop.ui.process_table import ProcessTable
+from gputop.ui.roles import to_content
 
 if TYPE_CHECKING:
     from gputop.sampler import Sampler

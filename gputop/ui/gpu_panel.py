@@ -15,8 +15,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from gputop.model import Snapshot
-from gputop.ui.header import to_content
 from gputop.ui.lines import PartsLines
+from gputop.ui.roles import to_content
 from gputop.ui.views import (
     GpuView,
     Parts,

@@ -19,7 +19,7 @@ from textual.strip import Strip
 from textual.visual import Visual
 from textual.widget import Widget
 
-from gputop.ui.header import to_content
+from gputop.ui.roles import to_content
 from gputop.ui.views import Parts, fit_parts, plain
 
 
