@@ -1012,26 +1012,32 @@ def _pcie(
 ) -> list[_Finding]:
     t = ctx.t
     best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
-    gpus = sorted({g.index for samples in window_samples for g in samples})
-    for index in gpus:
-        for direction in ("rx", "tx"):
-            ratios: list[float] = []
-            rates: list[float] = []
-            for samples in window_samples:
-                for g in samples:
-                    if g.index != index:
-                        continue
-                    value = g.pcie.rx_bytes_per_s if direction == "rx" else g.pcie.tx_bytes_per_s
-                    cap = _link_capacity(g)
-                    if value is None or cap is None or cap <= 0:
-                        continue
-                    ratios.append(value / cap)
-                    rates.append(value)
-            if not ratios:
+    # One pass over the window: each sample's link capacity is computed once for both
+    # directions. index -> [(sum of ratios, sum of rates, count)] for rx, tx.
+    sums: dict[int, list[list[float]]] = {}
+    for samples in window_samples:
+        for g in samples:
+            rx, tx = g.pcie.rx_bytes_per_s, g.pcie.tx_bytes_per_s
+            if rx is None and tx is None:
                 continue
-            ratio = sum(ratios) / len(ratios)
+            cap = _link_capacity(g)
+            if cap is None or cap <= 0:
+                continue
+            acc = sums.get(g.index)
+            if acc is None:
+                acc = sums[g.index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
+            for value, slot in ((rx, acc[0]), (tx, acc[1])):
+                if value is not None:
+                    slot[0] += value / cap
+                    slot[1] += value
+                    slot[2] += 1
+    for index in sorted(sums):
+        for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):
+            if not n:
+                continue
+            ratio = ratio_sum / n
             if best is None or ratio > best[0]:
-                best = (ratio, direction, index, sum(rates) / len(rates))
+                best = (ratio, direction, index, rate_sum / n)
     if best is None or best[0] < t.pcie_near_max:
         return []
     ratio, direction, index, mean_rate = best

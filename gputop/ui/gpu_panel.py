@@ -91,6 +91,8 @@ class GpuLines(PartsLines):
     its fixed-scale history filling the rest of the line. A line repaints only when
     what it shows changed: the history of a steady GPU shifted by one sample does not."""
 
+    LINES_FIT_WIDTH = True  # composed for the widget's width (again on each resize)
+
     def __init__(self) -> None:
         super().__init__(classes="gpu-lines")
         self.blocks: dict[int, GpuBlock] = {}

@@ -11,6 +11,7 @@ lines come from caches (this widget's strips, then Textual's styles cache).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -20,7 +21,7 @@ from textual.visual import Visual
 from textual.widget import Widget
 
 from gputop.ui.roles import to_content
-from gputop.ui.views import Parts, fit_parts, plain
+from gputop.ui.views import Part, Parts, fit_parts, plain
 
 
 class PartsLines(Widget):
@@ -35,12 +36,17 @@ class PartsLines(Widget):
     }
     """
 
+    #: Set by a subclass whose lines are exactly as wide as the widget already (cut and
+    #: padded by the view), so they are not measured and fitted again when drawn.
+    LINES_FIT_WIDTH: ClassVar[bool] = False
+
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._lines: tuple[Parts, ...] = ()
         self._cache: dict[int, Strip] = {}
         self._cache_width = -1
         self._styles: dict[str, Style] = {}
+        self._segments: dict[Part, Segment] = {}
 
     @property
     def lines(self) -> tuple[Parts, ...]:
@@ -82,12 +88,24 @@ class PartsLines(Widget):
             self._cache_width = width
         strip = self._cache.get(y)
         if strip is None:
-            parts = fit_parts(self._lines[y], width) if y < len(self._lines) else ()
-            style = self._role_style
-            segments = [Segment(text, style(role)) for text, role in parts if text]
+            parts = self._lines[y] if y < len(self._lines) else ()
+            if not self.LINES_FIT_WIDTH:
+                parts = fit_parts(parts, width)
+            segment = self._segment
+            segments = [segment(part) for part in parts if part[0]]
             strip = Strip(segments).adjust_cell_length(width, self.rich_style)
             self._cache[y] = strip
         return strip
+
+    def _segment(self, part: Part) -> Segment:
+        """The styled segment of a part; parts repeat from tick to tick (labels, bars,
+        units), so they are kept until the styles change."""
+        segment = self._segments.get(part)
+        if segment is None:
+            if len(self._segments) > 4096:
+                self._segments.clear()
+            segment = self._segments[part] = Segment(part[0], self._role_style(part[1]))
+        return segment
 
     def _role_style(self, role: str) -> Style:
         """The Rich style of a role on this widget, exactly as Textual renders
@@ -106,3 +124,4 @@ class PartsLines(Widget):
         super().notify_style_update()
         self._cache.clear()  # the theme or a class changed the styles
         self._styles.clear()
+        self._segments.clear()

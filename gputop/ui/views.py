@@ -74,6 +74,7 @@ def safe(text: str | None, limit: int | None = 512) -> str:
     return fmt.NA if cleaned is None else cleaned
 
 
+@lru_cache(maxsize=8192)
 def _char_cells(ch: str) -> int:
     if fmt.is_wide(ch):
         return 2
@@ -86,7 +87,7 @@ def cell_width(text: str) -> int:
     """Terminal cells ``text`` takes: CJK and emoji two, combining marks none."""
     if text.isascii():
         return len(text)
-    return sum(_char_cells(ch) for ch in text)
+    return sum(map(_char_cells, text))
 
 
 def _cut_cells(text: str, width: int) -> str:
