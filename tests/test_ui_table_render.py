@@ -56,9 +56,12 @@ def _snapshot() -> Any:
 
 
 async def _render(fast: bool, size: tuple[int, int], steps: Any) -> list[list[Cell]]:
-    original = ProcessTable._render_line_in_row
+    # The fast path: ProcessTable's own row rendering and line assembly.
+    names = ("_render_line_in_row", "_render_line", "render_line", "render_lines")
+    originals = {name: ProcessTable.__dict__[name] for name in names}
     if not fast:
-        ProcessTable._render_line_in_row = DataTable._render_line_in_row  # type: ignore[method-assign]
+        for name in names:
+            setattr(ProcessTable, name, getattr(DataTable, name))
     try:
         app = GpuTopApp(snapshots=[_snapshot()])
         async with app.run_test(size=size) as pilot:
@@ -67,11 +70,13 @@ async def _render(fast: bool, size: tuple[int, int], steps: Any) -> list[list[Ce
             await pilot.pause()
             table = app.table
             drawn = _cells(table.render_lines(table.region.reset_offset))
-            if fast:  # the body rows did take the fast path
+            if fast:  # the body rows did take the fast path, to the finished strips
                 assert sum(k[0] != "header" for k in table._fast_rows) >= table.row_count
+                assert len(table._row_strips) >= table.row_count
             return drawn
     finally:
-        ProcessTable._render_line_in_row = original  # type: ignore[method-assign]
+        for name, method in originals.items():
+            setattr(ProcessTable, name, method)
 
 
 async def _nothing(pilot: Pilot[Any]) -> None:

@@ -30,6 +30,7 @@ from textual._types import SegmentLines
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.geometry import Region, Size
+from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
@@ -73,6 +74,10 @@ class ProcessTable(DataTable[Text]):
         # Rendered body rows by (cells, row, width, styles, cursor, hover...): unchanged
         # rows survive DataTable's whole-table cache flush on every update_cell.
         self._fast_rows: dict[tuple[object, ...], tuple[SegmentLines, SegmentLines]] = {}
+        # Finished strips of fast rows: id(segments) -> (segments, width, strip).
+        self._row_strips: dict[int, tuple[SegmentLines, int, Strip]] = {}
+        self._frame_style: Style | None = None
+        self._frame_width: int | None = None
 
     # --- columns --------------------------------------------------------------------------
 
@@ -256,6 +261,63 @@ class ProcessTable(DataTable[Text]):
         self.scroll_to(y=scroll_y, animate=False, immediate=True)
         self.move_cursor(row=row, animate=False)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # DataTable.render_line asks for ``rich_style`` on every line, and that walks the
+        # DOM each time (a quarter of the table's cost per frame): once per frame here.
+        self._frame_style = self.rich_style
+        self._frame_width = self.size.width  # a property that computes regions
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+            self._frame_width = None
+
+    def _width_now(self) -> int:
+        width = self._frame_width
+        return self.size.width if width is None else width
+
+    def render_line(self, y: int) -> Strip:
+        """DataTable.render_line with the frame's style (see ``render_lines``)."""
+        base_style = self._frame_style
+        if base_style is None or self.fixed_rows:
+            return super().render_line(y)
+        scroll_x, scroll_y = self.scroll_offset
+        if y >= (self.header_height if self.show_header else 0):
+            y += scroll_y
+        return self._render_line(y, scroll_x, scroll_x + self._width_now(), base_style)
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """A body row from the fast path (``_render_line_in_row``) as one strip, kept as
+        long as that row's segments are: DataTable's own line cache is keyed by its
+        update count, which every tick's new cells bump, and it crops and simplifies
+        every line again. A table scrolled sideways or with fixed columns goes the
+        DataTable way."""
+        width = self._width_now()
+        if x1 != 0 or x2 != width or self.fixed_columns:
+            return super()._render_line(y, x1, x2, base_style)
+        try:
+            row_key, line_no = self._get_offsets(y)
+        except LookupError:
+            return Strip.blank(width, base_style)
+        fixed, scrollable = self._render_line_in_row(
+            row_key,
+            line_no,
+            base_style,
+            cursor_location=self.cursor_coordinate,
+            hover_location=self.hover_coordinate,
+        )
+        if fixed or len(scrollable) != 1:
+            return super()._render_line(y, x1, x2, base_style)
+        key = id(scrollable)
+        hit = self._row_strips.get(key)
+        if hit is not None and hit[0] is scrollable and hit[1] == width:
+            return hit[2]
+        strip = Strip(scrollable[0]).adjust_cell_length(width, base_style)
+        if len(self._row_strips) > 4 * len(self._cells) + 64:
+            self._row_strips.clear()
+        self._row_strips[key] = (scrollable, width, strip)
+        return strip
+
     def _render_line_in_row(
         self,
         row_key: RowKey,
@@ -288,7 +350,7 @@ class ProcessTable(DataTable[Text]):
             header_key = (
                 "header",
                 self._columns_key,
-                self.size.width,
+                self._width_now(),
                 base_style,
                 hover_location.row == -1,
                 self.show_cursor,
@@ -312,7 +374,7 @@ class ProcessTable(DataTable[Text]):
         hover = hover_location.row == row_index
         show_cursor = self.show_cursor
         show_hover = self._show_hover_cursor
-        width = self.size.width
+        width = self._width_now()
         key = (
             cells,
             row_index,
@@ -373,6 +435,7 @@ class ProcessTable(DataTable[Text]):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._fast_rows.clear()
+        self._row_strips.clear()
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
         """DataTable measures every cell of every new row on idle (~100 ms after a
@@ -387,4 +450,5 @@ class ProcessTable(DataTable[Text]):
         """The theme changed: rebuild the cell styles on the next refresh."""
         self._styles = {}
         self._fast_rows.clear()
+        self._row_strips.clear()
         self._order = []
