@@ -549,12 +549,15 @@ async def test_history_repaints_only_rows_whose_cells_changed() -> None:
         (block,) = lines.blocks.values()
         (util_label, _), (mem_label, _) = block.series
         # A history wider than the line: the window shows only its newest samples.
-        util, mem = (50.0,) * 300, (50.0,) * 300
+        util = mem = views.level(50.0) * 300
         lines.set_blocks({0: GpuBlock(block.view, [(util_label, util), (mem_label, mem)])}, 60)
         lines.render_line(0), lines.render_line(1)
         util_strip, mem_strip = lines._cache[0], lines._cache[1]
         # One more sample: util moves, memory stays at 50 % (a flat line looks the same).
-        moved = [(util_label, (*util[1:], 25.0)), (mem_label, (*mem[1:], 50.0))]
+        moved = [
+            (util_label, util[1:] + views.level(25.0)),
+            (mem_label, mem[1:] + views.level(50.0)),
+        ]
         lines.set_blocks({0: GpuBlock(block.view, moved)}, 60)
         assert lines._cache.get(1) is mem_strip  # kept: nothing to repaint
         assert 0 not in lines._cache  # util changed: redrawn on the next frame

@@ -26,24 +26,28 @@ from gputop.ui.views import (
     fit_parts,
     gpu_view,
     host_only_message,
+    level,
     memory_percent,
     plain,
-    spark,
     verdict_for,
     verdict_width_for,
 )
 
-Series = tuple[str, tuple[float | None, ...]]  # (label, values oldest first)
-Point = tuple[float | None, float | None]  # (utilization %, memory %) of one GPU
-_NO_POINT: Point = (None, None)  # the GPU is missing or lost in that snapshot
+# (label, cells oldest first): one ``level`` cell per snapshot, on the fixed 0-100 % scale.
+Series = tuple[str, str]
+Point = tuple[str, str]  # (utilization cell, memory cell) of one GPU in one snapshot
+_NO_POINT: Point = (level(None), level(None))  # the GPU is missing or lost in that snapshot
 
 
 def _snapshot_points(snap: Snapshot) -> dict[int, Point]:
-    """What ``history_series`` takes from one snapshot, for every GPU in it."""
+    """The history cells of one snapshot, for every GPU in it (computed once per snapshot:
+    each tick then only joins cells already drawn)."""
     points: dict[int, Point] = {}
     for g in snap.gpus:
         if g.index not in points:  # as Snapshot.gpu(): the first GPU with that index
-            points[g.index] = _NO_POINT if g.lost else (g.utilization.gpu, memory_percent(g))
+            points[g.index] = (
+                _NO_POINT if g.lost else (level(g.utilization.gpu), level(memory_percent(g)))
+            )
     return points
 
 
@@ -80,10 +84,11 @@ _HISTORY_ROLES = {"util": "hist-util", "mem": "hist-mem"}
 
 def history_parts(series: Series, cells: int, label_width: int) -> Parts:
     """One history row: its label (``label_width`` cells, may be 0) and its cells."""
-    label, values = series
+    label, history = series
     role = _HISTORY_ROLES.get(label.strip(), "hist-util")
     parts: Parts = ((label[:label_width].ljust(label_width), "hist-label"),) if label_width else ()
-    return (*parts, (spark(values, max(0, cells)), role))
+    tail = history[-cells:] if cells > 0 else ""
+    return (*parts, (tail.rjust(cells), role))
 
 
 class GpuLines(PartsLines):
@@ -191,8 +196,8 @@ class GpuPanel(VerticalScroll):
         series: list[tuple[Series, ...]] = []
         points = self._points(history[-hist_width:])
         for g in gpus:
-            util = tuple(p.get(g.index, _NO_POINT)[0] for p in points)
-            mem = tuple(p.get(g.index, _NO_POINT)[1] for p in points)
+            util = "".join([p.get(g.index, _NO_POINT)[0] for p in points])
+            mem = "".join([p.get(g.index, _NO_POINT)[1] for p in points])
             series.append((("", util),) if compact else (("util ", util), ("mem  ", mem)))
 
         if self._message is not None:
