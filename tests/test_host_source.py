@@ -314,7 +314,7 @@ def test_process_exiting_mid_read_degrades_its_row_only(
 
 def test_reused_pid_does_not_inherit_history(monkeypatch: pytest.MonkeyPatch) -> None:
     """Simulated: the same pid comes back with another start time, as after reuse."""
-    reader = HostReader()
+    reader = HostReader(rescan_seconds=0)  # every call scans: the scan says "reused"
     with spawn.running("burn") as child:
         reader.read_processes([child.pid])
         assert len(reader._tracked) == 1
@@ -366,6 +366,10 @@ def test_real_pid_reuse_does_not_inherit_history() -> None:
     if reused is None:
         pytest.skip("cannot place a process at a chosen pid (needs ns_last_pid, root)")
     try:
+        # Popen returns a few microseconds before the new program's command line exists.
+        deadline = time.monotonic() + 5
+        while not procfs.read_cmdline(pid) and time.monotonic() < deadline:
+            time.sleep(0.001)
         row = _row(reader.read_processes([pid]), pid)
         assert row.visible
         assert row.cpu_percent is None  # not the burner's history
@@ -467,3 +471,68 @@ def test_ancestors_of_a_given_pid_are_included_on_request() -> None:
             child.kill()
         launcher.kill()
         launcher.wait()
+
+
+def test_the_process_tree_is_rescanned_only_now_and_then(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass over all of /proc runs every RESCAN_SECONDS, and at once for a GPU pid it
+    has not seen; in between the job's processes are read one by one, still fresh."""
+    scans: list[int] = []
+    real_scan = host_mod.scan_processes
+
+    def counting_scan(proc_root: str = "/proc") -> dict[int, Any]:
+        scans.append(1)
+        return real_scan(proc_root)
+
+    monkeypatch.setattr(host_mod, "scan_processes", counting_scan)
+    reader = HostReader(rescan_seconds=60)
+    with spawn.running("burn") as busy:
+        reader.read_processes([busy.pid])
+        time.sleep(0.2)
+        row = _row(reader.read_processes([busy.pid]), busy.pid)
+        assert len(scans) == 1  # the second call used the first pass
+        assert row.cpu_percent is not None and row.cpu_percent > 20  # still this tick's
+        with spawn.running("sleep") as idle:
+            reader.read_processes([busy.pid, idle.pid])  # a pid the pass did not know
+            assert len(scans) == 2
+            reader.read_processes([busy.pid, idle.pid])
+            assert len(scans) == 2
+            idle.kill()  # gone between passes: said at once, from its own stat
+            row = _row(reader.read_processes([busy.pid, idle.pid]), idle.pid)
+            assert row.status == "dead"
+            assert len(scans) == 2
+        reader.read_processes([busy.pid])
+        assert len(scans) == 3  # a process went: the tree is read again
+
+
+def test_a_reused_pid_between_passes_is_a_new_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = HostReader(rescan_seconds=60)
+    with spawn.running("burn") as child:
+        reader.read_processes([child.pid])
+        time.sleep(0.2)
+        real_read = procfs.read_stat
+
+        def reused(pid: int, proc_root: str = "/proc") -> Any:
+            st = real_read(pid, proc_root)
+            if st is None or pid != child.pid:
+                return st
+            return st._replace(starttime=st.starttime + 12345)
+
+        monkeypatch.setattr(procfs, "read_stat", reused)
+        row = _row(reader.read_processes([child.pid]), child.pid)
+    assert row.cpu_percent is None  # first sight of the "new" process
+    assert len(reader._tracked) == 1
+    assert reader._last_scan is None  # and the next call reads the whole tree again
+
+
+def test_new_children_show_after_the_rescan_delay() -> None:
+    reader = HostReader(rescan_seconds=0.3)
+    me = os.getpid()
+    reader.read_processes([me])
+    late = subprocess.Popen(["sleep", "30"])  # a new child of a given pid
+    try:
+        assert late.pid not in {r.pid for r in reader.read_processes([me])}
+        time.sleep(0.35)
+        assert late.pid in {r.pid for r in reader.read_processes([me])}
+    finally:
+        late.kill()
+        late.wait()
