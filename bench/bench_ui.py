@@ -2,6 +2,7 @@
 """What the dashboard costs to watch: gputop against nvitop on the same fake 8-GPU node.
 
     python bench/bench_ui.py [--seconds 30] [--rounds 3] [--tools gputop,nvitop] [--size 200x50]
+                             [--every 30]
 
 The tools run side by side, each in its own detached tmux pane of the given size, at a
 1 s interval, against the fake ``libnvidia-ml.so.1`` (tests/fakenvml) describing 8 GPUs
@@ -157,7 +158,7 @@ def wait_first_frame(pane: Pane, timeout: float = 60.0) -> None:
 
 def run_round(
     tools: list[str], commands: dict[str, str], env: dict[str, str], seconds: float,
-    size: tuple[int, int],
+    size: tuple[int, int], every: float = 0.0,
 ) -> list[Result]:  # fmt: skip
     panes: list[Pane] = []
     try:
@@ -170,7 +171,19 @@ def run_round(
         for p in live:
             p.cpu0 = cpu_seconds(p.pid)
         t0 = time.monotonic()
-        time.sleep(seconds)
+        if every > 0:  # interim figures: does either tool's cost drift as it runs?
+            last = {p.tool: (cpu_seconds(p.pid), t0) for p in live}
+            while time.monotonic() - t0 < seconds - 1e-3:
+                time.sleep(min(every, seconds - (time.monotonic() - t0)))
+                now = time.monotonic()
+                parts = []
+                for p in live:
+                    c, (c0, s0) = cpu_seconds(p.pid), last[p.tool]
+                    parts.append(f"{p.tool} {100.0 * (c - c0) / (now - s0):.2f} %")
+                    last[p.tool] = (c, now)
+                print(f"    {now - t0:5.0f} s: " + ", ".join(parts), flush=True)
+        else:
+            time.sleep(seconds)
         t1 = time.monotonic()
         results = []
         for p in panes:
@@ -251,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds (medians are printed)")
     parser.add_argument("--tools", default="gputop,nvitop")
     parser.add_argument("--size", default="200x50", help="pane size, COLSxROWS")
+    parser.add_argument(
+        "--every", type=float, default=0.0, help="also print CPU %% every N s of the window"
+    )
     args = parser.parse_args(argv)
     w, h = (int(v) for v in args.size.lower().split("x"))
     if shutil.which("tmux") is None:
@@ -285,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             for n in range(args.rounds):
                 order = tools if n % 2 == 0 else tools[::-1]
-                results = run_round(order, commands, env, args.seconds, (w, h))
+                results = run_round(order, commands, env, args.seconds, (w, h), args.every)
                 all_results += results
                 print_table(f"round {n + 1} (started in this order):", results)
     finally:
