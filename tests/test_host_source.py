@@ -525,13 +525,13 @@ def test_a_reused_pid_between_passes_is_a_new_process(monkeypatch: pytest.Monkey
 
 
 def test_new_children_show_after_the_rescan_delay() -> None:
-    reader = HostReader(rescan_seconds=0.3)
+    reader = HostReader(rescan_seconds=60)
     me = os.getpid()
     reader.read_processes([me])
     late = subprocess.Popen(["sleep", "30"])  # a new child of a given pid
     try:
         assert late.pid not in {r.pid for r in reader.read_processes([me])}
-        time.sleep(0.35)
+        reader._last_scan_at -= 61  # the rescan delay has passed
         assert late.pid in {r.pid for r in reader.read_processes([me])}
     finally:
         late.kill()
