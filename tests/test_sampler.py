@@ -416,6 +416,25 @@ def test_live_holder_scan_runs_on_a_slower_cadence() -> None:
     assert len(holders.calls) == 3  # t = 0, 5, 10
 
 
+def test_live_holder_scan_backs_off_when_it_is_costly() -> None:
+    """A scan that took 0.1 s of CPU waits 100 x that (10 s), not 5 s, before the next."""
+    cpu = [0.0]
+    src, _, _, holders = make_live(holder_interval=5.0, cpu_clock=lambda: cpu[0])
+    real_scan = holders.__call__
+
+    def costly(*args: object) -> object:
+        cpu[0] += 0.1
+        return real_scan(*args)  # type: ignore[arg-type]
+
+    src._holders = costly  # type: ignore[assignment]
+    clock = src.fake_clock  # type: ignore[attr-defined]
+    for t in range(21):
+        clock[0] = float(t)
+        src.snapshot()
+    assert len(holders.calls) == 3  # t = 0, 10, 20
+    assert src.holder_wait == pytest.approx(10.0)
+
+
 def test_live_close_closes_both_readers_even_if_one_fails() -> None:
     src, nvml, host, _ = make_live()
     src.close()

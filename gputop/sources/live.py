@@ -10,7 +10,8 @@ snapshot per call.
 - The holder scan walks every ``/proc/*/fd``: it runs on the first tick and then on
   the first tick at least ``holder_interval`` seconds (default 5, the holder module's
   recommendation; a time, not a tick count, so a 0.1 s interval does not scan 10 times
-  a second) after the previous scan; in between the last result is reused, minus the
+  a second) after the previous scan, or ``HOLDER_SCAN_COST_FACTOR`` times the CPU time
+  that scan took when that is longer (a big host); in between the last result is reused, minus the
   pids NVML now lists. The pids passed as "listed" are the GPU pids and their
   descendants: a dataloader worker forked from a CUDA process inherits its
   ``/dev/nvidia*`` descriptors but is not the kind of holder worth reporting.
@@ -46,6 +47,10 @@ from gputop.model import (
 
 #: Seconds between two /proc holder scans (the first tick always scans).
 HOLDER_SCAN_INTERVAL_S = 5.0
+#: ...or this many times the CPU time the last scan took, when that is longer: the scan
+#: reads every descriptor of every process, so on a big host it keeps to about 1 % of
+#: one core (a 0.5 s scan runs every 50 s) instead of growing with the host.
+HOLDER_SCAN_COST_FACTOR = 100.0
 #: PIDs that buggy drivers (535.43-535.86) reported: never real processes.
 INVALID_PIDS = frozenset({0, 2**32 - 1})
 
@@ -89,6 +94,7 @@ class LiveSource:
         hostname: str | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         if nvml is None:
             from gputop.sources.nvml import NvmlReader
@@ -106,7 +112,10 @@ class LiveSource:
         self._host: HostReaderLike = host
         self._holders: HolderScan = holders
         self._holder_interval = holder_interval
+        #: The wait before the next holder scan: the interval, or more after a costly scan.
+        self.holder_wait = holder_interval
         self._last_scan: float | None = None
+        self._cpu_clock = cpu_clock
         self._clock = clock
         self._monotonic = monotonic
         self._hostname = clean_text(hostname or os.uname().nodename, 255) or "?"
@@ -203,9 +212,10 @@ class LiveSource:
         self, gpus: tuple[GpuSample, ...], listed: set[int]
     ) -> tuple[UnlistedHolder, ...]:
         now = self._monotonic()
-        if self._last_scan is None or now - self._last_scan >= self._holder_interval:
+        if self._last_scan is None or now - self._last_scan >= self.holder_wait:
             self._last_scan = now
             minor_to_gpu = {g.minor_number: g.index for g in gpus if g.minor_number is not None}
+            cpu0 = self._cpu_clock()
             try:
                 self._last_holders = tuple(self._holders(minor_to_gpu, listed))
                 self._holder_error = None
@@ -214,6 +224,8 @@ class LiveSource:
                 self._holder_error = SampleError(
                     "holders", f"scanning /proc for /dev/nvidia holders failed: {_describe(exc)}"
                 )
+            cost = self._cpu_clock() - cpu0
+            self.holder_wait = max(self._holder_interval, HOLDER_SCAN_COST_FACTOR * cost)
         # Between scans: drop holders that NVML (or the process tree) now accounts for.
         return tuple(h for h in self._last_holders if h.pid not in listed)
 
