@@ -27,12 +27,12 @@ from gputop.ui.views import Part, Parts, fit_parts, plain
 class PartsLines(Widget):
     """Lines of view parts (text, role), styled with the theme as ``to_content`` does."""
 
+    # No text-wrap/text-overflow here: a line is cut to the width, with an ellipsis, by
+    # ``fit_parts`` when it is drawn (or already fits: ``LINES_FIT_WIDTH``).
     DEFAULT_CSS = """
     PartsLines {
         height: auto;
         width: 1fr;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
     }
     """
 
