@@ -162,6 +162,23 @@ class _Tracked:
     name: str | None = None
 
 
+def _advance(
+    tracked: _Tracked, now: float, cpu_seconds: float | None, io: tuple[int, int] | None
+) -> tuple[float | None, float | None, float | None]:
+    """(CPU % of one core, read bytes/s, write bytes/s) since the process's last read,
+    None where either read lacks the counter; then this read becomes the last one."""
+    cpu_percent = read_rate = write_rate = None
+    dt = None if tracked.time is None else now - tracked.time
+    if cpu_seconds is not None and tracked.cpu_seconds is not None:
+        r = _rate(cpu_seconds - tracked.cpu_seconds, dt)
+        cpu_percent = None if r is None else 100.0 * r
+    if io is not None and tracked.io is not None:
+        read_rate = _rate(io[0] - tracked.io[0], dt)
+        write_rate = _rate(io[1] - tracked.io[1], dt)
+    tracked.time, tracked.cpu_seconds, tracked.io = now, cpu_seconds, io
+    return cpu_percent, read_rate, write_rate
+
+
 class _Gone(Exception):
     """The process exited while its row was being read."""
 
@@ -493,7 +510,7 @@ class HostReader:
             if raw is None:
                 tracked.raw_cmdline = tracked.command = None
                 tracked.comm = tracked.name = None
-            if raw is not None and (raw != tracked.raw_cmdline or fields.comm != tracked.comm):
+            elif raw != tracked.raw_cmdline or fields.comm != tracked.comm:
                 argv = procfs.split_cmdline(raw)
                 tracked.raw_cmdline, tracked.comm = raw, fields.comm
                 tracked.command = clean_text(" ".join(argv)) if argv else None
@@ -505,17 +522,8 @@ class HostReader:
         name = tracked.name if tracked.name is not None else clean_text(fields.comm)
 
         cpu_percent = read_rate = write_rate = None
-        dt = None if tracked.time is None else now - tracked.time
         if alive:
-            if tracked.cpu_seconds is not None:
-                r = _rate(fields.cpu_seconds - tracked.cpu_seconds, dt)
-                cpu_percent = None if r is None else 100.0 * r
-            if io is not None and tracked.io is not None:
-                read_rate = _rate(io[0] - tracked.io[0], dt)
-                write_rate = _rate(io[1] - tracked.io[1], dt)
-            tracked.time = now
-            tracked.cpu_seconds = fields.cpu_seconds
-            tracked.io = io
+            cpu_percent, read_rate, write_rate = _advance(tracked, now, fields.cpu_seconds, io)
 
         row = ProcessInfo(
             pid=pid,
@@ -602,17 +610,8 @@ class HostReader:
             io = None
 
         cpu_percent = read_rate = write_rate = None
-        dt = None if tracked.time is None else now - tracked.time
         if alive:
-            if cpu_seconds is not None and tracked.cpu_seconds is not None:
-                r = _rate(cpu_seconds - tracked.cpu_seconds, dt)
-                cpu_percent = None if r is None else 100.0 * r
-            if io is not None and tracked.io is not None:
-                read_rate = _rate(io[0] - tracked.io[0], dt)
-                write_rate = _rate(io[1] - tracked.io[1], dt)
-            tracked.time = now
-            tracked.cpu_seconds = cpu_seconds
-            tracked.io = io
+            cpu_percent, read_rate, write_rate = _advance(tracked, now, cpu_seconds, io)
 
         row = ProcessInfo(
             pid=pid,

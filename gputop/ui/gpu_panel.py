@@ -9,7 +9,6 @@ block repaints in place without a relayout.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 
 from textual.containers import VerticalScroll
 from textual.widgets import Static
@@ -33,6 +32,7 @@ from gputop.ui.views import (
     verdict_width_for,
 )
 
+HISTORY_LABEL_WIDTH = 5  # "util " / "mem  " before a history row (wide layout)
 # (label, cells oldest first): one ``level`` cell per snapshot, on the fixed 0-100 % scale.
 Series = tuple[str, str]
 Point = tuple[str, str]  # (utilization cell, memory cell) of one GPU in one snapshot
@@ -51,14 +51,9 @@ def _snapshot_points(snap: Snapshot) -> dict[int, Point]:
     return points
 
 
-@lru_cache(maxsize=2048)
-def _part_cells(text: str) -> int:
-    return cell_width(text)
-
-
 def _line_cells(parts: Parts) -> int:
-    """Terminal cells of a line of parts; bars and labels repeat, so per part is cached."""
-    return sum(_part_cells(text) for text, _ in parts)
+    """Terminal cells of a line of parts."""
+    return sum(cell_width(text) for text, _ in parts)
 
 
 class GpuBlock:
@@ -77,6 +72,11 @@ class GpuBlock:
     @property
     def lost(self) -> bool:
         return self.view.lost
+
+    @property
+    def label_width(self) -> int:
+        """Cells of the history labels: "util "/"mem  " in the wide layout, none compact."""
+        return HISTORY_LABEL_WIDTH if len(self.series) > 1 else 0
 
 
 _HISTORY_ROLES = {"util": "hist-util", "mem": "hist-mem"}
@@ -111,7 +111,7 @@ class GpuLines(PartsLines):
     def history_cells(self, index: int, row: int) -> str:
         """The history cells of one GPU's row as drawn now (what tests read)."""
         block = self.blocks[index]
-        label_width = 5 if len(block.series) > 1 else 0
+        label_width = block.label_width
         parts = history_parts(block.series[row], self._cells(label_width), label_width)
         return parts[-1][0]
 
@@ -122,7 +122,7 @@ class GpuLines(PartsLines):
     def _compose_lines(self, width: int) -> list[Parts]:
         lines: list[Parts] = []
         for block in self.blocks.values():
-            label_width = 5 if len(block.series) > 1 else 0
+            label_width = block.label_width
             cells = self._cells(label_width, width)
             for row, text in enumerate(block.view.lines):
                 line = fit_parts(text, self._text_width)
@@ -192,7 +192,7 @@ class GpuPanel(VerticalScroll):
             if any(not v.lost for v in views)
             else 40
         )
-        hist_width = max(1, width - text_width - (0 if compact else 5) - 2)
+        hist_width = max(1, width - text_width - (0 if compact else HISTORY_LABEL_WIDTH) - 2)
         series: list[tuple[Series, ...]] = []
         points = self._points(history[-hist_width:])
         for g in gpus:
