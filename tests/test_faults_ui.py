@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.cells import cell_len
@@ -787,6 +788,58 @@ async def test_row14_q_returns_and_nvml_is_shut_down(
     assert not sampler.running
     pid = os.getpid()
     assert log.read_text().splitlines() == [f"nvmlInit 0 {pid}", f"nvmlShutdown 0 {pid}"]
+
+
+@pytest.mark.parametrize("path", ["message", "direct", "stale-timer"])
+@pytest.mark.parametrize("moment", ["shutdown-begins", "widgets-gone", "exit-called"])
+async def test_row14_nothing_is_applied_once_shutdown_begins(moment: str, path: str) -> None:
+    """Deterministic: a snapshot (or the stale check) arrives at an exact moment of the
+    teardown, by each path that applies one: the sampler's message handler, a direct
+    ``apply_snapshot`` call, and the once-a-second stale timer.
+
+    ``run_test`` ends the app with ``_shutdown()`` and no ``exit()``, and the app's message
+    loop keeps running while the screens are removed: the sampler's thread still posts
+    then. Such a snapshot used to be drawn into widgets being removed (NoMatches
+    '#header', exit status 1: about 1 run in 4 under load)."""
+    from gputop.ui.app import SnapshotArrived
+
+    first = fx.fleet(2)
+    second = fx.fleet(2, time=first.time + 1)
+    app = GpuTopApp(snapshots=[first])
+    fed: list[str] = []
+
+    def feed() -> None:
+        fed.append(moment)
+        if path == "message":  # what the sampler's SnapshotArrived runs
+            app.on_snapshot_arrived(SnapshotArrived(second, (first, second)))
+        elif path == "direct":
+            assert app.apply_snapshot(second, (first, second)) is False
+        else:
+            app.stale = True  # the sampler is not stale: the check would redraw the header
+            app._check_stale()
+
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        assert app.snapshot is first and app.frames == 1
+        if moment == "exit-called":
+            app.exit()
+            feed()
+        else:
+            real_prune = app._prune  # Textual removes each screen with it on shutdown
+
+            async def prune(*nodes: Any, parent: Any = None) -> None:
+                if moment == "shutdown-begins":
+                    feed()  # the widgets are still there
+                await real_prune(*nodes, parent=parent)
+                if moment == "widgets-gone":
+                    feed()  # the screen's widgets are removed, the stack not yet empty
+
+            app._prune = prune  # type: ignore[method-assign]
+    assert fed == [moment]  # the moment came
+    assert app.return_code in (0, None)
+    assert app.snapshot is first and app.frames == 1  # nothing taken, nothing drawn
+    if path == "stale-timer":
+        assert app.stale  # the check did not run
 
 
 def test_row14_snapshots_arriving_during_shutdown_are_dropped(fake_nvml: FakeNvml) -> None:

@@ -227,6 +227,7 @@ class GpuTopApp(App[int]):
         # run_app sets it: SIGTERM / SIGHUP then end the app the normal way (terminal
         # restored, exit status 128 + the signal's number) instead of killing it mid-frame.
         self.handle_signals = False
+        self._shutting_down = False  # exit() was called: see `closing`
         self._initial = tuple(snapshots)
         self._gpu_spec = gpu_filter
         self._base_gpus: frozenset[int] | None = None  # from --gpus; None = all
@@ -346,13 +347,24 @@ class GpuTopApp(App[int]):
         self.post_message(SnapshotArrived(snapshot, history, diagnosis))
 
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
-        if self._exit or self._closing or not self.screen_stack:
-            return  # shutting down: the widgets are going or gone
-        if message.diagnosis is not None:
-            self._adopt(message.diagnosis)
-        self.apply_snapshot(message.snapshot, message.history)
+        self.apply_snapshot(message.snapshot, message.history, message.diagnosis)
+
+    def exit(self, result: int | None = None, return_code: int = 0, message: Any = None) -> None:
+        self._shutting_down = True
+        super().exit(result, return_code, message)
+
+    @property
+    def closing(self) -> bool:
+        """Shutdown has begun, by any path: ``exit()`` (q, Ctrl-C, SIGTERM/SIGHUP) or
+        Textual tearing the app down without it (its message loop ended, or ``run_test``
+        calling ``_shutdown()``: then the app no longer runs while its widgets are still
+        being removed). From then on no snapshot is applied: the widgets are going or gone.
+        """
+        return self._shutting_down or not self.is_running
 
     def _check_stale(self) -> None:
+        if self.closing:
+            return
         stale = bool(self.sampler is not None and self.sampler.stale)
         error = self.sampler.last_error if self.sampler is not None else None
         if stale != self.stale or error != self.sample_error:
@@ -362,11 +374,22 @@ class GpuTopApp(App[int]):
 
     # --- applying snapshots ---------------------------------------------------------------
 
-    def apply_snapshot(self, snapshot: Snapshot, history: Sequence[Snapshot] | None = None) -> bool:
-        """Take a new snapshot (and the history ending with it); draw it unless held back.
+    def apply_snapshot(
+        self,
+        snapshot: Snapshot,
+        history: Sequence[Snapshot] | None = None,
+        diagnosis: Diagnosis | None = None,
+    ) -> bool:
+        """Take a new snapshot (and the history ending with it, and its diagnosis when it
+        was computed off this thread); draw it unless held back.
 
-        Returns whether it was drawn.
+        Every snapshot comes through here (the sampler's messages, the first frame, tests):
+        once the app is closing, it is dropped, untaken. Returns whether it was drawn.
         """
+        if self.closing:
+            return False
+        if diagnosis is not None:
+            self._adopt(diagnosis)
         self.snapshot = snapshot
         self.history = tuple(history) if history is not None else (snapshot,)
         if not self._base_resolved:
