@@ -5,6 +5,13 @@ Exit codes: 0 ok; 1 unexpected failure; 2 bad argument; 3 no NVIDIA driver/libra
 
 Textual is imported only on the dashboard path (``gputop.ui.app`` lazily): ``--once``,
 ``--json``, ``--help`` and ``--version`` never pay for it.
+
+Subcommands (``gputop NAME ...``): each is one entry of :data:`SUBCOMMANDS`, name ->
+module path; the module exposes ``main(argv: list[str]) -> int`` (``argv``: the
+arguments after NAME; the return value is the exit status) and parses its own
+arguments (exit 2 with one line for bad ones). The module is imported only when its
+name is the first argument, so it may import what it needs at its top; the others'
+``--help`` never pays for it.
 """
 
 from __future__ import annotations
@@ -36,6 +43,10 @@ from gputop.sources.base import Source
 #: ``--once`` takes a snapshot, waits this long, and prints a second one: rates
 #: (CPU %, disk, per-process I/O) need two readings.
 ONCE_WINDOW_S = 0.5
+
+#: ``gputop NAME ...`` -> ``importlib.import_module(SUBCOMMANDS[NAME]).main([...])``.
+#: One line per subcommand, kept sorted.
+SUBCOMMANDS: dict[str, str] = {}
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -94,6 +105,20 @@ def _gpus(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpus: ")) from None
 
 
+def _subcommands_text() -> str:
+    if not SUBCOMMANDS:
+        return ""
+    names = ", ".join(sorted(SUBCOMMANDS))
+    return f"subcommands: {names} (gputop NAME --help for each). "
+
+
+def run_subcommand(name: str, argv: Sequence[str]) -> int:
+    """Import the subcommand's module (only now) and run its ``main``."""
+    module = importlib.import_module(SUBCOMMANDS[name])
+    result: int = module.main(list(argv))
+    return result
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="gputop",
@@ -102,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
             "data pipeline or by the GPU?"
         ),
         epilog=(
-            "exit codes: 0 ok, 1 unexpected failure, 2 bad argument, "
+            _subcommands_text() + "exit codes: 0 ok, 1 unexpected failure, 2 bad argument, "
             "3 no NVIDIA driver or library (--once still prints the host part)"
         ),
     )
@@ -153,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return run_subcommand(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.seed is not None and not args.demo:
@@ -218,7 +246,8 @@ def _selection(
 
 
 def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from gputop.textout import diagnose, filter_gpus, render_json, render_text
+    from gputop.diagnosis import diagnose
+    from gputop.textout import filter_gpus, render_json, render_text
 
     sampler.tick_now()
     if not args.demo:  # the demo's virtual clock advances by the window on its own
@@ -227,7 +256,7 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
     selection = _selection(args, parser, snap)
     shown = filter_gpus(snap, selection)
     # Two readings ONCE_WINDOW_S apart: most verdicts honestly say "warming up".
-    diagnosis = diagnose(sampler.history(), args.thresholds, selection)
+    diagnosis = diagnose(sampler.history(), args.thresholds).only(selection)
     if args.json:
         out = render_json(shown, diagnosis)
     else:

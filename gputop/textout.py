@@ -1,9 +1,9 @@
 """One-shot views: the ``--once`` text table, the ``--once --json`` document, and GPU
 selection (``--gpus 0,2`` / UUIDs), which every view applies the same way.
 
-Both views can carry a :class:`Diagnosis` (from :func:`diagnose`: the verdicts of
-:mod:`gputop.analysis.verdict` over a history): a verdict for each GPU shown and the
-jobs on those GPUs, each with its verdict.
+Both views can carry a :class:`~gputop.diagnosis.Diagnosis` (see :mod:`gputop.diagnosis`,
+narrowed with ``only()`` to the GPUs shown): a verdict for each GPU shown and the jobs
+on those GPUs, each with its verdict.
 
 Text output is plain ASCII layout (the data itself may hold any cleaned Unicode), fits
 80 columns (wide characters count as two), and formats every number with
@@ -16,14 +16,13 @@ import json
 import math
 import textwrap
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from gputop import __version__, fmt
-from gputop.analysis.jobs import Job, build_jobs, job_to_dict
-from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict, all_verdicts, verdict_to_dict
+from gputop.analysis.jobs import job_to_dict
+from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict, verdict_to_dict
+from gputop.diagnosis import Diagnosis
 from gputop.model import GpuSample, ProcessInfo, Snapshot, replace
 
 WIDTH = 80
@@ -99,40 +98,6 @@ def _with_descendants(roots: set[int], processes: Iterable[ProcessInfo]) -> set[
     return seen
 
 
-# --- diagnosis -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    """The verdicts a view shows: one per GPU shown, and the jobs on those GPUs."""
-
-    gpus: Mapping[int, Verdict]  # GPU index -> verdict
-    jobs: tuple[Job, ...]  # jobs using at least one GPU shown, whole (all their GPUs)
-    job_verdicts: Mapping[str, Verdict]  # job id -> verdict
-    thresholds: Thresholds = DEFAULT
-
-
-def diagnose(
-    history: Sequence[Snapshot],
-    thresholds: Thresholds = DEFAULT,
-    indices: Collection[int] | None = None,
-) -> Diagnosis:
-    """Verdicts over ``history`` (oldest first), judged on every GPU, then narrowed to
-    the GPUs in ``indices`` (None: all). A job is kept when it uses a chosen GPU; it is
-    judged and shown whole, so the same job has the same verdict in every view."""
-    if not history:
-        return Diagnosis({}, (), {}, thresholds)
-    latest = max(history, key=lambda s: s.time)
-    jobs = build_jobs(latest)
-    gpu_v, job_v = all_verdicts(history, jobs, thresholds)
-    if indices is not None:
-        keep = frozenset(indices)
-        gpu_v = {i: v for i, v in gpu_v.items() if i in keep}
-        jobs = tuple(j for j in jobs if keep.intersection(j.gpus))
-        job_v = {j.id: job_v[j.id] for j in jobs if j.id in job_v}
-    return Diagnosis(gpu_v, jobs, job_v, thresholds)
-
-
 # --- JSON ----------------------------------------------------------------------------
 
 
@@ -151,13 +116,16 @@ def to_json_dict(snapshot: Snapshot, diagnosis: Diagnosis | None = None) -> dict
 
     With a diagnosis, two additive keys (``Snapshot.from_dict`` ignores them): a
     ``verdict`` object on each GPU (null when there is none) and a top-level ``jobs``
-    list (``job_to_dict`` with the job's verdict)."""
+    list (``job_to_dict`` with the job's verdict); when the analysis failed, a
+    ``verdict_error`` string too (every verdict is then null)."""
     out: dict[str, Any] = snapshot.to_dict()
     if diagnosis is not None:
         for gpu in out["gpus"]:
             verdict = diagnosis.gpus.get(gpu["index"])
             gpu["verdict"] = None if verdict is None else verdict_to_dict(verdict)
         out["jobs"] = [job_to_dict(j, diagnosis.job_verdicts.get(j.id)) for j in diagnosis.jobs]
+        if diagnosis.error is not None:
+            out["verdict_error"] = diagnosis.error
     finite: dict[str, Any] = _finite(out)
     return finite
 
@@ -509,6 +477,8 @@ def render_text(
         if diagnosis is not None:
             lines.append("")
             lines.extend(_job_lines(diagnosis))
+            if diagnosis.error is not None:
+                lines.extend(_wrap(f"Verdicts unavailable: the analysis failed: {diagnosis.error}"))
             note = _warming_note(diagnosis)
             if note:
                 lines.append("")

@@ -1,4 +1,4 @@
-"""Data flows one way: sources -> model -> sampler -> analysis -> views.
+"""Data flows one way: sources -> model -> sampler -> diagnosis (analysis) -> consumers.
 
 Each rule below is checked on the import statements of every module in gputop/.
 """
@@ -100,3 +100,46 @@ NOT_UI = [m for m in MODULES if not _is_under(m, "gputop.ui", "gputop.cli")]
 def test_only_the_cli_reaches_into_the_ui(name: str) -> None:
     ui = {m for m in _gputop_imports(name) if _is_under(m, "gputop.ui")}
     assert ui == set(), f"{name} imports {ui}"
+
+
+# --- diagnosis: the one place where snapshots become jobs and verdicts ----------------------
+
+#: What judges: only gputop.diagnosis (and the analysis itself) may call these.
+JUDGES = {
+    "gputop.analysis.verdict.Analyzer",
+    "gputop.analysis.verdict.all_verdicts",
+    "gputop.analysis.verdict.gpu_verdicts",
+    "gputop.analysis.verdict.job_verdicts",
+    "gputop.analysis.jobs.build_jobs",
+}
+
+
+def test_diagnosis_imports_only_model_fmt_and_analysis() -> None:
+    bad = {
+        m
+        for m in _gputop_imports("gputop.diagnosis")
+        if not _is_under(m, "gputop.model", "gputop.fmt", "gputop.analysis")
+    }
+    assert bad == set(), f"gputop.diagnosis imports {bad}"
+    probes = {
+        m
+        for m in MODULES["gputop.diagnosis"]
+        if _is_under(m, "pynvml", "psutil", "textual", "rich")
+    }
+    assert probes == set()
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if not _is_under(m, "gputop.analysis")])
+def test_only_diagnosis_turns_snapshots_into_jobs_and_verdicts(name: str) -> None:
+    if name == "gputop.diagnosis":
+        assert JUDGES & MODULES[name]  # the rule below is about something real
+        return
+    used = JUDGES & MODULES[name]
+    assert used == set(), f"{name} judges on its own ({used}): use gputop.diagnosis"
+
+
+@pytest.mark.parametrize(
+    "name", [m for m in MODULES if _is_under(m, "gputop.sources", "gputop.sampler", "gputop.model")]
+)
+def test_earlier_stages_never_import_the_diagnosis(name: str) -> None:
+    assert not {m for m in _gputop_imports(name) if _is_under(m, "gputop.diagnosis")}

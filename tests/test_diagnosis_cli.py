@@ -16,10 +16,11 @@ from gputop.analysis import verdict as V
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.cli import EXIT_USAGE
+from gputop.diagnosis import diagnose
 from gputop.fmt import is_wide
 from gputop.model import GpuSample, Snapshot, replace
 from gputop.sources.demo import LINK_FLAP, DemoSource
-from gputop.textout import _gpu_list, diagnose, filter_gpus, render_text, to_json_dict
+from gputop.textout import _gpu_list, filter_gpus, render_text, to_json_dict
 from tests.test_cli import run_main
 
 GPU_JOB_KEYS = {
@@ -395,6 +396,6 @@ def test_torchrun_launch_is_one_job_with_two_gpu_entries() -> None:
     # no rank is a job of its own
     assert not any(j.root_pid in (41201, 41202) for j in build_jobs(snap))
     # filtered to GPU 1 the job is the same one, still whole
-    shown = diagnose([snap], indices={1})
+    shown = diagnose([snap]).only({1})
     assert [j.id for j in shown.jobs] == [job.id]
     assert filter_gpus(snap, {1}).gpus[0].index == 1

@@ -14,10 +14,10 @@ from textual.widget import Widget
 
 from gputop.analysis import verdict as vd
 from gputop.analysis.thresholds import Thresholds
+from gputop.diagnosis import lookback_seconds, recent
 from gputop.model import ProcessInfo, Snapshot, replace
-from gputop.ui import app as app_module
 from gputop.ui import views
-from gputop.ui.app import GpuTopApp, help_legend, lookback_seconds, recent, run_app
+from gputop.ui.app import GpuTopApp, help_legend, run_app
 from gputop.ui.screens.detail import DetailScreen, verdict_history
 from gputop.ui.screens.help import HelpScreen
 from gputop.ui.screens.jobs import JobsScreen, gpus_text, job_entries
@@ -163,7 +163,7 @@ async def test_a_failing_analysis_falls_back_to_the_mem_idle_marker(
     def broken(*_a: object, **_k: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(app_module.Analyzer, "update", broken)
+    monkeypatch.setattr(vd.Analyzer, "update", broken)
     app = GpuTopApp(snapshots=demo(30))
     async with app.run_test(size=SMALL):
         assert app.verdict_error == "boom"

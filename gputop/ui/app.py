@@ -13,17 +13,14 @@ is too small: the newest snapshot is kept and drawn when that ends.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import gc
 import logging
 import signal
-import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
@@ -35,9 +32,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer, Verdict
+from gputop.analysis.verdict import Verdict
+from gputop.diagnosis import Diagnoser, Diagnosis
 from gputop.model import Snapshot
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
@@ -127,39 +124,6 @@ def _bindings() -> list[BindingType]:
 GC_THRESHOLDS = (10_000, 50, 100)
 
 
-def lookback_seconds(thresholds: Thresholds) -> float:
-    """How much history the verdicts are given: the window judges most verdicts, "idle
-    memory holder" needs IDLE_HOLDER_SECONDS more. Handing the analysis only this much
-    keeps its cost flat however long gputop runs (an idle holder's evidence then says
-    "for 10:00" at most with the defaults: a lower bound)."""
-    return 2.0 * max(thresholds.window_seconds, thresholds.idle_holder_seconds)
-
-
-def recent(history: Sequence[Snapshot], seconds: float) -> Sequence[Snapshot]:
-    """The snapshots no older than ``seconds`` before the newest (history is time-ordered)."""
-    if not history:
-        return history
-    start = bisect.bisect_left(history, history[-1].time - seconds, key=lambda s: s.time)
-    return history[start:]
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """The verdicts for one snapshot: computed once, shared by every view."""
-
-    snapshot: Snapshot
-    jobs: tuple[Job, ...]
-    gpus: Mapping[int, Verdict]  # GPU index -> verdict
-    job_verdicts: Mapping[str, Verdict]  # job id -> verdict
-    seconds: float  # what computing it cost
-    marks: Mapping[int, views.VerdictMark] = field(default_factory=dict)
-    error: str | None = None  # the analysis failed: why (then every verdict is missing)
-    traceback: str | None = None
-
-    def job(self, job_id: str) -> Job | None:
-        return next((j for j in self.jobs if j.id == job_id), None)
-
-
 class SnapshotArrived(Message):
     """Posted from the sampler thread, with the history ending with the snapshot and its
     diagnosis (computed there, off the UI thread); only the newest one waiting matters."""
@@ -211,12 +175,13 @@ class GpuTopApp(App[int]):
             base = replace(base, window_seconds=float(window))
             base.check()
         self.thresholds = base
-        # The analysis keeps per-snapshot results between ticks (cheap at 16 GPUs x 64
+        # The diagnoser keeps per-snapshot results between ticks (cheap at 16 GPUs x 64
         # processes); it runs on the sampler's thread, or on the UI thread for snapshots
-        # given directly (tests, the first frame): the lock keeps it to one at a time.
-        self._analyzer = Analyzer(base)
-        self._analyzer_lock = threading.Lock()
+        # given directly (tests, the first frame), one call at a time.
+        self._diagnoser = Diagnoser(base)
         self._diagnosis: Diagnosis | None = None
+        # The GPU lines' verdict marks of self._diagnosis.
+        self._marks: Mapping[int, views.VerdictMark] = {}
         self.verdict_error: str | None = None  # the analysis failed on the newest snapshot
         # (time, GPU index -> verdict kind) of each diagnosed snapshot: the detail screen's
         # verdict history.
@@ -425,7 +390,7 @@ class GpuTopApp(App[int]):
         """The verdicts for the newest snapshot, computed at most once per snapshot
         (normally already on the sampler's thread).
 
-        Judged on the recent history only (``lookback_seconds``). Should the analysis
+        Judged on the recent history only (``diagnosis.lookback_seconds``). Should the analysis
         fail, the failure is logged and said once, and the GPU lines fall back to the
         MEM IDLE heuristic; the dashboard carries on.
         """
@@ -438,23 +403,9 @@ class GpuTopApp(App[int]):
         return self._adopt(self._diagnose(snap, _ending_with(self.history, snap)))
 
     def _diagnose(self, snap: Snapshot, history: Sequence[Snapshot]) -> Diagnosis:
-        """Pure work, on any thread: touches no widget and no app state but the analyzer."""
-        start = time.perf_counter()
-        error = trace = None
-        try:
-            with self._analyzer_lock:
-                gpus, lazy, jobs = self._analyzer.update(
-                    recent(history, lookback_seconds(self.thresholds))
-                )
-                # Judge every job now: a failure belongs here, not in a screen reading it.
-                job_verdicts: Mapping[str, Verdict] = dict(lazy)
-        except Exception as exc:  # a bug in the analysis must not take the dashboard down
-            error = str(exc) or type(exc).__name__
-            trace = traceback.format_exc()
-            jobs, gpus, job_verdicts = (), {}, {}
-        seconds = time.perf_counter() - start
-        marks = {i: views.verdict_mark(v) for i, v in gpus.items()}
-        return Diagnosis(snap, tuple(jobs), gpus, job_verdicts, seconds, marks, error, trace)
+        """Pure work, on any thread: touches no widget and no app state but the diagnoser.
+        ``history`` ends with ``snap``."""
+        return self._diagnoser.update(history)
 
     def _adopt(self, done: Diagnosis) -> Diagnosis:
         """Make ``done`` the current diagnosis (UI thread): say a failure once, log it."""
@@ -465,6 +416,7 @@ class GpuTopApp(App[int]):
                 self.notify(f"verdicts unavailable: {done.error}", severity="error", timeout=10)
         self.verdict_error = done.error
         self._diagnosis = done
+        self._marks = {i: views.verdict_mark(v) for i, v in done.gpus.items()}
         if done.gpus:
             self.verdict_log.append((done.snapshot.time, {i: v.kind for i, v in done.gpus.items()}))
         self.verdict_seconds.append(done.seconds)
@@ -482,8 +434,7 @@ class GpuTopApp(App[int]):
     def _verdict_marks(self) -> Mapping[int, str | views.VerdictMark] | None:
         if self.verdicts is not None:
             return self.verdicts
-        diagnosis = self.diagnosis()
-        return None if diagnosis is None else diagnosis.marks
+        return None if self.diagnosis() is None else self._marks
 
     def _render(self) -> None:
         self.pending = False

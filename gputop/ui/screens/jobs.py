@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -30,11 +30,9 @@ from textual.widgets.tree import TreeNode
 from gputop import fmt
 from gputop.analysis.jobs import Job, process_index
 from gputop.analysis.verdict import Verdict
+from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot
 from gputop.ui.views import Part, Parts, fit, safe, verdict_mark, verdict_parts
-
-if TYPE_CHECKING:
-    from gputop.ui.app import Diagnosis
 
 #: From this width the job lines carry every number and the verdict's full label.
 WIDE_WIDTH = 150

@@ -1,0 +1,153 @@
+"""Diagnosis: the one place where a snapshot and its history become jobs and verdicts.
+
+Data flows one way::
+
+    source -> sampler (history) -> diagnosis -> consumers
+                                               (dashboard, --once, --stream, recorder,
+                                                replay, exporter, fleet)
+
+Consumers only present what a :class:`Diagnosis` holds; none of them calls the analysis
+(:mod:`gputop.analysis`) on its own.
+
+API (all of it)::
+
+    diagnoser = Diagnoser(thresholds)        # one per stream of snapshots (stateful)
+    d = diagnoser.update(history)            # judge history[-1]; history oldest first
+    d = diagnose(history, thresholds)        # the same, one-shot (a fresh Diagnoser)
+
+    d.snapshot                               # the snapshot judged (history[-1])
+    d.jobs                                   # tuple[Job, ...], as build_jobs sorts them
+    d.gpus                                   # {GPU index: Verdict}, every GPU of d.snapshot
+    d.job_verdicts                           # {job id: Verdict}, every job of d.jobs
+    d.error, d.traceback                     # the analysis failed: why (then no verdicts)
+    d.seconds                                # what computing it cost (wall)
+    d.job(job_id) -> Job | None
+    d.only(indices) -> Diagnosis             # narrowed to these GPUs (``--gpus``)
+
+- :class:`Diagnoser` wraps the incremental :class:`~gputop.analysis.verdict.Analyzer`:
+  given the sampler's history tick after tick (the same history, cut at the start and
+  extended at the end), a call costs about one new snapshot's work. Any other history
+  works too (a replay jumping in time): the carried state is then rebuilt, the results
+  are the same. Only the last :func:`lookback_seconds` of the history are judged, so
+  the cost stays flat however long the history. One call at a time (a lock): it may be
+  called from the sampler's thread and the UI thread alike. It never raises for a bug
+  in the analysis: the :class:`Diagnosis` then carries ``error`` and no verdicts.
+- :class:`Diagnosis` is immutable (its mappings are read-only views) and safe to hand
+  to other threads.
+
+The JSON form of a snapshot with its diagnosis (``--json``, ``--stream``) is
+:func:`gputop.textout.to_json_dict`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+import traceback as tb
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from gputop.analysis.jobs import Job
+from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.analysis.verdict import Analyzer, Verdict
+from gputop.model import Snapshot
+
+__all__ = ["Diagnoser", "Diagnosis", "diagnose", "lookback_seconds", "recent"]
+
+_NO_VERDICTS: Mapping[int, Verdict] = MappingProxyType({})
+_NO_JOB_VERDICTS: Mapping[str, Verdict] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Diagnosis:
+    """The jobs and verdicts of one snapshot: computed once, shared by every view."""
+
+    snapshot: Snapshot  # the snapshot judged: the newest of the history given
+    jobs: tuple[Job, ...]  # the snapshot's jobs (``build_jobs`` order)
+    gpus: Mapping[int, Verdict]  # GPU index -> verdict
+    job_verdicts: Mapping[str, Verdict]  # job id -> verdict
+    thresholds: Thresholds = DEFAULT  # what it was judged with
+    seconds: float = 0.0  # what computing it cost, wall seconds
+    error: str | None = None  # the analysis failed: why (every verdict is then missing)
+    traceback: str | None = None
+
+    def job(self, job_id: str) -> Job | None:
+        return next((j for j in self.jobs if j.id == job_id), None)
+
+    def only(self, indices: Collection[int] | None) -> Diagnosis:
+        """Narrowed to the GPUs ``indices`` (None: unchanged). A job is kept when it uses
+        one of them; it stays whole (all its GPUs, the verdict judged on all of them), so
+        the same job has the same verdict in every view."""
+        if indices is None:
+            return self
+        keep = frozenset(indices)
+        jobs = tuple(j for j in self.jobs if keep.intersection(j.gpus))
+        verdicts = self.job_verdicts
+        return Diagnosis(
+            self.snapshot,
+            jobs,
+            MappingProxyType({i: v for i, v in self.gpus.items() if i in keep}),
+            MappingProxyType({j.id: verdicts[j.id] for j in jobs if j.id in verdicts}),
+            self.thresholds,
+            self.seconds,
+            self.error,
+            self.traceback,
+        )
+
+
+def lookback_seconds(thresholds: Thresholds) -> float:
+    """How much history the verdicts are given: the window judges most verdicts, "idle
+    memory holder" needs IDLE_HOLDER_SECONDS more. Handing the analysis only this much
+    keeps its cost flat however long gputop runs (an idle holder's evidence then says
+    "for 10:00" at most with the defaults: a lower bound)."""
+    return 2.0 * max(thresholds.window_seconds, thresholds.idle_holder_seconds)
+
+
+def recent(history: Sequence[Snapshot], seconds: float) -> Sequence[Snapshot]:
+    """The snapshots no older than ``seconds`` before the newest (history is time-ordered)."""
+    if not history:
+        return history
+    start = bisect.bisect_left(history, history[-1].time - seconds, key=lambda s: s.time)
+    return history[start:]
+
+
+class Diagnoser:
+    """Turns a history into the :class:`Diagnosis` of its newest snapshot, carrying the
+    analysis' per-snapshot work from one call to the next (see the module docstring)."""
+
+    def __init__(self, thresholds: Thresholds = DEFAULT) -> None:
+        self.thresholds = thresholds
+        self._analyzer = Analyzer(thresholds)
+        self._lock = threading.Lock()
+
+    def update(self, history: Sequence[Snapshot]) -> Diagnosis:
+        """The diagnosis of ``history[-1]`` judged on ``history`` (oldest first; only the
+        last ``lookback_seconds`` are used). Raises ValueError for an empty history."""
+        if not history:
+            raise ValueError("nothing to diagnose: the history is empty")
+        snap = history[-1]
+        start = time.perf_counter()
+        error = trace = None
+        try:
+            with self._lock:
+                gpus, lazy, jobs = self._analyzer.update(
+                    recent(history, lookback_seconds(self.thresholds))
+                )
+                # Judge every job now: a failure belongs here, not in a view reading it.
+                job_verdicts: Mapping[str, Verdict] = MappingProxyType(dict(lazy))
+            gpu_verdicts: Mapping[int, Verdict] = MappingProxyType(gpus)
+        except Exception as exc:  # a bug in the analysis must not take a consumer down
+            error = str(exc) or type(exc).__name__
+            trace = tb.format_exc()
+            jobs, gpu_verdicts, job_verdicts = (), _NO_VERDICTS, _NO_JOB_VERDICTS
+        seconds = time.perf_counter() - start
+        return Diagnosis(
+            snap, tuple(jobs), gpu_verdicts, job_verdicts, self.thresholds, seconds, error, trace
+        )
+
+
+def diagnose(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> Diagnosis:
+    """One-shot :meth:`Diagnoser.update` (``--once``, tests)."""
+    return Diagnoser(thresholds).update(history)
