@@ -14,7 +14,7 @@ Measurements, one function each, all in one run:
 - ``Sampler tick``: a whole tick (NVML + host + /proc holders scan) through LiveSource;
 - ``gputop --once`` and ``nvitop -1``: each a fresh process on the same fake library and
   scenario, CPU time of the whole process (user + system, from wait4), median of runs.
-  gputop's --once also waits 0.5 s between its two readings (rates need two): wall time,
+  gputop's --once also waits 0.1 s between its two readings (rates need two): wall time,
   not CPU.
 """
 

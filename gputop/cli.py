@@ -40,9 +40,11 @@ from gputop.model import Snapshot
 from gputop.sampler import Sampler
 from gputop.sources.base import Source
 
-#: ``--once`` takes a snapshot, waits this long, and prints a second one: rates
-#: (CPU %, disk, per-process I/O) need two readings.
-ONCE_WINDOW_S = 0.5
+#: ``--once`` (and the first ``--stream`` line) takes a reading, waits this long, and
+#: prints a second one: rates (CPU %, disk, network, per-process CPU and I/O) need two
+#: readings, so they cover this short window (``host.rate_seconds`` says how long it
+#: really was). Short enough for the whole run to take under 0.3 s.
+ONCE_WINDOW_S = 0.1
 
 #: ``gputop NAME ...`` -> ``importlib.import_module(SUBCOMMANDS[NAME]).main([...])``.
 #: One line per subcommand, kept sorted.
@@ -52,6 +54,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_NO_DRIVER = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,6 +72,16 @@ def _interval(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{text} is out of range: seconds from {MIN_INTERVAL:g} to {MAX_INTERVAL:g}"
         )
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: at least 1 expected")
     return value
 
 
@@ -136,6 +149,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print one snapshot as JSON and exit (implies --once)"
     )
     p.add_argument(
+        "--stream",
+        action="store_true",
+        help=(
+            "print JSON lines, one snapshot with its jobs and verdicts per line, every "
+            "--interval seconds, until stopped or --count lines"
+        ),
+    )
+    p.add_argument(
+        "--count",
+        type=_count,
+        metavar="N",
+        help="with --stream: stop after N lines",
+    )
+    p.add_argument(
         "--gpus",
         type=_gpus,
         metavar="LIST",
@@ -185,13 +212,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.seed is not None and not args.demo:
         parser.error("--seed needs --demo")
-    once = bool(args.once or args.json)
+    if args.stream and args.once:
+        parser.error("--stream and --once exclude each other")
+    if args.count is not None and not args.stream:
+        parser.error("--count needs --stream")
+    stream = bool(args.stream)
+    once = bool(args.once or args.json) and not stream  # --stream --json: still a stream
     try:
         config = config_from_args(args)
     except ConfigError as exc:
         parser.error(str(exc))
     args.thresholds = config.thresholds
-    if not once:
+    if not once and not stream:
         _preload_dashboard()
 
     source: Source
@@ -209,8 +241,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         source = LiveSource()
 
-    sampler = Sampler(source, interval=config.interval)
+    history = 3600  # the dashboard's charts
+    if stream:
+        from gputop.diagnosis import lookback_seconds
+
+        # What the verdicts look back on, no more: a stream may run for months.
+        history = max(2, math.ceil(lookback_seconds(config.thresholds) / config.interval) + 2)
+    sampler = Sampler(source, interval=config.interval, history=history)
     try:
+        if stream:
+            return _stream(sampler, args, parser)
         if once:
             return _once(sampler, args, parser)
         return _dashboard(sampler, args, parser, config)
@@ -245,17 +285,24 @@ def _selection(
         parser.error(str(exc))
 
 
+def _load_output() -> None:
+    """What ``--once`` needs after its second reading, imported inside the window."""
+    importlib.import_module("gputop.diagnosis")
+    importlib.import_module("gputop.textout")
+
+
 def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.demo:  # the demo's virtual clock advances by the window on its own
+        sampler.tick_now()
+        snap = sampler.tick_now()
+    else:
+        snap = sampler.tick_pair(ONCE_WINDOW_S, meanwhile=_load_output)
     from gputop.diagnosis import diagnose
     from gputop.textout import filter_gpus, render_json, render_text
 
-    sampler.tick_now()
-    if not args.demo:  # the demo's virtual clock advances by the window on its own
-        time.sleep(ONCE_WINDOW_S)
-    snap = sampler.tick_now()
     selection = _selection(args, parser, snap)
     shown = filter_gpus(snap, selection)
-    # Two readings ONCE_WINDOW_S apart: most verdicts honestly say "warming up".
+    # Two readings ONCE_WINDOW_S apart: the verdicts honestly say "warming up".
     diagnosis = diagnose(sampler.history(), args.thresholds).only(selection)
     if args.json:
         out = render_json(shown, diagnosis)
@@ -271,6 +318,21 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
         )
         return EXIT_NO_DRIVER
     return EXIT_OK
+
+
+def _stream(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gputop import stream
+
+    try:
+        return stream.run(
+            sampler,
+            thresholds=args.thresholds,
+            count=args.count,
+            select=lambda snap: _selection(args, parser, snap),
+            first_window=ONCE_WINDOW_S,
+        )
+    except KeyboardInterrupt:  # Ctrl-C: the usual way to stop a stream; no traceback
+        return EXIT_INTERRUPTED
 
 
 def _dashboard(

@@ -83,6 +83,10 @@ class HostSample:
     swap: SwapStat = field(default_factory=SwapStat)
     disk: IoRate = field(default_factory=IoRate)
     net: NetRate = field(default_factory=NetRate)
+    # Seconds the rates and percentages cover (CPU, iowait, disk, network, and the
+    # processes' CPU and I/O): the time since the previous reading. None: the first
+    # reading, whose rates are not known yet (they are None too).
+    rate_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

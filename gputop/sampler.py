@@ -148,6 +148,27 @@ class Sampler:
                 raise RuntimeError("sampler stopped")
             return self._tick()
 
+    def tick_pair(
+        self,
+        window: float,
+        *,
+        meanwhile: Callable[[], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Snapshot:
+        """Two ``tick_now()`` readings whose starts are ``window`` seconds apart (back to
+        back when the first took longer); returns the second. Rates need two readings:
+        the second's cover about ``window`` (``host.rate_seconds`` says exactly).
+        ``meanwhile`` runs between the two, inside the window (e.g. imports)."""
+        start = clock()
+        self.tick_now()
+        if meanwhile is not None:
+            meanwhile()
+        wait = start + window - clock()
+        if wait > 0:
+            sleep(wait)
+        return self.tick_now()
+
     # --- worker ------------------------------------------------------------------------
 
     def _tick(self) -> Snapshot:

@@ -446,7 +446,16 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
     if h.cpu_per_core:
         lines.append("      Per-core load, one digit per core (0: <10 %, 9: >=90 %):")
         lines.extend(_core_strip(h.cpu_per_core))
+    lines.extend(_wrap(rates_note(h.rate_seconds), 6))
     return lines
+
+
+def rates_note(seconds: float | None) -> str:
+    """Which window the rates cover: ``--once`` takes its two readings a short time
+    apart, so its CPU % (and disk, network, per-process figures) are over that window."""
+    if seconds is None:
+        return "Rates (CPU %, disk, network, per process): not known yet (one reading)"
+    return f"Rates (CPU %, disk, network, per process) over the last {seconds:.2f} s"
 
 
 def render_text(

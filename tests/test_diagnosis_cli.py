@@ -67,12 +67,12 @@ def test_once_text_has_a_verdict_per_gpu_and_a_jobs_section(
     for start, end in zip(gpu_rows, ends, strict=True):
         block = lines[start:end]
         assert sum(1 for line in block if line.startswith("     Verdict: ")) == 1, block
-    # two readings 0.5 s apart: only what one sample supports is judged
-    assert "     Verdict: idle: no processes, util max 0 % over 0.5 s" in lines
+    # two readings 0.1 s apart: only what one sample supports is judged
+    assert "     Verdict: idle: no processes, util max 0 % over 0.1 s" in lines
     assert "     Advice: Free for work" in lines
     assert sum(1 for line in lines if line == "     Verdict: warming up") == 6
     assert "     Verdict: warming up (also: memory nearly full)" in lines  # GPU 6 at 98 %
-    assert "Warming up: 2 samples over 0.5 s; need 5 samples and 4 s." in out
+    assert "Warming up: 2 samples over 0.1 s; need 5 samples and 4 s." in out
     # the Jobs section: the torchrun launch is one job on GPUs 0 and 1, with 8 workers
     jobs_at = next(i for i, line in enumerate(lines) if line.startswith("Jobs "))
     assert lines[jobs_at + 1].split() == ["ROOT", "USER", "GPUS", "WORKERS", "CORES", "COMMAND"]
@@ -137,7 +137,7 @@ def test_json_has_jobs_and_gpu_verdicts(capsys: pytest.CaptureFixture[str]) -> N
         assert set(j) >= GPU_JOB_KEYS
         assert set(j["verdict"]) == VERDICT_KEYS
         assert j["verdict"]["kind"] == V.WARMING_UP
-        assert j["verdict"]["evidence"] == "2 samples over 0.5 s; need 5 samples and 4 s"
+        assert j["verdict"]["evidence"] == "2 samples over 0.1 s; need 5 samples and 4 s"
     t = jobs[41187]
     assert t["user"] == "alice" and "torchrun" in t["command"] and t["gpus"] == [0, 1]
     assert [e["gpu"] for e in t["gpu_pids"]] == [0, 1]
@@ -223,7 +223,7 @@ def test_once_judges_lost_and_idle_from_two_readings(
 def test_thresholds_can_allow_a_verdict_from_two_readings(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    data = demo_json(capsys, "--threshold", "MIN_SAMPLES=2", "--threshold", "min-seconds=0.5")
+    data = demo_json(capsys, "--threshold", "MIN_SAMPLES=2", "--threshold", "min-seconds=0.05")
     kinds = {g["index"]: g["verdict"]["kind"] for g in data["gpus"]}
     assert kinds[0] == V.GPU_BOUND
     assert kinds[5] == V.TRANSFER_PCIE

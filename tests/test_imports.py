@@ -46,6 +46,7 @@ def probe(argv: list[str]) -> dict[str, object]:
     [
         (["--once", "--demo"], 0),
         (["--json", "--demo"], 0),
+        (["--stream", "--demo", "--count", "1"], 0),
         (["--help"], 0),
         (["--version"], 0),
         (["--interval", "0"], 2),
@@ -60,6 +61,7 @@ def test_one_shot_paths_do_not_import_textual_or_rich(argv: list[str], rc: int) 
 def test_importing_the_cli_is_light() -> None:
     code = (
         "import sys, gputop.cli, gputop.sampler, gputop.textout, gputop.sources.demo\n"
+        "import gputop.stream, gputop.diagnosis\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]\n"
         "assert not bad, bad\n"
     )

@@ -95,6 +95,41 @@ def test_tick_now_stores_and_fills_tick_cost() -> None:
     assert isinstance(s.history(), tuple)
 
 
+def test_tick_pair_starts_its_readings_a_window_apart() -> None:
+    """--once: two readings (rates need two); what runs between them is inside the window."""
+    now = [100.0]
+    sleeps: list[float] = []
+    order: list[str] = []
+
+    class Timed(FakeSource):
+        cost = 0.03  # seconds each reading takes
+
+        def snapshot(self) -> Snapshot:
+            order.append("tick")
+            now[0] += self.cost
+            return super().snapshot()
+
+    def meanwhile() -> None:
+        order.append("meanwhile")
+        now[0] += 0.02
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(round(seconds, 6))
+        now[0] += seconds
+
+    source = Timed()
+    s = Sampler(source, interval=1.0)
+    second = s.tick_pair(0.1, meanwhile=meanwhile, clock=lambda: now[0], sleep=sleep)
+    assert order == ["tick", "meanwhile", "tick"]
+    assert sleeps == [0.05]  # 0.1 minus the first reading and the work in between
+    assert s.history()[-1] is second and len(s.history()) == 2
+    # a first reading longer than the window: the second follows at once
+    source.cost = 0.2
+    sleeps.clear()
+    s.tick_pair(0.1, clock=lambda: now[0], sleep=sleep)
+    assert sleeps == []
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError):
         Sampler(FakeSource(), interval=0)

@@ -856,4 +856,5 @@ class DemoSource:
                 rx_bytes_per_s=None if first else net_rx,
                 tx_bytes_per_s=None if first else net_tx,
             ),
+            rate_seconds=None if first else dt,
         )

@@ -310,6 +310,7 @@ class HostReader:
             swap=SwapStat() if sw is None else SwapStat(total=sw.total, used=sw.used),
             disk=disk_rate,
             net=net_rate,
+            rate_seconds=dt,
         )
 
     def _disk_counters(self) -> dict[str, tuple[int, int]]:
