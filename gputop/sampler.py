@@ -214,6 +214,8 @@ class Sampler:
             with self._tick_lock:
                 if self._stopping.is_set() or self._closed:
                     break
+                if self._paused:  # paused since the check above: no tick after pause
+                    continue
                 try:
                     snap = self._tick()
                 except Exception as exc:

