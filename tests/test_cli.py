@@ -282,6 +282,9 @@ def test_filter_gpus_none_keeps_everything() -> None:
     [
         (["--gpus", "9"], "no GPU with index 9"),
         (["--gpus", "GPU-nope"], "'GPU-nope' matches no GPU"),
+        # demo UUIDs GPU-e3e70682-... and GPU-e443df78-...: never silently the first
+        (["--gpus", "e"], "'e' matches several GPUs"),
+        (["--gpus", "3,GPU-E"], "'GPU-E' matches several GPUs"),
         (["--gpus", "0,,1"], "--gpus"),
         (["--interval", "0"], "--interval"),
         (["--interval", "abc"], "--interval"),
@@ -448,6 +451,11 @@ def test_fake_nvml_text_and_filter(fake_nvml_env: Any) -> None:
     r = run_cli("--once", "--gpus", "5", env=env)
     assert r.returncode == EXIT_USAGE
     assert r.stderr == "gputop: error: --gpus: no GPU with index 5 (GPUs: 0, 1, 2)\n"
+    # every fake UUID starts GPU-fa4e0000-: a prefix naming several GPUs is refused
+    for argv in (["--once"], ["--once", "--json"], []):  # [] : the dashboard's check
+        r = run_cli(*argv, "--gpus", "fa4e", env=env)
+        assert (r.returncode, r.stdout) == (EXIT_USAGE, ""), r.stderr
+        assert r.stderr == "gputop: error: --gpus: 'fa4e' matches several GPUs\n"
 
 
 def test_fake_nvml_driver_not_loaded_exit_3(fake_nvml_env: Any) -> None:

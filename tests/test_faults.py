@@ -297,7 +297,7 @@ def test_4_one_gpu_of_four_lost_mid_run_and_back(fake_nvml: FakeNvml) -> None:
     sampler = Sampler(LiveSource(), interval=0.05, history=100)
     sampler.start()
     try:
-        phases = [(2, None), (3, "GPU_IS_LOST"), (4, "UNKNOWN"), (5, "UNKNOWN"), (6, None)]
+        phases = [(2, None), (3, "GPU_IS_LOST"), (4, "UNKNOWN"), (5, "RESET_REQUIRED"), (6, None)]
         seen: list[Snapshot] = []
         for phase, lost in [(1, None), *phases]:
             fake_nvml.write(_four(phase, lost))
@@ -316,7 +316,7 @@ def test_4_one_gpu_of_four_lost_mid_run_and_back(fake_nvml: FakeNvml) -> None:
             g2 = snap.gpus[2]
             if lost:
                 assert g2.lost is True and g2.lost_reason
-                word = "lost" if lost == "GPU_IS_LOST" else "Unknown"
+                word = {"GPU_IS_LOST": "GpuIsLost", "UNKNOWN": "Unknown"}.get(lost, "ResetRequired")
                 assert word in g2.lost_reason
                 assert g2.uuid == "GPU-fa4e0000-0000-4000-8000-000000000002"
                 assert g2.utilization.gpu is None and g2.temperature_c is None

@@ -7,9 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.fakenvml import SCENARIO_ENV, FakeGpu, Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,8 +29,8 @@ sys.stderr.write("\\nPROBE " + json.dumps({{"rc": rc, "heavy": heavy}}) + "\\n")
 """
 
 
-def probe(argv: list[str]) -> dict[str, object]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def probe(argv: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
+    env = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
     r = subprocess.run(
         [sys.executable, "-c", PROBE.format(argv=argv)],
         capture_output=True,
@@ -55,6 +58,26 @@ def probe(argv: list[str]) -> dict[str, object]:
 def test_one_shot_paths_do_not_import_textual_or_rich(argv: list[str], rc: int) -> None:
     result = probe(argv)
     assert result["rc"] == rc
+    assert result["heavy"] == []
+
+
+@pytest.mark.parametrize("argv", [["--once"], ["--once", "--json"]], ids=["once", "once-json"])
+@pytest.mark.parametrize("nvml", ["no-driver", "fake"])
+def test_once_on_the_nvml_and_host_only_paths_does_not_import_textual_or_rich(
+    argv: list[str], nvml: str, fake_nvml_env: Callable[..., dict[str, str]], tmp_path: Path
+) -> None:
+    """The real sources, not the demo: with no NVIDIA library at all (host-only, exit 3)
+    and with the fake library (two GPUs, exit 0)."""
+    if nvml == "fake":
+        env = fake_nvml_env(Scenario(gpus=[FakeGpu(), FakeGpu()]))
+        env = {**os.environ, **env}
+        expected = {0}
+    else:
+        env = {k: v for k, v in os.environ.items() if k != SCENARIO_ENV}
+        env["LD_LIBRARY_PATH"] = str(tmp_path)  # nothing there: no libnvidia-ml.so.1
+        expected = {3, 0}  # 0 only where a real NVIDIA library is installed
+    result = probe(argv, env)
+    assert result["rc"] in expected, result
     assert result["heavy"] == []
 
 

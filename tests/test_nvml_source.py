@@ -486,6 +486,47 @@ def test_gpu_lost_mid_run_then_unknown_then_back(fake_nvml: FakeNvml, reader: Re
     assert g1.pcie.tx_bytes_per_s == 1000 * 1024.0
 
 
+@pytest.mark.parametrize(
+    ("code", "word"),
+    [("GPU_IS_LOST", "GpuIsLost"), ("UNKNOWN", "Unknown"), ("RESET_REQUIRED", "ResetRequired")],
+)
+@pytest.mark.parametrize("where", ["every call", "the handle", "one metric"])
+def test_each_lost_code_marks_the_gpu_lost_and_it_comes_back(
+    fake_nvml: FakeNvml, reader: Reader, code: str, word: str, where: str
+) -> None:
+    """The README's fault table: GpuIsLost, Unknown and ResetRequired from any call make
+    that GPU lost (with the reason in words), the others keep updating, and it comes back
+    by itself."""
+    errors_of = {
+        "every call": {"*": code},
+        "the handle": {"nvmlDeviceGetHandleByIndex": code},
+        "one metric": {"nvmlDeviceGetTemperatureV": code, "nvmlDeviceGetTemperature": code},
+    }[where]
+
+    def scenario(util: int, lost: bool) -> Scenario:
+        gpus = [FakeGpu(util_gpu=util + i, processes=[FakeProcess(100 + i)]) for i in range(2)]
+        if lost:
+            gpus[1].errors = dict(errors_of)
+        return Scenario(gpus=gpus)
+
+    fake_nvml.write(scenario(10, lost=False))
+    r = reader()
+    (_, g1), errors = r.read()
+    assert errors == () and g1.lost is False
+    fake_nvml.write(scenario(20, lost=True))
+    if where == "the handle":  # the handle is got when a GPU is opened: at start-up
+        r = reader()
+    (g0, g1), errors = r.read()
+    assert g1.lost is True, errors
+    assert g1.lost_reason is not None and word in g1.lost_reason
+    assert g1.utilization.gpu is None and g1.processes == ()
+    assert g0.lost is False and g0.utilization.gpu == 20.0  # the other keeps updating
+    assert [(e.gpu, e.metric) for e in errors] == [(1, "lost")]
+    fake_nvml.write(scenario(30, lost=False))
+    (g0, g1), errors = r.read()
+    assert errors == () and g1.lost is False and g1.utilization.gpu == 31.0
+
+
 def test_gpu_lost_on_a_single_metric_or_pcie(fake_nvml: FakeNvml, reader: Reader) -> None:
     a, b, c = FakeGpu(), FakeGpu(), FakeGpu()
     a.errors = {"nvmlDeviceGetUtilizationRates": "GPU_IS_LOST"}  # handle still works

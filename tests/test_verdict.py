@@ -145,6 +145,17 @@ def test_worker_busy_boundary() -> None:
     assert not_busy.kind == UNDERUSED
 
 
+def test_one_busy_worker_of_four_is_not_busy_workers() -> None:
+    """The workers' CPU is their mean, not the busiest one's: 1 worker at a full core and
+    3 idle (mean 26 %) do not make the job "input-bound: cpu workers"."""
+    tree = trainer(workers=4, worker_cpu=2.0, main_cpu=30)
+    tree[1] = replace(tree[1], cpu_percent=100.0)  # worker 101 spins, 102-104 idle
+    snaps = history(steady(30), tree=tree)
+    for v in (gv(snaps), jv(snaps)):
+        assert v.kind == UNDERUSED, (v.kind, v.evidence)
+        assert INPUT_CPU not in v.also
+
+
 def test_host_cpu_saturated_boundary() -> None:
     tree = trainer(worker_cpu=50, main_cpu=50)
     saturated = gv(history(steady(30), tree=tree, host_kw={"cpu": 90.0}))

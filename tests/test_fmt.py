@@ -1,0 +1,113 @@
+"""gputop.fmt: None and 0 through every formatter, then the boundaries.
+
+Unknown is "n/a", never 0; and 0 is "0", never "n/a". The SVG snapshots would show a
+mix-up too, but they get regenerated: these cannot be.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gputop import fmt
+
+GiB = 2**30
+
+#: Every formatter: None -> what it gives, 0 -> what it gives.
+FORMATTERS: dict[str, tuple[Callable[[Any], Any], Any, Any]] = {
+    "bytes_": (fmt.bytes_, "n/a", "0B"),
+    "mib": (fmt.mib, "n/a", "0MiB"),
+    "rate": (fmt.rate, "n/a", "0B/s"),
+    "percent": (fmt.percent, "n/a", "0%"),
+    "number": (fmt.number, "n/a", "0"),
+    "duration": (fmt.duration, "n/a", "0s"),
+    "ratio_percent": (lambda v: fmt.ratio_percent(v, 100.0), None, 0.0),
+    "clean_text": (fmt.clean_text, None, "0"),  # text: 0 arrives as "0"
+}
+
+
+def test_every_formatter_is_in_the_table() -> None:
+    """A new formatter must be added to FORMATTERS (so that None and 0 go through it)."""
+    public = {
+        name
+        for name, f in inspect.getmembers(fmt, inspect.isfunction)
+        if f.__module__ == fmt.__name__ and not name.startswith("_")
+    }
+    assert public - {"is_wide"} == set(FORMATTERS)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATTERS))
+def test_none_is_not_available_never_zero(name: str) -> None:
+    f, none, zero = FORMATTERS[name]
+    assert f(None) == none
+    assert none != zero
+
+
+@pytest.mark.parametrize("name", sorted(FORMATTERS))
+def test_zero_is_zero_never_not_available(name: str) -> None:
+    f, _none, zero = FORMATTERS[name]
+    arg = "0" if name == "clean_text" else 0
+    assert f(arg) == zero
+    assert f(arg) != fmt.NA
+    assert f(0.0 if name != "clean_text" else "0") == zero  # a float 0 as well
+
+
+def test_ratio_percent_unknown_parts() -> None:
+    assert fmt.ratio_percent(None, 100.0) is None
+    assert fmt.ratio_percent(50.0, None) is None
+    assert fmt.ratio_percent(50.0, 0.0) is None  # no whole: not "infinitely" full
+    assert fmt.ratio_percent(0.0, 100.0) == 0.0
+    assert fmt.ratio_percent(25.0, 200.0) == 12.5
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (0.9, "0s"),
+        (-5, "0s"),  # a clock step backwards: not a negative age
+        (59, "59s"),
+        (60, "1:00"),
+        (3599, "59:59"),
+        (3600, "1:00:00"),
+        (86399, "23:59:59"),
+        (86400, "1d00h"),
+        (2 * 86400 + 3 * 3600 + 59, "2d03h"),
+    ],
+)
+def test_duration_boundaries(seconds: float, text: str) -> None:
+    assert fmt.duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1, "1B"),
+        (1023, "1023B"),
+        (1024, "1.0KiB"),
+        (1536, "1.5KiB"),
+        (GiB, "1.0GiB"),
+        (80 * GiB, "80.0GiB"),
+        (2**60, "1024.0PiB"),  # the largest unit keeps growing
+    ],
+)
+def test_bytes_boundaries(value: float, text: str) -> None:
+    assert fmt.bytes_(value) == text
+
+
+def test_the_other_formatters_with_values() -> None:
+    assert fmt.mib(80 * GiB) == "81920MiB"
+    assert fmt.rate(1.5 * 2**20) == "1.5MiB/s"
+    assert fmt.percent(99.6) == "100%" and fmt.percent(12.34, 1) == "12.3%"
+    assert fmt.number(45.0, "°C") == "45°C" and fmt.number(0, "W") == "0W"
+    assert fmt.number(None, "W") == "n/a"  # the unit is not glued to n/a
+
+
+def test_clean_text_strips_what_a_terminal_would_run() -> None:
+    assert fmt.clean_text("") == ""
+    assert fmt.clean_text(b"a\xffb") == "a\ufffdb"
+    assert fmt.clean_text("\x1b[31mred\x1b[0m\ttab\nnl\u202e") == "red tab nl"
+    assert fmt.clean_text("x" * 100, limit=10) == "x" * 9 + "…"
