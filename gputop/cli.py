@@ -46,6 +46,9 @@ from gputop.sources.base import Source
 #: really was). Short enough for the whole run to take under 0.3 s.
 ONCE_WINDOW_S = 0.1
 
+#: How long the way out waits for a running tick (twice: the thread, then the source).
+STOP_TIMEOUT_S = 0.25
+
 #: ``gputop NAME ...`` -> ``importlib.import_module(SUBCOMMANDS[NAME]).main([...])``.
 #: One line per subcommand, kept sorted.
 SUBCOMMANDS: dict[str, str] = {}
@@ -224,6 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     args.thresholds = config.thresholds
     if not once and not stream:
+        if not has_terminal():
+            # Without a terminal the dashboard would write escape codes into a file (or a
+            # pipe) for ever: say what to use instead.
+            parser.error("not a terminal: use --once, --json or --stream")
         _preload_dashboard()
 
     source: Source
@@ -255,7 +262,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _once(sampler, args, parser)
         return _dashboard(sampler, args, parser, config)
     finally:
-        sampler.stop()
+        # A source call that never returns (a hung driver) must not hold the process:
+        # the sampler is a daemon thread, the source is then left open.
+        sampler.stop(timeout=STOP_TIMEOUT_S)
+
+
+def has_terminal() -> bool:
+    """The dashboard reads keys from stdin and draws on stderr; stdout too must be the
+    terminal (``gputop > file`` means the user wanted text)."""
+    streams = (sys.stdin, sys.stdout, sys.stderr)
+    try:
+        return all(s is not None and s.isatty() for s in streams)
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _preload_dashboard() -> None:
@@ -352,5 +371,6 @@ def _dashboard(
         readonly=config.readonly,
         thresholds=config.thresholds,
         theme=config.theme,
+        watchdog=True,
     )
     return result

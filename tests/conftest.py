@@ -57,3 +57,13 @@ def fake_nvml_env(fake_nvml_lib: Path, tmp_path: Path) -> Callable[..., dict[str
         return fakenvml.subprocess_env(target)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _cli_has_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process runs of ``cli.main`` have no terminal (pytest holds stdin/stdout); the
+    dashboard path (with a fake ``run_app``) must still be reachable. The refusal itself
+    is tested on real processes (tests/test_lifecycle.py)."""
+    import gputop.cli
+
+    monkeypatch.setattr(gputop.cli, "has_terminal", lambda: True)

@@ -12,8 +12,6 @@ is too small: the newest snapshot is kept and drawn when that ends.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import logging
 import signal
@@ -42,6 +40,7 @@ from gputop.ui.header import HeaderLine
 from gputop.ui.host_panel import HostPanel
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
+from gputop.ui.terminal import QUIT_GRACE_S, Ending, GpuTopDriver, install_signal_handlers
 
 if TYPE_CHECKING:
     from gputop.sampler import Sampler
@@ -114,9 +113,11 @@ def _bindings() -> list[BindingType]:
                 key_display="0-9" if n == 0 else str(n),
             )
         )
-    # Ctrl-C quits, as in top/htop/nvtop (Textual's default only shows "press ctrl+q");
-    # priority: also from the filter box and from dialogs.
-    out.append(Binding("ctrl+c", "quit", "Quit", show=False, priority=True))
+    # Ctrl-C quits, as in top/htop/nvtop (Textual's default only shows "press ctrl+q"),
+    # with SIGINT's status (130); priority: also from the filter box and from dialogs.
+    out.append(Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True))
+    # Ctrl-Z suspends, as in top/htop (Textual reads it as a key: the tty's ISIG is off).
+    out.append(Binding("ctrl+z", "suspend_process", "Suspend", show=False, priority=True))
     return out
 
 
@@ -189,10 +190,12 @@ class GpuTopApp(App[int]):
             maxlen=max(3600, len(snapshots))
         )
         self.verdict_seconds: list[float] = []  # what each diagnosis cost
-        # run_app sets it: SIGTERM / SIGHUP then end the app the normal way (terminal
-        # restored, exit status 128 + the signal's number) instead of killing it mid-frame.
+        # run_app sets it: SIGTERM / SIGHUP / SIGINT then end the app the normal way
+        # (terminal restored, exit status 128 + the signal's number), watched by
+        # `ending`'s watchdog when run_app arms it (gputop.ui.terminal).
         self.handle_signals = False
-        self._shutting_down = False  # exit() was called: see `closing`
+        self.ending = Ending()  # exit() was called, a signal came, the terminal went
+        self._restore_signals: Callable[[], None] | None = None
         self._initial = tuple(snapshots)
         self._gpu_spec = gpu_filter
         self._base_gpus: frozenset[int] | None = None  # from --gpus; None = all
@@ -290,14 +293,16 @@ class GpuTopApp(App[int]):
             self._render_header()
 
     def _install_signal_handlers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            # Not on every platform (Windows), nor outside the main thread.
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self._on_signal, sig)
+        self._restore_signals = install_signal_handlers(self, self.ending)
 
-    def _on_signal(self, sig: int) -> None:
-        self.exit(return_code=128 + sig)
+    def restore_signal_handlers(self) -> None:
+        if self._restore_signals is not None:
+            self._restore_signals()
+            self._restore_signals = None
+
+    async def action_interrupt(self) -> None:
+        """Ctrl-C: quit with SIGINT's status, as a shell would report it."""
+        self.exit(return_code=128 + signal.SIGINT)
 
     def _theme_changed(self, _theme: object) -> None:
         self.table.restyle()
@@ -315,8 +320,10 @@ class GpuTopApp(App[int]):
         self.apply_snapshot(message.snapshot, message.history, message.diagnosis)
 
     def exit(self, result: int | None = None, return_code: int = 0, message: Any = None) -> None:
-        self._shutting_down = True
-        super().exit(result, return_code, message)
+        # A signal or a lost terminal began the ending first: its status wins.
+        self.ending.begin(return_code, grace=QUIT_GRACE_S)
+        status = self.ending.status if self.ending.status is not None else return_code
+        super().exit(result, status, message)
 
     @property
     def closing(self) -> bool:
@@ -325,7 +332,7 @@ class GpuTopApp(App[int]):
         calling ``_shutdown()``: then the app no longer runs while its widgets are still
         being removed). From then on no snapshot is applied: the widgets are going or gone.
         """
-        return self._shutting_down or not self.is_running
+        return self.ending.begun.is_set() or not self.is_running
 
     def _check_stale(self) -> None:
         if self.closing:
@@ -503,7 +510,10 @@ class GpuTopApp(App[int]):
         table.show(views.sort_rows(rows, self.sort_key, self.sort_reverse), self.tagged)
 
     def refresh_view(self) -> None:
-        """Redraw from the newest snapshot now (after a key changed what is shown)."""
+        """Redraw from the newest snapshot now (after a key changed what is shown).
+        Nothing is drawn once the app is closing: its widgets are going."""
+        if self.closing:
+            return
         if self.too_small or self.screen is not self._main_screen:
             self.pending = True
             return
@@ -512,6 +522,10 @@ class GpuTopApp(App[int]):
     # --- layout ---------------------------------------------------------------------------
 
     def on_resize(self, event: events.Resize) -> None:
+        # After a hang-up the kernel sends SIGCONT too, and a Resize may follow: nothing
+        # is laid out or mounted once the app is closing.
+        if self.closing:
+            return
         self._set_layout(event.size)
 
     def _set_layout(self, size: Size) -> None:
@@ -778,8 +792,12 @@ def run_app(
     thresholds: Thresholds | None = None,
     window: float | None = None,
     theme: str | None = None,
+    watchdog: bool = False,
 ) -> int:
     """Run the dashboard until the user quits; starts the sampler if it is not running.
+
+    ``watchdog`` (the CLI sets it): once shutdown begins, the process is ended with the
+    exit status if it is still there after the grace period (gputop.ui.terminal).
 
     ``thresholds`` (default: the defaults) and ``window`` (seconds; overrides the
     thresholds' WINDOW_SECONDS) are what the verdicts judge with. ``theme``: a Textual
@@ -794,6 +812,9 @@ def run_app(
         theme=theme,
     )
     app.handle_signals = True
+    app.driver_class = GpuTopDriver
+    app.ending.watchdog = watchdog
+    app.ending.on_timeout.append(lambda: sampler.stop(timeout=0.1))
     # A live dashboard allocates many short-lived objects per frame while holding a long
     # history: with Python's default thresholds the cyclic collector runs dozens of
     # times a second and its full passes walk all of it. Objects alive after start-up
@@ -813,9 +834,12 @@ def run_app(
     try:
         app.run()
     finally:
+        app.restore_signal_handlers()
         logger.removeHandler(quiet)
         logger.propagate = propagate
         gc.set_threshold(*gc_before)
         gc.unfreeze()
         sampler.on_snapshot = None  # the sampler may tick once more: not into a dead app
-    return app.return_code or 0
+    if app.return_code is not None:
+        return app.return_code
+    return app.ending.status or 0

@@ -1,0 +1,346 @@
+"""The dashboard's hold on the terminal: every way a session ends, ends the process.
+
+gputop lives for days in tmux panes reached over SSH links that drop and freeze. This
+module makes each of those endings quick and clean, working around Textual 8's
+``LinuxDriver`` where it is at fault (each place is marked ``Textual:``):
+
+- :class:`Ending`: the one place that knows that shutdown began and with which status.
+  Once begun, a watchdog thread ends the process with that status (``os._exit``) if the
+  orderly exit has not finished after :data:`GRACE_S`: a hung gputop is impossible.
+- :class:`GpuTopDriver`, a ``LinuxDriver``:
+  - Output goes through :class:`TerminalOut`, which never raises and never blocks the
+    app for good. Textual: its writer thread dies on the first failed write (EIO once the
+    terminal hung up); its 30-slot queue then fills and ``close()`` blocks forever in
+    ``Queue.put``. Here a failed write marks the terminal lost (the rest is dropped), and
+    once shutdown has begun, output the terminal does not take within
+    :data:`DRAIN_S` (a frozen link) is dropped.
+  - Input: Textual's input thread spins on a hung-up terminal (``read`` returns 0) or dies
+    on EIO (a "panic" with exit status 1). Here either is "terminal lost": exit 129.
+  - SIGTSTP (Ctrl-Z, ``kill -TSTP``) suspends on the event loop (Textual does it inside
+    the signal handler, wherever the main thread happened to be), and SIGCONT resumes
+    only what this driver suspended. Textual: every SIGCONT restarts application mode, so
+    ``kill -STOP``/``fg`` or a stray ``kill -CONT`` start a second input and writer
+    thread (a key then needs pressing twice) and save the raw tty modes as the ones to
+    restore (the shell is left in ``-icanon -echo``). Here a stray SIGCONT only puts the
+    terminal modes back and repaints; after shutdown began, SIGCONT does nothing.
+- :func:`install_signal_handlers`: SIGTERM, SIGHUP and SIGINT end the app with status
+  128 + the signal's number. The handlers are plain ``signal.signal`` handlers, not the
+  event loop's: with a frozen link the loop can be blocked in a write, and the handler
+  must still start the watchdog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import select
+import selectors
+import signal
+import sys
+import termios
+import threading
+import time
+from codecs import getincrementaldecoder
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from textual._parser import ParseError
+from textual._xterm_parser import XTermParser
+from textual.drivers.linux_driver import LinuxDriver
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+#: Once shutdown begins, the process is gone this many seconds later at the latest.
+GRACE_S = 1.0
+#: Once shutdown begins, output the terminal does not take within this long is dropped.
+DRAIN_S = 0.3
+#: Grace after a quit key (the terminal is there: an orderly restore matters more).
+QUIT_GRACE_S = 3.0
+#: Exit status when the terminal went away (as after SIGHUP).
+EXIT_TERMINAL_LOST = 128 + signal.SIGHUP
+
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+class Ending:
+    """Shutdown state shared by the app, its driver, the signal handlers and the CLI.
+
+    ``begin(status)`` records the first status and starts the watchdog (when armed);
+    ``on_timeout`` callbacks run on the watchdog thread just before it ends the process
+    (e.g. close NVML if no call is stuck in it).
+    """
+
+    def __init__(self, *, watchdog: bool = False, grace: float = GRACE_S) -> None:
+        self.begun = threading.Event()
+        self.status: int | None = None
+        self.terminal_lost = False
+        self.began_at: float | None = None  # monotonic
+        self.watchdog = watchdog
+        self.grace = grace
+        self.on_timeout: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def begin(
+        self, status: int, *, terminal_lost: bool = False, grace: float | None = None
+    ) -> bool:
+        """Shutdown begins with ``status`` (the first caller's wins); the watchdog gives
+        it ``grace`` seconds (default :attr:`grace`). Returns whether this call began it.
+        Safe from a signal handler: ``_lock`` is only tried, never waited for."""
+        if terminal_lost:
+            self.terminal_lost = True
+        if self.begun.is_set():
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False  # another thread is beginning it right now
+        try:
+            if self.begun.is_set():
+                return False
+            self.status = status
+            if grace is not None:
+                self.grace = grace
+            self.began_at = time.monotonic()
+            self.begun.set()
+            if self.watchdog:
+                self._thread = threading.Thread(
+                    target=self._watch, name="gputop-exit-watchdog", daemon=True
+                )
+                self._thread.start()
+            return True
+        finally:
+            self._lock.release()
+
+    def _watch(self) -> None:
+        time.sleep(self.grace)
+        for callback in self.on_timeout:
+            with contextlib.suppress(Exception):
+                callback()
+        os._exit(self.status if self.status is not None else 1)
+
+
+class TerminalOut:
+    """A file for Textual's writer thread, on the terminal's file descriptor.
+
+    Writes whole strings with ``os.write`` (no Python buffer whose lock a stuck thread
+    could hold at exit). Never raises: a failed write means the terminal is gone
+    (:meth:`Ending.begin` with :data:`EXIT_TERMINAL_LOST`, the app is told) and every
+    later write is dropped. Never blocks for good: it waits for room in slices of 0.1 s,
+    and once shutdown has begun it gives the terminal :data:`DRAIN_S` to take the rest.
+    """
+
+    def __init__(self, fd: int, ending: Ending, lost: Callable[[], None]) -> None:
+        self._fd = fd
+        self._ending = ending
+        self._lost = lost
+        self.dead = False
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        return
+
+    def write(self, text: str) -> int:
+        if self.dead or not text:
+            return 0
+        data = text.encode("utf-8", "replace")
+        view = memoryview(data)
+        while view:
+            if not self._wait_writable():
+                return 0
+            try:
+                # Small slices: a tty's write blocks until all of it is taken.
+                done = os.write(self._fd, view[:4096])
+            except InterruptedError:
+                continue
+            except BlockingIOError:
+                continue
+            except OSError:
+                self._gone()
+                return 0
+            view = view[done:]
+        return len(text)
+
+    def _wait_writable(self) -> bool:
+        while True:
+            ending = self._ending
+            if ending.begun.is_set():
+                began = ending.began_at or time.monotonic()
+                if time.monotonic() - began > DRAIN_S:
+                    self.dead = True  # frozen link: nothing more reaches the user
+                    return False
+            try:
+                _, ready, failed = select.select([], [self._fd], [self._fd], 0.1)
+            except InterruptedError:
+                continue
+            except (OSError, ValueError):
+                self._gone()
+                return False
+            if ready or failed:
+                return True
+
+    def _gone(self) -> None:
+        self.dead = True
+        self._lost()
+
+
+class GpuTopDriver(LinuxDriver):
+    """Textual's Linux driver, made to let go of a terminal that went away (see the module
+    docstring). The app must have an ``ending`` attribute (:class:`Ending`)."""
+
+    def __init__(self, app: App[Any], **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        ending = getattr(app, "ending", None)
+        self.ending: Ending = ending if isinstance(ending, Ending) else Ending()
+        stderr = sys.__stderr__
+        fd = stderr.fileno() if stderr is not None else 2
+        self._out = TerminalOut(fd, self.ending, self._terminal_lost)
+        self._file = self._out  # type: ignore[assignment]  # Textual: sys.__stderr__
+        self._suspended = False
+        self._app_attrs: list[Any] | None = None
+        self.ending.on_timeout.append(self.restore_now)
+        # Textual's handlers (installed by LinuxDriver.__init__) are replaced.
+        signal.signal(signal.SIGTSTP, self._on_sigtstp)
+        signal.signal(signal.SIGCONT, self._on_sigcont)
+
+    # --- shutdown --------------------------------------------------------------------------
+
+    def _terminal_lost(self) -> None:
+        """Any thread: the terminal hung up (EIO, EOF)."""
+        if self.ending.begin(EXIT_TERMINAL_LOST, terminal_lost=True):
+            self._call_soon(self._exit_app, EXIT_TERMINAL_LOST)
+
+    def _exit_app(self, status: int) -> None:
+        self._app.exit(return_code=status)
+
+    def _call_soon(self, callback: Callable[..., object], *args: object) -> None:
+        loop = self._loop  # Driver's: the app's event loop
+        if loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(callback, *args)
+
+    # --- application mode ------------------------------------------------------------------
+
+    def start_application_mode(self) -> None:
+        if self.ending.begun.is_set():
+            return
+        super().start_application_mode()  # type: ignore[no-untyped-call]
+        try:
+            self._app_attrs = termios.tcgetattr(self.fileno)
+        except termios.error:
+            self._app_attrs = None
+
+    def restore_now(self) -> None:
+        """Last resort (the watchdog's, any thread): put back the tty modes and leave the
+        alternate screen if the terminal takes it at once; never waits."""
+        if self.attrs_before is not None:
+            with contextlib.suppress(termios.error, OSError):
+                termios.tcsetattr(self.fileno, termios.TCSANOW, self.attrs_before)
+        if self._out.dead:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            fd = self._out.fileno()
+            if select.select([], [fd], [], 0)[1]:
+                os.write(fd, b"\x1b[<u\x1b[?1000l\x1b[?1003l\x1b[?1006l\x1b[?1049l\x1b[?25h")
+
+    # --- input -----------------------------------------------------------------------------
+
+    def run_input_thread(self) -> None:
+        """Textual's input loop, ending on a terminal that hung up (EOF or EIO) instead
+        of spinning on it or dying with a traceback."""
+        fileno = self.fileno
+        selector = selectors.SelectSelector()
+        selector.register(fileno, selectors.EVENT_READ)
+        parser = XTermParser(self._debug)
+        decode = getincrementaldecoder("utf-8")(errors="replace").decode
+        try:
+            while not self.exit_event.is_set():
+                ready = selector.select(0.1)
+                if ready:
+                    try:
+                        data = os.read(fileno, 4096)
+                    except InterruptedError:
+                        continue
+                    except OSError as exc:
+                        if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                            continue
+                        data = b""
+                    if not data:
+                        self._terminal_lost()
+                        return
+                    for event in parser.feed(decode(data)):
+                        self.process_message(event)
+                for event in parser.tick():
+                    self.process_message(event)
+        finally:
+            selector.close()
+            with contextlib.suppress(EOFError, ParseError):
+                for _event in parser.feed(""):
+                    pass
+
+    # --- suspend and resume ----------------------------------------------------------------
+
+    def _on_sigtstp(self, signum: int, frame: FrameType | None) -> None:
+        """Signal handler: suspend on the event loop, at a quiet moment."""
+        self._call_soon(self._suspend)
+
+    def _suspend(self) -> None:
+        if self.ending.begun.is_set() or self._suspended:
+            return
+        self._suspended = True
+        self.suspend_application_mode()  # the terminal as it was, the writer stopped
+        self._must_signal_resume = True
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    def _on_sigcont(self, signum: int, frame: FrameType | None) -> None:
+        """Signal handler: resume on the event loop."""
+        self._call_soon(self._resume)
+
+    def _resume(self) -> None:
+        if self.ending.begun.is_set():
+            return
+        if self._suspended:
+            self._suspended = False
+            self.resume_application_mode()  # new writer and input threads, full repaint
+            return
+        # A stray SIGCONT (kill -CONT, or kill -STOP then fg): application mode never
+        # stopped. The shell may have put its own tty modes back while we were stopped:
+        # set ours again, and repaint the whole screen.
+        if self._app_attrs is not None:
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(self.fileno, termios.TCSANOW, self._app_attrs)
+        self.write("\x1b[?1049h\x1b[?25l")  # alternate screen, cursor hidden
+        self._enable_mouse_support()
+        self._app.refresh(repaint=True, layout=True)
+
+
+def install_signal_handlers(app: App[Any], ending: Ending) -> Callable[[], None]:
+    """SIGTERM, SIGHUP and SIGINT begin the ending (and its watchdog) at once, then ask
+    the app to exit on its loop. Returns a function that puts the old handlers back."""
+    loop = asyncio.get_running_loop()
+    old: dict[int, Any] = {}
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        status = 128 + signum
+        ending.begin(status)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(lambda: app.exit(return_code=ending.status or status))
+
+    for sig in ENDING_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            old[sig] = signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, previous in old.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, previous)
+
+    return restore
