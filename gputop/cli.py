@@ -33,9 +33,11 @@ from gputop.config import (
     MIN_INTERVAL,
     Config,
     ConfigError,
+    check_window,
     load_config,
     with_overrides,
 )
+from gputop.fmt import for_encoding, is_utf_encoding
 from gputop.model import Snapshot
 from gputop.sampler import Sampler
 from gputop.sources.base import Source
@@ -66,11 +68,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _interval(text: str) -> float:
+def _ascii_number(text: str) -> float:
+    """float() of ASCII text only: Python's float() also reads "１" and "١"."""
+    if not text.strip().isascii():
+        raise argparse.ArgumentTypeError(f"not a number (ASCII digits): {text[:20]!r}")
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number: {text[:20]!r}") from None
+
+
+def _seed(text: str) -> int:
+    if not (text.isascii() and text.lstrip("-").isdigit()) or len(text) > 20:
+        raise argparse.ArgumentTypeError(f"not a whole number (ASCII digits): {text[:20]!r}")
+    return int(text)
+
+
+def _interval(text: str) -> float:
+    value = _ascii_number(text)
     if not MIN_INTERVAL <= value <= MAX_INTERVAL:
         raise argparse.ArgumentTypeError(
             f"{text} is out of range: seconds from {MIN_INTERVAL:g} to {MAX_INTERVAL:g}"
@@ -89,10 +104,7 @@ def _count(text: str) -> int:
 
 
 def _window(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = _ascii_number(text)
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"{text}: seconds above 0 expected")
     return value
@@ -102,14 +114,24 @@ def config_from_args(args: argparse.Namespace) -> Config:
     """The config file (``--config`` or the default path), then the flags that were given
     on top of it: ``--readonly``, ``--interval``, ``--window`` (wins over any
     WINDOW_SECONDS), each ``--threshold NAME=VALUE``, ``--theme``. Raises ConfigError."""
-    return with_overrides(
-        load_config(args.config),
+    file = load_config(args.config)
+    config = with_overrides(
+        file,
         readonly=True if args.readonly else None,
         interval=args.interval,
         window=args.window,
         thresholds=args.threshold or (),
         theme=args.theme,
     )
+    explicit = (
+        args.window is not None
+        or file.window != DEFAULT.window_seconds
+        or any(
+            t.split("=")[0].strip().lower().replace("-", "_") == "window_seconds"
+            for t in args.threshold or ()
+        )
+    )
+    return check_window(config, explicit=explicit)
 
 
 def _gpus(text: str) -> tuple[str, ...]:
@@ -193,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--demo", action="store_true", help="show a simulated 8-GPU server")
-    p.add_argument("--seed", type=int, help="random seed of the demo (with --demo; default 0)")
+    p.add_argument("--seed", type=_seed, help="random seed of the demo (with --demo; default 0)")
     p.add_argument(
         "--readonly", action="store_true", help="dashboard: never offer to signal processes"
     )
@@ -207,8 +229,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _output_never_fails() -> None:
+    """Where stdout cannot take UTF-8 (``PYTHONIOENCODING=latin-1``, a Latin-1 locale),
+    what it lacks is escaped instead of raising: JSON stays valid (``\\u2026`` is a JSON
+    escape); the text output is made ASCII-friendly first (:func:`for_encoding`)."""
+    out = sys.stdout
+    if out is None or is_utf_encoding(getattr(out, "encoding", None)):
+        return
+    with contextlib.suppress(AttributeError, ValueError):
+        out.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _output_never_fails()
     if argv and argv[0] in SUBCOMMANDS:
         return run_subcommand(argv[0], argv[1:])
     parser = build_parser()
@@ -327,6 +361,7 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
         out = render_json(shown, diagnosis)
     else:
         out = render_text(shown, total_gpus=len(snap.gpus), diagnosis=diagnosis)
+    out = for_encoding(out, sys.stdout.encoding)
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
     sys.stdout.flush()
     if not snap.driver.available:

@@ -23,8 +23,10 @@ file: :func:`with_overrides` takes the flags that were given (None: not given).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import math
 import os
+import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ __all__ = [
     "MIN_INTERVAL",
     "Config",
     "ConfigError",
+    "check_window",
     "default_path",
     "load_config",
     "with_overrides",
@@ -48,6 +51,8 @@ __all__ = [
 MIN_INTERVAL = 0.1
 MAX_INTERVAL = 60.0
 DEFAULT_INTERVAL = 1.0
+#: A settings file is a few hundred bytes: larger is refused, not read.
+MAX_CONFIG_BYTES = 1 << 20
 
 _KEYS = ("readonly", "interval", "window", "theme", "thresholds")
 
@@ -89,8 +94,7 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
     file = Path(path) if path is not None else default_path(environ)
     shown = _one_line(str(file))
     try:
-        with open(file, "rb") as f:
-            data = tomllib.load(f)
+        raw = _read_regular_file(file, shown)
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"config file not found: {shown}") from None
@@ -99,14 +103,47 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
         raise ConfigError(f"config file {shown} is a directory") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{shown}: not valid TOML: {_one_line(str(exc))}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{shown}: not valid TOML: not UTF-8 text") from None
+    except RecursionError:  # arrays or tables nested thousands deep
+        raise ConfigError(f"{shown}: not valid TOML: nested too deeply") from None
     try:
         return _from_mapping(data, str(file))
     except ConfigError as exc:
         raise ConfigError(f"{shown}: {exc}") from None
+
+
+def _read_regular_file(file: Path, shown: str) -> bytes:
+    """At most :data:`MAX_CONFIG_BYTES` of a regular file. Opened without blocking (a
+    FIFO would wait for a writer for ever), then refused unless it is a regular file
+    (``/dev/zero`` would be read without end)."""
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"config file {shown} is not a regular file")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_CONFIG_BYTES:  # it grew while being read
+            raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _number(key: str, value: Any) -> float:
@@ -168,6 +205,11 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
     table = data.get("thresholds", {})
     if not isinstance(table, dict):
         raise ConfigError(f"thresholds must be a table ([thresholds]), not {_shown(table)}")
+    for name, value in table.items():
+        # As for interval and window: a number, not a string that looks like one.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            shown_name = _one_line(str(name))[:40]
+            raise ConfigError(f"[thresholds] {shown_name}: expected a number, not {_shown(value)}")
     try:
         thresholds = Thresholds.from_overrides(table)
     except ThresholdError as exc:
@@ -189,6 +231,31 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
         theme=theme,
         path=path,
     )
+
+
+def check_window(config: Config, *, explicit: bool = True) -> Config:
+    """The verdict window must be able to leave "warming up": at least ``MIN_SECONDS``
+    long, and long enough for ``MIN_SAMPLES`` samples at the interval. A window the user
+    gave (``explicit``) that is not raises ConfigError; the default window is stretched to
+    ``MIN_SAMPLES`` x interval instead (``--interval 10`` alone must still start)."""
+    t = config.thresholds
+    window = t.window_seconds
+    needed = t.min_samples * config.interval
+    if not explicit and window < needed and window >= t.min_seconds:
+        longer = _with_window(t, needed)
+        return dataclasses.replace(config, thresholds=longer, window=longer.window_seconds)
+    if window < t.min_seconds:
+        raise ConfigError(
+            f"window of {window:g} s is shorter than MIN_SECONDS={t.min_seconds:g}: "
+            "every verdict would stay at warming up"
+        )
+    if window < needed - 1e-9:
+        raise ConfigError(
+            f"window of {window:g} s holds fewer than MIN_SAMPLES={t.min_samples} samples "
+            f"at {config.interval:g} s each (needs {needed:g} s): every verdict would stay "
+            "at warming up"
+        )
+    return config
 
 
 def _with_window(thresholds: Thresholds, window: float) -> Thresholds:

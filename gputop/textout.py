@@ -34,8 +34,23 @@ def parse_gpu_selection(text: str) -> tuple[str, ...]:
     """'0, 2,GPU-ab..' -> ('0', '2', 'GPU-ab..'). Raises ValueError when empty."""
     tokens = tuple(t.strip() for t in text.split(","))
     if not tokens or any(not t for t in tokens):
-        raise ValueError(f"--gpus: expected indices or UUIDs separated by commas, got {text!r}")
+        raise ValueError(
+            f"--gpus: expected indices or UUIDs separated by commas, got {_short(text)!r}"
+        )
+    for t in tokens:
+        if not t.isascii() or not t.isprintable():  # "３" is a digit to str.isdigit()
+            raise ValueError(f"--gpus: {_short(t)!r} is not an index or a UUID (ASCII only)")
+        if t.isdigit() and len(t) > MAX_GPU_INDEX_DIGITS:
+            raise ValueError(f"--gpus: GPU index {_short(t)} is too large")
     return tokens
+
+
+#: A GPU index has at most this many digits (a node has far fewer than 10,000 GPUs).
+MAX_GPU_INDEX_DIGITS = 4
+
+
+def _short(text: str, keep: int = 20) -> str:
+    return text if len(text) <= keep else text[:keep] + "..."
 
 
 def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> frozenset[int]:
@@ -46,7 +61,7 @@ def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> f
     by_index = {g.index: g for g in gpus}
     chosen: set[int] = set()
     for token in tokens:
-        if token.isdigit():
+        if token.isascii() and token.isdigit():
             index = int(token)
             if index not in by_index:
                 have = ", ".join(str(i) for i in sorted(by_index)) or "none"

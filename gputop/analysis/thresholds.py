@@ -223,8 +223,13 @@ def _parse_value(name: str, value: Any, type_name: Any) -> float | int:
     if isinstance(value, int | float):
         number: float = float(value)
     elif isinstance(value, str):
+        text = value.strip()
+        if not text.isascii():  # float() would take "９０" or "٩٠"
+            raise ThresholdError(
+                f"{name.upper()}: expected a number in ASCII digits, got {value!r}"
+            )
         try:
-            number = float(value.strip())
+            number = float(text)
         except ValueError:
             raise ThresholdError(f"{name.upper()}: expected a number, got {value!r}") from None
     else:

@@ -51,6 +51,8 @@ from textual._parser import ParseError
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 
+from gputop.fmt import encode_for, is_utf_encoding
+
 if TYPE_CHECKING:
     from textual.app import App
 
@@ -132,8 +134,14 @@ class TerminalOut:
     and once shutdown has begun it gives the terminal :data:`DRAIN_S` to take the rest.
     """
 
-    def __init__(self, fd: int, ending: Ending, lost: Callable[[], None]) -> None:
+    def __init__(
+        self, fd: int, ending: Ending, lost: Callable[[], None], encoding: str | None = None
+    ) -> None:
         self._fd = fd
+        # The terminal's encoding (PYTHONIOENCODING, the locale): what it lacks is drawn
+        # with ASCII look-alikes. Textual wrote through sys.__stderr__, whose
+        # "backslashreplace" put a literal \u2588 on the screen for each bar cell.
+        self._encoding = None if is_utf_encoding(encoding) else encoding
         self._ending = ending
         self._lost = lost
         self.dead = False
@@ -150,7 +158,7 @@ class TerminalOut:
     def write(self, text: str) -> int:
         if self.dead or not text:
             return 0
-        data = text.encode("utf-8", "replace")
+        data = text.encode("utf-8") if self._encoding is None else encode_for(text, self._encoding)
         view = memoryview(data)
         while view:
             if not self._wait_writable():
@@ -201,7 +209,8 @@ class GpuTopDriver(LinuxDriver):
         self.ending: Ending = ending if isinstance(ending, Ending) else Ending()
         stderr = sys.__stderr__
         fd = stderr.fileno() if stderr is not None else 2
-        self._out = TerminalOut(fd, self.ending, self._terminal_lost)
+        encoding = getattr(stderr, "encoding", None)
+        self._out = TerminalOut(fd, self.ending, self._terminal_lost, encoding)
         self._file = self._out  # type: ignore[assignment]  # Textual: sys.__stderr__
         self._suspended = False
         self._app_attrs: list[Any] | None = None
@@ -209,6 +218,19 @@ class GpuTopDriver(LinuxDriver):
         # Textual's handlers (installed by LinuxDriver.__init__) are replaced.
         signal.signal(signal.SIGTSTP, self._on_sigtstp)
         signal.signal(signal.SIGCONT, self._on_sigcont)
+
+    def _get_terminal_size(self) -> tuple[int, int]:
+        """The terminal's own size. Textual asks ``shutil.get_terminal_size``, where
+        ``COLUMNS``/``LINES`` in the environment win: a stale ``COLUMNS=10`` pinned a
+        "too small" screen for good, whatever the window's real size."""
+        for fd in (self._out.fileno(), self.fileno):
+            try:
+                size = os.get_terminal_size(fd)
+            except (OSError, ValueError):
+                continue
+            if size.columns > 0 and size.lines > 0:
+                return size.columns, size.lines
+        return super()._get_terminal_size()
 
     # --- shutdown --------------------------------------------------------------------------
 
