@@ -37,7 +37,7 @@ from gputop.config import (
     load_config,
     with_overrides,
 )
-from gputop.fmt import for_encoding, is_utf_encoding
+from gputop.encoding import for_encoding, is_utf_encoding
 from gputop.model import Snapshot
 from gputop.sampler import Sampler
 from gputop.sources.base import Source

@@ -7,7 +7,6 @@ Untrusted text (process names, command lines, user names, GPU names) goes throug
 
 from __future__ import annotations
 
-import codecs
 import re
 import unicodedata
 
@@ -113,86 +112,3 @@ def duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-# --- terminals and pipes that cannot take UTF-8 -----------------------------------------
-
-
-def _ascii_table() -> dict[int, str]:
-    """Bars, sparklines, box drawing and a few signs -> ASCII look-alikes."""
-    table: dict[int, str] = {}
-    for code in range(0x2500, 0x2580):  # box drawing
-        name = unicodedata.name(chr(code), "")
-        if "HORIZONTAL" in name and "VERTICAL" not in name:
-            table[code] = "-"
-        elif "VERTICAL" in name and "HORIZONTAL" not in name:
-            table[code] = "|"
-        else:
-            table[code] = "+"
-    levels = "_.-=#"  # sparkline heights: 1/8 .. 8/8
-    for n, ch in enumerate("▁▂▃▄▅▆▇█"):
-        table[ord(ch)] = levels[min(len(levels) - 1, n * len(levels) // 8)]
-    table.update({ord(c): a for c, a in zip("░▒▓▔▕▏▎▍▌▐▀", ".:#-||||||-", strict=True)})
-    table.update(
-        {
-            ord("…"): "...",
-            ord("·"): ".",
-            ord("°"): "",
-            ord("▲"): "^",
-            ord("▼"): "v",
-            ord("→"): "->",
-            ord("←"): "<-",
-            ord("×"): "x",
-            ord("—"): "-",
-            ord("–"): "-",
-            ord("µ"): "u",
-        }
-    )
-    for code in range(0x2580, 0x25A0):  # other block elements
-        table.setdefault(code, "#")
-    return table
-
-
-_ASCII = _ascii_table()
-
-
-def is_utf_encoding(encoding: str | None) -> bool:
-    return bool(encoding) and str(encoding).lower().replace("-", "").replace("_", "") in (
-        "utf8",
-        "utf16",
-        "utf32",
-        "utf8sig",
-    )
-
-
-def _look_alike(exc: UnicodeError) -> tuple[str, int]:
-    if not isinstance(exc, UnicodeEncodeError):
-        raise exc
-    bad = exc.object[exc.start : exc.end]
-    return "".join(_ASCII.get(ord(c), "?") for c in bad), exc.end
-
-
-#: The codec error handler of :func:`for_encoding`: ``text.encode(enc, ASCII_LOOK_ALIKE)``.
-ASCII_LOOK_ALIKE = "gputop-ascii-look-alike"
-codecs.register_error(ASCII_LOOK_ALIKE, _look_alike)
-
-
-def encode_for(text: str, encoding: str | None) -> bytes:
-    """``text`` in ``encoding`` (UTF-8 when None or unknown): what the encoding lacks
-    becomes an ASCII look-alike (bars, sparklines, box drawing) or ``?``."""
-    try:
-        return text.encode(encoding or "utf-8", ASCII_LOOK_ALIKE)
-    except LookupError:
-        return text.encode("utf-8", ASCII_LOOK_ALIKE)
-
-
-def for_encoding(text: str, encoding: str | None) -> str:
-    """``text`` as it can be shown in ``encoding``: unchanged where the encoding has the
-    characters; bars, sparklines and box drawing it lacks become ASCII look-alikes and
-    anything else ``?`` (never a literal ``\\u2588``, never a UnicodeEncodeError)."""
-    if is_utf_encoding(encoding) or text.isascii():
-        return text
-    try:
-        return text.encode(encoding or "ascii", ASCII_LOOK_ALIKE).decode(encoding or "ascii")
-    except LookupError:
-        return text.encode("ascii", ASCII_LOOK_ALIKE).decode("ascii")

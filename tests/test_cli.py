@@ -452,10 +452,44 @@ def test_fake_nvml_text_and_filter(fake_nvml_env: Any) -> None:
     assert r.returncode == EXIT_USAGE
     assert r.stderr == "gputop: error: --gpus: no GPU with index 5 (GPUs: 0, 1, 2)\n"
     # every fake UUID starts GPU-fa4e0000-: a prefix naming several GPUs is refused
-    for argv in (["--once"], ["--once", "--json"], []):  # [] : the dashboard's check
+    for argv in (["--once"], ["--once", "--json"]):
         r = run_cli(*argv, "--gpus", "fa4e", env=env)
         assert (r.returncode, r.stdout) == (EXIT_USAGE, ""), r.stderr
         assert r.stderr == "gputop: error: --gpus: 'fa4e' matches several GPUs\n"
+    # The dashboard's check: it needs a terminal (without one it refuses before sampling).
+    rc, shown = run_on_pty("--gpus", "fa4e", env=env)
+    assert rc == EXIT_USAGE
+    assert shown == "gputop: error: --gpus: 'fa4e' matches several GPUs\r\n"
+
+
+def run_on_pty(*argv: str, env: dict[str, str]) -> tuple[int, str]:
+    """``gputop ARGV`` with a pty as stdin, stdout and stderr: (exit status, what it wrote)."""
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gputop", *argv],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=ROOT,
+            env=dict(env, PYTHONPATH=str(ROOT)),
+        )
+        os.close(slave)
+        slave = -1
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child is gone and the slave closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        return proc.wait(timeout=60), out.decode("utf-8", "replace")
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
 
 
 def test_fake_nvml_driver_not_loaded_exit_3(fake_nvml_env: Any) -> None:

@@ -51,7 +51,7 @@ from textual._parser import ParseError
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 
-from gputop.fmt import encode_for, is_utf_encoding
+from gputop.encoding import encode_for, is_utf_encoding
 
 if TYPE_CHECKING:
     from textual.app import App
