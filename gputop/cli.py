@@ -53,7 +53,9 @@ STOP_TIMEOUT_S = 0.25
 
 #: ``gputop NAME ...`` -> ``importlib.import_module(SUBCOMMANDS[NAME]).main([...])``.
 #: One line per subcommand, kept sorted.
-SUBCOMMANDS: dict[str, str] = {}
+SUBCOMMANDS: dict[str, str] = {
+    "fleet": "gputop.fleet",
+}
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

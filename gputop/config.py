@@ -12,6 +12,11 @@ Format (TOML; every key optional)::
     UTIL_HIGH = 90
     worker_busy_cpu = 70
 
+    [fleet]                # gputop fleet: the hosts when none are named, and how to reach them
+    hosts = ["gpu-01", "gpu-02"]
+    remote_command = "/opt/gputop/.venv/bin/gputop"   # default "gputop"
+    ssh_config = "~/.ssh/fleet_config"               # ssh -F; default: ssh's own
+
 Rules: a missing default file is no error (defaults apply); a file named explicitly
 (``load_config(path)``, ``--config PATH``) must exist. Unknown keys, wrong types, values
 out of range and inconsistent thresholds raise :class:`ConfigError`, whose message is one
@@ -54,7 +59,8 @@ DEFAULT_INTERVAL = 1.0
 #: A settings file is a few hundred bytes: larger is refused, not read.
 MAX_CONFIG_BYTES = 1 << 20
 
-_KEYS = ("readonly", "interval", "window", "theme", "thresholds")
+_KEYS = ("readonly", "interval", "window", "theme", "thresholds", "fleet")
+_FLEET_KEYS = ("hosts", "remote_command", "ssh_config")
 
 
 class ConfigError(ValueError):
@@ -72,6 +78,12 @@ class Config:
     theme: str | None = None
     #: The file the values came from; None: defaults only.
     path: str | None = None
+    #: ``[fleet]``: hosts of ``gputop fleet`` when none are named on the command line.
+    fleet_hosts: tuple[str, ...] = ()
+    #: ``[fleet] remote_command``: what runs gputop on each host (None: "gputop").
+    fleet_remote_command: str | None = None
+    #: ``[fleet] ssh_config``: an ssh config file (``ssh -F``); None: ssh's own.
+    fleet_ssh_config: str | None = None
 
 
 def default_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -195,7 +207,7 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
     if unknown:
         raise ConfigError(
             f"unknown key {_shown(unknown[0])}; known: readonly, interval, window, theme, "
-            "[thresholds]"
+            "[thresholds], [fleet]"
         )
     readonly = data.get("readonly", False)
     if not isinstance(readonly, bool):
@@ -223,6 +235,7 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
                 f"{thresholds.window_seconds:g} disagree; set one of them"
             )
         thresholds = _with_window(thresholds, window)
+    hosts, remote_command, ssh_config = _fleet(data.get("fleet", {}))
     return Config(
         readonly=readonly,
         interval=interval,
@@ -230,6 +243,9 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
         thresholds=thresholds,
         theme=theme,
         path=path,
+        fleet_hosts=hosts,
+        fleet_remote_command=remote_command,
+        fleet_ssh_config=ssh_config,
     )
 
 
@@ -256,6 +272,30 @@ def check_window(config: Config, *, explicit: bool = True) -> Config:
             "at warming up"
         )
     return config
+
+
+def _fleet(table: Any) -> tuple[tuple[str, ...], str | None, str | None]:
+    """``[fleet]``: (hosts, remote_command, ssh_config)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"fleet must be a table ([fleet]), not {_shown(table)}")
+    unknown = [k for k in table if k not in _FLEET_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"[fleet] unknown key {_shown(unknown[0])}; known: {', '.join(_FLEET_KEYS)}"
+        )
+    hosts = table.get("hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+        raise ConfigError(f"[fleet] hosts must be a list of host names, not {_shown(hosts)}")
+    for h in hosts:
+        if not h.strip() or h.strip() != h or _one_line(h) != h or h.startswith("-"):
+            raise ConfigError(f"[fleet] hosts: {_shown(h)} is not a host name")
+    out: list[str | None] = []
+    for key in ("remote_command", "ssh_config"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"[fleet] {key} must be a non-empty string, not {_shown(value)}")
+        out.append(value)
+    return tuple(hosts), out[0], out[1]
 
 
 def _with_window(thresholds: Thresholds, window: float) -> Thresholds:

@@ -170,7 +170,7 @@ class GpuTopApp(App[int]):
         self.sampler = sampler
         self.readonly = readonly
         # GPU index -> a fixed word for the verdict slot; None: the diagnosis fills it.
-        self.verdicts = verdicts
+        self.verdicts: Mapping[int, str | views.VerdictMark] | None = verdicts
         base = thresholds if thresholds is not None else DEFAULT
         if window is not None:
             base = replace(base, window_seconds=float(window))

@@ -19,6 +19,7 @@ ROLE_STYLES: dict[str, str] = {
     "dim": "dim",
     "ok": "$success",
     "accent": "bold $accent",
+    "selected": "bold reverse",
     "verdict": "bold $accent",
     "warn": "bold $warning",
     "warn-strong": "bold reverse $warning",

@@ -1,0 +1,261 @@
+"""``gputop fleet``: many hosts' GPUs and verdicts in one terminal.
+
+Hosts come from the command line, ``--hosts-file FILE`` (one per line, ``#`` comments),
+``--slurm [NODELIST]`` (expanded by ``scontrol show hostnames``; default
+``$SLURM_JOB_NODELIST``) or ``[fleet] hosts`` in the config file, in that order of
+precedence (the first that gives any host wins; command line and file add up).
+
+Sources:
+- SSH (default): one ``ssh -o BatchMode=yes -o ServerAliveInterval=5 HOST
+  REMOTE_COMMAND --stream --interval S`` per host through the system's OpenSSH client
+  (:mod:`gputop.sources.streams`). ``--remote-command`` says how gputop is started there
+  (default ``gputop``; e.g. ``/opt/gputop/.venv/bin/gputop``); ``{host}`` and ``{n}``
+  in it become the host's name and position.
+- ``--local``: the same command run on this machine, no ssh (demos and benchmarks:
+  ``gputop fleet --local --remote-command 'gputop --demo --seed {n}' a b c``).
+- ``--prometheus URL``: the metrics of ``gputop export`` (or dcgm-exporter) from a
+  Prometheus server's HTTP API (:mod:`gputop.sources.prometheus`).
+
+Exit codes: 0 ok, 2 bad argument (one line on stderr), 1 unexpected failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from gputop.config import ConfigError, load_config, with_overrides
+from gputop.fmt import clean_text
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+DEFAULT_INTERVAL = 2.0
+#: At most this many hosts (one ssh process each; use --prometheus beyond).
+MAX_HOSTS = 512
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.1 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: seconds from 0.1 to 60")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text}: seconds from 0 to 3600 expected")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="gputop fleet",
+        description="Every host's GPUs and verdicts in one terminal, over SSH or Prometheus.",
+        epilog=(
+            "keys: Enter opens a host's dashboard (read-only), Esc comes back, / filters by "
+            "host or user, s sorts, q quits. exit codes: 0 ok, 1 failure, 2 bad argument"
+        ),
+    )
+    p.add_argument("hosts", nargs="*", metavar="HOST", help="ssh destinations ([user@]host)")
+    p.add_argument("--hosts-file", metavar="FILE", help="hosts, one per line (# comments)")
+    p.add_argument(
+        "--slurm",
+        nargs="?",
+        const="",
+        metavar="NODELIST",
+        help="the nodes of a Slurm nodelist (default $SLURM_JOB_NODELIST), via scontrol",
+    )
+    p.add_argument(
+        "--interval",
+        type=_interval,
+        metavar="SECONDS",
+        help=f"seconds between each host's snapshots (default {DEFAULT_INTERVAL:g})",
+    )
+    p.add_argument(
+        "--remote-command",
+        metavar="CMD",
+        help="how gputop starts on each host (default: gputop; {host} and {n} are replaced)",
+    )
+    p.add_argument("--ssh-config", metavar="FILE", help="an ssh config file (ssh -F FILE)")
+    p.add_argument(
+        "--ssh-option",
+        action="append",
+        default=[],
+        metavar="OPT",
+        help="an extra ssh option, as for ssh -o (repeatable)",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="a host that sends no snapshot within this is unreachable (default 30)",
+    )
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="run the remote command on this machine instead of over ssh (demos, benchmarks)",
+    )
+    p.add_argument(
+        "--prometheus", metavar="URL", help="read gputop export / dcgm-exporter metrics instead"
+    )
+    p.add_argument("--theme", metavar="NAME", help="a Textual theme, e.g. textual-light")
+    p.add_argument("--config", metavar="PATH", help="settings file ([fleet] hosts = [...])")
+    return p
+
+
+def _read_hosts_file(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(1 << 20)
+    except OSError as exc:
+        raise ValueError(f"--hosts-file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--hosts-file {path}: not UTF-8 text") from None
+    hosts = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            hosts.extend(line.split())
+    return hosts
+
+
+def slurm_hosts(nodelist: str) -> list[str]:
+    """Expand a Slurm nodelist (``gpu[01-04]``) with ``scontrol show hostnames``."""
+    nodes = nodelist or os.environ.get("SLURM_JOB_NODELIST", "")
+    if not nodes:
+        raise ValueError("--slurm: no nodelist given and $SLURM_JOB_NODELIST is not set")
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        raise ValueError("--slurm: scontrol is not installed here (run it on a Slurm node)")
+    try:
+        out = subprocess.run(
+            [scontrol, "show", "hostnames", nodes],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValueError(f"--slurm: scontrol failed: {exc}") from None
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["exit status " + str(out.returncode)])[-1]
+        raise ValueError(f"--slurm: scontrol: {clean_text(last, 200)}")
+    return out.stdout.split()
+
+
+def check_hosts(hosts: Sequence[str]) -> list[str]:
+    """Drop duplicates (first kept); refuse names ssh would read as options or that hold
+    control characters or spaces."""
+    seen: dict[str, None] = {}
+    for h in hosts:
+        if not h or h.startswith("-") or clean_text(h, 255) != h or any(c.isspace() for c in h):
+            raise ValueError(f"not a host name: {clean_text(h, 60)!r}")
+        seen.setdefault(h, None)
+    if len(seen) > MAX_HOSTS:
+        raise ValueError(
+            f"{len(seen)} hosts: at most {MAX_HOSTS} over ssh; use --prometheus for more"
+        )
+    return list(seen)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[2:] if argv is None else argv))
+    try:
+        config = with_overrides(load_config(args.config), theme=args.theme)
+    except ConfigError as exc:
+        parser.error(str(exc))
+    interval = args.interval or DEFAULT_INTERVAL
+    if args.prometheus:
+        from gputop.sources.prometheus import PrometheusError, check_url
+
+        try:
+            url = check_url(args.prometheus)
+        except PrometheusError as exc:
+            parser.error(str(exc))
+        return _run_prometheus(url, interval, config.theme, config.thresholds)
+    try:
+        hosts = list(args.hosts)
+        if args.hosts_file:
+            hosts += _read_hosts_file(args.hosts_file)
+        if args.slurm is not None:
+            hosts += slurm_hosts(args.slurm)
+        if not hosts:
+            hosts = list(config.fleet_hosts)
+        hosts = check_hosts(hosts)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not hosts:
+        parser.error(
+            "no hosts: name them (gputop fleet HOST...), or use --hosts-file, --slurm or "
+            "[fleet] hosts in the config file"
+        )
+    remote = args.remote_command or config.fleet_remote_command or "gputop"
+    ssh_config = args.ssh_config or config.fleet_ssh_config
+    if ssh_config:
+        ssh_config = os.path.expanduser(ssh_config)
+    from gputop.sources.streams import StreamSet, expand, local_command, ssh_command
+
+    if args.local:
+
+        def command(host: str, n: int) -> list[str]:
+            return local_command(expand(remote, host, n), interval)
+
+        via = "local commands"
+    else:
+        if shutil.which("ssh") is None:
+            print("gputop fleet: the OpenSSH client (ssh) is not installed", file=sys.stderr)
+            return EXIT_FAILURE
+
+        def command(host: str, n: int) -> list[str]:
+            return ssh_command(
+                host,
+                expand(remote, host, n),
+                interval,
+                ssh_config=ssh_config,
+                options=args.ssh_option,
+            )
+
+        via = "ssh"
+    streams = StreamSet(hosts, command, interval=interval, first_line_timeout=args.connect_timeout)
+    try:
+        from gputop.ui.fleet import run_fleet
+    except ImportError as exc:  # pragma: no cover - textual is a dependency
+        streams.close()
+        print(f"gputop fleet: the screen is not available ({exc})", file=sys.stderr)
+        return EXIT_FAILURE
+    return run_fleet(streams, via=via, thresholds=config.thresholds, theme=config.theme)
+
+
+def _run_prometheus(url: str, interval: float, theme: str | None, thresholds: object) -> int:
+    from gputop.analysis.thresholds import Thresholds
+    from gputop.sources.prometheus import PrometheusFleet
+    from gputop.ui.fleet import run_fleet
+
+    fleet = PrometheusFleet(url, interval=interval)
+    return run_fleet(
+        fleet,  # type: ignore[arg-type]
+        via=f"prometheus {url}",
+        thresholds=thresholds if isinstance(thresholds, Thresholds) else None,
+        theme=theme,
+    )

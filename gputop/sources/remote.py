@@ -1,0 +1,334 @@
+"""One line of a remote ``gputop --stream`` (or ``--json``), read as untrusted data.
+
+A remote host is just another source: its lines are the ``--json`` document (a schema-1
+snapshot with a ``verdict`` on each GPU and a ``jobs`` list), one per line. Nothing in a
+line is trusted:
+
+- a line longer than :data:`MAX_LINE_BYTES` is refused (:class:`LineError`);
+- it must be a JSON object with an integer ``schema``: a newer schema than this gputop
+  reads is a :class:`FutureSchema` (the host is marked, the others keep going); a line
+  that is not a snapshot is a :class:`LineError`;
+- every value is type-checked against the model: a number where a number belongs
+  (finite, else n/a), a string where a string belongs (control characters and escape
+  sequences stripped by :func:`gputop.fmt.clean_text`, length capped), anything else is
+  dropped to its n/a default; unknown keys are ignored; list lengths are capped.
+
+Two readings of a line, for two costs:
+
+- :func:`summarize` (every line of every host, the fleet screen): only what a fleet row
+  shows, a :class:`HostReport`; about a tenth of a full parse;
+- :func:`to_snapshot` (only the host opened in the full dashboard): the whole
+  :class:`~gputop.model.Snapshot`, checked field by field.
+
+Only the model and :mod:`gputop.fmt` are imported (the architecture rule for sources);
+verdicts travel as :class:`RemoteVerdict` (kind, label, severity, evidence, advice).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from gputop.fmt import clean_text
+from gputop.model import SCHEMA_VERSION, GpuProcess, ProcessInfo, Snapshot
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "FutureSchema",
+    "GpuCell",
+    "HostReport",
+    "LineError",
+    "RemoteVerdict",
+    "parse_line",
+    "summarize",
+    "to_snapshot",
+]
+
+#: A line above this many bytes is refused (16 GPUs x 64 processes is about 0.3 MB).
+MAX_LINE_BYTES = 8 * 2**20
+#: Lists longer than this are cut (GPUs, processes, jobs, per-core CPU...).
+MAX_ITEMS = 4096
+#: Strings longer than this are cut (command lines are the longest).
+MAX_TEXT = 4096
+
+
+class LineError(ValueError):
+    """A line that is not a gputop snapshot; the message is one short line for people."""
+
+
+class FutureSchema(LineError):
+    """A snapshot of a newer schema than this gputop reads."""
+
+    def __init__(self, schema: int) -> None:
+        super().__init__(
+            f"schema {schema} is newer than this gputop reads ({SCHEMA_VERSION}): "
+            "update gputop here"
+        )
+        self.schema = schema
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteVerdict:
+    """A verdict as the remote host judged it (``--json``'s ``verdict`` object)."""
+
+    kind: str
+    label: str
+    severity: str  # "ok" | "info" | "warn" | "bad" (anything else: "info")
+    evidence: str = ""
+    advice: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCell:
+    """One GPU as a fleet row shows it."""
+
+    index: int
+    util: float | None  # percent
+    mem_used: int | None  # bytes
+    mem_total: int | None
+    lost: bool
+    verdict: RemoteVerdict | None
+    users: tuple[str, ...] = ()  # owners of the GPU's processes, cleaned
+
+    @property
+    def mem_percent(self) -> float | None:
+        if self.mem_used is None or not self.mem_total:
+            return None
+        return 100.0 * self.mem_used / self.mem_total
+
+
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    """What one line says about a host, for the fleet screen."""
+
+    time: float  # the snapshot's own time (the remote clock)
+    hostname: str  # the name the host gives itself
+    gpus: tuple[GpuCell, ...]
+    users: tuple[str, ...]  # every user with a GPU process, sorted
+    source: str  # "nvml", "demo", "host-only", ...
+    driver_error: str | None  # why the remote has no NVIDIA driver; None: it has one
+
+
+_SEVERITIES = ("ok", "info", "warn", "bad")
+
+
+def parse_line(line: bytes | str) -> dict[str, Any]:
+    """The JSON object of one line, schema-checked. Raises LineError / FutureSchema."""
+    if len(line) > MAX_LINE_BYTES:
+        raise LineError(f"line of {len(line)} bytes is over the {MAX_LINE_BYTES} byte limit")
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        raise LineError(f"not JSON: {_preview(line)}") from None
+    if not isinstance(data, dict):
+        raise LineError(f"not a JSON object: {_preview(line)}")
+    schema = data.get("schema")
+    if isinstance(schema, bool) or not isinstance(schema, int):
+        raise LineError("not a gputop snapshot (no schema number)")
+    if schema > SCHEMA_VERSION:
+        raise FutureSchema(schema)
+    if schema < 1:
+        raise LineError(f"unknown schema {schema}")
+    if not isinstance(data.get("gpus", []), list) or not isinstance(data.get("time"), int | float):
+        raise LineError("not a gputop snapshot (no time or GPU list)")
+    return data
+
+
+def _preview(line: bytes | str) -> str:
+    text = line[:60] if isinstance(line, str) else line[:60].decode("utf-8", "replace")
+    return repr(clean_text(text, 60) or "")
+
+
+# --- checked values ---------------------------------------------------------------------
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if -(2**63) <= value < 2**64 else None
+
+
+def _text(value: Any, limit: int = MAX_TEXT) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return clean_text(value, limit)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value[:MAX_ITEMS] if isinstance(value, list) else []
+
+
+def _verdict(value: Any) -> RemoteVerdict | None:
+    if not isinstance(value, dict):
+        return None
+    kind = _text(value.get("kind"), 64)
+    if not kind:
+        return None
+    severity = _text(value.get("severity"), 16) or "info"
+    return RemoteVerdict(
+        kind=kind,
+        label=_text(value.get("label"), 128) or kind,
+        severity=severity if severity in _SEVERITIES else "info",
+        evidence=_text(value.get("evidence"), 1024) or "",
+        advice=_text(value.get("advice"), 1024) or "",
+    )
+
+
+def summarize(data: dict[str, Any]) -> HostReport:
+    """The fleet row's part of a parsed line (see :func:`parse_line`)."""
+    users_by_pid: dict[int, str] = {}
+    for p in _list(data.get("processes")):
+        p = _dict(p)
+        pid, user = _int(p.get("pid")), _text(p.get("user"), 64)
+        if pid is not None and user:
+            users_by_pid[pid] = user
+    cells: list[GpuCell] = []
+    every: set[str] = set()
+    for i, g in enumerate(_list(data.get("gpus"))):
+        g = _dict(g)
+        mem = _dict(g.get("memory"))
+        users: set[str] = set()
+        for p in _list(g.get("processes")):
+            p = _dict(p)
+            user = _text(p.get("user"), 64)
+            if not user:
+                pid = _int(p.get("pid"))
+                user = users_by_pid.get(pid) if pid is not None else None
+            if user:
+                users.add(user)
+        every |= users
+        index = _int(g.get("index"))
+        cells.append(
+            GpuCell(
+                index=i if index is None else index,
+                util=_num(_dict(g.get("utilization")).get("gpu")),
+                mem_used=_int(mem.get("used")),
+                mem_total=_int(mem.get("total")),
+                lost=g.get("lost") is True,
+                verdict=_verdict(g.get("verdict")),
+                users=tuple(sorted(users)),
+            )
+        )
+    driver = _dict(data.get("driver"))
+    available = driver.get("available") is not False
+    return HostReport(
+        time=_num(data.get("time")) or 0.0,
+        hostname=_text(data.get("hostname"), 128) or "?",
+        gpus=tuple(cells),
+        users=tuple(sorted(every)),
+        source=_text(data.get("source"), 32) or "?",
+        driver_error=None if available else (_text(driver.get("error"), 256) or "no NVIDIA driver"),
+    )
+
+
+# --- the whole snapshot, checked --------------------------------------------------------
+
+_HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+_MISSING = object()
+
+
+def _checked(tp: Any, value: Any) -> Any:
+    """``value`` as type ``tp``, or ``_MISSING`` when it is not one (the field's default
+    then applies). Mirrors the model's JSON codec, with every type checked."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        for member in members:
+            out = _checked(member, value)
+            if out is not _MISSING:
+                return out
+        return None  # optional: n/a
+    if origin is tuple:
+        if not isinstance(value, list):
+            return _MISSING
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            items = [_checked(args[0], v) for v in value[:MAX_ITEMS]]
+            return tuple(v for v in items if v is not _MISSING)
+        if len(value) != len(args):
+            return _MISSING
+        items = [_checked(a, v) for a, v in zip(args, value, strict=True)]
+        return _MISSING if any(v is _MISSING or v is None for v in items) else tuple(items)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            return _MISSING
+        return _dataclass(tp, value)
+    if tp is float:
+        v = _num(value)
+        return _MISSING if v is None else v
+    if tp is int:
+        i = _int(value)
+        return _MISSING if i is None else i
+    if tp is bool:
+        return value if isinstance(value, bool) else _MISSING
+    if tp is str:
+        s = _text(value)
+        return _MISSING if s is None else s
+    return _MISSING
+
+
+def _dataclass(tp: type, data: dict[str, Any]) -> Any:
+    hints = _hints(tp)
+    kwargs: dict[str, Any] = {}
+    if tp is GpuProcess:
+        host = {name: data.get(name) for name in _HOST_FIELDS}
+        if isinstance(host.get("visible"), bool):
+            info = _checked(ProcessInfo, {"pid": data.get("pid"), **host})
+            kwargs["host"] = None if info is _MISSING else info
+    for f in dataclasses.fields(tp):
+        if f.name in kwargs or f.name not in data:
+            continue
+        if tp is GpuProcess and f.name == "host":
+            continue
+        value = _checked(hints[f.name], data[f.name])
+        if value is _MISSING:
+            has_default = (
+                f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            )
+            if has_default:
+                continue
+            return _MISSING  # a required field (pid, index, time...) is not usable
+        kwargs[f.name] = value
+    try:
+        return tp(**kwargs)
+    except TypeError:  # a required field is absent
+        return _MISSING
+
+
+def to_snapshot(data: dict[str, Any]) -> Snapshot:
+    """The whole snapshot of a parsed line, every field checked (see the module doc).
+    Raises LineError when even the required fields (time, hostname, driver) are unusable."""
+    data = dict(data)
+    data.setdefault("driver", {"available": False, "error": "not reported"})
+    data.setdefault("hostname", "?")
+    snap = _checked(Snapshot, data)
+    if snap is _MISSING or not isinstance(snap, Snapshot):
+        raise LineError("not a gputop snapshot (time, hostname or driver unusable)")
+    return snap

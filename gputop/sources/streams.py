@@ -1,0 +1,553 @@
+"""Many hosts' ``gputop --stream`` at once: one child process per host, one reader thread.
+
+Each host runs one long-lived command whose standard output is ``gputop --stream``'s
+JSON lines; over SSH (the default, :func:`ssh_command`) that is::
+
+    ssh -o BatchMode=yes -o ServerAliveInterval=5 -o ConnectTimeout=10 HOST \
+        gputop --stream --interval S
+
+through the system's OpenSSH client, so the user's ``~/.ssh/config``, ProxyJump,
+ControlMaster and agent all apply. No SSH library, no protocol of our own.
+
+- **One thread** (:class:`StreamSet`) reads every child's stdout and stderr with
+  non-blocking reads in a ``selectors`` loop: a slow or silent host never delays the
+  others, and the UI thread never waits for a host.
+- Every line is untrusted (:mod:`gputop.sources.remote`): over-long lines, garbage and
+  newer schemas mark that host only.
+- **States** (:func:`status`): ``live`` (a line within 3 intervals), ``stale Ns`` (no
+  line for longer, or the connection just dropped), ``unreachable`` (the last attempt
+  failed: the ssh error's last line says why), ``connecting``, ``no gputop`` (the remote
+  shell said command not found: the install command is shown), ``bad data``.
+- **Reconnects by itself** with exponential backoff (1 s after a drop; 2, 4, ... 60 s
+  after failed attempts, with jitter); a connection that gives no line within
+  ``first_line_timeout`` is killed and counted as failed (a host that hangs).
+- **Nothing left behind**: each child starts in its own process group (session);
+  :meth:`StreamSet.close` sends the group SIGTERM, then SIGKILL, and reaps it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import random
+import selectors
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gputop.fmt import clean_text
+from gputop.sources.remote import (
+    MAX_LINE_BYTES,
+    FutureSchema,
+    HostReport,
+    LineError,
+    parse_line,
+    summarize,
+)
+
+__all__ = [
+    "INSTALL_HINT",
+    "STALE_INTERVALS",
+    "HostView",
+    "StreamSet",
+    "local_command",
+    "ssh_command",
+    "status",
+]
+
+#: A host is stale when its newest line is older than this many intervals.
+STALE_INTERVALS = 3
+#: What to run on a host without gputop (shown on its row).
+INSTALL_HINT = "install it there: python3 -m pip install --user gputop (or set --remote-command)"
+#: Backoff after failed attempts: 1, 2, 4 ... seconds, at most this.
+MAX_BACKOFF_S = 60.0
+#: The part of a child's stderr kept (its last line is the error shown).
+STDERR_KEEP = 4096
+#: At most this often the UI is told that something changed (seconds).
+NOTIFY_EVERY_S = 0.25
+
+
+def ssh_command(
+    host: str,
+    remote_command: str,
+    interval: float,
+    *,
+    ssh: str = "ssh",
+    ssh_config: str | None = None,
+    options: Sequence[str] = (),
+) -> list[str]:
+    """The argv that streams ``host``: the system's ssh running ``remote_command
+    --stream --interval S`` there (one string: the remote shell parses it)."""
+    argv = [ssh]
+    if ssh_config:
+        argv += ["-F", ssh_config]
+    argv += [
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ServerAliveInterval=5",
+        "-o",
+        "ConnectTimeout=10",
+        "-T",  # no pseudo-terminal: a byte stream, no echo, no terminal modes
+    ]
+    for opt in options:
+        argv += ["-o", opt]
+    # "--" ends ssh's options: a host name starting with "-" cannot become one.
+    argv += ["--", host, f"{remote_command} --stream --interval {interval:g}"]
+    return argv
+
+
+def local_command(remote_command: str, interval: float) -> list[str]:
+    """The argv that runs the stream on this machine (``--local``: demos, benchmarks)."""
+    return ["/bin/sh", "-c", f"exec {remote_command} --stream --interval {interval:g}"]
+
+
+def expand(template: str, host: str, n: int) -> str:
+    """``{host}`` and ``{n}`` (the host's position, from 0) in a remote command; the host
+    name is shell-quoted. Other braces are left alone."""
+    return template.replace("{host}", shlex.quote(host)).replace("{n}", str(n))
+
+
+@dataclass(frozen=True, slots=True)
+class HostView:
+    """What is known about one host right now (immutable; a new one per change)."""
+
+    name: str  # as the user named it (ssh destination)
+    report: HostReport | None = None  # the newest good line, summarized
+    data: dict[str, Any] | None = None  # the newest good line, parsed (not yet checked)
+    seq: int = 0  # good lines received so far
+    received: float | None = None  # monotonic time of the newest good line
+    connected: bool = False  # a child process is running
+    failures: int = 0  # attempts in a row that ended without a good line
+    error: str | None = None  # why the last attempt ended / the last line was refused
+    problem: str | None = None  # "no-gputop", "schema", "bad-data": the host is marked
+    retry_at: float | None = None  # monotonic time of the next attempt
+    started: float | None = None  # monotonic start of the running attempt
+    attempts: int = 0
+
+
+def status(view: HostView, now: float, interval: float) -> tuple[str, str, str | None]:
+    """(state word, what the row shows, detail) of a host at monotonic time ``now``.
+
+    States: "live", "stale", "connecting", "unreachable", "no-gputop", "schema",
+    "bad-data". The shown text carries the age for stale ("stale 12s")."""
+    age = None if view.received is None else max(0.0, now - view.received)
+    fresh = age is not None and age <= STALE_INTERVALS * interval
+    if view.problem == "no-gputop":
+        return "no-gputop", "no gputop", view.error
+    if view.problem == "schema":
+        return "schema", "new schema", view.error
+    if view.problem == "bad-data" and not fresh:
+        return "bad-data", "bad data", view.error
+    if view.connected:
+        if fresh:
+            return "live", "live", None
+        if age is not None:
+            return "stale", f"stale {age:.0f}s", view.error
+        return "connecting", "connecting", None
+    if view.failures == 0 and age is not None:
+        return "stale", f"stale {age:.0f}s", view.error
+    if view.failures == 0 and view.attempts == 0:
+        return "connecting", "connecting", None
+    return "unreachable", "unreachable", view.error or "connection failed"
+
+
+@dataclass(eq=False)
+class _Conn:
+    """One running child (worker thread only)."""
+
+    proc: subprocess.Popen[bytes]
+    out: int
+    err: int
+    buf: bytearray = field(default_factory=bytearray)
+    errbuf: bytearray = field(default_factory=bytearray)
+    skipping: bool = False  # inside an over-long line: drop bytes until its newline
+    out_open: bool = True
+    err_open: bool = True
+    good: int = 0  # good lines on this connection
+
+
+class StreamSet:
+    """One stream per host; the reader thread owns everything but :meth:`views`.
+
+    ``command(name, n)`` gives the argv for host ``name`` (position ``n``).
+    ``on_change()`` is called from the reader thread, at most every ``NOTIFY_EVERY_S``,
+    when a host's view changed; read the views with :meth:`views` (never blocks long).
+    """
+
+    def __init__(
+        self,
+        hosts: Sequence[str],
+        command: Callable[[str, int], list[str]],
+        *,
+        interval: float = 2.0,
+        on_change: Callable[[], None] | None = None,
+        first_line_timeout: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        if not hosts:
+            raise ValueError("no hosts")
+        self.hosts = tuple(hosts)
+        self.interval = float(interval)
+        self.on_change = on_change
+        self.first_line_timeout = first_line_timeout
+        self._command = command
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._env = env
+        self._lock = threading.Lock()
+        self._views: dict[str, HostView] = {h: HostView(h) for h in self.hosts}
+        self._conns: dict[str, _Conn] = {}
+        self._by_fd: dict[int, tuple[str, _Conn]] = {}
+        self._sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._dirty = False
+        self._last_notify = 0.0
+        self.lines = 0  # good lines, all hosts
+        self.cpu_seconds = 0.0  # the reader thread's CPU time (bench)
+
+    # --- public ---------------------------------------------------------------------------
+
+    def views(self) -> tuple[HostView, ...]:
+        """Every host's view, in the order given."""
+        with self._lock:
+            return tuple(self._views[h] for h in self.hosts)
+
+    def view(self, name: str) -> HostView:
+        with self._lock:
+            return self._views[name]
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("already started")
+        self._thread = threading.Thread(target=self._run, name="gputop-streams", daemon=True)
+        self._thread.start()
+
+    def retry_now(self, name: str | None = None) -> None:
+        """Try a host (None: every host not connected) at once, whatever its backoff."""
+        with self._lock:
+            for h in self.hosts if name is None else (name,):
+                v = self._views[h]
+                if not v.connected:
+                    self._views[h] = replace(v, retry_at=self._clock())
+        self._wake()
+
+    def close(self, timeout: float = 3.0) -> None:
+        """Stop the reader thread and end every child's process group (TERM, then KILL),
+        reaping them: no ssh process is left behind."""
+        self._stop.set()
+        self._wake()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        # The thread ended (or hangs, which it should not): end the children from here.
+        conns = list(self._conns.items())
+        self._conns.clear()
+        for _, conn in conns:
+            _signal_group(conn.proc, signal.SIGTERM)
+        deadline = time.monotonic() + 1.0
+        for _, conn in conns:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                conn.proc.wait(max(0.0, deadline - time.monotonic()))
+        for _, conn in conns:
+            _signal_group(conn.proc, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                conn.proc.wait(2.0)
+            for fd in (conn.out, conn.err):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        with contextlib.suppress(OSError):
+            self._sel.close()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def pids(self) -> list[int]:
+        """Process ids of the running children (tests)."""
+        return [c.proc.pid for c in list(self._conns.values())]
+
+    # --- reader thread --------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def _set(self, name: str, **changes: Any) -> HostView:
+        with self._lock:
+            view = replace(self._views[name], **changes)
+            self._views[name] = view
+        self._dirty = True
+        return view
+
+    def _run(self) -> None:
+        cpu0 = time.thread_time()
+        try:
+            while not self._stop.is_set():
+                now = self._clock()
+                self._start_due(now)
+                self._check_hung(now)
+                timeout = self._next_timeout(now)
+                for key, _ in self._sel.select(timeout):
+                    if key.data is None:
+                        with contextlib.suppress(OSError):
+                            os.read(self._wake_r, 4096)
+                        continue
+                    self._readable(key.fd)
+                self._notify()
+                self.cpu_seconds = time.thread_time() - cpu0
+        except Exception as exc:  # a bug here must not leave children running unseen
+            for h in self.hosts:
+                self._set(h, error=f"reader failed: {exc}")
+            self._notify(force=True)
+
+    def _next_timeout(self, now: float) -> float:
+        wait = 1.0  # stale ages and hang checks are re-evaluated at least every second
+        with self._lock:
+            for v in self._views.values():
+                if v.retry_at is not None and not v.connected:
+                    wait = min(wait, max(0.0, v.retry_at - now))
+        if self._dirty:
+            wait = min(wait, max(0.0, self._last_notify + NOTIFY_EVERY_S - now))
+        return wait
+
+    def _notify(self, force: bool = False) -> None:
+        if not self._dirty:
+            return
+        now = self._clock()
+        if not force and now - self._last_notify < NOTIFY_EVERY_S:
+            return
+        self._dirty = False
+        self._last_notify = now
+        callback = self.on_change
+        if callback is not None:
+            with contextlib.suppress(Exception):
+                callback()
+
+    def _start_due(self, now: float) -> None:
+        for n, name in enumerate(self.hosts):
+            if name in self._conns:
+                continue
+            view = self._views[name]
+            if view.retry_at is not None and view.retry_at > now:
+                continue
+            self._connect(name, n, now)
+
+    def _connect(self, name: str, n: int, now: float) -> None:
+        argv = self._command(name, n)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group: killed whole on close
+                close_fds=True,
+                env=self._env,
+            )
+        except OSError as exc:
+            failures = self._views[name].failures + 1
+            self._set(
+                name,
+                connected=False,
+                failures=failures,
+                error=f"cannot run {argv[0]}: {exc.strerror or exc}",
+                retry_at=now + self._backoff(failures),
+                attempts=self._views[name].attempts + 1,
+            )
+            return
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = proc.stdout.fileno(), proc.stderr.fileno()
+        # The reader owns the fds from here (the file objects are dropped unclosed).
+        out, err = os.dup(out), os.dup(err)
+        proc.stdout.close()
+        proc.stderr.close()
+        proc.stdout = proc.stderr = None
+        os.set_blocking(out, False)
+        os.set_blocking(err, False)
+        conn = _Conn(proc, out, err)
+        self._conns[name] = conn
+        self._by_fd[out] = (name, conn)
+        self._by_fd[err] = (name, conn)
+        self._sel.register(out, selectors.EVENT_READ, name)
+        self._sel.register(err, selectors.EVENT_READ, name)
+        self._set(
+            name,
+            connected=True,
+            started=now,
+            retry_at=None,
+            attempts=self._views[name].attempts + 1,
+        )
+
+    def _check_hung(self, now: float) -> None:
+        """A connection with no good line after ``first_line_timeout`` is ended (the host
+        hangs: a black-holed address, a remote that never starts)."""
+        for name, conn in list(self._conns.items()):
+            view = self._views[name]
+            started = view.started
+            if conn.good == 0 and started is not None and now - started > self.first_line_timeout:
+                self._end(name, conn, f"no data in {self.first_line_timeout:.0f}s: timed out")
+
+    def _readable(self, fd: int) -> None:
+        entry = self._by_fd.get(fd)
+        if entry is None:
+            return
+        name, conn = entry
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            if exc.errno == errno.EINTR:
+                return
+            chunk = b""
+        if fd == conn.err:
+            if chunk:
+                conn.errbuf += chunk
+                del conn.errbuf[:-STDERR_KEEP]
+            else:
+                conn.err_open = False
+                self._unregister(fd)
+        elif chunk:
+            self._feed(name, conn, chunk)
+        else:
+            conn.out_open = False
+            self._unregister(fd)
+        if not conn.out_open and not conn.err_open:
+            self._end(name, conn, None)
+
+    def _unregister(self, fd: int) -> None:
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self._sel.unregister(fd)
+        self._by_fd.pop(fd, None)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+    def _feed(self, name: str, conn: _Conn, chunk: bytes) -> None:
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                if not conn.skipping:
+                    conn.buf += chunk[start:]
+                    if len(conn.buf) > MAX_LINE_BYTES:
+                        conn.buf.clear()
+                        conn.skipping = True
+                        self._bad(name, f"a line over {MAX_LINE_BYTES} bytes: dropped")
+                return
+            if conn.skipping:
+                conn.skipping = False
+                conn.buf.clear()
+            else:
+                conn.buf += chunk[start:nl]
+                line = bytes(conn.buf)
+                conn.buf.clear()
+                if line.strip():
+                    self._line(name, conn, line)
+            start = nl + 1
+
+    def _line(self, name: str, conn: _Conn, line: bytes) -> None:
+        try:
+            data = parse_line(line)
+            report = summarize(data)
+        except FutureSchema as exc:
+            self._set(name, problem="schema", error=str(exc))
+            return
+        except LineError as exc:
+            self._bad(name, str(exc))
+            return
+        except Exception as exc:  # a bug in summarize: this host only
+            self._bad(name, f"unreadable line: {type(exc).__name__}")
+            return
+        conn.good += 1
+        self.lines += 1
+        view = self._views[name]
+        self._set(
+            name,
+            report=report,
+            data=data,
+            seq=view.seq + 1,
+            received=self._clock(),
+            failures=0,
+            problem=None,
+            error=None,
+        )
+
+    def _bad(self, name: str, why: str) -> None:
+        self._set(name, problem="bad-data", error=clean_text(why, 200))
+
+    def _end(self, name: str, conn: _Conn, why: str | None) -> None:
+        """The connection is over (EOF, or ended here): reap it, record why, schedule the
+        next attempt."""
+        self._conns.pop(name, None)
+        for fd in (conn.out, conn.err):
+            if fd in self._by_fd:
+                self._unregister(fd)
+        if why is not None or conn.proc.poll() is None:
+            _signal_group(conn.proc, signal.SIGTERM)
+            try:
+                conn.proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                _signal_group(conn.proc, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    conn.proc.wait(2.0)
+        code = conn.proc.returncode
+        _signal_group(conn.proc, signal.SIGKILL)  # anything it left in its group
+        last = _last_line(conn.errbuf)
+        view = self._views[name]
+        now = self._clock()
+        problem = view.problem if view.problem == "schema" else None
+        if code == 127 or (last and "command not found" in last.lower()):
+            problem = "no-gputop"
+            error = f"gputop not found ({last or 'exit 127'}); {INSTALL_HINT}"
+        elif why is not None:
+            error = why
+        elif last:
+            error = last
+        else:
+            error = f"stream ended (exit status {code})"
+        if conn.good and problem is None:
+            failures = 0  # it delivered: a drop, try again soon
+            delay = 1.0
+        else:
+            failures = view.failures + 1
+            delay = MAX_BACKOFF_S if problem else self._backoff(failures)
+        self._set(
+            name,
+            connected=False,
+            failures=failures,
+            error=clean_text(error, 300),
+            problem=problem or (view.problem if view.problem == "bad-data" else None),
+            retry_at=now + delay,
+            started=None,
+        )
+
+    def _backoff(self, failures: int) -> float:
+        base = min(MAX_BACKOFF_S, 2.0 ** max(0, failures - 1))
+        return base * self._rng.uniform(0.8, 1.2)
+
+
+def _last_line(buf: bytes | bytearray) -> str | None:
+    for raw in reversed(bytes(buf).splitlines()):
+        text = clean_text(raw, 300)
+        if text and text.strip():
+            return text.strip()
+    return None
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal the child's whole process group (it leads its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)

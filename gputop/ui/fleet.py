@@ -1,0 +1,456 @@
+"""``gputop fleet``: every host's GPUs and verdicts on one screen; Enter opens one host.
+
+The app is the dashboard itself (:class:`~gputop.ui.app.GpuTopApp`, read-only) with the
+fleet screen on top of it. Enter takes the fleet screen away and feeds the dashboard
+from that host's stream (the lines already arriving; no second connection); Esc puts
+the fleet screen back. Inside a host every key keeps its meaning (``0-9`` one GPU,
+``j`` jobs, Enter detail...), but nothing can be signalled: only a live local source may.
+
+Threads: :class:`~gputop.sources.streams.StreamSet` reads every host on its own thread
+and only posts a replaceable :class:`FleetChanged` message; the UI thread draws from its
+immutable host views. A line is turned into a whole snapshot (the expensive parse) only
+for the host that is open.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.geometry import Region
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+from gputop.analysis.thresholds import Thresholds
+from gputop.analysis.verdict import Analyzer
+from gputop.model import Snapshot
+from gputop.sources.remote import LineError, summarize, to_snapshot
+from gputop.sources.streams import HostView, StreamSet, status
+from gputop.ui import fleet_views as fv
+from gputop.ui import views
+from gputop.ui.app import GC_THRESHOLDS, GpuTopApp
+from gputop.ui.header import HeaderLine
+from gputop.ui.lines import PartsLines
+from gputop.ui.views import Parts, VerdictMark
+
+#: Snapshots of the open host kept for its dashboard (its histories and verdicts).
+HOST_HISTORY = 900
+
+
+class FleetChanged(Message):
+    """A host's view changed (posted from the reader thread; a backlog collapses)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FleetChanged)
+
+
+class HostList(PartsLines):
+    """Every shown host's lines; the selected host is marked."""
+
+    LINES_FIT_WIDTH = False
+
+
+class FleetScreen(Screen[None]):
+    """One row per host, a summary line, sort and filter."""
+
+    AUTO_FOCUS = None
+    DEFAULT_CSS = """
+    FleetScreen #fleet-summary { height: 1; }
+    FleetScreen #fleet-columns { height: 1; }
+    FleetScreen #fleet-scroll { height: 1fr; scrollbar-size-vertical: 0; }
+    FleetScreen #fleet-filter {
+        display: none; height: 1; border: none; padding: 0 1; background: $boost;
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Open host", key_display="Enter"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("s", "sort", "Sort", key_display="s"),
+        Binding("r", "reverse", "Reverse", show=False),
+        Binding("R", "retry", "Retry now", key_display="R"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("up", "move(-1)", "Up", show=False),
+        Binding("down", "move(1)", "Down", show=False),
+        Binding("k", "move(-1)", "Up", show=False),
+        Binding("j", "move(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "edge(0)", "First", show=False),
+        Binding("end", "edge(1)", "Last", show=False),
+    ]
+
+    def __init__(self, fleet: FleetApp) -> None:
+        super().__init__(id="fleet")
+        self.fleet = fleet
+        self.sort_key = "host"
+        self.reverse = False
+        self.text_filter = ""
+        self.cursor: str | None = None  # the selected host's name
+        self.shown: list[fv.Row] = []
+        self._spans: list[tuple[int, int]] = []  # each shown row's first line and height
+        self.frames = 0
+
+    def compose(self) -> ComposeResult:
+        yield HeaderLine(id="fleet-header")
+        yield PartsLines(id="fleet-summary")
+        yield PartsLines(id="fleet-columns")
+        with VerticalScroll(id="fleet-scroll"):
+            yield HostList(id="fleet-hosts")
+        yield Input(placeholder="filter: host or user (Esc clears)", id="fleet-filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.redraw()
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self.redraw()
+
+    @property
+    def filter_input(self) -> Input:
+        return self.query_one("#fleet-filter", Input)
+
+    def redraw(self) -> None:
+        """Draw every host from the newest views (only changed lines repaint)."""
+        if not self.is_mounted:
+            return
+        app = self.fleet
+        now = app.clock()
+        width = max(20, self.size.width)
+        every = fv.rows(app.streams.views(), now, app.interval_s)
+        shown = [r for r in every if fv.matches(r, self.text_filter)]
+        shown = fv.sort_rows(shown, self.sort_key, self.reverse)
+        self.shown = shown
+        names = [r.name for r in shown]
+        if self.cursor not in names:
+            self.cursor = names[0] if names else None
+        lines: list[Parts] = []
+        spans: list[tuple[int, int]] = []
+        for r in shown:
+            block = fv.host_lines(r, width, selected=r.name == self.cursor)
+            spans.append((len(lines), len(block)))
+            lines.extend(block)
+        if not shown:
+            lines = [((f"no host matches {views.safe(self.text_filter, 64)!r}", "dim"),)]
+        self._spans = spans
+        with app.batch_update():
+            self.query_one("#fleet-header", HeaderLine).show(self._header(len(every)))
+            self.query_one("#fleet-summary", PartsLines).set_lines([fv.summary_parts(every)])
+            self.query_one("#fleet-columns", PartsLines).set_lines([fv.columns_header(width)])
+            self.query_one("#fleet-hosts", HostList).set_lines(lines)
+        self._scroll_to_cursor()
+        self.frames += 1
+
+    def _header(self, hosts: int) -> Parts:
+        app = self.fleet
+        parts: list[tuple[str, str]] = [
+            ("gputop fleet ", "title"),
+            (f"{hosts} hosts", ""),
+            ("  every ", "label"),
+            (f"{app.interval_s:g}s", ""),
+            ("  via ", "label"),
+            (app.via, ""),
+            ("  sort ", "label"),
+            (fv.SORT_LABELS[self.sort_key] + (" ↑" if self.reverse else ""), "accent"),
+        ]
+        if self.text_filter:
+            parts += [("  filter ", "label"), (views.safe(self.text_filter, 64), "accent")]
+        return tuple(parts)
+
+    def _scroll_to_cursor(self) -> None:
+        names = [r.name for r in self.shown]
+        if self.cursor not in names:
+            return
+        top, height = self._spans[names.index(self.cursor)]
+        scroll = self.query_one("#fleet-scroll", VerticalScroll)
+        scroll.scroll_to_region(Region(0, top, 1, height), animate=False, immediate=True)
+
+    # --- keys ----------------------------------------------------------------------------
+
+    def action_move(self, step: int) -> None:
+        names = [r.name for r in self.shown]
+        if not names:
+            return
+        at = names.index(self.cursor) if self.cursor in names else 0
+        self.cursor = names[max(0, min(len(names) - 1, at + step))]
+        self.redraw()
+
+    def action_page(self, step: int) -> None:
+        rows_per_page = max(1, self.query_one("#fleet-scroll").size.height // 2)
+        self.action_move(step * rows_per_page)
+
+    def action_edge(self, end: int) -> None:
+        if self.shown:
+            self.cursor = self.shown[-1 if end else 0].name
+            self.redraw()
+
+    def action_sort(self) -> None:
+        keys = fv.SORT_KEYS
+        self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
+        self.redraw()
+
+    def action_reverse(self) -> None:
+        self.reverse = not self.reverse
+        self.redraw()
+
+    def action_filter(self) -> None:
+        box = self.filter_input
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "fleet-filter":
+            self.text_filter = event.value
+            self.redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "fleet-filter":
+            if not event.value:
+                event.input.display = False
+            self.set_focus(None)
+
+    def action_clear_filter(self) -> None:
+        box = self.filter_input
+        box.value = ""
+        box.display = False
+        self.text_filter = ""
+        self.set_focus(None)
+        self.redraw()
+
+    def action_open(self) -> None:
+        if self.cursor is None:
+            self.notify("no host selected", severity="warning", timeout=3)
+            return
+        self.fleet.open_host(self.cursor)
+
+    def action_retry(self) -> None:
+        self.fleet.streams.retry_now()
+        self.notify("retrying every host that is not connected", timeout=3)
+
+    def action_help(self) -> None:
+        from gputop.ui.screens.help import HelpScreen
+
+        keys = [
+            ("Up/Down, PgUp/PgDn", "choose a host"),
+            ("Enter", "open the host's full dashboard (read-only); Esc comes back"),
+            ("/", "filter by host or user (Esc clears)"),
+            ("s", "sort: host, worst verdict, idle memory; r reverses"),
+            ("R", "retry unreachable hosts now"),
+            ("q", "quit (every ssh connection is closed)"),
+        ]
+        legend = list(fv.legend()) + list(views.verdict_legend())
+        self.app.push_screen(HelpScreen(keys, legend))
+
+
+class FleetApp(GpuTopApp):
+    """The dashboard, read-only, with the fleet screen on top."""
+
+    TITLE = "gputop fleet"
+
+    def __init__(
+        self,
+        streams: StreamSet,
+        *,
+        via: str = "ssh",
+        thresholds: Thresholds | None = None,
+        theme: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        start_streams: bool = True,
+    ) -> None:
+        super().__init__(None, readonly=True, thresholds=thresholds, theme=theme)
+        self.streams = streams
+        self.via = via
+        self.clock = clock
+        self.interval_s = streams.interval
+        self._interval = streams.interval
+        self.start_streams = start_streams
+        self.fleet_screen = FleetScreen(self)
+        self.host: str | None = None  # the host open in the dashboard
+        self._host_seq = 0
+        self._host_history: deque[Snapshot] = deque(maxlen=HOST_HISTORY)
+        self.fleet_frames = 0
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.install_screen(self.fleet_screen, name="fleet")
+        self.push_screen("fleet")
+        self.streams.on_change = self._from_streams
+        if self.start_streams:
+            self.streams.start()
+        self.set_interval(1.0, self.refresh_fleet, name="fleet-ages")
+
+    def _from_streams(self) -> None:
+        """Reader thread: only post; the UI thread reads the views."""
+        self.post_message(FleetChanged())
+
+    def on_fleet_changed(self, _message: FleetChanged) -> None:
+        self.refresh_fleet()
+
+    def refresh_fleet(self) -> None:
+        """Draw the fleet (when it is on screen) and feed the open host's dashboard."""
+        if self._exit or self._closing or not self.screen_stack:
+            return
+        if self.screen is self.fleet_screen:
+            self.fleet_screen.redraw()
+            self.fleet_frames += 1
+        if self.host is not None:
+            self._feed_host()
+
+    # --- one host ------------------------------------------------------------------------
+
+    def open_host(self, name: str) -> None:
+        """Show ``name``'s full dashboard, fed by its stream."""
+        self.host = name
+        self._host_seq = 0
+        self._host_history.clear()
+        self._reset_dashboard()
+        if self.screen is self.fleet_screen:
+            self.pop_screen()
+        self._feed_host()
+        if self.snapshot is None:
+            self._render_header()
+
+    def _reset_dashboard(self) -> None:
+        """Forget the previous host: its snapshots, verdicts, GPU choice, filter, tags."""
+        self.snapshot = None
+        self.history = ()
+        self._diagnosis = None
+        self._analyzer = Analyzer(self.thresholds)
+        self.verdict_log.clear()
+        self.verdicts = {}
+        self.shown_gpus = None
+        self._base_gpus = None
+        self.tagged.clear()
+        self.text_filter = ""
+        self.stale = False
+        self.sample_error = None
+        if self.screen_stack:
+            box = self.filter_input
+            box.value = ""
+            box.display = False
+
+    def _feed_host(self) -> None:
+        name = self.host
+        if name is None:
+            return
+        view = self.streams.view(name)
+        self._host_state(view)
+        if view.seq == self._host_seq or view.data is None:
+            return
+        self._host_seq = view.seq
+        try:
+            snap = to_snapshot(view.data)
+            report = summarize(view.data)
+        except LineError as exc:
+            self.sample_error = str(exc)
+            self._render_header()
+            return
+        if self._host_history and snap.time <= self._host_history[-1].time:
+            self._host_history.clear()  # the remote clock went back (a new stream)
+        self._host_history.append(snap)
+        # The GPU lines show the host's own verdicts (judged there, on its whole history).
+        marks: dict[int, VerdictMark] = {}
+        for c in report.gpus:
+            if c.verdict is not None:
+                word, role = fv.word(c.verdict)
+                marks[c.index] = VerdictMark(c.verdict.kind, word, c.verdict.label, role)
+        self.verdicts = marks
+        self.apply_snapshot(snap, tuple(self._host_history))
+
+    def _host_state(self, view: HostView) -> None:
+        state, shown, detail = status(view, self.clock(), self.interval_s)
+        stale = state != "live"
+        error = None if state in ("live", "stale") else f"{shown}: {detail or ''}"
+        if stale != self.stale or error != self.sample_error:
+            self.stale = stale
+            self.sample_error = error
+            if self.screen_stack:
+                self._render_header()
+
+    def _render_header(self) -> None:
+        super()._render_header()
+        if self.host is None or not self.screen_stack:
+            return
+        head = self.header
+        lead: Parts = (("Esc◂fleet ", "dim"), (views.safe(self.host, 64), "accent"), (" ", ""))
+        head.show(lead + (head.lines[0] if head.lines else ()))
+
+    def action_clear_filter(self) -> None:
+        """Esc: clears the filter first; without one, back to the fleet."""
+        if self.filter_input.display or self.text_filter:
+            super().action_clear_filter()
+            return
+        self.back_to_fleet()
+
+    def back_to_fleet(self) -> None:
+        self.host = None
+        self.stale = False
+        self.sample_error = None
+        if self.screen is not self.fleet_screen:
+            self.push_screen("fleet")
+        self.fleet_screen.redraw()
+
+    def action_kill(self) -> None:
+        self.notify(
+            "read-only: processes on a remote host are never signalled from the fleet "
+            "(ssh there and use gputop)",
+            severity="warning",
+            timeout=5,
+        )
+
+    def action_interval(self, step: int) -> None:
+        self.notify("the fleet's interval is set with --interval", timeout=3)
+
+    def action_pause(self) -> None:
+        super().action_pause()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("kill", "tag") and self.host is not None:
+            return True  # said by action_kill; tag is harmless
+        return super().check_action(action, parameters)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Any:
+        yield from super().get_system_commands(screen)
+
+
+def run_fleet(
+    streams: StreamSet,
+    *,
+    via: str = "ssh",
+    thresholds: Thresholds | None = None,
+    theme: str | None = None,
+) -> int:
+    """Run the fleet screen until the user quits; every stream is closed after it."""
+    app = FleetApp(streams, via=via, thresholds=thresholds, theme=theme)
+    app.handle_signals = True
+    gc_before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    logger = logging.getLogger("gputop")
+    quiet = logging.NullHandler()
+    logger.addHandler(quiet)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        app.run()
+    finally:
+        streams.on_change = None
+        streams.close()
+        logger.removeHandler(quiet)
+        logger.propagate = propagate
+        gc.set_threshold(*gc_before)
+        gc.unfreeze()
+    return app.return_code or 0
+
+
+def shown_names(app: FleetApp) -> Sequence[str]:
+    """The hosts on the fleet screen, in order (tests)."""
+    return [r.name for r in app.fleet_screen.shown]

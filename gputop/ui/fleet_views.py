@@ -1,0 +1,309 @@
+"""Pure views of the fleet screen: host views in, styled lines out. No Textual here.
+
+A host takes one line when all its GPU cells fit beside its name and state (wide
+terminals), else its cells wrap; below :data:`WIDE_WIDTH` columns every host takes two
+lines (name above, state below) and four cells per line: 8 hosts x 8 GPUs fit 80x24.
+
+A GPU cell is ``util mem verdict``: utilization and memory used in percent, then the
+verdict word the host itself judged (the same words as the dashboard's GPU lines). The
+word always carries the meaning; colour only repeats it (NO_COLOR-safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gputop.analysis import verdict as vd
+from gputop.sources.remote import GpuCell, RemoteVerdict
+from gputop.sources.streams import HostView, status
+from gputop.ui.views import (
+    POWER_CAP_WORD,
+    SEVERITY_ROLES,
+    VERDICT_WORDS,
+    Part,
+    Parts,
+    cell_width,
+    fit,
+    safe,
+)
+
+#: From this width a host's prefix (name, state, GPU count) is one line.
+WIDE_WIDTH = 120
+#: One GPU cell: " uuu mmm WWWWWWWW".
+CELL_WIDTH = 17
+NARROW_PREFIX = 12  # name (or state) + a space
+WIDE_NAME, WIDE_STATE = 20, 12
+WIDE_PREFIX = WIDE_NAME + 1 + WIDE_STATE + 1 + 3 + 1
+
+SORT_KEYS = ("host", "worst", "idle")
+SORT_LABELS = {"host": "host", "worst": "worst verdict", "idle": "idle memory"}
+
+#: Verdict kinds -> the fleet summary's groups.
+BUSY = frozenset({vd.GPU_BOUND, vd.MODERATE, vd.THROTTLED, vd.LINK_DEGRADED, vd.MEMORY_FULL})
+STARVED = frozenset({vd.TRANSFER_PCIE, vd.INPUT_DISK, vd.INPUT_CPU, vd.INPUT_MAIN, vd.UNDERUSED})
+GROUPS = ("busy", "starved", "idle-holding", "idle", "lost", "no verdict")
+
+_STATE_ROLES = {
+    "live": "ok",
+    "stale": "warn",
+    "connecting": "dim",
+    "unreachable": "error",
+    "no-gputop": "error",
+    "schema": "error",
+    "bad-data": "error",
+}
+#: Host states from worst to best (the "worst verdict" sort puts the worst first).
+_STATE_RANK = {
+    "unreachable": 0,
+    "no-gputop": 0,
+    "schema": 0,
+    "bad-data": 0,
+    "stale": 1,
+    "connecting": 2,
+    "live": 3,
+}
+_SEVERITY_RANK = {"bad": 0, "warn": 1, "info": 2, "ok": 3}
+
+
+def group(cell: GpuCell) -> str:
+    """The summary group of one GPU."""
+    v = cell.verdict
+    if cell.lost or (v is not None and v.kind == vd.LOST):
+        return "lost"
+    if v is None:
+        return "no verdict"
+    if v.kind == vd.IDLE_HOLDER:
+        return "idle-holding"
+    if v.kind == vd.IDLE:
+        return "idle"
+    if v.kind in STARVED:
+        return "starved"
+    if v.kind in BUSY:
+        return "busy"
+    return "no verdict"  # warming up, unknown
+
+
+def word(v: RemoteVerdict | None) -> tuple[str, str]:
+    """(verdict word, role) for a cell."""
+    if v is None:
+        return "n/a", "dim"
+    if v.kind == vd.THROTTLED and v.severity == "info":
+        text = POWER_CAP_WORD
+    else:
+        text = VERDICT_WORDS.get(v.kind) or safe(v.kind, 8)
+    return text, SEVERITY_ROLES.get(v.severity, "")
+
+
+def _pct(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{min(999.0, max(0.0, value)):3.0f}"
+
+
+def cell_parts(cell: GpuCell, dim: bool = False) -> Parts:
+    """One GPU cell, exactly CELL_WIDTH wide."""
+    if cell.lost:
+        return ((" n/a n/a ", "dim"), (fit("LOST", 8), "error"))
+    text, role = word(cell.verdict)
+    nums = f" {_pct(cell.util):>3} {_pct(cell.mem_percent):>3} "
+    return ((nums, "dim" if dim else ""), (fit(text, 8), "dim" if dim else role))
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One host as the screen shows it."""
+
+    name: str
+    state: str  # live, stale, unreachable... (streams.status)
+    shown: str  # "stale 12s"
+    detail: str | None  # the error or problem, cleaned
+    view: HostView
+
+    @property
+    def gpus(self) -> tuple[GpuCell, ...]:
+        return () if self.view.report is None else self.view.report.gpus
+
+
+def rows(views: Iterable[HostView], now: float, interval: float) -> list[Row]:
+    out = []
+    for v in views:
+        state, shown, detail = status(v, now, interval)
+        out.append(Row(v.name, state, shown, None if detail is None else safe(detail, 300), v))
+    return out
+
+
+def idle_memory(row: Row) -> int:
+    """Bytes held by this host's idle memory holders."""
+    return sum(
+        c.mem_used or 0
+        for c in row.gpus
+        if c.verdict is not None and c.verdict.kind == vd.IDLE_HOLDER
+    )
+
+
+def _worst(row: Row) -> tuple[int, int, str]:
+    sev = min(
+        (_SEVERITY_RANK.get(c.verdict.severity, 2) for c in row.gpus if c.verdict is not None),
+        default=4,
+    )
+    if any(c.lost for c in row.gpus):
+        sev = -1
+    return (_STATE_RANK.get(row.state, 0), sev, row.name)
+
+
+def sort_rows(items: Sequence[Row], key: str, reverse: bool = False) -> list[Row]:
+    if key == "worst":
+        out = sorted(items, key=_worst)
+    elif key == "idle":
+        out = sorted(items, key=lambda r: (-idle_memory(r), r.name))
+    else:
+        out = sorted(items, key=lambda r: r.name)
+    return out[::-1] if reverse else out
+
+
+def matches(row: Row, text: str) -> bool:
+    """``/`` filter: the host's name (as given or as it names itself) or a user on it."""
+    needle = text.strip().lower()
+    if not needle:
+        return True
+    if needle in row.name.lower():
+        return True
+    report = row.view.report
+    if report is None:
+        return False
+    return needle in report.hostname.lower() or any(needle in u.lower() for u in report.users)
+
+
+def summary_parts(items: Sequence[Row]) -> Parts:
+    """ "GPUs 64: busy 30 · starved 12 · idle-holding 4 · ... │ hosts 8: 6 live ..."."""
+    counts = dict.fromkeys(GROUPS, 0)
+    total = 0
+    for r in items:
+        if r.state != "live":
+            continue  # old data is not counted as today's
+        for c in r.gpus:
+            counts[group(c)] += 1
+            total += 1
+    roles = {"busy": "ok", "starved": "warn", "idle-holding": "warn", "lost": "error"}
+    parts: list[Part] = [("GPUs ", "label"), (str(total), "title"), (":", "label")]
+    for name in GROUPS:
+        n = counts[name]
+        if n == 0 and name in ("no verdict",):
+            continue
+        parts += [(f" {name} ", "label"), (str(n), roles.get(name, "") if n else "dim")]
+    states: dict[str, int] = {}
+    for r in items:
+        states[r.state] = states.get(r.state, 0) + 1
+    parts += [("  │ hosts ", "label"), (str(len(items)), "title"), (":", "label")]
+    for state in ("live", "stale", "connecting", "unreachable", "no-gputop", "schema", "bad-data"):
+        if states.get(state):
+            parts += [(f" {state} ", "label"), (str(states[state]), _STATE_ROLES[state])]
+    return tuple(parts)
+
+
+def columns_header(width: int) -> Parts:
+    """The line above the hosts: what each cell holds."""
+    wide = width >= WIDE_WIDTH
+    prefix = (
+        fit("host", WIDE_NAME) + " " + fit("state", WIDE_STATE) + " " + fit("GPU", 3) + " "
+        if wide
+        else fit("host/state", NARROW_PREFIX)
+    )
+    per_line = cells_per_line(width)
+    cell = " " + fit("ut% mem verdict", CELL_WIDTH - 1)
+    return ((prefix, "label"), (cell * per_line, "label"))
+
+
+def cells_per_line(width: int) -> int:
+    prefix = WIDE_PREFIX if width >= WIDE_WIDTH else NARROW_PREFIX
+    return max(1, (width - prefix) // CELL_WIDTH)
+
+
+def host_lines(row: Row, width: int, selected: bool = False) -> list[Parts]:
+    """A host's lines, each exactly ``width`` cells (or shorter, never longer)."""
+    wide = width >= WIDE_WIDTH
+    per_line = cells_per_line(width)
+    name_role = "selected" if selected else "title"
+    marker = "›" if selected else " "
+    state_role = _STATE_ROLES.get(row.state, "")
+    gpus = row.gpus
+    count = str(len(gpus)) if row.view.report is not None else "-"
+    # What fills the cell area: the GPU cells, or why there are none.
+    problem = row.state in ("unreachable", "no-gputop", "schema", "bad-data") or not gpus
+    body: list[Parts] = []
+    if problem:
+        if row.detail:
+            text = row.detail
+        elif row.state == "connecting":
+            text = "connecting…"
+        elif row.view.report is not None and row.view.report.driver_error:
+            text = "no NVIDIA driver: " + safe(row.view.report.driver_error, 200)
+        elif row.view.report is not None:
+            text = "no GPUs"
+        else:
+            text = ""
+        role = "error" if row.state in ("unreachable", "no-gputop", "schema", "bad-data") else "dim"
+        body = [((" " + text, role),)]
+    else:
+        dim = row.state != "live"
+        for start in range(0, len(gpus), per_line):
+            line: list[Part] = []
+            for c in gpus[start : start + per_line]:
+                line.extend(cell_parts(c, dim))
+            body.append(tuple(line))
+    room = width - (WIDE_PREFIX if wide else NARROW_PREFIX)
+    out: list[Parts] = []
+    if wide:
+        first: Parts = (
+            (marker, name_role),
+            (fit(safe(row.name, 128), WIDE_NAME - 1), name_role),
+            (" ", ""),
+            (fit(row.shown, WIDE_STATE), state_role),
+            (" ", ""),
+            (fit(count, 3, ">"), ""),
+            (" ", ""),
+        )
+        for i, b in enumerate(body or [()]):
+            prefix = first if i == 0 else ((" " * WIDE_PREFIX, ""),)
+            out.append(prefix + _cut(b, room))
+        return out
+    both = f"{row.shown} {count}"
+    state = fit(both if len(both) < NARROW_PREFIX else row.shown, NARROW_PREFIX - 1)
+    prefixes = [
+        ((fit(safe(row.name, 128), NARROW_PREFIX - 1), name_role), (" ", "")),
+        ((state, state_role), (" ", "")),
+    ]
+    lines = body if len(body) >= 2 else [*body, ()] if body else [(), ()]
+    for i, b in enumerate(lines):
+        prefix = prefixes[i] if i < 2 else ((" " * NARROW_PREFIX, ""),)
+        out.append(prefix + _cut(b, room))
+    return out
+
+
+def _cut(parts: Parts, room: int) -> Parts:
+    """Parts cut to ``room`` cells (with an ellipsis), never padded."""
+    out: list[Part] = []
+    left = room
+    for text, role in parts:
+        if left <= 0:
+            break
+        cells = cell_width(text)
+        if cells > left:
+            out.append((fit(text, left), role))
+            break
+        out.append((text, role))
+        left -= cells
+    return tuple(out)
+
+
+def legend() -> tuple[tuple[str, str], ...]:
+    return (
+        ("live", "a line arrived within the last 3 intervals"),
+        ("stale Ns", "no line for N seconds (the connection hangs, or it just dropped)"),
+        ("unreachable", "the last attempt failed; its ssh error is shown; retried with backoff"),
+        ("no gputop", "the host has no gputop: the install command is shown"),
+        ("new schema", "the host's gputop is newer than this one: update this one"),
+        ("bad data", "the host sent lines that are not gputop snapshots"),
+        ("ut% mem", "GPU utilization and memory used, percent; n/a = not reported"),
+    )
