@@ -29,6 +29,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from gputop.analysis.thresholds import Thresholds
 from gputop.config import ConfigError, load_config, with_overrides
 from gputop.fmt import clean_text
 
@@ -37,6 +38,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 DEFAULT_INTERVAL = 2.0
+PROMETHEUS_INTERVAL = 15.0
 #: At most this many hosts (one ssh process each; use --prometheus beyond).
 MAX_HOSTS = 512
 
@@ -187,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     interval = args.interval or DEFAULT_INTERVAL
     if args.prometheus:
+        # Prometheus's data is as fresh as its scrapes (15 s by default): ask that often.
+        interval = args.interval or PROMETHEUS_INTERVAL
         from gputop.sources.prometheus import PrometheusError, check_url
 
         try:
@@ -247,15 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_fleet(streams, via=via, thresholds=config.thresholds, theme=config.theme)
 
 
-def _run_prometheus(url: str, interval: float, theme: str | None, thresholds: object) -> int:
-    from gputop.analysis.thresholds import Thresholds
+def _run_prometheus(url: str, interval: float, theme: str | None, thresholds: Thresholds) -> int:
     from gputop.sources.prometheus import PrometheusFleet
     from gputop.ui.fleet import run_fleet
 
     fleet = PrometheusFleet(url, interval=interval)
-    return run_fleet(
-        fleet,  # type: ignore[arg-type]
-        via=f"prometheus {url}",
-        thresholds=thresholds if isinstance(thresholds, Thresholds) else None,
-        theme=theme,
-    )
+    return run_fleet(fleet, via=f"prometheus {url}", thresholds=thresholds, theme=theme)

@@ -134,10 +134,10 @@ def descendants(root: int) -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()  # names can be any bytes
+            ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     out: list[int] = []
     todo = [root]
@@ -186,7 +186,7 @@ class SshLab:
     def write_remote_command(self, body: str | None = None) -> None:
         """The command the fleet runs on each host: records its pid, then runs this
         checkout's gputop demo stream (its arguments: --stream --interval S)."""
-        run = body or f"exec {demo_stream_command()} \"$@\""
+        run = body or f'exec {demo_stream_command()} "$@"'
         self.remote_command.write_text(
             "#!/bin/sh\n"
             f"echo $$ >> {shlex.quote(str(self.remote_pids))}\n"
@@ -247,7 +247,7 @@ class SshLab:
 
 def _comm(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
+        return Path(f"/proc/{pid}/comm").read_bytes().decode("utf-8", "replace").strip()
     except OSError:
         return ""
 

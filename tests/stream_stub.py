@@ -9,8 +9,9 @@ import json
 import sys
 import time
 
+from gputop.diagnosis import diagnose
 from gputop.sources.demo import DemoSource
-from gputop.textout import diagnose, to_json_dict
+from gputop.textout import to_json_dict
 
 
 def main() -> int:

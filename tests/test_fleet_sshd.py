@@ -166,9 +166,7 @@ class Pane:
         raise AssertionError(f"timed out waiting for {what}; the pane shows:\n{text}")
 
     def close(self) -> None:
-        subprocess.run(
-            ["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20
-        )
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from gputop.fmt import clean_text
 from gputop.sources.remote import (
@@ -54,6 +54,7 @@ from gputop.sources.remote import (
 __all__ = [
     "INSTALL_HINT",
     "STALE_INTERVALS",
+    "FleetSource",
     "HostView",
     "StreamSet",
     "local_command",
@@ -112,6 +113,26 @@ def expand(template: str, host: str, n: int) -> str:
     """``{host}`` and ``{n}`` (the host's position, from 0) in a remote command; the host
     name is shell-quoted. Other braces are left alone."""
     return template.replace("{host}", shlex.quote(host)).replace("{n}", str(n))
+
+
+class FleetSource(Protocol):
+    """What the fleet screen reads: :class:`StreamSet` (ssh, local commands) and
+    :class:`gputop.sources.prometheus.PrometheusFleet`."""
+
+    interval: float
+    on_change: Callable[[], None] | None
+
+    def views(self) -> tuple[HostView, ...]: ...
+
+    def view(self, name: str) -> HostView: ...
+
+    def start(self) -> None: ...
+
+    def close(self, timeout: float = 3.0) -> None: ...
+
+    def retry_now(self, name: str | None = None) -> None: ...
+
+    def pids(self) -> list[int]: ...
 
 
 @dataclass(frozen=True, slots=True)

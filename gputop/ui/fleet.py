@@ -31,10 +31,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from gputop.analysis.thresholds import Thresholds
-from gputop.analysis.verdict import Analyzer
+from gputop.diagnosis import Diagnoser
 from gputop.model import Snapshot
 from gputop.sources.remote import LineError, summarize, to_snapshot
-from gputop.sources.streams import HostView, StreamSet, status
+from gputop.sources.streams import FleetSource, HostView, status
 from gputop.ui import fleet_views as fv
 from gputop.ui import views
 from gputop.ui.app import GC_THRESHOLDS, GpuTopApp
@@ -258,7 +258,7 @@ class FleetApp(GpuTopApp):
 
     def __init__(
         self,
-        streams: StreamSet,
+        streams: FleetSource,
         *,
         via: str = "ssh",
         thresholds: Thresholds | None = None,
@@ -318,13 +318,37 @@ class FleetApp(GpuTopApp):
         self._feed_host()
         if self.snapshot is None:
             self._render_header()
+        if callable(getattr(self.streams, "history", None)):
+            self.run_worker(lambda: self._fetch_history(name), thread=True, exclusive=True)
+
+    def _fetch_history(self, name: str) -> None:
+        """Worker thread: the host's recent minutes (Prometheus query_range), then handed
+        to the UI thread; a failure is said, the live view goes on."""
+        history = getattr(self.streams, "history", None)
+        try:
+            datas = history(name) if callable(history) else []
+            snaps = [to_snapshot(d) for d in datas]
+        except (LineError, ValueError) as exc:
+            self.call_from_thread(self.notify, f"no history: {exc}", severity="warning")
+            return
+        self.call_from_thread(self._adopt_history, name, snaps)
+
+    def _adopt_history(self, name: str, snaps: list[Snapshot]) -> None:
+        if name != self.host or not snaps:
+            return
+        newest = self._host_history[-1].time if self._host_history else float("inf")
+        older = [s for s in snaps if s.time < newest]
+        self._host_history = deque([*older, *self._host_history], maxlen=HOST_HISTORY)
+        if self.snapshot is not None:
+            self.apply_snapshot(self.snapshot, tuple(self._host_history))
 
     def _reset_dashboard(self) -> None:
         """Forget the previous host: its snapshots, verdicts, GPU choice, filter, tags."""
         self.snapshot = None
         self.history = ()
         self._diagnosis = None
-        self._analyzer = Analyzer(self.thresholds)
+        self._diagnoser = Diagnoser(self.thresholds)
+        self._marks = {}
         self.verdict_log.clear()
         self.verdicts = {}
         self.shown_gpus = None
@@ -423,7 +447,7 @@ class FleetApp(GpuTopApp):
 
 
 def run_fleet(
-    streams: StreamSet,
+    streams: FleetSource,
     *,
     via: str = "ssh",
     thresholds: Thresholds | None = None,

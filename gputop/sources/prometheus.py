@@ -1,0 +1,380 @@
+"""The fleet from Prometheus: the metrics of ``gputop export`` (or NVIDIA's dcgm-exporter)
+read through Prometheus's HTTP API, for fleets too big for one ssh stream per host.
+
+Every interval one instant query (``/api/v1/query``) fetches all the series the fleet
+screen needs at once::
+
+    {__name__=~"up|gputop_gpu_info|gputop_gpu_utilization_ratio|...|DCGM_FI_DEV_FB_FREE"}
+
+and groups them by host (the ``instance`` label by default: the scrape target). Each
+host becomes a schema-1 snapshot dict like a ``gputop --stream`` line (time, hostname,
+GPUs with utilization, memory, lost and the verdict) so the fleet screen and the opened
+host's dashboard read it exactly as a stream line (:mod:`gputop.sources.remote`).
+``history(host)`` reads the last minutes with ``/api/v1/query_range`` (the dashboard's
+utilization and memory histories when a host is opened).
+
+- gputop export: ``gputop_gpu_utilization_ratio`` (0-1), ``gputop_gpu_memory_used_bytes``,
+  ``gputop_gpu_memory_total_bytes``, ``gputop_gpu_lost``, ``gputop_gpu_verdict{kind,
+  severity}`` (1 for the current one), ``gputop_gpu_info{name,uuid}``.
+- dcgm-exporter: ``DCGM_FI_DEV_GPU_UTIL`` (percent), ``DCGM_FI_DEV_FB_USED`` and
+  ``DCGM_FI_DEV_FB_FREE`` (MiB; total = used + free). No verdicts: those hosts show n/a.
+- ``up == 0`` for a host seen before: unreachable ("Prometheus cannot scrape it").
+- Prometheus itself unreachable or answering garbage: every host says so, the screen
+  keeps going, the poll retries with backoff.
+
+Only the standard library's ``urllib`` speaks HTTP; every answer is size-capped and
+type-checked, and every label is cleaned before it reaches the screen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from gputop.fmt import clean_text
+from gputop.model import SCHEMA_VERSION
+from gputop.sources.remote import LineError, parse_line, summarize
+from gputop.sources.streams import MAX_BACKOFF_S, HostView
+
+__all__ = ["PrometheusError", "PrometheusFleet", "check_url", "query"]
+
+#: An answer above this many bytes is refused.
+MAX_ANSWER_BYTES = 32 * 2**20
+HTTP_TIMEOUT_S = 10.0
+
+GPUTOP_METRICS = (
+    "gputop_gpu_info",
+    "gputop_gpu_utilization_ratio",
+    "gputop_gpu_memory_used_bytes",
+    "gputop_gpu_memory_total_bytes",
+    "gputop_gpu_lost",
+    "gputop_gpu_verdict",
+)
+DCGM_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE")
+SELECTOR = '{__name__=~"' + "|".join(("up", *GPUTOP_METRICS, *DCGM_METRICS)) + '"}'
+MIB = 2**20
+
+
+class PrometheusError(ValueError):
+    """Prometheus could not be asked, or answered something unusable (one line)."""
+
+
+def check_url(url: str) -> str:
+    """A Prometheus base URL (http or https, with a host); the trailing slash dropped."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise PrometheusError(f"--prometheus: not an http(s) URL: {clean_text(url, 80)!r}")
+    return url.strip().rstrip("/")
+
+
+def query(
+    base: str, path: str, params: dict[str, str], timeout: float = HTTP_TIMEOUT_S
+) -> list[dict[str, Any]]:
+    """GET ``base + path`` and return ``data.result`` (a vector or a matrix)."""
+    url = f"{base}{path}?{urllib.parse.urlencode(params)}"
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read(MAX_ANSWER_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        detail = ""
+        with contextlib.suppress(Exception):
+            detail = json.loads(exc.read(65536)).get("error", "")
+        raise PrometheusError(
+            f"Prometheus answered HTTP {exc.code}: {clean_text(str(detail or exc.reason), 200)}"
+        ) from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise PrometheusError(f"cannot reach Prometheus: {clean_text(str(reason), 200)}") from None
+    if len(body) > MAX_ANSWER_BYTES:
+        raise PrometheusError(f"Prometheus answer over {MAX_ANSWER_BYTES} bytes")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise PrometheusError("Prometheus answered something that is not JSON") from None
+    if not isinstance(data, dict) or data.get("status") != "success":
+        why = data.get("error") if isinstance(data, dict) else None
+        raise PrometheusError(f"Prometheus query failed: {clean_text(str(why), 200)}")
+    inner = data.get("data")
+    result = inner.get("result") if isinstance(inner, dict) else None
+    if not isinstance(result, list):
+        raise PrometheusError("Prometheus answer has no result list")
+    return [r for r in result if isinstance(r, dict) and isinstance(r.get("metric"), dict)]
+
+
+def _value(sample: Any) -> tuple[float, float] | None:
+    """(time, value) of a ``[ts, "v"]`` pair, or None."""
+    if not isinstance(sample, list) or len(sample) != 2:
+        return None
+    try:
+        ts, v = float(sample[0]), float(sample[1])
+    except (TypeError, ValueError):
+        return None
+    if v != v or v in (float("inf"), float("-inf")):
+        return None
+    return ts, v
+
+
+def _label(metric: dict[str, Any], name: str) -> str | None:
+    value = metric.get(name)
+    return clean_text(value, 200) if isinstance(value, str) else None
+
+
+def _gpu_key(metric: dict[str, Any]) -> int | None:
+    gpu = _label(metric, "gpu")
+    if gpu is None or not gpu.isdigit():
+        return None
+    return int(gpu)
+
+
+def build_hosts(
+    series: list[dict[str, Any]], host_label: str = "instance"
+) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
+    """Group an instant vector by host: (host -> snapshot dict, host -> up).
+
+    The dicts have the ``--json`` shape (schema 1) with only what Prometheus knows."""
+    hosts: dict[str, dict[int, dict[str, Any]]] = {}
+    times: dict[str, float] = {}
+    up: dict[str, bool] = {}
+    dcgm: set[str] = set()
+    for s in series:
+        metric = s["metric"]
+        name = metric.get("__name__")
+        host = _label(metric, host_label)
+        point = _value(s.get("value"))
+        if host is None or point is None or not isinstance(name, str):
+            continue
+        ts, v = point
+        if name == "up":
+            up[host] = up.get(host, False) or v == 1
+            continue
+        index = _gpu_key(metric)
+        if index is None:
+            continue
+        times[host] = max(times.get(host, 0.0), ts)
+        gpu = hosts.setdefault(host, {}).setdefault(
+            index, {"index": index, "memory": {}, "utilization": {}, "lost": False}
+        )
+        if name == "gputop_gpu_info":
+            gpu["name"] = _label(metric, "name")
+            gpu["uuid"] = _label(metric, "uuid")
+        elif name == "gputop_gpu_utilization_ratio":
+            gpu["utilization"]["gpu"] = 100.0 * v
+        elif name == "gputop_gpu_memory_used_bytes":
+            gpu["memory"]["used"] = int(v)
+        elif name == "gputop_gpu_memory_total_bytes":
+            gpu["memory"]["total"] = int(v)
+        elif name == "gputop_gpu_lost":
+            gpu["lost"] = v == 1
+        elif name == "gputop_gpu_verdict" and v == 1:
+            kind = _label(metric, "kind")
+            if kind:
+                severity = _label(metric, "severity") or "info"
+                gpu["verdict"] = {"kind": kind, "label": kind, "severity": severity}
+        elif name == "DCGM_FI_DEV_GPU_UTIL":
+            dcgm.add(host)
+            gpu["utilization"]["gpu"] = v
+            gpu.setdefault("name", _label(metric, "modelName"))
+            gpu.setdefault("uuid", _label(metric, "UUID"))
+        elif name == "DCGM_FI_DEV_FB_USED":
+            dcgm.add(host)
+            gpu["_fb_used"] = v
+        elif name == "DCGM_FI_DEV_FB_FREE":
+            dcgm.add(host)
+            gpu["_fb_free"] = v
+    out: dict[str, dict[str, Any]] = {}
+    for host, gpus in hosts.items():
+        for gpu in gpus.values():
+            used, free = gpu.pop("_fb_used", None), gpu.pop("_fb_free", None)
+            if used is not None:
+                gpu["memory"]["used"] = int(used * MIB)
+                if free is not None:
+                    gpu["memory"]["total"] = int((used + free) * MIB)
+        out[host] = {
+            "schema": SCHEMA_VERSION,
+            "time": times.get(host, 0.0),
+            "hostname": host,
+            "driver": {"available": True},
+            "source": "dcgm" if host in dcgm else "prometheus",
+            "gpus": [gpus[i] for i in sorted(gpus)],
+        }
+    return out, up
+
+
+class PrometheusFleet:
+    """The fleet's hosts from Prometheus; the same interface as ``StreamSet``.
+
+    Hosts appear as Prometheus reports them (sorted by name) and stay listed once seen.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        interval: float = 2.0,
+        host_label: str = "instance",
+        on_change: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.url = check_url(url)
+        self.interval = float(interval)
+        self.host_label = host_label
+        self.on_change = on_change
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._views: dict[str, HostView] = {}
+        self.hosts: tuple[str, ...] = ()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: str | None = None  # Prometheus itself failed: why
+        self.failures = 0
+        self.polls = 0
+
+    def views(self) -> tuple[HostView, ...]:
+        with self._lock:
+            return tuple(self._views[h] for h in self.hosts)
+
+    def view(self, name: str) -> HostView:
+        with self._lock:
+            return self._views.get(name) or HostView(name)
+
+    def pids(self) -> list[int]:
+        return []
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("already started")
+        self._thread = threading.Thread(target=self._run, name="gputop-prometheus", daemon=True)
+        self._thread.start()
+
+    def retry_now(self, name: str | None = None) -> None:
+        self.failures = 0
+
+    def close(self, timeout: float = 3.0) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = self._clock()
+            self.poll()
+            delay = self.interval
+            if self.failures:
+                delay = min(MAX_BACKOFF_S, self.interval * 2 ** min(self.failures, 6))
+            self._stop.wait(max(0.0, started + delay - self._clock()))
+
+    def poll(self) -> None:
+        """One instant query; every host's view updated (also when Prometheus fails)."""
+        self.polls += 1
+        now_mono, now_wall = self._clock(), time.time()
+        try:
+            series = query(self.url, "/api/v1/query", {"query": SELECTOR})
+        except PrometheusError as exc:
+            self.failures += 1
+            self.error = str(exc)
+            with self._lock:
+                for h, v in self._views.items():
+                    self._views[h] = replace(
+                        v, connected=False, failures=self.failures, error=self.error
+                    )
+            self._notify()
+            return
+        self.failures = 0
+        self.error = None
+        hosts, up = build_hosts(series, self.host_label)
+        with self._lock:
+            for host, data in hosts.items():
+                old = self._views.get(host) or HostView(host)
+                try:
+                    report = summarize(parse_line(json.dumps(data)))
+                except LineError as exc:
+                    self._views[host] = replace(old, problem="bad-data", error=str(exc))
+                    continue
+                age = max(0.0, now_wall - float(data["time"]))
+                fresh = old.report is None or report.time != old.report.time
+                self._views[host] = replace(
+                    old,
+                    report=report,
+                    data=data,
+                    seq=old.seq + 1 if fresh else old.seq,
+                    received=now_mono - age,
+                    connected=up.get(host, True),
+                    failures=0 if up.get(host, True) else old.failures + 1,
+                    error=None if up.get(host, True) else "Prometheus cannot scrape it (up == 0)",
+                    attempts=old.attempts + 1,
+                    problem=None,
+                )
+            for host, ok in up.items():
+                if host in hosts or host not in self._views:
+                    continue  # a target without GPU metrics is not a GPU host
+                old = self._views[host]
+                self._views[host] = replace(
+                    old,
+                    connected=ok,
+                    failures=0 if ok else old.failures + 1,
+                    error=None if ok else "Prometheus cannot scrape it (up == 0)",
+                    attempts=old.attempts + 1,
+                )
+            for host, old in self._views.items():
+                if host not in hosts and host not in up:
+                    self._views[host] = replace(
+                        old,
+                        connected=False,
+                        failures=old.failures + 1,
+                        error="no longer in Prometheus",
+                    )
+            self.hosts = tuple(sorted(self._views))
+        self._notify()
+
+    def _notify(self) -> None:
+        callback = self.on_change
+        if callback is not None:
+            with contextlib.suppress(Exception):
+                callback()
+
+    def history(self, host: str, seconds: float = 600.0) -> list[dict[str, Any]]:
+        """The host's recent utilization and memory as snapshot dicts, oldest first
+        (``/api/v1/query_range``, one point per interval)."""
+        end = time.time()
+        step = max(1.0, self.interval)
+        label = self.host_label
+        quoted = host.replace("\\", "\\\\").replace('"', '\\"')
+        names = "|".join(n for n in (*GPUTOP_METRICS, *DCGM_METRICS) if n != "gputop_gpu_info")
+        selector = f'{{__name__=~"{names}",{label}="{quoted}"}}'
+        series = query(
+            self.url,
+            "/api/v1/query_range",
+            {
+                "query": selector,
+                "start": f"{end - seconds:.3f}",
+                "end": f"{end:.3f}",
+                "step": f"{step:g}",
+            },
+        )
+        by_time: dict[float, list[dict[str, Any]]] = {}
+        for s in series:
+            values = s.get("values")
+            if not isinstance(values, list):
+                continue
+            for sample in values[:100_000]:
+                point = _value(sample)
+                if point is not None:
+                    by_time.setdefault(point[0], []).append(
+                        {"metric": s["metric"], "value": list(sample)}
+                    )
+        out = []
+        for ts in sorted(by_time):
+            hosts, _ = build_hosts(by_time[ts], label)
+            if host in hosts:
+                out.append(hosts[host])
+        return out

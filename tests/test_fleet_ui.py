@@ -1,0 +1,107 @@
+"""The fleet screen in Pilot, fed by demo host views (tests/fleet_fixtures.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gputop.ui.fleet import FleetApp, shown_names
+from gputop.ui.lines import PartsLines
+from tests.fleet_fixtures import demo_fleet
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+
+def hosts_text(app: FleetApp) -> str:
+    return app.fleet_screen.query_one("#fleet-hosts", PartsLines).text
+
+
+def summary_text(app: FleetApp) -> str:
+    return app.fleet_screen.query_one("#fleet-summary", PartsLines).text
+
+
+@pytest.mark.parametrize("size, count", [((80, 24), 8), ((200, 50), 40)])
+async def test_every_host_fits(size: tuple[int, int], count: int) -> None:
+    names = [f"gpu-{i:02d}" for i in range(count)]
+    fleet, _ = demo_fleet(names, ticks=8)
+    app = FleetApp(fleet)  # type: ignore[arg-type]
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        text = hosts_text(app)
+        assert all(n in text for n in names)
+        scroll = app.fleet_screen.query_one("#fleet-scroll")
+        lines = text.count("\n") + 1
+        assert lines <= scroll.size.height, (lines, scroll.size.height)
+        assert all(len(line) <= size[0] for line in text.splitlines())
+        assert "GPUs " in summary_text(app) and f"hosts {count}" in summary_text(app)
+        assert "busy" in summary_text(app) and "idle-holding" in summary_text(app)
+
+
+async def test_states_sort_filter_and_summary() -> None:
+    names = ["a-node", "b-node", "c-node", "d-node"]
+    fleet, _ = demo_fleet(names[:2], ticks=30)
+    fleet.names = names
+    fleet._views.update({n: type(fleet._views["a-node"])(n) for n in names[2:]})
+    fleet.fail("c-node", "ssh: connect to host c-node port 22: Connection refused")
+    fleet.fail("d-node", "gputop not found; install it", problem="no-gputop")
+    app = FleetApp(fleet)  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        text = hosts_text(app)
+        assert "unreachable" in text and "Connection refused" in text
+        assert "no gputop" in text and "install" in text
+        assert "hosts 4: live 2" in summary_text(app)
+        assert shown_names(app) == names  # sorted by host
+        await pilot.press("s")  # worst verdict first: the hosts that cannot answer
+        assert set(shown_names(app)[:2]) == {"c-node", "d-node"}
+        await pilot.press("s")  # idle memory
+        assert app.fleet_screen.sort_key == "idle"
+        await pilot.press("slash")
+        await pilot.press(*"carol")
+        assert set(shown_names(app)) == {"a-node", "b-node"}  # demo hosts run carol's jobs
+        await pilot.press("enter", "escape")
+        assert len(shown_names(app)) == 4  # Esc cleared the filter
+        await pilot.press("slash", *"b-no", "enter")
+        assert shown_names(app) == ["b-node"]
+
+
+async def test_enter_opens_a_read_only_dashboard_and_esc_comes_back() -> None:
+    fleet, datas = demo_fleet(["h1", "h2"], ticks=30)
+    app = FleetApp(fleet)  # type: ignore[arg-type]
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert app.host == "h2"
+        assert app.screen is not app.fleet_screen
+        assert app.snapshot is not None and len(app.snapshot.gpus) == 8
+        header = app.header.text
+        assert "h2" in header and "Esc" in header
+        # The GPU lines carry the host's own verdicts.
+        assert app.verdicts and app.verdicts[0].word  # type: ignore[union-attr]
+        # New lines of that host go on feeding it.
+        fleet.feed("h2", datas["h2"][-1] | {"time": datas["h2"][-1]["time"] + 1})
+        await pilot.pause()
+        assert len(app.history) == 2
+        await pilot.press("3")  # 0-9 keep their meaning: one GPU
+        assert app.shown_gpus == frozenset({3})
+        await pilot.press("k")  # nothing remote is ever signalled
+        await pilot.pause()
+        assert any("read-only" in str(n.message) for n in app._notifications)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.fleet_screen
+        assert app.host is None
+        await pilot.press("enter")  # h2 is still selected
+        assert app.host == "h2" and app.shown_gpus is None  # a fresh view of the host
+
+
+async def test_a_stale_host_dims_and_says_its_age() -> None:
+    fleet, datas = demo_fleet(["h1"], ticks=10)
+    fleet.feed("h1", datas["h1"][-1], age=25.0)
+    app = FleetApp(fleet)  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        assert "stale 25s" in hosts_text(app)
+        assert "live 0" not in summary_text(app)
