@@ -29,12 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def demo_stream_command() -> str:
-    """This checkout's demo stream (its arguments: --stream --interval S): ``gputop
-    --demo``; before ``--stream`` existed, the stand-in tests/stream_stub.py."""
-    py = shlex.quote(sys.executable)
-    if '"--stream"' in (ROOT / "gputop" / "cli.py").read_text():
-        return f"{py} -m gputop --demo"
-    return f"{py} {shlex.quote(str(ROOT / 'tests' / 'stream_stub.py'))}"
+    """This checkout's demo stream (its arguments: --stream --interval S)."""
+    return f"{shlex.quote(sys.executable)} -m gputop --demo"
 
 
 def missing() -> str | None:

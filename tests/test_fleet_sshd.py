@@ -203,7 +203,7 @@ def test_tmux_fleet_over_real_ssh(lab: SshLab, tmp_path: Path) -> None:
         two.start()
         pane.wait(lambda s: "unreachable" not in s and "stale" not in s, "host2 back", 90)
         pane.key("Enter")
-        pane.wait(lambda s: "Esc◂fleet" in s and "PID" in s, "host1's dashboard")
+        pane.wait(lambda s: "fleet › host1" in s and "PID" in s, "host1's dashboard")
         pane.key("Escape")
         pane.wait(lambda s: "gputop fleet" in s, "the fleet screen again")
         pane.key("q")

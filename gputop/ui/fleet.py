@@ -405,8 +405,12 @@ class FleetApp(GpuTopApp):
         if self.host is None or not self.screen_stack:
             return
         head = self.header
-        lead: Parts = (("Esc◂fleet ", "dim"), (views.safe(self.host, 64), "accent"), (" ", ""))
-        head.show(lead + (head.lines[0] if head.lines else ()))
+        name = views.safe(self.host, 64)
+        lead: Parts = (("fleet › ", "dim"), (name, "accent"), (" (Esc) ", "dim"))
+        rest = head.lines[0] if head.lines else ()
+        if rest and rest[0][0].strip() == "gputop":
+            rest = rest[1:]  # the program's name: "fleet" already says it
+        head.show(lead + rest)
 
     def action_clear_filter(self) -> None:
         """Esc: clears the filter first; without one, back to the fleet."""
@@ -438,6 +442,8 @@ class FleetApp(GpuTopApp):
         super().action_pause()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.screen_stack and self.screen is self.fleet_screen and action == "pause":
+            return False  # the fleet never pauses its streams; the footer leaves it out
         if action in ("kill", "tag") and self.host is not None:
             return True  # said by action_kill; tag is harmless
         return super().check_action(action, parameters)
