@@ -180,6 +180,13 @@ def check_hosts(hosts: Sequence[str]) -> list[str]:
     return list(seen)
 
 
+def _need_terminal(parser: argparse.ArgumentParser) -> None:
+    from gputop.cli import has_terminal
+
+    if not has_terminal():
+        parser.error("not a terminal: gputop fleet is a screen (gputop --stream for lines)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[2:] if argv is None else argv))
@@ -197,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             url = check_url(args.prometheus)
         except PrometheusError as exc:
             parser.error(str(exc))
+        _need_terminal(parser)
         return _run_prometheus(url, interval, config.theme, config.thresholds)
     try:
         hosts = list(args.hosts)
@@ -214,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "no hosts: name them (gputop fleet HOST...), or use --hosts-file, --slurm or "
             "[fleet] hosts in the config file"
         )
+    _need_terminal(parser)
     remote = args.remote_command or config.fleet_remote_command or "gputop"
     ssh_config = args.ssh_config or config.fleet_ssh_config
     if ssh_config:
@@ -248,7 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         streams.close()
         print(f"gputop fleet: the screen is not available ({exc})", file=sys.stderr)
         return EXIT_FAILURE
-    return run_fleet(streams, via=via, thresholds=config.thresholds, theme=config.theme)
+    return run_fleet(
+        streams, via=via, thresholds=config.thresholds, theme=config.theme, watchdog=True
+    )
 
 
 def _run_prometheus(url: str, interval: float, theme: str | None, thresholds: Thresholds) -> int:
@@ -256,4 +267,6 @@ def _run_prometheus(url: str, interval: float, theme: str | None, thresholds: Th
     from gputop.ui.fleet import run_fleet
 
     fleet = PrometheusFleet(url, interval=interval)
-    return run_fleet(fleet, via=f"prometheus {url}", thresholds=thresholds, theme=theme)
+    return run_fleet(
+        fleet, via=f"prometheus {url}", thresholds=thresholds, theme=theme, watchdog=True
+    )

@@ -40,6 +40,7 @@ from gputop.ui import views
 from gputop.ui.app import GC_THRESHOLDS, GpuTopApp
 from gputop.ui.header import HeaderLine
 from gputop.ui.lines import PartsLines
+from gputop.ui.terminal import GpuTopDriver
 from gputop.ui.views import Parts, VerdictMark
 
 #: Snapshots of the open host kept for its dashboard (its histories and verdicts).
@@ -458,10 +459,17 @@ def run_fleet(
     via: str = "ssh",
     thresholds: Thresholds | None = None,
     theme: str | None = None,
+    watchdog: bool = False,
 ) -> int:
-    """Run the fleet screen until the user quits; every stream is closed after it."""
+    """Run the fleet screen until the user quits; every stream is closed after it.
+    ``watchdog``: as for :func:`gputop.ui.app.run_app` (the CLI sets it)."""
     app = FleetApp(streams, via=via, thresholds=thresholds, theme=theme)
     app.handle_signals = True
+    app.driver_class = GpuTopDriver
+    app.ending.watchdog = watchdog
+    # Should the app hang on its way out, the watchdog ends the process: the ssh
+    # processes are ended first (their groups are killed), never left behind.
+    app.ending.on_timeout.append(lambda: streams.close(timeout=0.5))
     gc_before = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
@@ -474,11 +482,14 @@ def run_fleet(
     finally:
         streams.on_change = None
         streams.close()
+        app.restore_signal_handlers()
         logger.removeHandler(quiet)
         logger.propagate = propagate
         gc.set_threshold(*gc_before)
         gc.unfreeze()
-    return app.return_code or 0
+    if app.return_code is not None:
+        return app.return_code
+    return app.ending.status or 0
 
 
 def shown_names(app: FleetApp) -> Sequence[str]:
