@@ -65,8 +65,15 @@ describe that GPU::
     codec ENC DEC             encoder / decoder utilization percent
     mig CURRENT PENDING
     ecc VOLATILE AGGREGATE    uncorrected ECC error counts
-    proc TYPE PID USED [GI CI]  TYPE C, G or CG (on both lists); USED bytes or -1
-                                (NVML_VALUE_NOT_AVAILABLE); GI/CI MIG ids, - for none
+    proc TYPE PID USED [GI CI [CC]]  TYPE C, G or CG (on both lists); USED bytes or -1
+                                (NVML_VALUE_NOT_AVAILABLE); GI/CI MIG ids, - for none; CC
+                                usedGpuCcProtectedMemory bytes (only the legacy _v3 layout
+                                of the "r535-legacy" profile carries it)
+    migdev SLOT GI CI PROFILE TOTAL USED [UUID]   a MIG device (slot 0-7) when ``mig 1 ..``:
+                                its handle answers name (GPU name + " MIG " + PROFILE),
+                                UUID, memory, GPU/compute instance ids, the parent handle
+                                and the processes whose GI/CI match. In MIG mode the GPU's
+                                utilization and per-process utilization answer NOT_SUPPORTED
     sample PID TS SM MEM ENC DEC  nvmlDeviceGetProcessUtilization sample; TS microseconds
                                   (epoch); negative TS: that long before each call, a
                                   sample that is always fresh (a process busy all along).
@@ -82,6 +89,17 @@ its name without the ``_vN`` suffix (``nvmlDeviceGetComputeRunningProcesses`` ma
 ``..._v3``, ``..._v2`` and the unversioned one), or ``*`` (every call). The most specific
 match wins, GPU rules before global ones; ``err SYMBOL 0`` cancels a broader rule.
 ``err * 15`` on a GPU is a GPU that fell off the bus. ``sleep nvmlInit MS`` delays init.
+
+Driver profiles
+---------------
+``PROFILES`` names builds of the same source that behave like older driver branches: a
+linker version script leaves out the symbols that branch lacks (pynvml then raises
+``FunctionNotFound`` at the call, as with a real old library), and the ``r535-legacy``
+build fills the ``_v3`` process arrays with the 32-byte entries of drivers 535.43-535.86.
+``build(profile)`` builds ``build/<profile>/libnvidia-ml.so.1`` (the default profile
+"current" stays ``build/libnvidia-ml.so.1``); ``subprocess_env(path, profile=...)`` points a
+subprocess at it. One process can load one profile only (glibc reuses a library by its
+soname), so tests of other profiles run gputop in a subprocess.
 """
 
 from __future__ import annotations
@@ -146,6 +164,108 @@ def code(value: Code) -> int:
     return NVML_RETURN[name]
 
 
+# ---------------------------------------------------------------------------- profiles
+
+_PROCESS_V2_V3 = tuple(
+    f"nvmlDeviceGet{kind}RunningProcesses_{v}"
+    for kind in ("Compute", "Graphics", "MPSCompute")
+    for v in ("v2", "v3")
+)
+_MIG = (
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceSetMigMode",
+    "nvmlDeviceIsMigDeviceHandle",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+)
+_R535_R550 = (
+    "nvmlDeviceGetRunningProcessDetailList",
+    "nvmlDeviceGetProcessesUtilizationInfo",
+    "nvmlDeviceGetTemperatureV",
+)
+_R510_R535 = (
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetSupportedClocksEventReasons",
+    "nvmlDeviceGetConfComputeMemSizeInfo",
+)
+
+
+@dataclass(frozen=True)
+class DriverProfile:
+    """A driver branch the fake imitates: the symbols it lacks, its _v3 layout."""
+
+    name: str
+    driver_version: str
+    cuda_version: int
+    hidden: tuple[str, ...] = ()  # symbols this branch's libnvidia-ml.so.1 lacks
+    legacy_v3_stride: bool = False  # 535.43-535.86: _v3 fills 32-byte entries
+    about: str = ""
+
+    def scenario(self, **kwargs: object) -> Scenario:
+        """A scenario that reports this branch's driver version."""
+        return Scenario(
+            driver_version=self.driver_version,
+            cuda_version=self.cuda_version,
+            nvml_version=f"{self.cuda_version // 1000}.{self.driver_version}",
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+
+#: The driver generations the fake can be built as, oldest first. The symbol lists follow
+#: nvml.h's history (when each call appeared); they are what matters to a client, not a
+#: complete inventory of each branch.
+PROFILES: dict[str, DriverProfile] = {
+    p.name: p
+    for p in (
+        DriverProfile(
+            "r418",
+            "418.226.00",
+            10010,
+            hidden=(
+                *_PROCESS_V2_V3,
+                "nvmlDeviceGetMemoryInfo_v2",
+                *_MIG,
+                *_R510_R535,
+                *_R535_R550,
+                "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+                "nvmlSystemGetCudaDriverVersion_v2",
+            ),
+            about="R418-R440: process lists v1 only, memory v1, no MIG, throttle reasons",
+        ),
+        DriverProfile(
+            "r470",
+            "470.256.02",
+            11040,
+            hidden=(
+                *(n for n in _PROCESS_V2_V3 if n.endswith("_v3")),
+                "nvmlDeviceGetMemoryInfo_v2",
+                *_R510_R535,
+                *_R535_R550,
+            ),
+            about="R450-R470: process lists v2, memory v1, MIG, throttle reasons",
+        ),
+        DriverProfile(
+            "r535-legacy",
+            "535.54.03",
+            12020,
+            hidden=_R535_R550,
+            legacy_v3_stride=True,
+            about="535.43-535.86: _v3 with 32-byte entries, no RunningProcessDetailList",
+        ),
+        DriverProfile(
+            "current",
+            "550.54.15",
+            12040,
+            about="R550+: every symbol",
+        ),
+    )
+}
+DEFAULT_PROFILE = "current"
+
+
 # ---------------------------------------------------------------------------- building
 
 
@@ -165,34 +285,58 @@ def nvml_header() -> Path:
 
 
 def _sources() -> list[Path]:
-    return [HERE / "fakenvml.c", HERE / "gen_stubs.py"]
+    return [HERE / "fakenvml.c", HERE / "gen_stubs.py", HERE / "__init__.py"]
 
 
-def _is_fresh(header: Path) -> bool:
-    if not LIB_PATH.exists():
+def lib_path(profile: str | DriverProfile = DEFAULT_PROFILE) -> Path:
+    """Where the library of ``profile`` is built."""
+    name = profile if isinstance(profile, str) else profile.name
+    return LIB_PATH if name == DEFAULT_PROFILE else BUILD_DIR / name / LIB_NAME
+
+
+def _is_fresh(header: Path, target: Path) -> bool:
+    if not target.exists():
         return False
-    built = LIB_PATH.stat().st_mtime
+    built = target.stat().st_mtime
     return all(p.stat().st_mtime <= built for p in [*_sources(), header])
 
 
-def build(force: bool = False) -> Path:
-    """Build the fake library if needed; returns its path. Safe to call from parallel runs."""
+def build(force: bool = False, profile: str | DriverProfile = DEFAULT_PROFILE) -> Path:
+    """Build the fake library (of ``profile``) if needed; returns its path. Safe to call
+    from parallel runs. A ``DriverProfile`` not in ``PROFILES`` builds under its own name."""
+    prof = PROFILES[profile] if isinstance(profile, str) else profile
+    target = lib_path(prof)
     header = nvml_header()
-    if not force and _is_fresh(header):
-        return LIB_PATH
+    if not force and _is_fresh(header, target):
+        return target
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         raise FakeNvmlUnavailable("no C compiler (gcc) to build the fake libnvidia-ml.so.1")
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
     with open(BUILD_DIR / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not force and _is_fresh(header):
-            return LIB_PATH
-        stubs = BUILD_DIR / "stubs.c"
+        if not force and _is_fresh(header, target):
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        stubs = target.parent / "stubs.c"
         subprocess.run(
             [sys.executable, str(HERE / "gen_stubs.py"), str(header), str(stubs)], check=True
         )
-        tmp = BUILD_DIR / f"{LIB_NAME}.tmp{os.getpid()}"
+        extra: list[str] = []
+        if prof.hidden:
+            # An anonymous version script: every symbol global except the hidden ones, which
+            # stay out of the dynamic symbol table (dlsym does not find them).
+            script = target.parent / "hidden.map"
+            script.write_text(
+                "{\n  global: *;\n  local:\n"
+                + "".join(f"    {name};\n" for name in sorted(set(prof.hidden)))
+                + "};\n",
+                encoding="ascii",
+            )
+            extra.append(f"-Wl,--version-script={script}")
+        if prof.legacy_v3_stride:
+            extra.append("-DFAKE_V3_LEGACY_STRIDE")
+        tmp = target.parent / f"{LIB_NAME}.tmp{os.getpid()}"
         cmd = [
             cc,
             "-shared",
@@ -207,6 +351,7 @@ def build(force: bool = False) -> Path:
             f"-I{header.parent}",
             f"-Wl,-soname,{LIB_NAME}",
             "-Wl,--no-undefined",
+            *extra,
             "-o",
             str(tmp),
             str(HERE / "fakenvml.c"),
@@ -216,8 +361,8 @@ def build(force: bool = False) -> Path:
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"building the fake NVML failed:\n{' '.join(cmd)}\n{result.stderr}")
-        os.replace(tmp, LIB_PATH)
-    return LIB_PATH
+        os.replace(tmp, target)
+    return target
 
 
 _loaded: ctypes.CDLL | None = None
@@ -232,11 +377,14 @@ def load_in_process() -> ctypes.CDLL:
 
 
 def subprocess_env(
-    scenario_path: Path | str, base: Mapping[str, str] | None = None
+    scenario_path: Path | str,
+    base: Mapping[str, str] | None = None,
+    profile: str | DriverProfile = DEFAULT_PROFILE,
 ) -> dict[str, str]:
-    """Environment for a subprocess that should load the fake instead of a real driver."""
+    """Environment for a subprocess that should load the fake (built as ``profile``)
+    instead of a real driver."""
     env = dict(os.environ if base is None else base)
-    lib_dir = str(build().parent)
+    lib_dir = str(build(profile=profile).parent)
     old = env.get("LD_LIBRARY_PATH")
     env["LD_LIBRARY_PATH"] = lib_dir if not old else f"{lib_dir}:{old}"
     env[SCENARIO_ENV] = str(scenario_path)
@@ -253,6 +401,23 @@ class FakeProcess:
     type: str = "C"  # "C", "G" or "C+G" (on both lists)
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
+    cc_protected_memory: int = 0  # usedGpuCcProtectedMemory (legacy _v3 layout only)
+
+
+@dataclass
+class FakeMig:
+    """A MIG device (GPU instance + compute instance) of a GPU in MIG mode."""
+
+    slot: int
+    gpu_instance_id: int
+    compute_instance_id: int
+    profile: str = "1g.10gb"
+    memory_total: int | None = 10 * GiB
+    memory_used: int | None = 0
+    uuid: str | None = None  # default: derived from the GPU index and slot
+
+    def default_uuid(self, gpu_index: int) -> str:
+        return self.uuid or f"MIG-fa4e{gpu_index:04x}-0000-4000-8000-{self.slot:012x}"
 
 
 @dataclass
@@ -306,6 +471,7 @@ class FakeGpu:
     ecc_uncorrected_aggregate: int | None = 0
     processes: list[FakeProcess] = field(default_factory=list)
     samples: list[FakeSample] = field(default_factory=list)
+    migs: list[FakeMig] = field(default_factory=list)
     errors: dict[str, Code] = field(default_factory=dict)  # symbol (or "*") -> nvmlReturn
     sleeps_ms: dict[str, int] = field(default_factory=dict)  # symbol (or "*") -> ms
 
@@ -356,7 +522,13 @@ class FakeGpu:
             kind = {"C": "C", "G": "G", "C+G": "CG", "CG": "CG"}[p.type]
             used = -1 if p.used_memory is None else p.used_memory
             out.append(
-                f"proc {kind} {p.pid} {used} {v(p.gpu_instance_id)} {v(p.compute_instance_id)}"
+                f"proc {kind} {p.pid} {used} {v(p.gpu_instance_id)} {v(p.compute_instance_id)} "
+                f"{p.cc_protected_memory}"
+            )
+        for m in self.migs:
+            out.append(
+                f"migdev {m.slot} {m.gpu_instance_id} {m.compute_instance_id} {m.profile} "
+                f"{v(m.memory_total)} {v(m.memory_used)} {m.default_uuid(index)}"
             )
         for s in self.samples:
             out.append(f"sample {s.pid} {s.timestamp_us} {s.sm} {s.mem} {s.enc} {s.dec}")
@@ -439,6 +611,11 @@ def many_gpus(
 
 __all__ = [
     "BUILD_DIR",
+    "DEFAULT_PROFILE",
+    "PROFILES",
+    "DriverProfile",
+    "FakeMig",
+    "lib_path",
     "LIB_PATH",
     "LOG_ENV",
     "NVML_RETURN",

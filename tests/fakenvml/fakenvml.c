@@ -11,6 +11,16 @@
  * changes (checked with stat() on every call), so a test can make a GPU fall off the bus
  * while a program runs. The format is documented in tests/fakenvml/__init__.py.
  *
+ * Driver profiles (tests/fakenvml/__init__.py, PROFILES): the same source is built once per
+ * profile; a linker version script hides the symbols an older driver lacks (pynvml then
+ * raises FunctionNotFound, as with a real old libnvidia-ml.so.1), and
+ * -DFAKE_V3_LEGACY_STRIDE makes the _v3 process calls fill 32-byte entries, the layout of
+ * drivers 535.43-535.86 (pid, usedGpuMemory, gpuInstanceId, computeInstanceId,
+ * usedGpuCcProtectedMemory) where nvml.h's nvmlProcessInfo_t is 24 bytes.
+ *
+ * MIG: "migdev" lines give a GPU MIG devices; their handles answer name, UUID, memory, the
+ * GPU/compute instance ids, the parent handle and the processes of their instance.
+ *
  * Thread safety: one mutex guards the scenario; injected sleeps happen outside it, so
  * concurrent calls (e.g. PCIe throughput on many GPUs from a thread pool) overlap.
  */
@@ -32,6 +42,7 @@
 #define MAX_GPUS 64
 #define MAX_RULES 64
 #define RULE_NAME 96
+#define MAX_MIG 8
 #define UNSET (-1LL) /* a metric written as "-": the call answers NOT_SUPPORTED */
 
 typedef struct {
@@ -43,7 +54,16 @@ typedef struct {
     unsigned int pid;
     unsigned long long used; /* bytes, or NVML_VALUE_NOT_AVAILABLE as unsigned */
     unsigned int gi, ci;
+    unsigned long long cc; /* usedGpuCcProtectedMemory (only the legacy _v3 layout has it) */
 } proc_t;
+
+typedef struct {
+    int present;
+    unsigned int gi, ci;
+    char profile[32];             /* e.g. 1g.10gb */
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    long long mem_total, mem_used; /* bytes */
+} migdev_t;
 
 typedef struct {
     unsigned int pid;
@@ -69,6 +89,7 @@ typedef struct {
     long long enc, dec;
     long long mig_cur, mig_pending;
     long long ecc_volatile, ecc_aggregate;
+    migdev_t migs[MAX_MIG];
     proc_t *cprocs;
     unsigned int ncprocs, capcprocs;
     proc_t *gprocs;
@@ -96,9 +117,11 @@ typedef struct {
 
 struct nvmlDevice_st {
     unsigned int index;
+    int mig; /* -1: a whole GPU; else the MIG device slot on GPU `index` */
 };
 
 static struct nvmlDevice_st g_handles[MAX_GPUS];
+static struct nvmlDevice_st g_mig_handles[MAX_GPUS * MAX_MIG];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static scenario_t *g_sc = NULL;
 static int g_init_count = 0;
@@ -338,6 +361,8 @@ static scenario_t *load_scenario(const char *path)
             long long gi = parse_num(TOK()), ci = parse_num(TOK());
             p.gi = gi == UNSET ? 0xFFFFFFFFu : (unsigned int)gi;
             p.ci = ci == UNSET ? 0xFFFFFFFFu : (unsigned int)ci;
+            long long cc = parse_num(TOK());
+            p.cc = cc == UNSET ? 0ULL : (unsigned long long)cc;
             if (type == NULL) {
                 ok = 0;
             } else if (strchr(type, 'C') != NULL) {
@@ -351,6 +376,26 @@ static scenario_t *load_scenario(const char *path)
                     ok = 0;
                 else
                     g->gprocs[g->ngprocs++] = p;
+            }
+        } else if (strcmp(key, "migdev") == 0) {
+            long long slot = parse_num(TOK());
+            if (slot < 0 || slot >= MAX_MIG) {
+                ok = 0;
+            } else {
+                migdev_t *m = &g->migs[slot];
+                m->present = 1;
+                m->gi = (unsigned int)parse_num(TOK());
+                m->ci = (unsigned int)parse_num(TOK());
+                char *prof = TOK();
+                copy_str(m->profile, sizeof(m->profile), prof ? prof : "?");
+                m->mem_total = parse_num(TOK());
+                m->mem_used = parse_num(TOK());
+                char *uuid = TOK();
+                if (uuid != NULL)
+                    copy_str(m->uuid, sizeof(m->uuid), uuid);
+                else
+                    snprintf(m->uuid, sizeof(m->uuid), "MIG-fa4e%04x-0000-4000-8000-%012llx",
+                             sc->ngpus - 1, slot);
             }
         } else if (strcmp(key, "sample") == 0) {
             psample_t s;
@@ -478,19 +523,44 @@ static nvmlReturn_t leave(nvmlReturn_t ret, unsigned int sleep_ms)
     return ret;
 }
 
+static int is_mig_handle(nvmlDevice_t device)
+{
+    return device >= &g_mig_handles[0] && device < &g_mig_handles[MAX_GPUS * MAX_MIG];
+}
+
 static int dev_index(nvmlDevice_t device)
 {
+    if (is_mig_handle(device))
+        return (int)device->index;
     if (device < &g_handles[0] || device >= &g_handles[MAX_GPUS])
         return MAX_GPUS; /* resolves to INVALID_ARGUMENT */
     return (int)device->index;
 }
 
-#define DEV_CALL(sym)                                                                              \
+/* The MIG device a handle names (NULL: a whole GPU, or a slot the scenario no longer has). */
+static const migdev_t *mig_of(const gpu_t *g, nvmlDevice_t device)
+{
+    if (!is_mig_handle(device) || device->mig < 0 || device->mig >= MAX_MIG)
+        return NULL;
+    return g->migs[device->mig].present ? &g->migs[device->mig] : NULL;
+}
+
+/* A call on a whole GPU: on a MIG device handle it answers NOT_SUPPORTED (like most
+ * metrics on real MIG handles). MIG_CALL also accepts MIG handles (mig != NULL). */
+#define MIG_CALL(sym)                                                                              \
     gpu_t *g;                                                                                      \
     unsigned int sleep_ms_;                                                                        \
     nvmlReturn_t r_ = enter(sym, dev_index(device), &g, &sleep_ms_);                               \
     if (r_ != NVML_SUCCESS)                                                                        \
-        return leave(r_, sleep_ms_);
+        return leave(r_, sleep_ms_);                                                               \
+    const migdev_t *mig = mig_of(g, device);                                                       \
+    if (is_mig_handle(device) && mig == NULL)                                                      \
+        return leave(NVML_ERROR_INVALID_ARGUMENT, sleep_ms_);
+
+#define DEV_CALL(sym)                                                                              \
+    MIG_CALL(sym)                                                                                  \
+    if (mig != NULL)                                                                               \
+        return leave(NVML_ERROR_NOT_SUPPORTED, sleep_ms_);
 
 #define SYS_CALL(sym)                                                                              \
     gpu_t *g;                                                                                      \
@@ -701,6 +771,7 @@ static nvmlReturn_t handle_by_index(const char *sym, unsigned int index, nvmlDev
     if (device == NULL)
         DONE(NVML_ERROR_INVALID_ARGUMENT);
     g_handles[index].index = index;
+    g_handles[index].mig = -1;
     *device = &g_handles[index];
     DONE(NVML_SUCCESS);
 }
@@ -725,7 +796,16 @@ static nvmlReturn_t handle_by_string(const char *sym, const char *key, int by_uu
         const char *v = by_uuid ? g_sc->gpus[i].uuid : g_sc->gpus[i].bus_id;
         if (strcasecmp(v, key) == 0) {
             g_handles[i].index = i;
+            g_handles[i].mig = -1;
             *device = &g_handles[i];
+            DONE(NVML_SUCCESS);
+        }
+        for (unsigned int k = 0; by_uuid && k < MAX_MIG; k++) {
+            if (!g_sc->gpus[i].migs[k].present || strcasecmp(g_sc->gpus[i].migs[k].uuid, key))
+                continue;
+            g_mig_handles[i * MAX_MIG + k].index = i;
+            g_mig_handles[i * MAX_MIG + k].mig = (int)k;
+            *device = &g_mig_handles[i * MAX_MIG + k];
             DONE(NVML_SUCCESS);
         }
     }
@@ -760,14 +840,20 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
-    DEV_CALL("nvmlDeviceGetName")
+    MIG_CALL("nvmlDeviceGetName")
+    if (mig != NULL) {
+        char full[NVML_DEVICE_NAME_V2_BUFFER_SIZE + 40];
+        snprintf(full, sizeof(full), "%s MIG %s", g->name, mig->profile);
+        full[NVML_DEVICE_NAME_V2_BUFFER_SIZE - 1] = '\0';
+        DONE(put_str(name, length, full));
+    }
     DONE(put_str(name, length, g->name));
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
-    DEV_CALL("nvmlDeviceGetUUID")
-    DONE(put_str(uuid, length, g->uuid));
+    MIG_CALL("nvmlDeviceGetUUID")
+    DONE(put_str(uuid, length, mig != NULL ? mig->uuid : g->uuid));
 }
 
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
@@ -813,9 +899,17 @@ nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci)
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
-    DEV_CALL("nvmlDeviceGetMemoryInfo")
+    MIG_CALL("nvmlDeviceGetMemoryInfo")
     if (memory == NULL)
         DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (mig != NULL) {
+        if (mig->mem_total == UNSET || mig->mem_used == UNSET)
+            DONE(NVML_ERROR_NOT_SUPPORTED);
+        memory->total = (unsigned long long)mig->mem_total;
+        memory->used = (unsigned long long)mig->mem_used;
+        memory->free = (unsigned long long)(mig->mem_total - mig->mem_used);
+        DONE(NVML_SUCCESS);
+    }
     if (g->mem_total == UNSET || g->mem_used == UNSET || g->mem_free == UNSET)
         DONE(NVML_ERROR_NOT_SUPPORTED);
     memory->total = (unsigned long long)g->mem_total;
@@ -828,11 +922,20 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    DEV_CALL("nvmlDeviceGetMemoryInfo_v2")
+    MIG_CALL("nvmlDeviceGetMemoryInfo_v2")
     if (memory == NULL)
         DONE(NVML_ERROR_INVALID_ARGUMENT);
     if (memory->version != nvmlMemory_v2)
         DONE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (mig != NULL) {
+        if (mig->mem_total == UNSET || mig->mem_used == UNSET)
+            DONE(NVML_ERROR_NOT_SUPPORTED);
+        memory->total = (unsigned long long)mig->mem_total;
+        memory->reserved = 0;
+        memory->used = (unsigned long long)mig->mem_used;
+        memory->free = (unsigned long long)(mig->mem_total - mig->mem_used);
+        DONE(NVML_SUCCESS);
+    }
     if (g->mem_total == UNSET || g->mem_used == UNSET || g->mem_free == UNSET ||
         g->mem_reserved == UNSET)
         DONE(NVML_ERROR_NOT_SUPPORTED);
@@ -848,6 +951,8 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     DEV_CALL("nvmlDeviceGetUtilizationRates")
     if (utilization == NULL)
         DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->mig_cur == 1)
+        DONE(NVML_ERROR_NOT_SUPPORTED); /* not given for a GPU in MIG mode */
     if (g->util_gpu == UNSET || g->util_mem == UNSET)
         DONE(NVML_ERROR_NOT_SUPPORTED);
     utilization->gpu = (unsigned int)g->util_gpu;
@@ -1104,87 +1209,196 @@ nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *p
 
 /* ---------------------------------------------------------------- processes */
 
-static nvmlReturn_t procs_v2(const char *sym, nvmlDevice_t device, int graphics,
-                             unsigned int *infoCount, nvmlProcessInfo_v2_t *infos)
+/* The entries a list call answers: on a MIG handle, those of its instance only. */
+static unsigned int proc_select(const gpu_t *g, const migdev_t *mig, int graphics,
+                                const proc_t **out, unsigned int cap)
 {
-    DEV_CALL(sym)
+    const proc_t *list = graphics ? g->gprocs : g->cprocs;
+    unsigned int n = graphics ? g->ngprocs : g->ncprocs, k = 0;
+    for (unsigned int i = 0; i < n; i++) {
+        if (mig != NULL && (list[i].gi != mig->gi || list[i].ci != mig->ci))
+            continue;
+        if (k < cap)
+            out[k] = &list[i];
+        k++;
+    }
+    return k;
+}
+
+/* nvmlProcessInfo_v3_t as drivers 535.43-535.86 filled it: 32 bytes per entry. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+    unsigned long long usedGpuCcProtectedMemory;
+} legacy_v3_t;
+
+/* layout: 2 = v2/v3 (nvmlProcessInfo_t), 1 = v1, 3 = legacy v3 (32-byte entries) */
+static nvmlReturn_t procs_any(const char *sym, nvmlDevice_t device, int graphics,
+                              unsigned int *infoCount, void *infos, int layout)
+{
+    MIG_CALL(sym)
     if (infoCount == NULL)
         DONE(NVML_ERROR_INVALID_ARGUMENT);
-    const proc_t *list = graphics ? g->gprocs : g->cprocs;
-    unsigned int n = graphics ? g->ngprocs : g->ncprocs;
-    if (*infoCount < n) {
+    const proc_t *sel[1024];
+    unsigned int n = proc_select(g, mig, graphics, sel, 1024);
+    if (n > 1024)
+        n = 1024;
+    /* slots of the caller's (nvml.h-sized) array the answer needs */
+    unsigned int need = n;
+    if (layout == 3)
+        need = (unsigned int)((n * sizeof(legacy_v3_t) + sizeof(nvmlProcessInfo_t) - 1) /
+                              sizeof(nvmlProcessInfo_t));
+    if (*infoCount < need) {
         /* includes the first call of every client: count 0, NULL array */
-        *infoCount = n;
+        *infoCount = need;
         DONE(NVML_ERROR_INSUFFICIENT_SIZE);
     }
     if (n > 0 && infos == NULL)
         DONE(NVML_ERROR_INVALID_ARGUMENT);
     for (unsigned int i = 0; i < n; i++) {
-        infos[i].pid = list[i].pid;
-        infos[i].usedGpuMemory = list[i].used;
-        infos[i].gpuInstanceId = list[i].gi;
-        infos[i].computeInstanceId = list[i].ci;
+        const proc_t *p = sel[i];
+        if (layout == 1) {
+            nvmlProcessInfo_v1_t *e = (nvmlProcessInfo_v1_t *)infos + i;
+            e->pid = p->pid;
+            e->usedGpuMemory = p->used;
+        } else if (layout == 3) {
+            legacy_v3_t *e = (legacy_v3_t *)infos + i;
+            e->pid = p->pid;
+            e->usedGpuMemory = p->used;
+            e->gpuInstanceId = p->gi;
+            e->computeInstanceId = p->ci;
+            e->usedGpuCcProtectedMemory = p->cc;
+        } else {
+            nvmlProcessInfo_v2_t *e = (nvmlProcessInfo_v2_t *)infos + i;
+            e->pid = p->pid;
+            e->usedGpuMemory = p->used;
+            e->gpuInstanceId = p->gi;
+            e->computeInstanceId = p->ci;
+        }
     }
     *infoCount = n;
     DONE(NVML_SUCCESS);
 }
 
-static nvmlReturn_t procs_v1(const char *sym, nvmlDevice_t device, int graphics,
-                             unsigned int *infoCount, nvmlProcessInfo_v1_t *infos)
-{
-    DEV_CALL(sym)
-    if (infoCount == NULL)
-        DONE(NVML_ERROR_INVALID_ARGUMENT);
-    const proc_t *list = graphics ? g->gprocs : g->cprocs;
-    unsigned int n = graphics ? g->ngprocs : g->ncprocs;
-    if (*infoCount < n) {
-        *infoCount = n;
-        DONE(NVML_ERROR_INSUFFICIENT_SIZE);
-    }
-    if (n > 0 && infos == NULL)
-        DONE(NVML_ERROR_INVALID_ARGUMENT);
-    for (unsigned int i = 0; i < n; i++) {
-        infos[i].pid = list[i].pid;
-        infos[i].usedGpuMemory = list[i].used;
-    }
-    *infoCount = n;
-    DONE(NVML_SUCCESS);
-}
+#ifdef FAKE_V3_LEGACY_STRIDE
+#define V3_LAYOUT 3
+#else
+#define V3_LAYOUT 2
+#endif
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos)
 {
-    return procs_v2("nvmlDeviceGetComputeRunningProcesses_v3", device, 0, infoCount, infos);
+    return procs_any("nvmlDeviceGetComputeRunningProcesses_v3", device, 0, infoCount, infos,
+                     V3_LAYOUT);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_v2_t *infos)
 {
-    return procs_v2("nvmlDeviceGetComputeRunningProcesses_v2", device, 0, infoCount, infos);
+    return procs_any("nvmlDeviceGetComputeRunningProcesses_v2", device, 0, infoCount, infos, 2);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos)
 {
-    return procs_v1("nvmlDeviceGetComputeRunningProcesses", device, 0, infoCount, infos);
+    return procs_any("nvmlDeviceGetComputeRunningProcesses", device, 0, infoCount, infos, 1);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                       nvmlProcessInfo_t *infos)
 {
-    return procs_v2("nvmlDeviceGetGraphicsRunningProcesses_v3", device, 1, infoCount, infos);
+    return procs_any("nvmlDeviceGetGraphicsRunningProcesses_v3", device, 1, infoCount, infos,
+                     V3_LAYOUT);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                       nvmlProcessInfo_v2_t *infos)
 {
-    return procs_v2("nvmlDeviceGetGraphicsRunningProcesses_v2", device, 1, infoCount, infos);
+    return procs_any("nvmlDeviceGetGraphicsRunningProcesses_v2", device, 1, infoCount, infos, 2);
 }
 
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                    nvmlProcessInfo_v1_t *infos)
 {
-    return procs_v1("nvmlDeviceGetGraphicsRunningProcesses", device, 1, infoCount, infos);
+    return procs_any("nvmlDeviceGetGraphicsRunningProcesses", device, 1, infoCount, infos, 1);
+}
+
+/* ---------------------------------------------------------------- MIG */
+
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
+{
+    MIG_CALL("nvmlDeviceIsMigDeviceHandle")
+    if (isMigDevice == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    *isMigDevice = mig != NULL;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    DEV_CALL("nvmlDeviceGetMaxMigDeviceCount")
+    if (count == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->mig_cur == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    *count = g->mig_cur == 1 ? 7 : 0;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t *migDevice)
+{
+    DEV_CALL("nvmlDeviceGetMigDeviceHandleByIndex")
+    if (migDevice == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->mig_cur != 1)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    if (index >= MAX_MIG || !g->migs[index].present)
+        DONE(NVML_ERROR_NOT_FOUND);
+    struct nvmlDevice_st *h = &g_mig_handles[device->index * MAX_MIG + index];
+    h->index = device->index;
+    h->mig = (int)index;
+    *migDevice = h;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+                                                          nvmlDevice_t *device_out)
+{
+    nvmlDevice_t device = migDevice;
+    MIG_CALL("nvmlDeviceGetDeviceHandleFromMigDeviceHandle")
+    if (device_out == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (mig == NULL)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    g_handles[device->index].index = device->index;
+    g_handles[device->index].mig = -1;
+    *device_out = &g_handles[device->index];
+    DONE(NVML_SUCCESS);
+}
+
+static nvmlReturn_t instance_id(const char *sym, nvmlDevice_t device, unsigned int *id, int ci)
+{
+    MIG_CALL(sym)
+    if (id == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (mig == NULL)
+        DONE(NVML_ERROR_NOT_SUPPORTED); /* not a MIG device handle */
+    *id = ci ? mig->ci : mig->gi;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    return instance_id("nvmlDeviceGetGpuInstanceId", device, id, 0);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    return instance_id("nvmlDeviceGetComputeInstanceId", device, id, 1);
 }
 
 static unsigned long long sample_ts(const psample_t *s, long long now_us)
@@ -1200,6 +1414,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     DEV_CALL("nvmlDeviceGetProcessUtilization")
     if (processSamplesCount == NULL)
         DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->mig_cur == 1)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     long long now_us = (long long)now.tv_sec * 1000000LL + now.tv_nsec / 1000;
