@@ -257,7 +257,7 @@ def test_every_metric_and_not_supported(nvml: FakeNvml) -> None:
                     pcie_rx_kbps=456,
                     encoder=12,
                     decoder=34,
-                    mig_mode=(1, 0),
+                    mig_mode=(0, 1),  # MIG pending: utilization still given,
                     ecc_uncorrected=3,
                     ecc_uncorrected_aggregate=9,
                 ),
@@ -286,7 +286,7 @@ def test_every_metric_and_not_supported(nvml: FakeNvml) -> None:
     assert pynvml.nvmlDeviceGetPcieThroughput(h, pynvml.NVML_PCIE_UTIL_RX_BYTES) == 456
     assert pynvml.nvmlDeviceGetEncoderUtilization(h)[0] == 12
     assert pynvml.nvmlDeviceGetDecoderUtilization(h)[0] == 34
-    assert pynvml.nvmlDeviceGetMigMode(h) == [1, 0]
+    assert pynvml.nvmlDeviceGetMigMode(h) == [0, 1]
     uncorrected = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
     assert pynvml.nvmlDeviceGetTotalEccErrors(h, uncorrected, pynvml.NVML_VOLATILE_ECC) == 3
     assert pynvml.nvmlDeviceGetTotalEccErrors(h, uncorrected, pynvml.NVML_AGGREGATE_ECC) == 9

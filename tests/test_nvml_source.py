@@ -144,7 +144,7 @@ def test_every_metric(fake_nvml: FakeNvml, reader: Reader) -> None:
                     pcie_rx_kbps=250_000,
                     encoder=12,
                     decoder=34,
-                    mig_mode=(1, 1),
+                    mig_mode=(0, 1),  # MIG pending (enabled, utilization is not given),
                     ecc_uncorrected=3,
                     ecc_uncorrected_aggregate=9,
                 )
@@ -181,7 +181,7 @@ def test_every_metric(fake_nvml: FakeNvml, reader: Reader) -> None:
     assert g.pcie.tx_bytes_per_s == 1500 * 1024.0
     assert g.pcie.rx_bytes_per_s == 250_000 * 1024.0
     assert (g.encoder_percent, g.decoder_percent) == (12.0, 34.0)
-    assert g.mig_mode is True
+    assert g.mig_mode is False
     assert g.ecc_uncorrected == 3  # volatile, not the aggregate 9
     assert g.processes == ()
 
