@@ -144,7 +144,7 @@ def test_every_metric(fake_nvml: FakeNvml, reader: Reader) -> None:
                     pcie_rx_kbps=250_000,
                     encoder=12,
                     decoder=34,
-                    mig_mode=(0, 1),  # MIG pending (enabled, utilization is not given),
+                    mig_mode=(0, 1),  # MIG pending only: utilization still given,
                     ecc_uncorrected=3,
                     ecc_uncorrected_aggregate=9,
                 )
