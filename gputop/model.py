@@ -42,6 +42,9 @@ class DriverInfo:
     driver_version: str | None = None
     cuda_version: str | None = None  # CUDA driver API version, e.g. "12.4"
     nvml_version: str | None = None
+    # What an older driver made gputop fall back to, in words ("compute process list read
+    # with nvmlDeviceGetComputeRunningProcesses (v1)"); () on a current driver.
+    compat: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +171,23 @@ class Pcie:
 
 
 @dataclass(frozen=True, slots=True)
+class MigDevice:
+    """One MIG device (a GPU instance with one compute instance) of a GPU in MIG mode.
+
+    Its processes are the parent GPU's processes whose ``gpu_instance_id`` and
+    ``compute_instance_id`` match.
+    """
+
+    index: int  # MIG device slot on the parent (nvmlDeviceGetMigDeviceHandleByIndex)
+    uuid: str | None = None  # "MIG-..." (``--gpus`` accepts it)
+    name: str | None = None  # NVML's name, e.g. "NVIDIA A100-SXM4-40GB MIG 1g.5gb"
+    profile: str | None = None  # e.g. "1g.5gb", from the name
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    memory: GpuMemory = field(default_factory=GpuMemory)
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     index: int
     name: str | None = None
@@ -194,6 +214,8 @@ class GpuSample:
     # "no permission"... ``processes`` is then incomplete or unknown, not "no processes".
     # None: both lists were read.
     processes_unavailable: str | None = None
+    # The MIG devices when ``mig_mode`` is on (empty otherwise, or when NVML lacks MIG).
+    mig_devices: tuple[MigDevice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -385,11 +385,24 @@ def test_no_driver_json_exit_3() -> None:
 # --- against the fake libnvidia-ml (tests/fakenvml): the real pynvml path -------------
 
 
+def _free_pid() -> int:
+    """A pid no process here has, below pid_max (above it, gputop drops the entry)."""
+    from gputop.actions import pid_max
+
+    pid = pid_max() - 1
+    while os.path.exists(f"/proc/{pid}"):
+        pid -= 1
+    return pid
+
+
+GHOST = _free_pid()
+
+
 def fake_scenario() -> Any:
     from tests import fakenvml
 
     me = os.getpid()  # a real, visible process
-    ghost = 4_194_000  # above any default pid_max: not in this PID namespace
+    ghost = GHOST  # not in this PID namespace
     return fakenvml.Scenario(
         gpus=[
             fakenvml.FakeGpu(
@@ -426,7 +439,7 @@ def test_fake_nvml_json_shows_the_scenario(fake_nvml_env: Any) -> None:
     me = procs[os.getpid()]
     assert me["visible"] is True and me["gpu_memory"] == 30 * 2**30
     assert me["user"] and me["command"] and "pytest" in me["command"]
-    ghost = procs[4_194_000]
+    ghost = procs[GHOST]
     assert ghost["visible"] is False and ghost["user"] is None
     # Two readings: a lost GPU and an idle one are judged, the busy one is warming up.
     assert [g["verdict"]["kind"] for g in data["gpus"]] == ["warming up", "lost", "idle"]

@@ -27,6 +27,7 @@ from rich.cells import cell_len
 from textual import events
 from textual.pilot import Pilot
 
+from gputop.actions import pid_max
 from gputop.analysis import verdict as vd
 from gputop.model import ProcessInfo, Snapshot, replace
 from gputop.sampler import Sampler
@@ -346,8 +347,9 @@ async def test_row4_one_gpu_lost_mid_run_and_back(fake_nvml: FakeNvml) -> None:
 
 
 def _free_pid() -> int:
-    """A pid that does not exist here (a process of another PID namespace)."""
-    pid = 4_194_303
+    """A pid that does not exist here (a process of another PID namespace), below pid_max
+    (above it, it could not be a real process: gputop drops it)."""
+    pid = pid_max() - 1
     while Path(f"/proc/{pid}").exists():
         pid -= 1
     return pid
@@ -380,7 +382,7 @@ async def test_row5_invisible_and_invalid_pids(fake_nvml: FakeNvml) -> None:
         assert "3072MiB" in row  # what NVML does know is still shown
         assert not any(re.search(r"\s4294967295\s", ln) for ln in lines)
         # the driver bug is said in words
-        await wait_for(pilot, lambda: "invalid pid" in screen_text(app), what="the note")
+        await wait_for(pilot, lambda: "cannot be a real process" in screen_text(app), what="the note")
         # k on the invisible row: refused with a notice, no kill dialog
         assert app.table.cursor_key == f"0:{hidden}"
         await pilot.press("k")

@@ -247,7 +247,12 @@ def test_invalid_pids_are_dropped_with_an_error(fake_nvml: FakeNvml, reader: Rea
     (g0, _), errors = reader().read()
     assert [p.pid for p in g0.processes] == [4242]
     (err,) = errors
-    assert err.gpu == 0 and err.metric == "processes" and "invalid pid" in err.message
+    assert (
+        err.gpu == 0
+        and err.metric == "processes"
+        and "cannot be a real process" in err.message
+        and "pid 4294967295" in err.message
+    )
     assert "2 process" in err.message
 
 
@@ -316,21 +321,41 @@ def test_older_symbols_are_used_when_newer_ones_are_missing(
         assert [(p.pid, p.type) for p in g.processes] == [(31, "C"), (32, "G")]
 
 
-def test_library_mismatch_error_from_pynvml_wrappers(
+def test_missing_process_symbols_fall_back_to_v2_then_v1(
     fake_nvml: FakeNvml, reader: Reader, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """pynvml's unversioned wrappers raise NVMLLibraryMismatchError, a plain Exception."""
+    """A symbol the library lacks (pynvml's lookup raises FunctionNotFound): compute falls
+    back to _v2, graphics to the unversioned v1 call; probed once, not on every tick."""
+    lookup = pynvml._nvmlGetFunctionPointer
+    asked: list[str] = []
+    absent = {
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "nvmlDeviceGetGraphicsRunningProcesses_v2",
+    }
 
-    def mismatch(handle: object) -> None:
-        raise pynvml.NVMLLibraryMismatchError("Unversioned function called ...")
+    def fake_lookup(name: str) -> object:
+        asked.append(name)
+        if name in absent:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return lookup(name)
 
-    monkeypatch.setattr(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3", mismatch)
-    monkeypatch.setattr(pynvml, "nvmlDeviceGetGraphicsRunningProcesses_v3", mismatch)
-    monkeypatch.setattr(pynvml, "nvmlDeviceGetGraphicsRunningProcesses_v2", mismatch)
-    fake_nvml.write(Scenario(gpus=[FakeGpu(processes=[FakeProcess(77)])]))
-    (g,), errors = reader().read()
-    assert errors == ()
-    assert [p.pid for p in g.processes] == [77]  # compute: fell back to _v2
+    monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer", fake_lookup)
+    fake_nvml.write(
+        Scenario(gpus=[FakeGpu(processes=[FakeProcess(77), FakeProcess(78, type="G")])])
+    )
+    r = reader()
+    for _ in range(3):
+        (g,), errors = r.read()
+        assert errors == ()
+        assert [(p.pid, p.type, p.gpu_memory) for p in g.processes] == [
+            (77, "C", GiB),
+            (78, "G", GiB),
+        ]
+    assert asked.count("nvmlDeviceGetGraphicsRunningProcesses_v3") == 1
+    assert "graphics process list read with nvmlDeviceGetGraphicsRunningProcesses (v1)" in (
+        r.driver.compat
+    )
 
 
 # ---------------------------------------------------------------------------- failures

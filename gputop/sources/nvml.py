@@ -21,10 +21,23 @@ Failure policy (see tests/test_nvml_source.py):
   ``lost`` (identity kept, so one can tell which GPU fell off; every metric None); the
   others keep updating. Its handle is dropped and fetched again on every later tick; when
   that works its static information is read afresh and it is reported normally again.
-- pids 0 and 2**32-1 (garbage from drivers 535.43-535.86) are dropped with a SampleError.
-- A process list (compute or graphics) that cannot be read (not supported, no permission)
-  sets ``GpuSample.processes_unavailable`` ("compute list: no permission"), so that an
+- Driver generations: what the library has is probed once per library (``Capabilities``):
+  the process lists use ``_v3``, else ``_v2``, else the unversioned v1 call, per list; a
+  library with ``_v3`` and ``nvmlDeviceGetConfComputeMemSizeInfo`` but without
+  ``nvmlDeviceGetRunningProcessDetailList`` is 535.43-535.86, whose ``_v3`` fills 32-byte
+  entries: they are read as such. Memory ``_v2`` falls back to v1, clock-event reasons to
+  throttle reasons, ``nvmlDeviceGetTemperatureV`` to ``nvmlDeviceGetTemperature``.
+- A process entry that cannot be a real process is never shown (so never offered to a
+  signal): pid 0 or 2**32-1, a pid above the kernel's ``pid_max``, the same pid twice in
+  one list (same MIG instance), or, where it can be checked (``/dev/nvidia*`` exists and
+  the pid's ``/proc/<pid>/fd`` is readable), a process holding no ``/dev/nvidia*``
+  descriptor. A SampleError says how many were left out and why.
+- A process list (compute or graphics) that cannot be read (not supported, no permission,
+  the driver lacks every variant of the call) sets ``GpuSample.processes_unavailable``
+  ("compute list: no permission", "process list unavailable: driver lacks ..."), so that an
   empty ``processes`` is not mistaken for "no processes".
+- MIG: on a GPU whose MIG mode is on, each MIG device (``nvmlDeviceGetMigDeviceHandleByIndex``)
+  gives its UUID, name (profile), GPU/compute instance ids and memory: ``mig_devices``.
 
 Units and choices:
 
@@ -48,6 +61,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import ctypes
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +75,7 @@ from gputop.model import (
     GpuMemory,
     GpuProcess,
     GpuSample,
+    MigDevice,
     Pcie,
     SampleError,
     Utilization,
@@ -100,6 +116,9 @@ CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
 
 INVALID_PIDS = frozenset({0, 2**32 - 1})
 _NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
+#: Where the NVIDIA device nodes live; a GPU process holds one of them open.
+DEVICE_PREFIX = "/dev/nvidia"
+_PID_MAX_FALLBACK = 4_194_304  # 2**22, the largest pid_max Linux allows
 _KIB = 1024
 
 # nvmlReturn_t values (nvml.h); pynvml exposes the same numbers.
@@ -155,6 +174,13 @@ def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
     return tuple(names)
 
 
+def mig_profile(name: str | None) -> str | None:
+    """ "NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb" (None when the name has no profile)."""
+    if not name or " MIG " not in name:
+        return None
+    return name.rsplit(" MIG ", 1)[1].strip() or None
+
+
 def cuda_version_string(version: int | None) -> str | None:
     """NVML's CUDA driver version integer (1000*major + 10*minor) -> "12.4"."""
     if version is None or version <= 0:
@@ -174,6 +200,209 @@ def _raw(fn: Callable[..., Any]) -> Callable[..., Any]:
     """pynvml's string getters decode UTF-8 strictly; the wrapped function returns bytes."""
     inner: Callable[..., Any] = getattr(fn, "__wrapped__", fn)
     return inner
+
+
+# ---------------------------------------------------------------------- driver generations
+
+
+class _ProcV1(ctypes.Structure):
+    _fields_ = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
+
+
+class _ProcV2(ctypes.Structure):
+    """nvmlProcessInfo_v2_t; nvml.h's v3 (nvmlProcessInfo_t) has the same 24-byte layout."""
+
+    _fields_ = (
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    )
+
+
+class _ProcV3Legacy(ctypes.Structure):
+    """What drivers 535.43-535.86 write through ``_v3``: 32-byte entries."""
+
+    _fields_ = (
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+        ("usedGpuCcProtectedMemory", ctypes.c_ulonglong),
+    )
+
+
+@dataclass(frozen=True)
+class ProcessCall:
+    """The C symbol a process list is read with, and the entry layout it fills."""
+
+    symbol: str
+    layout: type[ctypes.Structure]
+    label: str  # "v3", "v3 (535.43-535.86 layout)", "v2", "v1"
+
+
+class Capabilities:
+    """What one ``libnvidia-ml.so.1`` offers, probed once per library (after nvmlInit).
+
+    A call an older driver lacks is a missing symbol; pynvml finds symbols lazily and
+    raises FunctionNotFound at the call. Probing here answers the question once, so each
+    tick makes only calls that exist, and the reader can say what it fell back to.
+    """
+
+    def __init__(self, nv: Any) -> None:
+        self._nv = nv
+        self._has: dict[str, bool] = {}
+        self._process_calls: dict[str, ProcessCall | None] = {}
+
+    def has(self, symbol: str) -> bool:
+        found = self._has.get(symbol)
+        if found is None:
+            try:
+                self._nv._nvmlGetFunctionPointer(symbol)
+                found = True
+            except Exception:  # FunctionNotFound (or NVML not loaded: nothing to call)
+                found = False
+            self._has[symbol] = found
+        return found
+
+    def drop(self, symbol: str) -> None:
+        """``symbol`` exists but answered FunctionNotFound: treat it as missing."""
+        self._has[symbol] = False
+        self._process_calls.clear()
+
+    @property
+    def legacy_v3(self) -> bool:
+        """535.43-535.86: ``_v3`` fills 32-byte entries (the pattern nvitop detects)."""
+        return self.has("nvmlDeviceGetConfComputeMemSizeInfo") and not self.has(
+            "nvmlDeviceGetRunningProcessDetailList"
+        )
+
+    def process_call(self, kind: str) -> ProcessCall | None:
+        """``kind`` "Compute" or "Graphics": the newest variant this library has."""
+        if kind not in self._process_calls:
+            base = f"nvmlDeviceGet{kind}RunningProcesses"
+            call: ProcessCall | None = None
+            if self.has(f"{base}_v3"):
+                if self.legacy_v3:
+                    call = ProcessCall(f"{base}_v3", _ProcV3Legacy, "v3 (535.43-535.86 layout)")
+                else:
+                    call = ProcessCall(f"{base}_v3", _ProcV2, "v3")
+            elif self.has(f"{base}_v2"):
+                call = ProcessCall(f"{base}_v2", _ProcV2, "v2")
+            elif self.has(base):
+                call = ProcessCall(base, _ProcV1, "v1")
+            self._process_calls[kind] = call
+        return self._process_calls[kind]
+
+    def notes(self) -> tuple[str, ...]:
+        """The fallbacks in use, in words (``DriverInfo.compat``); () when none."""
+        out = []
+        for kind in ("Compute", "Graphics"):
+            call = self.process_call(kind)
+            what = kind.lower()
+            if call is None:
+                out.append(
+                    f"{what} process list unavailable: driver lacks "
+                    f"nvmlDeviceGet{kind}RunningProcesses (v1, v2 and v3)"
+                )
+            elif call.label != "v3":
+                out.append(f"{what} process list read with {call.symbol} ({call.label})")
+        if not self.has("nvmlDeviceGetMemoryInfo_v2"):
+            out.append("memory read with nvmlDeviceGetMemoryInfo v1: used includes reserved")
+        if not self.has("nvmlDeviceGetCurrentClocksEventReasons"):
+            out.append("clock-event reasons read with nvmlDeviceGetCurrentClocksThrottleReasons")
+        if not self.has("nvmlDeviceGetMigMode"):
+            out.append("driver lacks MIG calls (before R450): MIG not shown")
+        return tuple(out)
+
+
+def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.Structure]:
+    """One process-list call the way pynvml makes it, with the entry layout ``call`` says."""
+    fn = nv._nvmlGetFunctionPointer(call.symbol)
+    count = ctypes.c_uint(0)
+    ret = fn(handle, ctypes.byref(count), None)
+    if ret == 0:  # NVML_SUCCESS: no processes
+        return []
+    if ret != 7:  # NVML_ERROR_INSUFFICIENT_SIZE is the normal answer
+        raise nv.NVMLError(ret)
+    count.value = count.value * 2 + 5  # room for processes that start meanwhile
+    array = (call.layout * count.value)()
+    ret = fn(handle, ctypes.byref(count), array)
+    if ret != 0:
+        raise nv.NVMLError(ret)
+    return [array[i] for i in range(count.value)]
+
+
+def read_pid_max() -> int:
+    """The kernel's largest pid (``/proc/sys/kernel/pid_max``)."""
+    try:
+        with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return _PID_MAX_FALLBACK
+
+
+class PidCheck:
+    """Is a pid NVML listed a process that holds an NVIDIA device open?
+
+    ``holds_device(pid)``: True or False where that can be checked, None where it cannot
+    (no ``/dev/nvidia*`` on this machine, e.g. a container without the nodes; the pid not
+    in this PID namespace; another user's descriptors). A positive answer is remembered per
+    (pid, start time), so a steady process is checked once.
+    """
+
+    def __init__(self, device_prefix: str = DEVICE_PREFIX, proc: str = "/proc") -> None:
+        self.device_prefix = device_prefix
+        self.proc = proc
+        self._ok: dict[int, bytes] = {}  # pid -> its /proc stat start field, found holding
+        self._checkable: bool | None = None
+
+    def checkable(self) -> bool:
+        if self._checkable is None:
+            directory, _, stem = self.device_prefix.rpartition("/")
+            try:
+                self._checkable = any(n.startswith(stem) for n in os.listdir(directory or "/"))
+            except OSError:
+                self._checkable = False
+        return self._checkable
+
+    def _start(self, pid: int) -> bytes | None:
+        try:
+            with open(f"{self.proc}/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return None
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        return fields[19] if len(fields) > 19 else None
+
+    def holds_device(self, pid: int) -> bool | None:
+        if not self.checkable():
+            return None
+        start = self._start(pid)
+        if start is None:
+            return None  # not in this PID namespace (or gone): cannot tell
+        if self._ok.get(pid) == start:
+            return True
+        fd_dir = f"{self.proc}/{pid}/fd"
+        try:
+            names = os.listdir(fd_dir)
+        except OSError:
+            return None  # another user's process: cannot tell
+        for name in names:
+            try:
+                target = os.readlink(f"{fd_dir}/{name}")
+            except OSError:
+                continue
+            if target.startswith(self.device_prefix):
+                self._ok[pid] = start
+                return True
+        self._ok.pop(pid, None)
+        return False
+
+    def forget_except(self, pids: set[int]) -> None:
+        for pid in [p for p in self._ok if p not in pids]:
+            del self._ok[pid]
+
 
 
 class _Lost(Exception):
@@ -200,6 +429,7 @@ class _Gpu:
     pcie_max_width: int | None = None
     # metrics that answered NotSupported / FunctionNotFound: not asked again
     unsupported: set[str] = field(default_factory=set)
+    missing: set[str] = field(default_factory=set)  # ...of which FunctionNotFound
     # per metric, index of the first call variant that exists (fallback chains)
     variant: dict[str, int] = field(default_factory=dict)
     last_sample_us: int = 0  # newest per-process utilization timestamp seen
@@ -211,6 +441,7 @@ class _Gpu:
         self.handle = None
         self.last_processes = {}
         self.unsupported.clear()
+        self.missing.clear()
         self.variant.clear()
         self.last_sample_us = 0
         self.pcie_pending = None
@@ -219,8 +450,11 @@ class _Gpu:
 class NvmlReader:
     """Reads every GPU through NVML. Call ``read()`` from one thread (the sampler's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pid_check: PidCheck | None = None) -> None:
         self._nv: Any = None
+        self.caps: Capabilities | None = None
+        self._pid_check = pid_check if pid_check is not None else PidCheck()
+        self._pid_max = read_pid_max()
         self._initialized = False
         self._closed = False
         self._count: int | None = None
@@ -245,6 +479,7 @@ class NvmlReader:
             return DriverInfo(available=False, error=self._init_error(nv, exc))
         self._nv = nv
         self._initialized = True
+        self.caps = Capabilities(nv)
         errors: list[SampleError] = []
         self._ensure_count(errors)
         return DriverInfo(
@@ -252,6 +487,7 @@ class NvmlReader:
             driver_version=self._system_string(nv.nvmlSystemGetDriverVersion),
             cuda_version=cuda_version_string(self._cuda_version()),
             nvml_version=self._system_string(nv.nvmlSystemGetNVMLVersion),
+            compat=self.caps.notes(),
         )
 
     @staticmethod
@@ -330,6 +566,7 @@ class NvmlReader:
                     self._error(gpu, "gpu", f"reading failed: {_describe(self._nv, exc)}")
                 )
                 samples.append(self._identity(gpu))
+        self._pid_check.forget_except({p.pid for s in samples for p in s.processes})
         return self._finish_pcie(samples, started + PCIE_WAIT_S, errors)
 
     def _ensure_count(self, errors: list[SampleError]) -> None:
@@ -476,6 +713,8 @@ class NvmlReader:
             raise _Lost(_LOST_REASONS[code]) from exc
         if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
             gpu.unsupported.add(metric)
+            if code == _FUNCTION_NOT_FOUND:
+                gpu.missing.add(metric)
         elif code == _NO_PERMISSION:
             errors.append(self._error(gpu, metric, denied or f"no permission to read {metric}"))
         else:
@@ -485,6 +724,8 @@ class NvmlReader:
 
     def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
         """In words, why ``metric`` gave no value on this read (after ``_get_first``)."""
+        if metric in gpu.missing:
+            return "the driver lacks the call"
         if metric in gpu.unsupported:
             return "not supported"
         if self._last_failure == _NO_PERMISSION:
@@ -537,6 +778,8 @@ class NvmlReader:
             errors,
         )
         processes, unavailable = self._processes(gpu, h, errors)
+        mig_on = mig is not None and mig[0] == nv.NVML_DEVICE_MIG_ENABLE
+        mig_devices = self._mig_devices(gpu, h, errors) if mig_on else ()
 
         return GpuSample(
             index=gpu.index,
@@ -569,7 +812,8 @@ class NvmlReader:
                 max_width=gpu.pcie_max_width,
                 link_max_bytes_per_s=link_max_bytes_per_s(gpu.pcie_max_gen, gpu.pcie_max_width),
             ),
-            mig_mode=None if mig is None else mig[0] == nv.NVML_DEVICE_MIG_ENABLE,
+            mig_mode=None if mig is None else mig_on,
+            mig_devices=mig_devices,
             ecc_uncorrected=ecc,
             processes=processes,
             processes_unavailable=unavailable,
@@ -606,72 +850,74 @@ class NvmlReader:
         self, gpu: _Gpu, h: Any, errors: list[SampleError]
     ) -> tuple[tuple[GpuProcess, ...], str | None]:
         """The merged process rows, and why a list could not be read (None: both read)."""
-        nv = self._nv
         merged: dict[int, list[Any]] = {}  # pid -> [type, memory, gi, ci]
-        invalid = 0
+        dropped: dict[str, int] = {}  # why an entry cannot be a real process -> count
         unreadable: list[str] = []  # e.g. "compute list: no permission"
-        lists = (
-            (
-                "C",
-                "compute_processes",
-                (
-                    "nvmlDeviceGetComputeRunningProcesses_v3",
-                    "nvmlDeviceGetComputeRunningProcesses_v2",
-                ),
-            ),
-            (
-                "G",
-                "graphics_processes",
-                (
-                    "nvmlDeviceGetGraphicsRunningProcesses_v3",
-                    "nvmlDeviceGetGraphicsRunningProcesses_v2",
-                ),
-            ),
-        )
-        for kind, metric, names in lists:
-            calls = [_bind(fn, h) for fn in (getattr(nv, n, None) for n in names) if fn is not None]
+        listed = 0
+        for kind, metric, family in (
+            ("C", "compute_processes", "Compute"),
+            ("G", "graphics_processes", "Graphics"),
+        ):
             what = "compute" if kind == "C" else "graphics"
-            self._last_failure = None
-            entries = self._get_first(
-                gpu,
-                metric,
-                calls,
-                errors,
-                denied=f"no permission to list {what} processes: they are not shown",
-            )
-            if entries is None:
-                unreadable.append(f"{what} list: {self._why_unreadable(gpu, metric)}")
-            for e in entries or ():
+            entries = self._read_list(gpu, h, metric, family, what, errors)
+            if isinstance(entries, str):
+                unreadable.append(f"{what} list: {entries}")
+                continue
+            seen: set[tuple[int, int, int]] = set()
+            for e in entries:
+                listed += 1
                 pid = int(e.pid)
-                if pid in INVALID_PIDS:
-                    invalid += 1
+                gi = int(getattr(e, "gpuInstanceId", _NO_ID))
+                ci = int(getattr(e, "computeInstanceId", _NO_ID))
+                why = self._implausible(pid, (pid, gi, ci) in seen)
+                seen.add((pid, gi, ci))
+                if why is not None:
+                    dropped[why] = dropped.get(why, 0) + 1
                     continue
-                used = e.usedGpuMemory
-                used = None if used is None or used >= 2**64 - 1 else int(used)
-                gi = getattr(e, "gpuInstanceId", _NO_ID)
-                ci = getattr(e, "computeInstanceId", _NO_ID)
+                used = int(e.usedGpuMemory)
+                used_or_none = None if used >= 2**64 - 1 else used
                 row = merged.get(pid)
                 if row is None:
                     merged[pid] = [
                         kind,
-                        used,
-                        None if gi in (None, _NO_ID) else int(gi),
-                        None if ci in (None, _NO_ID) else int(ci),
+                        used_or_none,
+                        None if gi == _NO_ID else gi,
+                        None if ci == _NO_ID else ci,
                     ]
                 else:
                     if kind not in row[0]:
                         row[0] = "C+G"
-                    if used is not None and (row[1] is None or used > row[1]):
-                        row[1] = used
-        if invalid:
+                    if used_or_none is not None and (row[1] is None or used_or_none > row[1]):
+                        row[1] = used_or_none
+        if merged:
+            # a pid that does not hold /dev/nvidia* (checked where it can be; the host
+            # check costs a readdir per new process)
+            for pid in list(merged):
+                if self._pid_check.holds_device(pid) is False:
+                    del merged[pid]
+                    why = "a process holding no /dev/nvidia* device"
+                    dropped[why] = dropped.get(why, 0) + 1
+        if dropped:
+            n = sum(dropped.values())
+            reasons = ", ".join(f"{count} x {why}" for why, count in dropped.items())
             errors.append(
                 self._error(
                     gpu,
                     "processes",
-                    f"NVML listed {invalid} process(es) with an invalid pid (0 or 4294967295, "
-                    "a known driver bug); left out",
+                    f"NVML listed {n} process entr{'y' if n == 1 else 'ies'} that cannot be a "
+                    f"real process ({reasons}); not shown, never signalled",
                 )
             )
+            if not merged and not unreadable:
+                unreadable.append(
+                    f"process list unavailable: all {listed} entries NVML listed are "
+                    f"implausible ({reasons})"
+                )
+        if len(unreadable) == 2 and all("driver lacks" in u for u in unreadable):
+            unreadable = [
+                "process list unavailable: driver lacks nvmlDeviceGetComputeRunningProcesses "
+                "and nvmlDeviceGetGraphicsRunningProcesses (v1, v2 and v3)"
+            ]
         unavailable = "; ".join(unreadable) if unreadable else None
         if not merged:
             gpu.last_processes = {}
@@ -697,6 +943,95 @@ class NvmlReader:
             out.append(before if before is not None and before == proc else proc)
         gpu.last_processes = {p.pid: p for p in out}
         return tuple(out), unavailable
+
+    def _read_list(
+        self, gpu: _Gpu, h: Any, metric: str, family: str, what: str, errors: list[SampleError]
+    ) -> list[Any] | str:
+        """One process list with the newest call the library has; or why not, in words."""
+        caps = self.caps
+        assert caps is not None
+        while True:
+            call = caps.process_call(family)
+            if call is None:
+                return f"driver lacks nvmlDeviceGet{family}RunningProcesses (v1, v2 and v3)"
+            if metric in gpu.unsupported:
+                return self._why_unreadable(gpu, metric)
+            self._last_failure = None
+            try:
+                return read_process_list(self._nv, call, h)
+            except Exception as exc:
+                if _code(self._nv, exc) == _FUNCTION_NOT_FOUND:
+                    caps.drop(call.symbol)  # answered "function not found": the next one
+                    continue
+                self._failed(
+                    gpu,
+                    metric,
+                    exc,
+                    errors,
+                    f"no permission to list {what} processes: they are not shown",
+                )
+                return self._why_unreadable(gpu, metric)
+
+    def _implausible(self, pid: int, duplicate: bool) -> str | None:
+        """Why a listed entry cannot be a real process (None: it can)."""
+        if pid in INVALID_PIDS:
+            return f"pid {pid}"
+        if pid > self._pid_max:
+            return f"pid above pid_max {self._pid_max}"
+        if duplicate:
+            return "a pid listed twice"
+        return None
+
+    # ------------------------------------------------------------------ MIG
+
+    def _mig_devices(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[MigDevice, ...]:
+        nv = self._nv
+        metric = "mig_devices"
+        count = self._get(gpu, metric, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h), errors)
+        if not count:
+            return ()
+        out = []
+        for i in range(int(count)):
+            try:
+                mh = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
+            except Exception as exc:
+                code = _code(nv, exc)
+                if code in _LOST_REASONS:
+                    raise _Lost(_LOST_REASONS[code]) from exc
+                if code != _NOT_FOUND:  # NotFound: an empty slot
+                    self._failed(gpu, metric, exc, errors, None)
+                    break
+                continue
+            out.append(self._mig_device(i, mh))
+        return tuple(out)
+
+    def _mig_device(self, index: int, mh: Any) -> MigDevice:
+        nv = self._nv
+
+        def ask(call: Callable[[], T]) -> T | None:
+            try:
+                return call()
+            except Exception as exc:
+                code = _code(nv, exc)
+                if code in _LOST_REASONS:
+                    raise _Lost(_LOST_REASONS[code]) from exc
+                return None
+
+        name = clean_text(ask(lambda: _raw(nv.nvmlDeviceGetName)(mh)), 96)
+        mem = ask(lambda: nv.nvmlDeviceGetMemoryInfo(mh))
+        gi = ask(lambda: nv.nvmlDeviceGetGpuInstanceId(mh))
+        ci = ask(lambda: nv.nvmlDeviceGetComputeInstanceId(mh))
+        return MigDevice(
+            index=index,
+            uuid=clean_text(ask(lambda: _raw(nv.nvmlDeviceGetUUID)(mh)), 96),
+            name=name,
+            profile=mig_profile(name),
+            gpu_instance_id=None if gi is None else int(gi),
+            compute_instance_id=None if ci is None else int(ci),
+            memory=GpuMemory()
+            if mem is None
+            else GpuMemory(total=int(mem.total), used=int(mem.used), free=int(mem.free)),
+        )
 
     def _process_utilization(
         self, gpu: _Gpu, h: Any, errors: list[SampleError]

@@ -525,7 +525,7 @@ class FakeGpu:
                 f"proc {kind} {p.pid} {used} {v(p.gpu_instance_id)} {v(p.compute_instance_id)} "
                 f"{p.cc_protected_memory}"
             )
-        for m in self.migs:
+        for m in self.migs or ():
             out.append(
                 f"migdev {m.slot} {m.gpu_instance_id} {m.compute_instance_id} {m.profile} "
                 f"{v(m.memory_total)} {v(m.memory_used)} {m.default_uuid(index)}"
