@@ -217,6 +217,15 @@ class GpuSample:
     # The MIG devices when ``mig_mode`` is on (empty otherwise, or when NVML lacks MIG).
     mig_devices: tuple[MigDevice, ...] = ()
 
+    def processes_of(self, mig: MigDevice) -> tuple[GpuProcess, ...]:
+        """The processes on one MIG device: those with its GPU and compute instance ids."""
+        return tuple(
+            p
+            for p in self.processes
+            if p.gpu_instance_id == mig.gpu_instance_id
+            and p.compute_instance_id == mig.compute_instance_id
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class UnlistedHolder:

@@ -53,9 +53,16 @@ def _short(text: str, keep: int = 20) -> str:
     return text if len(text) <= keep else text[:keep] + "..."
 
 
+def _uuids(gpu: GpuSample) -> list[str]:
+    """The GPU's UUID and those of its MIG devices, lower case."""
+    out = [gpu.uuid.lower()] if gpu.uuid else []
+    return out + [m.uuid.lower() for m in gpu.mig_devices if m.uuid]
+
+
 def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> frozenset[int]:
     """Turn indices / UUIDs into GPU indices. A UUID matches whole or by a unique
-    prefix (with or without the ``GPU-`` part), case-insensitively. Raises ValueError
+    prefix (with or without the ``GPU-`` part), case-insensitively; a MIG device's UUID
+    (``MIG-...``) chooses the GPU it is part of. Raises ValueError
     naming the first token that matches no GPU."""
     gpus = tuple(gpus)
     by_index = {g.index: g for g in gpus}
@@ -71,8 +78,10 @@ def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> f
         want = token.lower()
         if not want.startswith("gpu-") and not want.startswith("mig-"):
             want = "gpu-" + want
-        exact = [g.index for g in gpus if g.uuid and g.uuid.lower() == want]
-        matches = exact or [g.index for g in gpus if g.uuid and g.uuid.lower().startswith(want)]
+        # a MIG device's UUID chooses the GPU it is part of
+        uuids = [(g.index, u) for g in gpus for u in _uuids(g)]
+        exact = sorted({i for i, u in uuids if u == want})
+        matches = exact or sorted({i for i, u in uuids if u.startswith(want)})
         if len(matches) != 1:
             why = "matches several GPUs" if matches else "matches no GPU"
             raise ValueError(f"--gpus: {token!r} {why}")
@@ -269,6 +278,20 @@ def _gpu_rows(g: GpuSample) -> list[str]:
     else:
         lines.append(clocks)
         lines.extend(_wrap(events, indent=5))
+    if g.mig_mode:
+        lines.append(f"     MIG on: {len(g.mig_devices)} MIG devices")
+        for m in g.mig_devices:
+            procs = g.processes_of(m)
+            pids = " ".join(str(p.pid) for p in procs) or "none"
+            gi = fmt.NA if m.gpu_instance_id is None else m.gpu_instance_id
+            ci = fmt.NA if m.compute_instance_id is None else m.compute_instance_id
+            lines.append(
+                fit(
+                    f"       {_pad(fmt.clean_text(m.profile or m.name, 16) or fmt.NA, 9)} "
+                    f"GI {gi} CI {ci}  mem {fmt.bytes_(m.memory.used)}/"
+                    f"{fmt.bytes_(m.memory.total)}  processes: {pids}"
+                )
+            )
     return lines
 
 
@@ -309,9 +332,13 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
             lines.append(f"{g.index:>3} (GPU lost: processes unknown)")
             continue
         if g.processes_unavailable:
-            why = fmt.clean_text(g.processes_unavailable, 200)
+            why = fmt.clean_text(g.processes_unavailable, 300) or ""
             known = "incomplete" if g.processes else "unknown"
-            lines.append(fit(f"{g.index:>3} (processes {known}: {why})"))
+            if why.startswith("process list unavailable"):
+                text = f"{g.index:>3} ({why})"
+            else:
+                text = f"{g.index:>3} (processes {known}: {why})"
+            lines.extend(_wrap(text, indent=0))
         if not g.processes:
             if not g.processes_unavailable:
                 lines.append(f"{g.index:>3} (no processes)")

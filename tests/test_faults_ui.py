@@ -382,7 +382,9 @@ async def test_row5_invisible_and_invalid_pids(fake_nvml: FakeNvml) -> None:
         assert "3072MiB" in row  # what NVML does know is still shown
         assert not any(re.search(r"\s4294967295\s", ln) for ln in lines)
         # the driver bug is said in words
-        await wait_for(pilot, lambda: "cannot be a real process" in screen_text(app), what="the note")
+        await wait_for(
+            pilot, lambda: "cannot be a real process" in screen_text(app), what="the note"
+        )
         # k on the invisible row: refused with a notice, no kill dialog
         assert app.table.cursor_key == f"0:{hidden}"
         await pilot.press("k")

@@ -140,7 +140,9 @@ def test_none_values_show_na_never_zero() -> None:
 def test_throttle_words() -> None:
     assert views.throttle_words(None) is None
     assert views.throttle_words(()) == ""
-    assert views.throttle_words(("gpu_idle", "sw_power_cap")) == "idle, SW power cap"
+    # idle clocks are not a throttle (issue 10): an idle GPU shows none
+    assert views.throttle_words(("gpu_idle", "sw_power_cap")) == "SW power cap"
+    assert views.throttle_words(("idle",)) == ""
     assert views.throttle_words(("something_new",)) == "something new"
 
 

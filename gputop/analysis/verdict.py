@@ -605,6 +605,38 @@ def _scope_samples(snap: Snapshot, gpus: Sequence[int]) -> list[GpuSample]:
     return [g for g in snap.gpus if g.index in gpus and not g.lost]
 
 
+def _mig_without_util(window: Sequence[Sequence[GpuSample]]) -> bool:
+    """The latest samples are all of GPUs in MIG mode without a utilization."""
+    latest = next((samples for samples in reversed(window) if samples), ())
+    return bool(latest) and all(g.mig_mode and g.utilization.gpu is None for g in latest)
+
+
+def _unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -> _Finding:
+    """No utilization in the window: why, in words (MIG mode says so itself)."""
+    latest = next((samples for samples in reversed(window) if samples), ())
+    mig = [g for g in latest if g.mig_mode]
+    if mig:
+        devices = sum(len(g.mig_devices) for g in mig)
+        return _Finding(
+            _R_UNKNOWN,
+            UNKNOWN,
+            "info",
+            f"{_gpus_text(tuple(g.index for g in mig))} in MIG mode"
+            + (f" ({devices} MIG devices)" if devices else "")
+            + ": NVML gives no GPU utilization for a partitioned GPU, so busy or starved "
+            "cannot be told from it",
+            "See memory and processes per MIG device; per-instance activity needs DCGM "
+            "profiling (GPM) metrics",
+        )
+    return _Finding(
+        _R_UNKNOWN,
+        UNKNOWN,
+        "info",
+        f"{_gpus_text(gpus)}: GPU utilization not reported (vGPU or an old driver?)",
+        "Use per-process SM % or DCGM profiling metrics instead",
+    )
+
+
 def _util_of(samples: Sequence[GpuSample]) -> float | None:
     return _mean(g.utilization.gpu for g in samples)
 
@@ -807,7 +839,11 @@ def _group(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | Non
     throttle_link: list[_Finding] = []
     pcie: list[_Finding] = []
     util = None
-    if len(ticks) < t.min_samples or span < t.min_seconds:
+    mig_unknown = _mig_without_util(window_samples)
+    if mig_unknown:
+        # waiting does not help: NVML never gives utilization for a partitioned GPU
+        early = _unknown_util(gpus, window_samples)
+    elif len(ticks) < t.min_samples or span < t.min_seconds:
         early = _Finding(
             _R_WARMING,
             WARMING_UP,
@@ -819,13 +855,7 @@ def _group(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | Non
     else:
         util = _stats([_util_of(samples) for samples in window_samples])
         if util is None:
-            early = _Finding(
-                _R_UNKNOWN,
-                UNKNOWN,
-                "info",
-                f"{_gpus_text(gpus)}: GPU utilization not reported (MIG mode or vGPU?)",
-                "Use per-process SM % or DCGM profiling metrics instead",
-            )
+            early = _unknown_util(gpus, window_samples)
     if early is None and util is not None:
         base = (
             f"util mean {_pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f})"

@@ -6,12 +6,23 @@ from typing import Protocol
 
 from gputop.model import Snapshot
 
+#: Why a source that is not this machine's live processes offers no signals, by kind.
+NO_SIGNAL_REASONS = {
+    "demo": "the demo shows simulated processes: their pids are not processes of this machine",
+    "replay": "a replay shows processes of the past: their pids may belong to anyone now",
+}
+
 
 class Source(Protocol):
     """A producer of snapshots. Called from the sampler's worker thread only."""
 
     #: "nvml", "host-only", "demo", "replay": shown in the header.
     kind: str
+
+    # ``can_signal`` (optional attribute): True only for a source whose pids are live
+    # processes of this machine, checked right before a signal (``LiveSource``). A source
+    # without the attribute (demo, replay, a remote host) offers no signal at all: read it
+    # with ``can_signal(source)``, never ``source.can_signal``.
 
     def snapshot(self) -> Snapshot:
         """Sample everything once. Must not raise for a metric, a GPU or a process going
@@ -21,3 +32,20 @@ class Source(Protocol):
     def close(self) -> None:
         """Release what the source holds (NVML is shut down here)."""
         ...
+
+
+def can_signal(source: object) -> bool:
+    """Whether ``source``'s processes may be offered to a signal: only when it says so."""
+    return getattr(source, "can_signal", False) is True
+
+
+def no_signal_reason(source: object | None) -> str | None:
+    """In words, why ``source`` offers no signal (None: it does)."""
+    if source is None:
+        return "these snapshots come from no live source: nothing here can be signalled"
+    if can_signal(source):
+        return None
+    kind = str(getattr(source, "kind", "") or "this")
+    return NO_SIGNAL_REASONS.get(
+        kind, f"the {kind} source does not show this machine's live processes"
+    )

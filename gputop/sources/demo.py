@@ -199,6 +199,8 @@ class DemoSource:
     """Simulated fleet; implements :class:`gputop.sources.base.Source`."""
 
     kind = "demo"
+    #: Simulated pids: a signal would reach whichever real process has that number.
+    can_signal = False
 
     def __init__(
         self,

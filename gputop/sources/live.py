@@ -84,6 +84,9 @@ def _describe(exc: BaseException) -> str:
 class LiveSource:
     """Implements :class:`gputop.sources.base.Source`. Readers can be injected (tests)."""
 
+    #: Its pids are this machine's live processes: the only source that may signal.
+    can_signal = True
+
     def __init__(
         self,
         nvml: GpuReader | None = None,

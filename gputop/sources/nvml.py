@@ -404,7 +404,6 @@ class PidCheck:
             del self._ok[pid]
 
 
-
 class _Lost(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

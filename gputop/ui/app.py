@@ -34,6 +34,7 @@ from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Verdict
 from gputop.diagnosis import Diagnoser, Diagnosis
 from gputop.model import Snapshot
+from gputop.sources.base import no_signal_reason
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.header import HeaderLine
@@ -169,6 +170,9 @@ class GpuTopApp(App[int]):
         self._theme_name = theme  # applied on mount: an unknown name is said, not fatal
         self.sampler = sampler
         self.readonly = readonly
+        # Why no signal is offered whatever the user asks (the demo, a replay, snapshots
+        # with no live source); None: the source's pids are this machine's live processes.
+        self.no_signal_reason = no_signal_reason(getattr(sampler, "source", None))
         # GPU index -> a fixed word for the verdict slot; None: the diagnosis fills it.
         self.verdicts: Mapping[int, str | views.VerdictMark] | None = verdicts
         base = thresholds if thresholds is not None else DEFAULT
@@ -724,7 +728,9 @@ class GpuTopApp(App[int]):
                 self.tagged.clear()
             self._back_on_main(None)
 
-        self.push_screen(KillScreen(targets, readonly=self.readonly), done)
+        self.push_screen(
+            KillScreen(targets, readonly=self.readonly, no_signals=self.no_signal_reason), done
+        )
 
     def action_help(self) -> None:
         from gputop.ui.screens.help import HelpScreen

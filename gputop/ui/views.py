@@ -263,13 +263,16 @@ _REASON_WORDS = {
 
 
 def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
-    """Active clock event reasons in words; None when unknown, '' when none are active."""
+    """Active clock event reasons in words, without "idle" (clocks lowered because there is
+    no work are not a throttle); None when unknown, '' when none (or only idle)."""
     if reasons is None:
         return None
     words: list[str] = []
     for r in reasons:
         key = safe(r, 64).lower().removeprefix("clocks_event_reason_").replace(" ", "_")
         word = _REASON_WORDS.get(key, key.replace("_", " "))
+        if word == "idle":
+            continue  # idle clocks are not throttling: an idle GPU is not at fault
         if word not in words:
             words.append(word)
     return ", ".join(words)
@@ -478,6 +481,8 @@ def gpu_view(
             (fit(_watts(gpu.power_w), 4, ">") + " ", ""),
             marker,
         )
+        if gpu.mig_mode:
+            return GpuView(gpu.index, (line, mig_summary(gpu)), lost=False)
         return GpuView(gpu.index, (line,), lost=False)
 
     used_total = f"{fmt.bytes_(mem.used)}/{fmt.bytes_(mem.total)}"
@@ -517,11 +522,53 @@ def gpu_view(
         parts.append((f" gen{p.gen}x{p.width}", "dim"))
     throttle = throttle_words(gpu.clock_event_reasons)
     if throttle:
-        role = "dim" if throttle == "idle" else "warn"
-        parts += [("  throttle: ", "label"), (throttle, role)]
+        parts += [("  throttle: ", "label"), (throttle, "warn")]
     elif throttle is None:
         parts += [("  throttle: ", "label"), (fmt.NA, "dim")]
-    return GpuView(gpu.index, (line1, tuple(parts)), lost=False)
+    if gpu.mig_mode:
+        parts += [("  MIG ", "label"), (f"on, {len(gpu.mig_devices)} devices", "")]
+    return GpuView(gpu.index, (line1, tuple(parts), *mig_lines(gpu, bar_width)), lost=False)
+
+
+def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
+    """One line per MIG device (wide layout): profile, GI/CI ids, memory, processes."""
+    out: list[Parts] = []
+    for m in gpu.mig_devices:
+        procs = gpu.processes_of(m)
+        mem = m.memory
+        pct = fmt.ratio_percent(mem.used, mem.total)
+        gi = fmt.NA if m.gpu_instance_id is None else str(m.gpu_instance_id)
+        ci = fmt.NA if m.compute_instance_id is None else str(m.compute_instance_id)
+        pids = " ".join(str(p.pid) for p in procs[:4]) + (" …" if len(procs) > 4 else "")
+        out.append(
+            (
+                ("   MIG ", "label"),
+                (fit(safe(m.profile or m.name or "?", 16), 9) + " ", "name"),
+                ("GI ", "label"),
+                (fit(gi, 2, ">") + " ", ""),
+                ("CI ", "label"),
+                (fit(ci, 2, ">") + " ", ""),
+                ("MEM ", "label"),
+                *memory_bar(pct, None, max(4, bar_width // 2)),
+                (" " + fit(f"{fmt.bytes_(mem.used)}/{fmt.bytes_(mem.total)}", 17, ">"), ""),
+                (_pct4(pct) + " ", ""),
+                (" procs ", "label"),
+                (f"{len(procs)}" + (f": {pids}" if pids else ""), "" if procs else "dim"),
+            )
+        )
+    return tuple(out)
+
+
+def mig_summary(gpu: GpuSample) -> Parts:
+    """The compact layout's one line for a GPU's MIG devices."""
+    items = []
+    for m in gpu.mig_devices:
+        n = len(gpu.processes_of(m))
+        items.append(
+            f"{safe(m.profile or '?', 16)} {fmt.bytes_(m.memory.used)}/"
+            f"{fmt.bytes_(m.memory.total)} {n}p"
+        )
+    return (("   MIG ", "label"), (", ".join(items) or "on, no MIG device", ""))
 
 
 def bar_width_for(width: int, compact: bool) -> int:
@@ -543,7 +590,8 @@ def verdict_width_for(width: int, compact: bool, bar_width: int) -> int:
 
 
 def resolve_gpu_filter(spec: Sequence[str] | None, gpus: Iterable[GpuSample]) -> frozenset[int]:
-    """``--gpus`` entries (indices, UUIDs or their prefixes, PCI bus ids) -> GPU indices."""
+    """``--gpus`` entries (indices, UUIDs or their prefixes, MIG device UUIDs: their GPU,
+    PCI bus ids) -> GPU indices."""
     gpus = tuple(gpus)
     if spec is None:
         return frozenset(g.index for g in gpus)
@@ -557,8 +605,10 @@ def resolve_gpu_filter(spec: Sequence[str] | None, gpus: Iterable[GpuSample]) ->
             continue
         low = item.lower()
         for g in gpus:
-            if (g.uuid and g.uuid.lower().startswith(low)) or (
-                g.pci_bus_id and g.pci_bus_id.lower().endswith(low)
+            if (
+                (g.uuid and g.uuid.lower().startswith(low))
+                or (g.pci_bus_id and g.pci_bus_id.lower().endswith(low))
+                or any(m.uuid and m.uuid.lower().startswith(low) for m in g.mig_devices)
             ):
                 chosen.add(g.index)
     return frozenset(chosen)

@@ -130,10 +130,18 @@ class KillScreen(ModalScreen[str | None]):
 
     AUTO_FOCUS = "#sigterm"
 
-    def __init__(self, targets: Sequence[KillTarget], readonly: bool = False) -> None:
+    def __init__(
+        self,
+        targets: Sequence[KillTarget],
+        readonly: bool = False,
+        no_signals: str | None = None,
+    ) -> None:
         super().__init__()
         self.targets = tuple(targets)
-        self.readonly = readonly
+        # no_signals: why this source offers no signal at all (demo, replay): every button
+        # is disabled and send() refuses, like read-only mode
+        self.no_signals = no_signals
+        self.readonly = readonly or no_signals is not None
         self.outcomes: tuple[KillOutcome, ...] | None = None
         self.summary: str | None = None
 
@@ -141,6 +149,8 @@ class KillScreen(ModalScreen[str | None]):
 
     def _title(self) -> str:
         n = len({t.pid for t in self.targets})
+        if self.no_signals is not None:
+            return "No signals from this source"
         if self.readonly:
             return "Signals are disabled (read-only mode)"
         if n == 0:
@@ -150,6 +160,10 @@ class KillScreen(ModalScreen[str | None]):
         return f"Send a signal to these {n} processes?"
 
     def _note(self) -> RenderableType:
+        if self.no_signals is not None:
+            return Text(
+                f"{self.no_signals[:1].upper()}{self.no_signals[1:]}: nothing will be signalled."
+            )
         if self.readonly:
             return Text("gputop was started read-only: nothing will be signalled.")
         return Group(
