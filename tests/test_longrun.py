@@ -14,6 +14,7 @@ readers keep between ticks is checked too: per-pid state must not grow with chur
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -112,7 +113,9 @@ class Churn:
         parents = {st.ppid for st in scan.values()}
         self.host_pids = sorted(p for p in scan if p not in parents and p > 1)
         self.children: list[subprocess.Popen[bytes]] = []
-        self.ghost = max(actions.pid_max() + 1, 4_200_000)  # never repeats: invisible
+        # invisible pids (another PID namespace), counting down from pid_max (a pid above it
+        # cannot be a real process: gputop drops it); never repeats
+        self.ghost = actions.pid_max() - 1
         self.spawned = 0
 
     def _replace_child(self) -> None:
@@ -131,8 +134,11 @@ class Churn:
         for g in range(4):
             pids = [self.host_pids[(phase * 3 + g * 7 + j) % len(self.host_pids)] for j in (0, 1)]
             pids += [c.pid for c in self.children[g % len(self.children) :][:1]]
-            pids += [self.ghost + i for i in range(3)]
-            self.ghost += 3
+            for _ in range(3):
+                while os.path.exists(f"/proc/{self.ghost}"):
+                    self.ghost -= 1
+                pids.append(self.ghost)
+                self.ghost -= 1
             gpus.append(
                 FakeGpu(
                     util_gpu=(k * 7 + g) % 101,
@@ -184,7 +190,7 @@ def test_live_source_with_churning_processes_keeps_memory_flat(fake_nvml: FakeNv
         after = container_sizes(nvml, host, source, sampler, *nvml._gpus)
         snap = sampler.latest()
         assert snap is not None
-        ghosts = [p for g in snap.gpus for p in g.processes if p.pid >= 4_200_000]
+        ghosts = [p for g in snap.gpus for p in g.processes if p.pid > churn.ghost]
         assert len(ghosts) == 12 and all(p.visible is False for p in ghosts)
         children = {c.pid for c in churn.children}
         shown = {p.pid for g in snap.gpus for p in g.processes if p.visible}
