@@ -136,6 +136,17 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return check_window(config, explicit=explicit)
 
 
+def _unknown_theme(name: str) -> str | None:
+    """Why ``name`` is not a theme the dashboard has (None: it is one): a bad argument."""
+    from textual.theme import BUILTIN_THEMES
+
+    if name in BUILTIN_THEMES:
+        return None
+    shown = name if len(name) <= 40 else name[:40] + "…"
+    known = ", ".join(sorted(BUILTIN_THEMES))
+    return f"--theme: unknown theme {shown!r} (from --theme or the config file); known: {known}"
+
+
 def _gpus(text: str) -> tuple[str, ...]:
     from gputop.textout import parse_gpu_selection
 
@@ -261,6 +272,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(args)
     except ConfigError as exc:
         parser.error(str(exc))
+    if config.theme is not None:
+        unknown = _unknown_theme(config.theme)
+        if unknown:
+            parser.error(unknown)
     args.thresholds = config.thresholds
     if not once and not stream:
         if not has_terminal():

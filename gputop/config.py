@@ -96,8 +96,12 @@ def default_path(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "gputop" / "config.toml"
 
 
-def _one_line(text: str) -> str:
-    return " ".join((clean_text(text, 300) or "").split())
+def _one_line(text: str, limit: int = 300) -> str:
+    return " ".join((clean_text(text, limit) or "").split())
+
+
+#: Room for a threshold error: it names every known threshold, none may be cut off.
+_THRESHOLD_ERROR_LIMIT = 2000
 
 
 def load_config(path: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
@@ -225,7 +229,7 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
     try:
         thresholds = Thresholds.from_overrides(table)
     except ThresholdError as exc:
-        raise ConfigError(f"[thresholds] {_one_line(str(exc))}") from None
+        raise ConfigError(f"[thresholds] {_one_line(str(exc), _THRESHOLD_ERROR_LIMIT)}") from None
     if "window" in data:
         window = _window(data["window"])
         given = {str(k).strip().lower().replace("-", "_") for k in table}
@@ -302,7 +306,7 @@ def _with_window(thresholds: Thresholds, window: float) -> Thresholds:
     try:
         return Thresholds.from_overrides({"window_seconds": window}, base=thresholds)
     except ThresholdError as exc:
-        raise ConfigError(_one_line(str(exc))) from None
+        raise ConfigError(_one_line(str(exc), _THRESHOLD_ERROR_LIMIT)) from None
 
 
 def with_overrides(
@@ -332,7 +336,9 @@ def with_overrides(
         try:
             result = Thresholds.from_strings(items, base=result)
         except ThresholdError as exc:
-            raise ConfigError(f"--threshold: {_one_line(str(exc))}") from None
+            raise ConfigError(
+                f"--threshold: {_one_line(str(exc), _THRESHOLD_ERROR_LIMIT)}"
+            ) from None
     if window is not None:
         result = _with_window(result, _window(window, "--window"))
     if result != config.thresholds:

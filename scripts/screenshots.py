@@ -3,8 +3,9 @@
 
     python scripts/screenshots.py [--out screenshots] [--samples 120] [--no-png]
 
-Makes the dashboard at 80x24 and 200x50, plus the jobs view, the kill dialog, help and
-the GPU detail screen at 200x50. Everything comes from ``DemoSource(seed=0)`` on its
+Makes the dashboard at 80x24 and 200x50, plus the jobs view, the kill dialog (as the demo
+shows it: no signals), help and the GPU detail screen at 200x50, and the dashboard with
+GPU 4 in MIG mode (``DemoSource(mig=True)``). Everything comes from ``DemoSource(seed=0)`` on its
 virtual clock, fed to ``GpuTopApp(sampler=None)`` through ``apply_snapshot``: no timers,
 no live data.
 
@@ -33,8 +34,8 @@ from gputop.sources.demo import DemoSource  # noqa: E402
 SIZES = ((80, 24), (200, 50))
 
 
-def demo_history(samples: int) -> tuple[Snapshot, ...]:
-    source = DemoSource(seed=0)
+def demo_history(samples: int, mig: bool = False) -> tuple[Snapshot, ...]:
+    source = DemoSource(seed=0, mig=mig)
     try:
         return tuple(source.snapshot() for _ in range(samples))
     finally:
@@ -72,13 +73,14 @@ async def _shoot(
 
 async def _kill(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
     from gputop.actions import target_from_snapshot
+    from gputop.sources.base import no_signal_reason
     from gputop.ui.screens.kill import KillScreen
 
     snap = history[-1]
     gpu = snap.gpu(3) or snap.gpus[0]
     targets = [target_from_snapshot(snap, p.pid, gpu.index) for p in gpu.processes]
-    # Only shown: no key is pressed, so nothing is ever signalled.
-    app.push_screen(KillScreen(targets))
+    # As the demo shows it: simulated pids are offered no signal (the dialog says why).
+    app.push_screen(KillScreen(targets, no_signals=no_signal_reason(DemoSource(seed=0))))
 
 
 async def _help(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
@@ -119,6 +121,10 @@ async def main_async(out: Path, samples: int, png: bool) -> None:
         write(out, f"dashboard-{w}x{h}", await _shoot(history, (w, h)), png)
     for name, then in (("jobs", _jobs), ("kill", _kill), ("help", _help), ("detail", _detail)):
         write(out, f"{name}-200x50", await _shoot(history, (200, 50), then), png)
+    # GPU 4 partitioned into MIG devices (DemoSource(mig=True)): the MIG lines and verdict
+    write(
+        out, "dashboard-mig-200x50", await _shoot(demo_history(samples, mig=True), (200, 50)), png
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

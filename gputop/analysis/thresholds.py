@@ -167,7 +167,8 @@ class Thresholds:
             name = str(raw_name).strip().lower().replace("-", "_")
             if name not in known:
                 raise ThresholdError(
-                    f"unknown threshold {raw_name!r}; known: " + ", ".join(n.upper() for n in known)
+                    f"unknown threshold {str(raw_name)[:64]!r}; known: "
+                    + ", ".join(n.upper() for n in known)
                 )
             changes[name] = _parse_value(name, raw_value, known[name].type)
         result = dataclasses.replace(start, **changes)

@@ -57,6 +57,7 @@ from gputop.model import (
     HostSample,
     IoRate,
     MemoryStat,
+    MigDevice,
     NetRate,
     Pcie,
     ProcessInfo,
@@ -195,6 +196,30 @@ class _Gpu:
     procs: list[_GpuProc] = field(default_factory=list)
 
 
+#: With ``mig=True``: the GPU in MIG mode, and its MIG devices (profile, GI, CI, GiB).
+MIG_GPU = 4
+MIG_LAYOUT = (("3g.40gb", 1, 0, 40), ("2g.20gb", 5, 0, 20), ("1g.10gb", 13, 0, 10))
+
+
+def _partitioned(g: GpuSample) -> GpuSample:
+    """``g`` in MIG mode: NVML gives no utilization then; memory per MIG device."""
+    devices = tuple(
+        MigDevice(
+            index=i,
+            uuid=f"MIG-{(g.uuid or 'GPU-0')[4:12]}-0000-4000-8000-{i:012x}",
+            name=f"{GPU_NAME} MIG {profile}",
+            profile=profile,
+            gpu_instance_id=gi,
+            compute_instance_id=ci,
+            memory=GpuMemory(total=gib * GiB, used=0, free=gib * GiB, reserved=0),
+        )
+        for i, (profile, gi, ci, gib) in enumerate(MIG_LAYOUT)
+    )
+    return replace(
+        g, mig_mode=True, mig_devices=devices, utilization=Utilization(gpu=None, memory=None)
+    )
+
+
 class DemoSource:
     """Simulated fleet; implements :class:`gputop.sources.base.Source`."""
 
@@ -209,10 +234,12 @@ class DemoSource:
         *,
         start_time: float | None = None,
         step: float = 1.0,
+        mig: bool = False,
     ) -> None:
         if step <= 0:
             raise ValueError("step must be > 0")
         self.seed = seed
+        self.mig = mig  # GPU 4 (the free one) partitioned into MIG devices
         self._clock = clock
         self._step = step
         if start_time is None:
@@ -639,6 +666,8 @@ class DemoSource:
             replace(g, processes=tuple(replace(p, host=procs[p.pid]) for p in g.processes))
             for g in self._advance_gpus(dt, elapsed)
         )
+        if self.mig:
+            gpus = tuple(_partitioned(g) if g.index == MIG_GPU else g for g in gpus)
         host = self._advance_host(dt, elapsed, procs, first)
         return Snapshot(
             time=now,
