@@ -62,7 +62,7 @@ async def test_demo_kill_dialog_offers_no_signal_and_says_why() -> None:
             title = str(screen.query_one("#kill-title").render())
             note = str(screen.query_one("#kill-note").render())
             assert "No signals from this source" in title
-            assert "simulated" in note and "nothing will be signalled" in note
+            assert "simulated" in note and "Nothing will be signalled" in note
     finally:
         sampler.stop()
 

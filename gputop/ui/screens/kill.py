@@ -161,9 +161,8 @@ class KillScreen(ModalScreen[str | None]):
 
     def _note(self) -> RenderableType:
         if self.no_signals is not None:
-            return Text(
-                f"{self.no_signals[:1].upper()}{self.no_signals[1:]}: nothing will be signalled."
-            )
+            why = self.no_signals
+            return Text(f"{why[:1].upper()}{why[1:]}. Nothing will be signalled.")
         if self.readonly:
             return Text("gputop was started read-only: nothing will be signalled.")
         return Group(
