@@ -387,12 +387,9 @@ def test_no_driver_json_exit_3() -> None:
 
 def _free_pid() -> int:
     """A pid no process here has, below pid_max (above it, gputop drops the entry)."""
-    from gputop.actions import pid_max
+    from tests.pids import free_pid
 
-    pid = pid_max() - 1
-    while os.path.exists(f"/proc/{pid}"):
-        pid -= 1
-    return pid
+    return free_pid()
 
 
 GHOST = _free_pid()

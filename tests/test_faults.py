@@ -46,6 +46,7 @@ from gputop.textout import render_text
 from tests import fakenvml
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, FakeSample, GiB, Scenario
 from tests.helpers import spawn
+from tests.pids import free_pid, free_pids
 
 ROOT = Path(__file__).resolve().parent.parent
 MakeEnv = Callable[..., dict[str, str]]
@@ -111,12 +112,8 @@ def both(env: dict[str, str]) -> tuple[tuple[int, str, str], tuple[int, str, str
 
 
 def free_high_pid() -> int:
-    """A pid that no process of this namespace has, below pid_max (a pid above it cannot be
-    a real process anywhere: gputop drops it)."""
-    for pid in range(actions.pid_max() - 1, 1, -1):
-        if not os.path.exists(f"/proc/{pid}"):
-            return pid
-    raise AssertionError("no free pid")
+    """A pid that no process of this namespace has (tests/pids.py)."""
+    return free_pid()
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -667,9 +664,9 @@ def test_9_text_columns_with_hostile_users_names_and_commands() -> None:
 
 
 def test_10_sixteen_gpus_with_64_processes_each(fake_nvml_env: MakeEnv) -> None:
-    # high pids, but below pid_max (above it an entry cannot be a real process: dropped)
-    first = actions.pid_max() - 2000
-    env = fake_nvml_env(fakenvml.many_gpus(16, 64, pcie_sleep_ms=20, first_pid=first))
+    # pids without a process (tests/pids.py): another PID namespace
+    ghosts = free_pids(16 * 64)
+    env = fake_nvml_env(fakenvml.many_gpus(16, 64, pcie_sleep_ms=20, pids=ghosts))
     start = time.perf_counter()
     rc, out, err = run_gputop("--once", "--json", env=env)
     wall = time.perf_counter() - start
@@ -690,7 +687,7 @@ def test_10_sixteen_gpus_with_64_processes_each(fake_nvml_env: MakeEnv) -> None:
     assert rc == 0, err
     assert_clean_text_output(text)
     assert [i for i in range(16) if f"\n{i:>3}  NVIDIA H100" in text] == list(range(16))
-    hidden = sum(not os.path.exists(f"/proc/{pid}") for pid in range(first, first + 16 * 64))
+    hidden = sum(not os.path.exists(f"/proc/{pid}") for pid in ghosts)
     assert text.count("not visible (another PID namespace)") >= hidden
 
 

@@ -27,7 +27,6 @@ from rich.cells import cell_len
 from textual import events
 from textual.pilot import Pilot
 
-from gputop.actions import pid_max
 from gputop.analysis import verdict as vd
 from gputop.model import ProcessInfo, Snapshot, replace
 from gputop.sampler import Sampler
@@ -38,6 +37,7 @@ from gputop.ui.app import GpuTopApp
 from gputop.ui.views import table_rows, visible_columns
 from tests import ui_fixtures as fx
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, Scenario, many_gpus
+from tests.pids import free_pid
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDE = (160, 40)
@@ -349,10 +349,7 @@ async def test_row4_one_gpu_lost_mid_run_and_back(fake_nvml: FakeNvml) -> None:
 def _free_pid() -> int:
     """A pid that does not exist here (a process of another PID namespace), below pid_max
     (above it, it could not be a real process: gputop drops it)."""
-    pid = pid_max() - 1
-    while Path(f"/proc/{pid}").exists():
-        pid -= 1
-    return pid
+    return free_pid()
 
 
 async def test_row5_invisible_and_invalid_pids(fake_nvml: FakeNvml) -> None:

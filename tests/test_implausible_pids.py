@@ -14,6 +14,7 @@ import pytest
 from gputop.actions import pid_max
 from gputop.sources.nvml import NvmlReader, PidCheck
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, Scenario
+from tests.pids import free_pid
 
 
 @pytest.fixture
@@ -53,9 +54,7 @@ def test_pid_check(devices: Path, holder: int, bystander: int, tmp_path: Path) -
     assert check.holds_device(holder) is True
     assert check.holds_device(holder) is True  # remembered
     assert check.holds_device(bystander) is False
-    free = pid_max() - 1
-    while Path(f"/proc/{free}").exists():
-        free -= 1
+    free = free_pid()
     assert check.holds_device(free) is None  # not in this PID namespace: cannot tell
     nowhere = PidCheck(device_prefix=str(tmp_path / "nodev" / "nvidia"))
     assert not nowhere.checkable()

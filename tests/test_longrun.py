@@ -14,7 +14,6 @@ readers keep between ticks is checked too: per-pid state must not grow with chur
 from __future__ import annotations
 
 import gc
-import os
 import subprocess
 import sys
 import tracemalloc
@@ -24,13 +23,13 @@ from typing import Any
 
 import pytest
 
-from gputop import actions
 from gputop.sampler import Sampler
 from gputop.sources.demo import DemoSource
 from gputop.sources.host import HostReader, scan_processes
 from gputop.sources.live import LiveSource
 from gputop.sources.nvml import NvmlReader
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, FakeSample, Scenario
+from tests.pids import free_pids
 
 KiB = 1024
 
@@ -115,7 +114,8 @@ class Churn:
         self.children: list[subprocess.Popen[bytes]] = []
         # invisible pids (another PID namespace), counting down from pid_max (a pid above it
         # cannot be a real process: gputop drops it); never repeats
-        self.ghost = actions.pid_max() - 1
+        self.free = iter(free_pids(4000))
+        self.ghosts: list[int] = []  # the last tick's
         self.spawned = 0
 
     def _replace_child(self) -> None:
@@ -134,11 +134,12 @@ class Churn:
         for g in range(4):
             pids = [self.host_pids[(phase * 3 + g * 7 + j) % len(self.host_pids)] for j in (0, 1)]
             pids += [c.pid for c in self.children[g % len(self.children) :][:1]]
+            if g == 0:
+                self.ghosts = []
             for _ in range(3):
-                while os.path.exists(f"/proc/{self.ghost}"):
-                    self.ghost -= 1
-                pids.append(self.ghost)
-                self.ghost -= 1
+                ghost = next(self.free)
+                pids.append(ghost)
+                self.ghosts.append(ghost)
             gpus.append(
                 FakeGpu(
                     util_gpu=(k * 7 + g) % 101,
@@ -190,7 +191,7 @@ def test_live_source_with_churning_processes_keeps_memory_flat(fake_nvml: FakeNv
         after = container_sizes(nvml, host, source, sampler, *nvml._gpus)
         snap = sampler.latest()
         assert snap is not None
-        ghosts = [p for g in snap.gpus for p in g.processes if p.pid > churn.ghost]
+        ghosts = [p for g in snap.gpus for p in g.processes if p.pid in churn.ghosts]
         assert len(ghosts) == 12 and all(p.visible is False for p in ghosts)
         children = {c.pid for c in churn.children}
         shown = {p.pid for g in snap.gpus for p in g.processes if p.visible}

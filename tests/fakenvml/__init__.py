@@ -111,7 +111,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -587,21 +587,28 @@ def many_gpus(
     pcie_sleep_ms: int = 0,
     first_pid: int = 10_000,
     timestamp_us: int = -100_000,
+    pids: Sequence[int] | None = None,
 ) -> Scenario:
     """A busy node: ``n_gpus`` GPUs with ``n_procs`` compute processes and one utilization
-    sample per process each; PCIe throughput calls sleep like real hardware if asked."""
+    sample per process each; PCIe throughput calls sleep like real hardware if asked.
+    ``pids``: the pids to use (``n_gpus * n_procs`` of them) instead of counting up from
+    ``first_pid``."""
     gpus = []
     for g in range(n_gpus):
-        pids = [first_pid + g * n_procs + k for k in range(n_procs)]
+        mine = (
+            [first_pid + g * n_procs + k for k in range(n_procs)]
+            if pids is None
+            else list(pids[g * n_procs : (g + 1) * n_procs])
+        )
         gpus.append(
             FakeGpu(
                 util_gpu=(g * 7) % 101,
                 processes=[
-                    FakeProcess(pid, used_memory=(k + 1) * 64 * MiB) for k, pid in enumerate(pids)
+                    FakeProcess(pid, used_memory=(k + 1) * 64 * MiB) for k, pid in enumerate(mine)
                 ],
                 samples=[
                     FakeSample(pid, timestamp_us, sm=k % 101, mem=k % 50)
-                    for k, pid in enumerate(pids)
+                    for k, pid in enumerate(mine)
                 ],
                 sleeps_ms={"nvmlDeviceGetPcieThroughput": pcie_sleep_ms} if pcie_sleep_ms else {},
             )
