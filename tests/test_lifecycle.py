@@ -52,7 +52,7 @@ STATES = [
     State("main"),
     State("help", ("?",), ("Esc, ? or q closes this help",)),
     State("detail", ("Enter",), ("verdict:", "Esc back")),
-    State("kill dialog", ("k",), ("Send a signal to pid",)),
+    State("kill dialog", ("k",), ("No signals from this source",)),
     State("palette", ("C-p",), ("Search for commands",)),
     State("jobs view", ("j",), ("Jobs ·",)),
     State("paused", ("p",), ("PAUSED",)),
