@@ -242,3 +242,28 @@ def test_fake_mig_handles_through_pynvml(fake_nvml: fakenvml.FakeNvml) -> None:
         assert pynvml.nvmlDeviceGetGpuInstanceId(by_uuid) == 1
     finally:
         pynvml.nvmlShutdown()
+
+
+def test_once_text_says_what_an_old_driver_made_gputop_fall_back_to(
+    pids: list[int], tmp_path: Path
+) -> None:
+    path = profile_scenario("r418", pids[:5]).write(tmp_path / "s.txt")
+    env = fakenvml.subprocess_env(path, profile="r418")
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "gputop", "--once"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert (
+        "Older driver: compute process list read with nvmlDeviceGetComputeRunningProcesses (v1)"
+        in text
+    )
+    assert "not supported" not in text
+    for pid in pids[:5]:
+        assert f" {pid} " in out.stdout

@@ -67,3 +67,22 @@ async def test_demo_with_a_mig_gpu_shows_its_mig_devices() -> None:
             "2g.20gb",
             "1g.10gb",
         ]
+
+
+def test_mig_devices_and_compat_round_trip_through_json() -> None:
+    """The JSON additions of issue 10 (schema stays 1) read back losslessly."""
+    import json
+
+    from gputop.model import SCHEMA_VERSION, Snapshot, replace
+    from gputop.sources.demo import DemoSource
+
+    snap = DemoSource(0, mig=True).snapshot()
+    snap = replace(snap, driver=replace(snap.driver, compat=("memory read with v1",)))
+    data = json.loads(json.dumps(snap.to_dict()))
+    assert data["schema"] == SCHEMA_VERSION == 1
+    assert data["gpus"][4]["mig_devices"][0]["profile"] == "3g.40gb"
+    assert Snapshot.from_dict(data) == snap
+    old = dict(data, driver={k: v for k, v in data["driver"].items() if k != "compat"})
+    old["gpus"] = [{k: v for k, v in g.items() if k != "mig_devices"} for g in data["gpus"]]
+    back = Snapshot.from_dict(old)  # a file written before the additions still reads
+    assert back.driver.compat == () and back.gpus[4].mig_devices == ()
