@@ -515,8 +515,8 @@ def render_text(
         lines.append(
             fit(f"Driver {d.driver_version or fmt.NA}  CUDA {d.cuda_version or fmt.NA}  {count}")
         )
-        for note in d.compat:  # what an older driver made gputop fall back to
-            lines.extend(_wrap(f"Older driver: {fmt.clean_text(note, 200) or ''}", indent=2))
+        for fallback in d.compat:  # what an older driver made gputop fall back to
+            lines.extend(_wrap(f"Older driver: {fmt.clean_text(fallback, 200) or ''}", indent=2))
         lines.append("")
         lines.append(
             f"{'GPU':>3}  {'Name':<22} {'Util':>5} {'MemU':>5} {'Memory used/total':>17} "
