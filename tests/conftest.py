@@ -67,3 +67,15 @@ def _cli_has_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     import gputop.cli
 
     monkeypatch.setattr(gputop.cli, "has_terminal", lambda: True)
+
+
+@pytest.fixture(autouse=True)
+def _ghost_pids_are_another_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests list made-up pids on fake GPUs as a container's would be: from another PID
+    namespace. gputop detects whether it shares the driver's namespace (in the host's, a
+    missing pid reads "exited"); this pins the answer for this process and the gputop
+    subprocesses that inherit its environment. tests/test_values.py tests both answers
+    and the detection itself."""
+    from gputop.sources.host import PID_NAMESPACE_ENV
+
+    monkeypatch.setenv(PID_NAMESPACE_ENV, "other")

@@ -188,6 +188,29 @@ def _invisible_row(pid: int) -> ProcessInfo:
     return ProcessInfo(pid=pid, visible=False)
 
 
+#: The inode of the kernel's initial PID namespace (PROC_PID_INIT_INO, linux/proc_ns.h).
+INIT_PID_NS_INODE = 0xEFFFFFFC
+
+
+#: Overrides the detection: ``host`` (gputop sees the driver's pids) or ``other``.
+PID_NAMESPACE_ENV = "GPUTOP_PID_NAMESPACE"
+
+
+def shares_driver_pid_namespace(path: str = "/proc/self/ns/pid") -> bool | None:
+    """Whether gputop runs in the initial PID namespace, the one whose pids the NVIDIA
+    driver reports. True: a pid NVML lists that /proc lacks has exited. False (in a
+    container without ``--pid=host``): it may live in another namespace. None: unknown.
+    ``GPUTOP_PID_NAMESPACE=host|other`` overrides the detection (a driver or a fake
+    library that reports pids of another namespace)."""
+    override = os.environ.get(PID_NAMESPACE_ENV, "").strip().lower()
+    if override in ("host", "other"):
+        return override == "host"
+    try:
+        return os.stat(path).st_ino == INIT_PID_NS_INODE
+    except OSError:
+        return None
+
+
 def _exited_row(pid: int, ppid: int | None = None) -> ProcessInfo:
     """A pid seen in this namespace that has exited: visible, status "dead", rest None."""
     return ProcessInfo(pid=pid, visible=True, ppid=ppid, status=psutil.STATUS_DEAD)
@@ -220,8 +243,16 @@ class HostReader:
     Not thread-safe: call from one thread (the sampler's worker).
     """
 
-    def __init__(self, *, rescan_seconds: float = RESCAN_SECONDS) -> None:
+    def __init__(
+        self, *, rescan_seconds: float = RESCAN_SECONDS, shared_pid_namespace: bool | None = None
+    ) -> None:
+        """``shared_pid_namespace``: whether this process sees the driver's pids (default:
+        :func:`shares_driver_pid_namespace`); then a listed pid missing here has exited."""
         self._rescan_seconds = rescan_seconds
+        self._pid_max: int | None = None
+        self.shared_pid_namespace = (
+            shares_driver_pid_namespace() if shared_pid_namespace is None else shared_pid_namespace
+        )
         self._last_scan: dict[int, _Stat] | None = None  # the last pass over all of /proc
         self._last_scan_at = 0.0  # its monotonic time
         self._host_time: float | None = None
@@ -367,6 +398,19 @@ class HostReader:
         except psutil.Error:
             return None
 
+    def _exited_if_missing(self, pid: int) -> bool:
+        """In the driver's PID namespace a listed pid that /proc lacks has exited, unless
+        no process could ever have it (0, negative, above the kernel's pid_max)."""
+        if not self.shared_pid_namespace or pid <= 0:
+            return False
+        if self._pid_max is None:
+            try:
+                with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
+                    self._pid_max = int(f.read().strip())
+            except (OSError, ValueError):
+                self._pid_max = 1 << 22  # the kernel's own upper limit (PID_MAX_LIMIT)
+        return pid <= self._pid_max
+
     def read_processes(
         self, pids: Iterable[int], *, ancestors: bool = False
     ) -> tuple[ProcessInfo, ...]:
@@ -437,7 +481,9 @@ class HostReader:
             if st is None and is_given and pid > 0:
                 st = self._stat(pid)  # started after the scan?
             if st is None:
-                if is_given and pid in seen_before:
+                if is_given and (pid in seen_before or self._exited_if_missing(pid)):
+                    # Seen here before, or this is the driver's own PID namespace: the pid
+                    # exited (a process cannot leave its namespace), it is not hidden.
                     gone.add(pid)
                     rows.append(_exited_row(pid))
                 elif is_given:

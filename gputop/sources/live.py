@@ -73,6 +73,13 @@ class HostReaderLike(Protocol):
     def close(self) -> None: ...
 
 
+#: Said when the holder scan cannot read other users' processes (gputop is not root).
+HOLDERS_OF_OTHERS = SampleError(
+    "holders",
+    "holders of other users not visible (run as root to see them)",
+    metric="unlisted_holders",
+)
+
 HolderScan = Callable[[Mapping[int, int], Collection[int]], tuple[UnlistedHolder, ...]]
 
 
@@ -124,6 +131,9 @@ class LiveSource:
         self._hostname = clean_text(hostname or os.uname().nodename, 255) or "?"
         self._last_holders: tuple[UnlistedHolder, ...] = ()
         self._holder_error: SampleError | None = None
+        #: Whether the holder scan can read every user's /proc/PID/fd (root). When not,
+        #: the snapshot says so: an empty holder list must not read as "nobody".
+        self.sees_all_holders = os.geteuid() == 0
         self._joined: dict[tuple[int, int], GpuProcess] = {}  # last tick's joined rows
         self._joined_next: dict[tuple[int, int], GpuProcess] = {}
         self.kind = "nvml" if self.driver.available else "host-only"
@@ -183,6 +193,8 @@ class LiveSource:
         holders = self._scan_holders(gpus, listed)
         if self._holder_error is not None:
             errors.append(self._holder_error)
+        elif gpus and not self.sees_all_holders:
+            errors.append(HOLDERS_OF_OTHERS)
 
         return Snapshot(
             time=self._clock(),

@@ -81,6 +81,7 @@ from gputop.model import (
     Utilization,
     replace,
 )
+from gputop.sources.bounds import check_gpus
 from gputop.sources.pcie import link_max_bytes_per_s
 
 __all__ = [
@@ -537,7 +538,7 @@ class NvmlReader:
             return (), ()
         errors: list[SampleError] = []
         try:
-            samples = self._read_all(errors)
+            samples = check_gpus(self._read_all(errors), errors)  # impossible values: n/a
         except Exception as exc:  # a bug of ours: say so, keep the app alive
             errors.append(SampleError(SOURCE, f"NVML read failed: {_describe(self._nv, exc)}"))
             return (), tuple(errors)

@@ -131,17 +131,28 @@ def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
         return None
 
 
-def read_cmdline(pid: int, proc_root: str = PROC_ROOT) -> bytes:
+#: Bytes of a command line read at most: the table shows a few hundred characters and
+#: keeps 4,096 (clean_text's limit); a 2 MB command line is neither read nor kept whole.
+CMDLINE_READ_LIMIT = 8192
+
+
+def read_cmdline(pid: int, proc_root: str = PROC_ROOT, limit: int = CMDLINE_READ_LIMIT) -> bytes:
     """The raw command line: arguments each ended by NUL (empty for a zombie or a
-    kernel thread). Read whole, however long."""
+    kernel thread), its first ``limit`` bytes only. A cut NUL-separated command line
+    still ends with NUL (its last argument is cut), so it splits as the whole would."""
     fd = os.open(f"{proc_root}/{pid}/cmdline", os.O_RDONLY)
     try:
-        chunks = [os.read(fd, 65536)]
-        while len(chunks[-1]) == 65536:
-            chunks.append(os.read(fd, 65536))
+        data = b""
+        while len(data) < limit:
+            chunk = os.read(fd, limit - len(data))
+            if not chunk:
+                break
+            data += chunk
     finally:
         os.close(fd)
-    return b"".join(chunks)
+    if len(data) >= limit and not data.endswith(b"\x00") and b"\x00" in data:
+        data += b"\x00"
+    return data
 
 
 def split_cmdline(data: bytes) -> list[str]:

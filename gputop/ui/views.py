@@ -1038,7 +1038,13 @@ def verdict_for(
 #: SampleError metrics about the process list or per-process values: without a word on
 #: screen, an empty table would read as "no processes".
 PROCESS_METRICS = frozenset(
-    {"compute_processes", "graphics_processes", "processes", "process_utilization"}
+    {
+        "compute_processes",
+        "graphics_processes",
+        "processes",
+        "process_utilization",
+        "unlisted_holders",
+    }
 )
 #: Notes shown at most; the rest are counted.
 MAX_NOTES = 3
