@@ -1,5 +1,5 @@
 """``python -m gputop``."""
 
-from gputop.cli import main
+from gputop.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import importlib
 import math
+import os
 import sys
 import threading
 import time
@@ -253,6 +254,22 @@ def _output_never_fails() -> None:
         out.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
 
 
+def entry() -> int:
+    """The ``gputop`` command (and ``python -m gputop``): :func:`main`, then, after a
+    dashboard, straight out with its status. The terminal is restored and the sampler
+    stopped by then; the interpreter's teardown of the UI (about 0.35 s) is skipped, and
+    a thread stuck in a hung NVML call cannot hold the process."""
+    status = main()
+    terminal = sys.modules.get("gputop.ui.terminal")  # imported only by a dashboard
+    if terminal is not None and terminal.ended() is not None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    stream.flush()
+        os._exit(status)
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _output_never_fails()
@@ -315,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         # A source call that never returns (a hung driver) must not hold the process:
         # the sampler is a daemon thread, the source is then left open.
-        sampler.stop(timeout=STOP_TIMEOUT_S)
+        # A tick already stuck for two intervals is not waited for at all.
+        sampler.stop(timeout=0.0 if sampler.stale else STOP_TIMEOUT_S)
 
 
 def has_terminal() -> bool:

@@ -846,6 +846,8 @@ def run_app(
         gc.set_threshold(*gc_before)
         gc.unfreeze()
         sampler.on_snapshot = None  # the sampler may tick once more: not into a dead app
+        if watchdog:
+            app.ending.finished()
     if app.return_code is not None:
         return app.return_code
     return app.ending.status or 0

@@ -68,6 +68,17 @@ EXIT_TERMINAL_LOST = 128 + signal.SIGHUP
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
+#: Set once a dashboard with the watchdog armed has returned (see :func:`ended`).
+_ENDED: list[Ending] = []
+
+
+def ended() -> Ending | None:
+    """The ending of the dashboard that ran in this process, once it returned: the CLI
+    then leaves with ``os._exit`` (the terminal is already restored and NVML closed;
+    Python's own teardown of the UI took a third of a second)."""
+    return _ENDED[-1] if _ENDED else None
+
+
 class Ending:
     """Shutdown state shared by the app, its driver, the signal handlers and the CLI.
 
@@ -115,6 +126,10 @@ class Ending:
             return True
         finally:
             self._lock.release()
+
+    def finished(self) -> None:
+        """The dashboard returned (the process is on its way out)."""
+        _ENDED.append(self)
 
     def _watch(self) -> None:
         time.sleep(self.grace)
