@@ -44,6 +44,7 @@ import threading
 import time
 from codecs import getincrementaldecoder
 from collections.abc import Callable
+from queue import Full
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -274,6 +275,40 @@ class GpuTopDriver(LinuxDriver):
             self._app_attrs = termios.tcgetattr(self.fileno)
         except termios.error:
             self._app_attrs = None
+
+    def write(self, data: str) -> None:
+        """Queue ``data`` for the writer thread without blocking the app for good.
+
+        Textual: ``Queue.put`` waits as long as the writer is stuck (a frozen link: the
+        terminal takes nothing), and the event loop with it, so a SIGTERM could never be
+        acted on. Here the wait is in slices of 0.1 s; once shutdown has begun (or the
+        terminal is gone), output that finds the queue full is dropped at once."""
+        writer = self._writer_thread
+        assert writer is not None, "Driver must be in application mode"
+        queue = writer._queue  # Textual's WriterThread queue (30 slots)
+        while True:
+            ending = self.ending.begun.is_set() or self._out.dead
+            try:
+                if ending:
+                    queue.put_nowait(data)
+                else:
+                    queue.put(data, timeout=0.1)
+                return
+            except Full:
+                if ending:
+                    return
+
+    def close(self) -> None:
+        """Stop the writer thread. Textual: ``WriterThread.stop`` puts into a full queue
+        and joins for ever when the writer is stuck; once shutdown has begun the writer
+        gets :data:`DRAIN_S` and is then left behind (a daemon thread)."""
+        writer = self._writer_thread
+        if writer is None or not self.ending.begun.is_set():
+            super().close()
+            return
+        with contextlib.suppress(Full):
+            writer._queue.put_nowait(None)
+        writer.join(DRAIN_S)
 
     def restore_now(self) -> None:
         """Last resort (the watchdog's, any thread): put back the tty modes and leave the
