@@ -55,6 +55,7 @@ STOP_TIMEOUT_S = 0.25
 #: ``gputop NAME ...`` -> ``importlib.import_module(SUBCOMMANDS[NAME]).main([...])``.
 #: One line per subcommand, kept sorted.
 SUBCOMMANDS: dict[str, str] = {
+    "export": "gputop.exporter",
     "fleet": "gputop.fleet",
 }
 

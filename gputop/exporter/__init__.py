@@ -1,0 +1,208 @@
+"""``gputop export``: a Prometheus exporter with verdicts and jobs.
+
+    gputop export [--listen 127.0.0.1:9867] [--interval S] [--jobs [--max-jobs N]]
+                  [--demo [--seed N]] [--gpus LIST]
+
+It binds loopback by default (any other address must be given); port in use or a bad
+argument is one line on stderr and exit 2. It never imports Textual. SIGTERM or SIGINT
+stop it cleanly (exit 0).
+
+Metrics: :mod:`gputop.exporter.metrics`. Serving: :mod:`gputop.exporter.server`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import math
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import NoReturn
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """'127.0.0.1:9867', ':9867' (all interfaces, said explicitly), '[::1]:9867', '9867'
+    (loopback) -> (host, port)."""
+    from gputop.exporter.server import DEFAULT_HOST
+
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = DEFAULT_HOST, text
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise argparse.ArgumentTypeError(f"{text!r}: write an IPv6 address as [ADDR]:PORT")
+    elif host == "":
+        host = "0.0.0.0"
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT with a port 0-65535")
+    return host, int(port_text)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of at least 1 expected")
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gputop.cli import _gpus, _interval, _window
+    from gputop.exporter.metrics import DEFAULT_MAX_JOBS
+    from gputop.exporter.server import DEFAULT_HOST, DEFAULT_PORT
+
+    p = _Parser(
+        prog="gputop export",
+        description=(
+            "Serve GPU metrics, jobs and verdicts to Prometheus at /metrics. Binds "
+            f"{DEFAULT_HOST}:{DEFAULT_PORT} unless told otherwise; put it behind a reverse "
+            "proxy for TLS or remote access (see the README)."
+        ),
+        epilog="exit codes: 0 stopped by SIGTERM/SIGINT, 1 unexpected failure, "
+        "2 bad argument or the port is taken",
+    )
+    p.add_argument(
+        "--listen",
+        type=parse_listen,
+        default=(DEFAULT_HOST, DEFAULT_PORT),
+        metavar="HOST:PORT",
+        help=f"address to serve on (default {DEFAULT_HOST}:{DEFAULT_PORT}; :PORT = all "
+        "interfaces, port 0 = any free port)",
+    )
+    p.add_argument(
+        "--interval", type=_interval, metavar="SECONDS", help="seconds between samples (1)"
+    )
+    p.add_argument(
+        "--jobs", action="store_true", help="add per-job series {user, job, gpus} (no pids)"
+    )
+    p.add_argument(
+        "--max-jobs",
+        type=_positive_int,
+        default=DEFAULT_MAX_JOBS,
+        metavar="N",
+        help=f"with --jobs: the top N jobs by GPU memory (default {DEFAULT_MAX_JOBS})",
+    )
+    p.add_argument("--demo", action="store_true", help="export a simulated 8-GPU server")
+    p.add_argument("--seed", type=int, help="random seed of the demo (with --demo)")
+    p.add_argument(
+        "--gpus", type=_gpus, metavar="LIST", help="export only these GPUs (indices or UUIDs)"
+    )
+    p.add_argument(
+        "--window", type=_window, metavar="SECONDS", help="seconds of history verdicts judge"
+    )
+    p.add_argument(
+        "--threshold", action="append", metavar="NAME=VALUE", help="verdict threshold override"
+    )
+    p.add_argument("--config", metavar="PATH", help="settings file (as for the dashboard)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.seed is not None and not args.demo:
+        parser.error("--seed needs --demo")
+
+    from gputop.config import ConfigError, load_config, with_overrides
+    from gputop.diagnosis import lookback_seconds
+    from gputop.exporter.server import ExportState, serve, warn
+    from gputop.model import Snapshot
+    from gputop.sampler import Sampler
+    from gputop.sources.base import Source
+
+    try:
+        config = with_overrides(
+            load_config(args.config),
+            interval=args.interval,
+            window=args.window,
+            thresholds=args.threshold or (),
+        )
+    except ConfigError as exc:
+        parser.error(str(exc))
+
+    state = ExportState(
+        config.thresholds, interval=config.interval, with_jobs=args.jobs, max_jobs=args.max_jobs
+    )
+    host, port = args.listen
+    try:
+        server = serve((host, port), state)
+    except OSError as exc:
+        why = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        print(f"gputop export: cannot listen on {host}:{port}: {why or exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+
+    source: Source
+    if args.demo:
+        import time
+
+        from gputop.sources.demo import DemoSource
+
+        source = DemoSource(0 if args.seed is None else args.seed, clock=time.time)
+    else:
+        from gputop.sources.live import LiveSource
+
+        source = LiveSource()
+    keep = math.ceil(lookback_seconds(config.thresholds) / config.interval) + 2
+    sampler = Sampler(source, interval=config.interval, history=keep)
+    state.history_of = sampler.history
+    bound_host, bound_port = str(server.server_address[0]), int(server.server_address[1])
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    try:
+        first = sampler.tick_now()
+        if args.gpus is not None and first.driver.available:
+            from gputop.textout import resolve_gpu_selection
+
+            try:
+                state.selection = resolve_gpu_selection(args.gpus, first.gpus)
+            except ValueError as exc:
+                print(f"gputop export: error: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+        announced: list[str | None] = [None]
+
+        def on_snapshot(snap: Snapshot) -> None:
+            why = None if snap.driver.available else (snap.driver.error or "unknown reason")
+            if why != announced[0]:
+                if why is not None:
+                    warn(
+                        f"NVIDIA driver not available: {why} Serving the host-only "
+                        "self-health series (gputop_driver_available 0)."
+                    )
+                elif announced[0] is not None:
+                    warn("NVIDIA driver available again")
+                announced[0] = why
+            state.on_snapshot(snap)
+
+        on_snapshot(first)
+        sampler.on_snapshot = on_snapshot
+        sampler.start()
+        warn(
+            f"serving http://{shown}:{bound_port}/metrics "
+            f"(source: {first.source}, every {config.interval:g} s"
+            f"{', with jobs' if args.jobs else ''})"
+        )
+        while not stop.wait(3600):
+            pass
+        return EXIT_OK
+    finally:
+        server.shutdown()
+        server.server_close()
+        sampler.stop()

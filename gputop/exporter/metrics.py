@@ -1,0 +1,415 @@
+"""Snapshot + diagnosis -> Prometheus metric families (pure; no I/O, no NVML).
+
+Naming follows the Prometheus conventions: one ``gputop_`` prefix, base units in the
+name (``_bytes``, ``_celsius``, ``_watts``, ``_hertz``, ``_bytes_per_second``,
+``_seconds``), ratios from 0 to 1 as ``_ratio``, ``_total`` for counters, ``_info`` for
+metadata. :data:`METRICS` is the one table of every family this module can produce;
+the README's metric table and the Grafana dashboard test read it.
+
+Truth over tidiness:
+- a value gputop has as n/a (``None``) is a missing series, never 0;
+- a lost GPU keeps only ``gputop_gpu_info`` and ``gputop_gpu_lost``;
+- label values are the same words as the ``--json`` document (verdict kinds such as
+  ``input-bound: disk``, clock-event reasons such as ``sw power cap``).
+
+Per-job series (``--jobs``) are labelled ``{user, job, gpus}``: never a pid
+(cardinality). Jobs with the same three labels are summed into one series set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+
+from gputop import __version__
+from gputop.analysis.jobs import Job
+from gputop.analysis.verdict import KINDS, Verdict
+from gputop.model import GpuSample, Snapshot
+from gputop.sources.nvml import CLOCK_EVENT_REASONS
+
+#: Default cap on the number of job series sets (``--max-jobs``).
+DEFAULT_MAX_JOBS = 20
+
+#: Clock-event reason names, in bit order: every one gets a 0/1 series.
+REASONS: tuple[str, ...] = tuple(name for _, name in CLOCK_EVENT_REASONS)
+
+#: Sources whose read-error counter exists from the start (at 0).
+ERROR_SOURCES: tuple[str, ...] = ("nvml", "host")
+
+GPU = ("gpu",)
+JOB = ("user", "job", "gpus")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricDef:
+    name: str  # as it appears in a scrape (counters with _total, info with _info)
+    type: str  # "gauge" | "counter" | "info"
+    unit: str  # for people: "bytes", "0-1", "1"...
+    labels: tuple[str, ...]
+    help: str
+    jobs: bool = False  # only with --jobs
+
+
+METRICS: tuple[MetricDef, ...] = (
+    MetricDef(
+        "gputop_gpu_info",
+        "info",
+        "1",
+        ("gpu", "uuid", "name", "pci_bus_id", "driver_version"),
+        "GPU identity; always 1",
+    ),
+    MetricDef("gputop_gpu_lost", "gauge", "0/1", GPU, "1 while the GPU is lost (off the bus)"),
+    MetricDef(
+        "gputop_gpu_utilization_ratio",
+        "gauge",
+        "0-1",
+        GPU,
+        "Share of the last sample period a kernel ran (NVML utilization.gpu)",
+    ),
+    MetricDef("gputop_gpu_memory_used_bytes", "gauge", "bytes", GPU, "GPU memory used"),
+    MetricDef("gputop_gpu_memory_total_bytes", "gauge", "bytes", GPU, "GPU memory total"),
+    MetricDef(
+        "gputop_gpu_memory_reserved_bytes",
+        "gauge",
+        "bytes",
+        GPU,
+        "GPU memory reserved by the driver (not in used)",
+    ),
+    MetricDef(
+        "gputop_gpu_pcie_bytes_per_second",
+        "gauge",
+        "bytes/s",
+        ("gpu", "direction"),
+        "PCIe throughput; direction tx = GPU to host, rx = host to GPU",
+    ),
+    MetricDef(
+        "gputop_gpu_pcie_link_max_bytes_per_second",
+        "gauge",
+        "bytes/s",
+        GPU,
+        "PCIe link capacity per direction at its max generation and width",
+    ),
+    MetricDef("gputop_gpu_pcie_link_gen", "gauge", "1", GPU, "PCIe link generation now"),
+    MetricDef("gputop_gpu_pcie_link_max_gen", "gauge", "1", GPU, "PCIe link generation max"),
+    MetricDef("gputop_gpu_pcie_link_width", "gauge", "lanes", GPU, "PCIe link width now"),
+    MetricDef("gputop_gpu_pcie_link_max_width", "gauge", "lanes", GPU, "PCIe link width max"),
+    MetricDef("gputop_gpu_power_watts", "gauge", "watts", GPU, "Power draw"),
+    MetricDef("gputop_gpu_power_limit_watts", "gauge", "watts", GPU, "Enforced power limit"),
+    MetricDef("gputop_gpu_temperature_celsius", "gauge", "°C", GPU, "GPU core temperature"),
+    MetricDef("gputop_gpu_fan_ratio", "gauge", "0-1", GPU, "Fan speed, share of its maximum"),
+    MetricDef("gputop_gpu_sm_clock_hertz", "gauge", "hertz", GPU, "SM clock"),
+    MetricDef(
+        "gputop_gpu_clock_event_reason",
+        "gauge",
+        "0/1",
+        ("gpu", "reason"),
+        "1 while this reason holds the clocks down (NVML clock-event reasons)",
+    ),
+    MetricDef("gputop_gpu_mig_mode", "gauge", "0/1", GPU, "1 while MIG mode is enabled"),
+    MetricDef(
+        "gputop_gpu_verdict",
+        "gauge",
+        "1",
+        ("gpu", "kind", "severity"),
+        "The GPU's current verdict: one series at 1 (kind as in --json)",
+    ),
+    MetricDef(
+        "gputop_gpu_verdict_seconds_total",
+        "counter",
+        "seconds",
+        ("gpu", "kind"),
+        "Time the GPU spent in each verdict since the exporter started",
+    ),
+    MetricDef(
+        "gputop_job_gpu_memory_bytes",
+        "gauge",
+        "bytes",
+        JOB,
+        "GPU memory held by the job, summed over its GPUs",
+        jobs=True,
+    ),
+    MetricDef(
+        "gputop_job_cpu_ratio",
+        "gauge",
+        "0-1",
+        JOB,
+        "CPU the job uses (every process), share of all the host's CPUs",
+        jobs=True,
+    ),
+    MetricDef(
+        "gputop_job_workers", "gauge", "1", JOB, "Worker processes (e.g. DataLoader)", jobs=True
+    ),
+    MetricDef(
+        "gputop_job_verdict",
+        "gauge",
+        "1",
+        (*JOB, "kind"),
+        "The job's current verdict: one series at 1",
+        jobs=True,
+    ),
+    MetricDef(
+        "gputop_driver_available",
+        "gauge",
+        "0/1",
+        (),
+        "1 when NVML answered; 0: host-only (no driver or no library)",
+    ),
+    MetricDef(
+        "gputop_last_sample_timestamp_seconds",
+        "gauge",
+        "seconds",
+        (),
+        "When the latest sample was taken (Unix time): its age is time() - this",
+    ),
+    MetricDef(
+        "gputop_sample_duration_seconds",
+        "gauge",
+        "seconds",
+        (),
+        "Wall time the latest sample took",
+    ),
+    MetricDef(
+        "gputop_read_errors_total",
+        "counter",
+        "1",
+        ("source",),
+        "Readings that failed, by source (nvml, host, holders...)",
+    ),
+    MetricDef("gputop_build_info", "info", "1", ("version",), "gputop version; always 1"),
+)
+
+METRIC_NAMES: frozenset[str] = frozenset(m.name for m in METRICS)
+
+
+@dataclass
+class Totals:
+    """The counters, carried from tick to tick (monotonic while the exporter runs)."""
+
+    verdict_seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # (gpu, kind)
+    read_errors: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ERROR_SOURCES, 0))
+    last_time: float | None = None  # the previous snapshot's time
+
+    def add(self, snapshot: Snapshot, verdicts: Mapping[int, Verdict], max_step: float) -> None:
+        """Count one snapshot: its errors, and the time since the previous snapshot in the
+        verdict each GPU has now (at most ``max_step`` seconds: a sampler stalled for a
+        minute does not credit the whole minute to one verdict)."""
+        for err in snapshot.errors:
+            self.read_errors[err.source] = self.read_errors.get(err.source, 0) + 1
+        prev, self.last_time = self.last_time, snapshot.time
+        step = 0.0 if prev is None else min(max(snapshot.time - prev, 0.0), max_step)
+        for gpu in snapshot.gpus:
+            label = str(gpu.index)
+            if gpu.lost:
+                continue
+            for kind in KINDS:
+                self.verdict_seconds.setdefault((label, kind), 0.0)
+            verdict = verdicts.get(gpu.index)
+            if verdict is not None and step:
+                key = (label, verdict.kind)
+                self.verdict_seconds[key] = self.verdict_seconds.get(key, 0.0) + step
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """One job series set: the jobs sharing (user, job, gpus), summed."""
+
+    user: str
+    job: str
+    gpus: str
+    gpu_memory: int | None
+    cpu_ratio: float | None
+    workers: int
+    kinds: tuple[str, ...]
+
+
+def _gauge(name: str, doc: str, labels: Sequence[str] = ()) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=list(labels))
+
+
+def _gpu_values(g: GpuSample) -> Iterable[tuple[str, float | int | None]]:
+    util = g.utilization.gpu
+    fan = g.fan_percent
+    sm = g.clocks.sm_mhz
+    yield "gputop_gpu_utilization_ratio", None if util is None else util / 100.0
+    yield "gputop_gpu_memory_used_bytes", g.memory.used
+    yield "gputop_gpu_memory_total_bytes", g.memory.total
+    yield "gputop_gpu_memory_reserved_bytes", g.memory.reserved
+    yield "gputop_gpu_pcie_link_max_bytes_per_second", g.pcie.link_max_bytes_per_s
+    yield "gputop_gpu_pcie_link_gen", g.pcie.gen
+    yield "gputop_gpu_pcie_link_max_gen", g.pcie.max_gen
+    yield "gputop_gpu_pcie_link_width", g.pcie.width
+    yield "gputop_gpu_pcie_link_max_width", g.pcie.max_width
+    yield "gputop_gpu_power_watts", g.power_w
+    yield "gputop_gpu_power_limit_watts", g.power_limit_w
+    yield "gputop_gpu_temperature_celsius", g.temperature_c
+    yield "gputop_gpu_fan_ratio", None if fan is None else fan / 100.0
+    yield "gputop_gpu_sm_clock_hertz", None if sm is None else sm * 1_000_000
+    yield "gputop_gpu_mig_mode", None if g.mig_mode is None else int(g.mig_mode)
+
+
+_DEFS = {m.name: m for m in METRICS}
+
+
+def _job_name(job: Job) -> str:
+    """The launch's short command name: the root's program name, or the first word of its
+    command line without its directory."""
+    if job.name:
+        return job.name
+    if job.command:
+        return job.command.split(" ", 1)[0].rsplit("/", 1)[-1]
+    return ""  # unknown: an empty label is no label in Prometheus
+
+
+def job_rows(
+    jobs: Sequence[Job],
+    verdicts: Mapping[str, Verdict],
+    cpu_count: int | None,
+    max_jobs: int,
+) -> list[JobRow]:
+    """Jobs -> series sets: merged by (user, job, gpus), the top ``max_jobs`` by GPU
+    memory then CPU."""
+    groups: dict[tuple[str, str, str], list[Job]] = {}
+    for job in jobs:
+        key = (job.user or "", _job_name(job), ",".join(str(i) for i in job.gpus))
+        groups.setdefault(key, []).append(job)
+    rows: list[JobRow] = []
+    for (user, name, gpus), members in groups.items():
+        mems = [j.gpu_memory for j in members if j.gpu_memory is not None]
+        cpus = [j.cpu_percent for j in members if j.cpu_percent is not None]
+        cpu_ratio = None
+        if cpus and cpu_count:
+            cpu_ratio = sum(cpus) / 100.0 / cpu_count
+        kinds = sorted({verdicts[j.id].kind for j in members if j.id in verdicts})
+        rows.append(
+            JobRow(
+                user,
+                name,
+                gpus,
+                sum(mems) if mems else None,
+                cpu_ratio,
+                sum(len(j.worker_pids) for j in members),
+                tuple(kinds),
+            )
+        )
+    rows.sort(key=lambda r: (-(r.gpu_memory or 0), -(r.cpu_ratio or 0.0), r.user, r.job, r.gpus))
+    return rows[: max(0, max_jobs)]
+
+
+def build(
+    snapshot: Snapshot | None,
+    gpu_verdicts: Mapping[int, Verdict],
+    jobs: Sequence[Job],
+    job_verdicts: Mapping[str, Verdict],
+    totals: Totals,
+    *,
+    with_jobs: bool = False,
+    max_jobs: int = DEFAULT_MAX_JOBS,
+) -> list[Metric]:
+    """Every family for one snapshot (None: nothing sampled yet, only build info)."""
+    out: list[Metric] = []
+    build_info = InfoMetricFamily("gputop_build", _DEFS["gputop_build_info"].help)
+    build_info.add_metric([], {"version": __version__})
+    out.append(build_info)
+    if snapshot is None:
+        return out
+
+    families: dict[str, GaugeMetricFamily] = {}
+
+    def gauge(name: str) -> GaugeMetricFamily:
+        fam = families.get(name)
+        if fam is None:
+            d = _DEFS[name]
+            fam = families[name] = _gauge(name, d.help, d.labels)
+        return fam
+
+    info = InfoMetricFamily("gputop_gpu", _DEFS["gputop_gpu_info"].help, labels=["gpu"])
+    driver_version = snapshot.driver.driver_version or ""
+    for g in snapshot.gpus:
+        label = str(g.index)
+        info.add_metric(
+            [label],
+            {
+                "uuid": g.uuid or "",
+                "name": g.name or "",
+                "pci_bus_id": g.pci_bus_id or "",
+                "driver_version": driver_version,
+            },
+        )
+        gauge("gputop_gpu_lost").add_metric([label], 1.0 if g.lost else 0.0)
+        if g.lost:
+            continue
+        for name, value in _gpu_values(g):
+            if value is not None:
+                gauge(name).add_metric([label], float(value))
+        pcie = gauge("gputop_gpu_pcie_bytes_per_second")
+        if g.pcie.tx_bytes_per_s is not None:
+            pcie.add_metric([label, "tx"], float(g.pcie.tx_bytes_per_s))
+        if g.pcie.rx_bytes_per_s is not None:
+            pcie.add_metric([label, "rx"], float(g.pcie.rx_bytes_per_s))
+        if g.clock_event_reasons is not None:
+            active = set(g.clock_event_reasons)
+            reasons = gauge("gputop_gpu_clock_event_reason")
+            for reason in (*REASONS, *sorted(active.difference(REASONS))):
+                reasons.add_metric([label, reason], 1.0 if reason in active else 0.0)
+        verdict = gpu_verdicts.get(g.index)
+        if verdict is not None:
+            gauge("gputop_gpu_verdict").add_metric([label, verdict.kind, verdict.severity], 1.0)
+    out.append(info)
+    out.extend(families.values())
+
+    shown = {str(g.index) for g in snapshot.gpus if not g.lost}
+    seconds = CounterMetricFamily(
+        "gputop_gpu_verdict_seconds",
+        _DEFS["gputop_gpu_verdict_seconds_total"].help,
+        labels=["gpu", "kind"],
+        unit="seconds",
+    )
+    for (gpu, kind), value in sorted(totals.verdict_seconds.items()):
+        if gpu in shown:
+            seconds.add_metric([gpu, kind], value)
+    out.append(seconds)
+
+    if with_jobs:
+        cpu_count = snapshot.host.cpu_count if snapshot.host is not None else None
+        fams = {
+            name: _gauge(name, _DEFS[name].help, _DEFS[name].labels)
+            for name in (
+                "gputop_job_gpu_memory_bytes",
+                "gputop_job_cpu_ratio",
+                "gputop_job_workers",
+                "gputop_job_verdict",
+            )
+        }
+        for row in job_rows(jobs, job_verdicts, cpu_count, max_jobs):
+            labels = [row.user, row.job, row.gpus]
+            if row.gpu_memory is not None:
+                fams["gputop_job_gpu_memory_bytes"].add_metric(labels, float(row.gpu_memory))
+            if row.cpu_ratio is not None:
+                fams["gputop_job_cpu_ratio"].add_metric(labels, row.cpu_ratio)
+            fams["gputop_job_workers"].add_metric(labels, float(row.workers))
+            for kind in row.kinds:
+                fams["gputop_job_verdict"].add_metric([*labels, kind], 1.0)
+        out.extend(fams.values())
+
+    out.append(_plain("gputop_driver_available", 1.0 if snapshot.driver.available else 0.0))
+    out.append(_plain("gputop_last_sample_timestamp_seconds", snapshot.time))
+    if snapshot.tick_seconds is not None:
+        out.append(_plain("gputop_sample_duration_seconds", snapshot.tick_seconds))
+    errors = CounterMetricFamily(
+        "gputop_read_errors", _DEFS["gputop_read_errors_total"].help, labels=["source"]
+    )
+    for source, count in sorted(totals.read_errors.items()):
+        errors.add_metric([source], float(count))
+    out.append(errors)
+    return out
+
+
+def _plain(name: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, _DEFS[name].help, value=value)

@@ -1,0 +1,217 @@
+"""The exporter: sampler -> diagnosis -> a Collector, served over HTTP.
+
+- The sampler's thread takes each snapshot, diagnoses it (:mod:`gputop.diagnosis`, the
+  same pipeline as every other view), adds it to the counters and bumps a generation.
+  That is all the work a tick does: nothing is formatted while nobody scrapes.
+- A scrape never calls NVML. The :class:`SnapshotCollector` builds the metric families
+  from the latest snapshot and diagnosis once per generation; the HTTP handler keeps
+  the encoded body per generation and format, so a second scrape in the same tick is a
+  copy of bytes. A stuck NVML call stalls the sampler, not the scrapes: they keep
+  answering with the last sample, and ``gputop_last_sample_timestamp_seconds`` shows
+  its age.
+- The HTTP server is a thread per connection (``ThreadingHTTPServer``) with a listen
+  backlog of 128, so 100 scrapers at once neither fail nor wait for each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import socket
+import sys
+import threading
+from collections.abc import Callable, Collection, Iterable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client.core import Metric
+from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from gputop.analysis.jobs import Job
+from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.analysis.verdict import Verdict
+from gputop.diagnosis import Diagnoser
+from gputop.exporter import metrics
+from gputop.model import Snapshot
+from gputop.textout import filter_gpus
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9867
+
+
+class ExportState:
+    """What the sampler thread hands to the scrapes: latest snapshot, its diagnosis and
+    the counters. ``on_snapshot`` runs on the sampler thread; ``families`` on scrape
+    threads."""
+
+    def __init__(
+        self,
+        thresholds: Thresholds = DEFAULT,
+        *,
+        interval: float = 1.0,
+        with_jobs: bool = False,
+        max_jobs: int = metrics.DEFAULT_MAX_JOBS,
+        selection: Collection[int] | None = None,
+        history_of: Callable[[], Sequence[Snapshot]] | None = None,
+    ) -> None:
+        self.diagnoser = Diagnoser(thresholds)
+        self.interval = interval
+        self.with_jobs = with_jobs
+        self.max_jobs = max_jobs
+        self.selection = None if selection is None else frozenset(selection)
+        self.history_of = history_of  # the sampler's history, oldest first
+        self._lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        self._gpu_verdicts: dict[int, Verdict] = {}
+        self._jobs: tuple[Job, ...] = ()
+        self._job_verdicts: dict[str, Verdict] = {}
+        self._totals = metrics.Totals()
+        self.generation = 0
+        self._built: tuple[int, list[Metric]] | None = None
+        self.diagnosis_error: str | None = None
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        history = self.history_of() if self.history_of is not None else (snapshot,)
+        if not history or history[-1] is not snapshot:
+            history = (*history, snapshot)
+        diagnosis = self.diagnoser.update(history).only(self.selection)
+        self.diagnosis_error = diagnosis.error
+        shown = filter_gpus(snapshot, self.selection)
+        with self._lock:
+            self._totals.add(shown, diagnosis.gpus, max_step=2.0 * self.interval)
+            self._snapshot = shown
+            self._gpu_verdicts = dict(diagnosis.gpus)
+            self._jobs = diagnosis.jobs
+            self._job_verdicts = dict(diagnosis.job_verdicts)
+            self.generation += 1
+
+    def families(self) -> list[Metric]:
+        """The families of the latest snapshot, built once per generation."""
+        with self._lock:
+            built = self._built
+            if built is not None and built[0] == self.generation:
+                return built[1]
+            fams = metrics.build(
+                self._snapshot,
+                self._gpu_verdicts,
+                self._jobs,
+                self._job_verdicts,
+                self._totals,
+                with_jobs=self.with_jobs,
+                max_jobs=self.max_jobs,
+            )
+            self._built = (self.generation, fams)
+            return fams
+
+    @property
+    def latest(self) -> Snapshot | None:
+        return self._snapshot
+
+
+class SnapshotCollector(Collector):
+    """A prometheus_client Collector over :class:`ExportState` (never calls NVML)."""
+
+    def __init__(self, state: ExportState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self.state.families())
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # do not build families at registration
+
+
+def make_registry(state: ExportState) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(state))
+    registry.register(ProcessCollector(registry=None))  # process_* of the exporter itself
+    return registry
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+    allow_reuse_address = True  # TIME_WAIT from a previous run does not block the port
+
+    def __init__(self, address: tuple[str, int], state: ExportState) -> None:
+        host = address[0]
+        if ":" in host:  # IPv6 literal
+            self.address_family = socket.AF_INET6
+        self.state = state
+        self.registry = make_registry(state)
+        self._cache_lock = threading.Lock()
+        self._cache: dict[tuple[str, bool], tuple[int, bytes]] = {}
+        self.scrapes = 0
+        super().__init__(address, _Handler)
+
+    def body(self, accept: str, gzipped: bool) -> tuple[bytes, str]:
+        """The encoded scrape for this tick and format (cached per generation)."""
+        encoder, content_type = choose_encoder(accept)
+        key = (content_type, gzipped)
+        generation = self.state.generation
+        with self._cache_lock:
+            self.scrapes += 1
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == generation:
+                return hit[1], content_type
+            data = encoder(self.registry)
+            if gzipped:
+                data = gzip.compress(data, compresslevel=6, mtime=0)
+            self._cache[key] = (generation, data)
+            return data, content_type
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/":
+            page = (
+                b"<html><head><title>gputop exporter</title></head><body>"
+                b'<h1>gputop exporter</h1><p><a href="/metrics">Metrics</a></p></body></html>'
+            )
+            self._send(200, page, "text/html; charset=utf-8")
+            return
+        if path != "/metrics":
+            self._send(404, b"not found: try /metrics\n", "text/plain; charset=utf-8")
+            return
+        gzipped = gzip_accepted(self.headers.get("Accept-Encoding", ""))
+        try:
+            data, content_type = self.server.body(self.headers.get("Accept", ""), gzipped)
+        except Exception as exc:  # never take the server down for one scrape
+            self._send(500, f"gputop: {type(exc).__name__}: {exc}\n".encode(), "text/plain")
+            return
+        self._send(200, data, content_type, gzipped)
+
+    def _send(self, code: int, data: bytes, content_type: str, gzipped: bool = False) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        if gzipped:
+            self.send_header("Content-Encoding", "gzip")
+        self.end_headers()
+        if self.command != "HEAD":
+            with contextlib.suppress(OSError):
+                self.wfile.write(data)
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # one line per scrape on stderr would drown what matters
+
+
+def serve(address: tuple[str, int], state: ExportState) -> _Server:
+    """Bind (raises OSError when the port is taken) and serve on a daemon thread."""
+    server = _Server(address, state)
+    thread = threading.Thread(target=server.serve_forever, name="gputop-http", daemon=True)
+    thread.start()
+    return server
+
+
+def warn(message: str) -> None:
+    print(f"gputop export: {message}", file=sys.stderr, flush=True)
