@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakenvml import GiB, FakeGpu, FakeProcess, Scenario, subprocess_env
+from tests.fakenvml import FakeGpu, FakeProcess, GiB, Scenario, subprocess_env
 from tests.helpers.exporter import exporter, parse, prometheus, series
 
 pytestmark = pytest.mark.timeout(180)
@@ -250,9 +250,7 @@ def test_lost_gpu_keeps_only_info_and_lost(tmp_path: Path, fake_nvml_env: Env) -
         Scenario(gpus=[FakeGpu(), FakeGpu(errors={"*": "GPU_IS_LOST"})]), tmp_path / "s.txt"
     )
     with exporter(["--jobs"], env=env, tmp=tmp_path) as exp:
-        wait_until(
-            lambda: bool(series(exp.samples(), "gputop_gpu_lost", gpu="1")), what="GPU 1"
-        )
+        wait_until(lambda: bool(series(exp.samples(), "gputop_gpu_lost", gpu="1")), what="GPU 1")
         samples = exp.samples()
     assert series(samples, "gputop_gpu_lost", gpu="1") and all(
         v == 1.0 for v in series(samples, "gputop_gpu_lost", gpu="1").values()

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import socket
@@ -207,10 +206,12 @@ def prometheus(targets: Sequence[str], tmp: Path, timeout: float = 60.0) -> Iter
         while True:
             if proc.poll() is not None:
                 raise AssertionError(f"prometheus exited {proc.returncode}: {log.read_text()}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{url}/-/ready", timeout=2) as resp,
+            ):
+                if resp.status == 200:
+                    break
             if time.monotonic() > deadline:
                 raise AssertionError(f"prometheus not ready: {log.read_text()[-2000:]}")
             time.sleep(0.2)
