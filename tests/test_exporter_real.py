@@ -24,8 +24,16 @@ from pathlib import Path
 
 import pytest
 
+from gputop.analysis.verdict import KINDS
 from tests.fakenvml import FakeGpu, FakeProcess, GiB, Scenario, subprocess_env
-from tests.helpers.exporter import exporter, parse, prometheus, series
+from tests.helpers.exporter import (
+    DASHBOARD,
+    dashboard_queries,
+    exporter,
+    parse,
+    prometheus,
+    series,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -153,6 +161,16 @@ def test_prometheus_scrapes_the_demo_and_agrees_with_once_json(tmp_path: Path) -
         assert 0 <= float(age[0]["value"][1]) < 10
         rss = prom.wait_for("process_resident_memory_bytes")
         assert float(rss[0]["value"][1]) <= 40 * 2**20
+        # Every query of the Grafana dashboard runs, and the verdict timeline's code is the
+        # rank of each GPU's verdict kind.
+        for expr in dashboard_queries("1m"):
+            prom.query(expr)  # asserts status "success"
+        board = json.loads(DASHBOARD.read_text())
+        (timeline,) = [p for p in board["panels"] if p["type"] == "state-timeline"]
+        expr = timeline["targets"][0]["expr"].replace("$instance", ".*").replace("$gpu", ".*")
+        codes = {r["metric"]["gpu"]: float(r["value"][1]) for r in prom.wait_for(expr)}
+        assert sorted(codes) == [str(i) for i in range(8)]
+        assert all(c in range(1, len(KINDS) + 1) for c in codes.values()), codes
 
 
 def test_prometheus_values_match_once_json_on_fake_nvml_and_an_ended_job_vanishes(

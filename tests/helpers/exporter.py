@@ -30,6 +30,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "contrib" / "grafana" / "gputop-dashboard.json"
 SERVING = re.compile(r"serving (http://\S+)/metrics")
 
 
@@ -218,3 +219,28 @@ def prometheus(targets: Sequence[str], tmp: Path, timeout: float = 60.0) -> Iter
         yield Prom(proc, url, log)
     finally:
         _stop(proc, timeout=20)
+
+
+def dashboard_exprs(node: object) -> list[str]:
+    """Every PromQL string in a Grafana dashboard (targets, variable queries)."""
+    out: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("expr", "query", "definition") and isinstance(value, str):
+                out.append(value)
+            else:
+                out.extend(dashboard_exprs(value))
+    elif isinstance(node, list):
+        for value in node:
+            out.extend(dashboard_exprs(value))
+    return out
+
+
+def dashboard_queries(range_: str = "5m") -> list[str]:
+    """The dashboard's panel queries with its variables filled in (every host and GPU)."""
+    board = json.loads(DASHBOARD.read_text())
+    return [
+        e.replace("$instance", ".*").replace("$gpu", ".*").replace("$__range", range_)
+        for e in dashboard_exprs(board)
+        if not e.startswith("label_values(") and e != "prometheus"
+    ]

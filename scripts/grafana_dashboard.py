@@ -1,0 +1,318 @@
+"""Write contrib/grafana/gputop-dashboard.json: the Grafana dashboard for ``gputop export``.
+
+    python scripts/grafana_dashboard.py [--check]
+
+It is generated so that the verdict timeline's value mappings follow the verdict kinds
+of :mod:`gputop.analysis.verdict` (tests/test_exporter.py checks the file is up to date
+and names only exported metrics). ``--check`` exits 1 when the file differs.
+
+Import it in Grafana (Dashboards -> New -> Import) and pick your Prometheus data source.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gputop.analysis.verdict import KINDS, LABELS
+
+OUT = Path(__file__).resolve().parents[1] / "contrib" / "grafana" / "gputop-dashboard.json"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+SEL = 'instance=~"$instance", gpu=~"$gpu"'
+
+#: Verdict kind -> colour in the timeline (a fixed palette: same colour, same meaning).
+COLOURS: dict[str, str] = {
+    "lost": "dark-red",
+    "idle memory holder": "orange",
+    "idle": "#5a5a5a",
+    "warming up": "#8ab8ff",
+    "throttled": "red",
+    "transfer-bound: pcie": "purple",
+    "input-bound: disk": "#ff9830",
+    "input-bound: cpu workers": "#fade2a",
+    "input-bound: main process": "#f2cc0c",
+    "underused": "yellow",
+    "link degraded": "#b877d9",
+    "gpu-bound": "green",
+    "moderate": "#96d98d",
+    "memory nearly full": "blue",
+    "unknown": "#a0a0a0",
+}
+
+
+def verdict_code_expr() -> str:
+    """One number per GPU: the rank (1..15) of its current verdict kind."""
+    parts = [
+        f'gputop_gpu_verdict{{{SEL}, kind="{kind}"}} * {rank}'
+        for rank, kind in enumerate(KINDS, start=1)
+    ]
+    return "sum by (instance, gpu) (\n  " + "\n  or ".join(parts) + "\n)"
+
+
+def _target(expr: str, legend: str, ref: str = "A", instant: bool = False) -> dict[str, Any]:
+    t: dict[str, Any] = {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref}
+    if instant:
+        t.update(instant=True, range=False, format="table")
+    return t
+
+
+def _panel(
+    pid: int,
+    title: str,
+    kind: str,
+    grid: tuple[int, int, int, int],
+    targets: list[dict[str, Any]],
+    unit: str | None = None,
+    description: str = "",
+    **extra: Any,
+) -> dict[str, Any]:
+    x, y, w, h = grid
+    defaults: dict[str, Any] = {}
+    if unit:
+        defaults["unit"] = unit
+    panel: dict[str, Any] = {
+        "id": pid,
+        "title": title,
+        "description": description,
+        "type": kind,
+        "datasource": DS,
+        "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        "targets": targets,
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {},
+    }
+    for key, value in extra.items():
+        if key == "defaults":
+            defaults.update(value)
+        else:
+            panel[key] = value
+    return panel
+
+
+def dashboard() -> dict[str, Any]:
+    mappings = [
+        {
+            "type": "value",
+            "options": {
+                str(rank): {"text": LABELS.get(kind, kind), "color": COLOURS[kind], "index": rank}
+                for rank, kind in enumerate(KINDS, start=1)
+            },
+        }
+    ]
+    panels = [
+        _panel(
+            1,
+            "GPU utilization vs memory used",
+            "timeseries",
+            (0, 0, 12, 8),
+            [
+                _target(f"gputop_gpu_utilization_ratio{{{SEL}}}", "GPU {{gpu}} utilization", "A"),
+                _target(
+                    f"gputop_gpu_memory_used_bytes{{{SEL}}} / gputop_gpu_memory_total_bytes",
+                    "GPU {{gpu}} memory",
+                    "B",
+                ),
+            ],
+            unit="percentunit",
+            description="Memory held while utilization is low: a job holding a GPU it "
+            "does not use, or one starved by its input.",
+            defaults={"min": 0, "max": 1},
+        ),
+        _panel(
+            2,
+            "Verdict timeline",
+            "state-timeline",
+            (12, 0, 12, 8),
+            [_target(verdict_code_expr(), "GPU {{gpu}} ({{instance}})")],
+            description="What gputop says each GPU is bound by, over time.",
+            defaults={"mappings": mappings, "color": {"mode": "fixed"}},
+            options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
+        ),
+        _panel(
+            3,
+            "Share of the range in each verdict",
+            "bargauge",
+            (0, 8, 12, 8),
+            [
+                _target(
+                    "sum by (gpu, kind) (increase(gputop_gpu_verdict_seconds_total"
+                    f"{{{SEL}}}[$__range]))\n/ ignoring(kind) group_left "
+                    "sum by (gpu) (increase(gputop_gpu_verdict_seconds_total"
+                    f"{{{SEL}}}[$__range])) > 0",
+                    "GPU {{gpu}}: {{kind}}",
+                    instant=True,
+                )
+            ],
+            unit="percentunit",
+            description='E.g. "GPU 3 was input-bound 41 % of the night".',
+            defaults={"min": 0, "max": 1},
+            options={"displayMode": "basic", "orientation": "horizontal"},
+        ),
+        _panel(
+            4,
+            "PCIe throughput vs link maximum",
+            "timeseries",
+            (12, 8, 12, 8),
+            [
+                _target(
+                    f"gputop_gpu_pcie_bytes_per_second{{{SEL}}}",
+                    "GPU {{gpu}} {{direction}}",
+                    "A",
+                ),
+                _target(
+                    f"gputop_gpu_pcie_link_max_bytes_per_second{{{SEL}}}",
+                    "GPU {{gpu}} link max",
+                    "B",
+                ),
+            ],
+            unit="Bps",
+            description="Near the maximum while utilization is low: transfer-bound.",
+        ),
+        _panel(
+            5,
+            "Jobs: GPU memory",
+            "timeseries",
+            (0, 16, 8, 8),
+            [_target("gputop_job_gpu_memory_bytes", "{{user}} {{job}} (GPUs {{gpus}})")],
+            unit="bytes",
+            description="Needs gputop export --jobs.",
+        ),
+        _panel(
+            6,
+            "Jobs: CPU (share of the host)",
+            "timeseries",
+            (8, 16, 8, 8),
+            [_target("gputop_job_cpu_ratio", "{{user}} {{job}} (GPUs {{gpus}})")],
+            unit="percentunit",
+            description="Needs gputop export --jobs.",
+        ),
+        _panel(
+            7,
+            "Jobs: verdict now",
+            "table",
+            (16, 16, 8, 8),
+            [
+                _target(
+                    "gputop_job_verdict == 1",
+                    "",
+                    instant=True,
+                ),
+                _target("gputop_job_workers", "", "B", instant=True),
+            ],
+            description="Needs gputop export --jobs.",
+            transformations=[
+                {"id": "merge", "options": {}},
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True, "Value #A": True, "__name__": True},
+                        "renameByName": {"Value #B": "workers"},
+                    },
+                },
+            ],
+        ),
+        _panel(
+            8,
+            "Power and temperature",
+            "timeseries",
+            (0, 24, 12, 7),
+            [
+                _target(f"gputop_gpu_power_watts{{{SEL}}}", "GPU {{gpu}} W", "A"),
+                _target(f"gputop_gpu_temperature_celsius{{{SEL}}}", "GPU {{gpu}} °C", "B"),
+            ],
+        ),
+        _panel(
+            9,
+            "Exporter health: age of the last sample",
+            "timeseries",
+            (12, 24, 12, 7),
+            [
+                _target(
+                    'time() - gputop_last_sample_timestamp_seconds{instance=~"$instance"}',
+                    "{{instance}}",
+                ),
+                _target(
+                    'gputop_sample_duration_seconds{instance=~"$instance"}',
+                    "{{instance}} sample duration",
+                    "B",
+                ),
+            ],
+            unit="s",
+            description="Grows when NVML stalls; the other panels then show the last sample.",
+        ),
+    ]
+    variables = [
+        {
+            "name": "datasource",
+            "label": "Prometheus",
+            "type": "datasource",
+            "query": "prometheus",
+            "current": {},
+            "hide": 0,
+        },
+        {
+            "name": "instance",
+            "label": "Host",
+            "type": "query",
+            "datasource": DS,
+            "query": "label_values(gputop_gpu_info, instance)",
+            "definition": "label_values(gputop_gpu_info, instance)",
+            "refresh": 2,
+            "includeAll": True,
+            "multi": True,
+            "current": {},
+            "hide": 0,
+        },
+        {
+            "name": "gpu",
+            "label": "GPU",
+            "type": "query",
+            "datasource": DS,
+            "query": 'label_values(gputop_gpu_info{instance=~"$instance"}, gpu)',
+            "definition": 'label_values(gputop_gpu_info{instance=~"$instance"}, gpu)',
+            "refresh": 2,
+            "includeAll": True,
+            "multi": True,
+            "current": {},
+            "hide": 0,
+        },
+    ]
+    return {
+        "title": "gputop: GPUs, jobs and verdicts",
+        "uid": "gputop-verdicts",
+        "description": "gputop export: is the training bound by its data pipeline or the GPU?",
+        "tags": ["gputop", "gpu", "nvidia"],
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "graphTooltip": 1,
+        "refresh": "30s",
+        "time": {"from": "now-12h", "to": "now"},
+        "timezone": "",
+        "templating": {"list": variables},
+        "annotations": {"list": []},
+        "panels": panels,
+    }
+
+
+def render() -> str:
+    return json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if "--check" in argv:
+        if not OUT.exists() or OUT.read_text() != text:
+            print(f"{OUT} is out of date: run python scripts/grafana_dashboard.py")
+            return 1
+        return 0
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
