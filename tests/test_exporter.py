@@ -220,7 +220,7 @@ def test_jobs_are_capped_merged_and_never_carry_a_pid() -> None:
     jobs, verdicts = d.jobs, d.job_verdicts  # type: ignore[attr-defined]
     rows = job_rows(jobs, verdicts, 64, max_jobs=100)
     assert 2 <= len(rows) <= len(jobs)
-    assert len({(r.user, r.job, r.gpus) for r in rows}) == len(rows)  # no duplicate series
+    assert len({(r.user, r.command, r.gpus) for r in rows}) == len(rows)  # no duplicate series
     assert [r.gpu_memory or 0 for r in rows] == sorted(
         (r.gpu_memory or 0 for r in rows), reverse=True
     )

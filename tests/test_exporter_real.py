@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -156,6 +157,9 @@ def test_prometheus_scrapes_the_demo_and_agrees_with_once_json(tmp_path: Path) -
         expected = {(j["user"] or "", ",".join(map(str, j["gpus"]))) for j in doc["jobs"]}
         assert exported == expected
         assert not any("pid" in k for r in jobs for k in r["metric"])
+        # The short command arrives as itself (a "job" label would become exported_job).
+        assert all(r["metric"]["job"] == "gputop" for r in jobs)
+        assert {r["metric"].get("command") for r in jobs} >= {"torchrun", "python"}
         # The self-health series, and the exporter's own footprint (no Textual: <= 40 MiB).
         age = prom.wait_for("time() - gputop_last_sample_timestamp_seconds")
         assert 0 <= float(age[0]["value"][1]) < 10
@@ -165,6 +169,12 @@ def test_prometheus_scrapes_the_demo_and_agrees_with_once_json(tmp_path: Path) -
         # rank of each GPU's verdict kind.
         for expr in dashboard_queries("1m"):
             prom.query(expr)  # asserts status "success"
+        # The README's example queries run too.
+        readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+        examples = re.findall(r"```promql\n(.*?)```", readme, re.DOTALL)
+        assert len(examples) >= 2
+        for expr in examples:
+            prom.query(expr)
         board = json.loads(DASHBOARD.read_text())
         (timeline,) = [p for p in board["panels"] if p["type"] == "state-timeline"]
         expr = timeline["targets"][0]["expr"].replace("$instance", ".*").replace("$gpu", ".*")

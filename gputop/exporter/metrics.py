@@ -12,8 +12,11 @@ Truth over tidiness:
 - label values are the same words as the ``--json`` document (verdict kinds such as
   ``input-bound: disk``, clock-event reasons such as ``sw power cap``).
 
-Per-job series (``--jobs``) are labelled ``{user, job, gpus}``: never a pid
-(cardinality). Jobs with the same three labels are summed into one series set.
+Per-job series (``--jobs``) are labelled ``{user, command, gpus}``: never a pid
+(cardinality), and ``command`` is the launch's short command name (``torchrun``,
+``python``). It is not called ``job``: Prometheus attaches its own ``job`` label (the
+scrape job) to every series and would rename ours to ``exported_job``. Jobs with the
+same three labels are summed into one series set.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ REASONS: tuple[str, ...] = tuple(name for _, name in CLOCK_EVENT_REASONS)
 ERROR_SOURCES: tuple[str, ...] = ("nvml", "host")
 
 GPU = ("gpu",)
-JOB = ("user", "job", "gpus")
+JOB = ("user", "command", "gpus")
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,10 +221,10 @@ class Totals:
 
 @dataclass(frozen=True, slots=True)
 class JobRow:
-    """One job series set: the jobs sharing (user, job, gpus), summed."""
+    """One job series set: the jobs sharing (user, command, gpus), summed."""
 
     user: str
-    job: str
+    command: str
     gpus: str
     gpu_memory: int | None
     cpu_ratio: float | None
@@ -273,7 +276,7 @@ def job_rows(
     cpu_count: int | None,
     max_jobs: int,
 ) -> list[JobRow]:
-    """Jobs -> series sets: merged by (user, job, gpus), the top ``max_jobs`` by GPU
+    """Jobs -> series sets: merged by (user, command, gpus), the top ``max_jobs`` by GPU
     memory then CPU."""
     groups: dict[tuple[str, str, str], list[Job]] = {}
     for job in jobs:
@@ -298,7 +301,9 @@ def job_rows(
                 tuple(kinds),
             )
         )
-    rows.sort(key=lambda r: (-(r.gpu_memory or 0), -(r.cpu_ratio or 0.0), r.user, r.job, r.gpus))
+    rows.sort(
+        key=lambda r: (-(r.gpu_memory or 0), -(r.cpu_ratio or 0.0), r.user, r.command, r.gpus)
+    )
     return rows[: max(0, max_jobs)]
 
 
@@ -388,7 +393,7 @@ def build(
             )
         }
         for row in job_rows(jobs, job_verdicts, cpu_count, max_jobs):
-            labels = [row.user, row.job, row.gpus]
+            labels = [row.user, row.command, row.gpus]
             if row.gpu_memory is not None:
                 fams["gputop_job_gpu_memory_bytes"].add_metric(labels, float(row.gpu_memory))
             if row.cpu_ratio is not None:
