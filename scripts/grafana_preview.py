@@ -101,7 +101,8 @@ class Svg:
         d = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         self.parts.append(
-            f'<polyline points="{d}" fill="none" stroke="{stroke}" stroke-width="{width}"{dash_attr}/>'
+            f'<polyline points="{d}" fill="none" stroke="{stroke}" '
+            f'stroke-width="{width}"{dash_attr}/>'
         )
 
     def render(self) -> str:
@@ -154,7 +155,7 @@ def series_panel(
         svg.line([(px, yy), (px + pw, yy)], GRID, 0.5)
         svg.text(px - 6, yy + 4, fmt(v), 10, DIM, text_anchor="end")
     time_axis(svg, px, py, pw, ph, start, end)
-    for name, pts, stroke, dash in series:
+    for _name, pts, stroke, dash in series:
         svg.line(
             [
                 (px + pw * (t - start) / (end - start), py + ph - ph * min(v, ymax) / ymax)
