@@ -24,20 +24,20 @@ SEL = 'instance=~"$instance", gpu=~"$gpu"'
 
 #: Verdict kind -> colour in the timeline (a fixed palette: same colour, same meaning).
 COLOURS: dict[str, str] = {
-    "lost": "dark-red",
-    "idle memory holder": "orange",
+    "lost": "#c4162a",
+    "idle memory holder": "#d683ce",
     "idle": "#5a5a5a",
     "warming up": "#8ab8ff",
-    "throttled": "red",
-    "transfer-bound: pcie": "purple",
-    "input-bound: disk": "#ff9830",
+    "throttled": "#f2495c",
+    "transfer-bound: pcie": "#8f3bb8",
+    "input-bound: disk": "#ff780a",
     "input-bound: cpu workers": "#fade2a",
-    "input-bound: main process": "#f2cc0c",
-    "underused": "yellow",
+    "input-bound: main process": "#cca300",
+    "underused": "#ffb357",
     "link degraded": "#b877d9",
-    "gpu-bound": "green",
-    "moderate": "#96d98d",
-    "memory nearly full": "blue",
+    "gpu-bound": "#73bf69",
+    "moderate": "#c8f2c2",
+    "memory nearly full": "#5794f2",
     "unknown": "#a0a0a0",
 }
 

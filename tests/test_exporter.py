@@ -361,3 +361,19 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
     )
     problems = [line for line in (out.stdout + out.stderr).splitlines() if UNIT.name in line]
     assert out.returncode == 0 and not problems, out.stdout + out.stderr
+
+
+def test_grafana_verdict_colours_are_distinct() -> None:
+    board = json.loads(DASHBOARD.read_text())
+    (timeline,) = [p for p in board["panels"] if p["type"] == "state-timeline"]
+    (mapping,) = timeline["fieldConfig"]["defaults"]["mappings"]
+    colours = [m["color"] for m in mapping["options"].values()]
+    assert len(colours) == len(KINDS) == len(set(colours))
+
+
+def test_readme_metric_table_lists_every_metric_with_its_unit() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Export to Prometheus", 1)[1].split("\n## ", 1)[0]
+    for m in METRICS:
+        row = f"| `{m.name}` | {m.type} | {m.unit} |"
+        assert row in section, row
