@@ -377,3 +377,23 @@ def test_readme_metric_table_lists_every_metric_with_its_unit() -> None:
     for m in METRICS:
         row = f"| `{m.name}` | {m.type} | {m.unit} |"
         assert row in section, row
+
+
+def test_mig_devices_are_exported_where_present() -> None:
+    source = DemoSource(0, start_time=0.0, step=1.0, mig=True)
+    snap = source.snapshot()
+    (mig_gpu,) = [g for g in snap.gpus if g.mig_devices]
+    samples = parse(_text(snap))
+    info = series(samples, "gputop_gpu_mig_info", gpu=str(mig_gpu.index))
+    assert len(info) == len(mig_gpu.mig_devices) >= 2
+    for m in mig_gpu.mig_devices:
+        labels = dict(next(lab for lab in info if ("mig", str(m.index)) in lab))
+        assert labels["uuid"] == m.uuid and labels["profile"] == m.profile
+        assert labels["gpu_instance"] == str(m.gpu_instance_id)
+        used = series(samples, "gputop_gpu_mig_memory_used_bytes", mig=str(m.index))
+        assert list(used.values()) == [m.memory.used]
+    assert series(samples, "gputop_gpu_mig_mode", gpu=str(mig_gpu.index)) == {
+        frozenset({("gpu", str(mig_gpu.index))}): 1.0
+    }
+    other = next(g for g in snap.gpus if not g.mig_devices)
+    assert not series(samples, "gputop_gpu_mig_info", gpu=str(other.index))

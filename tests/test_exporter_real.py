@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from gputop.analysis.verdict import KINDS
-from tests.fakenvml import FakeGpu, FakeProcess, GiB, Scenario, subprocess_env
+from tests.fakenvml import FakeGpu, FakeMig, FakeProcess, GiB, Scenario, subprocess_env
 from tests.helpers.exporter import (
     DASHBOARD,
     dashboard_queries,
@@ -35,6 +35,7 @@ from tests.helpers.exporter import (
     prometheus,
     series,
 )
+from tests.lifecycle_harness import need as need_tool
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,9 +43,11 @@ Env = Callable[..., dict[str, str]]
 
 
 def need(tool: str) -> str:
+    """The tool's path; skips without it, fails instead under CI=true (.ci/run installs
+    Debian's prometheus, which brings prometheus and promtool)."""
+    need_tool(tool)
     path = shutil.which(tool)
-    if path is None:
-        pytest.skip(f"{tool} is not installed (.ci/run installs Debian's prometheus)")
+    assert path is not None
     return path
 
 
@@ -110,6 +113,35 @@ def test_promtool_check_metrics_on_demo_with_jobs(tmp_path: Path) -> None:
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.strip() == "" and check.stderr.strip() == "", check.stdout + check.stderr
+
+
+def test_mig_devices_on_the_fake_nvml_match_once_json(tmp_path: Path, fake_nvml_env: Env) -> None:
+    promtool = need("promtool")
+    migs = [FakeMig(0, 1, 0, "3g.40gb", 40 * GiB, 5 * GiB), FakeMig(1, 2, 0, "3g.40gb", 40 * GiB)]
+    env = fake_nvml_env(
+        Scenario(gpus=[FakeGpu(), FakeGpu(mig_mode=(1, 1), util_gpu=None, migs=migs)]),
+        tmp_path / "s.txt",
+    )
+    doc = once_json([], env)
+    want = doc["gpus"][1]["mig_devices"]
+    assert len(want) == 2
+    with exporter([], env=env, tmp=tmp_path) as exp:
+        text = exp.scrape()
+    samples = parse(text)
+    info = series(samples, "gputop_gpu_mig_info", gpu="1")
+    assert {dict(lab)["uuid"] for lab in info} == {m["uuid"] for m in want}
+    for m in want:
+        mig = str(m["index"])
+        used = series(samples, "gputop_gpu_mig_memory_used_bytes", gpu="1", mig=mig)
+        total = series(samples, "gputop_gpu_mig_memory_total_bytes", gpu="1", mig=mig)
+        assert list(used.values()) == [m["memory"]["used"]]
+        assert list(total.values()) == [m["memory"]["total"]]
+    assert not series(samples, "gputop_gpu_utilization_ratio", gpu="1")  # n/a under MIG
+    assert not series(samples, "gputop_gpu_mig_info", gpu="0")
+    check = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
+    assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), check.stdout
 
 
 # --- a real Prometheus --------------------------------------------------------------

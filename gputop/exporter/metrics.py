@@ -117,6 +117,27 @@ METRICS: tuple[MetricDef, ...] = (
     ),
     MetricDef("gputop_gpu_mig_mode", "gauge", "0/1", GPU, "1 while MIG mode is enabled"),
     MetricDef(
+        "gputop_gpu_mig_info",
+        "info",
+        "1",
+        ("gpu", "mig", "uuid", "profile", "gpu_instance", "compute_instance"),
+        "A MIG device of a GPU in MIG mode (mig = its slot on the GPU); always 1",
+    ),
+    MetricDef(
+        "gputop_gpu_mig_memory_used_bytes",
+        "gauge",
+        "bytes",
+        ("gpu", "mig"),
+        "Memory used on the MIG device",
+    ),
+    MetricDef(
+        "gputop_gpu_mig_memory_total_bytes",
+        "gauge",
+        "bytes",
+        ("gpu", "mig"),
+        "Memory of the MIG device",
+    ),
+    MetricDef(
         "gputop_gpu_verdict",
         "gauge",
         "1",
@@ -335,6 +356,9 @@ def build(
         return fam
 
     info = InfoMetricFamily("gputop_gpu", _DEFS["gputop_gpu_info"].help, labels=["gpu"])
+    mig_info = InfoMetricFamily(
+        "gputop_gpu_mig", _DEFS["gputop_gpu_mig_info"].help, labels=["gpu", "mig"]
+    )
     driver_version = snapshot.driver.driver_version or ""
     for g in snapshot.gpus:
         label = str(g.index)
@@ -363,10 +387,28 @@ def build(
             reasons = gauge("gputop_gpu_clock_event_reason")
             for reason in (*REASONS, *sorted(active.difference(REASONS))):
                 reasons.add_metric([label, reason], 1.0 if reason in active else 0.0)
+        for m in g.mig_devices:
+            slot = str(m.index)
+            mig_info.add_metric(
+                [label, slot],
+                {
+                    "uuid": m.uuid or "",
+                    "profile": m.profile or "",
+                    "gpu_instance": _text(m.gpu_instance_id),
+                    "compute_instance": _text(m.compute_instance_id),
+                },
+            )
+            if m.memory.used is not None:
+                gauge("gputop_gpu_mig_memory_used_bytes").add_metric([label, slot], m.memory.used)
+            if m.memory.total is not None:
+                total = float(m.memory.total)
+                gauge("gputop_gpu_mig_memory_total_bytes").add_metric([label, slot], total)
         verdict = gpu_verdicts.get(g.index)
         if verdict is not None:
             gauge("gputop_gpu_verdict").add_metric([label, verdict.kind, verdict.severity], 1.0)
     out.append(info)
+    if mig_info.samples:
+        out.append(mig_info)
     out.extend(families.values())
 
     shown = {str(g.index) for g in snapshot.gpus if not g.lost}
@@ -414,6 +456,10 @@ def build(
         errors.add_metric([source], float(count))
     out.append(errors)
     return out
+
+
+def _text(value: int | None) -> str:
+    return "" if value is None else str(value)
 
 
 def _plain(name: str, value: float) -> GaugeMetricFamily:
