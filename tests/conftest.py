@@ -1,7 +1,7 @@
 """Shared pytest fixtures: the fake NVML library (tests/fakenvml).
 
 - ``fake_nvml_lib``: session; builds the fake ``libnvidia-ml.so.1`` once and returns its
-  path (skips the test when there is no C compiler or no nvml.h).
+  path (no C compiler or no nvml.h: ``missing()``, i.e. skipped, or failed in CI).
 - ``fake_nvml``: in-process. Loads the fake into this process (once per session: a
   library cannot be unloaded) and points ``FAKE_NVML_SCENARIO`` at a per-test file.
   ``fake_nvml.write(Scenario(...))`` (re)writes that file; NVML started after it (e.g.
@@ -9,14 +9,29 @@
 - ``fake_nvml_env``: for subprocesses. ``fake_nvml_env(Scenario(...))`` writes the
   scenario and returns an environment dict (LD_LIBRARY_PATH + FAKE_NVML_SCENARIO) for
   ``subprocess.run(..., env=...)``.
+
+Missing prerequisites: skipped on a developer's machine, a failure in CI
+--------------------------------------------------------------------------
+With ``CI`` set (``CI=true``, as ``.ci/run`` sets it), a test that needs a tool the
+machine lacks FAILS instead of skipping: CI installs every tool the tests use, so a
+missing one is a broken CI set-up, and a silent skip would hide an untested feature.
+Use one of these, never a bare ``pytest.skip`` for a missing tool:
+
+- ``@pytest.mark.requires_tool("tmux", "sshd")`` on a test or module (``pytestmark``);
+- ``@pytest.mark.requires_root`` for a test that needs root (e.g. to drop to nobody);
+- the ``require_tool`` fixture, or ``from tests.conftest import require_tool``:
+  ``sshd = require_tool("sshd")`` returns the tool's path (PATH, then /usr/sbin, /sbin);
+- ``missing("why")`` for any other missing prerequisite (a library, a kernel feature).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -28,12 +43,72 @@ from tests.fakenvml import FakeNvml
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="gputop-tests-config-")
 
 
+# --- missing prerequisites ----------------------------------------------------------------
+
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+_SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def missing(reason: str) -> NoReturn:
+    """A prerequisite is missing: skip the test, or, in CI (``CI`` set), fail it."""
+    if IN_CI:
+        pytest.fail(
+            f"{reason}: CI must provide it (.ci/run installs every tool the tests use; "
+            "outside CI this test is skipped)",
+            pytrace=False,
+        )
+    pytest.skip(reason)
+
+
+def find_tool(name: str) -> str | None:
+    """``name``'s path: on PATH, else in the sbin directories (sshd lives there, and a
+    non-root PATH often lacks them); None when absent."""
+    return shutil.which(name) or shutil.which(name, path=os.pathsep.join(_SBIN))
+
+
+def require_tool(name: str) -> str:
+    """The path of the executable ``name``; when absent, ``missing()`` (skip or fail)."""
+    path = find_tool(name)
+    if path is None:
+        missing(f"{name} is not installed")
+    return path
+
+
+def require_root(why: str = "needs root") -> None:
+    if os.geteuid() != 0:
+        missing(f"{why} (not running as root)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "requires_tool(*names): the test needs these executables (see conftest)"
+    )
+    config.addinivalue_line("markers", "requires_root: the test needs root (see conftest)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("requires_tool"):
+        for name in mark.args:
+            require_tool(name)
+    for mark in item.iter_markers("requires_root"):
+        require_root(*mark.args)
+
+
+@pytest.fixture(name="require_tool")
+def require_tool_fixture() -> Callable[[str], str]:
+    """``require_tool("sshd")`` inside a test: the path, or skip (fail in CI)."""
+    return require_tool
+
+
+# --- the fake NVML library -------------------------------------------------------------
+
+
 @pytest.fixture(scope="session")
 def fake_nvml_lib() -> Path:
     try:
         return fakenvml.build()
     except fakenvml.FakeNvmlUnavailable as exc:
-        pytest.skip(f"fake NVML cannot be built: {exc}")
+        missing(f"fake NVML cannot be built: {exc}")
 
 
 @pytest.fixture

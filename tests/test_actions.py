@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -152,9 +151,7 @@ def _send_as_nobody(target: KillTarget) -> dict[str, object]:
     return result
 
 
-@pytest.mark.skipif(
-    sys.platform != "linux" or os.geteuid() != 0, reason="needs root to drop to nobody"
-)
+@pytest.mark.requires_root("needs root to drop to nobody")
 def test_permission_denied_for_another_users_process(child: subprocess.Popen[bytes]) -> None:
     result = _send_as_nobody(_live_target(child))
     assert result["ok"] is False

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -103,12 +106,55 @@ def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
         load_config(str(tmp_path))
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
-def test_unreadable_file(tmp_path: Path) -> None:  # pragma: no cover - not run as root
-    path = write(tmp_path, "readonly = true\n")
-    os.chmod(path, 0)
-    with pytest.raises(ConfigError, match="cannot read config file"):
-        load_config(path)
+def _load_unprivileged(path: str) -> str:
+    """``load_config(path)`` in a forked child without root's power to read any file: as
+    root the child drops to nobody first; as anyone else it is already unprivileged.
+    Returns the ConfigError's message ("" when the file was read)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the forked child
+        code = 1
+        try:
+            os.close(read_fd)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            assert os.path.exists(path)  # visible: only its content is out of reach
+            try:
+                load_config(path)
+                message = ""
+            except ConfigError as exc:
+                message = str(exc)
+            os.write(write_fd, json.dumps(message).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    message: str = json.loads(data)
+    return message
+
+
+def test_unreadable_file() -> None:
+    """Run as root too (no skip): the reading is done by an unprivileged process."""
+    directory = tempfile.mkdtemp(prefix="gputop-config-")  # /tmp: others may enter
+    try:
+        os.chmod(directory, 0o755)
+        path = os.path.join(directory, "config.toml")
+        with open(path, "w") as f:
+            f.write("readonly = true\n")
+        os.chmod(path, 0o644)
+        assert _load_unprivileged(path) == ""  # the same file, readable: read
+        os.chmod(path, 0)
+        message = _load_unprivileged(path)
+        assert message.startswith(f"cannot read config file {path}"), message
+        assert "Permission denied" in message or "permission" in message.lower(), message
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
+from tests.conftest import missing, require_tool
 from tests.fakenvml import (
     FakeGpu,
     FakeNvml,
@@ -57,10 +58,9 @@ def test_exports_every_function_declared_in_nvml_h(fake_nvml_lib: Path) -> None:
 
 
 def test_soname_lets_pynvml_reuse_the_loaded_library(fake_nvml_lib: Path) -> None:
-    if shutil.which("objdump") is None:
-        pytest.skip("objdump not installed")
+    objdump = require_tool("objdump")
     out = subprocess.run(
-        ["objdump", "-p", str(fake_nvml_lib)], capture_output=True, text=True, check=True
+        [objdump, "-p", str(fake_nvml_lib)], capture_output=True, text=True, check=True
     ).stdout
     assert "SONAME               libnvidia-ml.so.1" in out
 
@@ -390,7 +390,7 @@ def test_sixteen_gpus_with_64_processes(nvml: FakeNvml) -> None:
 def test_nvitop_runs_on_the_fake(fake_nvml_env: Callable[..., dict[str, str]]) -> None:
     nvitop = shutil.which("nvitop") or str(Path(sys.executable).with_name("nvitop"))
     if not Path(nvitop).exists():
-        pytest.skip("nvitop not installed")
+        missing("nvitop is not installed (pip install -e '.[test]')")
     scenario = many_gpus(2, 3)
     scenario.gpus[1].name = "NVIDIA Fake Second"
     env = fake_nvml_env(scenario)

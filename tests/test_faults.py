@@ -44,6 +44,7 @@ from gputop.sources.host import HostReader
 from gputop.sources.live import LiveSource
 from gputop.textout import render_text
 from tests import fakenvml
+from tests.conftest import missing
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, FakeSample, GiB, Scenario
 from tests.helpers import spawn
 from tests.pids import free_pid, free_pids
@@ -506,9 +507,7 @@ def _spawn_with_pid(pid: int, attempts: int = 200) -> subprocess.Popen[bytes] | 
     return None
 
 
-@pytest.mark.skipif(
-    sys.platform != "linux" or os.geteuid() != 0, reason="needs root to choose the next pid"
-)
+@pytest.mark.requires_root("needs root to choose the next pid")
 def test_7_real_pid_reuse_between_selection_and_kill_is_refused() -> None:
     first = subprocess.Popen(["sleep", "60"])
     pid = first.pid
@@ -520,7 +519,7 @@ def test_7_real_pid_reuse_between_selection_and_kill_is_refused() -> None:
     time.sleep(2.5 / os.sysconf("SC_CLK_TCK"))  # the new process starts ticks later
     second = _spawn_with_pid(pid)
     if second is None:
-        pytest.skip("could not get the same pid again (busy host or no ns_last_pid)")
+        missing("could not get the same pid again (busy host or no ns_last_pid)")
     try:
         outcome = actions.send_signal(target, signal.SIGKILL)
         assert outcome == actions.KillOutcome(

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -913,9 +912,6 @@ def test_row14_snapshots_arriving_during_shutdown_are_dropped(fake_nvml: FakeNvm
     assert all(code in (0, None) for code in codes), codes
 
 
-TMUX = shutil.which("tmux")
-
-
 @contextlib.contextmanager
 def tmux_server(name: str) -> Iterator[list[str]]:
     """A private tmux server (``tmux -L``): never the user's own; killed afterwards."""
@@ -933,7 +929,7 @@ def _wait_path(path: Path, timeout: float) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+@pytest.mark.requires_tool("tmux")
 @pytest.mark.parametrize(
     "how",
     [

@@ -139,7 +139,7 @@ def _scan_as_nobody(proc_root: str, device_dir: str = "/dev") -> dict[str, int]:
     return result
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
+needs_root = pytest.mark.requires_root("needs root to drop to nobody")
 
 
 @needs_root

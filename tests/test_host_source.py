@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import namedtuple
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from gputop.model import ProcessInfo
 from gputop.sources import host as host_mod
 from gputop.sources import procfs
 from gputop.sources.host import HostReader
+from tests.conftest import missing
 from tests.helpers import spawn
 
 INFO_FIELDS = [
@@ -148,7 +152,7 @@ def test_physical_disks_only(tmp_path: Path) -> None:
 def test_host_disk_rate_sees_a_reader(tmp_path: Path) -> None:
     data = _uncached_file(tmp_path)
     if data is None:
-        pytest.skip("no physical disk under the test directory")
+        missing("no directory on a physical disk to read from")
     reader = HostReader()
     with spawn.running("read", str(data)):
         reader.read_host()
@@ -201,15 +205,32 @@ def test_cpu_burner_reads_what_the_kernel_counted() -> None:
 
 
 def _uncached_file(tmp_path: Path) -> Path | None:
-    """An 8 MiB file on a real disk, written through and dropped from the page cache."""
-    path = tmp_path / "data.bin"
-    with open(path, "wb") as f:
-        f.write(os.urandom(8 << 20))
-        f.flush()
-        os.fsync(f.fileno())
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    st = os.stat(path)
-    return path if st.st_dev != 0 and _on_block_device(path) else None
+    """An 8 MiB file on a real disk, written through and dropped from the page cache:
+    in the test directory, or (when that is a tmpfs) under /var/tmp or the checkout."""
+    for base in (tmp_path, Path("/var/tmp"), Path(__file__).resolve().parent):
+        if not base.is_dir() or not _on_block_device(base):
+            continue
+        directory = Path(tempfile.mkdtemp(prefix="gputop-disk-", dir=base))
+        _DISK_DIRS.append(directory)
+        path = directory / "data.bin"
+        with open(path, "wb") as f:
+            f.write(os.urandom(8 << 20))
+            f.flush()
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        if os.stat(path).st_dev != 0:
+            return path
+    return None
+
+
+_DISK_DIRS: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_disk_dirs() -> Iterator[None]:
+    yield
+    while _DISK_DIRS:
+        shutil.rmtree(_DISK_DIRS.pop(), ignore_errors=True)
 
 
 def _on_block_device(path: Path) -> bool:
@@ -224,14 +245,14 @@ def _on_block_device(path: Path) -> bool:
 def test_reader_child_has_read_rate(tmp_path: Path) -> None:
     data = _uncached_file(tmp_path)
     if data is None:
-        pytest.skip("test directory is not on a block device (tmpfs): no disk reads")
+        missing("no directory on a physical disk to read from")
     reader = HostReader()
     with spawn.running("read", str(data)) as child:
         reader.read_processes([child.pid])
         time.sleep(0.5)
         row = _row(reader.read_processes([child.pid]), child.pid)
     if not os.path.exists(f"/proc/{child.pid}/io") and row.read_bytes_per_s is None:
-        pytest.skip("no /proc/<pid>/io in this kernel: read rate honestly None")
+        missing("no /proc/<pid>/io in this kernel: read rate honestly None")
     # The child drops the file from the page cache before every pass, so the bytes
     # come from the disk and count in /proc/<pid>/io read_bytes.
     assert row.read_bytes_per_s is not None and row.read_bytes_per_s > 1 << 20
@@ -379,12 +400,12 @@ def test_real_pid_reuse_does_not_inherit_history() -> None:
     assert before.cpu_percent is not None and before.cpu_percent > 20
     burner.kill()
     reused = None
-    for _ in range(5):
+    for _ in range(200):  # racy on a busy host: another process may take the pid
         reused = _fork_at(pid)
         if reused is not None:
             break
     if reused is None:
-        pytest.skip("cannot place a process at a chosen pid (needs ns_last_pid, root)")
+        missing("cannot place a process at a chosen pid (needs ns_last_pid, root)")
     try:
         # Popen returns a few microseconds before the new program's command line exists.
         deadline = time.monotonic() + 5

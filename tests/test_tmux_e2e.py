@@ -13,7 +13,6 @@ import contextlib
 import itertools
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = pytest.mark.requires_tool("tmux")
 
 ROOT = Path(__file__).resolve().parent.parent
 _count = itertools.count()
