@@ -6,9 +6,11 @@ the trainer's tree a few times 0.4 s apart; the analysis must group the workers 
 one job, sum their CPU, and name the cause.
 
 This machine's few cores are shared with other test runs, so a spinning process may get
-much less than a full core: the CPU thresholds are lowered to what a contended core
-still gives (the plumbing is under test here, not this machine's speed; the thresholds
-themselves are tested on synthetic histories in tests/test_verdict.py).
+much less than a full core, and how much varies with the load: the test measures what
+the spinning processes really got (their CPU time from the kernel, over the sampling)
+and sets the CPU thresholds to half of that. The plumbing is under test here, not this
+machine's speed; the thresholds themselves are tested on synthetic histories in
+tests/test_verdict.py.
 """
 
 from __future__ import annotations
@@ -38,15 +40,29 @@ BURNERS = 2
 TICKS = 6  # the first primes the CPU counters
 INTERVAL = 0.4
 
-THRESHOLDS = Thresholds.from_overrides(
-    {
-        "min_samples": TICKS - 1,
-        "min_seconds": 1.5,
-        "worker_busy_cpu": 25,
-        "worker_idle_cpu": 10,
-        "main_busy_cpu": 25,
-    }
-)
+
+def thresholds(busy: float) -> Thresholds:
+    """Half of what the spinning processes got (% of a core) counts as busy; a sleeping
+    process stays below 3 % (a jiffy's charge now and then)."""
+    busy = max(6.0, busy / 2)
+    return Thresholds.from_overrides(
+        {
+            "min_samples": TICKS - 1,
+            "min_seconds": 1.5,
+            "worker_busy_cpu": busy,
+            "worker_idle_cpu": 3.0,
+            "main_busy_cpu": busy,
+            "host_cpu_saturated": 100.0,
+        }
+    )
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
+    return total
 
 
 @contextlib.contextmanager
@@ -74,7 +90,9 @@ def trainer(mode: str, data: Path) -> Iterator[tuple[int, list[int]]]:
             proc.stdout.close()
 
 
-def sample(fake_nvml: FakeNvml, pid: int) -> list[Snapshot]:
+def sample(fake_nvml: FakeNvml, pid: int, spinning: list[int]) -> tuple[list[Snapshot], float]:
+    """The snapshots, and the mean CPU (% of one core) the ``spinning`` pids got over
+    them, as the kernel counted it."""
     from gputop.sources.live import LiveSource
 
     fake_nvml.write(
@@ -83,20 +101,23 @@ def sample(fake_nvml: FakeNvml, pid: int) -> list[Snapshot]:
     source = LiveSource(holders=lambda minors, listed: ())
     try:
         snaps = []
+        cpu0, t0 = cpu_seconds(spinning), time.monotonic()
         for i in range(TICKS):
             if i:
                 time.sleep(INTERVAL)
             snaps.append(source.snapshot())
-        return snaps
+        got = 100 * (cpu_seconds(spinning) - cpu0) / (time.monotonic() - t0) / len(spinning)
+        return snaps, got
     finally:
         source.close()
 
 
-def judge(snaps: list[Snapshot]) -> tuple[Job, Verdict, Verdict]:
+def judge(snaps: list[Snapshot], busy: float) -> tuple[Job, Verdict, Verdict]:
     jobs = build_jobs(snaps[-1])
     assert len(jobs) == 1, jobs
     job = jobs[0]
-    return job, job_verdicts(snaps, jobs, THRESHOLDS)[job.id], gpu_verdicts(snaps, THRESHOLDS)[0]
+    t = thresholds(busy)
+    return job, job_verdicts(snaps, jobs, t)[job.id], gpu_verdicts(snaps, t)[0]
 
 
 @pytest.fixture
@@ -108,9 +129,9 @@ def data(tmp_path: Path) -> Path:
 
 def test_busy_workers_starve_the_gpu(fake_nvml: FakeNvml, data: Path) -> None:
     with trainer("workers", data) as (pid, workers):
-        snaps = sample(fake_nvml, pid)
+        snaps, got = sample(fake_nvml, pid, workers[:BURNERS])
     assert snaps[-1].source == "nvml"
-    job, jv, gv = judge(snaps)
+    job, jv, gv = judge(snaps, got * BURNERS / (BURNERS + 1))  # the reader is a worker too
     assert job.root_pid == pid
     assert job.gpus == (0,)
     assert job.main_pids == (pid,)
@@ -120,8 +141,9 @@ def test_busy_workers_starve_the_gpu(fake_nvml: FakeNvml, data: Path) -> None:
     # the tree's CPU is the sum of its members' as the host source measured them
     rows = {p.pid: p for p in snaps[-1].processes}
     assert job.cpu_percent == pytest.approx(sum(rows[p].cpu_percent or 0 for p in job.pids))
-    assert job.cpu_percent is not None and job.cpu_percent > 50
-    assert job.main_cpu_percent is not None and job.main_cpu_percent < 25
+    assert job.cpu_percent is not None and job.main_cpu_percent is not None
+    assert got > 3  # the workers spin (however slowly on a loaded machine)
+    assert job.main_cpu_percent < max(10, got / 2)  # the main process sleeps
     assert job.read_bytes_per_s is not None
     for v in (jv, gv):
         assert v.kind == INPUT_CPU, v
@@ -130,11 +152,11 @@ def test_busy_workers_starve_the_gpu(fake_nvml: FakeNvml, data: Path) -> None:
 
 def test_busy_main_process_with_idle_workers(fake_nvml: FakeNvml, data: Path) -> None:
     with trainer("main", data) as (pid, workers):
-        snaps = sample(fake_nvml, pid)
-    job, jv, gv = judge(snaps)
+        snaps, got = sample(fake_nvml, pid, [pid])
+    job, jv, gv = judge(snaps, got)
     assert job.root_pid == pid
     assert sorted(job.worker_pids) == sorted(workers)
-    assert job.main_cpu_percent is not None and job.main_cpu_percent > 25
+    assert job.main_cpu_percent is not None and got > 3
     for v in (jv, gv):
         assert v.kind == INPUT_MAIN, v
         assert f"main process {pid} at" in v.evidence
