@@ -105,3 +105,32 @@ async def test_a_stale_host_dims_and_says_its_age() -> None:
         await pilot.pause()
         assert "stale 25s" in hosts_text(app)
         assert "live 0" not in summary_text(app)
+
+
+@pytest.mark.parametrize("moment", ["shutdown-begins", "widgets-gone"])
+async def test_nothing_is_drawn_once_shutdown_begins(moment: str) -> None:
+    """Deterministic: the streams' FleetChanged (or the 1 s timer) arrives at an exact
+    moment of run_test's teardown (``_shutdown()`` without ``exit()``). It used to draw
+    into removed widgets: NoMatches '#fleet-header', about 1 full run in 5 under load."""
+    from gputop.ui.fleet import FleetChanged
+
+    fleet, _ = demo_fleet(["a-node", "b-node"], ticks=8)
+    app = FleetApp(fleet)  # type: ignore[arg-type]
+    fed: list[str] = []
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        frames = app.fleet_screen.frames
+        real_prune = app._prune
+
+        async def prune(*nodes: object, parent: object = None) -> None:
+            if moment == "shutdown-begins":
+                fed.append(moment)
+                app.on_fleet_changed(FleetChanged())
+            await real_prune(*nodes, parent=parent)  # type: ignore[arg-type]
+            if moment == "widgets-gone":
+                fed.append(moment)
+                app.on_fleet_changed(FleetChanged())
+
+        app._prune = prune  # type: ignore[method-assign,assignment]
+    assert fed and app.return_code in (0, None)
+    assert app.fleet_screen.frames == frames

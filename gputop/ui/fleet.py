@@ -298,7 +298,7 @@ class FleetApp(GpuTopApp):
 
     def refresh_fleet(self) -> None:
         """Draw the fleet (when it is on screen) and feed the open host's dashboard."""
-        if self._exit or self._closing or not self.screen_stack:
+        if self.closing:  # shutdown began (any path): the widgets are going or gone
             return
         if self.screen is self.fleet_screen:
             self.fleet_screen.redraw()
