@@ -100,7 +100,11 @@ async def test_enter_opens_a_read_only_dashboard_and_esc_comes_back() -> None:
 async def test_a_stale_host_dims_and_says_its_age() -> None:
     fleet, datas = demo_fleet(["h1"], ticks=10)
     fleet.feed("h1", datas["h1"][-1], age=25.0)
-    app = FleetApp(fleet)  # type: ignore[arg-type]
+    received = fleet.view("h1").received
+    assert received is not None
+    # The app's clock stands still 25.2 s after the line: the age cannot drift with how
+    # long the app takes to start on a loaded machine (it read "stale 26s" under load).
+    app = FleetApp(fleet, clock=lambda: received + 25.2)  # type: ignore[arg-type]
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause()
         assert "stale 25s" in hosts_text(app)
