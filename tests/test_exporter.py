@@ -343,16 +343,15 @@ def test_systemd_unit_runs_gputop_export_with_valid_arguments() -> None:
 
 
 def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
-    import shutil
     import subprocess
     import sys
 
-    analyze = shutil.which("systemd-analyze")
-    if analyze is None:
-        pytest.skip("systemd-analyze not installed")
+    from tests.conftest import missing, require_tool
+
+    analyze = require_tool("systemd-analyze")
     gputop = Path(sys.executable).with_name("gputop")
     if not gputop.exists():
-        pytest.skip("no gputop script next to this Python (pip install -e . first)")
+        missing("no gputop script next to this Python (pip install -e . first)")
     # The same unit, pointing at this checkout's gputop (verify wants the binary to exist).
     unit = tmp_path / UNIT.name
     unit.write_text(UNIT.read_text().replace("/usr/local/bin/gputop", str(gputop)))
