@@ -64,23 +64,24 @@ def test_fmt_imports_nothing_of_gputop() -> None:
     assert _gputop_imports("gputop.fmt") == set()
 
 
+#: Leaves every stage may import: they import nothing of gputop.
+LEAVES = ("gputop.model", "gputop.fmt", "gputop.pcie", "gputop.cells")
+
+
+@pytest.mark.parametrize("name", [m for m in LEAVES if m in MODULES])
+def test_leaves_import_nothing_of_gputop(name: str) -> None:
+    assert _gputop_imports(name) == set()
+
+
 @pytest.mark.parametrize("name", [m for m in MODULES if _is_under(m, "gputop.sources")])
 def test_sources_import_only_model_fmt_and_sources(name: str) -> None:
-    bad = {
-        m
-        for m in _gputop_imports(name)
-        if not _is_under(m, "gputop.model", "gputop.fmt", "gputop.sources")
-    }
+    bad = {m for m in _gputop_imports(name) if not _is_under(m, *LEAVES, "gputop.sources")}
     assert bad == set(), f"{name} imports {bad}"
 
 
 @pytest.mark.parametrize("name", [m for m in MODULES if _is_under(m, "gputop.analysis")])
 def test_analysis_never_imports_a_source_or_a_probe(name: str) -> None:
-    bad = {
-        m
-        for m in _gputop_imports(name)
-        if not _is_under(m, "gputop.model", "gputop.fmt", "gputop.analysis")
-    }
+    bad = {m for m in _gputop_imports(name) if not _is_under(m, *LEAVES, "gputop.analysis")}
     assert bad == set(), f"{name} imports {bad}"
     probes = {m for m in MODULES[name] if _is_under(m, "pynvml", "psutil", "textual", "rich")}
     assert probes == set(), f"{name} imports {probes}"
@@ -120,7 +121,7 @@ def test_diagnosis_imports_only_model_fmt_and_analysis() -> None:
     bad = {
         m
         for m in _gputop_imports("gputop.diagnosis")
-        if not _is_under(m, "gputop.model", "gputop.fmt", "gputop.analysis")
+        if not _is_under(m, *LEAVES, "gputop.analysis")
     }
     assert bad == set(), f"gputop.diagnosis imports {bad}"
     probes = {

@@ -67,7 +67,7 @@ from gputop.model import (
     Utilization,
     replace,
 )
-from gputop.sources.pcie import link_max_bytes_per_s
+from gputop.pcie import link_max_bytes_per_s
 
 MiB = 2**20
 GiB = 2**30

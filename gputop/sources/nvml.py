@@ -81,8 +81,8 @@ from gputop.model import (
     Utilization,
     replace,
 )
+from gputop.pcie import link_max_bytes_per_s
 from gputop.sources.bounds import check_gpus
-from gputop.sources.pcie import link_max_bytes_per_s
 
 __all__ = [
     "CLOCK_EVENT_REASONS",

@@ -1,0 +1,768 @@
+"""The rules: the verdict of one scope (a GPU, or a job across its GPUs) from the
+context of one call (:mod:`gputop.analysis.window`). Every condition that applies
+becomes a finding; the kinds and their ranks are in :mod:`gputop.analysis.kinds`, what
+each means in :mod:`gputop.analysis.verdict`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gputop.analysis.jobs import Job
+from gputop.analysis.kinds import (
+    _R_DISK_STRONG,
+    _R_DISK_WEAK,
+    _R_GPU_BOUND,
+    _R_HOLDER,
+    _R_HOST_CPU,
+    _R_IDLE,
+    _R_LINK,
+    _R_LOST,
+    _R_MAIN,
+    _R_MEMORY,
+    _R_MODERATE,
+    _R_PCIE,
+    _R_THROTTLE_HARD,
+    _R_THROTTLE_SOFT,
+    _R_UNDERUSED,
+    _R_UNKNOWN,
+    _R_WARMING,
+    _R_WORKERS,
+    GPU_BOUND,
+    IDLE,
+    IDLE_HOLDER,
+    INPUT_CPU,
+    INPUT_DISK,
+    INPUT_MAIN,
+    LINK_DEGRADED,
+    LOST,
+    MEMORY_FULL,
+    MODERATE,
+    THROTTLED,
+    TRANSFER_PCIE,
+    UNDERUSED,
+    UNKNOWN,
+    WARMING_UP,
+    Verdict,
+    _Finding,
+    _verdict,
+)
+from gputop.analysis.window import (
+    _Context,
+    _Group,
+    _held,
+    _JobSignals,
+    _make_signals,
+    _per_pid_means,
+)
+from gputop.fmt import bytes_, duration, rate
+from gputop.model import GpuSample
+from gputop.pcie import lane_bytes_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class _Stats:
+    mean: float
+    low: float
+    high: float
+    stdev: float
+    n: int
+
+
+def _stats(values: Iterable[float | None]) -> _Stats | None:
+    known = [float(v) for v in values if v is not None]
+    if not known:
+        return None
+    mean = sum(known) / len(known)
+    var = sum((v - mean) ** 2 for v in known) / len(known)
+    return _Stats(mean, min(known), max(known), math.sqrt(var), len(known))
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [float(v) for v in values if v is not None]  # as _stats(values).mean
+    return sum(known) / len(known) if known else None
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0f} %"
+
+
+def _seconds(value: float) -> str:
+    """'19 s', '9 s'; a fraction below 10 s keeps its tenth ('0.5 s', a one-shot window)."""
+    if value >= 10 or round(value, 1) == round(value):
+        return f"{value:.0f} s"
+    return f"{value:.1f} s"
+
+
+def _gpus_text(gpus: Sequence[int]) -> str:
+    if len(gpus) == 1:
+        return f"GPU {gpus[0]}"
+    return "GPUs " + ",".join(str(g) for g in gpus)
+
+
+def _mig_without_util(window: Sequence[Sequence[GpuSample]]) -> bool:
+    """The latest samples are all of GPUs in MIG mode without a utilization."""
+    latest = next((samples for samples in reversed(window) if samples), ())
+    return bool(latest) and all(g.mig_mode and g.utilization.gpu is None for g in latest)
+
+
+def _unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -> _Finding:
+    """No utilization in the window: why, in words (MIG mode says so itself)."""
+    latest = next((samples for samples in reversed(window) if samples), ())
+    mig = [g for g in latest if g.mig_mode]
+    if mig:
+        devices = sum(len(g.mig_devices) for g in mig)
+        return _Finding(
+            _R_UNKNOWN,
+            UNKNOWN,
+            "info",
+            f"{_gpus_text(tuple(g.index for g in mig))} in MIG mode"
+            + (f" ({devices} MIG devices)" if devices else "")
+            + ": NVML gives no GPU utilization for a partitioned GPU, so busy or starved "
+            "cannot be told from it",
+            "See memory and processes per MIG device; per-instance activity needs DCGM "
+            "profiling (GPM) metrics",
+        )
+    return _Finding(
+        _R_UNKNOWN,
+        UNKNOWN,
+        "info",
+        f"{_gpus_text(gpus)}: GPU utilization not reported (vGPU or an old driver?)",
+        "Use per-process SM % or DCGM profiling metrics instead",
+    )
+
+
+def _util_of(samples: Sequence[GpuSample]) -> float | None:
+    return _mean(g.utilization.gpu for g in samples)
+
+
+def _memory_text(samples: Sequence[GpuSample]) -> str:
+    used = [g.memory.used for g in samples if g.memory.used is not None]
+    if not used:
+        return "memory use n/a"
+    return f"holding {bytes_(sum(used))}"
+
+
+def _throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
+    """(hard, soft) reason names among the decoded clock event reasons."""
+    hard: list[str] = []
+    soft: list[str] = []
+    for reason in reasons or ():
+        key = "".join(c for c in reason.lower() if c.isalpha())
+        if "thermal" in key or "hwslowdown" in key or "powerbrake" in key:
+            hard.append(reason)
+        elif "powercap" in key:
+            soft.append(reason)
+    return hard, soft
+
+
+def _link_capacity(gpu: GpuSample) -> float | None:
+    """Current per-direction capacity: the max link scaled down to the current gen/width."""
+    p = gpu.pcie
+    cap = p.link_max_bytes_per_s
+    lane = lane_bytes_per_s(p.gen)
+    if cap is None or cap <= 0:
+        if lane is not None and p.width:
+            return lane * p.width
+        return None
+    max_lane = lane_bytes_per_s(p.max_gen)
+    if lane is not None and max_lane is not None and p.width and p.max_width:
+        cap *= (lane * p.width) / (max_lane * p.max_width)
+    return cap
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    gpus: tuple[int, ...]
+    job_ids: tuple[str, ...]  # jobs whose processes explain the GPU's state
+    job: Job | None  # set when judging a job
+
+
+def _judge(ctx: _Context, scope: _Scope) -> Verdict:
+    # 1. lost
+    lost = [g for g in ctx.lost if g.index in scope.gpus]
+    if lost:
+        g = lost[0]
+        reason = g.lost_reason or "no reason given"
+        return _verdict(
+            [
+                _Finding(
+                    _R_LOST,
+                    LOST,
+                    "bad",
+                    f"GPU {g.index} is lost: {reason}",
+                    "Check dmesg for Xid errors; a lost GPU usually needs a reset or reboot",
+                )
+            ]
+        )
+
+    findings: list[_Finding] = []
+
+    # memory nearly full (latest sample)
+    full = _memory_full(ctx, scope.gpus)
+    if full is not None:
+        findings.append(full)
+
+    # 2. idle memory holder (whole history)
+    holder = _idle_holder(ctx, scope)
+    if holder is not None:
+        findings.append(holder)
+        return _verdict(findings)
+
+    # 3. idle (GPU scope only)
+    if scope.job is None:
+        idle = _idle(ctx, scope, [tk.samples(scope.gpus) for tk in ctx.ticks])
+        if idle is not None:
+            return _verdict([idle])
+
+    # 4. warming up; the GPU side, shared by every scope on the same GPUs and ticks.
+    # A job is judged on the ticks it existed in only.
+    present = None if scope.job is None else ctx.present(scope.job.id)
+    group = _group(ctx, scope.gpus, present)
+    if group.early is not None:
+        findings.append(group.early)
+        return _verdict(findings)
+    base = group.base
+    findings.extend(group.throttle_link)
+
+    causes: list[_Finding] = []
+    if not group.busy:
+        causes.extend(group.pcie)
+        causes.extend(_input_causes(ctx, scope, base, group.starved, group.severity))
+    findings.extend(causes)
+
+    if group.busy:
+        findings.append(
+            _Finding(
+                _R_GPU_BOUND,
+                GPU_BOUND,
+                "ok",
+                base,
+                "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
+                "model side (mixed precision, torch.compile, larger batch)",
+            )
+        )
+    elif not causes:
+        note = _no_host_view_note(ctx, scope)
+        if group.starved:
+            findings.append(
+                _Finding(
+                    _R_UNDERUSED,
+                    UNDERUSED,
+                    "warn",
+                    base + note,
+                    "The GPU waits but no host cause is visible: profile a step "
+                    "(torch.profiler) to see what it waits for",
+                )
+            )
+        else:
+            findings.append(
+                _Finding(
+                    _R_MODERATE,
+                    MODERATE,
+                    "info",
+                    base + note,
+                    "Steady partial use: profile a step (torch.profiler) if you expected more",
+                )
+            )
+    return _verdict(findings)
+
+
+def _memory_full(ctx: _Context, gpus: tuple[int, ...]) -> _Finding | None:
+    if gpus in ctx.memory_full:
+        return ctx.memory_full[gpus]
+    t = ctx.t
+    out: _Finding | None = None
+    for g in ctx.ticks[-1].samples(gpus):
+        used, total = g.memory.used, g.memory.total
+        if (
+            used is not None
+            and total is not None
+            and total > 0
+            and used / total >= t.mem_nearly_full
+        ):
+            out = _Finding(
+                _R_MEMORY,
+                MEMORY_FULL,
+                "warn",
+                f"GPU {g.index} memory {bytes_(used)} of {bytes_(total)} "
+                f"({100 * used / total:.0f} %)",
+                "Close to out of memory: lower the batch size or enable activation "
+                "checkpointing if it OOMs (caching allocators also fill memory on purpose)",
+            )
+            break
+    ctx.memory_full[gpus] = out
+    return out
+
+
+def _group(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None) -> _Group:
+    """The GPU side of the verdict on ``gpus`` over the window ticks where ``present``
+    (None: a GPU scope, judged on the ticks where its GPUs have samples)."""
+    key = (gpus, present)
+    done = ctx.groups.get(key)
+    if done is not None:
+        return done
+    t = ctx.t
+    window_samples = [tk.samples(gpus) for tk in ctx.ticks]
+    if present is None:
+        ticks = [tk.time for tk, samples in zip(ctx.ticks, window_samples, strict=True) if samples]
+    else:
+        window_samples = [
+            samples if here else [] for samples, here in zip(window_samples, present, strict=True)
+        ]
+        ticks = [tk.time for tk, here in zip(ctx.ticks, present, strict=True) if here]
+    span = ticks[-1] - ticks[0] if ticks else 0.0
+    early: _Finding | None = None
+    base = ""
+    busy = starved = False
+    severity = "info"
+    throttle_link: list[_Finding] = []
+    pcie: list[_Finding] = []
+    util = None
+    mig_unknown = _mig_without_util(window_samples)
+    if mig_unknown:
+        # waiting does not help: NVML never gives utilization for a partitioned GPU
+        early = _unknown_util(gpus, window_samples)
+    elif len(ticks) < t.min_samples or span < t.min_seconds:
+        early = _Finding(
+            _R_WARMING,
+            WARMING_UP,
+            "info",
+            f"{len(ticks)} samples over {span:.1f} s; need {t.min_samples} samples and "
+            f"{t.min_seconds:g} s",
+            "Wait a few seconds for a verdict",
+        )
+    else:
+        util = _stats([_util_of(samples) for samples in window_samples])
+        if util is None:
+            early = _unknown_util(gpus, window_samples)
+    if early is None and util is not None:
+        base = (
+            f"util mean {_pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f})"
+            f" over {_seconds(span)}"
+        )
+        if len(gpus) > 1:
+            base += f" on {_gpus_text(gpus)}"
+        busy = util.mean >= t.util_high
+        starved = util.mean < t.util_low or (not busy and util.stdev >= t.util_oscillation)
+        severity = "warn" if starved else "info"
+        if not busy and util.stdev >= t.util_oscillation:
+            base = base.replace(" over ", f", oscillating (sd {util.stdev:.0f}) over ", 1)
+        throttle_link = _throttle(ctx, window_samples, base) + _link(ctx, window_samples, base)
+        if not busy:
+            pcie = _pcie(ctx, window_samples, base, severity)
+    out = _Group(window_samples, early, base, busy, starved, severity, throttle_link, pcie)
+    ctx.groups[key] = out
+    return out
+
+
+def _no_host_view_note(ctx: _Context, scope: _Scope) -> str:
+    latest_jobs = ctx.latest_jobs
+    jobs = [latest_jobs[j] for j in scope.job_ids if j in latest_jobs]
+    if jobs and all(j.visible is not True for j in jobs):
+        return "; its processes are not visible from here (other PID namespace?)"
+    if not jobs and scope.job is None:
+        return "; no process listed"
+    return ""
+
+
+def _idle(ctx: _Context, scope: _Scope, window_samples: list[list[GpuSample]]) -> _Finding | None:
+    t = ctx.t
+    present = [
+        (tk.snap, samples) for tk, samples in zip(ctx.ticks, window_samples, strict=True) if samples
+    ]
+    if not present:
+        return None
+    for snap, samples in present:
+        for g in samples:
+            if _held(snap, g, t):
+                return None
+            if g.utilization.gpu is not None and g.utilization.gpu > t.idle_util:
+                return None
+    util = _stats(_util_of(samples) for _, samples in present)
+    util_text = "util n/a" if util is None else f"util max {util.high:.0f} %"
+    return _Finding(
+        _R_IDLE, IDLE, "ok", f"no processes, {util_text} over {_seconds(ctx.span)}", "Free for work"
+    )
+
+
+def _idle_holder(ctx: _Context, scope: _Scope) -> _Finding | None:
+    t = ctx.t
+    job = scope.job
+    pids = frozenset(job.main_pids) if job is not None else None
+
+    # The first snapshot of the run of idle-and-held snapshots that ends the history.
+    history = ctx.history
+    start = ctx.run_start(scope.gpus, pids)
+    if start == len(history):
+        return None
+    idle_for = history[-1].time - history[start].time
+    memory = _memory_text(ctx.ticks[-1].samples(scope.gpus))
+    if idle_for >= t.idle_holder_seconds:
+        evidence = f"util <= {t.idle_util:g} % for {duration(idle_for)}; {memory}"
+    elif start == 0 and idle_for >= t.idle_holder_min_observed:
+        ages = _holder_ages(ctx, scope)
+        if not ages or min(ages) < t.idle_holder_seconds:
+            return None
+        evidence = (
+            f"util <= {t.idle_util:g} % for all {duration(idle_for)} observed; "
+            f"running for {duration(min(ages))}; {memory}"
+        )
+    else:
+        return None
+    return _Finding(
+        _R_HOLDER,
+        IDLE_HOLDER,
+        "warn",
+        evidence,
+        "Holds GPU memory without using the GPU: stop it if it is finished or stuck",
+    )
+
+
+def _holder_ages(ctx: _Context, scope: _Scope) -> list[float]:
+    latest = ctx.latest
+    procs = ctx.ticks[-1].procs
+    if scope.job is not None:
+        pids = list(scope.job.main_pids)
+    else:
+        pids = [p.pid for g in ctx.ticks[-1].samples(scope.gpus) for p in g.processes]
+    ages: list[float] = []
+    for pid in pids:
+        info = procs.get(pid)
+        if info is None or info.create_time is None:
+            return []  # one unknown age: cannot claim they are all old
+        ages.append(latest.time - info.create_time)
+    return ages
+
+
+def _throttle(ctx: _Context, window_samples: list[list[GpuSample]], base: str) -> list[_Finding]:
+    t = ctx.t
+    busy = 0
+    hard_n = soft_n = 0
+    hard_names: set[str] = set()
+    where: set[int] = set()
+    for samples in window_samples:
+        for g in samples:
+            if g.utilization.gpu is None or g.utilization.gpu < t.util_low:
+                continue
+            busy += 1
+            hard, soft = _throttle_class(g.clock_event_reasons)
+            if hard:
+                hard_n += 1
+                hard_names.update(hard)
+                where.add(g.index)
+            elif soft:
+                soft_n += 1
+    total = sum(len(s) for s in window_samples)
+    if total == 0 or busy < total / 2:
+        return []
+    out: list[_Finding] = []
+    if hard_n >= t.throttle_fraction * busy:
+        out.append(
+            _Finding(
+                _R_THROTTLE_HARD,
+                THROTTLED,
+                "bad",
+                f"{', '.join(sorted(hard_names))} in {hard_n} of {busy} busy samples on "
+                f"{_gpus_text(sorted(where))}; {base}",
+                "Clocks are cut by heat or a hardware slowdown: check cooling, fans, airflow",
+            )
+        )
+    elif hard_n + soft_n >= t.throttle_fraction * busy:
+        out.append(
+            _Finding(
+                _R_THROTTLE_SOFT,
+                THROTTLED,
+                "info",
+                f"power cap in {hard_n + soft_n} of {busy} busy samples; {base}",
+                "Running at its power limit: normal at full load; raise the limit only if "
+                "cooling allows",
+            )
+        )
+    return out
+
+
+def _link(ctx: _Context, window_samples: list[list[GpuSample]], base: str) -> list[_Finding]:
+    t = ctx.t
+    busy = degraded = 0
+    worst: GpuSample | None = None
+    total = sum(len(s) for s in window_samples)
+    for samples in window_samples:
+        for g in samples:
+            if g.utilization.gpu is None or g.utilization.gpu < t.util_low:
+                continue
+            p = g.pcie
+            if None in (p.gen, p.max_gen, p.width, p.max_width):
+                continue
+            busy += 1
+            assert p.gen is not None and p.max_gen is not None
+            assert p.width is not None and p.max_width is not None
+            if p.gen < p.max_gen or p.width < p.max_width:
+                degraded += 1
+                worst = g
+    if total == 0 or busy < total / 2 or worst is None:
+        return []
+    if degraded < t.link_degraded_fraction * busy:
+        return []
+    p = worst.pcie
+    return [
+        _Finding(
+            _R_LINK,
+            LINK_DEGRADED,
+            "warn",
+            f"GPU {worst.index} link gen{p.gen} x{p.width}, max gen{p.max_gen} x{p.max_width}, "
+            f"in {degraded} of {busy} busy samples; {base}",
+            "Reseat the card or riser, check BIOS PCIe settings and the slot",
+        )
+    ]
+
+
+def _pcie(
+    ctx: _Context, window_samples: list[list[GpuSample]], base: str, severity: str
+) -> list[_Finding]:
+    t = ctx.t
+    best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
+    # One pass over the window: each sample's link capacity is computed once for both
+    # directions. index -> [(sum of ratios, sum of rates, count)] for rx, tx.
+    sums: dict[int, list[list[float]]] = {}
+    for samples in window_samples:
+        for g in samples:
+            rx, tx = g.pcie.rx_bytes_per_s, g.pcie.tx_bytes_per_s
+            if rx is None and tx is None:
+                continue
+            cap = _link_capacity(g)
+            if cap is None or cap <= 0:
+                continue
+            acc = sums.get(g.index)
+            if acc is None:
+                acc = sums[g.index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
+            for value, slot in ((rx, acc[0]), (tx, acc[1])):
+                if value is not None:
+                    slot[0] += value / cap
+                    slot[1] += value
+                    slot[2] += 1
+    for index in sorted(sums):
+        for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):
+            if not n:
+                continue
+            ratio = ratio_sum / n
+            if best is None or ratio > best[0]:
+                best = (ratio, direction, index, rate_sum / n)
+    if best is None or best[0] < t.pcie_near_max:
+        return []
+    ratio, direction, index, mean_rate = best
+    words = "host->GPU (RX)" if direction == "rx" else "GPU->host (TX)"
+    return [
+        _Finding(
+            _R_PCIE,
+            TRANSFER_PCIE,
+            severity,
+            f"{base}; PCIe {words} {rate(mean_rate)} = {100 * ratio:.0f} % of the link"
+            f" on GPU {index}",
+            "Copies saturate PCIe: pin memory with non_blocking copies, send smaller dtypes "
+            "(uint8 images, decode on GPU), keep data on the GPU",
+        )
+    ]
+
+
+def _signals(ctx: _Context, job_id: str) -> _JobSignals | None:
+    if job_id in ctx.signals:
+        return ctx.signals[job_id]
+    track = ctx.track(job_id)
+    out: _JobSignals | None
+    if track is not None:
+        out = track.signals()
+    else:
+        # Means in the window order, each pid's in the order of its first appearance
+        # (what the track computes too: the float sums come out the same).
+        feats = [f for f in ctx.job_window(job_id).feats if f is not None]
+        if not feats:
+            out = None
+        else:
+            worker_means = [
+                m
+                for _, m in _per_pid_means(
+                    [f.worker_pids for f in feats], [f.worker_cpu for f in feats]
+                )
+            ]
+            main_means = _per_pid_means([f.main_pids for f in feats], [f.main_cpu for f in feats])
+            out = _make_signals(
+                feats[-1].job,
+                worker_means,
+                main_means,
+                sum(1 for f in feats if f.disk_sleep),
+                len(feats),
+                _mean([f.read for f in feats]),
+            )
+    ctx.signals[job_id] = out
+    return out
+
+
+def _host_text(ctx: _Context) -> tuple[float | None, float | None, str]:
+    if ctx._host is not None:
+        return ctx._host
+    cpu = _mean(s.host.cpu_percent for s in ctx.window if s.host is not None)
+    iowait = _mean(s.host.iowait_percent for s in ctx.window if s.host is not None)
+    parts = []
+    if cpu is not None:
+        parts.append(f"host CPU {_pct(cpu)}")
+    if iowait is not None:
+        parts.append(f"iowait {_pct(iowait)}")
+    ctx._host = (cpu, iowait, ", ".join(parts))
+    return ctx._host
+
+
+def _input_causes(
+    ctx: _Context, scope: _Scope, base: str, starved: bool, severity: str
+) -> list[_Finding]:
+    t = ctx.t
+    host_cpu, iowait, host_text = _host_text(ctx)
+    host_suffix = f"; {host_text}" if host_text else ""
+    if ctx._disk_now is None:
+        ctx._disk_now = (
+            _mean(s.host.disk.read_bytes_per_s for s in ctx.window if s.host is not None),
+        )
+    disk_now = ctx._disk_now[0]
+
+    out: list[_Finding] = []
+    for job_id in scope.job_ids:
+        sig = _signals(ctx, job_id)
+        if sig is None:
+            continue
+        who = "" if scope.job is not None else f"job {sig.job.root_pid}: "
+        read_text = "reads n/a" if sig.read is None else f"reads {rate(sig.read)}"
+        reading = sig.read is None or sig.read >= t.disk_min_read
+
+        # disk, strong: processes in D state, or high iowait while the job reads
+        if sig.ticks and sig.dsleep_ticks >= t.disk_sleep_fraction * sig.ticks:
+            out.append(
+                _Finding(
+                    _R_DISK_STRONG,
+                    INPUT_DISK,
+                    severity,
+                    f"{base}; {who}a process in disk wait (D state) in {sig.dsleep_ticks} of "
+                    f"{sig.ticks} samples, {read_text}{host_suffix}",
+                    "Storage is too slow: copy the data set to local NVMe or RAM, use a "
+                    "sharded/streaming format, or raise prefetch_factor",
+                )
+            )
+        elif iowait is not None and iowait >= t.iowait_high and reading:
+            out.append(
+                _Finding(
+                    _R_DISK_STRONG,
+                    INPUT_DISK,
+                    severity,
+                    f"{base}; {who}{read_text}{host_suffix}",
+                    "Storage is too slow: copy the data set to local NVMe or RAM, use a "
+                    "sharded/streaming format, or raise prefetch_factor",
+                )
+            )
+
+        # workers near a full core each
+        if sig.workers > 0 and sig.worker_cpu is not None and sig.worker_cpu >= t.worker_busy_cpu:
+            out.append(
+                _Finding(
+                    _R_WORKERS,
+                    INPUT_CPU,
+                    severity,
+                    f"{base}; {who}{sig.workers} workers at {_pct(sig.worker_cpu)} of a core each"
+                    f"{host_suffix}",
+                    "DataLoader workers are maxed out: raise num_workers (if cores are free) or "
+                    "make preprocessing cheaper (decode/augment on GPU, e.g. DALI)",
+                )
+            )
+
+        # main process near a full core, workers idle or none (only when starved)
+        if starved and sig.main_cpu is not None and sig.main_cpu >= t.main_busy_cpu:
+            idle_workers = sig.workers == 0 or (
+                sig.worker_cpu is not None and sig.worker_cpu <= t.worker_idle_cpu
+            )
+            if idle_workers:
+                workers_text = (
+                    "no workers"
+                    if sig.workers == 0
+                    else f"{sig.workers} workers at {_pct(sig.worker_cpu or 0.0)} of a core each"
+                )
+                out.append(
+                    _Finding(
+                        _R_MAIN,
+                        INPUT_MAIN,
+                        severity,
+                        f"{base}; {who}main process {sig.main_pid} at {_pct(sig.main_cpu)} of a "
+                        f"core, {workers_text}{host_suffix}",
+                        "The Python loop is the bottleneck: move preprocessing into DataLoader "
+                        "workers, avoid .item()/.cpu() host syncs each step, use larger batches",
+                    )
+                )
+
+        # host CPU saturated
+        if host_cpu is not None and host_cpu >= t.host_cpu_saturated:
+            out.append(
+                _Finding(
+                    _R_HOST_CPU,
+                    INPUT_CPU,
+                    severity,
+                    f"{base}; host CPU saturated ({_pct(host_cpu)}); {who}"
+                    f"{sig.workers} workers, tree at {_pct(sig.job.cpu_percent or 0.0)} of a core",
+                    "The host has no CPU left: cheaper preprocessing, fewer competing "
+                    "processes, or preprocess the data set offline",
+                )
+            )
+
+        # disk, weak: host disk reads near the highest rate seen, while the job reads
+        if (
+            disk_now is not None
+            and (disk_peak := ctx.disk_peak) is not None
+            and disk_peak > 0
+            and disk_now >= t.disk_near_peak * disk_peak
+            and sig.read is not None
+            and sig.read >= t.disk_min_read
+        ):
+            out.append(
+                _Finding(
+                    _R_DISK_WEAK,
+                    INPUT_DISK,
+                    severity,
+                    f"{base}; {who}{read_text}; disk reads {rate(disk_now)}, "
+                    f"{100 * disk_now / disk_peak:.0f} % of the peak {rate(disk_peak)} seen"
+                    f"{host_suffix}",
+                    "Reads run at the disk's limit: cache the data set in RAM or local NVMe, "
+                    "or use a compressed/sharded format",
+                )
+            )
+    return out
+
+
+def _gpu_verdicts(ctx: _Context) -> dict[int, Verdict]:
+    # The latest jobs on each GPU, in the latest jobs' order (one pass over the jobs).
+    by_gpu: dict[int, list[Job]] = {}
+    for j in ctx.latest_jobs.values():
+        for g in set(j.gpus):
+            by_gpu.setdefault(g, []).append(j)
+    out: dict[int, Verdict] = {}
+    for gpu in ctx.latest.gpus:
+        jobs = sorted(by_gpu.get(gpu.index, ()), key=lambda j: (-(j.gpu_memory or 0), j.root_pid))
+        out[gpu.index] = _judge(ctx, _Scope((gpu.index,), tuple(j.id for j in jobs), None))
+    return out
+
+
+def _todo(ctx: _Context, jobs: Sequence[Job] | Mapping[str, Job] | None) -> dict[str, Job]:
+    if jobs is None:
+        todo = list(ctx.latest_jobs.values())
+    elif isinstance(jobs, Mapping):
+        todo = list(jobs.values())
+    else:
+        todo = list(jobs)
+    return {job.id: job for job in todo}
+
+
+def _job_verdict(ctx: _Context, job: Job) -> Verdict:
+    return _judge(ctx, _Scope(job.gpus, (job.id,), job))
+
+
+def _job_verdicts(
+    ctx: _Context, jobs: Sequence[Job] | Mapping[str, Job] | None
+) -> dict[str, Verdict]:
+    return {job_id: _job_verdict(ctx, job) for job_id, job in _todo(ctx, jobs).items()}

@@ -1,0 +1,464 @@
+"""The window cache: what the verdicts compute from one snapshot alone (kept while the
+snapshot is in the window) and what :class:`~gputop.analysis.verdict.Analyzer` carries
+from one call to the next.
+
+- ``_Tick``: one snapshot's jobs, pid index, per-job features, per-GPU-set samples;
+- ``_Track``: one job across the window (pushed and popped as the window slides);
+- ``_Runs``: the "idle memory holder" runs, extended by new snapshots;
+- ``_Context``: what one call judges with (the window, its ticks, memoized groups and
+  signals), read by the rules (:mod:`gputop.analysis.rules`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gputop.analysis.jobs import Job, build_jobs, process_index
+from gputop.analysis.kinds import _Finding
+from gputop.analysis.thresholds import Thresholds
+from gputop.model import GpuSample, ProcessInfo, Snapshot
+
+if TYPE_CHECKING:
+    from gputop.analysis.verdict import Analyzer
+
+
+@dataclass(frozen=True, slots=True)
+class _JobTick:
+    """One job in one snapshot: what the window aggregates (``_signals``)."""
+
+    job: Job
+    disk_sleep: bool  # a member in D state
+    read: float | None  # job read bytes/s
+    worker_pids: tuple[int, ...]  # the workers with a known CPU...
+    worker_cpu: tuple[float, ...]  # ...and their CPU (% of one core)
+    main_pids: tuple[int, ...]  # the main processes with a known CPU...
+    main_cpu: tuple[float, ...]  # ...and theirs
+
+
+class _Tick:
+    """The per-snapshot work of the verdicts, done once per snapshot: the pid index, the
+    jobs and their per-sample features, and (memoized per GPU set) the scope samples.
+    Depends on the snapshot and the thresholds only."""
+
+    __slots__ = (
+        "_held",
+        "_idle",
+        "_pids",
+        "_samples",
+        "feats",
+        "jobs",
+        "lost",
+        "procs",
+        "snap",
+        "time",
+    )
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.time = snap.time
+        self.lost = [g for g in snap.gpus if g.lost]
+        self.procs = index = process_index(snap)
+        self.jobs: dict[str, Job] = {j.id: j for j in build_jobs(snap)}
+        feats: dict[str, _JobTick] = {}
+        for job_id, job in self.jobs.items():
+            wp, wc = _known_cpu(job.worker_pids, index)
+            mp, mc = _known_cpu(job.main_pids, index)
+            feats[job_id] = _JobTick(
+                job, bool(job.disk_sleep), job.read_bytes_per_s, wp, wc, mp, mc
+            )
+        self.feats = feats
+        self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
+        self._idle: dict[tuple[int, ...], bool] = {}
+        self._held: dict[tuple[int, ...], bool] = {}
+        self._pids: dict[tuple[int, ...], frozenset[int]] = {}
+
+    def samples(self, gpus: tuple[int, ...]) -> list[GpuSample]:
+        """``_scope_samples(snap, gpus)``, memoized (callers never change the list)."""
+        out = self._samples.get(gpus)
+        if out is None:
+            out = self._samples[gpus] = _scope_samples(self.snap, gpus)
+        return out
+
+    def idle_and_held(
+        self, gpus: tuple[int, ...], pids: frozenset[int] | None, t: Thresholds
+    ) -> bool:
+        """``_idle_and_held`` on this snapshot, from memoized parts."""
+        samples = self.samples(gpus)
+        if not samples:
+            return False
+        idle = self._idle.get(gpus)
+        if idle is None:
+            idle = self._idle[gpus] = _all_idle(samples, t)
+        if not idle:
+            return False
+        if pids is not None:
+            on = self._pids.get(gpus)
+            if on is None:
+                on = self._pids[gpus] = frozenset(p.pid for g in samples for p in g.processes)
+            return not on.isdisjoint(pids)
+        held = self._held.get(gpus)
+        if held is None:
+            held = self._held[gpus] = all(_held(self.snap, g, t) for g in samples)
+        return held
+
+
+def _known_cpu(
+    pids: tuple[int, ...], index: dict[int, ProcessInfo]
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """(pids, CPU %) of those of ``pids`` whose CPU is known."""
+    out_pids: list[int] = []
+    out_cpu: list[float] = []
+    for pid in pids:
+        row = index.get(pid)
+        if row is not None and row.cpu_percent is not None:
+            out_pids.append(pid)
+            out_cpu.append(row.cpu_percent)
+    return tuple(out_pids), tuple(out_cpu)
+
+
+def _all_idle(samples: Sequence[GpuSample], t: Thresholds) -> bool:
+    return all(g.utilization.gpu is not None and g.utilization.gpu <= t.idle_util for g in samples)
+
+
+def _idle_and_held(
+    snap: Snapshot, gpus: tuple[int, ...], pids: frozenset[int] | None, t: Thresholds
+) -> bool:
+    """GPUs ``gpus`` idle in ``snap`` while held: by the pids ``pids`` (a job), or by
+    anything (``pids`` None: a GPU)."""
+    samples = _scope_samples(snap, gpus)
+    if not samples:
+        return False
+    if not _all_idle(samples, t):
+        return False
+    if pids is not None:
+        return any(p.pid in pids for g in samples for p in g.processes)
+    return all(_held(snap, g, t) for g in samples)
+
+
+def _scope_samples(snap: Snapshot, gpus: Sequence[int]) -> list[GpuSample]:
+    return [g for g in snap.gpus if g.index in gpus and not g.lost]
+
+
+def _held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
+    if gpu.processes:
+        return True
+    if any(h.gpu == gpu.index for h in snap.unlisted_holders):
+        return True
+    used, total = gpu.memory.used, gpu.memory.total
+    return (
+        used is not None
+        and total is not None
+        and total > 0
+        and used / total >= t.held_memory_fraction
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """The GPU side of a verdict: depends only on the GPUs and the window ticks judged
+    (shared by every job with the same GPUs present in the same ticks)."""
+
+    window_samples: list[list[GpuSample]]
+    early: _Finding | None  # "warming up" or "unknown": the verdict stops there
+    base: str
+    busy: bool
+    starved: bool
+    severity: str  # of the waiting findings
+    throttle_link: list[_Finding]
+    pcie: list[_Finding]  # empty when busy
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """One job across the window: its per-tick features (None where absent)."""
+
+    present: tuple[bool, ...]
+    feats: list[_JobTick | None]
+
+
+class _Track:
+    """One job across the window, kept up to date from one call to the next by
+    :class:`Analyzer` (a tick in: ``push``; the oldest out: ``pop``), so that its
+    signals cost O(its processes) per call instead of O(window). The means are still
+    sums over the window's values in window order (``sum`` of a deque): exactly what
+    the plain path computes."""
+
+    __slots__ = ("dsleep", "feats", "mcols", "reads", "run", "seqs", "wcols")
+
+    def __init__(self) -> None:
+        self.seqs: deque[int] = deque()  # sequence numbers of the ticks it is in
+        self.feats: deque[_JobTick] = deque()
+        # The newest ``run`` feats list the same worker and main pids; wcols/mcols hold
+        # the CPU of each of those pids over them, oldest first.
+        self.run = 0
+        self.wcols: list[deque[float]] = []
+        self.mcols: list[deque[float]] = []
+        self.reads: deque[float] = deque()  # known reads, oldest first
+        self.dsleep = 0
+
+    def push(self, seq: int, f: _JobTick) -> None:
+        feats = self.feats
+        if feats and f.worker_pids == feats[-1].worker_pids and f.main_pids == feats[-1].main_pids:
+            self.run += 1
+            for col, value in zip(self.wcols, f.worker_cpu, strict=True):
+                col.append(value)
+            for col, value in zip(self.mcols, f.main_cpu, strict=True):
+                col.append(value)
+        else:
+            self.run = 1
+            self.wcols = [deque((value,)) for value in f.worker_cpu]
+            self.mcols = [deque((value,)) for value in f.main_cpu]
+        self.seqs.append(seq)
+        feats.append(f)
+        if f.read is not None:
+            self.reads.append(float(f.read))
+        if f.disk_sleep:
+            self.dsleep += 1
+
+    def pop(self) -> None:
+        self.seqs.popleft()
+        f = self.feats.popleft()
+        if len(self.feats) < self.run:  # it was part of the run
+            self.run -= 1
+            for col in self.wcols:
+                col.popleft()
+            for col in self.mcols:
+                col.popleft()
+        if f.read is not None:
+            self.reads.popleft()
+        if f.disk_sleep:
+            self.dsleep -= 1
+
+    def signals(self) -> _JobSignals:
+        feats = self.feats
+        last = feats[-1]
+        if self.run == len(feats):  # the same processes throughout
+            worker_means = [sum(col) / len(col) for col in self.wcols]
+            main_means = [
+                (pid, sum(col) / len(col))
+                for pid, col in zip(last.main_pids, self.mcols, strict=True)
+            ]
+        else:
+            worker_means = [
+                m
+                for _, m in _per_pid_means(
+                    [f.worker_pids for f in feats], [f.worker_cpu for f in feats]
+                )
+            ]
+            main_means = _per_pid_means([f.main_pids for f in feats], [f.main_cpu for f in feats])
+        reads = self.reads
+        return _make_signals(
+            last.job,
+            worker_means,
+            main_means,
+            self.dsleep,
+            len(feats),
+            sum(reads) / len(reads) if reads else None,
+        )
+
+
+@dataclass(slots=True)
+class _Context:
+    t: Thresholds
+    history: list[Snapshot]  # the full history, oldest first
+    window: list[Snapshot]  # a suffix of ``history``
+    ticks: list[_Tick]  # one per window snapshot
+    base: int = 0  # sequence number of history[0] (idle-holder run memo)
+    runs: _Runs | None = None
+    _disk_peak: tuple[float | None] | None = None
+    _host: tuple[float | None, float | None, str] | None = None
+    _disk_now: tuple[float | None] | None = None
+    groups: dict[tuple[tuple[int, ...], tuple[bool, ...] | None], _Group] = field(
+        default_factory=dict
+    )
+    signals: dict[str, _JobSignals | None] = field(default_factory=dict)
+    job_windows: dict[str, _Window] = field(default_factory=dict)
+    memory_full: dict[tuple[int, ...], _Finding | None] = field(default_factory=dict)
+    # The analyzer's job tracks, valid while its generation is still ``generation``.
+    analyzer: Analyzer | None = None
+    generation: int = 0
+    _all_present: tuple[bool, ...] | None = None
+
+    def track(self, job_id: str) -> _Track | None:
+        a = self.analyzer
+        if a is None or a._generation != self.generation:
+            return None
+        return a._tracks.get(job_id)
+
+    def present(self, job_id: str) -> tuple[bool, ...]:
+        """Whether the job is in each window tick."""
+        track = self.track(job_id)
+        if track is not None and len(track.seqs) == len(self.ticks):
+            if self._all_present is None:
+                self._all_present = (True,) * len(self.ticks)
+            return self._all_present
+        return self.job_window(job_id).present
+
+    @property
+    def disk_peak(self) -> float | None:
+        """The highest host disk read rate in the whole history (computed once)."""
+        if self._disk_peak is None:
+            rates = [s.host.disk.read_bytes_per_s for s in self.history if s.host is not None]
+            known = [r for r in rates if r is not None]
+            self._disk_peak = (max(known) if known else None,)
+        return self._disk_peak[0]
+
+    @property
+    def latest(self) -> Snapshot:
+        return self.window[-1]
+
+    @property
+    def lost(self) -> list[GpuSample]:
+        """The newest snapshot's lost GPUs, in its order."""
+        return self.ticks[-1].lost
+
+    @property
+    def span(self) -> float:
+        return self.window[-1].time - self.window[0].time
+
+    @property
+    def latest_jobs(self) -> dict[str, Job]:
+        return self.ticks[-1].jobs
+
+    def job_window(self, job_id: str) -> _Window:
+        out = self.job_windows.get(job_id)
+        if out is None:
+            feats = [tk.feats.get(job_id) for tk in self.ticks]
+            present = tuple(f is not None for f in feats)
+            # a job judged on its own id may be unknown to the snapshots' jobs
+            out = self.job_windows[job_id] = _Window(present, feats)
+        return out
+
+    def idle_and_held(self, i: int, gpus: tuple[int, ...], pids: frozenset[int] | None) -> bool:
+        """``_idle_and_held`` on history[i]; memoized when history[i] is in the window."""
+        w = i - (len(self.history) - len(self.window))
+        if w >= 0:
+            return self.ticks[w].idle_and_held(gpus, pids, self.t)
+        return _idle_and_held(self.history[i], gpus, pids, self.t)
+
+    def run_start(self, gpus: tuple[int, ...], pids: frozenset[int] | None) -> int:
+        """Index of the first snapshot of the idle-and-held run that ends the history
+        (``len(history)`` when the newest snapshot is not idle-and-held)."""
+        if self.runs is not None:
+            return self.runs.start(self, gpus, pids)
+        start = len(self.history)
+        while start > 0 and self.idle_and_held(start - 1, gpus, pids):
+            start -= 1
+        return start
+
+
+class _Runs:
+    """Memo of the idle-and-held runs between calls: scope -> (sequence number of the
+    snapshot it was computed at, sequence number of the run's first snapshot or None,
+    exact). ``exact`` is False when the run reached the start of the history it was
+    computed on (it may have begun earlier). Sequence numbers are given by
+    :class:`Analyzer`: consecutive in a history that only grows at the end and is cut at
+    the start; never reused."""
+
+    __slots__ = ("memo",)
+
+    def __init__(self) -> None:
+        self.memo: dict[
+            tuple[tuple[int, ...], frozenset[int] | None], tuple[int, int | None, bool]
+        ] = {}
+
+    def start(self, ctx: _Context, gpus: tuple[int, ...], pids: frozenset[int] | None) -> int:
+        n = len(ctx.history)
+        base = ctx.base
+        latest = base + n - 1
+        key = (gpus, pids)
+        memo = self.memo.get(key)
+        if (
+            memo is not None
+            and base - 1 <= memo[0] <= latest
+            and (memo[2] or memo[1] is None or memo[1] <= base)
+        ):
+            seq_at, first, exact = memo
+            for seq in range(seq_at + 1, latest + 1):
+                if ctx.idle_and_held(seq - base, gpus, pids):
+                    if first is None:
+                        first, exact = seq, True
+                else:
+                    first = None
+        else:
+            start = n
+            while start > 0 and ctx.idle_and_held(start - 1, gpus, pids):
+                start -= 1
+            first = None if start == n else base + start
+            exact = start > 0
+        if memo is None or memo[0] <= latest:
+            self.memo[key] = (latest, first, exact)
+        return n if first is None else max(0, first - base)
+
+    def prune(self, oldest: int) -> None:
+        """Forget the scopes last computed before sequence number ``oldest``."""
+        stale = [k for k, v in self.memo.items() if v[0] < oldest]
+        for k in stale:
+            del self.memo[k]
+
+
+def _select(history: Sequence[Snapshot], t: Thresholds) -> tuple[list[Snapshot], list[Snapshot]]:
+    """(the full history sorted by time, the window: a suffix of it)."""
+    full = sorted(history, key=lambda s: s.time)
+    end = full[-1].time
+    window = [s for s in full if s.time >= end - t.window_seconds]
+    if len(window) < t.min_samples:  # slow sampling: at least MIN_SAMPLES snapshots
+        window = full[-t.min_samples :]
+    return full, window
+
+
+@dataclass(frozen=True, slots=True)
+class _JobSignals:
+    job: Job
+    workers: int
+    worker_cpu: float | None  # mean over workers of each worker's window mean
+    main_cpu: float | None  # the busiest main process's window mean
+    main_pid: int | None
+    dsleep_ticks: int
+    ticks: int
+    read: float | None  # job read bytes/s, window mean
+
+
+def _per_pid_means(
+    pids: list[tuple[int, ...]], cpus: list[tuple[float, ...]]
+) -> list[tuple[int, float]]:
+    """(pid, mean CPU over the ticks it has one), pids in order of first appearance."""
+    first = pids[0]
+    if all(p == first for p in pids):  # the usual case: the same processes every tick
+        return [
+            (pid, sum(col) / len(col))
+            for pid, col in zip(first, zip(*cpus, strict=True), strict=True)
+        ]
+    per_pid: dict[int, list[float]] = {}
+    for tick_pids, tick_cpus in zip(pids, cpus, strict=True):
+        for pid, cpu in zip(tick_pids, tick_cpus, strict=True):
+            values = per_pid.get(pid)
+            if values is None:
+                per_pid[pid] = [cpu]
+            else:
+                values.append(cpu)
+    return [(pid, sum(v) / len(v)) for pid, v in per_pid.items()]
+
+
+def _make_signals(
+    last: Job,
+    worker_means: list[float],
+    main_means: list[tuple[int, float]],
+    dsleep: int,
+    ticks: int,
+    read: float | None,
+) -> _JobSignals:
+    busiest = sorted(((m, pid) for pid, m in main_means), reverse=True)
+    return _JobSignals(
+        job=last,
+        workers=last.workers,
+        worker_cpu=sum(worker_means) / len(worker_means) if worker_means else None,
+        main_cpu=busiest[0][0] if busiest else None,
+        main_pid=busiest[0][1] if busiest else None,
+        dsleep_ticks=dsleep,
+        ticks=ticks,
+        read=read,
+    )
