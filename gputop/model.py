@@ -24,6 +24,33 @@ SCHEMA_VERSION = 1
 # Process types as NVML reports them: compute, graphics, or both.
 PROCESS_TYPES = ("C", "G", "C+G")
 
+#: PIDs NVML may list that are never a real process (drivers 535.43-535.86 reported
+#: them): no stage shows, groups or signals them.
+INVALID_PIDS: frozenset[int] = frozenset({0, 2**32 - 1})
+
+#: The names ``GpuSample.clock_event_reasons`` holds: NVML's nvmlClocksEventReasons bits
+#: in bit order, each with the short word a view shows and what it says about a busy GPU:
+#: "hard" (heat or the hardware cuts the clocks), "soft" (the power cap), "" (nothing).
+CLOCK_EVENT_REASON_TABLE: tuple[tuple[int, str, str, str], ...] = (
+    (0x1, "idle", "idle", ""),
+    (0x2, "applications clocks", "app clocks", ""),
+    (0x4, "sw power cap", "SW power cap", "soft"),
+    (0x8, "hw slowdown", "HW slowdown", "hard"),
+    (0x10, "sync boost", "sync boost", ""),
+    (0x20, "sw thermal", "SW thermal", "hard"),
+    (0x40, "hw thermal", "HW thermal", "hard"),
+    (0x80, "hw power brake", "HW power brake", "hard"),
+    (0x100, "display clocks", "display clocks", ""),
+)
+#: (bit, name), in bit order.
+CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = tuple(
+    (bit, name) for bit, name, _, _ in CLOCK_EVENT_REASON_TABLE
+)
+#: name -> short word for people.
+CLOCK_EVENT_WORDS: dict[str, str] = {name: word for _, name, word, _ in CLOCK_EVENT_REASON_TABLE}
+#: name -> "hard" | "soft" | "".
+CLOCK_EVENT_EFFECTS: dict[str, str] = {name: e for _, name, _, e in CLOCK_EVENT_REASON_TABLE}
+
 
 @dataclass(frozen=True, slots=True)
 class SampleError:

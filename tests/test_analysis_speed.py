@@ -201,7 +201,7 @@ def fleet(
                     clocks=Clocks(
                         sm_mhz=1980, memory_mhz=2619, sm_max_mhz=1980, memory_max_mhz=2619
                     ),
-                    clock_event_reasons=("SwPowerCap",) if g % 3 == 0 else (),
+                    clock_event_reasons=("sw power cap",) if g % 3 == 0 else (),
                     pcie=Pcie(
                         gen=5,
                         width=16,

@@ -94,7 +94,7 @@ def test_compact_gpu_line_fits_80_columns_with_room_for_history() -> None:
 
 
 def test_wide_gpu_lines_say_everything() -> None:
-    g = fx.gpu(1, util=80.0, gen=4, width=8, reasons=("sw_power_cap", "hw_thermal_slowdown"))
+    g = fx.gpu(1, util=80.0, gen=4, width=8, reasons=("sw power cap", "hw thermal"))
     lines = [views.plain(p) for p in views.gpu_view(g, compact=False, bar_width=20).lines]
     assert "H100 80GB HBM3" in lines[0]
     assert "40.0GiB/80.0GiB" in lines[0] and "50%" in lines[0] and "80%" in lines[0]
@@ -141,7 +141,7 @@ def test_throttle_words() -> None:
     assert views.throttle_words(None) is None
     assert views.throttle_words(()) == ""
     # idle clocks are not a throttle (issue 10): an idle GPU shows none
-    assert views.throttle_words(("gpu_idle", "sw_power_cap")) == "SW power cap"
+    assert views.throttle_words(("idle", "sw power cap")) == "SW power cap"
     assert views.throttle_words(("idle",)) == ""
     assert views.throttle_words(("something_new",)) == "something new"
 

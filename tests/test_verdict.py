@@ -321,16 +321,16 @@ def test_link_degraded_fraction_boundary_and_idle_gpus() -> None:
 
 
 def test_thermal_throttle_while_busy() -> None:
-    kw = {"reasons": ("sw_thermal_slowdown", "sw_power_cap")}
+    kw = {"reasons": ("sw thermal", "sw power cap")}
     v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw=kw))
     assert (v.kind, v.severity) == (THROTTLED, "bad")
-    assert "sw_thermal_slowdown in 20 of 20 busy samples on GPU 0" in v.evidence
+    assert "sw thermal in 20 of 20 busy samples on GPU 0" in v.evidence
     assert GPU_BOUND in v.also
 
 
 def test_throttle_fraction_boundary() -> None:
     def kw(n: int) -> object:
-        return lambda i, t: {"reasons": ("hw_slowdown",) if i < n else ("gpu_idle",)}
+        return lambda i, t: {"reasons": ("hw slowdown",) if i < n else ("idle",)}
 
     tree = trainer(worker_cpu=30)
     assert gv(history(steady(95), tree=tree, gpu_kw=kw(10))).kind == THROTTLED  # type: ignore[arg-type]
@@ -338,7 +338,7 @@ def test_throttle_fraction_boundary() -> None:
 
 
 def test_power_cap_alone_is_a_secondary_flag() -> None:
-    v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw={"reasons": ("sw_power_cap",)}))
+    v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw={"reasons": ("sw power cap",)}))
     assert (v.kind, v.severity) == (GPU_BOUND, "ok")
     assert v.also == (THROTTLED,)
 
@@ -538,7 +538,7 @@ def test_pure_and_deterministic() -> None:
 
 
 def test_verdict_to_dict_shape() -> None:
-    v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw={"reasons": ("sw_power_cap",)}))
+    v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw={"reasons": ("sw power cap",)}))
     d = verdict_to_dict(v)
     assert json.loads(json.dumps(d)) == d
     assert d == {

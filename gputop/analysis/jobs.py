@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gputop.model import GpuProcess, ProcessInfo, Snapshot
+from gputop.model import INVALID_PIDS, GpuProcess, ProcessInfo, Snapshot
 
 if TYPE_CHECKING:
     from gputop.analysis.verdict import Verdict
@@ -62,8 +62,6 @@ _NEVER_ROOT_PREFIXES = ("containerd-shim", "systemd-")
 # A process whose command line contains one of these is always a root (never climbed
 # past): each Jupyter kernel is its own job even though they share a server parent.
 ROOT_COMMAND_MARKERS: tuple[str, ...] = ("ipykernel_launcher", "ipykernel")
-
-_INVALID_PIDS = (0, 2**32 - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +180,7 @@ def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, GpuProcess]]:
         if gpu.lost:
             continue
         for proc in gpu.processes:
-            if proc.pid in _INVALID_PIDS:
+            if proc.pid in INVALID_PIDS:
                 continue
             entries.setdefault((gpu.index, proc.pid), proc)
     return [(g, p) for (g, _), p in sorted(entries.items())]

@@ -58,7 +58,7 @@ from gputop.analysis.window import (
     _per_pid_means,
 )
 from gputop.fmt import bytes_, duration, rate
-from gputop.model import GpuSample
+from gputop.model import CLOCK_EVENT_EFFECTS, GpuSample
 from gputop.pcie import lane_bytes_per_s
 
 
@@ -150,10 +150,10 @@ def _throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[st
     hard: list[str] = []
     soft: list[str] = []
     for reason in reasons or ():
-        key = "".join(c for c in reason.lower() if c.isalpha())
-        if "thermal" in key or "hwslowdown" in key or "powerbrake" in key:
+        effect = CLOCK_EVENT_EFFECTS.get(reason)
+        if effect == "hard":
             hard.append(reason)
-        elif "powercap" in key:
+        elif effect == "soft":
             soft.append(reason)
     return hard, soft
 

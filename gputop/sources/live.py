@@ -34,6 +34,7 @@ from typing import Protocol
 
 from gputop.fmt import clean_text
 from gputop.model import (
+    INVALID_PIDS,
     DriverInfo,
     GpuProcess,
     GpuSample,
@@ -51,8 +52,6 @@ HOLDER_SCAN_INTERVAL_S = 5.0
 #: reads every descriptor of every process, so on a big host it keeps to about 1 % of
 #: one core (a 0.5 s scan runs every 50 s) instead of growing with the host.
 HOLDER_SCAN_COST_FACTOR = 100.0
-#: PIDs that buggy drivers (535.43-535.86) reported: never real processes.
-INVALID_PIDS = frozenset({0, 2**32 - 1})
 
 
 class GpuReader(Protocol):

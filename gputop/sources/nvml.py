@@ -70,6 +70,8 @@ from typing import Any, TypeVar
 
 from gputop.fmt import clean_text
 from gputop.model import (
+    CLOCK_EVENT_REASONS,
+    INVALID_PIDS,
     Clocks,
     DriverInfo,
     GpuMemory,
@@ -102,20 +104,6 @@ PCIE_WAIT_S = 0.5
 #: On close(), how long to wait for PCIe calls still running before shutting NVML down.
 CLOSE_WAIT_S = 1.0
 
-#: nvmlClocksEventReasons bits, in bit order.
-CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
-    (0x1, "idle"),
-    (0x2, "applications clocks"),
-    (0x4, "sw power cap"),
-    (0x8, "hw slowdown"),
-    (0x10, "sync boost"),
-    (0x20, "sw thermal"),
-    (0x40, "hw thermal"),
-    (0x80, "hw power brake"),
-    (0x100, "display clocks"),
-)
-
-INVALID_PIDS = frozenset({0, 2**32 - 1})
 _NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
 #: Where the NVIDIA device nodes live; a GPU process holds one of them open.
 DEVICE_PREFIX = "/dev/nvidia"

@@ -16,7 +16,7 @@ from functools import lru_cache
 from gputop import fmt
 from gputop.analysis import verdict as vd
 from gputop.analysis.jobs import process_index
-from gputop.model import GpuSample, HostSample, ProcessInfo, Snapshot
+from gputop.model import CLOCK_EVENT_WORDS, GpuSample, HostSample, ProcessInfo, Snapshot
 
 # --- thresholds -------------------------------------------------------------------------
 
@@ -244,24 +244,6 @@ def pcie_downgrade(gpu: GpuSample) -> str | None:
     return f"LINK gen{p.gen}x{p.width}<gen{p.max_gen}x{p.max_width}"
 
 
-_REASON_WORDS = {
-    "gpu_idle": "idle",
-    "idle": "idle",
-    "applications_clocks_setting": "app clocks",
-    "app_clocks": "app clocks",
-    "sw_power_cap": "SW power cap",
-    "hw_slowdown": "HW slowdown",
-    "sync_boost": "sync boost",
-    "sw_thermal_slowdown": "SW thermal",
-    "sw_thermal": "SW thermal",
-    "hw_thermal_slowdown": "HW thermal",
-    "hw_thermal": "HW thermal",
-    "hw_power_brake_slowdown": "HW power brake",
-    "hw_power_brake": "HW power brake",
-    "display_clock_setting": "display clocks",
-}
-
-
 def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
     """Active clock event reasons in words, without "idle" (clocks lowered because there is
     no work are not a throttle); None when unknown, '' when none (or only idle)."""
@@ -269,10 +251,10 @@ def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
         return None
     words: list[str] = []
     for r in reasons:
-        key = safe(r, 64).lower().removeprefix("clocks_event_reason_").replace(" ", "_")
-        word = _REASON_WORDS.get(key, key.replace("_", " "))
-        if word == "idle":
+        name = safe(r, 64)
+        if name == "idle":
             continue  # idle clocks are not throttling: an idle GPU is not at fault
+        word = CLOCK_EVENT_WORDS.get(name, name.replace("_", " "))
         if word not in words:
             words.append(word)
     return ", ".join(words)
