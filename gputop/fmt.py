@@ -8,7 +8,6 @@ Untrusted text (process names, command lines, user names, GPU names) goes throug
 from __future__ import annotations
 
 import re
-import unicodedata
 
 NA = "n/a"
 
@@ -44,10 +43,6 @@ def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
-
-
-def is_wide(ch: str) -> bool:
-    return unicodedata.east_asian_width(ch) in ("W", "F")
 
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")

@@ -19,7 +19,7 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from gputop import __version__, fmt
+from gputop import __version__, cells, fmt
 from gputop.analysis.jobs import job_to_dict
 from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict, verdict_to_dict
 from gputop.diagnosis import Diagnosis
@@ -161,29 +161,14 @@ def render_json(snapshot: Snapshot, diagnosis: Diagnosis | None = None) -> str:
 # --- text ----------------------------------------------------------------------------
 
 
-def _cells(text: str) -> int:
-    return sum(2 if fmt.is_wide(c) else 1 for c in text)
-
-
 def fit(text: str, width: int = WIDTH) -> str:
     """Cut ``text`` to ``width`` terminal cells, ending with '…' when cut."""
-    if _cells(text) <= width:
-        return text
-    out: list[str] = []
-    used = 0
-    for c in text:
-        w = 2 if fmt.is_wide(c) else 1
-        if used + w > width - 1:
-            break
-        out.append(c)
-        used += w
-    return "".join(out) + "…"
+    return cells.truncate(text, width)
 
 
 def _pad(text: str, width: int) -> str:
     """Left-aligned in ``width`` cells, cut when longer."""
-    text = fit(text, width)
-    return text + " " * (width - _cells(text))
+    return cells.fit(text, width)
 
 
 def _wrap(text: str, indent: int = 0, width: int = WIDTH) -> list[str]:
@@ -273,7 +258,7 @@ def _gpu_rows(g: GpuSample) -> list[str]:
         f"  Fan {fmt.percent(g.fan_percent)}"
     )
     events = f"Clock events: {slow}"
-    if _cells(clocks) + 2 + _cells(events) <= WIDTH:
+    if cells.cell_width(clocks) + 2 + cells.cell_width(events) <= WIDTH:
         lines.append(f"{clocks}  {events}")
     else:
         lines.append(clocks)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from gputop import __version__
+from gputop.cells import is_wide
 from gputop.cli import EXIT_NO_DRIVER, EXIT_USAGE, main
-from gputop.fmt import is_wide
 from gputop.model import GpuProcess, GpuSample, SampleError, Snapshot, replace
 from gputop.sources.demo import DemoSource
 from gputop.textout import filter_gpus, render_text

@@ -15,9 +15,9 @@ import pytest
 from gputop.analysis import verdict as V
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.cells import is_wide
 from gputop.cli import EXIT_USAGE
 from gputop.diagnosis import diagnose
-from gputop.fmt import is_wide
 from gputop.model import GpuSample, Snapshot, replace
 from gputop.sources.demo import LINK_FLAP, DemoSource
 from gputop.textout import _gpu_list, filter_gpus, render_text, to_json_dict

@@ -28,8 +28,9 @@ import psutil
 import pytest
 
 from gputop import actions
+from gputop.cells import is_wide
 from gputop.cli import EXIT_NO_DRIVER
-from gputop.fmt import clean_text, is_wide
+from gputop.fmt import clean_text
 from gputop.model import (
     DriverInfo,
     GpuProcess,

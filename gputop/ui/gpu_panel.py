@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from gputop.cells import cell_width
 from gputop.model import Snapshot
 from gputop.ui.lines import PartsLines
 from gputop.ui.roles import to_content
@@ -21,7 +22,6 @@ from gputop.ui.views import (
     Parts,
     VerdictMark,
     bar_width_for,
-    cell_width,
     fit_parts,
     gpu_view,
     host_only_message,

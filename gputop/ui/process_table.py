@@ -34,7 +34,8 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
-from gputop.ui.views import ProcRow, column_widths, fit, visible_columns
+from gputop.cells import fit
+from gputop.ui.views import ProcRow, column_widths, visible_columns
 
 Cell = tuple[str, str]  # (text as shown, style key)
 RowCells = tuple[Cell, ...]

@@ -8,7 +8,6 @@ meaning always travels as words on screen too (never as colour alone).
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -16,6 +15,7 @@ from functools import lru_cache
 from gputop import fmt
 from gputop.analysis import verdict as vd
 from gputop.analysis.jobs import process_index
+from gputop.cells import cell_width, fit
 from gputop.model import CLOCK_EVENT_WORDS, GpuSample, HostSample, ProcessInfo, Snapshot
 
 # --- thresholds -------------------------------------------------------------------------
@@ -72,57 +72,6 @@ def safe(text: str | None, limit: int | None = 512) -> str:
     """
     cleaned = fmt.clean_text(text, limit)
     return fmt.NA if cleaned is None else cleaned
-
-
-@lru_cache(maxsize=8192)
-def _char_cells(ch: str) -> int:
-    if fmt.is_wide(ch):
-        return 2
-    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
-        return 0
-    return 1
-
-
-def cell_width(text: str) -> int:
-    """Terminal cells ``text`` takes: CJK and emoji two, combining marks none."""
-    if text.isascii():
-        return len(text)
-    return sum(map(_char_cells, text))
-
-
-def _cut_cells(text: str, width: int) -> str:
-    """The longest start of ``text`` within ``width`` cells, padded to exactly ``width``."""
-    out: list[str] = []
-    used = 0
-    for ch in text:
-        w = _char_cells(ch)
-        if used + w > width:
-            break
-        out.append(ch)
-        used += w
-    return "".join(out) + " " * (width - used)
-
-
-def fit(text: str, width: int, align: str = "<") -> str:
-    """Pad or cut ``text`` to exactly ``width`` terminal cells (cut with an ellipsis).
-
-    Wide characters (CJK, emoji) take two cells and are counted so: columns stay aligned.
-    """
-    if width <= 0:
-        return ""
-    if text.isascii():
-        if len(text) > width:
-            return text[: width - 1] + "…" if width > 1 else text[:width]
-        return f"{text:{align}{width}}"
-    cells = cell_width(text)
-    if cells > width:
-        return _cut_cells(text, width - 1) + "…" if width > 1 else _cut_cells(text, 1)
-    pad = width - cells
-    if align == ">":
-        return " " * pad + text
-    if align == "^":
-        return " " * (pad // 2) + text + " " * (pad - pad // 2)
-    return text + " " * pad
 
 
 def fit_parts(parts: Parts, width: int) -> Parts:

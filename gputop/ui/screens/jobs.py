@@ -30,9 +30,10 @@ from textual.widgets.tree import TreeNode
 from gputop import fmt
 from gputop.analysis.jobs import Job, process_index
 from gputop.analysis.verdict import Verdict
+from gputop.cells import fit
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot
-from gputop.ui.views import Part, Parts, fit, safe, verdict_mark, verdict_parts
+from gputop.ui.views import Part, Parts, safe, verdict_mark, verdict_parts
 
 #: From this width the job lines carry every number and the verdict's full label.
 WIDE_WIDTH = 150

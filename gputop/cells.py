@@ -1,0 +1,81 @@
+"""Terminal cell widths: the one place that decides how many columns text takes.
+
+CJK and emoji (East Asian Wide and Fullwidth) take two cells, combining marks and
+format characters none, everything else one. Every view that lines text up (the
+``--once`` text, the dashboard's panels and tables) measures, cuts and pads with these.
+Imports nothing of gputop.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+
+ELLIPSIS = "…"
+
+
+def is_wide(ch: str) -> bool:
+    """Whether ``ch`` takes two cells (East Asian Wide or Fullwidth)."""
+    return unicodedata.east_asian_width(ch) in ("W", "F")
+
+
+@lru_cache(maxsize=8192)
+def char_cells(ch: str) -> int:
+    """Cells one character takes: 2, 1, or 0 (combining marks, format characters)."""
+    if is_wide(ch):
+        return 2
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
+        return 0
+    return 1
+
+
+def cell_width(text: str) -> int:
+    """Terminal cells ``text`` takes."""
+    if text.isascii():
+        return len(text)
+    return sum(map(char_cells, text))
+
+
+def cut(text: str, width: int) -> tuple[str, int]:
+    """The longest start of ``text`` within ``width`` cells, and the cells it takes."""
+    out: list[str] = []
+    used = 0
+    for ch in text:
+        w = char_cells(ch)
+        if used + w > width:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out), used
+
+
+def truncate(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` cells, ending with '…' when cut (no padding)."""
+    if cell_width(text) <= width:
+        return text
+    kept, _ = cut(text, width - 1)
+    return kept + ELLIPSIS
+
+
+def fit(text: str, width: int, align: str = "<") -> str:
+    """Pad or cut ``text`` to exactly ``width`` cells (cut with an ellipsis); ``align``
+    is "<", ">" or "^". Wide characters count as two: columns stay aligned."""
+    if width <= 0:
+        return ""
+    if text.isascii():
+        if len(text) > width:
+            return text[: width - 1] + ELLIPSIS if width > 1 else text[:width]
+        return f"{text:{align}{width}}"
+    cells = cell_width(text)
+    if cells > width:
+        if width == 1:
+            kept, used = cut(text, 1)
+            return kept + " " * (1 - used)
+        kept, used = cut(text, width - 1)
+        return kept + " " * (width - 1 - used) + ELLIPSIS
+    pad = width - cells
+    if align == ">":
+        return " " * pad + text
+    if align == "^":
+        return " " * (pad // 2) + text + " " * (pad - pad // 2)
+    return text + " " * pad
