@@ -35,6 +35,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from gputop.cells import fit
+from gputop.ui.roles import rich_styles
 from gputop.ui.views import ProcRow, column_widths, visible_columns
 
 Cell = tuple[str, str]  # (text as shown, style key)
@@ -156,15 +157,7 @@ class ProcessTable(DataTable[Text]):
         return tuple(cells)
 
     def _refresh_styles(self) -> None:
-        variables = self.app.theme_variables
-        warning = variables.get("warning")
-        accent = variables.get("accent")
-        self._styles = {
-            "": Style(),
-            "dim": Style(dim=True),
-            "tag": Style(bold=True, color=accent) if accent else Style(bold=True),
-            "holder": Style(color=warning) if warning else Style(italic=True),
-        }
+        self._styles = rich_styles(self.app.theme_variables)
 
     def _text(self, cell: Cell) -> Text:
         text, style = cell

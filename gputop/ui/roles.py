@@ -1,9 +1,12 @@
-"""View roles -> Textual styles, and parts -> styled Content (what every panel draws with)."""
+"""View roles -> styles: the one table (``ROLE_STYLES``), as Textual Content (what every
+panel draws with) and as Rich styles resolved from a theme (the trees and tables)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Mapping
 
+from rich.style import Style
 from textual.content import Content
 
 from gputop.ui.views import Parts
@@ -33,7 +36,28 @@ ROLE_STYLES: dict[str, str] = {
     "hist-label": "$text-muted",
     "hist-util": "$success",
     "hist-mem": "$secondary",
+    "tag": "bold $accent",  # a tagged process row
+    "holder": "$warning",  # a /dev/nvidia* holder NVML does not list
 }
+
+
+def rich_styles(theme_variables: Mapping[str, str]) -> dict[str, Style]:
+    """Every role as a Rich style, ``$name`` taken from the theme's variables. A colour
+    the theme lacks or that is not a plain colour (e.g. with alpha) is left out: the
+    words stay (NO_COLOR drops the colours the same way)."""
+    out: dict[str, Style] = {}
+    for role, spec in ROLE_STYLES.items():
+        style = Style()
+        for token in spec.split():
+            if token.startswith("$"):
+                colour = theme_variables.get(token[1:])
+                if colour:
+                    with contextlib.suppress(Exception):
+                        style += Style.parse(colour)
+            else:
+                style += Style.parse(token)
+        out[role] = style
+    return out
 
 
 def to_content(lines: Iterable[Parts]) -> Content:

@@ -24,7 +24,8 @@ from textual_plotext import PlotextPlot
 from gputop import fmt
 from gputop.analysis.verdict import LABELS, Verdict
 from gputop.model import GpuSample, Snapshot
-from gputop.ui.screens.jobs import role_styles, to_text
+from gputop.ui.roles import rich_styles
+from gputop.ui.screens.jobs import to_text
 from gputop.ui.views import Parts, verdict_parts
 
 #: What the app hands over: the GPU's verdict now, and its (time, kind) history.
@@ -339,7 +340,7 @@ class DetailScreen(Screen[None]):
         box.display = self._verdict is not None
         if self._verdict is not None:
             verdict, log = self._verdict()
-            styles = role_styles(self.app.theme_variables)
+            styles = rich_styles(self.app.theme_variables)
             box.update(to_text(verdict_lines(verdict, log, i), styles))
         span = self._span()
 

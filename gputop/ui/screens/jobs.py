@@ -13,7 +13,6 @@ All untrusted text (users, commands) goes into ``rich.text.Text`` objects, never
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -33,6 +32,7 @@ from gputop.analysis.verdict import Verdict
 from gputop.cells import fit
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot
+from gputop.ui.roles import rich_styles
 from gputop.ui.views import Part, Parts, safe, verdict_mark, verdict_parts
 
 #: From this width the job lines carry every number and the verdict's full label.
@@ -323,32 +323,6 @@ def job_detail_parts(
 # --- the screen ------------------------------------------------------------------------
 
 
-ROLE_THEME: dict[str, tuple[str, str]] = {
-    # role -> (theme variable, extra style); "" variable = no colour
-    "ok": ("success", ""),
-    "warn": ("warning", "bold"),
-    "error": ("error", "bold"),
-    "dim": ("", "dim"),
-    "label": ("", "dim"),
-    "title": ("", "bold"),
-    "accent": ("accent", "bold"),
-}
-
-
-def role_styles(theme_variables: Mapping[str, str]) -> dict[str, Style]:
-    """Role -> rich Style, coloured from the theme's variables (NO_COLOR drops them)."""
-    out: dict[str, Style] = {"": Style()}
-    for role, (var, extra) in ROLE_THEME.items():
-        style = Style.parse(extra) if extra else Style()
-        colour = theme_variables.get(var) if var else None
-        if colour:
-            # Not a plain colour (e.g. with alpha): no colour, the words stay.
-            with contextlib.suppress(Exception):
-                style += Style.parse(colour)
-        out[role] = style
-    return out
-
-
 def to_text(lines: Sequence[Parts], styles: Mapping[str, Style]) -> Text:
     """Parts -> one rich Text; the text is taken as is (never parsed as markup)."""
     text = Text(no_wrap=False)
@@ -551,7 +525,7 @@ class JobsScreen(Screen[None]):
         theme = self.app.theme
         if theme != self._theme or not self._styles:
             self._theme = theme
-            self._styles = role_styles(self.app.theme_variables)
+            self._styles = rich_styles(self.app.theme_variables)
         return self._styles
 
     def _refresh(self, force: bool = False) -> None:
