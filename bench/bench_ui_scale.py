@@ -122,7 +122,9 @@ async def run_one(cfg: Config, ticks: int, interval: float, presses: int, tmp: P
                     key = app.sort_key
                     snap = app.snapshot
                     if key != before and snap is not None:
-                        want = [r.key for r in views.table_rows(snap, sort_key=key)]
+                        want = [
+                            r.key for r in views.table_rows(views.process_rows(snap), sort_key=key)
+                        ]
                         got = [str(r.key.value) for r in app.table.ordered_rows]
                         arrows = [
                             str(c.key.value)

@@ -537,7 +537,10 @@ async def press_sort_keys(app: GpuTopApp, pilot: Pilot[int], n: int) -> None:
     ``bench/bench_ui_scale.py``."""
     assert app.snapshot is not None
     shown = {c.key for c in visible_columns(app.compact)}
-    expected = {k: [r.key for r in table_rows(app.snapshot, sort_key=k)] for k in views.SORT_KEYS}
+    expected = {
+        k: [r.key for r in table_rows(views.process_rows(app.snapshot), sort_key=k)]
+        for k in views.SORT_KEYS
+    }
 
     def reflected() -> bool:
         key = app.sort_key

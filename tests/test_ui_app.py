@@ -92,6 +92,17 @@ async def test_digit_shows_one_gpu_and_a_restores_the_cli_filter() -> None:
         assert sorted(app.gpu_panel.blocks) == [0, 2]
 
 
+async def test_a_gpu_filter_of_uuids_resolves_as_the_cli_does() -> None:
+    app = GpuTopApp(snapshots=[fx.fleet(4)], gpu_filter=["GPU-00000002", "3"])
+    async with app.run_test(size=WIDE):
+        assert sorted(app.gpu_panel.blocks) == [2, 3]
+    app = GpuTopApp(snapshots=[fx.fleet(4)], gpu_filter=["7"])
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        assert sorted(app.gpu_panel.blocks) == [0, 1, 2, 3]  # unknown: every GPU, said
+        assert any("no GPU with index 7" in str(n.message) for n in app._notifications)
+
+
 async def test_a_shows_all_gpus_without_cli_filter() -> None:
     app = GpuTopApp(snapshots=[fx.fleet(3)], gpu_filter=frozenset({1}))
     async with app.run_test(size=WIDE) as pilot:

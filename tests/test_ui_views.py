@@ -247,26 +247,26 @@ def test_column_widths_are_fixed_and_fill_the_width() -> None:
     assert "rss" in views.column_widths(199, False)
 
 
-def test_resolve_gpu_filter() -> None:
-    gpus = [fx.gpu(i) for i in range(4)]
-    assert views.resolve_gpu_filter(None, gpus) == frozenset({0, 1, 2, 3})
-    assert views.resolve_gpu_filter(["1", " 3"], gpus) == frozenset({1, 3})
-    assert views.resolve_gpu_filter(["GPU-00000002"], gpus) == frozenset({2})
-    assert views.resolve_gpu_filter(["11:00.0"], gpus) == frozenset({1})
+def test_history_cells_of_each_snapshot() -> None:
+    """What the GPU panel's histories are drawn from: one cell per snapshot and GPU; a
+    lost or missing GPU is an empty cell, never 0."""
+    from gputop.ui.gpu_panel import _NO_POINT, _snapshot_points
 
-
-def test_history_series() -> None:
     history = [fx.snapshot([fx.gpu(0, util=float(i))], time=fx.T0 + i) for i in range(10)]
     history.append(fx.snapshot([fx.gpu(0, lost=True)], time=fx.T0 + 10))
-    util, mem = views.history_series(history, 0, 4)
-    assert util == (7.0, 8.0, 9.0, None)
-    assert mem == (50.0, 50.0, 50.0, None)
-    assert views.history_series(history, 5, 4) == ((None,) * 4, (None,) * 4)
+    points = [_snapshot_points(s) for s in history[-4:]]
+    util = [p.get(0, _NO_POINT)[0] for p in points]
+    mem = [p.get(0, _NO_POINT)[1] for p in points]
+    assert util == [views.level(7.0), views.level(8.0), views.level(9.0), views.level(None)]
+    assert mem == [views.level(50.0)] * 3 + [views.level(None)]
+    assert views.level(None) != views.level(0.0)
+    assert [p.get(5, _NO_POINT) for p in points] == [(views.level(None),) * 2] * 4
 
 
 def test_table_rows_filters_and_sorts() -> None:
     snap = fx.fleet(3)
-    rows = views.table_rows(snap, gpus=frozenset({0, 2}), text="u", sort_key="pid", reverse=True)
+    every = views.process_rows(snap)
+    rows = views.table_rows(every, gpus=frozenset({0, 2}), text="u", sort_key="pid", reverse=True)
     assert [r.pid for r in rows] == [1020, 1000]
 
 

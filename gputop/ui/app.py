@@ -371,7 +371,7 @@ class GpuTopApp(App[int]):
         if not self._base_resolved:
             spec = self._gpu_spec
             assert spec is not None
-            self._base_gpus = views.resolve_gpu_filter([str(s) for s in spec], snapshot.gpus)
+            self._base_gpus = self._resolve_gpus([str(s) for s in spec], snapshot)
             self._base_resolved = True
             self.shown_gpus = self._base_gpus
         if not self.paused:
@@ -390,6 +390,17 @@ class GpuTopApp(App[int]):
             del self.frame_seconds[:500]
         self.frames += 1
         return True
+
+    def _resolve_gpus(self, spec: Sequence[str], snapshot: Snapshot) -> frozenset[int] | None:
+        """GPU indices or UUIDs, as ``--gpus`` takes them; one that matches no GPU is said
+        and every GPU is shown."""
+        from gputop.textout import resolve_gpu_selection
+
+        try:
+            return resolve_gpu_selection(spec, snapshot.gpus)
+        except ValueError as exc:
+            self.notify(f"{exc}: showing every GPU", severity="warning", timeout=8)
+            return None
 
     @property
     def _main_screen(self) -> Screen[Any]:
@@ -505,13 +516,14 @@ class GpuTopApp(App[int]):
         every = views.process_rows(self.snapshot)
         # A tag belongs to a (gpu, pid) that still exists: a gone process loses its tag.
         self.tagged &= {r.key for r in every}
-        shown = self.shown_gpus
-        rows = [
-            r
-            for r in every
-            if (shown is None or r.gpu in shown) and views.matches(r, self.text_filter)
-        ]
-        table.show(views.sort_rows(rows, self.sort_key, self.sort_reverse), self.tagged)
+        rows = views.table_rows(
+            every,
+            gpus=self.shown_gpus,
+            text=self.text_filter,
+            sort_key=self.sort_key,
+            reverse=self.sort_reverse,
+        )
+        table.show(rows, self.tagged)
 
     def refresh_view(self) -> None:
         """Redraw from the newest snapshot now (after a key changed what is shown).

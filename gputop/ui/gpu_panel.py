@@ -211,8 +211,8 @@ class GpuPanel(VerticalScroll):
         self._lines.set_blocks(blocks, text_width)
 
     def _points(self, history: Sequence[Snapshot]) -> list[dict[int, Point]]:
-        """{GPU index: (util %, memory %)} of each snapshot, as ``history_series`` reads
-        them; computed once per snapshot (each tick adds one) instead of once per GPU
+        """{GPU index: (util cell, memory cell)} of each snapshot (``_snapshot_points``);
+        computed once per snapshot (each tick adds one) instead of once per GPU
         per snapshot per tick."""
         cache = self._point_cache
         out: list[dict[int, Point]] = []

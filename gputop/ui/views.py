@@ -8,7 +8,7 @@ meaning always travels as words on screen too (never as colour alone).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -520,31 +520,6 @@ def verdict_width_for(width: int, compact: bool, bar_width: int) -> int:
     return max(VERDICT_WIDTH, min(LONG_VERDICT_WIDTH, room))
 
 
-def resolve_gpu_filter(spec: Sequence[str] | None, gpus: Iterable[GpuSample]) -> frozenset[int]:
-    """``--gpus`` entries (indices, UUIDs or their prefixes, MIG device UUIDs: their GPU,
-    PCI bus ids) -> GPU indices."""
-    gpus = tuple(gpus)
-    if spec is None:
-        return frozenset(g.index for g in gpus)
-    chosen: set[int] = set()
-    for raw in spec:
-        item = raw.strip()
-        if not item:
-            continue
-        if item.isdigit():
-            chosen.add(int(item))
-            continue
-        low = item.lower()
-        for g in gpus:
-            if (
-                (g.uuid and g.uuid.lower().startswith(low))
-                or (g.pci_bus_id and g.pci_bus_id.lower().endswith(low))
-                or any(m.uuid and m.uuid.lower().startswith(low) for m in g.mig_devices)
-            ):
-                chosen.add(g.index)
-    return frozenset(chosen)
-
-
 # --- header -----------------------------------------------------------------------------
 
 
@@ -921,32 +896,17 @@ def sort_rows(rows: Sequence[ProcRow], key: str, reverse: bool = False) -> list[
 
 
 def table_rows(
-    snapshot: Snapshot,
+    rows: Iterable[ProcRow],
     *,
-    gpus: frozenset[int] | None = None,
+    gpus: Collection[int] | None = None,
     text: str = "",
     sort_key: str = "gpu",
     reverse: bool = False,
 ) -> list[ProcRow]:
-    rows = [r for r in process_rows(snapshot, gpus) if matches(r, text)]
-    return sort_rows(rows, sort_key, reverse)
-
-
-def history_series(
-    history: Sequence[Snapshot], index: int, width: int
-) -> tuple[tuple[float | None, ...], tuple[float | None, ...]]:
-    """The last ``width`` utilization and memory % values of GPU ``index``."""
-    util: list[float | None] = []
-    mem: list[float | None] = []
-    for snap in history[-width:] if width > 0 else ():
-        g = snap.gpu(index)
-        if g is None or g.lost:
-            util.append(None)
-            mem.append(None)
-        else:
-            util.append(g.utilization.gpu)
-            mem.append(memory_percent(g))
-    return tuple(util), tuple(mem)
+    """What the process table shows: the rows on ``gpus`` (None: every GPU) that match
+    ``text``, sorted by ``sort_key``."""
+    shown = [r for r in rows if (gpus is None or r.gpu in gpus) and matches(r, text)]
+    return sort_rows(shown, sort_key, reverse)
 
 
 def host_only_message(snapshot: Snapshot) -> Parts:
