@@ -1,0 +1,421 @@
+"""The GPU panel's view: one GPU sample (and its verdict) in, one or two lines of parts
+out; the verdict marks (words, labels, legend) every screen shows. No Textual here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gputop import fmt
+from gputop.analysis import verdict as vd
+from gputop.cells import fit
+from gputop.model import CLOCK_EVENT_WORDS, GpuSample, Snapshot
+from gputop.ui.parts import (
+    Part,
+    Parts,
+    bar,
+    memory_bar,
+    pct4,
+    safe,
+)
+
+#: "Memory full, utilization low": memory used at least this share of the total...
+MEM_IDLE_MEMORY_PERCENT = 80.0
+#: ...while the GPU ran kernels less than this share of the time.
+MEM_IDLE_UTIL_PERCENT = 10.0
+#: A GPU counts as busy (a slow PCIe link then matters) from this utilization...
+PCIE_BUSY_UTIL_PERCENT = 10.0
+#: ...or from this much PCIe traffic, in % of the link's maximum, either direction.
+PCIE_BUSY_TRAFFIC_PERCENT = 5.0
+#: Marker shown in the verdict slot when memory is full and the GPU idles.
+MEM_IDLE_MARKER = "MEM IDLE"
+#: Width of the verdict slot in a GPU line (the diagnosis verdict word goes here).
+VERDICT_WIDTH = 8
+#: The wide layout widens the slot up to this for the verdict's full label...
+LONG_VERDICT_WIDTH = 25
+#: ...as long as the history next to it keeps at least this many columns.
+MIN_WIDE_HISTORY = 30
+
+
+def short_name(name: str | None) -> str:
+    text = safe(name, 128)
+    for prefix in ("NVIDIA ", "Tesla "):
+        if text.startswith(prefix) and len(text) > len(prefix):
+            text = text[len(prefix) :]
+    return text
+
+
+def memory_percent(gpu: GpuSample) -> float | None:
+    return fmt.ratio_percent(gpu.memory.used, gpu.memory.total)
+
+
+def is_mem_idle(gpu: GpuSample) -> bool:
+    """Memory nearly full while the GPU hardly runs kernels: someone holds it idle."""
+    mem = memory_percent(gpu)
+    util = gpu.utilization.gpu
+    if gpu.lost or mem is None or util is None:
+        return False
+    return mem >= MEM_IDLE_MEMORY_PERCENT and util < MEM_IDLE_UTIL_PERCENT
+
+
+def pcie_percent(gpu: GpuSample) -> tuple[float | None, float | None]:
+    p = gpu.pcie
+    return (
+        fmt.ratio_percent(p.tx_bytes_per_s, p.link_max_bytes_per_s),
+        fmt.ratio_percent(p.rx_bytes_per_s, p.link_max_bytes_per_s),
+    )
+
+
+def pcie_downgrade(gpu: GpuSample) -> str | None:
+    """'LINK gen3x8<gen4x16' when the link runs below its maximum while the GPU is busy."""
+    p = gpu.pcie
+    if None in (p.gen, p.width, p.max_gen, p.max_width):
+        return None
+    assert p.gen is not None and p.width is not None
+    assert p.max_gen is not None and p.max_width is not None
+    if p.gen >= p.max_gen and p.width >= p.max_width:
+        return None
+    util = gpu.utilization.gpu
+    tx, rx = pcie_percent(gpu)
+    busy = (util is not None and util >= PCIE_BUSY_UTIL_PERCENT) or any(
+        v is not None and v >= PCIE_BUSY_TRAFFIC_PERCENT for v in (tx, rx)
+    )
+    if not busy:
+        return None  # idle GPUs lower their link generation to save power: normal
+    return f"LINK gen{p.gen}x{p.width}<gen{p.max_gen}x{p.max_width}"
+
+
+def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
+    """Active clock event reasons in words, without "idle" (clocks lowered because there is
+    no work are not a throttle); None when unknown, '' when none (or only idle)."""
+    if reasons is None:
+        return None
+    words: list[str] = []
+    for r in reasons:
+        name = safe(r, 64)
+        if name == "idle":
+            continue  # idle clocks are not throttling: an idle GPU is not at fault
+        word = CLOCK_EVENT_WORDS.get(name, name.replace("_", " "))
+        if word not in words:
+            words.append(word)
+    return ", ".join(words)
+
+
+def _temp(v: float | None) -> str:
+    return fmt.NA if v is None else f"{v:.0f}°C"
+
+
+def _watts(v: float | None) -> str:
+    return fmt.NA if v is None else f"{v:.0f}W"
+
+
+#: Verdict kind -> the word of at most VERDICT_WIDTH characters the compact GPU line shows.
+VERDICT_WORDS: dict[str, str] = {
+    vd.LOST: "LOST",
+    vd.IDLE_HOLDER: MEM_IDLE_MARKER,
+    vd.IDLE: "idle",
+    vd.WARMING_UP: "warming",
+    vd.THROTTLED: "throttle",
+    vd.TRANSFER_PCIE: "PCIe-bnd",
+    vd.INPUT_DISK: "disk-bnd",
+    vd.INPUT_CPU: "CPU-bnd",
+    vd.INPUT_MAIN: "main-bnd",
+    vd.UNDERUSED: "low util",
+    vd.LINK_DEGRADED: "link deg",
+    vd.GPU_BOUND: "GPU-bnd",
+    vd.MODERATE: "moderate",
+    vd.MEMORY_FULL: "mem full",
+    vd.UNKNOWN: "unknown",
+}
+#: A throttle that is only the power cap (severity "info") gets its own words.
+POWER_CAP_WORD = "pwr cap"
+POWER_CAP_LABEL = "throttled: power cap"
+#: Verdict severity -> role (theme colour). The word always says it too.
+SEVERITY_ROLES: dict[str, str] = {"ok": "ok", "info": "dim", "warn": "warn", "bad": "error"}
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictMark:
+    """How a verdict shows in a GPU line: a short word, a longer label, a role."""
+
+    kind: str
+    word: str  # at most VERDICT_WIDTH characters
+    label: str  # the full label (wide layout, when it fits)
+    role: str
+
+    def text(self, width: int) -> str:
+        """The label when it fits ``width``, else the short word."""
+        return self.label if len(self.label) <= width else self.word
+
+
+def verdict_mark(verdict: vd.Verdict) -> VerdictMark:
+    word = VERDICT_WORDS.get(verdict.kind, verdict.kind[:VERDICT_WIDTH])
+    label = verdict.label
+    if verdict.kind == vd.THROTTLED and verdict.severity == "info":
+        word, label = POWER_CAP_WORD, POWER_CAP_LABEL
+    return VerdictMark(verdict.kind, word, label, SEVERITY_ROLES.get(verdict.severity, ""))
+
+
+def verdict_parts(verdict: vd.Verdict) -> tuple[Parts, Parts, Parts]:
+    """A verdict in full, as three lines: "verdict: label (severity)  also: ...",
+    "evidence: ...", "advice: ..." (the jobs panel and the detail screen)."""
+    mark = verdict_mark(verdict)
+    head: list[Part] = [
+        ("verdict: ", "label"),
+        (mark.label, mark.role),
+        (f" ({verdict.severity})", "dim"),
+    ]
+    if verdict.also:
+        head += [("  also: ", "label"), (", ".join(verdict.also), "")]
+    return (
+        tuple(head),
+        (("evidence: ", "label"), (safe(verdict.evidence, 1024), "")),
+        (("advice: ", "label"), (safe(verdict.advice, 1024), "")),
+    )
+
+
+def verdict_legend() -> tuple[tuple[str, str], ...]:
+    """(word, meaning) of every verdict word, for the help screen."""
+    meanings = {
+        vd.IDLE_HOLDER: "idle memory holder: the GPU holds memory but has run (almost) no "
+        "kernel for minutes",
+        vd.IDLE: "no process, no memory held, no load",
+        vd.WARMING_UP: "too few samples yet for a verdict (a few seconds)",
+        vd.THROTTLED: "clocks cut by heat or a hardware slowdown while busy",
+        vd.TRANSFER_PCIE: "transfer-bound: the GPU waits while PCIe copies run near the link's "
+        "capacity",
+        vd.INPUT_DISK: "input-bound: the job waits on storage (D state, iowait, reads at the "
+        "disk's peak)",
+        vd.INPUT_CPU: "input-bound: the DataLoader workers (or the whole host CPU) are maxed out",
+        vd.INPUT_MAIN: "input-bound: the main Python process is at a full core, workers idle",
+        vd.UNDERUSED: "GPU underused: utilization low or oscillating, no host cause seen",
+        vd.LINK_DEGRADED: "PCIe link below its max generation or width while busy",
+        vd.GPU_BOUND: "GPU-bound: the GPU is busy, the input keeps up",
+        vd.MODERATE: "steady partial use, no cause seen",
+        vd.MEMORY_FULL: "GPU memory nearly full",
+        vd.UNKNOWN: "cannot tell: the GPU reports no utilization (MIG, vGPU)",
+    }
+    out = [(VERDICT_WORDS[k], meanings[k]) for k in vd.KINDS if k in meanings]
+    at = next(i for i, (w, _) in enumerate(out) if w == VERDICT_WORDS[vd.THROTTLED]) + 1
+    out.insert(at, (POWER_CAP_WORD, "at the power limit while busy (normal at full load)"))
+    return tuple(out)
+
+
+def gpu_marker(
+    gpu: GpuSample, verdict: str | VerdictMark | None = None, width: int = VERDICT_WIDTH
+) -> Part:
+    """What fills the verdict slot: the verdict when given, else the MEM IDLE marker."""
+    if isinstance(verdict, VerdictMark):
+        return fit(verdict.text(width), width), verdict.role
+    if verdict:
+        return fit(safe(verdict, 32), width), "verdict"
+    if is_mem_idle(gpu):
+        return fit(MEM_IDLE_MARKER, width), "warn"
+    return " " * width, ""
+
+
+def _holds_idle(gpu: GpuSample, verdict: str | VerdictMark | None) -> bool:
+    if isinstance(verdict, VerdictMark):
+        return verdict.kind == vd.IDLE_HOLDER
+    return not verdict and is_mem_idle(gpu)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    """What one GPU block shows: one line (compact) or two (wide)."""
+
+    index: int
+    lines: tuple[Parts, ...]
+    lost: bool
+
+
+COMPACT_NAME_WIDTH = 14
+WIDE_NAME_WIDTH = 22
+
+
+def wide_text_width(bar_width: int) -> int:
+    return (
+        3
+        + WIDE_NAME_WIDTH
+        + 1
+        + 5
+        + bar_width
+        + 1
+        + 17
+        + 5
+        + 7
+        + bar_width
+        + 5
+        + 2
+        + (VERDICT_WIDTH)
+    )
+
+
+def compact_text_width(bar_width: int) -> int:
+    return 3 + COMPACT_NAME_WIDTH + 2 * (2 + bar_width + 5) + 6 + 5 + 1 + VERDICT_WIDTH
+
+
+def gpu_view(
+    gpu: GpuSample,
+    *,
+    compact: bool,
+    bar_width: int,
+    verdict: str | VerdictMark | None = None,
+    verdict_width: int = VERDICT_WIDTH,
+) -> GpuView:
+    idx = fit(str(gpu.index), 2, ">") + " "
+    if gpu.lost:
+        reason = safe(gpu.lost_reason, 200) if gpu.lost_reason else "fell off the bus"
+        name_w = COMPACT_NAME_WIDTH if compact else WIDE_NAME_WIDTH
+        line: Parts = (
+            (idx, "index"),
+            (fit(short_name(gpu.name), name_w) + " ", "name"),
+            ("LOST", "error"),
+            (f": {reason}", "error"),
+        )
+        if compact:
+            return GpuView(gpu.index, (line,), lost=True)
+        return GpuView(gpu.index, (line, (("   no data from this GPU", "dim"),)), lost=True)
+
+    mem = gpu.memory
+    mem_pct = memory_percent(gpu)
+    reserved_pct = fmt.ratio_percent(mem.reserved, mem.total)
+    util = gpu.utilization.gpu
+    marker = gpu_marker(gpu, verdict, VERDICT_WIDTH if compact else verdict_width)
+    pct_role = "warn" if _holds_idle(gpu, verdict) else ""
+    if compact:
+        line = (
+            (idx, "index"),
+            (fit(short_name(gpu.name), COMPACT_NAME_WIDTH) + " ", "name"),
+            ("M", "label"),
+            *memory_bar(mem_pct, reserved_pct, bar_width),
+            (pct4(mem_pct) + " ", pct_role),
+            ("U", "label"),
+            *bar(util, bar_width),
+            (pct4(util) + " ", pct_role),
+            (fit(_temp(gpu.temperature_c), 5, ">") + " ", ""),
+            (fit(_watts(gpu.power_w), 4, ">") + " ", ""),
+            marker,
+        )
+        if gpu.mig_mode:
+            return GpuView(gpu.index, (line, mig_summary(gpu)), lost=False)
+        return GpuView(gpu.index, (line,), lost=False)
+
+    used_total = f"{fmt.bytes_(mem.used)}/{fmt.bytes_(mem.total)}"
+    line1: Parts = (
+        (idx, "index"),
+        (fit(short_name(gpu.name), WIDE_NAME_WIDTH) + " ", "name"),
+        ("MEM ", "label"),
+        *memory_bar(mem_pct, reserved_pct, bar_width),
+        (" " + fit(used_total, 17, ">"), ""),
+        (pct4(mem_pct) + " ", pct_role),
+        (" UTIL ", "label"),
+        *bar(util, bar_width),
+        (pct4(util) + " ", pct_role),
+        (" ", ""),
+        marker,
+    )
+    parts: list[Part] = [
+        ("   ", ""),
+        (_temp(gpu.temperature_c), ""),
+        (" ", ""),
+        (f"{_watts(gpu.power_w)}/{_watts(gpu.power_limit_w)}", ""),
+        (" fan ", "label"),
+        (fmt.percent(gpu.fan_percent), ""),
+    ]
+    tx_pct, rx_pct = pcie_percent(gpu)
+    p = gpu.pcie
+    parts += [
+        ("  PCIe TX ", "label"),
+        (f"{fmt.rate(p.tx_bytes_per_s)} {fmt.percent(tx_pct)}", ""),
+        (" RX ", "label"),
+        (f"{fmt.rate(p.rx_bytes_per_s)} {fmt.percent(rx_pct)}", ""),
+    ]
+    downgrade = pcie_downgrade(gpu)
+    if downgrade:
+        parts.append((f" ! {downgrade}", "warn"))
+    elif p.gen is not None and p.width is not None:
+        parts.append((f" gen{p.gen}x{p.width}", "dim"))
+    throttle = throttle_words(gpu.clock_event_reasons)
+    if throttle:
+        parts += [("  throttle: ", "label"), (throttle, "warn")]
+    elif throttle is None:
+        parts += [("  throttle: ", "label"), (fmt.NA, "dim")]
+    if gpu.mig_mode:
+        parts += [("  MIG ", "label"), (f"on, {len(gpu.mig_devices)} devices", "")]
+    return GpuView(gpu.index, (line1, tuple(parts), *mig_lines(gpu, bar_width)), lost=False)
+
+
+def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
+    """One line per MIG device (wide layout): profile, GI/CI ids, memory, processes."""
+    out: list[Parts] = []
+    for m in gpu.mig_devices:
+        procs = gpu.processes_of(m)
+        mem = m.memory
+        pct = fmt.ratio_percent(mem.used, mem.total)
+        gi = fmt.NA if m.gpu_instance_id is None else str(m.gpu_instance_id)
+        ci = fmt.NA if m.compute_instance_id is None else str(m.compute_instance_id)
+        pids = " ".join(str(p.pid) for p in procs[:4]) + (" …" if len(procs) > 4 else "")
+        out.append(
+            (
+                ("   MIG ", "label"),
+                (fit(safe(m.profile or m.name or "?", 16), 9) + " ", "name"),
+                ("GI ", "label"),
+                (fit(gi, 2, ">") + " ", ""),
+                ("CI ", "label"),
+                (fit(ci, 2, ">") + " ", ""),
+                ("MEM ", "label"),
+                *memory_bar(pct, None, max(4, bar_width // 2)),
+                (" " + fit(f"{fmt.bytes_(mem.used)}/{fmt.bytes_(mem.total)}", 17, ">"), ""),
+                (pct4(pct) + " ", ""),
+                (" procs ", "label"),
+                (f"{len(procs)}" + (f": {pids}" if pids else ""), "" if procs else "dim"),
+            )
+        )
+    return tuple(out)
+
+
+def mig_summary(gpu: GpuSample) -> Parts:
+    """The compact layout's one line for a GPU's MIG devices."""
+    items = []
+    for m in gpu.mig_devices:
+        n = len(gpu.processes_of(m))
+        items.append(
+            f"{safe(m.profile or '?', 16)} {fmt.bytes_(m.memory.used)}/"
+            f"{fmt.bytes_(m.memory.total)} {n}p"
+        )
+    return (("   MIG ", "label"), (", ".join(items) or "on, no MIG device", ""))
+
+
+def bar_width_for(width: int, compact: bool) -> int:
+    """Bar width for a GPU panel ``width`` cells wide, leaving room for the history."""
+    if compact:
+        return 8 if width >= 78 else 5
+    spare = width - wide_text_width(0) - 40
+    return max(6, min(20, spare // 2))
+
+
+def verdict_width_for(width: int, compact: bool, bar_width: int) -> int:
+    """The verdict slot: VERDICT_WIDTH, or wider in the wide layout when there is room."""
+    if compact:
+        return VERDICT_WIDTH
+    # The wide line 1 without its slot; the history takes a 5-cell label and 2 gaps.
+    line = 65 + 2 * bar_width
+    room = width - line - 7 - MIN_WIDE_HISTORY
+    return max(VERDICT_WIDTH, min(LONG_VERDICT_WIDTH, room))
+
+
+def host_only_message(snapshot: Snapshot) -> Parts:
+    why = safe(snapshot.driver.error, 300) if snapshot.driver.error else "unknown reason"
+    return (
+        ("No GPU data: ", "warn"),
+        (why.rstrip("."), ""),
+        (". Host metrics and /dev/nvidia* holders are still shown.", "dim"),
+    )
+
+
+def verdict_for(
+    verdicts: Mapping[int, str | VerdictMark] | Mapping[int, str] | None, index: int
+) -> str | VerdictMark | None:
+    return None if verdicts is None else verdicts.get(index)

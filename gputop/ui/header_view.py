@@ -1,0 +1,72 @@
+"""The header line's view. No Textual here."""
+
+from __future__ import annotations
+
+from gputop import fmt
+from gputop.model import Snapshot
+from gputop.ui.parts import (
+    Part,
+    Parts,
+    safe,
+)
+
+
+def mode_text(snapshot: Snapshot) -> Part:
+    if not snapshot.driver.available:
+        why = safe(snapshot.driver.error, 200) if snapshot.driver.error else "no NVIDIA driver"
+        return f"HOST-ONLY ({why})", "warn"
+    if snapshot.source == "demo":
+        return "DEMO", "accent"
+    if snapshot.source == "replay":
+        return "REPLAY", "accent"
+    return "live", "ok"
+
+
+def header_parts(
+    snapshot: Snapshot | None,
+    *,
+    interval: float,
+    paused: bool,
+    stale: bool,
+    gpu_filter: frozenset[int] | None = None,
+    text_filter: str = "",
+    compact: bool = False,
+    error: str | None = None,
+) -> Parts:
+    """The header line; ``compact`` drops the program name and shortens the labels.
+    ``error``: why the last sample failed (the screen then shows older data)."""
+    gap = " " if compact else "  "
+    parts: list[Part] = [] if compact else [("gputop ", "title")]
+    if snapshot is None:
+        parts.append(("waiting for the first sample…", "dim"))
+    elif not snapshot.driver.available:
+        parts.append((safe(snapshot.hostname, 64), "title"))
+    else:
+        d = snapshot.driver
+        parts += [
+            (safe(snapshot.hostname, 64), "title"),
+            (f"{gap}{'drv' if compact else 'driver'} ", "label"),
+            (d.driver_version or fmt.NA, ""),
+            (f"{gap}CUDA ", "label"),
+            (d.cuda_version or fmt.NA, ""),
+        ]
+    parts += [(f"{gap}every ", "label"), (f"{interval:g}s", "")]
+    if snapshot is not None:
+        parts += [(gap, ""), mode_text(snapshot)]
+    if paused:
+        parts += [(gap, ""), ("PAUSED", "warn-strong")]
+    if stale:
+        parts += [(gap, ""), ("STALE", "error-strong")]
+    if error:
+        parts += [(gap, ""), (f"! sampling failed: {safe(error, 80)}", "error-strong")]
+    if gpu_filter is not None:
+        shown = ",".join(str(i) for i in sorted(gpu_filter)) or "none"
+        parts += [(f"{gap}GPU ", "label"), (shown, "accent")]
+    if text_filter:
+        parts += [(f"{gap}filter ", "label"), (safe(text_filter, 64), "accent")]
+    if snapshot is not None and snapshot.tick_seconds is not None:
+        tick = f"{snapshot.tick_seconds * 1000:.0f}ms"
+        if snapshot.tick_cpu_seconds is not None and not compact:
+            tick += f" (cpu {snapshot.tick_cpu_seconds * 1000:.0f}ms)"
+        parts += [(f"{gap}tick ", "label"), (tick, "")]
+    return tuple(parts)

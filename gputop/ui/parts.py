@@ -1,0 +1,119 @@
+"""Parts: the text and roles every view is made of, and the small drawings (levels,
+bars) the panels share. No Textual here.
+
+A part is ``(text, role)``; the role is a word ("warn", "error", "dim", ...) that
+``gputop.ui.roles`` maps to theme colours, so the meaning always travels as words on
+screen too (never as colour alone).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from gputop import fmt
+from gputop.cells import cell_width, fit
+
+#: Layout breakpoints: below either, compact one-line rows; below tiny, a message only.
+COMPACT_WIDTH = 100
+COMPACT_HEIGHT = 30
+MIN_WIDTH = 50
+MIN_HEIGHT = 14
+#: Refresh interval steps for + / -, seconds.
+INTERVAL_STEPS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
+Part = tuple[str, str]  # (text, role); role "" = plain
+Parts = tuple[Part, ...]
+LEVELS = " ▁▂▃▄▅▆▇█"
+BAR_USED = "█"
+BAR_RESERVED = "▓"
+BAR_FREE = "░"
+NO_VALUE = "·"
+
+
+def plain(parts: Iterable[Part]) -> str:
+    """The text of some parts, without roles (what NO_COLOR shows)."""
+    return "".join(text for text, _ in parts)
+
+
+@lru_cache(maxsize=4096)
+def safe(text: str | None, limit: int | None = 512) -> str:
+    """Untrusted text made safe to show: escape sequences and control characters dropped.
+
+    Sources clean text already; this is the UI's own line of defence (rich keeps ESC).
+    """
+    cleaned = fmt.clean_text(text, limit)
+    return fmt.NA if cleaned is None else cleaned
+
+
+def fit_parts(parts: Parts, width: int) -> Parts:
+    """Parts padded or cut to exactly ``width`` cells, as ``fit`` does one text: what is
+    cut ends with an ellipsis, and the roles of what is kept stay."""
+    if width <= 0:
+        return ()
+    sizes = [cell_width(text) for text, _ in parts]
+    total = sum(sizes)
+    if total <= width:
+        return parts if total == width else (*parts, (" " * (width - total), ""))
+    out: list[Part] = []
+    room = width - 1  # the ellipsis takes the last cell
+    for (text, role), cells in zip(parts, sizes, strict=True):
+        if cells < room:
+            out.append((text, role))
+            room -= cells
+            continue
+        # The cut falls in this part (or just after it): end it with the ellipsis.
+        out.append((fit(text + "…", room + 1) if cells > room else text + "…", role))
+        break
+    return tuple(out)
+
+
+def level(value: float | None) -> str:
+    """One cell of a fixed 0-100 % scale: 0 is blank, anything above 0 at least ▁."""
+    if value is None:
+        return NO_VALUE
+    v = min(max(value, 0.0), 100.0)
+    return LEVELS[min(8, math.ceil(v / 100.0 * 8))]
+
+
+def spark(values: Sequence[float | None], width: int) -> str:
+    """The last ``width`` values on a fixed 0-100 % scale, newest at the right.
+
+    Never rescales; left-padded with blanks when the history is shorter than the width.
+    """
+    if width <= 0:
+        return ""
+    tail = values[-width:]
+    return " " * (width - len(tail)) + "".join(level(v) for v in tail)
+
+
+def bar_cells(percent: float | None, width: int) -> int:
+    if percent is None:
+        return 0
+    return round(min(max(percent, 0.0), 100.0) / 100.0 * width)
+
+
+def bar(percent: float | None, width: int) -> Parts:
+    """A fixed-scale bar: filled cells, then free cells. Unknown: all dots."""
+    if percent is None:
+        return ((NO_VALUE * width, "dim"),)
+    n = bar_cells(percent, width)
+    return ((BAR_USED * n, "bar"), (BAR_FREE * (width - n), "bar-free"))
+
+
+def memory_bar(used_pct: float | None, reserved_pct: float | None, width: int) -> Parts:
+    """Used (█), driver-reserved (▓), free (░): readable without colour."""
+    if used_pct is None:
+        return ((NO_VALUE * width, "dim"),)
+    used = bar_cells(used_pct, width)
+    reserved = bar_cells(used_pct + (reserved_pct or 0.0), width) - used
+    return (
+        (BAR_USED * used, "bar-mem"),
+        (BAR_RESERVED * reserved, "bar-reserved"),
+        (BAR_FREE * (width - used - reserved), "bar-free"),
+    )
+
+
+def pct4(v: float | None) -> str:
+    """A percentage in 4 cells, right-aligned ("n/a" when unknown)."""
+    return fit(fmt.percent(v), 4, ">")

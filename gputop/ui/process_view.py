@@ -1,0 +1,313 @@
+"""The process table's view: a snapshot in, rows out (every GPU process and unlisted
+/dev/nvidia* holder), with the columns, filtering, sorting and the notes on what the
+table cannot show. No Textual here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from gputop import fmt
+from gputop.analysis.jobs import process_index
+from gputop.model import ProcessInfo, Snapshot
+from gputop.ui.parts import (
+    Parts,
+    safe,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    wide: int  # width in the wide layout; 0 = hidden
+    compact: int  # width in the compact layout; 0 = hidden
+    right: bool = False  # numbers align right
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("tag", " ", 1, 1),
+    Column("gpu", "GPU", 3, 3, right=True),
+    Column("pid", "PID", 8, 7, right=True),
+    Column("user", "USER", 10, 8),
+    Column("type", "TYPE", 4, 0),
+    Column("mem", "GPU-MEM", 9, 8, right=True),
+    Column("sm", "SM%", 4, 4, right=True),
+    Column("cpu", "CPU%", 6, 5, right=True),
+    Column("rss", "RSS", 9, 0, right=True),
+    Column("read", "READ/s", 10, 0, right=True),
+    Column("time", "TIME", 10, 8, right=True),
+    Column("command", "COMMAND", 0, 0),  # takes the rest of the width
+)
+SORT_KEYS = ("gpu", "pid", "user", "mem", "sm", "cpu", "rss", "read", "time", "command")
+COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
+MIN_COMMAND_WIDTH = 12
+
+
+def visible_columns(compact: bool) -> tuple[Column, ...]:
+    return tuple(c for c in COLUMNS if c.key == "command" or (c.compact if compact else c.wide))
+
+
+def column_widths(total_width: int, compact: bool) -> dict[str, int]:
+    """Fixed widths: every column has its own; COMMAND takes what is left.
+
+    Each cell carries its own one-cell gap (the table runs with ``cell_padding`` 0).
+    """
+    cols = visible_columns(compact)
+    widths = {c.key: (c.compact if compact else c.wide) for c in cols if c.key != "command"}
+    gaps = len(cols) - 1  # one gap before every column but the first
+    used = sum(widths.values()) + gaps
+    widths["command"] = max(MIN_COMMAND_WIDTH, total_width - used)
+    return widths
+
+
+@dataclass(frozen=True, slots=True)
+class ProcRow:
+    key: str  # "gpu:pid" ("?:pid" for a holder on an unknown GPU)
+    gpu: int | None
+    pid: int
+    kind: str  # "gpu" | "holder"
+    visible: bool | None  # None: the host side is unknown
+    user: str | None
+    command: str  # as shown (safe)
+    type: str
+    gpu_memory: int | None
+    sm_percent: float | None
+    cpu_percent: float | None
+    rss: int | None
+    read_bytes_per_s: float | None
+    elapsed: float | None
+    create_time: float | None
+
+    def cell_text(self, key: str, *, compact: bool) -> str:
+        if key == "gpu":
+            return "?" if self.gpu is None else str(self.gpu)
+        if key == "pid":
+            return str(self.pid)
+        if key == "user":
+            return safe(self.user, 64)
+        if key == "type":
+            return self.type
+        if key == "mem":
+            return fmt.bytes_(self.gpu_memory) if compact else fmt.mib(self.gpu_memory)
+        if key == "sm":
+            return fmt.percent(self.sm_percent)
+        if key == "cpu":
+            return fmt.number(self.cpu_percent, digits=1)
+        if key == "rss":
+            return fmt.bytes_(self.rss)
+        if key == "read":
+            return fmt.rate(self.read_bytes_per_s)
+        if key == "time":
+            return fmt.duration(self.elapsed)
+        if key == "command":
+            return self.command
+        raise KeyError(key)
+
+    def sort_value(self, key: str) -> float | str | None:
+        values: dict[str, float | str | None] = {
+            "gpu": -1 if self.gpu is None else self.gpu,
+            "pid": self.pid,
+            "user": self.user.lower() if self.user else None,
+            "mem": self.gpu_memory,
+            "sm": self.sm_percent,
+            "cpu": self.cpu_percent,
+            "rss": self.rss,
+            "read": self.read_bytes_per_s,
+            "time": self.elapsed,
+            "command": self.command.lower() if self.visible is not False else None,
+        }
+        return values[key]
+
+
+INVISIBLE = "pid not visible (other PID namespace)"
+
+
+def _command_text(info: ProcessInfo | None) -> str:
+    """The COMMAND cell of a visible process: says when it has exited or is a zombie."""
+    if info is None:
+        return fmt.NA
+    text = safe(info.command or info.name, 2048) if (info.command or info.name) else ""
+    if info.status == "dead":
+        return f"exited {text}".rstrip()
+    if info.status == "zombie":
+        return f"[zombie] {text}".rstrip()
+    return text or fmt.NA
+
+
+def row_key(gpu: int | None, pid: int) -> str:
+    return f"{'?' if gpu is None else gpu}:{pid}"
+
+
+def _elapsed(now: float, info: ProcessInfo | None) -> float | None:
+    if info is None or info.create_time is None:
+        return None
+    return max(0.0, now - info.create_time)
+
+
+def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list[ProcRow]:
+    """Every GPU process and every unlisted /dev/nvidia* holder, unsorted, unfiltered by text."""
+    rows: list[ProcRow] = []
+    seen: set[str] = set()
+    now = snapshot.time
+    index = process_index(snapshot)  # one pass, not a scan of every process per row
+    for g in snapshot.gpus:
+        if gpus is not None and g.index not in gpus:
+            continue
+        for p in g.processes:
+            info = p.host if p.host is not None else index.get(p.pid)
+            key = row_key(g.index, p.pid)
+            if key in seen:
+                continue
+            seen.add(key)
+            visible = None if info is None else info.visible
+            if visible is False:
+                info = None
+            command = INVISIBLE if visible is False else _command_text(info)
+            rows.append(
+                ProcRow(
+                    key=key,
+                    gpu=g.index,
+                    pid=p.pid,
+                    kind="gpu",
+                    visible=visible,
+                    user=info.user if info else None,
+                    command=command,
+                    type=safe(p.type, 8),
+                    gpu_memory=p.gpu_memory,
+                    sm_percent=p.sm_percent,
+                    cpu_percent=info.cpu_percent if info else None,
+                    rss=info.rss if info else None,
+                    read_bytes_per_s=info.read_bytes_per_s if info else None,
+                    elapsed=_elapsed(now, info),
+                    create_time=info.create_time if info else None,
+                )
+            )
+    for h in snapshot.unlisted_holders:
+        if gpus is not None and h.gpu not in gpus:
+            continue
+        key = row_key(h.gpu, h.pid)
+        if key in seen:
+            continue
+        seen.add(key)
+        info = index.get(h.pid)
+        if info is not None and not info.visible:
+            info = None
+        dev = f"/dev/nvidia{h.minor_number}" if h.minor_number is not None else "/dev/nvidia?"
+        what = safe(h.command or h.name or (info.command if info else None), 2048)
+        rows.append(
+            ProcRow(
+                key=key,
+                gpu=h.gpu,
+                pid=h.pid,
+                kind="holder",
+                visible=True,
+                user=h.user if h.user is not None else (info.user if info else None),
+                command=f"[holds {dev}, not listed by NVML] {what}",
+                type="-",
+                gpu_memory=None,
+                sm_percent=None,
+                cpu_percent=info.cpu_percent if info else None,
+                rss=info.rss if info else None,
+                read_bytes_per_s=info.read_bytes_per_s if info else None,
+                elapsed=_elapsed(now, info),
+                create_time=info.create_time if info else None,
+            )
+        )
+    return rows
+
+
+def matches(row: ProcRow, text: str) -> bool:
+    """Case-insensitive substring match on command, user and pid."""
+    needle = text.strip().lower()
+    if not needle:
+        return True
+    return (
+        needle in row.command.lower()
+        or (row.user is not None and needle in row.user.lower())
+        or needle in str(row.pid)
+    )
+
+
+def sort_rows(rows: Sequence[ProcRow], key: str, reverse: bool = False) -> list[ProcRow]:
+    """Sort by ``key``; unknown values (None) always last; ties by (gpu, pid)."""
+    known = [r for r in rows if r.sort_value(key) is not None]
+    unknown = [r for r in rows if r.sort_value(key) is None]
+    known.sort(key=lambda r: (r.gpu if r.gpu is not None else -1, r.pid))
+    known.sort(key=lambda r: r.sort_value(key), reverse=reverse)  # type: ignore[arg-type,return-value]
+    unknown.sort(key=lambda r: (r.gpu if r.gpu is not None else -1, r.pid))
+    return known + unknown
+
+
+def table_rows(
+    rows: Iterable[ProcRow],
+    *,
+    gpus: Collection[int] | None = None,
+    text: str = "",
+    sort_key: str = "gpu",
+    reverse: bool = False,
+) -> list[ProcRow]:
+    """What the process table shows: the rows on ``gpus`` (None: every GPU) that match
+    ``text``, sorted by ``sort_key``."""
+    shown = [r for r in rows if (gpus is None or r.gpu in gpus) and matches(r, text)]
+    return sort_rows(shown, sort_key, reverse)
+
+
+#: SampleError metrics about the process list or per-process values: without a word on
+#: screen, an empty table would read as "no processes".
+PROCESS_METRICS = frozenset(
+    {
+        "compute_processes",
+        "graphics_processes",
+        "processes",
+        "process_utilization",
+        "unlisted_holders",
+    }
+)
+#: Notes shown at most; the rest are counted.
+MAX_NOTES = 3
+
+
+def _process_note(metric: str | None, message: str) -> str:
+    denied = "permission" in message.lower()
+    if denied and metric in ("compute_processes", "graphics_processes"):
+        return "process info not permitted (NVML NoPermission): processes missing from the table"
+    if denied and metric == "process_utilization":
+        return "per-process GPU utilization not permitted (SM% n/a)"
+    return message
+
+
+def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
+    """What the process table cannot show and why, one line per problem; () when none.
+
+    Identical problems on several GPUs share a line ("GPU 0,1: ...").
+    """
+    if snapshot is None:
+        return ()
+    gpus_by_note: dict[str, list[int]] = {}
+    # A process list NVML does not support raises no error: say it, or the empty table
+    # would read as "no processes" (a refused one is said below, from its error).
+    said = {e.gpu for e in snapshot.errors if e.metric in PROCESS_METRICS}
+    for g in snapshot.gpus:
+        if g.processes_unavailable and not g.lost and g.index not in said:
+            why = safe(g.processes_unavailable, 200)
+            gpus_by_note.setdefault(f"process list unavailable ({why})", []).append(g.index)
+    for e in snapshot.errors:
+        if e.metric not in PROCESS_METRICS:
+            continue
+        message = safe(e.message, 300)
+        if e.gpu is not None:
+            message = message.removeprefix(f"GPU {e.gpu}: ")
+        note = _process_note(e.metric, message)
+        found = gpus_by_note.setdefault(note, [])
+        if e.gpu is not None and e.gpu not in found:
+            found.append(e.gpu)
+    lines: list[Parts] = []
+    for note, gpus in list(gpus_by_note.items())[:MAX_NOTES]:
+        where = f"GPU {','.join(str(g) for g in sorted(gpus))}: " if gpus else ""
+        lines.append((("! ", "warn"), (where, "label"), (note, "warn")))
+    hidden = len(gpus_by_note) - MAX_NOTES
+    if hidden > 0:
+        lines.append(((f"  +{hidden} more process problems", "dim"),))
+    return tuple(lines)
