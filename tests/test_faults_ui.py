@@ -26,7 +26,7 @@ from rich.cells import cell_len
 from textual import events
 from textual.pilot import Pilot
 
-from gputop.analysis import verdict as vd
+from gputop.analysis import window as analysis_window
 from gputop.model import ProcessInfo, Snapshot, replace
 from gputop.sampler import Sampler
 from gputop.sources.live import LiveSource
@@ -600,7 +600,7 @@ async def test_row10_scale_renders_and_a_key_redraws_only(
         lines = screen_lines(app)
         assert any(re.match(r"^ ?0 H100", ln) for ln in lines)  # the first GPU is on screen
         frames, diagnoses = app.frames, len(app.verdict_seconds)
-        builds = count_calls(monkeypatch, vd, "build_jobs")
+        builds = count_calls(monkeypatch, analysis_window, "build_jobs")
         shows = count_calls(monkeypatch, app.table, "show")
         await press_sort_keys(app, pilot, 8)
         assert shows[0] == 8  # one table rebuild per key
@@ -681,7 +681,7 @@ async def test_row10_16x64_with_a_full_verdict_window_judges_the_new_snapshot_on
     app = GpuTopApp(snapshots=history)
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
-        builds = count_calls(monkeypatch, vd, "build_jobs")
+        builds = count_calls(monkeypatch, analysis_window, "build_jobs")
         for i in range(3):
             nxt = replace(second, time=history[-1].time + 1)
             history = [*history[1:], nxt]

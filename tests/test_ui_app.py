@@ -582,19 +582,19 @@ async def test_demo_frames_judge_each_snapshot_once(
 ) -> None:
     """Work counted, not timed (bench/bench_ui.py times frames): each applied snapshot is
     drawn once, judged once and grouped into jobs once, whatever the views read."""
-    from gputop.analysis import verdict as vd
+    from gputop.analysis import window as analysis_window
 
     snaps = fx.demo_snapshots(40)
     app = GpuTopApp(snapshots=snaps[:20])
     async with app.run_test(size=size) as pilot:
-        real = vd.build_jobs
+        real = analysis_window.build_jobs
         builds = [0]
 
         def counted(snapshot: Snapshot) -> tuple[object, ...]:
             builds[0] += 1
             return real(snapshot)
 
-        monkeypatch.setattr(vd, "build_jobs", counted)
+        monkeypatch.setattr(analysis_window, "build_jobs", counted)  # where jobs are built
         diagnoses = len(app.verdict_seconds)
         for i in range(20, 40):
             assert app.apply_snapshot(snaps[i], snaps[: i + 1])
