@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gputop.analysis import verdict as vd
+from gputop.cells import cell_width, fit
 from gputop.sources.remote import GpuCell, RemoteVerdict
 from gputop.sources.streams import HostView, status
 from gputop.ui.views import (
@@ -23,8 +24,6 @@ from gputop.ui.views import (
     VERDICT_WORDS,
     Part,
     Parts,
-    cell_width,
-    fit,
     safe,
 )
 
