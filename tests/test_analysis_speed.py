@@ -19,6 +19,7 @@ import pytest
 
 from gputop.analysis import jobs as jobs_mod
 from gputop.analysis import verdict as vd
+from gputop.analysis import window as analysis_window
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.thresholds import DEFAULT
 from gputop.analysis.verdict import Analyzer
@@ -263,8 +264,8 @@ def test_a_tick_at_16x64_does_the_new_snapshots_work_only(
     hist = [next(snaps) for _ in range(int(DEFAULT.window_seconds) + 10)]
     analyzer = Analyzer(DEFAULT)
     dict(analyzer.update(hist).job_verdicts)  # the first call builds the whole window
-    builds = _count_calls(monkeypatch, vd, "build_jobs")
-    pushes = _count_calls(monkeypatch, vd._Track, "push")
+    builds = _count_calls(monkeypatch, analysis_window, "build_jobs")  # the window cache's
+    pushes = _count_calls(monkeypatch, analysis_window._Track, "push")
     for tick in range(1, 4):
         hist = [*hist[1:], next(snaps)]
         result = analyzer.update(hist)
