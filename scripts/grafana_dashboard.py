@@ -242,6 +242,23 @@ def dashboard() -> dict[str, Any]:
             unit="s",
             description="Grows when NVML stalls; the other panels then show the last sample.",
         ),
+        _panel(
+            10,
+            "MIG devices: memory used",
+            "timeseries",
+            (0, 31, 24, 7),
+            [
+                _target(
+                    f"gputop_gpu_mig_memory_used_bytes{{{SEL}}}"
+                    " / gputop_gpu_mig_memory_total_bytes",
+                    "GPU {{gpu}} MIG {{mig}}",
+                )
+            ],
+            unit="percentunit",
+            description="GPUs in MIG mode: NVML gives no utilization per MIG device, only "
+            "memory (profile and ids in gputop_gpu_mig_info).",
+            defaults={"min": 0, "max": 1},
+        ),
     ]
     variables = [
         {
