@@ -121,6 +121,11 @@ def fleet_ui(hosts: int, seconds: float, size: tuple[int, int]) -> None:
 
 
 async def key_latency(hosts: int, size: tuple[int, int], presses: int = 30) -> None:
+    """As bench/bench_ui_scale.py measures the dashboard: the key goes in as the terminal
+    driver sends it; timed until the screen's state changed and the repaint is processed
+    (``pilot.press`` would also wait for the whole process to go idle)."""
+    from textual import events
+
     from gputop.ui.fleet import FleetApp
 
     names = [f"host{n:02d}" for n in range(hosts)]
@@ -129,27 +134,46 @@ async def key_latency(hosts: int, size: tuple[int, int], presses: int = 30) -> N
         fleet.feed(name, demo_datas(n, 6, start=1_800_000_000.0 + 977.0 * n)[-1])
     app = FleetApp(fleet)  # type: ignore[arg-type]
     out: dict[str, list[float]] = {"s": [], "down": []}
+    redraws: list[float] = []
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
-        for i in range(presses):
+        screen = app.fleet_screen
+        original = screen.redraw
+
+        def timed() -> None:
+            t = time.perf_counter()
+            original()
+            redraws.append(time.perf_counter() - t)
+
+        screen.redraw = timed  # type: ignore[method-assign]
+        for _ in range(presses):
             for key in ("s", "down"):
-                t = time.perf_counter()
-                await pilot.press(key)
-                await pilot.pause()
-                out[key].append(time.perf_counter() - t)
-            if i % 10 == 9:
-                fleet.feed(names[0], fleet.view(names[0]).data or {})
+                before = (screen.sort_key, screen.cursor, screen.frames)
+                t0 = time.perf_counter()
+                event = events.Key(key, "s" if key == "s" else None)
+                event.set_sender(app)
+                assert app._driver is not None
+                app._driver.send_message(event)
+                while (screen.sort_key, screen.cursor, screen.frames) == before:
+                    await asyncio.sleep(0.002)
+                await pilot._wait_for_screen()
+                out[key].append(time.perf_counter() - t0)
     for key, values in out.items():
         print(
             f"key latency ({key!r}, {hosts} hosts x 8 GPUs, {size[0]}x{size[1]}, headless, "
             f"{len(values)} presses): median {statistics.median(values) * 1000:.0f} ms, "
             f"max {max(values) * 1000:.0f} ms"
         )
+    print(
+        f"fleet screen redraw ({hosts} hosts): median {statistics.median(redraws) * 1000:.1f} ms,"
+        f" max {max(redraws) * 1000:.1f} ms"
+    )
 
 
-def remote_cost(seconds: float) -> None:
-    cmd = [sys.executable, "-m", "gputop", "--demo", "--stream", "--interval", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=ROOT)
+def _stream_cost(what: str, seconds: float, env: dict[str, str] | None = None) -> None:
+    args = ["--demo"] if what == "demo" else []
+    cmd = [sys.executable, "-m", "gputop", *args, "--stream", "--interval", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
     try:
         time.sleep(4.0)
         cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
@@ -157,12 +181,34 @@ def remote_cost(seconds: float) -> None:
         cpu1, t1 = cpu_seconds(proc.pid), time.monotonic()
         rss, _ = memory_mib(proc.pid)
         print(
-            f"one stream, gputop --demo --stream --interval 2 alone, {seconds:.0f} s: "
+            f"one stream, gputop --stream --interval 2 alone ({what}), {seconds:.0f} s: "
             f"CPU {100 * (cpu1 - cpu0) / (t1 - t0):.2f} % of a core, RSS {rss:.0f} MiB"
         )
     finally:
         proc.terminate()
         proc.wait()
+
+
+def remote_cost(seconds: float) -> None:
+    _stream_cost("demo", seconds)
+    from bench.bench_ui import scenario_for
+    from tests import fakenvml
+
+    try:
+        fakenvml.build()
+    except fakenvml.FakeNvmlUnavailable as exc:
+        print(f"(fake NVML stream: skipped, {exc})")
+    else:
+        children = [subprocess.Popen(["sleep", "3600"]) for _ in range(16)]
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = scenario_for([c.pid for c in children]).write(Path(tmp) / "s.txt")
+                env = fakenvml.subprocess_env(path)
+                _stream_cost("fake NVML, 8 GPUs x 2 processes", seconds, env)
+        finally:
+            for c in children:
+                c.kill()
+                c.wait()
     from tests import sshd
 
     if sshd.missing():
@@ -210,9 +256,11 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--size", default="200x50")
     p.add_argument("--skip-remote", action="store_true")
+    p.add_argument("--skip-ui", action="store_true", help="only the key latency and remote cost")
     args = p.parse_args()
     w, h = (int(x) for x in args.size.split("x"))
-    fleet_ui(args.hosts, args.seconds, (w, h))
+    if not args.skip_ui:
+        fleet_ui(args.hosts, args.seconds, (w, h))
     asyncio.run(key_latency(args.hosts, (w, h)))
     if not args.skip_remote:
         remote_cost(args.seconds)
