@@ -30,27 +30,32 @@ from tests.fleet_fixtures import FakeFleet, demo_datas  # noqa: E402
 def fleet(count: int, problems: bool) -> FakeFleet:
     names = [f"gpu-node-{i + 1:02d}" for i in range(count)]
     f = FakeFleet(names, interval=2.0)
+    # Each host at its own point of the demo's day (the verdicts differ), 200 lines in:
+    # long enough for every verdict, idle memory holders included. Computed first, fed
+    # together: a host's age is the time since it was fed.
+    datas = {
+        name: demo_datas(n, 200, start=1_800_000_000.0 + 1_700.0 * n)[-1]
+        for n, name in enumerate(names)
+        if not (problems and n in (5, 11))
+    }
     for n, name in enumerate(names):
         if problems and n == 5:
             f.fail(name, "ssh: connect to host gpu-node-06 port 22: Connection timed out")
-            continue
-        if problems and n == 11:
+        elif problems and n == 11:
             f.fail(
                 name,
                 "gputop not found (bash: line 1: gputop: command not found); install it there",
                 problem="no-gputop",
             )
-            continue
-        # Each host at its own point of the demo's day: the verdicts differ.
-        datas = demo_datas(n, 12, start=1_800_000_000.0 + 1_700.0 * n)
-        f.feed(name, datas[-1], age=47.0 if problems and n == 9 else 0.0)
+        else:
+            f.feed(name, datas[name], age=47.0 if problems and n == 9 else 0.0)
     return f
 
 
 async def shoot(f: FakeFleet, size: tuple[int, int], open_host: str | None = None) -> str:
     from gputop.ui.fleet import FleetApp
 
-    app = FleetApp(f)  # type: ignore[arg-type]
+    app = FleetApp(f, via="demo data")  # type: ignore[arg-type]
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         if open_host is not None:
