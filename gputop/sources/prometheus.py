@@ -6,7 +6,9 @@ screen needs at once::
 
     {__name__=~"up|gputop_gpu_info|gputop_gpu_utilization_ratio|...|DCGM_FI_DEV_FB_FREE"}
 
-and groups them by host (the ``instance`` label by default: the scrape target). Each
+and groups them by host (the ``instance`` label by default: the scrape target). A host's
+age is ``gputop_last_sample_timestamp_seconds`` (when its exporter last sampled; an
+instant query's own timestamps are always "now"); dcgm hosts have only ``up``. Each
 host becomes a schema-1 snapshot dict like a ``gputop --stream`` line (time, hostname,
 GPUs with utilization, memory, lost and the verdict) so the fleet screen and the opened
 host's dashboard read it exactly as a stream line (:mod:`gputop.sources.remote`).
@@ -57,6 +59,7 @@ GPUTOP_METRICS = (
     "gputop_gpu_memory_total_bytes",
     "gputop_gpu_lost",
     "gputop_gpu_verdict",
+    "gputop_last_sample_timestamp_seconds",
 )
 DCGM_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE")
 SELECTOR = '{__name__=~"' + "|".join(("up", *GPUTOP_METRICS, *DCGM_METRICS)) + '"}'
@@ -144,6 +147,7 @@ def build_hosts(
     hosts: dict[str, dict[int, dict[str, Any]]] = {}
     times: dict[str, float] = {}
     up: dict[str, bool] = {}
+    sampled: dict[str, float] = {}
     dcgm: set[str] = set()
     for s in series:
         metric = s["metric"]
@@ -155,6 +159,11 @@ def build_hosts(
         ts, v = point
         if name == "up":
             up[host] = up.get(host, False) or v == 1
+            continue
+        if name == "gputop_last_sample_timestamp_seconds":
+            # When the exporter last sampled: the host's real age (an instant query's own
+            # timestamps are the evaluation time, always "now").
+            sampled[host] = v
             continue
         index = _gpu_key(metric)
         if index is None:
@@ -200,7 +209,7 @@ def build_hosts(
                     gpu["memory"]["total"] = int((used + free) * MIB)
         out[host] = {
             "schema": SCHEMA_VERSION,
-            "time": times.get(host, 0.0),
+            "time": sampled.get(host, times.get(host, 0.0)),
             "hostname": host,
             "driver": {"available": True},
             "source": "dcgm" if host in dcgm else "prometheus",
