@@ -18,14 +18,9 @@ from pathlib import Path
 
 import pytest
 
-helpers = pytest.importorskip("tests.helpers.exporter", reason="gputop export not here yet")
-
-from gputop.sources.prometheus import PrometheusFleet  # noqa: E402
-from gputop.sources.streams import status  # noqa: E402
-
-pytestmark = pytest.mark.skipif(
-    helpers.prometheus_binary() is None, reason="prometheus is not installed"
-)
+from gputop.sources.prometheus import PrometheusFleet
+from gputop.sources.streams import status
+from tests.helpers import exporter as helpers
 
 
 def _dcgm_page() -> bytes:
@@ -85,6 +80,7 @@ def _target(url: str) -> str:
     return url.split("//", 1)[-1].split("/", 1)[0]
 
 
+@pytest.mark.requires_tool("prometheus")
 def test_fleet_reads_gputop_export_and_dcgm_through_prometheus(tmp_path: Path) -> None:
     with (
         helpers.exporter(["--demo", "--interval", "0.5"], tmp=tmp_path) as exp,
@@ -114,8 +110,9 @@ def test_fleet_reads_gputop_export_and_dcgm_through_prometheus(tmp_path: Path) -
             assert zero.mem_total == 40960 * 2**20 and zero.verdict is None
             assert one.util == 0.0
 
+            # query_range: one point per step since Prometheus began scraping.
+            wait_until(lambda: len(fleet.history(gputop_host, seconds=60)) >= 3, "3 points")
             history = fleet.history(gputop_host, seconds=60)
-            assert len(history) >= 2
             assert all(len(h["gpus"]) == 8 for h in history)
 
             exp.proc.terminate()  # the exporter goes away: Prometheus fails to scrape it

@@ -65,7 +65,10 @@ __all__ = [
 #: A host is stale when its newest line is older than this many intervals.
 STALE_INTERVALS = 3
 #: What to run on a host without gputop (shown on its row).
-INSTALL_HINT = "install it there: python3 -m pip install --user gputop (or set --remote-command)"
+INSTALL_HINT = (
+    "install it there: pipx install gputop-dashboard (or pip install --user "
+    "gputop-dashboard), or set --remote-command"
+)
 #: Backoff after failed attempts: 1, 2, 4 ... seconds, at most this.
 MAX_BACKOFF_S = 60.0
 #: The part of a child's stderr kept (its last line is the error shown).
