@@ -21,9 +21,17 @@ def _target(pid: int, create_time: float | None) -> KillTarget:
     return KillTarget(pid, create_time, "root", "sleep 60", 0, 2**30)
 
 
+def _default_signals() -> None:
+    """In the child: SIGINT and SIGQUIT back to their defaults. A test run started in
+    the background by a non-interactive shell (CI scripts, `pytest &`) inherits them
+    ignored, and an ignored SIGINT would not end the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def child() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "60"])
+    proc = subprocess.Popen(["sleep", "60"], preexec_fn=_default_signals)
     yield proc
     if proc.poll() is None:
         proc.kill()
