@@ -138,3 +138,42 @@ async def test_nothing_is_drawn_once_shutdown_begins(moment: str) -> None:
         app._prune = prune  # type: ignore[method-assign,assignment]
     assert fed and app.return_code in (0, None)
     assert app.fleet_screen.frames == frames
+
+
+async def test_a_source_with_history_fills_the_opened_dashboard() -> None:
+    """Over Prometheus, Enter reads the host's recent minutes (query_range) on a worker
+    thread; they go before the lines already received."""
+    fleet, datas = demo_fleet(["p1"], ticks=20)
+    asked: list[str] = []
+
+    def history(host: str, seconds: float = 600.0) -> list[dict[str, object]]:
+        asked.append(host)
+        return list(datas[host][:-1])
+
+    fleet.history = history  # type: ignore[attr-defined]
+    app = FleetApp(fleet)  # type: ignore[arg-type]
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        for _ in range(200):
+            if len(app.history) == 20:
+                break
+            await pilot.pause(0.05)
+        assert asked == ["p1"]
+        assert len(app.history) == 20
+        assert [s.time for s in app.history] == sorted(s.time for s in app.history)
+
+
+async def test_help_lists_the_fleet_keys_and_states() -> None:
+    from gputop.ui.screens.help import HelpScreen
+
+    fleet, _ = demo_fleet(["h1"], ticks=6)
+    app = FleetApp(fleet)  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.fleet_screen
