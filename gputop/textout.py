@@ -108,10 +108,19 @@ def filter_gpus(snapshot: Snapshot, indices: Collection[int] | None) -> Snapshot
 
 
 def _with_descendants(roots: set[int], processes: Iterable[ProcessInfo]) -> set[int]:
+    return _descendants(roots, _children_of(processes))
+
+
+def _children_of(processes: Iterable[ProcessInfo]) -> dict[int, list[int]]:
+    """Parent pid -> its children's pids."""
     children: dict[int, list[int]] = {}
     for p in processes:
         if p.ppid is not None and p.ppid != p.pid:
             children.setdefault(p.ppid, []).append(p.pid)
+    return children
+
+
+def _descendants(roots: set[int], children: dict[int, list[int]]) -> set[int]:
     seen = set(roots)
     stack = list(roots)
     while stack:
@@ -286,9 +295,22 @@ def _age(now: float, info: ProcessInfo | None) -> str:
     return fmt.duration(now - info.create_time)
 
 
-def _children_summary(pid: int, snapshot: Snapshot) -> str | None:
-    kids = _with_descendants({pid}, snapshot.processes) - {pid}
-    infos = [p for p in snapshot.processes if p.pid in kids]
+#: pid -> its rows with their position in ``Snapshot.processes`` (built once per table).
+_Rows = dict[int, list[tuple[int, ProcessInfo]]]
+
+
+def _rows_by_pid(processes: Sequence[ProcessInfo]) -> _Rows:
+    rows: _Rows = {}
+    for i, p in enumerate(processes):
+        rows.setdefault(p.pid, []).append((i, p))
+    return rows
+
+
+def _children_summary(pid: int, children: dict[int, list[int]], rows: _Rows) -> str | None:
+    kids = _descendants({pid}, children) - {pid}
+    # in the snapshot's order, as a scan of its processes would find them
+    found = sorted((e for k in kids for e in rows.get(k, ())), key=lambda e: e[0])
+    infos = [p for _, p in found]
     if not infos:
         return None
     cpu = [p.cpu_percent for p in infos]
@@ -312,6 +334,8 @@ _PROC_HEADER = (
 
 def _process_lines(snapshot: Snapshot) -> list[str]:
     lines = [_PROC_HEADER]
+    children = _children_of(snapshot.processes)  # indexed once, not scanned per process
+    rows = _rows_by_pid(snapshot.processes)
     for g in snapshot.gpus:
         if g.lost:
             lines.append(f"{g.index:>3} (GPU lost: processes unknown)")
@@ -329,7 +353,7 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
                 lines.append(f"{g.index:>3} (no processes)")
             continue
         for p in sorted(g.processes, key=lambda p: p.pid):
-            info = p.host or snapshot.process_info(p.pid)
+            info = p.host or (rows[p.pid][0][1] if p.pid in rows else None)
             prefix = f"{g.index:>3} {p.pid:>7} "
             numbers = f"{fmt.bytes_(p.gpu_memory):>8} {fmt.percent(p.sm_percent):>4}"
             if info is not None and not info.visible:
@@ -352,7 +376,7 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
                     f"{_age(snapshot.time, info):>8}  {command}"
                 )
             )
-            kids = _children_summary(p.pid, snapshot)
+            kids = _children_summary(p.pid, children, rows)
             if kids:
                 lines.append(kids)
     return lines
