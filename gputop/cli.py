@@ -57,6 +57,8 @@ STOP_TIMEOUT_S = 0.25
 SUBCOMMANDS: dict[str, str] = {
     "export": "gputop.exporter",
     "fleet": "gputop.fleet",
+    "record": "gputop.record.record_cli",
+    "replay": "gputop.record.replay_cli",
 }
 
 EXIT_OK = 0

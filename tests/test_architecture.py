@@ -95,7 +95,7 @@ def test_ui_never_calls_nvml_or_psutil(name: str) -> None:
 
 
 #: Command-line entry points (``gputop`` and its subcommands) may start the UI.
-CLI = ("gputop.cli", "gputop.fleet")
+CLI = ("gputop.cli", "gputop.fleet", "gputop.record.replay_cli")
 NOT_UI = [m for m in MODULES if not _is_under(m, "gputop.ui", *CLI)]
 
 

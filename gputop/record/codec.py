@@ -1,0 +1,345 @@
+"""Block codec: a run of snapshots <-> one compressed, column-encoded payload.
+
+A snapshot is taken in its JSON form (``Snapshot.to_dict()``, the ``--json`` schema),
+flattened into leaves (a path of keys and list positions -> a scalar; a list also gives
+its length under ``<path>/#``), and the leaves of all the block's snapshots are stored
+column by column: a value that stays the same is stored once, integers and decimal
+numbers as differences, other floats as the XOR of consecutive IEEE doubles, each with
+its bytes regrouped by position ("byte shuffle"), strings and anything else as JSON.
+Then the whole payload is compressed with zstandard, optionally against a dictionary
+(the segment's first block, so that what every block repeats - commands, names, the
+paths - costs almost nothing).
+
+Everything is exact: decoding gives back ``Snapshot.from_dict`` of the very same
+dicts, so ``decode(encode(s)) == s`` (a float is kept bit for bit; a decimal column is
+used only where dividing the integer gives back the very same float).
+
+One more step before flattening: a GPU process row repeats the host fields of its pid
+(``user``, ``command``, ...), which ``Snapshot.processes`` already holds. Where the two
+agree the row keeps only ``"host_ref": true`` and decoding copies them back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import operator
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import zstandard
+
+from gputop.model import Snapshot
+
+#: zstandard level (bench/bench_record.py: about 35 ms a minute of the demo fleet).
+LEVEL = 15
+
+_LEN = "#"  # path element of a list's length
+_MISSING = object()
+
+
+class CodecError(ValueError):
+    """A payload that cannot be decoded (damaged, or not written by this codec)."""
+
+
+# --- dict form ------------------------------------------------------------------------
+
+
+def _share_hosts(d: dict[str, Any]) -> dict[str, Any]:
+    """Replace a GPU process's host fields by ``host_ref`` where they equal the
+    snapshot's own entry for that pid (in place; ``d`` is a fresh ``to_dict()``)."""
+    procs = {p.get("pid"): p for p in d.get("processes") or ()}
+    for gpu in d.get("gpus") or ():
+        for row in gpu.get("processes") or ():
+            info = procs.get(row.get("pid"))
+            if info is None:
+                continue
+            keys = [k for k in row if k not in _ROW_KEYS]
+            if set(keys) == set(info) - {"pid"} and all(_same(row[k], info[k]) for k in keys):
+                for k in keys:
+                    del row[k]
+                row["host_ref"] = True
+    return d
+
+
+# The GpuProcess fields of its own (not the host's); anything else in a row is a host field.
+_ROW_KEYS = frozenset(
+    {
+        "pid",
+        "type",
+        "gpu_memory",
+        "sm_percent",
+        "memory_bandwidth_percent",
+        "gpu_instance_id",
+        "compute_instance_id",
+        "host_ref",
+    }
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and (a == b or (a != a and b != b))
+
+
+def _unshare_hosts(d: dict[str, Any]) -> dict[str, Any]:
+    procs = {p.get("pid"): p for p in d.get("processes") or ()}
+    for gpu in d.get("gpus") or ():
+        for row in gpu.get("processes") or ():
+            if row.pop("host_ref", False):
+                info = procs.get(row.get("pid"))
+                if info is None:
+                    raise CodecError("a process row refers to a pid the snapshot lacks")
+                for k, v in info.items():
+                    if k != "pid":
+                        row[k] = v
+    return d
+
+
+def flatten(snapshot: Snapshot) -> dict[tuple[Any, ...], Any]:
+    """The snapshot's leaves: path -> scalar (see the module docstring)."""
+    out: dict[tuple[Any, ...], Any] = {}
+    _flatten(_share_hosts(snapshot.to_dict()), (), out)
+    return out
+
+
+def _flatten(value: Any, path: tuple[Any, ...], out: dict[tuple[Any, ...], Any]) -> None:
+    if isinstance(value, dict):
+        if not value:
+            out[(*path, "{}")] = 0
+        for k, v in value.items():
+            _flatten(v, (*path, k), out)
+    elif isinstance(value, list):
+        out[(*path, _LEN)] = len(value)
+        for i, v in enumerate(value):
+            _flatten(v, (*path, i), out)
+    else:
+        out[path] = value
+
+
+# --- columns --------------------------------------------------------------------------
+
+
+def _shuffle(raw: bytes, width: int) -> bytes:
+    return b"".join(raw[i::width] for i in range(width))
+
+
+def _unshuffle(data: bytes, width: int) -> bytes:
+    n = len(data) // width
+    out = bytearray(len(data))
+    for i in range(width):
+        out[i::width] = data[i * n : (i + 1) * n]
+    return bytes(out)
+
+
+_WIDTHS = (("b", 1, 2**7), ("h", 2, 2**15), ("i", 4, 2**31), ("q", 8, 2**63))
+
+
+def _ints(values: list[int]) -> tuple[str, bytes] | None:
+    """Integers as differences (or as they are, when that is smaller), in the narrowest
+    of 1, 2, 4 or 8 bytes that holds them all. None: some do not fit in 8 bytes."""
+    deltas = [values[0], *map(operator.sub, values[1:], values[:-1])]
+    use, mode = (deltas, "d") if sum(map(abs, deltas)) <= sum(map(abs, values)) else (values, "a")
+    low, high = min(use), max(use)
+    for code, width, limit in _WIDTHS:
+        if -limit <= low and high < limit:
+            return mode + code, _shuffle(struct.pack(f"<{len(use)}{code}", *use), width)
+    return None
+
+
+def _decode_ints(mode: str, data: bytes, n: int) -> list[int]:
+    code = mode[1:]
+    width = struct.calcsize(code)
+    values = list(struct.unpack(f"<{n}{code}", _unshuffle(data, width)))
+    return list(itertools.accumulate(values)) if mode[0] == "d" else values
+
+
+def _decimal(values: list[float]) -> tuple[int, list[int]] | None:
+    """Floats that are k-digit decimals (k <= 3): the integers and k. Only when the
+    decoder's division gives back each float exactly (and no -0.0, whose sign would
+    be lost)."""
+    for k in range(4):
+        scale = 10**k
+        ints = []
+        for v in values:
+            if not math.isfinite(v) or abs(v) * scale >= 2**53:
+                return None
+            i = round(v * scale)
+            if i / scale != v or (v == 0 and math.copysign(1.0, v) < 0):
+                break
+            ints.append(i)
+        else:
+            return k, ints
+    return None
+
+
+def _encode_column(values: list[Any]) -> tuple[list[Any], bytes]:
+    """(descriptor, data) for the values of the rows where the leaf is present."""
+    first = values[0]
+    t = type(first)
+    if all(type(v) is t and (v == first or (v != v and first != first)) for v in values):
+        if t is float and not math.isfinite(first):
+            return ["cf", repr(first)], b""
+        return ["c", first], b""
+    if t is int and all(type(v) is int for v in values):
+        packed = _ints(values)
+        if packed is not None:
+            return ["i", packed[0]], packed[1]
+    if t is float and all(type(v) is float for v in values):
+        dec = _decimal(values)
+        if dec is not None:
+            packed = _ints(dec[1])
+            if packed is not None:
+                return ["n", packed[0], dec[0]], packed[1]
+        raw = struct.unpack(f"<{len(values)}Q", struct.pack(f"<{len(values)}d", *values))
+        xored = [raw[0], *map(operator.xor, raw[1:], raw[:-1])]
+        return ["f"], _shuffle(struct.pack(f"<{len(values)}Q", *xored), 8)
+    return ["j"], json.dumps(values, separators=(",", ":")).encode()
+
+
+def _decode_column(desc: list[Any], data: bytes, n: int) -> list[Any]:
+    kind = desc[0]
+    if kind == "c":
+        return [desc[1]] * n
+    if kind == "cf":
+        return [float(desc[1])] * n
+    if kind == "i":
+        return _decode_ints(desc[1], data, n)
+    if kind == "n":
+        scale = 10 ** desc[2]
+        return [i / scale for i in _decode_ints(desc[1], data, n)]
+    if kind == "f":
+        xored = struct.unpack(f"<{n}Q", _unshuffle(data, 8))
+        raw = struct.pack(f"<{n}Q", *itertools.accumulate(xored, operator.xor))
+        return list(struct.unpack(f"<{n}d", raw))
+    if kind == "j":
+        values = json.loads(data)
+        if not isinstance(values, list) or len(values) != n:
+            raise CodecError("a JSON column has the wrong length")
+        return values
+    raise CodecError(f"unknown column kind {kind!r}")
+
+
+# --- blocks ---------------------------------------------------------------------------
+
+
+def encode_rows(rows: Sequence[dict[tuple[Any, ...], Any]]) -> bytes:
+    """The uncompressed payload of flattened snapshots (:func:`flatten`)."""
+    if not rows:
+        raise ValueError("an empty block")
+    keys: dict[tuple[Any, ...], None] = {}
+    for row in rows:
+        keys.update(dict.fromkeys(row))
+    n = len(rows)
+    descs: list[list[Any]] = []
+    blobs: list[bytes] = []
+    for key in keys:
+        present = [i for i, row in enumerate(rows) if key in row]
+        values = [rows[i][key] for i in present]
+        desc, data = _encode_column(values)
+        if len(present) != n:
+            desc.append({"rows": present})
+        desc.insert(1, len(data))
+        descs.append(desc)
+        blobs.append(data)
+    head = json.dumps(
+        {"n": n, "keys": [list(k) for k in keys], "cols": descs},
+        separators=(",", ":"),
+        allow_nan=False,
+    ).encode()
+    return struct.pack("<I", len(head)) + head + b"".join(blobs)
+
+
+def decode_rows(payload: bytes) -> list[dict[str, Any]]:
+    """The snapshots' dicts (``Snapshot.to_dict()`` form) of an uncompressed payload."""
+    try:
+        (size,) = struct.unpack_from("<I", payload, 0)
+        head = json.loads(payload[4 : 4 + size])
+        n = int(head["n"])
+        keys = [tuple(k) for k in head["keys"]]
+        descs = head["cols"]
+    except (struct.error, ValueError, KeyError, TypeError) as exc:
+        raise CodecError(f"unreadable block header: {exc}") from None
+    if len(keys) != len(descs):
+        raise CodecError("a block has as many paths as columns, this one does not")
+    pos = 4 + size
+    columns: list[list[Any]] = []
+    for desc in descs:
+        length = desc[1]
+        body = [desc[0], *desc[2:]]
+        rows = None
+        if isinstance(body[-1], dict):
+            rows = body.pop()["rows"]
+        data = payload[pos : pos + length]
+        pos += length
+        count = n if rows is None else len(rows)
+        try:
+            values = _decode_column(body, data, count)
+        except (struct.error, ValueError, TypeError, IndexError) as exc:
+            raise CodecError(f"unreadable column: {exc}") from None
+        if rows is not None:
+            full: list[Any] = [_MISSING] * n
+            for i, v in zip(rows, values, strict=True):
+                full[i] = v
+            values = full
+        columns.append(values)
+    return [_unflatten(keys, columns, r) for r in range(n)]
+
+
+def _unflatten(keys: list[tuple[Any, ...]], columns: list[list[Any]], row: int) -> dict[str, Any]:
+    root: dict[str, Any] = {}
+    containers: dict[tuple[Any, ...], Any] = {(): root}
+    for key, column in zip(keys, columns, strict=True):
+        value = column[row]
+        if value is _MISSING:
+            continue
+        parent = _container(containers, key[:-1])
+        last = key[-1]
+        if last == _LEN:
+            containers[key[:-1]] = lst = [None] * int(value)
+            _put(containers, key[:-1], lst)
+        elif last == "{}":
+            continue
+        else:
+            parent[last] = value
+    return root
+
+
+def _put(containers: dict[tuple[Any, ...], Any], path: tuple[Any, ...], value: Any) -> None:
+    _container(containers, path[:-1])[path[-1]] = value
+
+
+def _container(containers: dict[tuple[Any, ...], Any], path: tuple[Any, ...]) -> Any:
+    found = containers.get(path)
+    if found is None:
+        found = containers[path] = {}
+        _put(containers, path, found)
+    return found
+
+
+def snapshots_from_rows(dicts: list[dict[str, Any]]) -> list[Snapshot]:
+    out = []
+    for d in dicts:
+        try:
+            out.append(Snapshot.from_dict(_unshare_hosts(d)))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise CodecError(f"a snapshot that does not fit the model: {exc}") from None
+    return out
+
+
+def compressor(dictionary: bytes | None = None) -> zstandard.ZstdCompressor:
+    if dictionary is None:
+        return zstandard.ZstdCompressor(level=LEVEL)
+    d = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    return zstandard.ZstdCompressor(level=LEVEL, dict_data=d)
+
+
+def decompress(data: bytes, dictionary: bytes | None = None) -> bytes:
+    try:
+        if dictionary is None:
+            return zstandard.ZstdDecompressor().decompress(data)
+        d = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        return zstandard.ZstdDecompressor(dict_data=d).decompress(data)
+    except zstandard.ZstdError as exc:
+        raise CodecError(f"unreadable compressed block: {exc}") from None

@@ -1,0 +1,207 @@
+"""``gputop record``: sample every interval and write the snapshots to a recording
+until stopped (SIGINT, SIGTERM, SIGHUP: what is waiting is flushed, exit 0).
+
+Exit codes: 0 stopped; 1 writing failed (disk full, directory not writable: one line
+on stderr); 2 bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+from gputop.config import MAX_INTERVAL, MIN_INTERVAL
+from gputop.model import Snapshot
+from gputop.record.store import (
+    MAX_FLUSH_SECONDS,
+    Recorder,
+    RecordWriteError,
+    default_dir,
+    parse_duration,
+    parse_size,
+)
+from gputop.sampler import Sampler
+from gputop.sources.base import Source
+
+DEFAULT_RETAIN = "7d"
+DEFAULT_MAX_SIZE = "1G"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _typed(parse: Callable[[str], object], what: str) -> Callable[[str], object]:
+    def convert(text: str) -> object:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = what
+    return convert
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not MIN_INTERVAL <= value <= MAX_INTERVAL:
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range: seconds from {MIN_INTERVAL:g} to {MAX_INTERVAL:g}"
+        )
+    return value
+
+
+def _flush(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= MAX_FLUSH_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text}: seconds above 0, at most {MAX_FLUSH_SECONDS:g}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="gputop record",
+        description=(
+            "Record snapshots (GPUs, processes, host) to segment files until stopped; "
+            "`gputop replay` shows them again."
+        ),
+        epilog="exit codes: 0 stopped, 1 writing failed, 2 bad argument",
+    )
+    p.add_argument(
+        "--dir",
+        type=Path,
+        metavar="DIR",
+        help=f"where to write (default $XDG_STATE_HOME/gputop, here {default_dir()})",
+    )
+    p.add_argument(
+        "--interval",
+        type=_interval,
+        default=1.0,
+        metavar="SECONDS",
+        help=f"seconds between samples, {MIN_INTERVAL:g} to {MAX_INTERVAL:g} (default 1)",
+    )
+    p.add_argument(
+        "--retain",
+        type=_typed(parse_duration, "duration"),
+        default=parse_duration(DEFAULT_RETAIN),
+        metavar="AGE",
+        help=f"delete segments older than this, e.g. 12h, 7d (default {DEFAULT_RETAIN})",
+    )
+    p.add_argument(
+        "--max-size",
+        type=_typed(parse_size, "size"),
+        default=parse_size(DEFAULT_MAX_SIZE),
+        metavar="SIZE",
+        help=f"delete the oldest segments above this total, e.g. 500M, 2G (default "
+        f"{DEFAULT_MAX_SIZE})",
+    )
+    p.add_argument(
+        "--flush",
+        type=_flush,
+        default=MAX_FLUSH_SECONDS,
+        metavar="SECONDS",
+        help=f"write to disk at least this often; a crash loses at most this much "
+        f"(default and most {MAX_FLUSH_SECONDS:g})",
+    )
+    p.add_argument("--demo", action="store_true", help="record the simulated 8-GPU server")
+    p.add_argument("--seed", type=int, help="random seed of the demo (with --demo; default 0)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.seed is not None and not args.demo:
+        parser.error("--seed needs --demo")
+    directory: Path = args.dir if args.dir is not None else default_dir()
+    try:
+        recorder = Recorder(
+            directory,
+            interval=args.interval,
+            retain=args.retain,
+            max_size=args.max_size,
+            flush_seconds=args.flush,
+        )
+    except RecordWriteError as exc:
+        print(f"gputop record: {exc}", file=sys.stderr)
+        return 1
+
+    source: Source
+    if args.demo:
+        from gputop.sources.demo import DemoSource
+
+        source = DemoSource(0 if args.seed is None else args.seed, clock=time.time)
+    else:
+        from gputop.sources.live import LiveSource
+
+        source = LiveSource()
+
+    stop = threading.Event()
+    failure: list[str] = []
+
+    def on_snapshot(snapshot: Snapshot) -> None:  # the sampler's thread
+        if stop.is_set():
+            return
+        try:
+            recorder.add(snapshot)
+        except RecordWriteError as exc:
+            failure.append(str(exc))
+            stop.set()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    # The recorder keeps no history of its own: two snapshots are enough for the sampler.
+    sampler = Sampler(source, interval=args.interval, history=2, on_snapshot=on_snapshot)
+    print(
+        f"gputop record: recording to {directory} every {args.interval:g}s "
+        f"(kept {_age(args.retain)}, at most {_size(args.max_size)})",
+        file=sys.stderr,
+        flush=True,
+    )
+    sampler.start()
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        sampler.on_snapshot = None
+        sampler.stop()
+    if not failure:
+        try:
+            recorder.close()
+        except RecordWriteError as exc:
+            failure.append(str(exc))
+    if failure:
+        print(f"gputop record: {failure[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def _size(n: int) -> str:
+    for unit, size in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("k", 2**10)):
+        if n >= size:
+            return f"{n / size:g}{unit}"
+    return f"{n}B"

@@ -1,0 +1,175 @@
+"""``gputop replay [DIR|FILE]``: the dashboard on a recording, or one snapshot / a
+range printed for scripts.
+
+- ``--at TIME``: start there (the dashboard) or print that moment (``--once``).
+- ``--once [--json]``: the snapshot at TIME (default: the newest) in the ``--once``
+  formats, with the verdicts judged on the recorded history before it, exactly as
+  live (same diagnosis, same lookback).
+- ``--from T1 --to T2 --json``: every snapshot of the range as JSON lines (the
+  ``--stream`` form: the snapshot with its jobs and verdicts).
+
+Exit codes: 0 ok; 1 unexpected failure; 2 bad argument or input that is not a readable
+recording (one line). Damage (a segment cut short or corrupted) is said on stderr, one
+line per segment, and what could be read is shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import NoReturn
+
+from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.config import ConfigError, load_config, with_overrides
+from gputop.diagnosis import Diagnoser, diagnose, lookback_seconds
+from gputop.model import Snapshot
+from gputop.record.store import Recording, RecordingError, default_dir
+from gputop.record.when import parse_time
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="gputop replay",
+        description="Show a recording made by `gputop record` (the dashboard, or printed).",
+        epilog=(
+            "TIME: '2026-11-30 03:00', '03:00' (the last one past), '2h ago', "
+            "'yesterday 23:10', 'now', '@EPOCH'. exit codes: 0 ok, 1 unexpected failure, "
+            "2 bad argument or not a readable recording"
+        ),
+    )
+    p.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        metavar="DIR|FILE",
+        help=f"a recording directory or one segment file (default {default_dir()})",
+    )
+    p.add_argument("--at", metavar="TIME", help="start at (or print) this moment")
+    p.add_argument("--once", action="store_true", help="print the snapshot at TIME and exit")
+    p.add_argument("--json", action="store_true", help="JSON instead of text (implies --once)")
+    p.add_argument("--from", dest="start", metavar="T1", help="with --to: print a range")
+    p.add_argument("--to", dest="end", metavar="T2", help="end of the range (default: newest)")
+    p.add_argument(
+        "--speed", type=float, default=1.0, metavar="X", help="dashboard: 1 to 600 (default 1)"
+    )
+    p.add_argument("--config", metavar="PATH", help="settings file (thresholds, theme)")
+    return p
+
+
+def _time(parser: argparse.ArgumentParser, text: str, what: str) -> float:
+    try:
+        return parse_time(text, time.time())
+    except ValueError as exc:
+        parser.error(f"{what}: {exc}")
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = with_overrides(load_config(args.config))
+    except ConfigError as exc:
+        parser.error(str(exc))
+    if not 1 <= args.speed <= 600:
+        parser.error("--speed: from 1 to 600")
+    ranged = args.start is not None or args.end is not None
+    if ranged and (args.at is not None or args.once):
+        parser.error("--from/--to and --at/--once exclude each other")
+    path: Path = args.path if args.path is not None else default_dir()
+    try:
+        recording = Recording(path)
+    except RecordingError as exc:
+        print(f"gputop replay: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for line in recording.problems:
+        print(f"gputop replay: {line}", file=sys.stderr)
+    at = None if args.at is None else _time(parser, args.at, "--at")
+    try:
+        if ranged:
+            if args.start is None:
+                parser.error("--to needs --from")
+            t1 = _time(parser, args.start, "--from")
+            t2 = recording.end if args.end is None else _time(parser, args.end, "--to")
+            return print_range(recording, t1, t2, config.thresholds)
+        if args.once or args.json:
+            return print_once(recording, at, config.thresholds, as_json=args.json)
+        from gputop.record.player import Player
+        from gputop.ui.replay import run_replay
+
+        pos = len(recording) - 1 if at is None else recording.position(at)
+        player = Player(recording, pos, lookback=lookback_seconds(config.thresholds))
+        player.speed = args.speed
+        return run_replay(player, thresholds=config.thresholds, theme=config.theme)
+    except RecordingError as exc:
+        print(f"gputop replay: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        _quiet_pipe()
+        return 0
+
+
+def history_at(recording: Recording, pos: int, thresholds: Thresholds) -> tuple[Snapshot, ...]:
+    """What a live dashboard held when the snapshot at ``pos`` arrived, as far as the
+    verdicts look back."""
+    return recording.window(pos, lookback_seconds(thresholds))
+
+
+def print_once(
+    recording: Recording, at: float | None, thresholds: Thresholds = DEFAULT, *, as_json: bool
+) -> int:
+    from gputop.textout import render_json, render_text
+
+    pos = len(recording) - 1 if at is None else recording.position(at)
+    snap = recording[pos]
+    if at is not None and at < snap.time:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(recording.start))
+        print(f"gputop replay: the recording starts later, at {stamp}", file=sys.stderr)
+        return EXIT_USAGE
+    diagnosis = diagnose(history_at(recording, pos, thresholds), thresholds)
+    if as_json:
+        out = render_json(snap, diagnosis)
+    else:
+        out = render_text(snap, total_gpus=len(snap.gpus), diagnosis=diagnosis)
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def print_range(recording: Recording, t1: float, t2: float, thresholds: Thresholds) -> int:
+    """JSON lines, one per snapshot with ``t1 <= time <= t2``, judged as live."""
+    from gputop.textout import to_json_dict
+
+    lookback = lookback_seconds(thresholds)
+    diagnoser = Diagnoser(thresholds)
+    history: deque[Snapshot] = deque()
+    out = sys.stdout
+    for snap in recording.between(t1 - lookback, t2):
+        history.append(snap)
+        while history and history[0].time < snap.time - lookback:
+            history.popleft()
+        if snap.time < t1:
+            continue
+        d = diagnoser.update(tuple(history))
+        out.write(json.dumps(to_json_dict(snap, d), separators=(",", ":"), allow_nan=False))
+        out.write("\n")
+        out.flush()
+    return 0
+
+
+def _quiet_pipe() -> None:
+    """The reader went away (``| head``): no traceback, no error at exit."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,558 @@
+"""Recording store: segment files in a directory, written by :class:`Recorder`, read by
+:class:`Recording`.
+
+Format (version 1)
+------------------
+A recording is a directory of segment files ``gputop-YYYYMMDDTHHMMSSZ.rec`` (UTC start
+of the segment; ``-N`` added when that name is taken). A segment covers at most one
+clock hour (``segment_seconds``); a recorder never appends to a file it did not create,
+so a restart begins a new segment. Each file::
+
+    magic      8 bytes   b"GPUTOPR\\n"
+    version    u16 LE    1
+    head_len   u32 LE
+    head       JSON      {"format": 1, "host": ..., "interval": s, "gputop": "0.1.0",
+                          "started": epoch s, "segment_seconds": 3600}
+    head_crc   u32 LE    CRC-32 of head
+    block*               one per flush (at most every 60 s)
+
+    block:
+    magic      4 bytes   b"BLK1"
+    length     u32 LE    bytes of payload
+    count      u16 LE    snapshots in the block
+    first      f64 LE    time of its first snapshot (epoch s)
+    last       f64 LE    time of its last snapshot
+    crc        u32 LE    CRC-32 of the 26 bytes above and of payload
+    payload    a zstandard frame of the column-encoded snapshots (:mod:`.codec`);
+               every block but a segment's first is compressed against the first
+               block's uncompressed payload (a raw-content dictionary)
+
+Reading stops at the first block that is cut short or fails its CRC: what comes
+before it is the readable prefix, the rest is counted as bytes that could not be read.
+
+Crash safety: a block is written whole, flushed and fsync'd; a SIGKILL or power loss
+loses at most the snapshots not yet flushed (``flush_seconds``, at most 60).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import fcntl
+import json
+import os
+import re
+import struct
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from gputop import __version__
+from gputop.model import Snapshot
+from gputop.record import codec
+
+FORMAT_VERSION = 1
+MAGIC = b"GPUTOPR\n"
+BLOCK_MAGIC = b"BLK1"
+_FILE_HEAD = struct.Struct("<8sHI")  # magic, version, head length
+_BLOCK_HEAD = struct.Struct("<4sIHdd")  # magic, length, count, first, last
+_CRC = struct.Struct("<I")
+SUFFIX = ".rec"
+_NAME = re.compile(r"^gputop-(\d{8}T\d{6}Z)(?:-\d+)?\.rec$")
+
+#: Longest time between two flushes: a crash loses at most this much.
+MAX_FLUSH_SECONDS = 60.0
+SEGMENT_SECONDS = 3600.0
+
+
+class RecordingError(Exception):
+    """Input that is not a readable recording (bad path, not a recording, a newer
+    format, nothing recorded): exit 2. The message is one line."""
+
+
+class RecordWriteError(Exception):
+    """Writing failed (disk full, directory not writable...). One line."""
+
+
+def default_dir() -> Path:
+    """``$XDG_STATE_HOME/gputop`` (``~/.local/state/gputop`` when unset or relative)."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if state and os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "gputop"
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+# --- writing -------------------------------------------------------------------------
+
+
+class SegmentWriter:
+    """One segment file, created new (never appended to), written one block at a time."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        self.header = header
+        self.started = float(header["started"])
+        self._dictionary: bytes | None = None
+        self._compressor = codec.compressor()
+        self.size = 0
+        self.blocks = 0
+        head = json.dumps(header, separators=(",", ":")).encode()
+        data = (
+            _FILE_HEAD.pack(MAGIC, FORMAT_VERSION, len(head)) + head + _CRC.pack(zlib.crc32(head))
+        )
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise RecordWriteError(f"cannot create {path}: {_why(exc)}") from None
+        self._file: BinaryIO = os.fdopen(fd, "wb", buffering=0)
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                n = self._file.write(view)
+                if not n:
+                    raise OSError(28, "No space left on device")
+                view = view[n:]
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise RecordWriteError(f"cannot write {self.path}: {_why(exc)}") from None
+        self.size += len(data)
+
+    def write_block(
+        self, rows: Sequence[dict[tuple[Any, ...], Any]], first: float, last: float
+    ) -> None:
+        payload = codec.encode_rows(rows)
+        data = self._compressor.compress(payload)
+        if self._dictionary is None:
+            self._dictionary = payload
+            self._compressor = codec.compressor(payload)
+        head = _BLOCK_HEAD.pack(BLOCK_MAGIC, len(data), len(rows), first, last)
+        crc = zlib.crc32(data, zlib.crc32(head))
+        self._write(head + _CRC.pack(crc) + data)
+        self.blocks += 1
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+
+def segment_name(start: float) -> str:
+    return "gputop-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(start)) + SUFFIX
+
+
+def parse_size(text: str) -> int:
+    """'2G', '500M', '10k', '1024' -> bytes (powers of 1024). Raises ValueError."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    if not m:
+        raise ValueError(f"not a size: {text!r} (e.g. 500M, 2G)")
+    scale = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}[m.group(2).lower()]
+    value = int(float(m.group(1)) * scale)
+    if value <= 0:
+        raise ValueError(f"a size above 0 expected: {text!r}")
+    return value
+
+
+def parse_duration(text: str) -> float:
+    """'7d', '12h', '30m', '90s', '3600' -> seconds. Raises ValueError."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (e.g. 7d, 12h, 30m)")
+    scale = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}[m.group(2)]
+    value = float(m.group(1)) * scale
+    if value <= 0:
+        raise ValueError(f"a duration above 0 expected: {text!r}")
+    return value
+
+
+class Recorder:
+    """Takes snapshots one at a time (:meth:`add`) and writes them to ``directory``.
+
+    - Snapshots wait in memory until ``flush_seconds`` of recorded time have passed
+      since the first one waiting (or the segment ends, or :meth:`close`): then they
+      are written as one block.
+    - A new segment starts at each ``segment_seconds`` boundary of the snapshots'
+      time (UTC clock hours by default) and at every start of a Recorder.
+    - Retention runs at start and at each new segment: segments that ended more than
+      ``retain`` seconds before ``clock()`` are deleted, then the oldest while the
+      directory holds more than ``max_size`` bytes (never the segment being written).
+    - One recorder per directory (an flock on ``DIR/.lock``).
+    - Errors raise :class:`RecordWriteError` (one line); the caller decides.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        interval: float,
+        retain: float | None = 7 * 86400.0,
+        max_size: int | None = None,
+        flush_seconds: float = MAX_FLUSH_SECONDS,
+        segment_seconds: float = SEGMENT_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.directory = Path(directory)
+        self.interval = interval
+        self.retain = retain
+        self.max_size = max_size
+        self.flush_seconds = min(flush_seconds, MAX_FLUSH_SECONDS)
+        self.segment_seconds = segment_seconds
+        self.clock = clock
+        self._rows: list[dict[tuple[Any, ...], Any]] = []
+        self._times: list[float] = []
+        self._segment: SegmentWriter | None = None
+        self._segment_end = 0.0  # where the segment being filled ends (snapshot time)
+        self._last: float | None = None  # time of the last snapshot of that segment
+        self.written = 0  # snapshots written
+        self.deleted: list[str] = []  # segment files retention removed
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise RecordWriteError(f"cannot use {self.directory}: {_why(exc)}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RecordWriteError(
+                f"another gputop record is writing to {self.directory}"
+            ) from None
+        self._lock_fd = fd
+        self.apply_retention()
+
+    def add(self, snapshot: Snapshot) -> None:
+        t = snapshot.time
+        last = self._last
+        if last is not None and (t >= self._segment_end or t < last):
+            # A new clock hour, or time went backwards (the clock was set): a new segment.
+            self.flush()
+            self._close_segment()
+            last = None
+        if last is None:
+            self._segment_end = (t // self.segment_seconds + 1) * self.segment_seconds
+        if self._times and t - self._times[0] >= self.flush_seconds:
+            self.flush()
+        self._rows.append(codec.flatten(snapshot))
+        self._times.append(t)
+        self._last = t
+
+    def flush(self) -> None:
+        """Write what waits as one block (nothing when nothing waits)."""
+        if not self._rows:
+            return
+        if self._segment is None:
+            self._open_segment(self._times[0])
+        assert self._segment is not None
+        rows, times = self._rows, self._times
+        self._rows, self._times = [], []
+        self._segment.write_block(rows, times[0], times[-1])
+        self.written += len(rows)
+
+    def _open_segment(self, start: float) -> None:
+        base = segment_name(start)
+        path = self.directory / base
+        n = 1
+        while path.exists():
+            path = self.directory / base.replace(SUFFIX, f"-{n}{SUFFIX}")
+            n += 1
+        header = {
+            "format": FORMAT_VERSION,
+            "host": os.uname().nodename,
+            "interval": self.interval,
+            "gputop": __version__,
+            "started": start,
+            "segment_seconds": self.segment_seconds,
+        }
+        self._segment = SegmentWriter(path, header)
+        self.apply_retention()
+
+    def _close_segment(self) -> None:
+        self._last = None
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
+
+    def apply_retention(self) -> list[str]:
+        """Delete whole segments by age (``retain``) and total size (``max_size``)."""
+        now = self.clock()
+        active = None if self._segment is None else self._segment.path
+        segments = sorted(
+            (p for p in self.directory.iterdir() if _NAME.match(p.name)), key=lambda p: p.name
+        )
+        gone: list[str] = []
+        sizes: dict[Path, int] = {}
+        for p in segments:
+            with contextlib.suppress(OSError):
+                sizes[p] = p.stat().st_size
+        if self.retain is not None:
+            for p in segments:
+                if p == active or p not in sizes:
+                    continue
+                if _last_written(p) < now - self.retain:
+                    gone.append(p.name)
+        if self.max_size is not None:
+            total = sum(s for p, s in sizes.items() if p.name not in gone)
+            for p in segments:
+                if total <= self.max_size:
+                    break
+                if p == active or p.name in gone or p not in sizes:
+                    continue
+                gone.append(p.name)
+                total -= sizes[p]
+        for name in gone:
+            with contextlib.suppress(FileNotFoundError):
+                (self.directory / name).unlink()
+        self.deleted.extend(gone)
+        return gone
+
+    def close(self) -> None:
+        """Flush what waits and close the segment (the lock too)."""
+        try:
+            self.flush()
+        finally:
+            self._close_segment()
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+
+
+def _last_written(path: Path) -> float:
+    """When the segment was last written (its last block): the file's mtime."""
+    return path.stat().st_mtime
+
+
+# --- reading -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRef:
+    path: Path
+    offset: int  # of the payload
+    length: int
+    count: int
+    first: float
+    last: float
+    first_in_segment: bool
+    segment_first_offset: int  # payload offset of the segment's first block (dictionary)
+    segment_first_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentIndex:
+    path: Path
+    header: dict[str, Any]
+    blocks: tuple[BlockRef, ...]
+    size: int
+    unreadable: int  # bytes after the readable prefix
+
+
+def _read_header(path: Path, data: bytes) -> tuple[dict[str, Any], int]:
+    if len(data) < _FILE_HEAD.size or not data.startswith(MAGIC):
+        raise RecordingError(f"{path} is not a gputop recording")
+    _, version, head_len = _FILE_HEAD.unpack_from(data, 0)
+    if version > FORMAT_VERSION:
+        raise RecordingError(
+            f"{path} was written by a newer gputop (recording format {version}; this gputop "
+            f"{__version__} reads format {FORMAT_VERSION})"
+        )
+    if version < 1:
+        raise RecordingError(f"{path} is not a gputop recording (format {version})")
+    start = _FILE_HEAD.size
+    end = start + head_len
+    head = data[start:end]
+    if len(data) < end + _CRC.size or _CRC.unpack_from(data, end)[0] != zlib.crc32(head):
+        raise RecordingError(f"{path}: the recording's header is damaged")
+    try:
+        header = json.loads(head)
+    except ValueError:
+        raise RecordingError(f"{path}: the recording's header is damaged") from None
+    if not isinstance(header, dict):
+        raise RecordingError(f"{path}: the recording's header is damaged")
+    return header, end + _CRC.size
+
+
+def index_segment(path: Path) -> SegmentIndex:
+    """Read a segment's header and block headers, checking each block's CRC; stop at
+    the first damaged or cut-short block."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RecordingError(f"cannot read {path}: {_why(exc)}") from None
+    header, pos = _read_header(path, data)
+    blocks: list[BlockRef] = []
+    first_off = first_len = -1
+    head_size = _BLOCK_HEAD.size + _CRC.size
+    while pos + head_size <= len(data):
+        magic, length, count, first, last = _BLOCK_HEAD.unpack_from(data, pos)
+        (crc,) = _CRC.unpack_from(data, pos + _BLOCK_HEAD.size)
+        start = pos + head_size
+        if magic != BLOCK_MAGIC or start + length > len(data) or count == 0:
+            break
+        if (
+            zlib.crc32(data[start : start + length], zlib.crc32(data[pos : pos + _BLOCK_HEAD.size]))
+            != crc
+        ):
+            break
+        if first_off < 0:
+            first_off, first_len = start, length
+        blocks.append(
+            BlockRef(path, start, length, count, first, last, not blocks, first_off, first_len)
+        )
+        pos = start + length
+    return SegmentIndex(path, header, tuple(blocks), len(data), len(data) - pos)
+
+
+class Recording:
+    """A recording (a directory of segments, or one segment file) opened for reading.
+
+    Only the block index (offsets, counts, first and last times) is kept in memory;
+    blocks are decoded on demand, the last few kept (``cache_blocks``).
+    """
+
+    def __init__(self, path: Path | str, *, cache_blocks: int = 16) -> None:
+        path = Path(path)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if _NAME.match(p.name))
+            if not files:
+                raise RecordingError(f"no recording in {path} (no gputop-*.rec segment files)")
+        elif path.exists():
+            files = [path]
+        else:
+            raise RecordingError(f"{path}: no such file or directory")
+        self.path = path
+        self.segments: list[SegmentIndex] = []
+        self.problems: list[str] = []  # one line per damaged segment
+        for f in files:
+            try:
+                seg = index_segment(f)
+            except RecordingError as exc:
+                if len(files) == 1:
+                    raise
+                self.problems.append(str(exc))
+                continue
+            self.segments.append(seg)
+            if seg.unreadable:
+                self.problems.append(
+                    f"{f}: {seg.unreadable} bytes could not be read (damaged or cut short); "
+                    f"showing the {sum(b.count for b in seg.blocks)} snapshots before them"
+                )
+        blocks = [b for s in self.segments for b in s.blocks]
+        blocks.sort(key=lambda b: (b.first, b.last))
+        self.blocks: list[BlockRef] = blocks
+        self._starts = [b.first for b in blocks]
+        # Global position of each block's first snapshot.
+        self._offsets = [0]
+        for b in blocks:
+            self._offsets.append(self._offsets[-1] + b.count)
+        if not blocks:
+            raise RecordingError(f"{path}: nothing recorded yet (no complete block)")
+        self._cache: OrderedDict[int, list[Snapshot]] = OrderedDict()
+        self._dicts: OrderedDict[Path, bytes] = OrderedDict()
+        self._cache_blocks = cache_blocks
+
+    # --- index ---
+
+    @property
+    def header(self) -> dict[str, Any]:
+        return self.segments[-1].header
+
+    def __len__(self) -> int:
+        return self._offsets[-1]
+
+    @property
+    def start(self) -> float:
+        return self.blocks[0].first
+
+    @property
+    def end(self) -> float:
+        return max(b.last for b in self.blocks)
+
+    def position(self, t: float) -> int:
+        """The position of the newest snapshot at or before ``t`` (0 when ``t`` is
+        before the first)."""
+        i = bisect.bisect_right(self._starts, t) - 1
+        if i < 0:
+            return 0
+        snaps = self.block(i)
+        j = bisect.bisect_right([s.time for s in snaps], t) - 1
+        return self._offsets[i] + max(0, j)
+
+    def __getitem__(self, pos: int) -> Snapshot:
+        if not 0 <= pos < len(self):
+            raise IndexError(pos)
+        i = bisect.bisect_right(self._offsets, pos) - 1
+        return self.block(i)[pos - self._offsets[i]]
+
+    def window(self, pos: int, seconds: float) -> tuple[Snapshot, ...]:
+        """The snapshots from ``seconds`` before the one at ``pos`` up to it."""
+        end = self[pos]
+        i = bisect.bisect_right(self._offsets, pos) - 1
+        out: list[Snapshot] = list(self.block(i)[: pos - self._offsets[i] + 1])
+        while i > 0 and out and out[0].time > end.time - seconds:
+            i -= 1
+            out[:0] = self.block(i)
+        cut = bisect.bisect_left([s.time for s in out], end.time - seconds)
+        return tuple(out[cut:])
+
+    def between(self, t1: float, t2: float) -> Iterator[Snapshot]:
+        """Every snapshot with ``t1 <= time <= t2``, oldest first, one block at a time."""
+        i = max(0, bisect.bisect_right(self._starts, t1) - 1)
+        for k in range(i, len(self.blocks)):
+            b = self.blocks[k]
+            if b.first > t2:
+                break
+            if b.last < t1:
+                continue
+            for s in self._decode(b):
+                if t1 <= s.time <= t2:
+                    yield s
+
+    # --- decoding ---
+
+    def block(self, i: int) -> list[Snapshot]:
+        cached = self._cache.get(i)
+        if cached is not None:
+            self._cache.move_to_end(i)
+            return cached
+        snaps = self._decode(self.blocks[i])
+        self._cache[i] = snaps
+        while len(self._cache) > self._cache_blocks:
+            self._cache.popitem(last=False)
+        return snaps
+
+    def _read(self, path: Path, offset: int, length: int) -> bytes:
+        try:
+            with path.open("rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+        except OSError as exc:
+            raise RecordingError(f"cannot read {path}: {_why(exc)}") from None
+        if len(data) != length:
+            raise RecordingError(f"{path} was cut short while reading it")
+        return data
+
+    def _dictionary(self, b: BlockRef) -> bytes:
+        found = self._dicts.get(b.path)
+        if found is None:
+            raw = self._read(b.path, b.segment_first_offset, b.segment_first_length)
+            found = codec.decompress(raw)
+            self._dicts[b.path] = found
+            while len(self._dicts) > 2:
+                self._dicts.popitem(last=False)
+        return found
+
+    def _decode(self, b: BlockRef) -> list[Snapshot]:
+        raw = self._read(b.path, b.offset, b.length)
+        try:
+            payload = codec.decompress(raw, None if b.first_in_segment else self._dictionary(b))
+            return codec.snapshots_from_rows(codec.decode_rows(payload))
+        except codec.CodecError as exc:
+            raise RecordingError(f"{b.path}: {exc}") from None

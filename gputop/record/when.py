@@ -1,0 +1,65 @@
+"""Times as people type them (local time): ``2026-11-30 03:00``, ``03:00``, ``2h ago``,
+``yesterday 23:10``, ``today 9:30``, ``now``, ``90s ago``, an ISO date-time
+(``2026-11-30T03:00:05``) or epoch seconds (``@1764471600``).
+
+A bare clock time (``03:00``) is the most recent such moment that is not in the future.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+_AGO = re.compile(
+    r"^(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs|hour|hours|d|day|days)\s+ago$"
+)
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_time(text: str, now: float) -> float:
+    """Epoch seconds for ``text``; ``now`` (epoch seconds) anchors relative forms.
+    Raises ValueError with a one-line message."""
+    s = " ".join(text.strip().lower().split())
+    if not s:
+        raise ValueError("an empty time")
+    if s == "now":
+        return now
+    if s.startswith("@"):
+        try:
+            return float(s[1:])
+        except ValueError:
+            raise ValueError(f"not a time: {text!r}") from None
+    m = _AGO.match(s)
+    if m:
+        return now - float(m.group(1)) * _UNITS[m.group(2)[0]]
+    today = dt.datetime.fromtimestamp(now).date()
+    for word, day in (("yesterday", today - dt.timedelta(days=1)), ("today", today)):
+        if s.startswith(word + " ") or s == word:
+            rest = s[len(word) :].strip() or "00:00"
+            clock = _clock(rest, text)
+            return dt.datetime.combine(day, clock).timestamp()
+    m = _CLOCK.match(s)
+    if m:
+        clock = _clock(s, text)
+        when = dt.datetime.combine(today, clock)
+        if when.timestamp() > now:
+            when -= dt.timedelta(days=1)
+        return when.timestamp()
+    try:
+        return dt.datetime.fromisoformat(s.replace(" ", "T")).timestamp()
+    except ValueError:
+        pass
+    raise ValueError(
+        f"not a time: {text!r} (e.g. '2026-11-30 03:00', '03:00', '2h ago', 'yesterday 23:10')"
+    )
+
+
+def _clock(s: str, text: str) -> dt.time:
+    m = _CLOCK.match(s)
+    if not m:
+        raise ValueError(f"not a time of day: {text!r} (e.g. 03:00 or 23:10:30)")
+    h, mi, sec = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    if h > 23 or mi > 59 or sec > 59:
+        raise ValueError(f"not a time of day: {text!r}")
+    return dt.time(h, mi, sec)

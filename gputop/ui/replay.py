@@ -1,0 +1,256 @@
+"""The dashboard on a recording: the live dashboard with the replay's keys and header.
+
+Everything shown comes the live way (the player hands snapshots over like the sampler;
+the diagnosis judges the recorded history): verdicts, jobs, detail charts. What differs:
+
+- keys: Space play/pause, ``[``/``]`` one sample, ``{``/``}`` a minute, ``<``/``>``
+  speed (1x to 600x), ``g`` go to a time, ``G`` the newest; in ``?`` and the footer;
+- the header starts with REPLAY, the recorded time of the snapshot shown and the
+  speed (never the wall clock);
+- no signal is ever offered (no kill key; the action says why).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Input, Static
+
+from gputop.analysis.thresholds import Thresholds
+from gputop.ui import views
+from gputop.ui.app import GpuTopApp, Key, _palette_action, help_legend
+
+if TYPE_CHECKING:
+    from gputop.record.player import Player
+    from gputop.sampler import Sampler
+
+REPLAY_KEYS: tuple[Key, ...] = (
+    Key("q", "quit", "Quit", "q"),
+    Key("question_mark", "help", "Help", "?"),
+    Key("space", "play", "Play/pause", "Space"),
+    Key("left_square_bracket", "step(-1)", "Step", "[ ]"),
+    Key("right_square_bracket", "step(1)", "One sample on", "]", show=False),
+    Key("left_curly_bracket", "jump(-60)", "Minute", "{ }"),
+    Key("right_curly_bracket", "jump(60)", "A minute on", "}", show=False),
+    Key("less_than_sign", "speed(0)", "Speed", "< >"),
+    Key("greater_than_sign", "speed(1)", "Faster", ">", show=False),
+    Key("g", "goto", "Go to", "g"),
+    Key("G", "newest", "Newest", "G"),
+    Key("j", "jobs", "Jobs", "j", show=False),
+    Key("enter", "detail", "Detail", "Enter", show=False),
+    Key("slash", "filter", "Filter", "/", show=False),
+    Key("s", "sort", "Sort", "s", show=False),
+    Key("r", "reverse", "Reverse sort", "r", show=False),
+    Key("a", "all_gpus", "All GPUs", "a", show=False),
+    Key("escape", "clear_filter", "Clear filter", "Esc", show=False),
+)
+
+#: What `?` says for each replay key (the footer's labels are short).
+_HELP: dict[str, str] = {
+    "play": "play / pause the replay",
+    "step(-1)": "one sample back / on ([ and ]; pauses)",
+    "jump(-60)": "a minute back / on ({ and })",
+    "speed(0)": "slower / faster (< and >): 1x, 2x, 5x ... 600x",
+    "goto": "go to a time: 2026-11-30 03:00, 03:00, 2h ago, yesterday 23:10",
+    "newest": "the newest sample of the recording",
+}
+
+
+def _bindings() -> list[BindingType]:
+    out: list[BindingType] = [
+        Binding(k.keys, k.action, k.description, show=k.show, key_display=k.display)
+        for k in REPLAY_KEYS
+    ]
+    for n in range(10):
+        out.append(Binding(str(n), f"gpu({n})", f"Show GPU {n}", show=False))
+    out.append(Binding("ctrl+c", "quit", "Quit", show=False, priority=True))
+    return out
+
+
+class GoToScreen(ModalScreen[str | None]):
+    """One line: the time to go to. Enter goes, Esc cancels."""
+
+    DEFAULT_CSS = """
+    GoToScreen { align: center middle; }
+    GoToScreen #goto-box {
+        width: 64; height: auto; border: thick $primary; background: $surface; padding: 0 1;
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="goto-box"):
+            yield Static("Go to (e.g. 2026-11-30 03:00, 03:00, 2h ago, yesterday 23:10):")
+            yield Input(id="goto-input", placeholder="time")
+
+    def on_mount(self) -> None:
+        self.query_one("#goto-input", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ReplayApp(GpuTopApp):
+    """The dashboard driven by a :class:`~gputop.record.player.Player`."""
+
+    inherit_bindings = False
+    BINDINGS: ClassVar[list[BindingType]] = _bindings()
+
+    def __init__(self, player: Player, **kwargs: Any) -> None:
+        # The player offers what the dashboard uses of a Sampler (see gputop.record.player).
+        super().__init__(cast("Sampler", player), readonly=True, **kwargs)
+        self.player = player
+
+    # --- header ---------------------------------------------------------------------------
+
+    def _render_header(self) -> None:
+        self.header.show(self.header_parts_now())
+
+    def header_parts_now(self) -> views.Parts:
+        """The live header with its mode ("live", "DEMO") replaced by REPLAY, the
+        recorded time of the snapshot shown, the speed and play state."""
+        snap = self.snapshot
+        all_gpus = self.shown_gpus is None or (
+            snap is not None and self.shown_gpus == frozenset(g.index for g in snap.gpus)
+        )
+        parts = list(
+            views.header_parts(
+                snap,
+                interval=self.interval,
+                paused=False,
+                stale=False,
+                gpu_filter=None if all_gpus else self.shown_gpus,
+                text_filter=self.text_filter,
+                compact=self.compact,
+                error=self.player.last_error,
+            )
+        )
+        if snap is None:
+            return tuple(parts)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.time))
+        p = self.player
+        state = "PLAYING" if p.playing else ("END" if p.at_end else "PAUSED")
+        replay: views.Parts = (
+            ("REPLAY ", "warn-strong"),
+            (stamp, "accent"),
+            (f" {p.speed:g}x {state}", "warn-strong" if state != "PLAYING" else "ok"),
+        )
+        mode = views.mode_text(snap)
+        if mode in parts:
+            at = parts.index(mode)
+            parts[at : at + 1] = list(replay)
+        else:
+            parts[0:0] = [*replay, ("  ", "")]
+        if snap.source == "demo":
+            parts.append(("  (a demo recording)", "dim"))
+        return tuple(parts)
+
+    # --- keys -----------------------------------------------------------------------------
+
+    def action_play(self) -> None:
+        self.player.toggle()
+        self.set_timer(0.05, self._render_header)
+
+    def action_step(self, n: int) -> None:
+        self.player.step(n)
+
+    def action_jump(self, seconds: int) -> None:
+        self.player.jump(float(seconds))
+
+    def action_speed(self, up: int) -> None:
+        self.player.faster(bool(up))
+        self._render_header()
+
+    def action_newest(self) -> None:
+        self.player.newest()
+
+    def action_goto(self) -> None:
+        def done(text: str | None) -> None:
+            self._back_on_main(None)
+            if not text:
+                return
+            from gputop.record.when import parse_time
+
+            try:
+                t = parse_time(text, time.time())
+            except ValueError as exc:
+                self.notify(str(exc), severity="warning", timeout=6)
+                return
+            rec = self.player.recording
+            if t < rec.start or t > rec.end + 2 * self.player.interval:
+                first = time.strftime("%Y-%m-%d %H:%M", time.localtime(rec.start))
+                last = time.strftime("%Y-%m-%d %H:%M", time.localtime(rec.end))
+                self.notify(
+                    f"outside the recording ({first} to {last}): showing the nearest sample",
+                    severity="warning",
+                    timeout=6,
+                )
+            self.player.goto(t)
+
+        self.push_screen(GoToScreen(), done)
+
+    def action_kill(self) -> None:
+        self.notify(
+            "a replay shows processes of the past: their pids may belong to anyone now, "
+            "so nothing can be signalled from here",
+            severity="warning",
+            timeout=6,
+        )
+
+    def action_tag(self) -> None:
+        pass
+
+    def action_help(self) -> None:
+        from gputop.ui.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen(replay_help(), help_legend()), self._back_on_main)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from App.get_system_commands(self, screen)  # themes, screenshot... not our keys
+        if screen is not self._main_screen:
+            return
+        for k in REPLAY_KEYS:
+            if k.action in ("quit", "clear_filter") or not k.show:
+                continue
+            yield SystemCommand(
+                f"{k.description} ({k.display})",
+                f"same as pressing {k.display}",
+                _palette_action(self, k.action),
+            )
+
+
+def replay_help() -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for k in REPLAY_KEYS:
+        if k.action in _HELP:
+            out.append((k.display, _HELP[k.action]))
+        elif k.show or k.action in ("jobs", "detail", "filter", "sort", "reverse", "all_gpus"):
+            out.append((k.display, k.description))
+    out.append(("0-9", "show only that GPU (a: all GPUs again)"))
+    out.append(("", "no signal is ever offered in a replay: its processes are of the past"))
+    return out
+
+
+def run_replay(
+    player: Player, *, thresholds: Thresholds | None = None, theme: str | None = None
+) -> int:
+    """Run the replay dashboard until the user quits."""
+    player.tick_now()  # the first frame is drawn on mount
+    app = ReplayApp(player, thresholds=thresholds, theme=theme)
+    app.handle_signals = True
+    try:
+        app.run()
+    finally:
+        player.on_snapshot = None
+        player.stop()
+    return app.return_code or 0
