@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from gputop import __version__
@@ -191,6 +192,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print one snapshot as JSON and exit (implies --once)"
     )
     p.add_argument(
+        "--record",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help=(
+            "dashboard: also record what it samples, as `gputop record` does (default DIR "
+            "$XDG_STATE_HOME/gputop); a failure is shown in the header"
+        ),
+    )
+    p.add_argument(
         "--stream",
         action="store_true",
         help=(
@@ -286,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--stream and --once exclude each other")
     if args.count is not None and not args.stream:
         parser.error("--count needs --stream")
+    if args.record is not None and (args.stream or args.once or args.json):
+        parser.error("--record goes with the dashboard (`gputop record` records on its own)")
     stream = bool(args.stream)
     once = bool(args.once or args.json) and not stream  # --stream --json: still a stream
     try:
@@ -438,12 +451,25 @@ def _dashboard(
     except ImportError as exc:
         print(f"gputop: the dashboard is not available ({exc}); try --once", file=sys.stderr)
         return EXIT_FAILURE
-    result: int = run_app(
-        sampler,
-        gpu_filter=selection,
-        readonly=config.readonly,
-        thresholds=config.thresholds,
-        theme=config.theme,
-        watchdog=True,
-    )
+    recorder = None
+    if args.record is not None:
+        from gputop.record.store import BackgroundRecorder, default_dir
+
+        where = Path(args.record) if args.record else default_dir()
+        recorder = BackgroundRecorder(where, interval=sampler.interval)
+        sampler.listeners.append(recorder)
+    try:
+        result: int = run_app(
+            sampler,
+            gpu_filter=selection,
+            readonly=config.readonly,
+            thresholds=config.thresholds,
+            theme=config.theme,
+            watchdog=True,
+            record_status=None if recorder is None else recorder.status,
+        )
+    finally:
+        if recorder is not None:
+            sampler.listeners.clear()
+            recorder.close()
     return result

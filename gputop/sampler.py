@@ -40,6 +40,9 @@ class Sampler:
             raise ValueError("history must be >= 1")
         self.source = source
         self.on_snapshot = on_snapshot
+        # More consumers of each worker tick, called after on_snapshot on the worker
+        # thread (the dashboard's --record recorder).
+        self.listeners: list[Callable[[Snapshot], None]] = []
         self._interval = float(interval)
         self._paused = False
         self._history: deque[Snapshot] = deque(maxlen=history)
@@ -223,9 +226,9 @@ class Sampler:
                     log.exception("sampling failed")
                     continue
             self.last_error = None
-            callback = self.on_snapshot
-            if callback is not None:
-                try:
-                    callback(snap)
-                except Exception:
-                    log.exception("on_snapshot callback failed")
+            for callback in (self.on_snapshot, *self.listeners):
+                if callback is not None:
+                    try:
+                        callback(snap)
+                    except Exception:
+                        log.exception("on_snapshot callback failed")

@@ -491,3 +491,99 @@ def test_time_forms() -> None:
 def test_codec_rejects_garbage() -> None:
     with pytest.raises(codec.CodecError):
         codec.decode_rows(b"\x05\x00\x00\x00{oops")
+
+
+# --- the dashboard's --record ---------------------------------------------------------
+
+
+def test_background_recorder_never_raises_and_says_why(tiny_fs: Path) -> None:
+    from gputop.record.store import BackgroundRecorder
+
+    bg = BackgroundRecorder(tiny_fs, interval=1.0, flush_seconds=1)
+    for s in demo(600):
+        bg(s)  # fills the 256 KiB disk on the way: never raises
+    assert bg.status() is not None and "No space left on device" in bg.status()  # type: ignore[operator]
+    bg.close()
+    assert len(Recording(tiny_fs)) > 0
+
+
+def test_background_recorder_in_an_unusable_dir(tmp_path: Path) -> None:
+    from gputop.record.store import BackgroundRecorder
+
+    (tmp_path / "file").write_text("x")
+    bg = BackgroundRecorder(tmp_path / "file" / "sub", interval=1.0)
+    assert bg.status() == f"cannot use {tmp_path / 'file' / 'sub'}: Not a directory"
+    bg(demo(1)[0])
+    bg.close()
+
+
+def test_the_dashboard_records_what_its_sampler_ticks(tmp_path: Path) -> None:
+    from gputop.record.store import BackgroundRecorder
+
+    bg = BackgroundRecorder(tmp_path, interval=0.1, flush_seconds=0.3)
+    sampler = Sampler(DemoSource(0, clock=time.time), interval=0.1)
+    sampler.listeners.append(bg)
+    sampler.start()
+    try:
+        deadline = time.monotonic() + 30
+        while _count(tmp_path) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        sampler.stop()
+        bg.close()
+    assert bg.status() is None and len(Recording(tmp_path)) >= 3
+
+
+async def test_a_record_failure_is_in_the_header() -> None:
+    from gputop.ui.app import GpuTopApp
+
+    app = GpuTopApp(snapshots=demo(3))
+    app.record_status = lambda: "cannot write x.rec: No space left on device"
+    async with app.run_test(size=(160, 40)) as pilot:
+        app._check_stale()
+        await pilot.pause()
+        line = "".join(seg.text for seg in app.header.render_line(0))
+        assert "! not recording: cannot write x.rec: No space left on device" in line
+
+
+def test_record_is_for_the_dashboard(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.test_cli import run_main
+
+    rc, _, err = run_main(capsys, "--once", "--record")
+    assert rc == 2 and "--record goes with the dashboard" in err
+
+
+def test_the_fast_decoder_is_from_dict(fake_nvml: Any) -> None:
+    """codec.snapshot_from_dict (compiled) gives what Snapshot.from_dict gives, on the
+    demo, the fake NVML source and odd values."""
+    from gputop.sources.live import LiveSource
+
+    src = LiveSource()
+    try:
+        live = [src.snapshot(), src.snapshot()]
+    finally:
+        src.close()
+    for snap in [*demo(30), *live]:
+        d = snap.to_dict()
+        assert codec.snapshot_from_dict(d) == Snapshot.from_dict(d) == snap
+    d = demo(2)[1].to_dict()
+    d["host"] = None
+    d["gpus"][0]["processes"][0]["visible"] = None
+    d["gpus"][1]["power_w"] = 300  # an int where a float belongs
+    assert codec.snapshot_from_dict(d) == Snapshot.from_dict(d)
+    assert type(codec.snapshot_from_dict(d).gpus[1].power_w) is float
+
+
+def test_the_systemd_units_run_valid_commands() -> None:
+    import shlex
+
+    from gputop.record.record_cli import build_parser
+
+    units = sorted((ROOT / "contrib" / "systemd").glob("*.service"))
+    assert len(units) == 2
+    for unit in units:
+        (line,) = [x for x in unit.read_text().splitlines() if x.startswith("ExecStart=")]
+        argv = shlex.split(line.removeprefix("ExecStart="))
+        assert argv[0].endswith("/gputop") and argv[1] == "record"
+        build_parser().parse_args(argv[2:])  # exits 2 on a bad argument

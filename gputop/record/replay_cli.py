@@ -104,13 +104,18 @@ def main(argv: list[str]) -> int:
             return print_range(recording, t1, t2, config.thresholds)
         if args.once or args.json:
             return print_once(recording, at, config.thresholds, as_json=args.json)
+        from gputop.cli import has_terminal
         from gputop.record.player import Player
+
+        if not has_terminal():
+            parser.error("not a terminal: use --once, --json or --from/--to")
         from gputop.ui.replay import run_replay
 
         pos = len(recording) - 1 if at is None else recording.position(at)
         player = Player(recording, pos, lookback=lookback_seconds(config.thresholds))
         player.speed = args.speed
-        return run_replay(player, thresholds=config.thresholds, theme=config.theme)
+        result: int = run_replay(player, thresholds=config.thresholds, theme=config.theme)
+        return result
     except RecordingError as exc:
         print(f"gputop replay: {exc}", file=sys.stderr)
         return EXIT_USAGE

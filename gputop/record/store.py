@@ -43,6 +43,7 @@ import json
 import os
 import re
 import struct
+import threading
 import time
 import zlib
 from collections import OrderedDict
@@ -556,3 +557,50 @@ class Recording:
             return codec.snapshots_from_rows(codec.decode_rows(payload))
         except codec.CodecError as exc:
             raise RecordingError(f"{b.path}: {exc}") from None
+
+
+class BackgroundRecorder:
+    """A :class:`Recorder` for a consumer that must keep running (the dashboard's
+    ``--record``): it never raises. The first failure (at start or while writing)
+    stops the recording and stays in :attr:`error`, one line for the header."""
+
+    def __init__(self, directory: Path, *, interval: float, **kwargs: Any) -> None:
+        self.directory = Path(directory)
+        self.error: str | None = None
+        self._recorder: Recorder | None = None
+        self._lock = threading.Lock()
+        try:
+            self._recorder = Recorder(self.directory, interval=interval, **kwargs)
+        except RecordWriteError as exc:
+            self.error = str(exc)
+
+    def __call__(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            if self._recorder is None:
+                return
+            try:
+                self._recorder.add(snapshot)
+            except Exception as exc:  # a bug must not take the dashboard down either
+                self.error = str(exc) if isinstance(exc, RecordWriteError) else repr(exc)
+                self._give_up()
+
+    def status(self) -> str | None:
+        return self.error
+
+    def _give_up(self) -> None:
+        recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            with contextlib.suppress(Exception):
+                recorder._close_segment()
+                os.close(recorder._lock_fd)
+
+    def close(self) -> None:
+        """Flush what waits and close (a failure is kept in ``error``)."""
+        with self._lock:
+            recorder, self._recorder = self._recorder, None
+            if recorder is None:
+                return
+            try:
+                recorder.close()
+            except RecordWriteError as exc:
+                self.error = str(exc)

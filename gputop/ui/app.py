@@ -212,6 +212,9 @@ class GpuTopApp(App[int]):
         self.paused = False
         self.stale = False
         self.sample_error: str | None = None  # the sampler's last tick failed: why
+        # --record: why recording stopped (None: recording, or not asked), asked each second.
+        self.record_status: Callable[[], str | None] | None = None
+        self.record_error: str | None = None
         self.compact = False
         self.too_small = False
         self._interval = sampler.interval if sampler is not None else 1.0
@@ -343,9 +346,11 @@ class GpuTopApp(App[int]):
             return
         stale = bool(self.sampler is not None and self.sampler.stale)
         error = self.sampler.last_error if self.sampler is not None else None
-        if stale != self.stale or error != self.sample_error:
+        recording = self.record_status() if self.record_status is not None else None
+        if stale != self.stale or error != self.sample_error or recording != self.record_error:
             self.stale = stale
             self.sample_error = error
+            self.record_error = recording
             self._render_header()
 
     # --- applying snapshots ---------------------------------------------------------------
@@ -493,18 +498,19 @@ class GpuTopApp(App[int]):
             self.snapshot is not None
             and self.shown_gpus == frozenset(g.index for g in self.snapshot.gpus)
         )
-        self.header.show(
-            views.header_parts(
-                self.snapshot,
-                interval=self.interval,
-                paused=self.paused,
-                stale=self.stale,
-                gpu_filter=None if all_gpus else self.shown_gpus,
-                text_filter=self.text_filter,
-                compact=self.compact,
-                error=self.sample_error,
-            )
+        parts = views.header_parts(
+            self.snapshot,
+            interval=self.interval,
+            paused=self.paused,
+            stale=self.stale,
+            gpu_filter=None if all_gpus else self.shown_gpus,
+            text_filter=self.text_filter,
+            compact=self.compact,
+            error=self.sample_error,
         )
+        if self.record_error:
+            parts += (("  ", ""), (f"! not recording: {self.record_error}", "error-strong"))
+        self.header.show(parts)
 
     def _render_table(self) -> None:
         table = self.table
@@ -811,8 +817,13 @@ def run_app(
     window: float | None = None,
     theme: str | None = None,
     watchdog: bool = False,
+    app_class: type[GpuTopApp] | None = None,
+    record_status: Callable[[], str | None] | None = None,
 ) -> int:
     """Run the dashboard until the user quits; starts the sampler if it is not running.
+
+    ``app_class``: a subclass of GpuTopApp to run instead (the replay's).
+    ``record_status``: ``--record``'s failure, if any (shown in the header).
 
     ``watchdog`` (the CLI sets it): once shutdown begins, the process is ended with the
     exit status if it is still there after the grace period (gputop.ui.terminal).
@@ -821,7 +832,7 @@ def run_app(
     thresholds' WINDOW_SECONDS) are what the verdicts judge with. ``theme``: a Textual
     theme name (an unknown one is said in a notification; the default theme stays).
     """
-    app = GpuTopApp(
+    app = (app_class or GpuTopApp)(
         sampler,
         gpu_filter=gpu_filter,
         readonly=readonly,
@@ -830,6 +841,7 @@ def run_app(
         theme=theme,
     )
     app.handle_signals = True
+    app.record_status = record_status
     app.driver_class = GpuTopDriver
     app.ending.watchdog = watchdog
     app.ending.on_timeout.append(lambda: sampler.stop(timeout=0.1))

@@ -106,10 +106,11 @@ class ReplayApp(GpuTopApp):
     inherit_bindings = False
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
 
-    def __init__(self, player: Player, **kwargs: Any) -> None:
+    def __init__(self, player: Player | Sampler, **kwargs: Any) -> None:
         # The player offers what the dashboard uses of a Sampler (see gputop.record.player).
-        super().__init__(cast("Sampler", player), readonly=True, **kwargs)
-        self.player = player
+        kwargs["readonly"] = True
+        super().__init__(cast("Sampler", player), **kwargs)
+        self.player = cast("Player", player)
 
     # --- header ---------------------------------------------------------------------------
 
@@ -244,13 +245,18 @@ def replay_help() -> list[tuple[str, str]]:
 def run_replay(
     player: Player, *, thresholds: Thresholds | None = None, theme: str | None = None
 ) -> int:
-    """Run the replay dashboard until the user quits."""
+    """Run the replay dashboard until the user quits (the live dashboard's run_app:
+    terminal handling, signals, exit watchdog)."""
+    from gputop.ui.app import run_app
+
     player.tick_now()  # the first frame is drawn on mount
-    app = ReplayApp(player, thresholds=thresholds, theme=theme)
-    app.handle_signals = True
     try:
-        app.run()
+        return run_app(
+            cast("Sampler", player),
+            thresholds=thresholds,
+            theme=theme,
+            watchdog=True,
+            app_class=ReplayApp,
+        )
     finally:
-        player.on_snapshot = None
         player.stop()
-    return app.return_code or 0
