@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from gputop import __version__
 from gputop.analysis.thresholds import DEFAULT, Thresholds
@@ -458,6 +458,7 @@ def _dashboard(
         where = Path(args.record) if args.record else default_dir()
         recorder = BackgroundRecorder(where, interval=sampler.interval)
         sampler.listeners.append(recorder)
+    extra: dict[str, Any] = {} if recorder is None else {"record_status": recorder.status}
     try:
         result: int = run_app(
             sampler,
@@ -466,7 +467,7 @@ def _dashboard(
             thresholds=config.thresholds,
             theme=config.theme,
             watchdog=True,
-            record_status=None if recorder is None else recorder.status,
+            **extra,
         )
     finally:
         if recorder is not None:

@@ -96,6 +96,9 @@ async def test_replay_keys_move_the_cursor_and_verdicts_are_as_live(
         assert not player.playing
         # No signal: there is no kill key, and the action says why.
         assert all(k.action != "kill" for k in REPLAY_KEYS)
+        actions = {b.binding.action for b in app.active_bindings.values()}
+        assert "kill" not in actions and "pause" not in actions and "tag" not in actions
+        assert {"play", "step(-1)", "jump(60)", "speed(1)", "goto", "newest"} <= actions
         said: list[str] = []
         app.notify = lambda message, **_: said.append(str(message))  # type: ignore[method-assign,assignment]
         await app.run_action("kill")

@@ -33,15 +33,15 @@ if TYPE_CHECKING:
 REPLAY_KEYS: tuple[Key, ...] = (
     Key("q", "quit", "Quit", "q"),
     Key("question_mark", "help", "Help", "?"),
-    Key("space", "play", "Play/pause", "Space"),
+    Key("space", "play", "Play", "Space"),
     Key("left_square_bracket", "step(-1)", "Step", "[ ]"),
     Key("right_square_bracket", "step(1)", "One sample on", "]", show=False),
-    Key("left_curly_bracket", "jump(-60)", "Minute", "{ }"),
+    Key("left_curly_bracket", "jump(-60)", "Min", "{ }"),
     Key("right_curly_bracket", "jump(60)", "A minute on", "}", show=False),
     Key("less_than_sign", "speed(0)", "Speed", "< >"),
     Key("greater_than_sign", "speed(1)", "Faster", ">", show=False),
     Key("g", "goto", "Go to", "g"),
-    Key("G", "newest", "Newest", "G"),
+    Key("G", "newest", "End", "G"),
     Key("j", "jobs", "Jobs", "j", show=False),
     Key("enter", "detail", "Detail", "Enter", show=False),
     Key("slash", "filter", "Filter", "/", show=False),
@@ -100,10 +100,10 @@ class GoToScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class ReplayApp(GpuTopApp):
-    """The dashboard driven by a :class:`~gputop.record.player.Player`."""
+class ReplayApp(GpuTopApp, inherit_bindings=False):
+    """The dashboard driven by a :class:`~gputop.record.player.Player` (its own keys
+    only: none of the live dashboard's, Textual's own neither but ctrl+c)."""
 
-    inherit_bindings = False
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
 
     def __init__(self, player: Player | Sampler, **kwargs: Any) -> None:
@@ -152,8 +152,6 @@ class ReplayApp(GpuTopApp):
             parts[at : at + 1] = list(replay)
         else:
             parts[0:0] = [*replay, ("  ", "")]
-        if snap.source == "demo":
-            parts.append(("  (a demo recording)", "dim"))
         return tuple(parts)
 
     # --- keys -----------------------------------------------------------------------------

@@ -1,0 +1,196 @@
+"""Costs of ``gputop record`` and ``gputop replay`` on the demo fleet (8 GPUs, 35 host
+processes) at a 1 s interval. Not a timed test: a script that prints figures. Run from
+the repository root:
+
+    python bench/bench_record.py [--real 60] [--hours 24] [--keep DIR]
+
+1. Disk: one hour of the demo (3,600 snapshots on its virtual clock, a block flushed
+   every 60 s, as ``gputop record`` does) written by the Recorder; bytes per hour,
+   side by side with plain JSON lines and zstandard-compressed JSON lines.
+2. Recorder CPU and RSS over that simulated hour, in this process: CPU time of
+   (demo tick + Recorder.add) per second of recorded time, RSS every 10 minutes. The
+   demo's clock is simulated, the work per snapshot is the real work.
+3. Recorder CPU for real: ``gputop record --demo`` for ``--real`` seconds of wall time,
+   CPU (utime + stime from /proc) of the process after a 10 s warm-up, RSS at the start
+   and the end of that window. Includes the sampler thread and the demo's simulation.
+4. Replay of a ``--hours`` recording (made once, kept in ``--keep``): opening it (the
+   block index), the first frame's data (the snapshot, its 10 minutes of history,
+   decoded, and its diagnosis), 1-hour jumps (the same for a moment an hour away), and
+   RSS while jumping across the whole recording.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import zstandard  # noqa: E402
+
+from gputop.diagnosis import Diagnoser, lookback_seconds  # noqa: E402
+from gputop.record.player import Player  # noqa: E402
+from gputop.record.store import Recorder, Recording  # noqa: E402
+from gputop.sources.demo import DEMO_EPOCH, DemoSource  # noqa: E402
+
+HOUR = 3600
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def disk_and_cpu(tmp: Path) -> None:
+    out = tmp / "hour"
+    src = DemoSource(0, start_time=DEMO_EPOCH, step=1.0)
+    rec = Recorder(out, interval=1.0, retain=None, max_size=None)
+    jsonl = 0
+    zc = zstandard.ZstdCompressor(level=3).compressobj()
+    zbytes = 0
+    rss = [rss_mib()]
+    cpu = 0.0
+    for i in range(HOUR):
+        c0 = time.process_time()
+        snap = src.snapshot()
+        rec.add(snap)
+        cpu += time.process_time() - c0
+        line = (json.dumps(snap.to_dict(), separators=(",", ":")) + "\n").encode()
+        jsonl += len(line)
+        zbytes += len(zc.compress(line))
+        if (i + 1) % 600 == 0:
+            rss.append(rss_mib())
+    c0 = time.process_time()
+    rec.close()
+    cpu += time.process_time() - c0
+    zbytes += len(zc.flush())
+    size = sum(p.stat().st_size for p in out.glob("*.rec"))
+    print("== 1. disk, one hour of the demo fleet at 1 s")
+    print(f"  gputop record            {size / 1e6:6.2f} MB/hour ({size / 2**20:.2f} MiB)")
+    print(f"  JSON lines               {jsonl / 1e6:6.1f} MB/hour")
+    print(f"  JSON lines + zstd -3     {zbytes / 1e6:6.2f} MB/hour")
+    print("== 2. recorder over the simulated hour (this process)")
+    print(
+        f"  CPU {cpu:.1f} s for 3,600 snapshots: {cpu / HOUR * 100:.3f} % of a core at 1 s "
+        f"(demo tick + flatten + encode + zstd + write)"
+    )
+    print("  RSS every 10 min (MiB): " + " ".join(f"{r:.1f}" for r in rss))
+
+
+def real_run(tmp: Path, seconds: float) -> None:
+    out = tmp / "real"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputop", "record", "--demo", "--dir", str(out)],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def sample() -> tuple[float, float]:
+        with open(f"/proc/{proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{proc.pid}/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        return (int(fields[11]) + int(fields[12])) / tick, rss
+
+    try:
+        time.sleep(10)
+        cpu0, rss0 = sample()
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        cpu1, rss1 = sample()
+        wall = time.monotonic() - t0
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    print(f"== 3. gputop record --demo for real, {wall:.0f} s after a 10 s warm-up")
+    print(
+        f"  CPU {cpu1 - cpu0:.2f} s: {(cpu1 - cpu0) / wall * 100:.2f} % of a core; "
+        f"RSS {rss0:.1f} -> {rss1:.1f} MiB"
+    )
+
+
+def make_long(directory: Path, hours: float) -> None:
+    if any(directory.glob("*.rec")):
+        return
+    print(f"(recording {hours:g} hours of the demo into {directory}: a few minutes, once)")
+    src = DemoSource(0, start_time=DEMO_EPOCH, step=1.0)
+    rec = Recorder(directory, interval=1.0, retain=None, max_size=None)
+    for _ in range(int(hours * HOUR)):
+        rec.add(src.snapshot())
+    rec.close()
+
+
+def replay(directory: Path, hours: float) -> None:
+    lookback = lookback_seconds(Diagnoser().thresholds)
+    rss0 = rss_mib()
+    t0 = time.perf_counter()
+    rec = Recording(directory)
+    opened = time.perf_counter() - t0
+    player = Player(rec, lookback=lookback)
+    diagnoser = Diagnoser()
+    player.tick_now()
+    diagnoser.update(player.history())
+    first = time.perf_counter() - t0
+    size = sum(p.stat().st_size for p in directory.glob("*.rec"))
+    print(f"== 4. replay of {hours:g} hours ({len(rec):,} snapshots, {size / 1e6:.1f} MB)")
+    print(f"  open (index of {len(rec.blocks):,} blocks)     {opened * 1000:7.0f} ms")
+    print(
+        f"  first frame's data (newest + {lookback:.0f} s of history, diagnosis) "
+        f"{first * 1000:7.0f} ms"
+    )
+    jumps = []
+    rss = [rss_mib()]
+    pos = len(rec) - 1
+    while True:
+        target = rec.position(rec[pos].time - HOUR)
+        if target == 0 or target >= pos:
+            break
+        t = time.perf_counter()
+        player._load(target)
+        diagnoser.update(player.history())
+        jumps.append(time.perf_counter() - t)
+        rss.append(rss_mib())
+        pos = target
+    if jumps:
+        print(
+            f"  1-hour jump (decode {lookback:.0f} s of history + diagnosis), {len(jumps)} jumps: "
+            f"median {statistics.median(jumps) * 1000:.0f} ms, max {max(jumps) * 1000:.0f} ms"
+        )
+    print(
+        f"  RSS: before opening {rss0:.0f} MiB, after each jump (MiB): "
+        + " ".join(f"{r:.0f}" for r in rss)
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--real", type=float, default=60, help="seconds of the real run (0: skip)")
+    p.add_argument("--hours", type=float, default=24, help="hours of the replayed recording")
+    p.add_argument("--keep", type=Path, help="where the long recording is kept between runs")
+    args = p.parse_args()
+    resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+    with tempfile.TemporaryDirectory(prefix="gputop-bench-record-") as tmp:
+        disk_and_cpu(Path(tmp))
+        if args.real > 0:
+            real_run(Path(tmp), args.real)
+        long_dir = args.keep or Path(tmp) / "long"
+        long_dir.mkdir(parents=True, exist_ok=True)
+        make_long(long_dir, args.hours)
+        replay(long_dir, args.hours)
+
+
+if __name__ == "__main__":
+    main()

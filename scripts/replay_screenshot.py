@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Regenerate screenshots/replay-120x40.{svg,png}: ``gputop replay`` on a recording of
+the seeded demo (20 minutes on its virtual clock), paused 15 minutes in.
+
+    python scripts/replay_screenshot.py [--out screenshots] [--no-png]
+
+PNG needs cairosvg and fonts-firacode (see scripts/screenshots.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+from gputop.record.player import Player  # noqa: E402
+from gputop.record.store import Recorder, Recording  # noqa: E402
+from gputop.sources.demo import DEMO_EPOCH, DemoSource  # noqa: E402
+from scripts.screenshots import write  # noqa: E402
+
+
+async def shoot(directory: Path) -> str:
+    from gputop.ui.replay import ReplayApp
+
+    rec = Recording(directory)
+    player = Player(rec, rec.position(DEMO_EPOCH + 15 * 60))
+    player.tick_now()
+    app = ReplayApp(player)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if app.frames:
+                break
+        await pilot.pause(0.3)
+        svg: str = app.export_screenshot()
+    player.stop()
+    return svg
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    parser.add_argument("--no-png", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gputop-replay-shot-") as tmp:
+        src = DemoSource(0, start_time=DEMO_EPOCH, step=1.0)
+        rec = Recorder(Path(tmp), interval=1.0, retain=None, max_size=None)
+        for _ in range(20 * 60):
+            rec.add(src.snapshot())
+        rec.close()
+        svg = asyncio.run(shoot(Path(tmp)))
+    write(args.out, "replay-120x40", svg, not args.no_png)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
