@@ -35,7 +35,7 @@ from gputop.record.when import parse_time
 from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.textout import to_json_dict
-from tests.test_cli import ROOT, fake_scenario, run_cli
+from tests.test_cli import GHOST, ROOT, fake_scenario, run_cli
 
 HOUR = 3600.0
 
@@ -128,7 +128,7 @@ def test_fake_nvml_scenario_is_recorded_for_real(fake_nvml_env: Any, tmp_path: P
     assert snaps[0].source == "nvml"
     assert [g.lost for g in snaps[-1].gpus] == [False, True, False]
     pids = {p.pid for p in snaps[-1].gpus[0].processes}
-    assert 4_194_000 in pids
+    assert GHOST in pids
     r = run_cli("replay", str(out), "--once", "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
