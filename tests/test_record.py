@@ -580,7 +580,7 @@ def test_the_systemd_units_run_valid_commands() -> None:
 
     from gputop.record.record_cli import build_parser
 
-    units = sorted((ROOT / "contrib" / "systemd").glob("*.service"))
+    units = sorted((ROOT / "contrib" / "systemd").glob("gputop-record*.service"))
     assert len(units) == 2
     for unit in units:
         (line,) = [x for x in unit.read_text().splitlines() if x.startswith("ExecStart=")]
