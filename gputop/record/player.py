@@ -217,12 +217,12 @@ class Player:
                 if following - self._t > GAP_SECONDS:
                     self._t = following
                     target = self._pos + 1
+            if target >= last:
+                self.playing = False  # before the move: whoever sees the end sees it stopped
             if target != self._pos:
                 self._move(target)
         except RecordingError as exc:
             self.last_error = str(exc)
-            self.playing = False
-        if self._pos >= last:
             self.playing = False
 
     def _load(self, pos: int) -> Snapshot:
