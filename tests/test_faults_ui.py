@@ -877,10 +877,11 @@ async def test_row14_nothing_is_applied_once_shutdown_begins(moment: str, path: 
             real_prune = app._prune  # Textual removes each screen with it on shutdown
 
             async def prune(*nodes: Any, parent: Any = None) -> None:
-                if moment == "shutdown-begins":
+                # Fed at the first prune only (Textual may prune more than one node set)
+                if moment == "shutdown-begins" and not fed:
                     feed()  # the widgets are still there
                 await real_prune(*nodes, parent=parent)
-                if moment == "widgets-gone":
+                if moment == "widgets-gone" and not fed:
                     feed()  # the screen's widgets are removed, the stack not yet empty
 
             app._prune = prune  # type: ignore[method-assign]

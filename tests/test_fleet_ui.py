@@ -127,11 +127,11 @@ async def test_nothing_is_drawn_once_shutdown_begins(moment: str) -> None:
         real_prune = app._prune
 
         async def prune(*nodes: object, parent: object = None) -> None:
-            if moment == "shutdown-begins":
+            if moment == "shutdown-begins" and not fed:  # the first prune only
                 fed.append(moment)
                 app.on_fleet_changed(FleetChanged())
             await real_prune(*nodes, parent=parent)  # type: ignore[arg-type]
-            if moment == "widgets-gone":
+            if moment == "widgets-gone" and not fed:
                 fed.append(moment)
                 app.on_fleet_changed(FleetChanged())
 
