@@ -4,7 +4,6 @@ real in tmux (``gputop replay DIR`` with the replay keys)."""
 from __future__ import annotations
 
 import shlex
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -122,7 +121,7 @@ def test_help_lists_every_replay_key() -> None:
         assert shown in keys
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.requires_tool("tmux")
 def test_replay_in_tmux(recording: tuple[Path, dict[float, str]], tmp_path: Path) -> None:
     directory, _ = recording
     pane = Pane(tmp_path)
