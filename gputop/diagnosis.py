@@ -122,9 +122,14 @@ class Diagnoser:
         self._analyzer = Analyzer(thresholds)
         self._lock = threading.Lock()
 
-    def update(self, history: Sequence[Snapshot]) -> Diagnosis:
+    def update(self, history: Sequence[Snapshot], *, judge_jobs: bool = True) -> Diagnosis:
         """The diagnosis of ``history[-1]`` judged on ``history`` (oldest first; only the
-        last ``lookback_seconds`` are used). Raises ValueError for an empty history."""
+        last ``lookback_seconds`` are used). Raises ValueError for an empty history.
+
+        ``judge_jobs=False``: for a consumer that never presents a job's verdict (the
+        exporter without ``--jobs``): the jobs and the GPU verdicts are the same, the job
+        verdicts are left empty instead of judged (about a third of the analysis' cost
+        with many jobs)."""
         if not history:
             raise ValueError("nothing to diagnose: the history is empty")
         snap = history[-1]
@@ -136,7 +141,9 @@ class Diagnoser:
                     recent(history, lookback_seconds(self.thresholds))
                 )
                 # Judge every job now: a failure belongs here, not in a view reading it.
-                job_verdicts: Mapping[str, Verdict] = MappingProxyType(dict(lazy))
+                job_verdicts: Mapping[str, Verdict] = (
+                    MappingProxyType(dict(lazy)) if judge_jobs else _NO_JOB_VERDICTS
+                )
             gpu_verdicts: Mapping[int, Verdict] = MappingProxyType(gpus)
         except Exception as exc:  # a bug in the analysis must not take a consumer down
             error = str(exc) or type(exc).__name__

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client.core import Metric
-from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.exposition import choose_encoder, generate_latest, gzip_accepted
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -34,6 +34,7 @@ from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Verdict
 from gputop.diagnosis import Diagnoser
 from gputop.exporter import metrics
+from gputop.exporter.encode import TextEncoder
 from gputop.model import Snapshot
 from gputop.textout import filter_gpus
 
@@ -76,7 +77,10 @@ class ExportState:
         history = self.history_of() if self.history_of is not None else (snapshot,)
         if not history or history[-1] is not snapshot:
             history = (*history, snapshot)
-        diagnosis = self.diagnoser.update(history).only(self.selection)
+        # Without --jobs no job verdict is presented: none is judged (the GPU verdicts,
+        # which the counters need every tick, are judged all the same).
+        diagnosis = self.diagnoser.update(history, judge_jobs=self.with_jobs)
+        diagnosis = diagnosis.only(self.selection)
         self.diagnosis_error = diagnosis.error
         shown = filter_gpus(snapshot, self.selection)
         with self._lock:
@@ -143,6 +147,7 @@ class _Server(ThreadingHTTPServer):
         self.registry = make_registry(state)
         self._cache_lock = threading.Lock()
         self._cache: dict[tuple[str, bool], tuple[int, bytes]] = {}
+        self._text = TextEncoder()  # generate_latest's bytes, series prefixes cached
         self.scrapes = 0
         super().__init__(address, _Handler)
 
@@ -156,7 +161,9 @@ class _Server(ThreadingHTTPServer):
             hit = self._cache.get(key)
             if hit is not None and hit[0] == generation:
                 return hit[1], content_type
-            data = encoder(self.registry)
+            data = (
+                self._text(self.registry) if encoder is generate_latest else encoder(self.registry)
+            )
             if gzipped:
                 data = gzip.compress(data, compresslevel=6, mtime=0)
             self._cache[key] = (generation, data)

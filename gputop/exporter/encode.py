@@ -1,0 +1,114 @@
+"""A faster encoder for the Prometheus text format (0.0.4), byte for byte the output of
+``prometheus_client.exposition.generate_latest``.
+
+Why: at 8 GPUs x 16 processes a scrape has ~390 series, and ``generate_latest``
+validates and escapes every label name and value of every sample on every scrape
+(~1.3 ms of the ~2.7 ms a scrape cost). The label sets barely change from one tick to
+the next (gpu, kind, reason...), so the escaped ``name{labels}`` prefix of each series is
+kept in a bounded cache and only the value is formatted per scrape. Names are escaped by
+prometheus_client's own ``escape_metric_name``/``escape_label_name``, label values as
+its ``generate_latest`` does (backslash, newline, double quote); anything outside the
+plain cases this module handles (timestamps, exemplars, histograms, ``_created`` samples, other
+escapings) falls back to ``generate_latest`` for the whole scrape. The tests compare both
+encoders' bytes on the demo, MIG, job and hostile-label scrapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, cast
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import (
+    UNDERSCORES,
+    escape_label_name,
+    escape_metric_name,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+_go_float = cast(Callable[[float], str], floatToGoString)
+
+#: Series prefixes kept at most (label churn, e.g. jobs coming and going, cannot grow
+#: the cache without bound: it is dropped and refilled when full).
+MAX_CACHED = 20_000
+
+_PLAIN_TYPES = {"gauge": "gauge", "counter": "counter", "info": "gauge"}
+
+
+class TextEncoder:
+    """``generate_latest(registry)`` with the per-series text cached between scrapes.
+    Not thread-safe: the caller serialises (the server encodes under its cache lock)."""
+
+    def __init__(self) -> None:
+        self._prefix: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        self._heads: dict[tuple[str, str, str], str] = {}
+
+    def __call__(self, registry: Collector) -> bytes:
+        metrics = list(registry.collect())
+        out = self._encode(metrics)
+        if out is None:  # something this encoder does not handle: the library's, all of it
+            return generate_latest(_Fixed(metrics))
+        return out
+
+    def _encode(self, metrics: Iterable[Any]) -> bytes | None:
+        if len(self._prefix) > MAX_CACHED:
+            self._prefix.clear()
+        prefixes = self._prefix
+        output: list[str] = []
+        append = output.append
+        for metric in metrics:
+            mtype = _PLAIN_TYPES.get(metric.type)
+            if mtype is None:
+                return None
+            mname = metric.name
+            if metric.type == "counter":
+                mname += "_total"
+            elif metric.type == "info":
+                mname += "_info"
+            head_key = (mname, mtype, metric.documentation)
+            head = self._heads.get(head_key)
+            if head is None:
+                name = escape_metric_name(mname, UNDERSCORES)
+                doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
+                head = self._heads[head_key] = f"# HELP {name} {doc}\n# TYPE {name} {mtype}\n"
+            append(head)
+            for s in metric.samples:
+                if s.timestamp is not None or s.exemplar is not None or s.name != mname:
+                    return None  # _created, _gsum...: not a plain series of this family
+                key = (s.name, tuple(s.labels.items()))
+                prefix = prefixes.get(key)
+                if prefix is None:
+                    prefix = prefixes[key] = _prefix(s.name, s.labels)
+                append(prefix)
+                append(_go_float(s.value))
+                append("\n")
+        return "".join(output).encode("utf-8")
+
+
+def _prefix(name: str, labels: dict[str, str]) -> str:
+    """``name{a="x",b="y"} `` exactly as generate_latest writes it (label names sorted)."""
+    escaped = escape_metric_name(name, UNDERSCORES)
+    if not labels:
+        return escaped + " "
+    pairs = ",".join(
+        f'{escape_label_name(k, UNDERSCORES)}="{_escape_value(v)}"'
+        for k, v in sorted(labels.items())
+    )
+    return f"{escaped}{{{pairs}}} "
+
+
+def _escape_value(value: str) -> str:
+    """A label value as generate_latest writes it (label values are UTF-8: only
+    backslash, newline and double quote are escaped)."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+class _Fixed(Collector):
+    """Metrics already collected, presented again as a collector (for the fallback)."""
+
+    def __init__(self, metrics: list[Any]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterable[Any]:
+        return self._metrics

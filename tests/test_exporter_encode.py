@@ -1,0 +1,92 @@
+"""The exporter's cached text encoder writes exactly generate_latest's bytes, and the
+exporter without --jobs judges no job (but the same GPU verdicts)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from gputop.diagnosis import Diagnoser
+from gputop.exporter.encode import TextEncoder
+from gputop.exporter.server import ExportState, SnapshotCollector, make_registry
+from gputop.sources.demo import DemoSource
+
+
+class _Fams(Collector):
+    def __init__(self, fams: list[Metric]) -> None:
+        self.fams = fams
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self.fams)
+
+
+def test_demo_scrapes_are_byte_identical_tick_after_tick() -> None:
+    for jobs, mig in ((True, False), (False, True), (True, True)):
+        state = ExportState(with_jobs=jobs)
+        source = DemoSource(0, start_time=0.0, step=1.0, mig=mig)
+        history = [source.snapshot() for _ in range(5)]
+        state.history_of = lambda h=history: h  # type: ignore[misc]
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(SnapshotCollector(state))
+        encoder, full = TextEncoder(), TextEncoder()
+        for _ in range(6):  # the cache carries across ticks: values change, labels stay
+            history.append(source.snapshot())
+            state.on_snapshot(history[-1])
+            fast = encoder(registry)
+            assert fast == generate_latest(registry)
+            # The served registry adds process_* (its CPU moves between two reads).
+            served = full(make_registry(state)).decode().splitlines()
+            assert [line for line in served if "process_" not in line] == fast.decode().splitlines()
+        assert b"gputop_gpu_verdict_seconds_total{" in fast
+        assert (b"gputop_job_verdict{" in fast) == jobs
+
+
+def test_hostile_labels_and_values_are_escaped_as_the_library_does() -> None:
+    g = GaugeMetricFamily("x_ratio", 'help with \\ and\nnewline "q"', labels=["b", "a"])
+    g.add_metric(['quo"te\\back\nslash', "ünï\x07"], 0.5)
+    g.add_metric(["", "x"], float("nan"))
+    g.add_metric(["y", "z"], float("inf"))
+    g.add_metric(["1e9", "z"], 1234567890.0)
+    g.add_metric(["neg", "z"], -float("inf"))
+    c = CounterMetricFamily("c", "a counter", labels=["k"])
+    c.add_metric(["v"], 3.0)
+    i = InfoMetricFamily("i", "info", labels=["gpu"])
+    i.add_metric(["0"], {"name": 'NVIDIA "H100"\n', "z": "1"})
+    plain = GaugeMetricFamily("p", "plain", value=7)
+    registry = _Fams([g, c, i, plain])
+    encoder = TextEncoder()
+    assert encoder(registry) == generate_latest(registry)
+    assert encoder(registry) == generate_latest(registry)  # from the cache
+
+
+def test_what_it_does_not_handle_falls_back_to_the_library() -> None:
+    h = HistogramMetricFamily(
+        "h_seconds", "a histogram", buckets=[("1", 1), ("+Inf", 2)], sum_value=3
+    )
+    stamped = GaugeMetricFamily("t", "with a timestamp", labels=["a"])
+    stamped.add_metric(["x"], 1.0, timestamp=12.5)
+    created = CounterMetricFamily("cc", "with created", labels=["a"], created=None)
+    created.add_metric(["x"], 2.0, created=100.0)
+    for fams in ([h], [stamped], [created], [GaugeMetricFamily("g", "g", value=1), h]):
+        registry = _Fams(fams)
+        assert TextEncoder()(registry) == generate_latest(registry)
+
+
+def test_without_jobs_no_job_is_judged_and_gpu_verdicts_are_the_same() -> None:
+    source = DemoSource(0, start_time=0.0, step=1.0)
+    history = [source.snapshot() for _ in range(25)]
+    full = Diagnoser().update(history)
+    lean = Diagnoser().update(history, judge_jobs=False)
+    assert full.job_verdicts and not lean.job_verdicts
+    assert dict(lean.gpus) == dict(full.gpus)
+    assert lean.jobs == full.jobs
+    assert lean.error is None
