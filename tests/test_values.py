@@ -194,3 +194,23 @@ def test_a_2mb_command_line_is_kept_as_what_is_shown(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait(10)
+
+
+def test_an_unchanged_process_row_is_the_same_object_tick_after_tick(fake_nvml: FakeNvml) -> None:
+    """The live source reuses last tick's joined row when neither NVML's row nor the host's
+    changed (the history shares it); a change makes a new row with the new values."""
+    from gputop.sources.live import LiveSource
+
+    pid = next(p for p in range(30_000, 300, -7) if not Path(f"/proc/{p}").exists())
+    fake_nvml.write(Scenario(gpus=[FakeGpu(processes=[FakeProcess(pid, GiB)])]))
+    source = LiveSource()
+    try:
+        first = source.snapshot().gpus[0].processes
+        second = source.snapshot().gpus[0].processes
+        assert len(first) == 1 and second[0] is first[0]
+        fake_nvml.write(Scenario(gpus=[FakeGpu(processes=[FakeProcess(pid, 2 * GiB)])]))
+        third = source.snapshot().gpus[0].processes
+        assert third[0] is not first[0] and third[0].gpu_memory == 2 * GiB
+        assert third[0].host == first[0].host
+    finally:
+        source.close()

@@ -87,6 +87,10 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+#: A joined process row and the two rows it was made of (NVML's, the host's).
+_Joined = tuple[GpuProcess, ProcessInfo | None, GpuProcess]
+
+
 class LiveSource:
     """Implements :class:`gputop.sources.base.Source`. Readers can be injected (tests)."""
 
@@ -133,8 +137,9 @@ class LiveSource:
         #: Whether the holder scan can read every user's /proc/PID/fd (root). When not,
         #: the snapshot says so: an empty holder list must not read as "nobody".
         self.sees_all_holders = os.geteuid() == 0
-        self._joined: dict[tuple[int, int], GpuProcess] = {}  # last tick's joined rows
-        self._joined_next: dict[tuple[int, int], GpuProcess] = {}
+        # last tick's joined rows: (gpu, pid) -> (NVML row, host row, joined row)
+        self._joined: dict[tuple[int, int], _Joined] = {}
+        self._joined_next: dict[tuple[int, int], _Joined] = {}
         self.kind = "nvml" if self.driver.available else "host-only"
 
     @property
@@ -215,11 +220,19 @@ class LiveSource:
         """The rows with their host view; a row equal to last tick's is that same object
         (the readers reuse unchanged objects too: the sampler's history shares them)."""
         out = []
+        joined, joined_next = self._joined, self._joined_next
         for p in processes:
-            row = replace(p, host=by_pid.get(p.pid))
-            before = self._joined.get((gpu, p.pid))
-            out.append(before if before is not None and before == row else row)
-        self._joined_next.update(((gpu, r.pid), r) for r in out)
+            info = by_pid.get(p.pid)
+            key = (gpu, p.pid)
+            before = joined.get(key)
+            if before is not None and before[0] == p and before[1] == info:
+                row = before[2]  # the same parts: the same row, without building it again
+            else:
+                row = replace(p, host=info)
+                if before is not None and before[2] == row:
+                    row = before[2]
+            joined_next[key] = (p, info, row)
+            out.append(row)
         return tuple(out)
 
     def _scan_holders(
