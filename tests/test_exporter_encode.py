@@ -90,3 +90,14 @@ def test_without_jobs_no_job_is_judged_and_gpu_verdicts_are_the_same() -> None:
     assert dict(lean.gpus) == dict(full.gpus)
     assert lean.jobs == full.jobs
     assert lean.error is None
+
+
+def test_values_are_written_as_go_writes_them() -> None:
+    from prometheus_client.utils import floatToGoString
+
+    from gputop.exporter.encode import _value
+
+    values = [0, 1, -1, 0.5, 1e-9, 123456.0, 1234567.0, 12345678.9, 1.5e300, -1234567.0]
+    values += [float("inf"), float("-inf"), float("nan"), 1e22, 9999999.0, 100.25, -0.0, 3]
+    for v in values:
+        assert _value(v) == floatToGoString(v), v  # type: ignore[no-untyped-call]

@@ -80,9 +80,7 @@ class TextEncoder:
                 prefix = prefixes.get(key)
                 if prefix is None:
                     prefix = prefixes[key] = _prefix(s.name, s.labels)
-                append(prefix)
-                append(_go_float(s.value))
-                append("\n")
+                append(f"{prefix}{_value(s.value)}\n")
         return "".join(output).encode("utf-8")
 
 
@@ -96,6 +94,19 @@ def _prefix(name: str, labels: dict[str, str]) -> str:
         for k, v in sorted(labels.items())
     )
     return f"{escaped}{{{pairs}}} "
+
+
+def _value(value: float) -> str:
+    """``floatToGoString(value)``: Python's repr where Go writes the same (finite, not a
+    positive number of 7 or more integer digits), the library's function otherwise."""
+    d = float(value)
+    text = repr(d)
+    if (d > 0 and text.find(".") > 6) or d != d or d in _INFINITE:
+        return _go_float(d)
+    return text
+
+
+_INFINITE = (float("inf"), float("-inf"))
 
 
 def _escape_value(value: str) -> str:
