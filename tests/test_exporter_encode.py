@@ -13,10 +13,11 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as om_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputop.diagnosis import Diagnoser
-from gputop.exporter.encode import TextEncoder
+from gputop.exporter.encode import OpenMetricsEncoder, TextEncoder
 from gputop.exporter.server import ExportState, SnapshotCollector, make_registry
 from gputop.sources.demo import DemoSource
 
@@ -37,12 +38,13 @@ def test_demo_scrapes_are_byte_identical_tick_after_tick() -> None:
         state.history_of = lambda h=history: h  # type: ignore[misc]
         registry = CollectorRegistry(auto_describe=False)
         registry.register(SnapshotCollector(state))
-        encoder, full = TextEncoder(), TextEncoder()
+        encoder, full, om = TextEncoder(), TextEncoder(), OpenMetricsEncoder()
         for _ in range(6):  # the cache carries across ticks: values change, labels stay
             history.append(source.snapshot())
             state.on_snapshot(history[-1])
             fast = encoder(registry)
             assert fast == generate_latest(registry)
+            assert om(registry) == om_latest(registry)  # type: ignore[no-untyped-call]
             # The served registry adds process_* (its CPU moves between two reads).
             served = full(make_registry(state)).decode().splitlines()
             assert [line for line in served if "process_" not in line] == fast.decode().splitlines()
@@ -62,10 +64,14 @@ def test_hostile_labels_and_values_are_escaped_as_the_library_does() -> None:
     i = InfoMetricFamily("i", "info", labels=["gpu"])
     i.add_metric(["0"], {"name": 'NVIDIA "H100"\n', "z": "1"})
     plain = GaugeMetricFamily("p", "plain", value=7)
-    registry = _Fams([g, c, i, plain])
+    u = GaugeMetricFamily("u_seconds", "with a unit", unit="seconds", value=2.5)
+    registry = _Fams([g, c, i, plain, u])
     encoder = TextEncoder()
     assert encoder(registry) == generate_latest(registry)
     assert encoder(registry) == generate_latest(registry)  # from the cache
+    om = OpenMetricsEncoder()
+    assert om(registry) == om_latest(registry)  # type: ignore[no-untyped-call]
+    assert om(registry) == om_latest(registry)  # type: ignore[no-untyped-call]
 
 
 def test_what_it_does_not_handle_falls_back_to_the_library() -> None:
@@ -79,6 +85,7 @@ def test_what_it_does_not_handle_falls_back_to_the_library() -> None:
     for fams in ([h], [stamped], [created], [GaugeMetricFamily("g", "g", value=1), h]):
         registry = _Fams(fams)
         assert TextEncoder()(registry) == generate_latest(registry)
+        assert OpenMetricsEncoder()(registry) == om_latest(registry)  # type: ignore[no-untyped-call]
 
 
 def test_without_jobs_no_job_is_judged_and_gpu_verdicts_are_the_same() -> None:
@@ -101,3 +108,37 @@ def test_values_are_written_as_go_writes_them() -> None:
     values += [float("inf"), float("-inf"), float("nan"), 1e22, 9999999.0, 100.25, -0.0, 3]
     for v in values:
         assert _value(v) == floatToGoString(v), v  # type: ignore[no-untyped-call]
+
+
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+def test_the_server_serves_each_format_as_the_library_writes_it() -> None:
+    from prometheus_client.exposition import choose_encoder
+
+    from gputop.exporter.server import _Server
+
+    state = ExportState(with_jobs=True)
+    source = DemoSource(0, start_time=0.0, step=1.0)
+    state.on_snapshot(source.snapshot())
+    server = _Server(("127.0.0.1", 0), state)
+    try:
+        only = CollectorRegistry(auto_describe=False)
+        only.register(SnapshotCollector(state))
+        for accept in (
+            "",
+            PROMETHEUS_ACCEPT,
+            "text/plain;version=1.0.0;escaping=allow-utf-8",
+            "application/openmetrics-text;version=1.0.0;escaping=values",
+        ):
+            server.registry = only  # without process_* (its values move between two reads)
+            state.on_snapshot(source.snapshot())
+            body, content_type = server.body(accept, False)
+            encoder, expected_type = choose_encoder(accept)
+            assert content_type == expected_type
+            assert body == encoder(only), accept
+    finally:
+        server.server_close()

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics import exposition as om
 from prometheus_client.openmetrics.exposition import (
     UNDERSCORES,
     escape_label_name,
@@ -113,6 +114,70 @@ def _escape_value(value: str) -> str:
     """A label value as generate_latest writes it (label values are UTF-8: only
     backslash, newline and double quote are escaped)."""
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+class OpenMetricsEncoder:
+    """``openmetrics.generate_latest(registry)`` (escaping "underscores", version 1.0.0:
+    what Prometheus asks for first) with the per-series text cached between scrapes, as
+    :class:`TextEncoder`. Not thread-safe: the caller serialises."""
+
+    def __init__(self) -> None:
+        self._prefix: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        self._heads: dict[tuple[str, str, str, str], str] = {}
+
+    def __call__(self, registry: Collector) -> bytes:
+        metrics = list(registry.collect())
+        out = self._encode(metrics)
+        if out is None:
+            return cast(bytes, om.generate_latest(_Fixed(metrics)))  # type: ignore[no-untyped-call]
+        return out
+
+    def _encode(self, metrics: Iterable[Any]) -> bytes | None:
+        if len(self._prefix) > MAX_CACHED:
+            self._prefix.clear()
+        prefixes = self._prefix
+        output: list[str] = []
+        append = output.append
+        for metric in metrics:
+            if metric.type not in _PLAIN_TYPES:
+                return None
+            head_key = (metric.name, metric.type, metric.documentation, metric.unit)
+            head = self._heads.get(head_key)
+            if head is None:
+                name = escape_metric_name(metric.name, UNDERSCORES)
+                doc = _escape_value(metric.documentation)
+                head = f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n"
+                if metric.unit:
+                    head += f"# UNIT {name} {metric.unit}\n"
+                self._heads[head_key] = head
+            append(head)
+            for s in metric.samples:
+                if (
+                    s.timestamp is not None
+                    or s.exemplar is not None
+                    or s.native_histogram is not None
+                    or s.value is None
+                ):
+                    return None
+                key = (s.name, tuple(s.labels.items()))
+                prefix = prefixes.get(key)
+                if prefix is None:
+                    prefix = prefixes[key] = _om_prefix(s.name, s.labels)
+                append(f"{prefix}{_value(s.value)}\n")
+        append("# EOF\n")
+        return "".join(output).encode("utf-8")
+
+
+def _om_prefix(name: str, labels: dict[str, str]) -> str:
+    """``name{a="x",b="y"} `` as openmetrics.generate_latest writes it."""
+    escaped = om._escape(name, UNDERSCORES, om._is_legacy_labelname_rune)
+    if not labels:
+        return f"{escaped} "
+    pairs = ",".join(
+        f'{escape_label_name(k, UNDERSCORES)}="{_escape_value(v)}"'
+        for k, v in sorted(labels.items())
+    )
+    return f"{escaped}{{{pairs}}} "
 
 
 class _Fixed(Collector):

@@ -26,6 +26,8 @@ from typing import Any
 
 from prometheus_client.core import Metric
 from prometheus_client.exposition import choose_encoder, generate_latest, gzip_accepted
+from prometheus_client.openmetrics.exposition import UNDERSCORES
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -34,12 +36,14 @@ from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Verdict
 from gputop.diagnosis import Diagnoser
 from gputop.exporter import metrics
-from gputop.exporter.encode import TextEncoder
+from gputop.exporter.encode import OpenMetricsEncoder, TextEncoder
 from gputop.model import Snapshot
 from gputop.textout import filter_gpus
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9867
+#: The OpenMetrics variant Prometheus asks for first (the cached encoder writes it).
+_OPENMETRICS_1 = {"escaping": UNDERSCORES, "version": "1.0.0"}
 
 
 class ExportState:
@@ -147,7 +151,9 @@ class _Server(ThreadingHTTPServer):
         self.registry = make_registry(state)
         self._cache_lock = threading.Lock()
         self._cache: dict[tuple[str, bool], tuple[int, bytes]] = {}
-        self._text = TextEncoder()  # generate_latest's bytes, series prefixes cached
+        # The library's bytes, with the series prefixes cached between scrapes.
+        self._text = TextEncoder()
+        self._openmetrics = OpenMetricsEncoder()
         self.scrapes = 0
         super().__init__(address, _Handler)
 
@@ -161,9 +167,15 @@ class _Server(ThreadingHTTPServer):
             hit = self._cache.get(key)
             if hit is not None and hit[0] == generation:
                 return hit[1], content_type
-            data = (
-                self._text(self.registry) if encoder is generate_latest else encoder(self.registry)
-            )
+            if encoder is generate_latest:
+                data = self._text(self.registry)
+            elif (
+                getattr(encoder, "func", None) is openmetrics_latest
+                and getattr(encoder, "keywords", None) == _OPENMETRICS_1
+            ):
+                data = self._openmetrics(self.registry)
+            else:  # another escaping or version: the library's own encoder
+                data = encoder(self.registry)
             if gzipped:
                 data = gzip.compress(data, compresslevel=6, mtime=0)
             self._cache[key] = (generation, data)
