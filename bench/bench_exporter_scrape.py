@@ -1,0 +1,106 @@
+"""CPU of one uncached scrape of ``gputop export``, measured inside the exporter's process
+(8 GPUs x 16 processes on the fake libnvidia-ml.so.1, as bench_exporter.py).
+
+``bench_exporter.py`` gets the CPU per scrape by subtraction (CPU while scraped once a
+second minus the idle CPU of the phase before): on a shared machine, and while the
+history still fills up (the diagnosis grows with it), that difference is noisy by about
++-1 ms. Here each round takes a fresh tick (so the scrape cannot come from the per-tick
+cache), then scrapes once over a real socket, and counts the process CPU of the scrape
+minus the client's own thread: the server thread, HTTP parsing, building the families,
+encoding, gzip. Median of ``--rounds`` scrapes, for the plain text format (a client
+without an Accept header) and for what Prometheus asks for (OpenMetrics, gzip).
+
+    python bench/bench_exporter_scrape.py [--rounds 40] [--gpus 8] [--procs 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+def child(rounds: int, jobs: bool) -> None:
+    import socket
+    import statistics
+    import time
+
+    from gputop.exporter.server import ExportState, serve
+    from gputop.sampler import Sampler
+    from gputop.sources.live import LiveSource
+
+    state = ExportState(interval=1.0, with_jobs=jobs)
+    sampler = Sampler(LiveSource(), interval=1.0, history=100)
+    state.history_of = sampler.history
+    server = serve(("127.0.0.1", 0), state)
+    port = int(server.server_address[1])
+
+    def get(accept: str, gz: bool) -> None:
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            head = f"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAccept: {accept}\r\n"
+            s.sendall((head + ("Accept-Encoding: gzip\r\n" if gz else "") + "\r\n").encode())
+            while s.recv(65536):
+                pass
+
+    for _ in range(3):
+        state.on_snapshot(sampler.tick_now())
+        get("", False)
+    out = []
+    for name, accept, gz in (
+        ("text", "", False),
+        ("Prometheus (OpenMetrics, gzip)", PROMETHEUS_ACCEPT, True),
+    ):
+        per = []
+        for _ in range(rounds):
+            state.on_snapshot(sampler.tick_now())
+            p0, c0 = time.process_time(), time.thread_time()
+            get(accept, gz)
+            c1, p1 = time.thread_time(), time.process_time()
+            per.append((p1 - p0) - (c1 - c0))
+        out.append(f"{name}: {1000 * statistics.median(per):.2f} ms")
+    server.shutdown()
+    server.server_close()
+    print(
+        f"gputop export{' --jobs' if jobs else ''}: CPU per uncached scrape, median: "
+        + ", ".join(out)
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--procs", type=int, default=16)
+    parser.add_argument("--child", choices=("plain", "jobs"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.rounds, args.child == "jobs")
+        return 0
+    from tests import fakenvml
+
+    fakenvml.build()
+    with tempfile.TemporaryDirectory(prefix="gputop-bench-scrape-") as tmp:
+        scenario = Path(tmp) / "scenario.txt"
+        fakenvml.many_gpus(args.gpus, args.procs, pcie_sleep_ms=0).write(scenario)
+        env = fakenvml.subprocess_env(scenario)
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        for kind in ("jobs", "plain"):
+            argv = [sys.executable, __file__, "--child", kind, "--rounds", str(args.rounds)]
+            subprocess.run(argv, env=env, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
