@@ -26,10 +26,11 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from gputop import __version__
 from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.argtypes import Parser, ascii_number, ascii_whole, seconds_between
 from gputop.config import (
     MAX_INTERVAL,
     MIN_INTERVAL,
@@ -69,49 +70,19 @@ EXIT_NO_DRIVER = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        """One line on stderr, exit 2 (argparse would also print the usage)."""
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
-def _ascii_number(text: str) -> float:
-    """float() of ASCII text only: Python's float() also reads "１" and "١"."""
-    if not text.strip().isascii():
-        raise argparse.ArgumentTypeError(f"not a number (ASCII digits): {text[:20]!r}")
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text[:20]!r}") from None
-
-
-def _seed(text: str) -> int:
-    if not (text.isascii() and text.lstrip("-").isdigit()) or len(text) > 20:
-        raise argparse.ArgumentTypeError(f"not a whole number (ASCII digits): {text[:20]!r}")
-    return int(text)
-
-
-def _interval(text: str) -> float:
-    value = _ascii_number(text)
-    if not MIN_INTERVAL <= value <= MAX_INTERVAL:
-        raise argparse.ArgumentTypeError(
-            f"{text} is out of range: seconds from {MIN_INTERVAL:g} to {MAX_INTERVAL:g}"
-        )
-    return value
+_seed = ascii_whole
+_interval = seconds_between(MIN_INTERVAL, MAX_INTERVAL)
 
 
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    value = ascii_whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text}: at least 1 expected")
     return value
 
 
 def _window(text: str) -> float:
-    value = _ascii_number(text)
+    value = ascii_number(text)
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"{text}: seconds above 0 expected")
     return value
@@ -176,7 +147,7 @@ def run_subcommand(name: str, argv: Sequence[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="gputop",
         description=(
             "Live terminal dashboard for NVIDIA GPU servers: is your training bound by the "

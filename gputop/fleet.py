@@ -27,9 +27,9 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from gputop.analysis.thresholds import Thresholds
+from gputop.argtypes import Parser, ascii_number, seconds_between
 from gputop.config import ConfigError, load_config, with_overrides
 from gputop.fmt import clean_text
 
@@ -43,33 +43,18 @@ PROMETHEUS_INTERVAL = 15.0
 MAX_HOSTS = 512
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
-def _interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.1 <= value <= 60:
-        raise argparse.ArgumentTypeError(f"{text} is out of range: seconds from 0.1 to 60")
-    return value
+_interval = seconds_between(0.1, 60)
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = ascii_number(text)
     if not 0 < value <= 3600:
         raise argparse.ArgumentTypeError(f"{text}: seconds from 0 to 3600 expected")
     return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="gputop fleet",
         description="Every host's GPUs and verdicts in one terminal, over SSH or Prometheus.",
         epilog=(

@@ -65,7 +65,13 @@ def test_fmt_imports_nothing_of_gputop() -> None:
 
 
 #: Leaves every stage may import: they import nothing of gputop.
-LEAVES = ("gputop.model", "gputop.fmt", "gputop.pcie", "gputop.cells")
+LEAVES = (
+    "gputop.model",
+    "gputop.fmt",
+    "gputop.pcie",
+    "gputop.cells",
+    "gputop.argtypes",
+)
 
 
 @pytest.mark.parametrize("name", [m for m in LEAVES if m in MODULES])

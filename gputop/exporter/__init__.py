@@ -21,7 +21,8 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
-from typing import NoReturn
+
+from gputop.argtypes import Parser, ascii_whole, is_ascii_digits
 
 #: Cyclic-GC thresholds while exporting (Python's default: 700, 10, 10).
 GC_THRESHOLDS = (10_000, 50, 100)
@@ -29,11 +30,6 @@ GC_THRESHOLDS = (10_000, 50, 100)
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -50,13 +46,13 @@ def parse_listen(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"{text!r}: write an IPv6 address as [ADDR]:PORT")
     elif host == "":
         host = "0.0.0.0"
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+    if not is_ascii_digits(port_text) or not 0 <= int(port_text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT with a port 0-65535")
     return host, int(port_text)
 
 
 def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not is_ascii_digits(text) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: a whole number of at least 1 expected")
     return int(text)
 
@@ -66,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gputop.exporter.metrics import DEFAULT_MAX_JOBS
     from gputop.exporter.server import DEFAULT_HOST, DEFAULT_PORT
 
-    p = _Parser(
+    p = Parser(
         prog="gputop export",
         description=(
             "Serve GPU metrics, jobs and verdicts to Prometheus at /metrics. Binds "
@@ -98,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"with --jobs: the top N jobs by GPU memory (default {DEFAULT_MAX_JOBS})",
     )
     p.add_argument("--demo", action="store_true", help="export a simulated 8-GPU server")
-    p.add_argument("--seed", type=int, help="random seed of the demo (with --demo)")
+    p.add_argument("--seed", type=ascii_whole, help="random seed of the demo (with --demo)")
     p.add_argument(
         "--gpus", type=_gpus, metavar="LIST", help="export only these GPUs (indices or UUIDs)"
     )

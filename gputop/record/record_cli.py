@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
 
+from gputop.argtypes import Parser, ascii_number, ascii_whole, seconds_between
 from gputop.config import MAX_INTERVAL, MIN_INTERVAL
 from gputop.model import Snapshot
 from gputop.record.store import (
@@ -33,11 +33,6 @@ DEFAULT_RETAIN = "7d"
 DEFAULT_MAX_SIZE = "1G"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def _typed(parse: Callable[[str], object], what: str) -> Callable[[str], object]:
     def convert(text: str) -> object:
         try:
@@ -49,30 +44,18 @@ def _typed(parse: Callable[[str], object], what: str) -> Callable[[str], object]
     return convert
 
 
-def _interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not MIN_INTERVAL <= value <= MAX_INTERVAL:
-        raise argparse.ArgumentTypeError(
-            f"{text} is out of range: seconds from {MIN_INTERVAL:g} to {MAX_INTERVAL:g}"
-        )
-    return value
+_interval = seconds_between(MIN_INTERVAL, MAX_INTERVAL)
 
 
 def _flush(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = ascii_number(text)
     if not 0 < value <= MAX_FLUSH_SECONDS:
         raise argparse.ArgumentTypeError(f"{text}: seconds above 0, at most {MAX_FLUSH_SECONDS:g}")
     return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="gputop record",
         description=(
             "Record snapshots (GPUs, processes, host) to segment files until stopped; "
@@ -117,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default and most {MAX_FLUSH_SECONDS:g})",
     )
     p.add_argument("--demo", action="store_true", help="record the simulated 8-GPU server")
-    p.add_argument("--seed", type=int, help="random seed of the demo (with --demo; default 0)")
+    p.add_argument(
+        "--seed", type=ascii_whole, help="random seed of the demo (with --demo; default 0)"
+    )
     return p
 
 

@@ -21,9 +21,9 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import NoReturn
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.argtypes import Parser, ascii_number
 from gputop.config import ConfigError, load_config, with_overrides
 from gputop.diagnosis import Diagnoser, diagnose, lookback_seconds
 from gputop.model import Snapshot
@@ -33,13 +33,8 @@ from gputop.record.when import parse_time
 EXIT_USAGE = 2
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="gputop replay",
         description="Show a recording made by `gputop record` (the dashboard, or printed).",
         epilog=(
@@ -61,7 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="start", metavar="T1", help="with --to: print a range")
     p.add_argument("--to", dest="end", metavar="T2", help="end of the range (default: newest)")
     p.add_argument(
-        "--speed", type=float, default=1.0, metavar="X", help="dashboard: 1 to 600 (default 1)"
+        "--speed",
+        type=ascii_number,
+        default=1.0,
+        metavar="X",
+        help="dashboard: 1 to 600 (default 1)",
     )
     p.add_argument("--config", metavar="PATH", help="settings file (thresholds, theme)")
     return p

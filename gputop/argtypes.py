@@ -1,0 +1,57 @@
+"""Argument types shared by ``gputop`` and every subcommand (record, replay, export, fleet).
+
+A bad argument is one line on stderr and exit 2 (:class:`Parser`), never argparse's usage
+block. Numbers are read from ASCII only: Python's ``float()`` and ``int()`` also read
+fullwidth ("３") and Arabic-Indic ("١") digits, and ``str.isdigit()`` accepts them too.
+This module imports nothing of gputop (a leaf every command line may use).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import NoReturn
+
+EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line on stderr, exit 2 (argparse would also print the usage)."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def ascii_number(text: str) -> float:
+    """float() of ASCII text only."""
+    if not text.strip().isascii():
+        raise argparse.ArgumentTypeError(f"not a number (ASCII digits): {text[:20]!r}")
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text[:20]!r}") from None
+
+
+def is_ascii_digits(text: str) -> bool:
+    """Only the digits 0-9 (at least one)."""
+    return text.isascii() and text.isdigit()
+
+
+def ascii_whole(text: str) -> int:
+    """int() of ASCII digits (an optional leading minus), at most 20 characters."""
+    if not is_ascii_digits(text.removeprefix("-")) or len(text) > 20:
+        raise argparse.ArgumentTypeError(f"not a whole number (ASCII digits): {text[:20]!r}")
+    return int(text)
+
+
+def seconds_between(low: float, high: float) -> Callable[[str], float]:
+    """A type for a number of seconds from ``low`` to ``high`` (both allowed)."""
+
+    def seconds(text: str) -> float:
+        value = ascii_number(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{text} is out of range: seconds from {low:g} to {high:g}"
+            )
+        return value
+
+    return seconds
