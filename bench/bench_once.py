@@ -14,7 +14,10 @@ processes, nvmlDeviceGetPcieThroughput sleeping 20 ms per call like real hardwar
 
 gputop's one-shot paths take two readings ONCE_WINDOW_S (0.1 s) apart so that rates
 (CPU %, disk, network, per-process) exist; nvitop -1 takes one.
-Median and max of ``--runs`` runs, after one warm-up run of each.
+Median and max of ``--runs`` runs, after one warm-up run of each. The warm-up also
+writes both tools' byte code into a private cache (``PYTHONPYCACHEPREFIX``), as an
+installed package has it: with ``PYTHONDONTWRITEBYTECODE=1`` (set on some machines) a
+checkout would compile gputop's sources again in every run and count that.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -92,22 +96,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fake NVML (PCIe throughput 20 ms per call), median and max of {runs} runs")
     print(head)
     print("-" * len(head))
-    for n_gpus, n_procs in sizes:
-        env = fakenvml.subprocess_env(scenario_path(n_gpus, n_procs, directory))
-        env["PYTHONPATH"] = str(ROOT)
-        for what, measure, cmd in cases:
-            measure(cmd, env)  # warm-up: page cache, .pyc
-            walls: list[float] = []
-            cpus: list[float] = []
-            for _ in range(runs):
-                wall, cpu = measure(cmd, env)
-                walls.append(wall)
-                cpus.append(cpu)
-            cpu_text = "-" if cpus[0] != cpus[0] else f"{statistics.median(cpus):.0f}"
-            print(
-                f"{what:<26} {n_gpus:>4} {n_procs:>5} {statistics.median(walls):>11.0f} "
-                f"{max(walls):>11.0f} {cpu_text:>10}"
-            )
+    with tempfile.TemporaryDirectory(prefix="gputop-bench-pycache-") as pycache:
+        for n_gpus, n_procs in sizes:
+            env = fakenvml.subprocess_env(scenario_path(n_gpus, n_procs, directory))
+            env["PYTHONPATH"] = str(ROOT)
+            env["PYTHONPYCACHEPREFIX"] = pycache
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            for what, measure, cmd in cases:
+                measure(cmd, env)  # warm-up: page cache, .pyc
+                walls: list[float] = []
+                cpus: list[float] = []
+                for _ in range(runs):
+                    wall, cpu = measure(cmd, env)
+                    walls.append(wall)
+                    cpus.append(cpu)
+                cpu_text = "-" if cpus[0] != cpus[0] else f"{statistics.median(cpus):.0f}"
+                print(
+                    f"{what:<26} {n_gpus:>4} {n_procs:>5} {statistics.median(walls):>11.0f} "
+                    f"{max(walls):>11.0f} {cpu_text:>10}"
+                )
     return 0
 
 

@@ -10,7 +10,8 @@ the repository root:
 2. Recorder CPU and RSS over that simulated hour, in this process: CPU time of
    (demo tick + Recorder.add) per second of recorded time, RSS every 10 minutes. The
    demo's clock is simulated, the work per snapshot is the real work.
-3. Recorder CPU for real: ``gputop record --demo`` for ``--real`` seconds of wall time,
+3. Recorder CPU for real: ``gputop record --demo`` for ``--real`` seconds of wall time
+   (``--real 3600 --hours 0``: the real hour, sampled every 5 minutes),
    CPU (utime + stime from /proc) of the process after a 10 s warm-up, RSS at the start
    and the end of that window. Includes the sampler thread and the demo's simulation.
 4. Replay of a ``--hours`` recording (made once, kept in ``--keep``): opening it (the
@@ -105,11 +106,17 @@ def real_run(tmp: Path, seconds: float) -> None:
             rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
         return (int(fields[11]) + int(fields[12])) / tick, rss
 
+    every = min(300.0, max(seconds / 6, 1.0))
+    series: list[tuple[float, float, float]] = []  # (seconds since warm-up, CPU s, RSS MiB)
     try:
         time.sleep(10)
         cpu0, rss0 = sample()
         t0 = time.monotonic()
-        time.sleep(seconds)
+        series.append((0.0, 0.0, rss0))
+        while (left := seconds - (time.monotonic() - t0)) > 0:
+            time.sleep(min(every, left))
+            cpu, rss = sample()
+            series.append((time.monotonic() - t0, cpu - cpu0, rss))
         cpu1, rss1 = sample()
         wall = time.monotonic() - t0
     finally:
@@ -120,6 +127,10 @@ def real_run(tmp: Path, seconds: float) -> None:
         f"  CPU {cpu1 - cpu0:.2f} s: {(cpu1 - cpu0) / wall * 100:.2f} % of a core; "
         f"RSS {rss0:.1f} -> {rss1:.1f} MiB"
     )
+    if len(series) > 2:
+        print("  every ~" + f"{every:.0f} s: minute, CPU so far (% of a core), RSS (MiB)")
+        for at, cpu, rss in series[1:]:
+            print(f"    {at / 60:6.1f} min  {cpu / at * 100:5.2f} %  {rss:6.1f} MiB")
 
 
 def make_long(directory: Path, hours: float) -> None:
@@ -178,7 +189,9 @@ def replay(directory: Path, hours: float) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--real", type=float, default=60, help="seconds of the real run (0: skip)")
-    p.add_argument("--hours", type=float, default=24, help="hours of the replayed recording")
+    p.add_argument(
+        "--hours", type=float, default=24, help="hours of the replayed recording (0: skip)"
+    )
     p.add_argument("--keep", type=Path, help="where the long recording is kept between runs")
     args = p.parse_args()
     resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
@@ -186,10 +199,11 @@ def main() -> None:
         disk_and_cpu(Path(tmp))
         if args.real > 0:
             real_run(Path(tmp), args.real)
-        long_dir = args.keep or Path(tmp) / "long"
-        long_dir.mkdir(parents=True, exist_ok=True)
-        make_long(long_dir, args.hours)
-        replay(long_dir, args.hours)
+        if args.hours > 0:
+            long_dir = args.keep or Path(tmp) / "long"
+            long_dir.mkdir(parents=True, exist_ok=True)
+            make_long(long_dir, args.hours)
+            replay(long_dir, args.hours)
 
 
 if __name__ == "__main__":

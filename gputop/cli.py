@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputop import __version__
 from gputop.analysis.thresholds import DEFAULT, Thresholds
@@ -44,6 +44,9 @@ from gputop.encoding import for_encoding, is_utf_encoding
 from gputop.model import Snapshot
 from gputop.sampler import Sampler
 from gputop.sources.base import Source
+
+if TYPE_CHECKING:
+    from gputop.diagnosis import Diagnoser
 
 #: ``--once`` (and the first ``--stream`` line) takes a reading, waits this long, and
 #: prints a second one: rates (CPU %, disk, network, per-process CPU and I/O) need two
@@ -367,18 +370,29 @@ def _load_output() -> None:
 
 
 def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    holder: list[Diagnoser] = []
+
+    def meanwhile() -> None:
+        """Inside the window: load the output code and do the first reading's share of
+        the (incremental) analysis, so that only the second's is left after it."""
+        _load_output()
+        from gputop.diagnosis import Diagnoser
+
+        holder.append(Diagnoser(args.thresholds))
+        holder[0].update(sampler.history(), judge_jobs=False)
+
     if args.demo:  # the demo's virtual clock advances by the window on its own
         sampler.tick_now()
+        meanwhile()
         snap = sampler.tick_now()
     else:
-        snap = sampler.tick_pair(ONCE_WINDOW_S, meanwhile=_load_output)
-    from gputop.diagnosis import diagnose
+        snap = sampler.tick_pair(ONCE_WINDOW_S, meanwhile=meanwhile)
     from gputop.textout import filter_gpus, render_json, render_text
 
     selection = _selection(args, parser, snap)
     shown = filter_gpus(snap, selection)
     # Two readings ONCE_WINDOW_S apart: the verdicts honestly say "warming up".
-    diagnosis = diagnose(sampler.history(), args.thresholds).only(selection)
+    diagnosis = holder[0].update(sampler.history()).only(selection)
     if args.json:
         out = render_json(shown, diagnosis)
     else:

@@ -78,7 +78,13 @@ def run(
     out = sys.stdout if out is None else out
     diagnoser = Diagnoser(thresholds)
     first_start = clock()
-    snap = sampler.tick_pair(first_window, clock=clock, sleep=sleep)
+    # Inside the window: the first reading's share of the (incremental) analysis.
+    snap = sampler.tick_pair(
+        first_window,
+        meanwhile=lambda: diagnoser.update(sampler.history(), judge_jobs=False),
+        clock=clock,
+        sleep=sleep,
+    )
     tick_start = first_start + first_window  # about when the second reading started
     selection = select(snap)
     if not snap.driver.available:

@@ -400,3 +400,35 @@ def test_torchrun_launch_is_one_job_with_two_gpu_entries() -> None:
     shown = diagnose([snap]).only({1})
     assert [j.id for j in shown.jobs] == [job.id]
     assert filter_gpus(snap, {1}).gpus[0].index == 1
+
+
+def test_once_analyses_the_first_reading_before_the_second_and_prints_the_same(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--once`` does the first reading's share of the analysis inside the window, and
+    its JSON is what a one-shot diagnosis of its two readings gives."""
+    from gputop import diagnosis as diagnosis_module
+    from gputop.sampler import Sampler
+
+    calls: list[int] = []
+    histories: list[Any] = []
+    real_update = diagnosis_module.Diagnoser.update
+    real_tick_now = Sampler.tick_now
+
+    def update(self: Any, history: Any, **kw: Any) -> Any:
+        calls.append(len(history))
+        histories.append(tuple(history))
+        return real_update(self, history, **kw)
+
+    def tick_now(self: Sampler) -> Any:
+        calls.append(-1)  # a reading
+        return real_tick_now(self)
+
+    monkeypatch.setattr(diagnosis_module.Diagnoser, "update", update)
+    monkeypatch.setattr(Sampler, "tick_now", tick_now)
+    rc, out, _ = run_main(capsys, "--once", "--json", "--demo")
+    assert rc == 0
+    assert calls == [-1, 1, -1, 2]
+    history = histories[-1]
+    monkeypatch.setattr(diagnosis_module.Diagnoser, "update", real_update)
+    assert json.loads(out) == json.loads(json.dumps(to_json_dict(history[-1], diagnose(history))))

@@ -228,3 +228,36 @@ class _Lines:
 
     def flush(self) -> None:
         pass
+
+
+def test_the_first_reading_is_analysed_inside_the_window_and_the_line_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first reading's share of the incremental analysis is done while waiting for
+    the second (it costs the first line nothing), and the line is what a one-shot
+    diagnosis of the same two readings gives."""
+    from gputop import diagnosis as diagnosis_module
+
+    clock = _Clock()
+    calls: list[tuple[int, int]] = []  # (snapshots in the history, sleeps so far)
+    real_update = diagnosis_module.Diagnoser.update
+
+    def update(self: Any, history: Any, **kw: Any) -> Any:
+        calls.append((len(history), len(clock.sleeps)))
+        return real_update(self, history, **kw)
+
+    monkeypatch.setattr(diagnosis_module.Diagnoser, "update", update)
+    sampler = Sampler(_SlowSource(clock, []), interval=1.0)
+    out = _Lines()
+    try:
+        rc = stream.run(sampler, count=1, out=out, first_window=0.1, clock=clock, sleep=clock.sleep)
+        history = sampler.history()
+    finally:
+        sampler.stop()
+    assert rc == 0
+    assert calls == [(1, 0), (2, 1)]  # the first before the wait, the second after it
+    monkeypatch.setattr(diagnosis_module.Diagnoser, "update", real_update)
+    from gputop.textout import to_json_dict
+
+    expected = to_json_dict(history[-1], diagnosis_module.diagnose(history))
+    assert json.loads(out.lines[0]) == json.loads(stream.json_line(expected))
