@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import itertools
 import os
 import select
 import shlex
@@ -22,11 +21,12 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
+from tests.tmux_pane import TmuxPane
+
 ROOT = Path(__file__).resolve().parent.parent
-_count = itertools.count()
 
 #: A process must be gone within this long after its terminal went away (or a signal
 #: came). It only catches a hang (gputop left running: forever, or for the 10 minutes of
@@ -85,58 +85,12 @@ def thread_names(pid: int) -> list[str]:
     return out
 
 
-class Tmux:
-    """A private tmux server (``-L``) with one session ``t``."""
+class Tmux(TmuxPane):
+    """A private tmux server with one session ``t`` running ``command``."""
 
     def __init__(self, tmp: Path, command: str, width: int = 120, height: int = 40) -> None:
-        self.socket = f"gputop-life-{os.getpid()}-{next(_count)}"
+        super().__init__(command, width=width, height=height, prefix="gputop-life")
         self.tmp = tmp
-        self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), command)
-        self.socket_path = Path(self.tmux("display-message", "-p", "#{socket_path}").strip())
-
-    def tmux(self, *args: str, check: bool = True) -> str:
-        r = subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=check,
-        )
-        return r.stdout
-
-    def keys(self, *keys: str) -> None:
-        """One key at a time, with a pause between (Esc then a key at once reads as Alt)."""
-        for i, key in enumerate(keys):
-            if i:
-                time.sleep(0.15)
-            self.tmux("send-keys", "-t", "t", key)
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "t", check=False)
-
-    def wait_for(self, ok: Callable[[str], bool], what: str, timeout: float = 15.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            shown = self.screen()
-            if ok(shown):
-                return shown
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; the pane shows:\n{shown}")
-            time.sleep(0.05)
-
-    def wait_text(self, *texts: str, absent: tuple[str, ...] = (), timeout: float = 15.0) -> str:
-        return self.wait_for(
-            lambda s: all(t in s for t in texts) and not any(t in s for t in absent),
-            what=f"{texts} without {absent}",
-            timeout=timeout,
-        )
-
-    def flag(self, name: str) -> str:
-        return self.tmux("display-message", "-p", "-t", "t", f"#{{{name}}}", check=False).strip()
-
-    def close(self) -> None:
-        self.tmux("kill-server", check=False)
-        self.socket_path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -37,6 +37,7 @@ from gputop.ui.views import table_rows, visible_columns
 from tests import ui_fixtures as fx
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, Scenario, many_gpus
 from tests.pids import free_pid
+from tests.tmux_pane import TmuxPane
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDE = (160, 40)
@@ -916,16 +917,6 @@ def test_row14_snapshots_arriving_during_shutdown_are_dropped(fake_nvml: FakeNvm
     assert all(code in (0, None) for code in codes), codes
 
 
-@contextlib.contextmanager
-def tmux_server(name: str) -> Iterator[list[str]]:
-    """A private tmux server (``tmux -L``): never the user's own; killed afterwards."""
-    cmd = ["tmux", "-L", name, "-f", "/dev/null"]
-    try:
-        yield cmd
-    finally:
-        subprocess.run([*cmd, "kill-server"], capture_output=True, timeout=10)
-
-
 def _wait_path(path: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists() or not path.read_text().strip():
@@ -967,47 +958,28 @@ def test_row14_gputop_in_tmux_exits_cleanly_and_shuts_nvml_down(
             ]
         )
     )
-    with tmux_server(f"gputop-test-{os.getpid()}-{how}") as tmux:
-        subprocess.run(
-            [*tmux, "new-session", "-d", "-x", "100", "-y", "30", "sh", str(script)],
-            check=True,
-            timeout=10,
-        )
-
-        def pane() -> str:
-            return subprocess.run(
-                [*tmux, "capture-pane", "-p"], capture_output=True, text=True, timeout=10
-            ).stdout
-
-        def flag(name: str) -> str:
-            return subprocess.run(
-                [*tmux, "display-message", "-p", f"#{{{name}}}"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-
-        deadline = time.monotonic() + 30
-        while "H100" not in pane():
-            assert time.monotonic() < deadline, "gputop did not start:\n" + pane()
-            time.sleep(0.1)
-        assert flag("alternate_on") == "1"
+    tmux = TmuxPane(f"sh {q(str(script))}", width=100, height=30)
+    try:
+        tmux.wait_for(lambda shown: "H100" in shown, "gputop to start", timeout=30, poll=0.1)
+        assert tmux.flag("alternate_on") == "1"
         init = [ln for ln in log.read_text().splitlines() if ln.startswith("nvmlInit 0 ")]
         assert len(init) == 1
         pid = int(init[0].split()[2])
         if how == "ctrl-c":
-            subprocess.run([*tmux, "send-keys", "C-c"], check=True, timeout=10)
+            tmux.keys("C-c")
         else:
             os.kill(pid, signal.SIGHUP)
         _wait_path(tmp_path / "rc", 20)
         rc = int((tmp_path / "rc").read_text())
         _wait_path(tmp_path / "after", 5)
-        screen = pane()
+        screen = tmux.screen()
         assert rc in ((0, 130) if how == "ctrl-c" else (0, 129, 128 + signal.SIGHUP)), screen
         # the terminal is restored: same tty modes, main screen, cursor shown, no mouse mode
         assert (tmp_path / "before").read_text() == (tmp_path / "after").read_text()
-        assert flag("alternate_on") == "0"
-        assert flag("cursor_flag") == "1"
-        assert flag("mouse_any_flag") == "0"
+        assert tmux.flag("alternate_on") == "0"
+        assert tmux.flag("cursor_flag") == "1"
+        assert tmux.flag("mouse_any_flag") == "0"
         assert "Traceback" not in screen, screen
+    finally:
+        tmux.close()
     assert f"nvmlShutdown 0 {pid}" in log.read_text().splitlines()

@@ -11,10 +11,7 @@ measures time.
 
 from __future__ import annotations
 
-import itertools
-import os
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +22,7 @@ import pytest
 from tests import sshd
 from tests.conftest import missing
 from tests.sshd import SshLab
+from tests.tmux_pane import TmuxPane, plain_shell
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +35,6 @@ def _needs_openssh() -> None:
 
 INTERVAL = 0.5
 ROOT = Path(__file__).resolve().parent.parent
-_count = itertools.count()
 
 
 @pytest.fixture
@@ -123,65 +120,26 @@ async def test_pilot_stale_unreachable_back_and_no_ssh_left(lab: SshLab) -> None
     assert one.proc is not None and one.proc.poll() is None  # only what we killed died
 
 
-class Pane:
+def shell_pane(tmp: Path, width: int, height: int) -> TmuxPane:
     """A private tmux server with one pane running a plain shell."""
-
-    def __init__(self, tmp: Path, width: int, height: int) -> None:
-        self.socket = f"gputop-fleet-{os.getpid()}-{next(_count)}"
-        self.status = tmp / "status"
-        env = {
-            "HOME": str(tmp),
-            "PATH": "/usr/bin:/bin",
-            "TERM": "tmux-256color",
-            "LANG": "C.UTF-8",
-            "PS1": "PROMPT$ ",
-        }
-        shell = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        shell += " bash --norc --noprofile"
-        self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), shell)
-
-    def tmux(self, *args: str) -> str:
-        r = subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        )
-        return r.stdout
-
-    def run(self, line: str) -> None:
-        self.tmux("send-keys", "-t", "t", "-l", line)
-        self.tmux("send-keys", "-t", "t", "Enter")
-
-    def key(self, key: str) -> None:
-        self.tmux("send-keys", "-t", "t", key)
-        time.sleep(0.3)  # Esc followed at once by a key reads as Alt+key
-
-    def text(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "t")
-
-    def wait(self, check: Callable[[str], bool], what: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
-            text = self.text()
-            if check(text):
-                return text
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}; the pane shows:\n{text}")
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
+    env = {
+        "HOME": str(tmp),
+        "PATH": "/usr/bin:/bin",
+        "TERM": "tmux-256color",
+        "LANG": "C.UTF-8",
+        "PS1": "PROMPT$ ",
+    }
+    return TmuxPane(plain_shell(env), width=width, height=height, prefix="gputop-fleet")
 
 
 @pytest.mark.requires_tool("tmux")
 def test_tmux_fleet_over_real_ssh(lab: SshLab, tmp_path: Path) -> None:
     lab.server("host1")
     two = lab.server("host2")
-    pane = Pane(tmp_path, 100, 30)
+    status = tmp_path / "status"
+    pane = shell_pane(tmp_path, 100, 30)
     try:
-        pane.wait(lambda s: "PROMPT$" in s, "the shell prompt")
+        pane.wait_text("PROMPT$", timeout=60)
         cmd = [
             sys.executable,
             "-m",
@@ -196,26 +154,40 @@ def test_tmux_fleet_over_real_ssh(lab: SshLab, tmp_path: Path) -> None:
             "host1",
             "host2",
         ]
-        pane.run(
+        pane.send_line(
             f"cd {shlex.quote(str(ROOT))} && {shlex.join(cmd)}; "
-            f"echo EXIT=$? > {shlex.quote(str(pane.status))}"
+            f"echo EXIT=$? > {shlex.quote(str(status))}"
         )
-        pane.wait(lambda s: s.count(" live ") >= 2 or s.count("live") >= 3, "two live hosts")
+        pane.wait_for(
+            lambda s: s.count(" live ") >= 2 or s.count("live") >= 3,
+            "two live hosts",
+            timeout=60,
+            poll=0.2,
+        )
         two.stop()
-        pane.wait(lambda s: "stale" in s, "host2 stale")
+        pane.wait_for(lambda s: "stale" in s, "host2 stale", timeout=60, poll=0.2)
         two.kill()
-        text = pane.wait(lambda s: "unreachable" in s, "host2 unreachable")
+        text = pane.wait_for(
+            lambda s: "unreachable" in s, "host2 unreachable", timeout=60, poll=0.2
+        )
         assert "refused" in text or "closed" in text, text
         two.start()
-        pane.wait(lambda s: "unreachable" not in s and "stale" not in s, "host2 back", 90)
-        pane.key("Enter")
-        pane.wait(lambda s: "fleet › host1" in s and "PID" in s, "host1's dashboard")
-        pane.key("Escape")
-        pane.wait(lambda s: "gputop fleet" in s, "the fleet screen again")
-        pane.key("q")
-        pane.wait(lambda s: pane.status.exists(), "gputop to exit", 30)
-        assert pane.status.read_text().strip() == "EXIT=0"
-        text = pane.text()
+        pane.wait_for(
+            lambda s: "unreachable" not in s and "stale" not in s,
+            "host2 back",
+            timeout=90,
+            poll=0.2,
+        )
+        pane.keys("Enter")
+        pane.wait_for(
+            lambda s: "fleet › host1" in s and "PID" in s, "host1's dashboard", timeout=60, poll=0.2
+        )
+        pane.keys("Escape")
+        pane.wait_for(lambda s: "gputop fleet" in s, "the fleet screen again", timeout=60, poll=0.2)
+        pane.keys("q")
+        pane.wait_for(lambda s: status.exists(), "gputop to exit", timeout=30, poll=0.2)
+        assert status.read_text().strip() == "EXIT=0"
+        text = pane.screen()
         assert "Traceback" not in text
         wait_until(lambda: lab.ssh_processes() == [], "no ssh process left", 10)
     finally:

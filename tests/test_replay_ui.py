@@ -135,8 +135,7 @@ def test_replay_in_tmux(recording: tuple[Path, dict[float, str]], tmp_path: Path
             f"cd {shlex.quote(str(ROOT))} && sh -c {shlex.quote(inner)}; "
             f"echo EXIT=$? | tee {shlex.quote(str(pane.status_file))}"
         )
-        pane.tmux("send-keys", "-t", "t", "-l", line)
-        pane.tmux("send-keys", "-t", "t", "Enter")
+        pane.send_line(line)
         t0 = DEMO_EPOCH + 100
         pane.wait_text(f"REPLAY {stamp(t0)}", "PAUSED", "H100", "Space", "Go to", timeout=20)
 

@@ -14,13 +14,14 @@ import itertools
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.tmux_pane import TmuxPane, plain_shell
 
 pytestmark = pytest.mark.requires_tool("tmux")
 
@@ -28,11 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 _count = itertools.count()
 
 
-class Pane:
+class Pane(TmuxPane):
     """One detached tmux session running a plain shell, on its own tmux server."""
 
     def __init__(self, tmp: Path, width: int = 120, height: int = 40) -> None:
-        self.socket = f"gputop-test-{os.getpid()}-{next(_count)}"
         self.tmp = tmp
         self.status_file = tmp / "status"
         self.pid_file = tmp / "pid"
@@ -44,20 +44,7 @@ class Pane:
             "PYTHONPATH": str(ROOT),
             "PS1": "PROMPT$ ",
         }
-        shell = "env -i " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        shell += " bash --norc --noprofile"
-        self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), shell)
-        self.socket_path = Path(self.tmux("display-message", "-p", "#{socket_path}").strip())
-
-    def tmux(self, *args: str) -> str:
-        r = subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        )
-        return r.stdout
+        super().__init__(plain_shell(env), width=width, height=height)
 
     def start_gputop(self, *args: str) -> None:
         inner = "echo $$ > {pid}; exec {py} -m gputop --demo {args}".format(
@@ -70,38 +57,10 @@ class Pane:
             f"echo EXIT=$? | tee {shlex.quote(str(self.status_file))}"
         )
         self.wait_for(lambda s: "PROMPT$" in s, what="the shell prompt")
-        self.tmux("send-keys", "-t", "t", "-l", line)
-        self.tmux("send-keys", "-t", "t", "Enter")
-
-    def keys(self, *keys: str) -> None:
-        for key in keys:
-            self.tmux("send-keys", "-t", "t", key)
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "t")
-
-    def scrollback(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "t", "-S", "-", "-E", "-")
+        self.send_line(line)
 
     def alternate_on(self) -> bool:
-        return self.tmux("display-message", "-p", "-t", "t", "#{alternate_on}").strip() == "1"
-
-    def wait_for(self, ok: Callable[[str], bool], what: str, timeout: float = 8.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            shown = self.screen()
-            if ok(shown):
-                return shown
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; the pane shows:\n{shown}")
-            time.sleep(0.05)
-
-    def wait_text(self, *texts: str, absent: tuple[str, ...] = (), timeout: float = 8.0) -> str:
-        return self.wait_for(
-            lambda s: all(t in s for t in texts) and not any(t in s for t in absent),
-            what=f"{texts} without {absent}",
-            timeout=timeout,
-        )
+        return self.flag("alternate_on") == "1"
 
     def gputop_pid(self) -> int:
         deadline = time.monotonic() + 5
@@ -123,8 +82,7 @@ class Pane:
             pid = int(self.pid_file.read_text())
             with contextlib.suppress(ProcessLookupError):  # our own child, if still there
                 os.kill(pid, signal.SIGKILL)
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
-        self.socket_path.unlink(missing_ok=True)  # tmux leaves the socket file behind
+        super().close()
 
 
 @pytest.fixture
