@@ -64,11 +64,9 @@ __all__ = [
 
 #: A host is stale when its newest line is older than this many intervals.
 STALE_INTERVALS = 3
-#: What to run on a host without gputop (shown on its row).
-INSTALL_HINT = (
-    "install it there: pipx install gputop-dashboard (or pip install --user "
-    "gputop-dashboard), or set --remote-command"
-)
+#: What to run on a host without gputop (shown on its row). No release is on PyPI yet,
+#: so the hint names the install from a checkout (README, "Quick start").
+INSTALL_HINT = "install it there (pipx install . in a gputop checkout), or set --remote-command"
 #: Backoff after failed attempts: 1, 2, 4 ... seconds, at most this.
 MAX_BACKOFF_S = 60.0
 #: The part of a child's stderr kept (its last line is the error shown).
