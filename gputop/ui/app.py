@@ -12,8 +12,6 @@ is too small: the newest snapshot is kept and drawn when that ends.
 
 from __future__ import annotations
 
-import gc
-import logging
 import signal
 import time
 from collections import deque
@@ -41,7 +39,13 @@ from gputop.ui.header import HeaderLine
 from gputop.ui.host_panel import HostPanel
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
-from gputop.ui.terminal import QUIT_GRACE_S, Ending, GpuTopDriver, install_signal_handlers
+from gputop.ui.terminal import (
+    QUIT_GRACE_S,
+    Ending,
+    GpuTopDriver,
+    install_signal_handlers,
+    owning_terminal,
+)
 
 if TYPE_CHECKING:
     from gputop.sampler import Sampler
@@ -120,10 +124,6 @@ def _bindings() -> list[BindingType]:
     # Ctrl-Z suspends, as in top/htop (Textual reads it as a key: the tty's ISIG is off).
     out.append(Binding("ctrl+z", "suspend_process", "Suspend", show=False, priority=True))
     return out
-
-
-#: Cyclic-GC thresholds while the dashboard runs (Python's default: 700, 10, 10).
-GC_THRESHOLDS = (10_000, 50, 100)
 
 
 class SnapshotArrived(Message):
@@ -845,30 +845,11 @@ def run_app(
     app.driver_class = GpuTopDriver
     app.ending.watchdog = watchdog
     app.ending.on_timeout.append(lambda: sampler.stop(timeout=0.1))
-    # A live dashboard allocates many short-lived objects per frame while holding a long
-    # history: with Python's default thresholds the cyclic collector runs dozens of
-    # times a second and its full passes walk all of it. Objects alive after start-up
-    # are frozen (never scanned again) and collections run less often: about 0.4 % of a
-    # core less at 200x50 (bench/bench_ui.py), memory stays bounded (the history is).
-    gc_before = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-    # While the dashboard owns the terminal, a log record printed to stderr would scribble
-    # over the screen (the sampler logs from its own thread, where Textual's log handler
-    # cannot reach the app): gputop's records are dropped instead; a failing tick is shown
-    # in the header (sampler.last_error), a failing analysis as a notification.
-    logger = logging.getLogger("gputop")
-    quiet = logging.NullHandler()
-    logger.addHandler(quiet)
-    propagate, logger.propagate = logger.propagate, False
     try:
-        app.run()
+        with owning_terminal():
+            app.run()
     finally:
         app.restore_signal_handlers()
-        logger.removeHandler(quiet)
-        logger.propagate = propagate
-        gc.set_threshold(*gc_before)
-        gc.unfreeze()
         sampler.on_snapshot = None  # the sampler may tick once more: not into a dead app
         if watchdog:
             app.ending.finished()

@@ -14,8 +14,6 @@ for the host that is open.
 
 from __future__ import annotations
 
-import gc
-import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -37,10 +35,10 @@ from gputop.sources.remote import LineError, summarize, to_snapshot
 from gputop.sources.streams import FleetSource, HostView, status
 from gputop.ui import fleet_views as fv
 from gputop.ui import views
-from gputop.ui.app import GC_THRESHOLDS, GpuTopApp
+from gputop.ui.app import GpuTopApp
 from gputop.ui.header import HeaderLine
 from gputop.ui.lines import PartsLines
-from gputop.ui.terminal import GpuTopDriver
+from gputop.ui.terminal import GpuTopDriver, owning_terminal
 from gputop.ui.views import Parts, VerdictMark
 
 #: Snapshots of the open host kept for its dashboard (its histories and verdicts).
@@ -470,23 +468,13 @@ def run_fleet(
     # Should the app hang on its way out, the watchdog ends the process: the ssh
     # processes are ended first (their groups are killed), never left behind.
     app.ending.on_timeout.append(lambda: streams.close(timeout=0.5))
-    gc_before = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-    logger = logging.getLogger("gputop")
-    quiet = logging.NullHandler()
-    logger.addHandler(quiet)
-    propagate, logger.propagate = logger.propagate, False
     try:
-        app.run()
+        with owning_terminal():
+            app.run()
     finally:
         streams.on_change = None
         streams.close()
         app.restore_signal_handlers()
-        logger.removeHandler(quiet)
-        logger.propagate = propagate
-        gc.set_threshold(*gc_before)
-        gc.unfreeze()
     if app.return_code is not None:
         return app.return_code
     return app.ending.status or 0

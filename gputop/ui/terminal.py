@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import os
 import select
 import selectors
@@ -43,7 +44,7 @@ import termios
 import threading
 import time
 from codecs import getincrementaldecoder
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from queue import Full
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ from textual._parser import ParseError
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 
+from gputop import gcpolicy
 from gputop.encoding import encode_for, is_utf_encoding
 
 if TYPE_CHECKING:
@@ -416,3 +418,24 @@ def install_signal_handlers(app: App[Any], ending: Ending) -> Callable[[], None]
                 signal.signal(sig, previous)
 
     return restore
+
+
+@contextlib.contextmanager
+def owning_terminal() -> Iterator[None]:
+    """Around ``app.run()`` of a full-screen app (the dashboard, the fleet screen).
+
+    While it owns the terminal, a log record printed to stderr would scribble over the
+    screen (the sampler logs from its own thread, where Textual's log handler cannot
+    reach the app): gputop's records are dropped instead; a failing tick is shown in the
+    header (``sampler.last_error``), a failing analysis as a notification. And the cyclic
+    GC is tuned for a long history (:mod:`gputop.gcpolicy`). Both are undone after."""
+    logger = logging.getLogger("gputop")
+    quiet = logging.NullHandler()
+    logger.addHandler(quiet)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        with gcpolicy.tuned():
+            yield
+    finally:
+        logger.removeHandler(quiet)
+        logger.propagate = propagate
