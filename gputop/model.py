@@ -374,3 +374,24 @@ def _from_jsonable(tp: Any, value: Any) -> Any:
 def replace(obj: T, **changes: Any) -> T:
     """``dataclasses.replace`` with a name that reads well at call sites."""
     return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+
+
+def reuse_equal(new: T, last: T | None, parts: tuple[str, ...] = ()) -> T:
+    """``last`` when it equals ``new``; else ``new`` with each field named in ``parts``
+    that equals ``last``'s taken from ``last``.
+
+    Snapshots are immutable, so consecutive ones may share what did not change: a
+    history of hundreds of snapshots then holds one copy of an unchanged GPU sample,
+    memory reading or process list instead of one per tick (the values are equal, so
+    nothing reported changes)."""
+    if last is None or new is last:
+        return new
+    if new == last:
+        return last
+    same = {}
+    for name in parts:
+        old = getattr(last, name)
+        value = getattr(new, name)
+        if value is not old and value == old:
+            same[name] = old
+    return dataclasses.replace(new, **same) if same else new  # type: ignore[type-var]

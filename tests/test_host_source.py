@@ -577,3 +577,63 @@ def test_new_children_show_after_the_rescan_delay() -> None:
     finally:
         late.kill()
         late.wait()
+
+
+def test_a_listed_pid_that_exited_costs_no_pass_each_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML may keep listing a pid that has exited: after the pass that follows its exit,
+    each call reads only its own stat (still gone) and gives the same dead row object."""
+    scans: list[int] = []
+    real_scan = host_mod.scan_processes
+
+    def counting_scan(proc_root: str = "/proc") -> dict[int, Any]:
+        scans.append(1)
+        return real_scan(proc_root)
+
+    monkeypatch.setattr(host_mod, "scan_processes", counting_scan)
+    reader = HostReader(rescan_seconds=60)
+    me = os.getpid()
+    with spawn.running("sleep") as child:
+        reader.read_processes([me, child.pid])
+        assert len(scans) == 1
+        child.kill()
+        dead = _row(reader.read_processes([me, child.pid]), child.pid)
+    assert dead.status == "dead"
+    reader.read_processes([me, child.pid])  # the exit made the tree stale: one pass
+    assert len(scans) == 2
+    probes: list[int] = []
+    real_exists = procfs.pid_exists
+
+    def counting_exists(pid: int, proc_root: str = "/proc") -> bool:
+        probes.append(pid)
+        return real_exists(pid, proc_root)
+
+    monkeypatch.setattr(procfs, "pid_exists", counting_exists)
+    rows = [_row(reader.read_processes([me, child.pid]), child.pid) for _ in range(5)]
+    assert len(scans) == 2  # no pass over /proc for a pid still gone
+    assert probes == [child.pid] * 5  # it is looked for, once a call
+    assert all(r is rows[0] for r in rows) and rows[0] == dead
+
+
+def test_an_exited_pid_that_comes_back_as_a_new_process_is_read_with_its_tree(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pid that had exited and is there again (reused by a new process) is read at once
+    with a fresh pass: its workers come with it, nothing of the old row remains."""
+    reader = HostReader(rescan_seconds=60)
+    me = os.getpid()
+    with spawn.running("tree", "2") as child:
+        workers = child.extra[:2]
+        # The state of a reader that saw ``child.pid`` exit, with a pass that lacks it.
+        reader.read_processes([me])
+        assert reader._last_scan is not None
+        stale = {
+            pid: st for pid, st in reader._last_scan.items() if pid not in (child.pid, *child.extra)
+        }
+        reader._last_scan = stale
+        reader._gone = {child.pid}
+        reader._exited = {child.pid: ProcessInfo(pid=child.pid, visible=True, status="dead")}
+        rows = reader.read_processes([me, child.pid])
+    row = _row(rows, child.pid)
+    assert row.status != "dead" and row.command and "host_child.py" in row.command
+    assert set(workers) <= {r.pid for r in rows}  # its tree, from a fresh pass
+    assert reader._last_scan is not stale

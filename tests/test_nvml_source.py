@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pynvml
 import pytest
@@ -754,3 +755,70 @@ def test_in_a_subprocess_via_the_environment(
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "550.54.15 2 [2, 2]"
+
+
+# ------------------------------------------------------- static values, shared unchanged parts
+
+
+def test_static_values_are_read_once_per_handle_and_again_after_a_lost_gpu(
+    fake_nvml: FakeNvml, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Identity and limits (max PCIe link, max clocks, PCI ids) are read when a GPU is
+    opened, not every tick; a GPU that was lost is opened again and they are read afresh
+    (here its max link changed while it was away)."""
+    counted = ("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetPciInfo")
+    calls: dict[str, list[object]] = {name: [] for name in counted}
+    for name in counted:
+        real = getattr(pynvml, name)
+
+        def counting(handle: object, *args: object, _real: Any = real, _name: str = name) -> object:
+            calls[_name].append(handle)
+            return _real(handle, *args)
+
+        monkeypatch.setattr(pynvml, name, counting)
+
+    def scenario(lost: bool = False, max_gen: int = 4) -> Scenario:
+        gpus = [FakeGpu(pcie_gen=4, pcie_max_gen=max_gen) for _ in range(2)]
+        if lost:
+            gpus[1].errors = {"*": "GPU_IS_LOST"}
+        return Scenario(gpus=gpus)
+
+    fake_nvml.write(scenario())
+    r = reader()
+    for _ in range(5):
+        gpus, _ = r.read()
+    assert [len(calls[name]) for name in counted] == [2, 2]  # once per GPU, not per tick
+    assert [g.pcie.max_gen for g in gpus] == [4, 4]
+    fake_nvml.write(scenario(lost=True))
+    (_, g1), _ = r.read()
+    assert g1.lost and g1.pcie.max_gen is None
+    fake_nvml.write(scenario(max_gen=5))
+    for _ in range(3):
+        (g0, g1), _ = r.read()
+    assert [len(calls[name]) for name in counted] == [3, 3]  # GPU 1 once more, on its return
+    assert (g0.pcie.max_gen, g1.pcie.max_gen) == (4, 5)  # read afresh, not the old value
+    assert g1.pcie.link_max_bytes_per_s == link_max_bytes_per_s(5, 16)
+
+
+def test_unchanged_parts_of_a_gpu_sample_are_shared_from_tick_to_tick(
+    fake_nvml: FakeNvml, reader: Reader
+) -> None:
+    """An unchanged GPU gives last read's sample object again (the history holds one
+    copy); a changed value makes a new sample with that value, sharing the parts that
+    did not change. Values are never stale: each read reflects NVML's answers."""
+    fake_nvml.write(Scenario(gpus=[FakeGpu(util_gpu=10, processes=[FakeProcess(100)])]))
+    r = reader()
+    (a,), _ = r.read()
+    (b,), _ = r.read()
+    assert b is a
+    fake_nvml.write(Scenario(gpus=[FakeGpu(util_gpu=55, processes=[FakeProcess(100)])]))
+    (c,), _ = r.read()
+    assert c is not a and c.utilization.gpu == 55.0 and a.utilization.gpu == 10.0
+    assert c.memory is a.memory and c.clocks is a.clocks and c.pcie is a.pcie
+    assert c.processes is a.processes
+    fake_nvml.write(
+        Scenario(gpus=[FakeGpu(util_gpu=55, memory_used=3 * GiB, processes=[FakeProcess(100)])])
+    )
+    (d,), _ = r.read()
+    assert d.memory.used == 3 * GiB and d.memory is not c.memory
+    assert d.utilization is c.utilization

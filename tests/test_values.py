@@ -214,3 +214,28 @@ def test_an_unchanged_process_row_is_the_same_object_tick_after_tick(fake_nvml: 
         assert third[0].host == first[0].host
     finally:
         source.close()
+
+
+def test_an_unchanged_gpu_and_process_list_are_the_same_objects_tick_after_tick(
+    fake_nvml: FakeNvml,
+) -> None:
+    """With nothing changed, the live source gives last tick's joined GPU sample and its
+    process tuple again (600 snapshots of history hold one copy); a pid NVML keeps
+    listing after it exited keeps one "dead" row, and a change still shows at once."""
+    from gputop.sources.live import LiveSource
+
+    pid = next(p for p in range(30_000, 300, -7) if not Path(f"/proc/{p}").exists())
+    fake_nvml.write(Scenario(gpus=[FakeGpu(processes=[FakeProcess(pid, GiB)])]))
+    source = LiveSource()
+    try:
+        first = source.snapshot()
+        second = source.snapshot()
+        assert second.gpus[0] is first.gpus[0]
+        assert second.processes is first.processes and len(first.processes) == 1
+        fake_nvml.write(Scenario(gpus=[FakeGpu(util_gpu=77, processes=[FakeProcess(pid, GiB)])]))
+        third = source.snapshot()
+        assert third.gpus[0] is not first.gpus[0] and third.gpus[0].utilization.gpu == 77.0
+        assert third.gpus[0].processes is first.gpus[0].processes
+        assert third.processes is first.processes
+    finally:
+        source.close()

@@ -264,6 +264,7 @@ class HostReader:
         self._tracked: dict[tuple[int, int], _Tracked] = {}
         self._gone: set[int] = set()  # given pids seen here before that have exited
         self._invisible: dict[int, ProcessInfo] = {}  # last tick's rows of invisible pids
+        self._exited: dict[int, ProcessInfo] = {}  # ...and of given pids that have exited
         self._users: dict[int, str | None] = {}
         #: Messages about what could not be read during the last call (either method).
         self.last_errors: tuple[str, ...] = ()
@@ -373,21 +374,39 @@ class HostReader:
                 self._use_proc = False
         return _scan_with_psutil()
 
-    def _tree_scan(self, given: list[int]) -> tuple[dict[int, _Stat], bool]:
-        """(pid -> stat of every process, whether that pass is fresh): the last pass while
-        it is recent enough and knows every given pid (see ``RESCAN_SECONDS``)."""
+    def _tree_scan(
+        self, given: list[int]
+    ) -> tuple[dict[int, _Stat], bool, dict[int, _Stat | None]]:
+        """(pid -> stat of every process, whether that pass is fresh, the given pids
+        probed meanwhile): the last pass while it is recent enough and knows every given
+        pid (see ``RESCAN_SECONDS``). A given pid that had exited on the last call (NVML
+        may keep listing a pid that has exited) is probed by its own ``stat``: still gone,
+        it needs no new pass; there again (a reused pid), the tree is read again now, so
+        the new process comes with its descendants and ancestors."""
         now = time.monotonic()
         last = self._last_scan
+        probed: dict[int, _Stat | None] = {}
         if (
             last is not None
             and self._use_proc
             and now - self._last_scan_at < self._rescan_seconds
-            and all(pid in last or pid in self._invisible or pid <= 0 for pid in given)
+            and all(
+                pid in last
+                or pid in self._invisible
+                or pid <= 0
+                or (pid in self._gone and self._probe(pid, probed) is None)
+                for pid in given
+            )
         ):
-            return last, False
+            return last, False, probed
         scan = self._scan()
         self._last_scan, self._last_scan_at = scan, now
-        return scan, True
+        return scan, True, {}
+
+    @staticmethod
+    def _probe(pid: int, probed: dict[int, _Stat | None]) -> _Stat | None:
+        st = probed[pid] = procfs.read_stat(pid) if procfs.pid_exists(pid) else None
+        return st
 
     def _stat(self, pid: int) -> _Stat | None:
         if self._use_proc:
@@ -437,7 +456,7 @@ class HostReader:
         return tuple(rows)
 
     def _read_processes(self, given: list[int], rows: list[ProcessInfo], ancestors: bool) -> None:
-        scan, fresh = self._tree_scan(given)
+        scan, fresh, probed = self._tree_scan(given)
         children: dict[int, list[int]] = {}
         for pid, pst in scan.items():
             children.setdefault(pst.ppid, []).append(pid)
@@ -469,6 +488,7 @@ class HostReader:
         # Pids seen in this namespace before: when missing now, they exited.
         seen_before = {pid for pid, _ in self._tracked} | self._gone
         gone: set[int] = set()
+        exited: dict[int, ProcessInfo] = {}
         invisible: dict[int, ProcessInfo] = {}
         keep: dict[tuple[int, int], _Tracked] = {}
         for pid, is_given in order:
@@ -479,13 +499,16 @@ class HostReader:
                     self._last_scan = None  # exited or reused: the next call rescans
                 st = now_st
             if st is None and is_given and pid > 0:
-                st = self._stat(pid)  # started after the scan?
+                # started after the scan? (a pid probed by _tree_scan is not read twice)
+                st = probed[pid] if pid in probed else self._stat(pid)
             if st is None:
                 if is_given and (pid in seen_before or self._exited_if_missing(pid)):
                     # Seen here before, or this is the driver's own PID namespace: the pid
                     # exited (a process cannot leave its namespace), it is not hidden.
                     gone.add(pid)
-                    rows.append(_exited_row(pid))
+                    row = self._exited.get(pid) or _exited_row(pid)  # the same row each tick
+                    exited[pid] = row
+                    rows.append(row)
                 elif is_given:
                     row = self._invisible.get(pid) or _invisible_row(pid)
                     invisible[pid] = row
@@ -522,6 +545,7 @@ class HostReader:
                 rows.append(row)
         self._tracked = keep
         self._gone = gone  # only while still asked for: bounded by the pids given
+        self._exited = exited
         self._invisible = invisible
 
     def _boot_time(self) -> float:
@@ -694,6 +718,7 @@ class HostReader:
         self._tracked.clear()
         self._last_scan = None
         self._gone.clear()
+        self._exited.clear()
         self._invisible.clear()
         self._users.clear()
         self._physical.clear()

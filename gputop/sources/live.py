@@ -44,7 +44,11 @@ from gputop.model import (
     Snapshot,
     UnlistedHolder,
     replace,
+    reuse_equal,
 )
+
+#: The parts of the host sample given out again when equal to last tick's.
+_HOST_PARTS = ("cpu_per_core", "load_average", "memory", "swap", "disk", "net")
 
 #: Seconds between two /proc holder scans (the first tick always scans).
 HOLDER_SCAN_INTERVAL_S = 5.0
@@ -140,6 +144,11 @@ class LiveSource:
         # last tick's joined rows: (gpu, pid) -> (NVML row, host row, joined row)
         self._joined: dict[tuple[int, int], _Joined] = {}
         self._joined_next: dict[tuple[int, int], _Joined] = {}
+        # last tick's GPU samples with their joined rows: index -> (NVML's sample, joined)
+        self._gpus_out: dict[int, tuple[GpuSample, GpuSample]] = {}
+        self._gpus_out_next: dict[int, tuple[GpuSample, GpuSample]] = {}
+        self._last_processes: tuple[ProcessInfo, ...] = ()
+        self._last_host: HostSample | None = None
         self.kind = "nvml" if self.driver.available else "host-only"
 
     @property
@@ -187,10 +196,8 @@ class LiveSource:
             errors.extend(self._host_errors("processes"))
         by_pid = {info.pid: info for info in infos}
         if by_pid:
-            gpus = tuple(
-                replace(g, processes=self._join(g.index, g.processes, by_pid)) if g.processes else g
-                for g in gpus
-            )
+            gpus = tuple(self._joined_gpu(g, by_pid) if g.processes else g for g in gpus)
+        self._gpus_out, self._gpus_out_next = self._gpus_out_next, {}
 
         self._joined, self._joined_next = self._joined_next, {}
         listed = set(gpu_pids) | set(by_pid)
@@ -200,19 +207,50 @@ class LiveSource:
         elif gpus and not self.sees_all_holders:
             errors.append(HOLDERS_OF_OTHERS)
 
+        processes = tuple(sorted(infos, key=lambda i: i.pid))
+        last = self._last_processes
+        if len(processes) == len(last) and all(
+            a is b for a, b in zip(processes, last, strict=True)
+        ):
+            processes = last  # the same rows: the same tuple (the history shares it)
+        self._last_processes = processes
+        if host is not None:
+            host = reuse_equal(host, self._last_host, _HOST_PARTS)
+            self._last_host = host
+
         return Snapshot(
             time=self._clock(),
             hostname=self._hostname,
             driver=driver,
             host=host,
             gpus=gpus,
-            processes=tuple(sorted(infos, key=lambda i: i.pid)),
+            processes=processes,
             unlisted_holders=holders,
             errors=tuple(errors),
             source=self.kind,
             tick_seconds=time.perf_counter() - wall0,
             tick_cpu_seconds=time.thread_time() - cpu0,
         )
+
+    def _joined_gpu(self, g: GpuSample, by_pid: Mapping[int, ProcessInfo]) -> GpuSample:
+        """``g`` with its rows joined; last tick's joined sample when nothing changed."""
+        processes = self._join(g.index, g.processes, by_pid)
+        before = self._gpus_out.get(g.index)
+        if (
+            before is not None
+            and before[0] is g
+            and len(processes) == len(before[1].processes)
+            and all(a is b for a, b in zip(processes, before[1].processes, strict=True))
+        ):
+            out = before[1]
+        else:
+            out = reuse_equal(
+                replace(g, processes=processes),
+                None if before is None else before[1],
+                ("processes",),
+            )
+        self._gpus_out_next[g.index] = (g, out)
+        return out
 
     def _join(
         self, gpu: int, processes: tuple[GpuProcess, ...], by_pid: Mapping[int, ProcessInfo]

@@ -82,6 +82,7 @@ from gputop.model import (
     SampleError,
     Utilization,
     replace,
+    reuse_equal,
 )
 from gputop.pcie import link_max_bytes_per_s
 from gputop.sources.bounds import check_gpus
@@ -103,6 +104,17 @@ SOURCE = "nvml"
 PCIE_WAIT_S = 0.5
 #: On close(), how long to wait for PCIe calls still running before shutting NVML down.
 CLOSE_WAIT_S = 1.0
+
+#: The parts of a GPU sample given out again when equal to the last read's.
+_SHARED_PARTS = (
+    "memory",
+    "utilization",
+    "clocks",
+    "clock_event_reasons",
+    "pcie",
+    "processes",
+    "mig_devices",
+)
 
 _NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
 #: Where the NVIDIA device nodes live; a GPU process holds one of them open.
@@ -450,6 +462,7 @@ class NvmlReader:
         self._pool: cf.ThreadPoolExecutor | None = None
         self._inflight: set[cf.Future[int]] = set()  # PCIe calls not answered yet
         self._last_failure: int | None = None  # nvmlReturn_t of the last failed metric call
+        self._last_samples: dict[int, GpuSample] = {}  # the last read, by GPU index
         self.driver: DriverInfo = self._init()
 
     # ------------------------------------------------------------------ lifecycle
@@ -530,7 +543,12 @@ class NvmlReader:
         except Exception as exc:  # a bug of ours: say so, keep the app alive
             errors.append(SampleError(SOURCE, f"NVML read failed: {_describe(self._nv, exc)}"))
             return (), tuple(errors)
-        return tuple(samples), tuple(errors)
+        # What did not change since the last read is the last read's object (the
+        # sampler's history then shares it): equal values, one copy.
+        last = self._last_samples
+        shared = tuple(reuse_equal(g, last.get(g.index), _SHARED_PARTS) for g in samples)
+        self._last_samples = {g.index: g for g in shared}
+        return shared, tuple(errors)
 
     def _read_all(self, errors: list[SampleError]) -> list[GpuSample]:
         self._ensure_count(errors)
