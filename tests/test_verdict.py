@@ -711,3 +711,49 @@ def test_job_verdicts_are_judged_when_read_and_stay_valid() -> None:
     with pytest.raises(KeyError):
         first.job_verdicts["no such job"]
     assert analyzer.update([]) == ({}, {}, ())
+
+
+def test_jobs_are_built_again_only_when_their_input_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A snapshot whose process rows, GPU process lists and utilization are the objects
+    of the snapshot before (the sources share unchanged ones) takes that tick's jobs
+    over; a changed row, or a job whose age moves on, makes them built again. Verdicts
+    and jobs stay those of the plain functions."""
+    from gputop.analysis import window as window_mod
+
+    built: list[float] = []
+    real_build = window_mod.build_jobs
+
+    def counting(snap: Snapshot) -> Any:
+        built.append(snap.time)
+        return real_build(snap)
+
+    monkeypatch.setattr(window_mod, "build_jobs", counting)
+
+    def run(rows: Sequence[ProcessInfo], change_at: int | None = None) -> list[float]:
+        """The times of the snapshots whose jobs the analyzer built, tick after tick."""
+        rows_t = tuple(rows)
+        g = gpu(0, 30.0, [gproc(100)])
+        hist: list[Snapshot] = []
+        analyzer = Analyzer()
+        built.clear()
+        for i in range(12):
+            if i == change_at:  # one process's CPU reading changes: new rows
+                rows_t = tuple(replace(r, cpu_percent=55.0) if r.pid == 101 else r for r in rows_t)
+            hist.append(snapshot(T0 + i, [g], rows_t))
+            analyzer.update(hist)
+        during = list(built)
+        _same_as_plain(analyzer, hist, th.DEFAULT, "after the run")
+        if change_at is not None:
+            job = analyzer.update(hist).jobs[0]
+            assert job.cpu_percent == build_jobs(hist[-1])[0].cpu_percent
+            assert job.cpu_percent is not None and job.cpu_percent >= 55.0
+        return during
+
+    # Ages unknown (no create time: e.g. pids of another PID namespace): built once.
+    unknown_age = [replace(r, create_time=None) for r in trainer(100, 2)]
+    assert run(unknown_age) == [T0]
+    assert run(unknown_age, change_at=7) == [T0, T0 + 7]  # the change, and nothing else
+    # Known create times: each tick's jobs have a new age, so each tick builds them.
+    assert run(trainer(100, 2)) == [T0 + i for i in range(12)]

@@ -201,10 +201,10 @@ class Analyzer:
             return tuple(tick.jobs.values())
         return build_jobs(snapshot)
 
-    def _tick(self, snap: Snapshot) -> _Tick:
+    def _tick(self, snap: Snapshot, previous: _Tick | None = None) -> _Tick:
         tick = self._ticks.get(id(snap))
         if tick is None or tick.snap is not snap:  # id() of a collected snapshot reused
-            tick = _Tick(snap)
+            tick = _Tick(snap, previous)
         return tick
 
     def _sequence(self, full: list[Snapshot]) -> tuple[int, bool]:
@@ -260,7 +260,9 @@ class Analyzer:
         t = self.thresholds
         full, window = _select(history, t)
         base, continued = self._sequence(full)
-        ticks = [self._tick(s) for s in window]
+        ticks: list[_Tick] = []
+        for s in window:  # a new snapshot may take its jobs over from the one before
+            ticks.append(self._tick(s, ticks[-1] if ticks else None))
         self._full, self._base = full, base
         self._ticks = {id(tk.snap): tk for tk in ticks}  # the window only
         self._runs.prune(base + len(full) - 2)  # scopes not judged last call or this one

@@ -56,20 +56,30 @@ class _Tick:
         "time",
     )
 
-    def __init__(self, snap: Snapshot) -> None:
+    def __init__(self, snap: Snapshot, previous: _Tick | None = None) -> None:
+        """``previous``: the tick of the snapshot before, whose jobs are taken over when
+        this snapshot gives ``build_jobs`` the same input (see ``_same_jobs``)."""
         self.snap = snap
         self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
-        self.procs = index = process_index(snap)
-        self.jobs: dict[str, Job] = {j.id: j for j in build_jobs(snap)}
-        feats: dict[str, _JobTick] = {}
-        for job_id, job in self.jobs.items():
-            wp, wc = _known_cpu(job.worker_pids, index)
-            mp, mc = _known_cpu(job.main_pids, index)
-            feats[job_id] = _JobTick(
-                job, bool(job.disk_sleep), job.read_bytes_per_s, wp, wc, mp, mc
-            )
-        self.feats = feats
+        self.procs: dict[int, ProcessInfo]
+        self.jobs: dict[str, Job]
+        self.feats: dict[str, _JobTick]
+        if previous is not None and _same_jobs(previous, snap):
+            self.procs = previous.procs
+            self.jobs = previous.jobs
+            self.feats = previous.feats
+        else:
+            self.procs = index = process_index(snap)
+            self.jobs = {j.id: j for j in build_jobs(snap)}
+            feats: dict[str, _JobTick] = {}
+            for job_id, job in self.jobs.items():
+                wp, wc = _known_cpu(job.worker_pids, index)
+                mp, mc = _known_cpu(job.main_pids, index)
+                feats[job_id] = _JobTick(
+                    job, bool(job.disk_sleep), job.read_bytes_per_s, wp, wc, mp, mc
+                )
+            self.feats = feats
         self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
         self._idle: dict[tuple[int, ...], bool] = {}
         self._held: dict[tuple[int, ...], bool] = {}
@@ -103,6 +113,29 @@ class _Tick:
         if held is None:
             held = self._held[gpus] = all(_held(self.snap, g, t) for g in samples)
         return held
+
+
+def _same_jobs(previous: _Tick, snap: Snapshot) -> bool:
+    """Whether ``build_jobs(snap)`` is ``previous``'s jobs: it reads only the process rows,
+    each GPU's index, lost flag, process rows and utilization, and the time (a job's
+    ``age``). The sources give an unchanged row, process tuple or GPU sample as the same
+    object from tick to tick, so this is a few identity checks; any change (a process's
+    CPU, a new pid) makes the jobs built again."""
+    before = previous.snap
+    if snap.processes is not before.processes or len(snap.gpus) != len(before.gpus):
+        return False
+    for g, h in zip(snap.gpus, before.gpus, strict=True):
+        if g is h:
+            continue
+        if (
+            g.index != h.index
+            or g.lost != h.lost
+            or g.processes is not h.processes
+            or g.utilization.gpu != h.utilization.gpu
+        ):
+            return False
+    # a job's age moves on with the time, unless no job knows its start
+    return snap.time == before.time or all(j.create_time is None for j in previous.jobs.values())
 
 
 def _known_cpu(
