@@ -757,3 +757,47 @@ def test_jobs_are_built_again_only_when_their_input_changed(
     assert run(unknown_age, change_at=7) == [T0, T0 + 7]  # the change, and nothing else
     # Known create times: each tick's jobs have a new age, so each tick builds them.
     assert run(trainer(100, 2)) == [T0 + i for i in range(12)]
+
+
+def test_a_job_track_of_one_unchanged_tick_keeps_its_signals_and_stays_exact() -> None:
+    """A job whose ticks are all one object (its input did not change) has its window
+    signals kept between calls; any other tick in the window makes them computed again,
+    and they are always what a track built afresh from the same ticks gives."""
+    from gputop.analysis.window import _JobTick, _Track
+
+    a_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=90.0))
+    b_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=10.0))
+    a, b = (Analyzer().context([s]).ticks[-1].feats for s in (a_snap, b_snap))  # type: ignore[union-attr]
+    fa, fb = next(iter(a.values())), next(iter(b.values()))
+    assert isinstance(fa, _JobTick) and isinstance(fb, _JobTick)
+
+    def fresh(feats: list[_JobTick]) -> Any:
+        t = _Track()
+        for seq, f in enumerate(feats):
+            t.push(seq, f)
+        return t.signals()
+
+    track = _Track()
+    window: list[_JobTick] = []
+    seq = 0
+
+    def step(f: _JobTick, keep: int = 5) -> Any:
+        nonlocal seq
+        track.push(seq, f)
+        window.append(f)
+        seq += 1
+        if len(window) > keep:
+            track.pop()
+            window.pop(0)
+        return track.signals()
+
+    first = step(fa)
+    for _ in range(7):
+        assert step(fa) == fresh(window)
+    kept = track.signals()
+    assert track.signals() is kept  # all one object: kept
+    mixed = step(fb)
+    assert mixed == fresh(window) and mixed != kept and mixed.worker_cpu != first.worker_cpu
+    for _ in range(5):  # fb fills the window again: uniform once more
+        assert step(fb) == fresh(window)
+    assert track.signals() is track.signals() and track.signals() == fresh(window)

@@ -219,7 +219,7 @@ class _Track:
     sums over the window's values in window order (``sum`` of a deque): exactly what
     the plain path computes."""
 
-    __slots__ = ("dsleep", "feats", "mcols", "reads", "run", "seqs", "wcols")
+    __slots__ = ("_memo", "dsleep", "feats", "mcols", "reads", "run", "same", "seqs", "wcols")
 
     def __init__(self) -> None:
         self.seqs: deque[int] = deque()  # sequence numbers of the ticks it is in
@@ -231,9 +231,15 @@ class _Track:
         self.mcols: list[deque[float]] = []
         self.reads: deque[float] = deque()  # known reads, oldest first
         self.dsleep = 0
+        # The newest ``same`` feats are one object (a job whose input did not change:
+        # ``_Tick`` takes it over); while that is all of them, the signals are a function
+        # of that object and the count, kept in ``_memo``.
+        self.same = 0
+        self._memo: tuple[_JobTick, int, _JobSignals] | None = None
 
     def push(self, seq: int, f: _JobTick) -> None:
         feats = self.feats
+        self.same = self.same + 1 if feats and feats[-1] is f else 1
         if feats and f.worker_pids == feats[-1].worker_pids and f.main_pids == feats[-1].main_pids:
             self.run += 1
             for col, value in zip(self.wcols, f.worker_cpu, strict=True):
@@ -264,8 +270,21 @@ class _Track:
             self.reads.popleft()
         if f.disk_sleep:
             self.dsleep -= 1
+        self.same = min(self.same, len(self.feats))
 
     def signals(self) -> _JobSignals:
+        feats = self.feats
+        last = feats[-1]
+        n = len(feats)
+        uniform = self.same == n
+        memo = self._memo
+        if uniform and memo is not None and memo[0] is last and memo[1] == n:
+            return memo[2]
+        out = self._signals()
+        self._memo = (last, n, out) if uniform else None
+        return out
+
+    def _signals(self) -> _JobSignals:
         feats = self.feats
         last = feats[-1]
         if self.run == len(feats):  # the same processes throughout
