@@ -2,7 +2,7 @@
 processes) at a 1 s interval. Not a timed test: a script that prints figures. Run from
 the repository root:
 
-    python bench/bench_record.py [--real 60] [--hours 24] [--keep DIR]
+    python bench/bench_record.py [--real 60] [--hours 24] [--keep DIR] [--starts 5]
 
 1. Disk: one hour of the demo (3,600 snapshots on its virtual clock, a block flushed
    every 60 s, as ``gputop record`` does) written by the Recorder; bytes per hour,
@@ -16,20 +16,34 @@ the repository root:
    and the end of that window. Includes the sampler thread and the demo's simulation.
 4. Replay of a ``--hours`` recording (made once, kept in ``--keep``): opening it (the
    block index), the first frame's data (the snapshot, its 10 minutes of history,
-   decoded, and its diagnosis), 1-hour jumps (the same for a moment an hour away), and
-   RSS while jumping across the whole recording.
+   decoded, and its diagnosis), 1-hour jumps as the dashboard makes them (the player's
+   ``goto``, no thread): "frame at the cursor" = until the snapshot at the new cursor is
+   handed to the dashboard (its block decoded), "verdicts ready" = until the 10-minute
+   look-back is decoded and judged (the diagnosis the dashboard then shows), and RSS
+   while jumping across the whole recording.
+5. ``gputop replay DIR`` on that recording for real, from process start in a pty
+   (120x40) until the header with REPLAY is on the terminal (Python start-up, imports,
+   Textual start-up, opening the recording, the first frame painted), ``--starts``
+   times.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
+import pty
 import resource
+import select
+import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 from pathlib import Path
 
@@ -40,6 +54,7 @@ if str(ROOT) not in sys.path:
 import zstandard  # noqa: E402
 
 from gputop.diagnosis import Diagnoser, lookback_seconds  # noqa: E402
+from gputop.model import Snapshot  # noqa: E402
 from gputop.record.player import Player  # noqa: E402
 from gputop.record.store import Recorder, Recording  # noqa: E402
 from gputop.sources.demo import DEMO_EPOCH, DemoSource  # noqa: E402
@@ -153,36 +168,117 @@ def replay(directory: Path, hours: float) -> None:
     player = Player(rec, lookback=lookback)
     diagnoser = Diagnoser()
     player.tick_now()
-    diagnoser.update(player.history())
+    shown = time.perf_counter() - t0
+    diagnoser.update(player.load(player.position).history)
     first = time.perf_counter() - t0
     size = sum(p.stat().st_size for p in directory.glob("*.rec"))
     print(f"== 4. replay of {hours:g} hours ({len(rec):,} snapshots, {size / 1e6:.1f} MB)")
     print(f"  open (index of {len(rec.blocks):,} blocks)     {opened * 1000:7.0f} ms")
+    print(f"  first frame's data: the newest snapshot             {shown * 1000:7.0f} ms")
     print(
-        f"  first frame's data (newest + {lookback:.0f} s of history, diagnosis) "
+        f"  ... and its {lookback:.0f} s of history decoded and judged (+ the window after) "
         f"{first * 1000:7.0f} ms"
     )
-    jumps = []
+    frames: list[float] = []
+    ready: list[float] = []
+    marks: dict[str, float] = {}
+
+    def handed(snap: Snapshot) -> None:
+        # The dashboard's callback (ReplayApp._from_sampler_thread): a complete frame is
+        # judged here, on the player's thread.
+        frame = player.frame()
+        assert frame is not None
+        now = time.perf_counter()
+        marks.setdefault("frame", now)
+        if frame.complete and "ready" not in marks:
+            diagnoser.update(frame.history)
+            marks["ready"] = time.perf_counter()
+
+    player.on_snapshot = handed
     rss = [rss_mib()]
     pos = len(rec) - 1
     while True:
-        target = rec.position(rec[pos].time - HOUR)
+        here = rec[pos].time
+        target = rec.position(here - HOUR)
         if target == 0 or target >= pos:
             break
+        rec._cache.clear()  # as if the hour before were never visited (position() decodes)
+        marks.clear()
         t = time.perf_counter()
-        player._load(target)
-        diagnoser.update(player.history())
-        jumps.append(time.perf_counter() - t)
+        player.goto(here - HOUR)
+        frames.append(marks["frame"] - t)
+        ready.append(marks["ready"] - t)
         rss.append(rss_mib())
-        pos = target
-    if jumps:
+        pos = player.position
+    if frames:
         print(
-            f"  1-hour jump (decode {lookback:.0f} s of history + diagnosis), {len(jumps)} jumps: "
-            f"median {statistics.median(jumps) * 1000:.0f} ms, max {max(jumps) * 1000:.0f} ms"
+            f"  1-hour jumps ({len(frames)}), frame at the cursor: median "
+            f"{statistics.median(frames) * 1000:.0f} ms, max {max(frames) * 1000:.0f} ms"
+        )
+        print(
+            f"  1-hour jumps, verdicts ready ({lookback:.0f} s of history decoded + diagnosis): "
+            f"median {statistics.median(ready) * 1000:.0f} ms, max {max(ready) * 1000:.0f} ms"
         )
     print(
         f"  RSS: before opening {rss0:.0f} MiB, after each jump (MiB): "
         + " ".join(f"{r:.0f}" for r in rss)
+    )
+
+
+def first_frame_in_a_pty(directory: Path, runs: int) -> None:
+    """``gputop replay DIR`` from process start until REPLAY is on the terminal."""
+    times: list[float] = []
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="xterm-256color", COLUMNS="120")
+    env.pop("NO_COLOR", None)
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: the terminal's side
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+            os.execve(
+                sys.executable, [sys.executable, "-m", "gputop", "replay", str(directory)], env
+            )
+        seen = b""
+        found = None
+        try:
+            while time.perf_counter() - t0 < 30:
+                ready, _, _ = select.select([fd], [], [], 0.5)
+                if not ready:
+                    continue
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen = seen[-64:] + chunk
+                if b"REPLAY" in seen:
+                    found = time.perf_counter() - t0
+                    break
+        finally:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if select.select([fd], [], [], 0.05)[0]:
+                    with contextlib.suppress(OSError):
+                        os.read(fd, 65536)  # drain: the app restores the terminal on exit
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+            else:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            os.close(fd)
+        if found is None:
+            raise SystemExit("gputop replay never drew its REPLAY header")
+        times.append(found)
+        time.sleep(0.5)
+    print(
+        f"== 5. gputop replay DIR in a pty (120x40), process start to REPLAY on screen, {runs} runs"
+    )
+    print(
+        f"  median {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms "
+        f"(each: " + " ".join(f"{t * 1000:.0f}" for t in times) + ")"
     )
 
 
@@ -193,17 +289,24 @@ def main() -> None:
         "--hours", type=float, default=24, help="hours of the replayed recording (0: skip)"
     )
     p.add_argument("--keep", type=Path, help="where the long recording is kept between runs")
+    p.add_argument("--starts", type=int, default=5, help="runs of section 5 (0: skip)")
+    p.add_argument(
+        "--only-replay", action="store_true", help="sections 4 and 5 only (no recording costs)"
+    )
     args = p.parse_args()
     resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
     with tempfile.TemporaryDirectory(prefix="gputop-bench-record-") as tmp:
-        disk_and_cpu(Path(tmp))
-        if args.real > 0:
-            real_run(Path(tmp), args.real)
+        if not args.only_replay:
+            disk_and_cpu(Path(tmp))
+            if args.real > 0:
+                real_run(Path(tmp), args.real)
         if args.hours > 0:
             long_dir = args.keep or Path(tmp) / "long"
             long_dir.mkdir(parents=True, exist_ok=True)
             make_long(long_dir, args.hours)
             replay(long_dir, args.hours)
+            if args.starts > 0:
+                first_frame_in_a_pty(long_dir, args.starts)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Regenerate screenshots/replay-120x40.{svg,png}: ``gputop replay`` on a recording of
-the seeded demo (20 minutes on its virtual clock), paused 15 minutes in.
+"""Regenerate screenshots/replay-120x40.{svg,png} and replay-detail-120x40.{svg,png}:
+``gputop replay`` on a recording of the seeded demo (20 minutes on its virtual clock),
+paused 15 minutes in, its verdicts judged; then the detail screen of GPU 0 (the window
+around the cursor: 10 minutes before it, 5 after).
 
     python scripts/replay_screenshot.py [--out screenshots] [--no-png]
 
@@ -26,7 +28,7 @@ from gputop.sources.demo import DEMO_EPOCH, DemoSource  # noqa: E402
 from scripts.screenshots import write  # noqa: E402
 
 
-async def shoot(directory: Path) -> str:
+async def shoot(directory: Path) -> tuple[str, str]:
     from gputop.ui.replay import ReplayApp
 
     rec = Recording(directory)
@@ -34,14 +36,21 @@ async def shoot(directory: Path) -> str:
     player.tick_now()
     app = ReplayApp(player)
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(50):
+        for _ in range(200):
             await pilot.pause(0.05)
-            if app.frames:
+            if app.frames and app.judging is None and app.after:
                 break
         await pilot.pause(0.3)
         svg: str = app.export_screenshot()
+        await pilot.press("enter")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if type(app.screen).__name__ == "DetailScreen":
+                break
+        await pilot.pause(0.5)
+        detail: str = app.export_screenshot()
     player.stop()
-    return svg
+    return svg, detail
 
 
 def main() -> int:
@@ -55,8 +64,9 @@ def main() -> int:
         for _ in range(20 * 60):
             rec.add(src.snapshot())
         rec.close()
-        svg = asyncio.run(shoot(Path(tmp)))
+        svg, detail = asyncio.run(shoot(Path(tmp)))
     write(args.out, "replay-120x40", svg, not args.no_png)
+    write(args.out, "replay-detail-120x40", detail, not args.no_png)
     return 0
 
 

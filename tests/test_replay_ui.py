@@ -54,7 +54,8 @@ async def test_replay_keys_move_the_cursor_and_verdicts_are_as_live(
             for _ in range(100):
                 await pilot.pause(0.02)
                 snap = app.snapshot
-                if snap is not None and snap.time == DEMO_EPOCH + offset:
+                # There, and its look-back read (the verdicts judged, not "judging").
+                if snap is not None and snap.time == DEMO_EPOCH + offset and app.judging is None:
                     return
             raise AssertionError(f"not at +{offset}: {app.snapshot and app.snapshot.time}")
 

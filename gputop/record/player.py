@@ -7,9 +7,16 @@ It offers what the dashboard uses of a :class:`~gputop.sampler.Sampler` (``lates
 
 - A worker thread moves a cursor through the recording: while playing, by the wall
   time elapsed times ``speed`` (1x to 600x), skipping gaps (recorder stopped) longer
-  than a minute; every move hands the snapshot at the cursor to ``on_snapshot``, with
-  ``history()`` the recorded window ending at it (``lookback`` seconds: what the
-  verdicts judge and the charts show). Memory: that window plus a few decoded blocks.
+  than a minute; every move hands the snapshot at the cursor to ``on_snapshot``.
+- A move shows the frame first: where the look-back before the new cursor is not
+  decoded yet (a jump), the snapshot at the cursor is handed over at once (only its own
+  block is decoded: :attr:`Frame.complete` False, no verdicts may be judged from it),
+  then the look-back is decoded (``lookback`` seconds: what the verdicts judge) and the
+  frame handed over again, complete; then the snapshots after the cursor (``after``
+  seconds, for the detail charts: the window around the cursor). Each stage is a
+  :class:`Frame` of one ``generation``; a newer request (a key) supersedes the move in
+  progress: its decoding stops at the next block and its later stages never come.
+  Memory: that window plus a few decoded blocks.
 - Keys only ask (:meth:`step`, :meth:`jump`, :meth:`goto`, :meth:`newest`,
   :meth:`toggle`): the move is made on the worker thread, one at a time.
 - At the newest snapshot playing stops (``at_end``).
@@ -17,10 +24,12 @@ It offers what the dashboard uses of a :class:`~gputop.sampler.Sampler` (``lates
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gputop.model import Snapshot
 from gputop.record.store import Recording, RecordingError
@@ -28,6 +37,24 @@ from gputop.record.store import Recording, RecordingError
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 #: Recorded gaps longer than this are skipped while playing.
 GAP_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """What the player shows now: the snapshot at the cursor and the recorded window
+    around it, as far as it is decoded.
+
+    ``history`` ends with ``snapshot``; when ``complete`` it is the whole look-back
+    (what live judged the verdicts on), else only what was at hand (no verdicts may be
+    judged from it). ``after``: the snapshots recorded after the cursor (the detail
+    charts' other half; empty until decoded). ``generation`` counts the moves: a frame
+    of an older one is out of date."""
+
+    generation: int
+    snapshot: Snapshot
+    history: tuple[Snapshot, ...]
+    complete: bool
+    after: tuple[Snapshot, ...] = ()
 
 
 class Player:
@@ -39,12 +66,15 @@ class Player:
         position: int | None = None,
         *,
         lookback: float = 600.0,
+        after: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.recording = recording
         last = len(recording) - 1
         self._pos = last if position is None else max(0, min(position, last))
         self.lookback = lookback
+        # The detail charts' window after the cursor: half the look-back by default.
+        self.after_seconds = lookback / 2 if after is None else after
         self.on_snapshot: Callable[[Snapshot], None] | None = None
         self.speed = 1.0
         self.playing = False
@@ -54,16 +84,31 @@ class Player:
         self.at_end = self._pos == last
         self._monotonic = monotonic
         self._interval = float(recording.header.get("interval") or 1.0)
+        self._size_cache()
         self._t = recording[self._pos].time  # the cursor, recorded time
-        self._latest: Snapshot | None = None
-        self._history: tuple[Snapshot, ...] = ()
+        self._frame: Frame | None = None
+        self._generation = 0
         self._lock = threading.Lock()
         self._requests: deque[Callable[[], int]] = deque()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self.moves = 0  # snapshots handed over
-        self.last_move_seconds: float | None = None  # what the last move cost (wall)
+        self.moves = 0  # moves made (each hands over one to three frames)
+        self.superseded = 0  # moves whose decoding stopped for a newer request
+        # What the last move cost (wall, from its start): to its first frame handed over
+        # (the cursor's snapshot on screen), and to its complete frame handed over (the
+        # look-back decoded; with the dashboard's callback, its verdicts judged too).
+        self.last_frame_seconds: float | None = None
+        self.last_move_seconds: float | None = None
+
+    def _size_cache(self) -> None:
+        """Keep enough decoded blocks for the whole window (look-back, cursor, after),
+        so that playing decodes each block once."""
+        rec = self.recording
+        sample = rec.blocks[-min(len(rec.blocks), 8) :]
+        span = max([b.last - b.first for b in sample] + [0.0]) + self._interval
+        needed = math.ceil((self.lookback + self.after_seconds) / max(span, 1e-3)) + 4
+        rec.cache_blocks = max(rec.cache_blocks, min(needed, 4096))
 
     # --- what the dashboard reads ------------------------------------------------------
 
@@ -84,17 +129,42 @@ class Player:
     def position(self) -> int:
         return self._pos
 
+    @property
+    def generation(self) -> int:
+        """Moves begun so far (a frame of an older one is out of date)."""
+        return self._generation
+
+    def frame(self) -> Frame | None:
+        """The frame shown now (None before the first)."""
+        with self._lock:
+            return self._frame
+
     def latest(self) -> Snapshot | None:
         with self._lock:
-            return self._latest
+            return None if self._frame is None else self._frame.snapshot
 
     def history(self) -> tuple[Snapshot, ...]:
         with self._lock:
-            return self._history
+            return () if self._frame is None else self._frame.history
 
     def tick_now(self) -> Snapshot:
-        """Load the snapshot at the cursor (and its history) without handing it over."""
-        return self._load(self._pos)
+        """Load the snapshot at the cursor (its block only: the frame, not complete
+        unless the look-back is decoded already) without handing it over; the worker
+        completes it when started (:meth:`load` for the whole window at once)."""
+        self._set_frame(self._pos, None)
+        frame = self._frame
+        assert frame is not None
+        return frame.snapshot
+
+    def load(self, pos: int) -> Frame:
+        """Decode the whole window at ``pos`` (look-back and after) and make it the
+        frame, without handing it over (scripts, benchmarks)."""
+        pos = max(0, min(pos, len(self.recording) - 1))
+        self._generation += 1
+        self._set_frame(pos, self.recording.window(pos, self.lookback))
+        after = self.recording.after(pos, self.after_seconds)
+        assert after is not None
+        return self._set_frame(pos, self._require_frame().history, after)
 
     # --- keys ------------------------------------------------------------------------------
 
@@ -181,8 +251,7 @@ class Player:
         return min(1.0, max(0.2, self._interval / self.speed))
 
     def _run(self) -> None:
-        if self._latest is None:
-            self._move(self._pos)
+        self._move(self._pos)  # completes what tick_now began (cheap when it is decoded)
         self._mark = self._monotonic()
         while not self._stopping.is_set():
             self._wake.wait(self._tick_seconds() if self.playing else None)
@@ -225,23 +294,78 @@ class Player:
             self.last_error = str(exc)
             self.playing = False
 
-    def _load(self, pos: int) -> Snapshot:
-        pos = max(0, min(pos, len(self.recording) - 1))
-        history = self.recording.window(pos, self.lookback)
-        snap = history[-1]
+    def _superseded(self) -> bool:
+        """A newer request waits (or the player stops): the move in progress gives way."""
+        return bool(self._requests) or self._stopping.is_set()
+
+    def _set_frame(
+        self,
+        pos: int,
+        history: tuple[Snapshot, ...] | None,
+        after: tuple[Snapshot, ...] = (),
+    ) -> Frame:
+        """Make the frame at ``pos``: ``history`` the complete look-back, or None for the
+        frame only (what is decoded already, from the cursor back)."""
+        rec = self.recording
+        complete = history is not None
+        if history is None:
+            history = rec.window(pos, self.lookback, cached_only=True)
+            assert history is not None
+            complete = rec.is_cached(self._lookback_blocks(history[-1].time))
+        frame = Frame(self._generation, history[-1], history, complete, after)
         with self._lock:
             self._pos = pos
-            self._latest = snap
-            self._history = history
-        self.at_end = pos == len(self.recording) - 1
-        return snap
+            self._frame = frame
+        self.at_end = pos == len(rec) - 1
+        return frame
 
-    def _move(self, pos: int) -> None:
-        start = time.perf_counter()
-        snap = self._load(pos)
-        self.last_error = None
-        self.moves += 1
-        self.last_move_seconds = time.perf_counter() - start
+    def _lookback_blocks(self, t: float) -> range:
+        return self.recording.blocks_between(t - self.lookback, t)
+
+    def _hand_over(self, frame: Frame) -> None:
         callback = self.on_snapshot
         if callback is not None:
-            callback(snap)
+            callback(frame.snapshot)
+
+    def _move(self, pos: int) -> None:
+        """Move the cursor to ``pos``: the frame first, then (unless a newer request
+        comes first) its look-back, then the snapshots after it; each stage handed over
+        as it is ready, and only what changed."""
+        start = time.perf_counter()
+        rec = self.recording
+        pos = max(0, min(pos, len(rec) - 1))
+        self._generation += 1
+        self.moves += 1
+        self.last_error = None
+        self.last_frame_seconds = self.last_move_seconds = None
+        frame = self._set_frame(pos, None)
+        t = frame.snapshot.time
+        after_blocks = rec.blocks_between(t, t + self.after_seconds)
+        if not frame.complete:
+            self._hand_over(frame)
+            self.last_frame_seconds = time.perf_counter() - start
+            history = rec.window(pos, self.lookback, cancelled=self._superseded)
+            if history is None:
+                self.superseded += 1
+                return
+            frame = self._set_frame(pos, history)
+        if not rec.is_cached(after_blocks):
+            self._hand_over(frame)  # the verdicts need no more than the look-back
+            if self.last_frame_seconds is None:
+                self.last_frame_seconds = time.perf_counter() - start
+            self.last_move_seconds = time.perf_counter() - start
+        after = rec.after(pos, self.after_seconds, cancelled=self._superseded)
+        if after is None:
+            self.superseded += 1
+            return
+        self._set_frame(pos, frame.history, after)
+        self._hand_over(self._require_frame())
+        if self.last_frame_seconds is None:
+            self.last_frame_seconds = time.perf_counter() - start
+        if self.last_move_seconds is None:
+            self.last_move_seconds = time.perf_counter() - start
+
+    def _require_frame(self) -> Frame:
+        frame = self._frame
+        assert frame is not None
+        return frame

@@ -50,7 +50,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, overload
 
 from gputop import __version__
 from gputop.model import Snapshot
@@ -492,16 +492,90 @@ class Recording:
         i = bisect.bisect_right(self._offsets, pos) - 1
         return self.block(i)[pos - self._offsets[i]]
 
-    def window(self, pos: int, seconds: float) -> tuple[Snapshot, ...]:
-        """The snapshots from ``seconds`` before the one at ``pos`` up to it."""
+    @overload
+    def window(self, pos: int, seconds: float) -> tuple[Snapshot, ...]: ...
+
+    @overload
+    def window(
+        self,
+        pos: int,
+        seconds: float,
+        *,
+        cancelled: Callable[[], bool] | None = None,
+        cached_only: bool = False,
+    ) -> tuple[Snapshot, ...] | None: ...
+
+    def window(
+        self,
+        pos: int,
+        seconds: float,
+        *,
+        cancelled: Callable[[], bool] | None = None,
+        cached_only: bool = False,
+    ) -> tuple[Snapshot, ...] | None:
+        """The snapshots from ``seconds`` before the one at ``pos`` up to it.
+
+        ``cancelled``: asked before each block that has to be decoded; when it says so,
+        the work stops and the answer is None. ``cached_only``: only as far back as the
+        decoded blocks in the cache reach without a gap (never decodes but ``pos``'s own
+        block)."""
         end = self[pos]
         i = bisect.bisect_right(self._offsets, pos) - 1
         out: list[Snapshot] = list(self.block(i)[: pos - self._offsets[i] + 1])
-        while i > 0 and out and out[0].time > end.time - seconds:
+        parts: list[list[Snapshot]] = [out]
+        first = out[0].time
+        while i > 0 and first > end.time - seconds:
             i -= 1
-            out[:0] = self.block(i)
-        cut = bisect.bisect_left([s.time for s in out], end.time - seconds)
-        return tuple(out[cut:])
+            if i not in self._cache:
+                if cached_only:
+                    break
+                if cancelled is not None and cancelled():
+                    return None
+            block = self.block(i)
+            parts.append(block)
+            first = block[0].time
+        joined = [s for part in reversed(parts) for s in part]
+        cut = bisect.bisect_left([s.time for s in joined], end.time - seconds)
+        return tuple(joined[cut:])
+
+    def after(
+        self, pos: int, seconds: float, *, cancelled: Callable[[], bool] | None = None
+    ) -> tuple[Snapshot, ...] | None:
+        """The snapshots after the one at ``pos``, up to ``seconds`` after it (the other
+        side of :meth:`window`; None when ``cancelled`` said so)."""
+        if seconds <= 0 or pos >= len(self) - 1:
+            return ()
+        start = self[pos].time
+        i = bisect.bisect_right(self._offsets, pos) - 1
+        out: list[Snapshot] = list(self.block(i)[pos - self._offsets[i] + 1 :])
+        while i + 1 < len(self.blocks) and (not out or out[-1].time < start + seconds):
+            i += 1
+            if self.blocks[i].first > start + seconds:
+                break
+            if i not in self._cache and cancelled is not None and cancelled():
+                return None
+            out.extend(self.block(i))
+        cut = bisect.bisect_right([s.time for s in out], start + seconds)
+        return tuple(out[:cut])
+
+    def blocks_between(self, t1: float, t2: float) -> range:
+        """The blocks that may hold snapshots with ``t1 <= time <= t2``."""
+        i = max(0, bisect.bisect_right(self._starts, t1) - 1)
+        j = bisect.bisect_right(self._starts, t2)
+        return range(i, max(i, j))
+
+    def is_cached(self, blocks: range) -> bool:
+        """Whether every block in ``blocks`` is decoded (in the cache) now."""
+        return all(i in self._cache for i in blocks)
+
+    @property
+    def cache_blocks(self) -> int:
+        """How many decoded blocks are kept (least recently used dropped first)."""
+        return self._cache_blocks
+
+    @cache_blocks.setter
+    def cache_blocks(self, n: int) -> None:
+        self._cache_blocks = max(1, int(n))
 
     def between(self, t1: float, t2: float) -> Iterator[Snapshot]:
         """Every snapshot with ``t1 <= time <= t2``, oldest first, one block at a time."""

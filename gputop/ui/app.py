@@ -135,11 +135,19 @@ class SnapshotArrived(Message):
         snapshot: Snapshot,
         history: tuple[Snapshot, ...] | None = None,
         diagnosis: Diagnosis | None = None,
+        *,
+        judging: str | None = None,
+        after: tuple[Snapshot, ...] = (),
+        generation: int | None = None,
     ) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.history = history
         self.diagnosis = diagnosis
+        # A replay's frame before its look-back is read: why there are no verdicts yet.
+        self.judging = judging
+        self.after = after  # a replay: what was recorded after the snapshot (charts)
+        self.generation = generation  # a replay: the player's move it belongs to
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotArrived)
@@ -220,6 +228,11 @@ class GpuTopApp(App[int]):
         self._interval = sampler.interval if sampler is not None else 1.0
         self.snapshot: Snapshot | None = None
         self.history: tuple[Snapshot, ...] = ()
+        # A replay only: what was recorded after the snapshot shown (the detail charts'
+        # window around the cursor), and, while its look-back is still being read, why no
+        # verdicts are shown (None: judge). Live: always () and None.
+        self.after: tuple[Snapshot, ...] = ()
+        self.judging: str | None = None
         self.pending = False  # a snapshot arrived but was not drawn
         self.frames = 0  # snapshots drawn
         self.frame_seconds: list[float] = []  # apply_snapshot cost of each drawn frame
@@ -289,15 +302,20 @@ class GpuTopApp(App[int]):
             self.apply_snapshot(self._initial[-1], self._initial)
         sampler = self.sampler
         if sampler is not None:
-            latest = sampler.latest()
-            if latest is not None and not self._initial:
-                self.apply_snapshot(latest, sampler.history())
+            if not self._initial:
+                self._apply_latest(sampler)
             sampler.on_snapshot = self._from_sampler_thread
             if not sampler.running:
                 sampler.start()
             self.set_interval(1.0, self._check_stale, name="stale-check")
         if self.snapshot is None:
             self._render_header()
+
+    def _apply_latest(self, sampler: Sampler) -> None:
+        """The first frame: what the source has already (drawn on mount)."""
+        latest = sampler.latest()
+        if latest is not None:
+            self.apply_snapshot(latest, sampler.history())
 
     def _install_signal_handlers(self) -> None:
         self._restore_signals = install_signal_handlers(self, self.ending)
@@ -324,7 +342,13 @@ class GpuTopApp(App[int]):
         self.post_message(SnapshotArrived(snapshot, history, diagnosis))
 
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
-        self.apply_snapshot(message.snapshot, message.history, message.diagnosis)
+        self.apply_snapshot(
+            message.snapshot,
+            message.history,
+            message.diagnosis,
+            judging=message.judging,
+            after=message.after,
+        )
 
     def exit(self, result: int | None = None, return_code: int = 0, message: Any = None) -> None:
         # A signal or a lost terminal began the ending first: its status wins.
@@ -360,19 +384,29 @@ class GpuTopApp(App[int]):
         snapshot: Snapshot,
         history: Sequence[Snapshot] | None = None,
         diagnosis: Diagnosis | None = None,
+        *,
+        judging: str | None = None,
+        after: Sequence[Snapshot] = (),
     ) -> bool:
         """Take a new snapshot (and the history ending with it, and its diagnosis when it
         was computed off this thread); draw it unless held back.
+
+        ``judging`` (a replay's frame whose look-back is not read yet): why there are no
+        verdicts; none are judged (not from a partial history) and none are shown until
+        a later call brings the complete history. ``after``: a replay's snapshots after
+        this one (the detail charts).
 
         Every snapshot comes through here (the sampler's messages, the first frame, tests):
         once the app is closing, it is dropped, untaken. Returns whether it was drawn.
         """
         if self.closing:
             return False
-        if diagnosis is not None:
+        self.judging = judging
+        if diagnosis is not None and judging is None:
             self._adopt(diagnosis)
         self.snapshot = snapshot
         self.history = tuple(history) if history is not None else (snapshot,)
+        self.after = tuple(after)
         if not self._base_resolved:
             spec = self._gpu_spec
             assert spec is not None
@@ -422,8 +456,8 @@ class GpuTopApp(App[int]):
         MEM IDLE heuristic; the dashboard carries on.
         """
         snap = self.snapshot
-        if snap is None:
-            return None
+        if snap is None or self.judging is not None:
+            return None  # no verdicts from a history not read yet
         done = self._diagnosis
         if done is not None and done.snapshot is snap:
             return done
@@ -461,6 +495,8 @@ class GpuTopApp(App[int]):
     def _verdict_marks(self) -> Mapping[int, str | views.VerdictMark] | None:
         if self.verdicts is not None:
             return self.verdicts
+        if self.judging is not None and self.snapshot is not None:
+            return {g.index: views.JUDGING_MARK for g in self.snapshot.gpus}
         return None if self.diagnosis() is None else self._marks
 
     def _render(self) -> None:
@@ -694,7 +730,13 @@ class GpuTopApp(App[int]):
         from gputop.ui.screens.detail import DetailScreen
 
         self.push_screen(
-            DetailScreen(gpu, self.history, verdict=lambda: self.gpu_verdict(gpu)),
+            DetailScreen(
+                gpu,
+                self.history,
+                verdict=lambda: self.gpu_verdict(gpu),
+                after=lambda: self.after,
+                judging=lambda: self.judging,
+            ),
             self._back_on_main,
         )
 
@@ -703,7 +745,10 @@ class GpuTopApp(App[int]):
 
         proc = self.table.cursor_proc
         select = None if proc is None else proc.pid
-        self.push_screen(JobsScreen(self.diagnosis, select_pid=select), self._back_on_main)
+        self.push_screen(
+            JobsScreen(self.diagnosis, select_pid=select, judging=lambda: self.judging),
+            self._back_on_main,
+        )
 
     def action_kill(self) -> None:
         from gputop.actions import KillTarget

@@ -149,6 +149,11 @@ class VerdictMark:
         return self.label if len(self.label) <= width else self.word
 
 
+#: The verdict slot while a replay reads the look-back its verdicts are judged on (never
+#: an old verdict, never one judged from part of the history).
+JUDGING_MARK = VerdictMark("judging", "judging", "judging from the recording…", "dim")
+
+
 def verdict_mark(verdict: vd.Verdict) -> VerdictMark:
     word = VERDICT_WORDS.get(verdict.kind, verdict.kind[:VERDICT_WIDTH])
     label = verdict.label

@@ -3,6 +3,13 @@
 Everything shown comes the live way (the player hands snapshots over like the sampler;
 the diagnosis judges the recorded history): verdicts, jobs, detail charts. What differs:
 
+- a jump shows the snapshot at the new cursor at once; until the look-back before it
+  is read, no verdict is shown (not the old position's, not one judged from part of
+  the history): the header and the verdict slots say "judging from the recording…".
+  The player's worker judges it once read; a frame of an older move is never applied;
+- the detail charts cover the window around the cursor (the look-back before it, half
+  of that after it), the cursor marked;
+
 - keys: Space play/pause, ``[``/``]`` one sample, ``{``/``}`` a minute, ``<``/``>``
   speed (1x to 600x), ``g`` go to a time, ``G`` the newest; in ``?`` and the footer;
 - the header starts with REPLAY, the recorded time of the snapshot shown and the
@@ -23,12 +30,17 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static
 
 from gputop.analysis.thresholds import Thresholds
+from gputop.diagnosis import Diagnosis
+from gputop.model import Snapshot
 from gputop.ui import views
-from gputop.ui.app import GpuTopApp, Key, _palette_action, help_legend
+from gputop.ui.app import GpuTopApp, Key, SnapshotArrived, _palette_action, help_legend
 
 if TYPE_CHECKING:
     from gputop.record.player import Player
     from gputop.sampler import Sampler
+
+#: What the screen says while a frame's look-back is still being read.
+JUDGING = "judging from the recording…"
 
 REPLAY_KEYS: tuple[Key, ...] = (
     Key("q", "quit", "Quit", "q"),
@@ -111,6 +123,82 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         kwargs["readonly"] = True
         super().__init__(cast("Sampler", player), **kwargs)
         self.player = cast("Player", player)
+        self.generation = -1  # the player's move of the frame shown
+        # The player's thread: the last diagnosis it made (a frame handed over again with
+        # the same history, e.g. once the snapshots after it are read, is not re-judged).
+        self._judged: tuple[tuple[Snapshot, ...], Diagnosis] | None = None
+
+    # --- frames ---------------------------------------------------------------------------
+
+    def _apply_latest(self, sampler: Sampler) -> None:
+        frame = self.player.frame()
+        if frame is not None:
+            self._apply_frame(frame.snapshot, frame.history, None, frame.complete, frame.after)
+            self.generation = frame.generation
+
+    def _apply_frame(
+        self,
+        snapshot: Snapshot,
+        history: tuple[Snapshot, ...],
+        diagnosis: Diagnosis | None,
+        complete: bool,
+        after: tuple[Snapshot, ...],
+    ) -> None:
+        self.apply_snapshot(
+            snapshot, history, diagnosis, judging=None if complete else JUDGING, after=after
+        )
+
+    def _from_sampler_thread(self, snapshot: Snapshot) -> None:
+        """The player's thread: judge a complete frame here (never one whose look-back is
+        not read), then hand it over with its move's number."""
+        frame = self.player.frame()
+        if frame is None or frame.snapshot is not snapshot:
+            return  # not the player's frame now (cannot happen on its own thread)
+        diagnosis = None
+        if frame.complete and not self.paused:
+            judged = self._judged
+            if judged is not None and judged[0] is frame.history:
+                diagnosis = judged[1]
+            else:
+                diagnosis = self._diagnose(snapshot, frame.history)
+                self._judged = (frame.history, diagnosis)
+        self.post_message(
+            SnapshotArrived(
+                snapshot,
+                frame.history,
+                diagnosis,
+                judging=None if frame.complete else JUDGING,
+                after=frame.after,
+                generation=frame.generation,
+            )
+        )
+
+    def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+        # Textual calls every class's handler along the MRO: this one decides for both.
+        message.prevent_default()
+        generation = message.generation
+        if generation is not None:
+            if generation < self.generation:
+                self.stale_frames += 1
+                return  # an older move's frame: the newer one is shown already
+            self.generation = generation
+        super().on_snapshot_arrived(message)
+
+    stale_frames = 0  # frames of an older move that arrived late and were dropped
+
+    def _adopt(self, done: Diagnosis) -> Diagnosis:
+        # The verdict history (detail screen) is of the look-back before the cursor only:
+        # after a jump, what was judged at the old position is not this one's history.
+        if done is self._diagnosis:
+            return done  # the same frame handed over again (its charts' window read)
+        t = done.snapshot.time
+        lookback = self.player.lookback
+        log = self.verdict_log
+        kept = sorted((e for e in log if t - lookback < e[0] < t), key=lambda e: e[0])
+        if len(kept) != len(log):
+            log.clear()
+            log.extend(kept)
+        return super()._adopt(done)
 
     # --- header ---------------------------------------------------------------------------
 
@@ -146,6 +234,8 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             (stamp, "accent"),
             (f" {p.speed:g}x {state}", "warn-strong" if state != "PLAYING" else "ok"),
         )
+        if self.judging is not None:
+            replay += (("  " + self.judging, "dim"),)
         mode = views.mode_text(snap)
         if mode in parts:
             at = parts.index(mode)
@@ -247,7 +337,7 @@ def run_replay(
     terminal handling, signals, exit watchdog)."""
     from gputop.ui.app import run_app
 
-    player.tick_now()  # the first frame is drawn on mount
+    player.tick_now()  # the first frame (its block only) is drawn on mount
     try:
         return run_app(
             cast("Sampler", player),

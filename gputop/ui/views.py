@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from gputop.ui.gpu_view import (
     COMPACT_NAME_WIDTH,
+    JUDGING_MARK,
     LONG_VERDICT_WIDTH,
     MEM_IDLE_MARKER,
     MEM_IDLE_MEMORY_PERCENT,
@@ -116,6 +117,7 @@ __all__ = [
     "INTERVAL_STEPS",
     "INVISIBLE",
     "IOWAIT_WARN_PERCENT",
+    "JUDGING_MARK",
     "LEVELS",
     "LONG_VERDICT_WIDTH",
     "MAX_NOTES",

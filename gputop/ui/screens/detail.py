@@ -3,6 +3,11 @@
 The charts are rebuilt only when the app hands over a new history (``update_history``),
 never on a timer of their own. A value that was unavailable is a gap in the line, not a
 zero. Percentages use a fixed 0-100 scale; the x axis is seconds before the newest sample.
+
+In a replay the charts cover the window around the cursor: the look-back before it (what
+the verdicts are judged on) and what was recorded after it (``after``), with the cursor
+marked by a vertical line at 0; the verdict is still judged on the history up to the
+cursor only.
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ from gputop.ui.views import Parts, verdict_parts
 
 #: What the app hands over: the GPU's verdict now, and its (time, kind) history.
 VerdictSource = Callable[[], tuple[Verdict | None, Sequence[tuple[float, str]]]]
+#: A replay's snapshots after the cursor (the charts' right half).
+AfterSource = Callable[[], Sequence[Snapshot]]
+#: Why there is no verdict yet (a replay reading its look-back); None: there is one.
+JudgingSource = Callable[[], str | None]
 
 Point = tuple[float, float | None]  # (seconds relative to the newest sample, value)
 
@@ -44,13 +53,16 @@ class Series:
     points: tuple[Point, ...]
 
 
-def gpu_timeline(history: Sequence[Snapshot], index: int) -> list[tuple[float, GpuSample | None]]:
-    """(seconds relative to the newest snapshot, the GPU then, None if absent or lost)."""
+def gpu_timeline(
+    history: Sequence[Snapshot], index: int, after: Sequence[Snapshot] = ()
+) -> list[tuple[float, GpuSample | None]]:
+    """(seconds relative to the newest snapshot of ``history``, the GPU then, None if
+    absent or lost); ``after``'s snapshots follow with positive seconds."""
     if not history:
         return []
     newest = history[-1].time
     out: list[tuple[float, GpuSample | None]] = []
-    for snap in history:
+    for snap in (*history, *after):
         gpu = snap.gpu(index)
         out.append((snap.time - newest, None if gpu is None or gpu.lost else gpu))
     return out
@@ -63,8 +75,11 @@ def _series(
     return tuple((x, None if g is None else value(g)) for x, g in timeline)
 
 
-def downsample(points: Sequence[Point], span: float, columns: int) -> Sequence[Point]:
-    """At most ``columns`` points: the mean of the known values in each time bucket.
+def downsample(
+    points: Sequence[Point], span: float, columns: int, *, right: float = 0.0
+) -> Sequence[Point]:
+    """At most ``columns`` points over ``[right - span, right]``: the mean of the known
+    values in each time bucket.
 
     A bucket with no known value stays a gap. Shorter series are returned unchanged.
     """
@@ -73,16 +88,17 @@ def downsample(points: Sequence[Point], span: float, columns: int) -> Sequence[P
     sums = [0.0] * columns
     counts = [0] * columns
     seen = [False] * columns
+    left = right - span
     for x, y in points:
-        # Right-closed buckets, so the newest sample (x = 0) ends the last one.
-        b = min(columns - 1, max(0, math.ceil((x + span) / span * columns) - 1))
+        # Right-closed buckets, so the newest sample (x = right) ends the last one.
+        b = min(columns - 1, max(0, math.ceil((x - left) / span * columns) - 1))
         seen[b] = True
         if y is not None:
             sums[b] += y
             counts[b] += 1
     width = span / columns
     return [
-        (-span + (b + 0.5) * width, sums[b] / counts[b] if counts[b] else None)
+        (left + (b + 0.5) * width, sums[b] / counts[b] if counts[b] else None)
         for b in range(columns)
         if seen[b]
     ]
@@ -133,9 +149,15 @@ def verdict_history(log: Sequence[tuple[float, str]], top: int = 4) -> str | Non
 
 
 def verdict_lines(
-    verdict: Verdict | None, log: Sequence[tuple[float, str]], gpu_index: int
+    verdict: Verdict | None,
+    log: Sequence[tuple[float, str]],
+    gpu_index: int,
+    judging: str | None = None,
 ) -> tuple[Parts, ...]:
-    """The GPU's verdict, evidence, advice and verdict history, as lines of parts."""
+    """The GPU's verdict, evidence, advice and verdict history, as lines of parts
+    (``judging``: why there is none yet, said instead)."""
+    if judging is not None:
+        return ((("verdict: ", "label"), (judging, "dim")),)
     if verdict is None:
         return ((("verdict: ", "label"), (f"{fmt.NA} for GPU {gpu_index}", "dim")),)
     lines: list[Parts] = list(verdict_parts(verdict))
@@ -164,9 +186,16 @@ class HistoryPlot(PlotextPlot):
 
     def on_resize(self) -> None:
         if self._last_draw is not None and self._columns() != self._drawn_columns:
-            title, series, span, ymax, ylabel, scale, yticks = self._last_draw
+            title, series, span, ymax, ylabel, scale, yticks, after = self._last_draw
             self.draw(
-                title, series, span=span, ymax=ymax, ylabel=ylabel, scale=scale, yticks=yticks
+                title,
+                series,
+                span=span,
+                ymax=ymax,
+                ylabel=ylabel,
+                scale=scale,
+                yticks=yticks,
+                after=after,
             )
 
     def draw(
@@ -179,17 +208,23 @@ class HistoryPlot(PlotextPlot):
         ylabel: str,
         scale: float = 1.0,
         yticks: Sequence[float] | None = None,
+        after: float | None = None,
     ) -> None:
-        self._last_draw = (title, tuple(series), span, ymax, ylabel, scale, yticks)
+        """``span`` seconds up to the newest sample (x = 0); ``after`` (a replay): also
+        that many seconds after it, with x = 0 (the cursor) marked by a vertical line."""
+        self._last_draw = (title, tuple(series), span, ymax, ylabel, scale, yticks, after)
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
         plt.title(title)
         columns = self._columns()
         self._drawn_columns = columns
+        right = after or 0.0
+        if after is not None:
+            plt.vline(0, "gray")
         for s in series:
             labelled = False
-            for xs, ys in runs(downsample(s.points, span, columns)):
+            for xs, ys in runs(downsample(s.points, span + right, columns, right=right)):
                 plt.plot(
                     xs,
                     [y / scale for y in ys],
@@ -198,14 +233,19 @@ class HistoryPlot(PlotextPlot):
                     label=None if labelled or len(series) == 1 else s.label,
                 )
                 labelled = True
-        plt.xlim(-span, 0)
+        plt.xlim(-span, right)
         plt.ylim(0, ymax)
         yt = list(yticks) if yticks is not None else [ymax * i / 4 for i in range(5)]
         digits = 0 if ymax >= 20 else 1
         plt.yticks(yt, [f"{v:.{digits}f}" for v in yt])
-        ticks = [-span * i / 4 for i in range(4, -1, -1)]
-        plt.xticks(ticks, [f"{-t:.0f}" for t in ticks])
-        plt.xlabel("seconds ago")
+        if after is None:
+            ticks = [-span * i / 4 for i in range(4, -1, -1)]
+            plt.xticks(ticks, [f"{-t:.0f}" for t in ticks])
+            plt.xlabel("seconds ago")
+        else:
+            ticks = [-span, -span / 2, 0.0] + ([right / 2, right] if right > 0 else [])
+            plt.xticks(ticks, [f"{t:+.0f}" if t else "cursor" for t in ticks])
+            plt.xlabel("seconds from the cursor (the vertical line)")
         plt.ylabel(ylabel)
         self.refresh()
 
@@ -245,11 +285,17 @@ class DetailScreen(Screen[None]):
         history: tuple[Snapshot, ...],
         *,
         verdict: VerdictSource | None = None,
+        after: AfterSource | None = None,
+        judging: JudgingSource | None = None,
     ) -> None:
         super().__init__()
         self.gpu_index = gpu_index
         self.history: tuple[Snapshot, ...] = tuple(history)
         self._verdict = verdict
+        # A replay: the charts also show what was recorded after the cursor.
+        self._after_source = after
+        self._judging = judging
+        self.after: tuple[Snapshot, ...] = tuple(after()) if after is not None else ()
         self._composed = False  # widgets exist (on_mount ran): charts can be drawn
 
     def compose(self) -> ComposeResult:
@@ -270,6 +316,8 @@ class DetailScreen(Screen[None]):
     def update_history(self, history: tuple[Snapshot, ...]) -> None:
         """Called by the app with each new snapshot while this screen is open."""
         self.history = tuple(history)
+        if self._after_source is not None:
+            self.after = tuple(self._after_source())
         if self._composed:
             self._render_history()
 
@@ -294,6 +342,14 @@ class DetailScreen(Screen[None]):
             return 10.0
         return max(10.0, self.history[-1].time - self.history[0].time)
 
+    def _after_span(self) -> float | None:
+        """Seconds shown after the cursor (a replay), None live."""
+        if self._after_source is None:
+            return None
+        if not self.after or not self.history:
+            return 0.0
+        return self.after[-1].time - self.history[-1].time
+
     def _title(self) -> Text:
         text = Text(f"GPU {self.gpu_index}")
         name = self._last_known_name()
@@ -301,7 +357,15 @@ class DetailScreen(Screen[None]):
             text.append("  ")
             text.append(fmt.clean_text(name, 80) or fmt.NA)
         n = len(self.history)
-        text.append(f"  · last {self._span():.0f} s, {n} sample{'s' if n != 1 else ''}")
+        after = self._after_span()
+        if after is None:
+            text.append(f"  · last {self._span():.0f} s, {n} sample{'s' if n != 1 else ''}")
+        else:
+            n += len(self.after)
+            text.append(
+                f"  · {self._span():.0f} s before the cursor and {after:.0f} s after, "
+                f"{n} sample{'s' if n != 1 else ''}"
+            )
         text.append("  · Esc back", style="dim")
         return text
 
@@ -340,11 +404,13 @@ class DetailScreen(Screen[None]):
         box.display = self._verdict is not None
         if self._verdict is not None:
             verdict, log = self._verdict()
+            judging = self._judging() if self._judging is not None else None
             styles = rich_styles(self.app.theme_variables)
-            box.update(to_text(verdict_lines(verdict, log, i), styles))
+            box.update(to_text(verdict_lines(verdict, log, i, judging), styles))
         span = self._span()
+        after = self._after_span()
 
-        timeline = gpu_timeline(h, i)
+        timeline = gpu_timeline(h, i, self.after)
         util = _series(timeline, lambda g: g.utilization.gpu)
         self.query_one("#plot-util", HistoryPlot).draw(
             "GPU utilization %",
@@ -353,6 +419,7 @@ class DetailScreen(Screen[None]):
             ymax=100,
             ylabel="%",
             yticks=PERCENT_TICKS,
+            after=after,
         )
 
         mem = _series(timeline, lambda g: fmt.ratio_percent(g.memory.used, g.memory.total))
@@ -363,6 +430,7 @@ class DetailScreen(Screen[None]):
             ymax=100,
             ylabel="%",
             yticks=PERCENT_TICKS,
+            after=after,
         )
 
         tx = _series(timeline, lambda g: g.pcie.tx_bytes_per_s)
@@ -377,6 +445,7 @@ class DetailScreen(Screen[None]):
             ymax=peak / scale,
             ylabel=unit,
             scale=scale,
+            after=after,
         )
 
         power = _series(timeline, lambda g: g.power_w)
@@ -388,4 +457,5 @@ class DetailScreen(Screen[None]):
             span=span,
             ymax=top,
             ylabel="W",
+            after=after,
         )

@@ -471,9 +471,12 @@ class JobsScreen(Screen[None]):
         diagnose: Callable[[], Diagnosis | None],
         *,
         select_pid: int | None = None,
+        judging: Callable[[], str | None] | None = None,
     ) -> None:
         super().__init__()
         self._diagnose = diagnose
+        # A replay reading its look-back: why there are no jobs and verdicts yet.
+        self._judging = judging
         self._select_pid = select_pid
         self._shown: Diagnosis | None = None
         self._width = 0
@@ -539,7 +542,9 @@ class JobsScreen(Screen[None]):
         title = self.query_one("#jobs-title", Static)
         header = self.query_one("#jobs-header", Static)
         if diagnosis is None:
-            title.update(Text("Jobs · waiting for the first sample · Esc back"))
+            judging = self._judging() if self._judging is not None else None
+            waiting = judging if judging is not None else "waiting for the first sample"
+            title.update(Text(f"Jobs · {waiting} · Esc back"))
             header.update("")
             self.job_tree.reconcile((), styles)
             self._show_detail()
@@ -588,8 +593,9 @@ class JobsScreen(Screen[None]):
         styles = self._style_map()
         diagnosis = self._shown
         if diagnosis is None or not diagnosis.jobs:
+            judging = self._judging() if self._judging is not None else None
             why = (
-                "no sample yet"
+                (judging or "no sample yet")
                 if diagnosis is None
                 else "no GPU data (host-only)"
                 if not diagnosis.snapshot.driver.available
