@@ -577,6 +577,86 @@ def test_the_fast_decoder_is_from_dict(fake_nvml: Any) -> None:
     assert type(codec.snapshot_from_dict(d).gpus[1].power_w) is float
 
 
+def _direct(snaps: list[Snapshot]) -> tuple[list[Snapshot], list[Snapshot]]:
+    """A block of ``snaps`` decoded straight from its columns (failing if that falls
+    back) and through the rows' dicts."""
+    payload = codec.encode_rows([codec.flatten(s) for s in snaps])
+    n, keys, columns, flags = codec._decode_columns(payload)
+    direct = codec._Direct(n, keys, columns, flags).snapshots()
+    assert _same(codec.decode_snapshots(payload), direct)
+    return direct, codec.snapshots_from_rows(codec.decode_rows(payload))
+
+
+def _same(a: list[Snapshot], b: list[Snapshot]) -> bool:
+    # json.dumps: NaN equals NaN and -0.0 differs from 0.0, bit for bit as the codec keeps.
+    return [json.dumps(s.to_dict()) for s in a] == [json.dumps(s.to_dict()) for s in b]
+
+
+def test_decoding_straight_from_the_columns_is_the_dict_path(fake_nvml: Any) -> None:
+    """codec._Direct (what a replay uses) gives exactly what the rows' dicts give, on the
+    demo (processes coming and going), MIG, the fake NVML source, a host-only snapshot,
+    a lost GPU and odd values; and shares what is the same in every row of a block."""
+    from gputop.model import replace
+    from gputop.sources.live import LiveSource
+
+    src = LiveSource()
+    try:
+        live = [src.snapshot() for _ in range(3)]
+    finally:
+        src.close()
+    demo_snaps = demo(60)
+    mig = [DemoSource(0, start_time=DEMO_EPOCH, step=1.0, mig=True).snapshot() for _ in range(5)]
+    base = demo(3)
+    odd = []
+    for i, value in enumerate([None, float("nan"), float("inf"), -0.0, 1e300, 0.1 + 0.2]):
+        gpus = list(base[i % 3].gpus)
+        gpus[0] = codec_replace_power(gpus[0], value)
+        gpus[1] = replace(gpus[1], lost=True, lost_reason="fell off the bus ☃")
+        odd.append(
+            replace(
+                base[i % 3],
+                time=base[0].time + i,
+                hostname="hôst-☃",
+                gpus=tuple(gpus),
+                processes=base[i % 3].processes[: 3 + 5 * (i % 2)],
+                host=None if i == 2 else base[i % 3].host,
+            )
+        )
+    host_only = Snapshot.from_dict(
+        {**demo(1)[0].to_dict(), "gpus": [], "driver": {"available": False, "error": "no"}}
+    )
+    d = demo(2)[1].to_dict()
+    d["gpus"][0]["processes"][0]["visible"] = None  # a GPU process with no host view
+    d["gpus"][1]["power_w"] = 300  # an int where a float belongs
+    ints = [Snapshot.from_dict(d), Snapshot.from_dict({**d, "time": d["time"] + 1})]
+    for block in (demo_snaps, mig, live, odd, [host_only, *demo(2)], ints):
+        direct, rows = _direct(block)
+        assert _same(direct, rows)
+        # The codec's promise: Snapshot.from_dict of the very same dicts (an int where
+        # a float belongs comes back a float, as from_dict makes it).
+        assert _same(direct, [Snapshot.from_dict(b.to_dict()) for b in block])
+    direct, _ = _direct(ints)
+    assert type(direct[0].gpus[1].power_w) is float and direct[0].gpus[0].processes[0].host is None
+    # Shared: a part that is the same in every row is one object; the host side of a
+    # GPU process is its snapshot's own ProcessInfo.
+    direct, _ = _direct(demo_snaps)
+    assert direct[0].driver is direct[-1].driver
+    proc = direct[5].gpus[0].processes[0]
+    assert proc.host is direct[5].process_info(proc.pid)
+
+
+def test_a_block_the_direct_decoder_does_not_know_goes_the_dict_way() -> None:
+    snaps = demo(3)
+    rows = [codec.flatten(s) for s in snaps]
+    for row in rows:
+        row[("gpus", 0, "future_field")] = 1  # what a newer gputop might add
+    payload = codec.encode_rows(rows)
+    n, keys, columns, flags = codec._decode_columns(payload)
+    with pytest.raises(codec._Fallback):
+        codec._Direct(n, keys, columns, flags).snapshots()
+    assert codec.decode_snapshots(payload) == snaps
+
+
 def test_the_systemd_units_run_valid_commands() -> None:
     import shlex
 

@@ -14,6 +14,10 @@ Everything is exact: decoding gives back ``Snapshot.from_dict`` of the very same
 dicts, so ``decode(encode(s)) == s`` (a float is kept bit for bit; a decimal column is
 used only where dividing the integer gives back the very same float).
 
+Decoding builds the snapshots straight from the columns (``decode_snapshots``: no dict
+per row; a part that is the same in every row of the block is built once and shared),
+falling back to the rows' dicts for a block whose paths it does not know.
+
 One more step before flattening: a GPU process row repeats the host fields of its pid
 (``user``, ``command``, ...), which ``Snapshot.processes`` already holds. Where the two
 agree the row keeps only ``"host_ref": true`` and decoding copies them back.
@@ -256,6 +260,16 @@ def encode_rows(rows: Sequence[dict[tuple[Any, ...], Any]]) -> bytes:
 
 def decode_rows(payload: bytes) -> list[dict[str, Any]]:
     """The snapshots' dicts (``Snapshot.to_dict()`` form) of an uncompressed payload."""
+    n, keys, columns, _ = _decode_columns(payload)
+    plan = _Plan(keys)
+    return [plan.row(columns, r) for r in range(n)]
+
+
+def _decode_columns(
+    payload: bytes,
+) -> tuple[int, list[tuple[Any, ...]], list[list[Any]], list[tuple[bool, bool]]]:
+    """Rows, paths, one full column per path (``_MISSING`` where a row lacks it), and
+    per column: (the same value in every row, every value present is a float)."""
     try:
         (size,) = struct.unpack_from("<I", payload, 0)
         head = json.loads(payload[4 : 4 + size])
@@ -268,6 +282,7 @@ def decode_rows(payload: bytes) -> list[dict[str, Any]]:
         raise CodecError("a block has as many paths as columns, this one does not")
     pos = 4 + size
     columns: list[list[Any]] = []
+    flags: list[tuple[bool, bool]] = []
     for desc in descs:
         length = desc[1]
         body = [desc[0], *desc[2:]]
@@ -281,14 +296,17 @@ def decode_rows(payload: bytes) -> list[dict[str, Any]]:
             values = _decode_column(body, data, count)
         except (struct.error, ValueError, TypeError, IndexError) as exc:
             raise CodecError(f"unreadable column: {exc}") from None
+        kind = body[0]
         if rows is not None:
             full: list[Any] = [_MISSING] * n
             for i, v in zip(rows, values, strict=True):
                 full[i] = v
             values = full
+        constant = rows is None and kind in ("c", "cf")
+        floats = kind in ("n", "f", "cf") or (kind == "c" and type(body[1]) is float)
         columns.append(values)
-    plan = _Plan(keys)
-    return [plan.row(columns, r) for r in range(n)]
+        flags.append((constant, floats))
+    return n, keys, columns, flags
 
 
 class _Plan:
@@ -353,6 +371,18 @@ class _Plan:
         parent[self.names[cid]] = made
         conts[cid] = made
         return made
+
+
+def decode_snapshots(payload: bytes) -> list[Snapshot]:
+    """The snapshots of an uncompressed payload: built straight from the columns
+    (:class:`_Direct`), or, for a payload whose paths that does not know, through the
+    rows' dicts (:func:`decode_rows`); both give ``Snapshot.from_dict`` of the rows."""
+    n, keys, columns, flags = _decode_columns(payload)
+    try:
+        return _Direct(n, keys, columns, flags).snapshots()
+    except _Fallback:
+        plan = _Plan(keys)
+        return snapshots_from_rows([plan.row(columns, r) for r in range(n)])
 
 
 def snapshots_from_rows(dicts: list[dict[str, Any]]) -> list[Snapshot]:
@@ -474,3 +504,285 @@ def snapshot_from_dict(data: dict[str, Any]) -> Snapshot:
     """``Snapshot.from_dict(data)``, faster (compiled once)."""
     result: Snapshot = _compile_dataclass(Snapshot)(data)
     return result
+
+
+# --- straight from the columns ------------------------------------------------------------
+# The same result as building each row's dict and then ``snapshot_from_dict``, without the
+# dicts: the paths become a tree; each node of it is built for all the block's rows at
+# once, column by column, by its model type (a dataclass: one generated constructor
+# mapped over its fields' columns; a tuple: the element columns zipped). A node whose
+# every leaf is the same in all rows is built once and shared by every row (immutable).
+# Anything this does not know raises _Fallback, and the dict path decodes the block.
+
+
+class _Fallback(Exception):
+    pass
+
+
+class _Node:
+    __slots__ = ("children", "length", "own")
+
+    def __init__(self) -> None:
+        self.children: dict[Any, _Node] = {}
+        self.own: int | None = None  # column of the value at this very path (e.g. a None)
+        self.length: int | None = None  # column of the list's length
+
+
+def _tree(keys: list[tuple[Any, ...]]) -> _Node:
+    root = _Node()
+    for col, key in enumerate(keys):
+        node = root
+        last = key[-1] if key else None
+        if last == "{}" or not key:
+            raise _Fallback
+        body = key[:-1] if last == _LEN else key
+        for name in body:
+            child = node.children.get(name)
+            if child is None:
+                child = node.children[name] = _Node()
+            node = child
+        if last == _LEN:
+            node.length = col
+        else:
+            node.own = col
+    return root
+
+
+_MAKERS: dict[type, Callable[..., Any]] = {}
+
+
+def _maker(cls: type) -> Callable[..., Any]:
+    """A positional constructor of the frozen, slotted dataclass ``cls`` that sets the
+    slots directly (what its ``__init__`` does, without the per-field
+    ``object.__setattr__`` lookups; the model's classes have no ``__post_init__``)."""
+    found = _MAKERS.get(cls)
+    if found is not None:
+        return found
+    names = [f.name for f in dataclasses.fields(cls)]
+    if hasattr(cls, "__post_init__") or not all(
+        isinstance(cls.__dict__.get(name), types.MemberDescriptorType) for name in names
+    ):
+        raise _Fallback
+    env: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    for i, name in enumerate(names):
+        env[f"s{i}"] = cls.__dict__[name].__set__
+    args = ", ".join(f"a{i}" for i in range(len(names)))
+    body = "".join(f"    s{i}(o, a{i})\n" for i in range(len(names)))
+    exec(f"def make({args}):\n    o = new(cls)\n{body}    return o\n", env)
+    made: Callable[..., Any] = env["make"]
+    _MAKERS[cls] = made
+    return made
+
+
+def _optional(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(tp) if a is not type(None))
+    return tp
+
+
+_HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
+
+
+class _Direct:
+    def __init__(
+        self,
+        n: int,
+        keys: list[tuple[Any, ...]],
+        columns: list[list[Any]],
+        flags: list[tuple[bool, bool]],
+    ) -> None:
+        self.n = n
+        self.columns = columns
+        self.flags = flags
+        self.root = _tree(keys)
+        self._processes: list[Any] | None = None  # each row's Snapshot.processes
+        self._by_pid: list[dict[Any, ProcessInfo] | None] = [None] * n
+
+    def snapshots(self) -> list[Snapshot]:
+        col, _ = self._dataclass(self.root, Snapshot)
+        if any(v is _MISSING for v in col):
+            raise _Fallback
+        return col
+
+    # Each builder returns (the node's value in each row, the same object in every row).
+
+    def _build(self, node: _Node | None, tp: Any) -> tuple[list[Any], bool]:
+        tp = _optional(tp)
+        if node is None:
+            raise _Fallback
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            return self._dataclass(node, tp)
+        if typing.get_origin(tp) is tuple:
+            return self._tuple(node, tp)
+        if node.children or node.length is not None or node.own is None:
+            raise _Fallback
+        col = self.columns[node.own]
+        constant, floats = self.flags[node.own]
+        if tp is float and not floats:
+            col = [float(v) if isinstance(v, int) else v for v in col]
+        return col, constant
+
+    def _merge_own(self, node: _Node, built: list[Any], constant: bool) -> tuple[list[Any], bool]:
+        """Rows where the path holds a value itself (a None) take it."""
+        if node.own is None:
+            return built, constant
+        own = self.columns[node.own]
+        missing = _MISSING
+        return [b if o is missing else o for o, b in zip(own, built, strict=True)], False
+
+    def _dataclass(self, node: _Node, cls: type) -> tuple[list[Any], bool]:
+        if not node.children:
+            if node.own is None or node.length is not None:
+                raise _Fallback
+            return self._merge_own(node, [_MISSING] * self.n, False)
+        if node.length is not None:
+            raise _Fallback
+        if cls is GpuProcess:
+            return self._merge_own(node, self._gpu_processes(node), False)
+        hints = _type_hints(cls)
+        fields = dataclasses.fields(cls)
+        known = {f.name for f in fields}
+        if not known.issuperset(node.children):
+            raise _Fallback
+        if cls is Snapshot and "processes" in node.children:
+            procs, _ = self._build(node.children["processes"], hints["processes"])
+            self._processes = procs
+        cols: list[Any] = []
+        constant = True
+        n = self.n
+        for f in fields:
+            child = node.children.get(f.name)
+            if child is None:
+                if f.default is not dataclasses.MISSING:
+                    value = f.default
+                elif f.default_factory is not dataclasses.MISSING:
+                    value = f.default_factory()
+                else:
+                    raise _Fallback
+                cols.append([value] * n)
+                continue
+            if cls is Snapshot and f.name == "processes" and self._processes is not None:
+                col, same = self._processes, False
+            else:
+                col, same = self._build(child, hints[f.name])
+            cols.append(col)
+            constant = constant and same
+        make = _maker(cls)
+        if constant and n:
+            one = make(*(c[0] for c in cols))
+            return self._merge_own(node, [one] * n, True)
+        return self._merge_own(node, list(map(make, *cols)), False)
+
+    def _tuple(self, node: _Node, tp: Any) -> tuple[list[Any], bool]:
+        n = self.n
+        args = typing.get_args(tp)
+        variadic = len(args) == 2 and args[1] is Ellipsis
+        if node.length is None:
+            if node.children:
+                raise _Fallback
+            if node.own is None:
+                raise _Fallback
+            return self._merge_own(node, [_MISSING] * n, False)
+        lengths = self.columns[node.length]
+        count = len(node.children)
+        if set(node.children) != set(range(count)):
+            raise _Fallback
+        elements: list[list[Any]] = []
+        constant = self.flags[node.length][0]
+        for i in range(count):
+            col, same = self._build(node.children[i], args[0] if variadic else args[i])
+            elements.append(col)
+            constant = constant and same
+        if not variadic and any(v != len(args) for v in lengths if v is not _MISSING):
+            raise _Fallback
+        if constant and n:
+            one = tuple(c[0] for c in elements)[: lengths[0]]
+            return self._merge_own(node, [one] * n, True)
+        if not elements:
+            rows: list[Any] = [()] * n
+        else:
+            rows = list(zip(*elements, strict=True))
+            if any(v != count for v in lengths):
+                rows = [
+                    r if v == count else (r[:v] if type(v) is int else _MISSING)
+                    for r, v in zip(rows, lengths, strict=True)
+                ]
+        return self._merge_own(node, rows, False)
+
+    def _gpu_processes(self, node: _Node) -> list[Any]:
+        """GpuProcess: its own fields, and ``host`` from the flattened host fields, or
+        (``host_ref``) the snapshot's own ProcessInfo of that pid."""
+        hints = _type_hints(GpuProcess)
+        own_fields = [f for f in dataclasses.fields(GpuProcess) if f.name != "host"]
+        allowed = {f.name for f in own_fields} | set(_HOST_FIELDS) | {"host_ref"}
+        if not allowed.issuperset(node.children) or "pid" not in node.children:
+            raise _Fallback
+        n = self.n
+        missing = _MISSING
+        pids, _ = self._build(node.children["pid"], hints["pid"])
+        # The host: built from the row's own host fields where it has them...
+        info_hints = _type_hints(ProcessInfo)
+        host_cols: list[Any] = [pids]
+        has_fields = False
+        for name in _HOST_FIELDS:
+            child = node.children.get(name)
+            if child is None:
+                host_cols.append([None] * n)
+            else:
+                has_fields = True
+                host_cols.append(self._build(child, info_hints[name])[0])
+        visible = host_cols[1]
+        hosts: list[Any]
+        if has_fields:
+            built = list(map(_maker(ProcessInfo), *host_cols))
+            hosts = [
+                None if v is None or v is missing else h
+                for v, h in zip(visible, built, strict=True)
+            ]
+        else:
+            hosts = [None] * n
+        # ... or its snapshot's entry for that pid (host_ref).
+        ref = node.children.get("host_ref")
+        if ref is not None:
+            if ref.own is None or ref.children:
+                raise _Fallback
+            refs = self.columns[ref.own]
+            for r in range(n):
+                if refs[r] is not missing and refs[r]:
+                    info = self._info(r, pids[r])
+                    hosts[r] = None if info.visible is None else info
+        cols: list[Any] = []
+        for f in dataclasses.fields(GpuProcess):
+            if f.name == "host":
+                cols.append(hosts)
+                continue
+            child = node.children.get(f.name)
+            if child is None:
+                if f.default is dataclasses.MISSING:
+                    raise _Fallback
+                cols.append([f.default] * n)
+            else:
+                cols.append(pids if f.name == "pid" else self._build(child, hints[f.name])[0])
+        return list(map(_maker(GpuProcess), *cols))
+
+    def _info(self, r: int, pid: Any) -> ProcessInfo:
+        index = self._by_pid[r]
+        if index is None:
+            procs = self._processes
+            row = () if procs is None or procs[r] is _MISSING else procs[r] or ()
+            index = self._by_pid[r] = {p.pid: p for p in row}
+        info = index.get(pid)
+        if info is None:
+            raise CodecError("a process row refers to a pid the snapshot lacks")
+        return info
+
+
+_HINT_CACHE: dict[type, dict[str, Any]] = {}
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    found = _HINT_CACHE.get(cls)
+    if found is None:
+        found = _HINT_CACHE[cls] = typing.get_type_hints(cls)
+    return found

@@ -628,7 +628,7 @@ class Recording:
         raw = self._read(b.path, b.offset, b.length)
         try:
             payload = codec.decompress(raw, None if b.first_in_segment else self._dictionary(b))
-            return codec.snapshots_from_rows(codec.decode_rows(payload))
+            return codec.decode_snapshots(payload)
         except codec.CodecError as exc:
             raise RecordingError(f"{b.path}: {exc}") from None
 
