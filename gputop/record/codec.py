@@ -582,6 +582,22 @@ def _optional(tp: Any) -> Any:
 
 
 _HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
+_KINDS: dict[Any, tuple[int, Any]] = {}
+
+
+def _classify(tp: Any) -> tuple[int, Any]:
+    """(1: a dataclass, 2: a tuple, 0: a value; the type without its Optional)."""
+    found = _KINDS.get(tp)
+    if found is None:
+        bare = _optional(tp)
+        if isinstance(bare, type) and dataclasses.is_dataclass(bare):
+            found = (1, bare)
+        elif typing.get_origin(bare) is tuple:
+            found = (2, bare)
+        else:
+            found = (0, bare)
+        _KINDS[tp] = found
+    return found
 
 
 class _Direct:
@@ -608,12 +624,12 @@ class _Direct:
     # Each builder returns (the node's value in each row, the same object in every row).
 
     def _build(self, node: _Node | None, tp: Any) -> tuple[list[Any], bool]:
-        tp = _optional(tp)
         if node is None:
             raise _Fallback
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        kind, tp = _classify(tp)
+        if kind == 1:
             return self._dataclass(node, tp)
-        if typing.get_origin(tp) is tuple:
+        if kind == 2:
             return self._tuple(node, tp)
         if node.children or node.length is not None or node.own is None:
             raise _Fallback
