@@ -20,7 +20,8 @@ the repository root:
    ``goto``, no thread): "frame at the cursor" = until the snapshot at the new cursor is
    handed to the dashboard (its block decoded), "verdicts ready" = until the 10-minute
    look-back is decoded and judged (the diagnosis the dashboard then shows), and RSS
-   while jumping across the whole recording.
+   while jumping across the whole recording. With the cyclic GC set as the dashboard
+   runs it (``gputop.gcpolicy``; ``--default-gc``: Python's defaults).
 5. ``gputop replay DIR`` on that recording for real, from process start in a pty
    (120x40) until the header with REPLAY is on the terminal (Python start-up, imports,
    Textual start-up, opening the recording, the first frame painted), ``--starts``
@@ -53,6 +54,7 @@ if str(ROOT) not in sys.path:
 
 import zstandard  # noqa: E402
 
+from gputop import gcpolicy  # noqa: E402
 from gputop.diagnosis import Diagnoser, lookback_seconds  # noqa: E402
 from gputop.model import Snapshot  # noqa: E402
 from gputop.record.player import Player  # noqa: E402
@@ -290,6 +292,7 @@ def main() -> None:
     )
     p.add_argument("--keep", type=Path, help="where the long recording is kept between runs")
     p.add_argument("--starts", type=int, default=5, help="runs of section 5 (0: skip)")
+    p.add_argument("--default-gc", action="store_true", help="section 4 with Python's GC defaults")
     p.add_argument(
         "--only-replay", action="store_true", help="sections 4 and 5 only (no recording costs)"
     )
@@ -304,7 +307,8 @@ def main() -> None:
             long_dir = args.keep or Path(tmp) / "long"
             long_dir.mkdir(parents=True, exist_ok=True)
             make_long(long_dir, args.hours)
-            replay(long_dir, args.hours)
+            with contextlib.nullcontext() if args.default_gc else gcpolicy.tuned():
+                replay(long_dir, args.hours)
             if args.starts > 0:
                 first_frame_in_a_pty(long_dir, args.starts)
 

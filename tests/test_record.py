@@ -645,6 +645,34 @@ def test_decoding_straight_from_the_columns_is_the_dict_path(fake_nvml: Any) -> 
     assert proc.host is direct[5].process_info(proc.pid)
 
 
+def test_decoding_a_block_leaves_the_collector_as_it_was(tmp_path: Path) -> None:
+    """Recording pauses the cyclic GC while it builds a block, and only then."""
+    import gc
+
+    snaps = demo(30)
+    record(tmp_path, snaps, flush_seconds=10)
+    seen: list[bool] = []
+    rec = Recording(tmp_path)
+    decode = codec.decode_snapshots
+
+    def spy(payload: bytes) -> list[Snapshot]:
+        seen.append(gc.isenabled())
+        return decode(payload)
+
+    try:
+        codec.decode_snapshots = spy  # type: ignore[assignment]
+        assert gc.isenabled()
+        assert [rec[i] for i in range(30)] == snaps
+        assert gc.isenabled() and seen and not any(seen)
+        gc.disable()
+        rec._cache.clear()
+        assert rec[0] == snaps[0]
+        assert not gc.isenabled()  # not switched on by a decode
+    finally:
+        gc.enable()
+        codec.decode_snapshots = decode  # type: ignore[assignment]
+
+
 def test_a_block_the_direct_decoder_does_not_know_goes_the_dict_way() -> None:
     snaps = demo(3)
     rows = [codec.flatten(s) for s in snaps]

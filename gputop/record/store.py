@@ -39,6 +39,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import fcntl
+import gc
 import json
 import os
 import re
@@ -626,11 +627,19 @@ class Recording:
 
     def _decode(self, b: BlockRef) -> list[Snapshot]:
         raw = self._read(b.path, b.offset, b.length)
+        # A block is thousands of new objects and no reference cycle: the cyclic
+        # collector would only walk them (and, on its fuller passes, everything held)
+        # again and again while they are made. It waits until the block is built.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             payload = codec.decompress(raw, None if b.first_in_segment else self._dictionary(b))
             return codec.decode_snapshots(payload)
         except codec.CodecError as exc:
             raise RecordingError(f"{b.path}: {exc}") from None
+        finally:
+            if collecting:
+                gc.enable()
 
 
 class BackgroundRecorder:
