@@ -156,3 +156,22 @@ def test_read_io_and_uid_of_this_process() -> None:
     assert procfs.read_cmdline(os.getpid()).split(b"\x00")[0]
     with pytest.raises(FileNotFoundError):
         procfs.read_io(4_194_305)  # above the largest pid_max
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"rchar: 9\nwchar: 1\nsyscr: 2\nsyscw: 1\nread_bytes: 4096\nwrite_bytes: 512\n"
+         b"cancelled_write_bytes: 0\n", (4096, 512)),
+        (b"read_bytes: 5\nwrite_bytes: 6", (5, 6)),  # first line, no final newline
+        (b"rchar: 1\nwrite_bytes: 3\nread_bytes: 9\n", (9, 3)),  # any order
+        (b"rchar: 1\nread_bytes: 7\n", None),  # a field missing
+        (b"rchar: 1\ncancelled_write_bytes: 8\nread_bytes: 1\n", None),  # not write_bytes
+    ],
+)  # fmt: skip
+def test_read_io_parses_what_the_kernel_writes(
+    tmp_path: Path, data: bytes, expected: tuple[int, int] | None
+) -> None:
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "io").write_bytes(data)
+    assert procfs.read_io(42, str(tmp_path)) == expected

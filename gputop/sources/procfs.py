@@ -180,15 +180,24 @@ def read_io(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int] | None:
     """(read_bytes, write_bytes) from /proc/<pid>/io: what reached the block layer, as
     psutil's ``io_counters`` read_bytes/write_bytes. None when the fields are missing."""
     data = read_file(f"{proc_root}/{pid}/io", 4096)
-    read = write = None
-    for line in data.splitlines():
-        if line.startswith(b"read_bytes:"):
-            read = int(line[11:])
-        elif line.startswith(b"write_bytes:"):
-            write = int(line[12:])
+    read = _io_field(data, b"\nread_bytes:")
+    write = _io_field(data, b"\nwrite_bytes:")
     if read is None or write is None:
         return None
     return read, write
+
+
+def _io_field(data: bytes, key: bytes) -> int | None:
+    """The number after ``key`` (a line start, "\n" included) in /proc/<pid>/io."""
+    if data.startswith(key[1:]):  # the first line
+        start = len(key) - 1
+    else:
+        at = data.find(key)
+        if at < 0:
+            return None
+        start = at + len(key)
+    end = data.find(b"\n", start)
+    return int(data[start:] if end < 0 else data[start:end])
 
 
 def process_name(comm: str, argv: list[str]) -> str:
