@@ -7,11 +7,12 @@ bench_exporter.py).
 defaults) and its memory and diagnosis reach their steady state only after 10 minutes.
 This script runs the exporter's own pipeline in process (``LiveSource`` -> ``Sampler`` ->
 ``ExportState.on_snapshot`` -> families, as ``gputop export`` wires them) with a clock
-that advances 1 s a tick, so the history fills in seconds; then it measures ``--ticks``
-more ticks:
+that advances 1 s a tick (snapshot times, rates, the 3 s /proc tree pass and the 5 s
+holder scan all follow it), so the history fills in seconds; then it measures
+``--ticks`` more ticks:
 
 - thread CPU (``time.thread_time``) of the sampling tick, of ``on_snapshot`` (diagnosis +
-  counters) and of one family build, medians;
+  counters) and of one family build: means (what the idle CPU adds up), and medians;
 - the process CPU of those ticks minus the main thread's: the PCIe thread pool;
 - cyclic GC runs (``gc.callbacks``) with the exporter's GC settings;
 - VmRSS with the full history (what the exporter settles at after 10 minutes).
@@ -54,23 +55,32 @@ def child(args: argparse.Namespace) -> None:
     import cProfile
     import io
     import pstats
+    import types
 
     from gputop.analysis.thresholds import DEFAULT
     from gputop.diagnosis import lookback_seconds
     from gputop.exporter import GC_THRESHOLDS
     from gputop.exporter.server import ExportState
     from gputop.sampler import Sampler
+    from gputop.sources import host as host_mod
     from gputop.sources.live import LiveSource
 
     now = [1_800_000_000.0]
 
-    def clock() -> float:
+    def clock() -> float:  # the snapshot's time: 1 s a tick
         now[0] += 1.0
         return now[0]
 
+    def monotonic() -> float:  # what the cadences see: the same 1 s a tick
+        return now[0]
+
+    # The host reader's rates and its /proc tree pass (every 3 s), and the live source's
+    # holder scan (every 5 s), run on this clock: as often per tick as in a real run.
+    host_mod.time = types.SimpleNamespace(monotonic=monotonic)  # type: ignore[assignment]
     state = ExportState(interval=1.0, with_jobs=args.jobs)
     keep = math.ceil(lookback_seconds(DEFAULT) / 1.0) + 2
-    sampler = Sampler(LiveSource(clock=clock), interval=1.0, history=keep)
+    source = LiveSource(clock=clock, monotonic=monotonic)
+    sampler = Sampler(source, interval=1.0, history=keep)
     state.history_of = sampler.history
     state.on_snapshot(sampler.tick_now())
     gc.freeze()  # as gputop export does after its first tick
@@ -117,15 +127,20 @@ def child(args: argparse.Namespace) -> None:
     sampler.stop()
 
     def ms(values: list[float]) -> str:
-        return f"{1000 * statistics.median(values):.2f} ms"
+        """Mean (what a CPU budget adds up: the 3 s and 5 s passes included), median."""
+        mean, median = 1000 * statistics.fmean(values), 1000 * statistics.median(values)
+        return f"{mean:.2f} ms (median {median:.2f})"
 
+    total = statistics.fmean(sampling) + statistics.fmean(diagnosis) + others / args.ticks
     print(
-        f"gputop export{' --jobs' if args.jobs else ''}, {len(sampler.history())} snapshots "
+        f"gputop export{' --jobs' if args.jobs else ''}{' (live pids)' if args.live_pids else ''}"
+        f", {len(sampler.history())} snapshots "
         f"of history, {args.ticks} ticks: sampling {ms(sampling)}, diagnosis + counters "
         f"{ms(diagnosis)}, families {ms(families)} (per scrape, once a tick); other threads "
         f"(PCIe pool) {1000 * others / args.ticks:.2f} ms a tick; cyclic GC {collections[0]} "
         f"runs ({collections[1]} full), {1000 * gc_cpu[0] / args.ticks:.3f} ms a tick; "
-        f"VmRSS with the full history {rss:.1f} MiB"
+        f"VmRSS with the full history {rss:.1f} MiB; idle CPU of a tick a second (sampling + "
+        f"diagnosis + PCIe pool, means) {100 * total:.2f} % of a core"
     )
     if prof is not None:
         out = io.StringIO()
