@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import gc
 import math
 import signal
 import sys
@@ -22,10 +21,8 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from gputop import gcpolicy
 from gputop.argtypes import Parser, ascii_whole, is_ascii_digits
-
-#: Cyclic-GC thresholds while exporting (Python's default: 700, 10, 10).
-GC_THRESHOLDS = (10_000, 50, 100)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -193,11 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         on_snapshot(first)
         sampler.on_snapshot = on_snapshot
-        # Objects alive after start-up (modules, NVML handles, the first snapshot) are
-        # frozen out of the cyclic GC, and collections run less often: the snapshots are
-        # immutable and the history is bounded, so memory stays flat (as the dashboard).
-        gc.freeze()
-        gc.set_threshold(*GC_THRESHOLDS)
+        gcpolicy.tune()  # as the dashboard: the history is immutable and bounded
         sampler.start()
         warn(
             f"serving http://{shown}:{bound_port}/metrics "
