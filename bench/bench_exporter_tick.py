@@ -59,8 +59,8 @@ def child(args: argparse.Namespace) -> None:
 
     from gputop.analysis.thresholds import DEFAULT
     from gputop.diagnosis import lookback_seconds
-    from gputop.gcpolicy import GC_THRESHOLDS
     from gputop.exporter.server import ExportState
+    from gputop.gcpolicy import GC_THRESHOLDS
     from gputop.sampler import Sampler
     from gputop.sources import host as host_mod
     from gputop.sources.live import LiveSource
