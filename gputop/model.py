@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -395,3 +396,9 @@ def reuse_equal(new: T, last: T | None, parts: tuple[str, ...] = ()) -> T:
         if value is not old and value == old:
             same[name] = old
     return dataclasses.replace(new, **same) if same else new  # type: ignore[type-var]
+
+
+def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
+    """Whether ``a`` and ``b`` hold the very same objects, in order (no comparison of
+    values: what :func:`reuse_equal` shared stays shared)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))

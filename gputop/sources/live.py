@@ -45,6 +45,7 @@ from gputop.model import (
     UnlistedHolder,
     replace,
     reuse_equal,
+    same_objects,
 )
 
 #: The parts of the host sample given out again when equal to last tick's.
@@ -208,11 +209,8 @@ class LiveSource:
             errors.append(HOLDERS_OF_OTHERS)
 
         processes = tuple(sorted(infos, key=lambda i: i.pid))
-        last = self._last_processes
-        if len(processes) == len(last) and all(
-            a is b for a, b in zip(processes, last, strict=True)
-        ):
-            processes = last  # the same rows: the same tuple (the history shares it)
+        if same_objects(processes, self._last_processes):
+            processes = self._last_processes  # the same rows: the same tuple (shared)
         self._last_processes = processes
         if host is not None:
             host = reuse_equal(host, self._last_host, _HOST_PARTS)
@@ -236,12 +234,7 @@ class LiveSource:
         """``g`` with its rows joined; last tick's joined sample when nothing changed."""
         processes = self._join(g.index, g.processes, by_pid)
         before = self._gpus_out.get(g.index)
-        if (
-            before is not None
-            and before[0] is g
-            and len(processes) == len(before[1].processes)
-            and all(a is b for a, b in zip(processes, before[1].processes, strict=True))
-        ):
+        if before is not None and before[0] is g and same_objects(processes, before[1].processes):
             out = before[1]
         else:
             out = reuse_equal(
