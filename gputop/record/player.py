@@ -151,20 +151,17 @@ class Player:
         """Load the snapshot at the cursor (its block only: the frame, not complete
         unless the look-back is decoded already) without handing it over; the worker
         completes it when started (:meth:`load` for the whole window at once)."""
-        self._set_frame(self._pos, None)
-        frame = self._frame
-        assert frame is not None
-        return frame.snapshot
+        return self._set_frame(self._pos, None).snapshot
 
     def load(self, pos: int) -> Frame:
         """Decode the whole window at ``pos`` (look-back and after) and make it the
         frame, without handing it over (scripts, benchmarks)."""
         pos = max(0, min(pos, len(self.recording) - 1))
         self._generation += 1
-        self._set_frame(pos, self.recording.window(pos, self.lookback))
+        history = self.recording.window(pos, self.lookback)
         after = self.recording.after(pos, self.after_seconds)
         assert after is not None
-        return self._set_frame(pos, self._require_frame().history, after)
+        return self._set_frame(pos, history, after)
 
     # --- keys ------------------------------------------------------------------------------
 
@@ -322,10 +319,17 @@ class Player:
     def _lookback_blocks(self, t: float) -> range:
         return self.recording.blocks_between(t - self.lookback, t)
 
-    def _hand_over(self, frame: Frame) -> None:
+    def _hand_over(self, frame: Frame, start: float) -> None:
+        """Hand ``frame`` over; the move's first frame, and its first complete one, set
+        what the move (begun at ``start``) cost until then."""
         callback = self.on_snapshot
         if callback is not None:
             callback(frame.snapshot)
+        took = time.perf_counter() - start
+        if self.last_frame_seconds is None:
+            self.last_frame_seconds = took
+        if frame.complete and self.last_move_seconds is None:
+            self.last_move_seconds = took
 
     def _move(self, pos: int) -> None:
         """Move the cursor to ``pos``: the frame first, then (unless a newer request
@@ -342,30 +346,16 @@ class Player:
         t = frame.snapshot.time
         after_blocks = rec.blocks_between(t, t + self.after_seconds)
         if not frame.complete:
-            self._hand_over(frame)
-            self.last_frame_seconds = time.perf_counter() - start
+            self._hand_over(frame, start)
             history = rec.window(pos, self.lookback, cancelled=self._superseded)
             if history is None:
                 self.superseded += 1
                 return
             frame = self._set_frame(pos, history)
         if not rec.is_cached(after_blocks):
-            self._hand_over(frame)  # the verdicts need no more than the look-back
-            if self.last_frame_seconds is None:
-                self.last_frame_seconds = time.perf_counter() - start
-            self.last_move_seconds = time.perf_counter() - start
+            self._hand_over(frame, start)  # the verdicts need no more than the look-back
         after = rec.after(pos, self.after_seconds, cancelled=self._superseded)
         if after is None:
             self.superseded += 1
             return
-        self._set_frame(pos, frame.history, after)
-        self._hand_over(self._require_frame())
-        if self.last_frame_seconds is None:
-            self.last_frame_seconds = time.perf_counter() - start
-        if self.last_move_seconds is None:
-            self.last_move_seconds = time.perf_counter() - start
-
-    def _require_frame(self) -> Frame:
-        frame = self._frame
-        assert frame is not None
-        return frame
+        self._hand_over(self._set_frame(pos, frame.history, after), start)

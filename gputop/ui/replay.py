@@ -36,11 +36,17 @@ from gputop.ui import views
 from gputop.ui.app import GpuTopApp, Key, SnapshotArrived, _palette_action, help_legend
 
 if TYPE_CHECKING:
-    from gputop.record.player import Player
+    from gputop.record.player import Frame, Player
     from gputop.sampler import Sampler
 
 #: What the screen says while a frame's look-back is still being read.
 JUDGING = "judging from the recording…"
+
+
+def _judging(frame: Frame) -> str | None:
+    """Why a frame has no verdicts yet (None: it is complete, judge it)."""
+    return None if frame.complete else JUDGING
+
 
 REPLAY_KEYS: tuple[Key, ...] = (
     Key("q", "quit", "Quit", "q"),
@@ -124,6 +130,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         super().__init__(cast("Sampler", player), **kwargs)
         self.player = cast("Player", player)
         self.generation = -1  # the player's move of the frame shown
+        self.stale_frames = 0  # frames of an older move that arrived late and were dropped
         # The player's thread: the last diagnosis it made (a frame handed over again with
         # the same history, e.g. once the snapshots after it are read, is not re-judged).
         self._judged: tuple[tuple[Snapshot, ...], Diagnosis] | None = None
@@ -133,20 +140,10 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
     def _apply_latest(self, sampler: Sampler) -> None:
         frame = self.player.frame()
         if frame is not None:
-            self._apply_frame(frame.snapshot, frame.history, None, frame.complete, frame.after)
+            self.apply_snapshot(
+                frame.snapshot, frame.history, judging=_judging(frame), after=frame.after
+            )
             self.generation = frame.generation
-
-    def _apply_frame(
-        self,
-        snapshot: Snapshot,
-        history: tuple[Snapshot, ...],
-        diagnosis: Diagnosis | None,
-        complete: bool,
-        after: tuple[Snapshot, ...],
-    ) -> None:
-        self.apply_snapshot(
-            snapshot, history, diagnosis, judging=None if complete else JUDGING, after=after
-        )
 
     def _from_sampler_thread(self, snapshot: Snapshot) -> None:
         """The player's thread: judge a complete frame here (never one whose look-back is
@@ -167,7 +164,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
                 snapshot,
                 frame.history,
                 diagnosis,
-                judging=None if frame.complete else JUDGING,
+                judging=_judging(frame),
                 after=frame.after,
                 generation=frame.generation,
             )
@@ -183,8 +180,6 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
                 return  # an older move's frame: the newer one is shown already
             self.generation = generation
         super().on_snapshot_arrived(message)
-
-    stale_frames = 0  # frames of an older move that arrived late and were dropped
 
     def _adopt(self, done: Diagnosis) -> Diagnosis:
         # The verdict history (detail screen) is of the look-back before the cursor only:
