@@ -310,7 +310,8 @@ class Snapshot:
 # the process object (scripts read ``proc["user"]``, not ``proc["host"]["user"]``), with
 # ``visible`` at the top.
 
-_HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
+#: The ProcessInfo fields flattened into a GPU process's JSON object (all but the pid).
+HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
 T = TypeVar("T")
 
 
@@ -321,7 +322,7 @@ def _to_jsonable(obj: Any) -> Any:
             if f.name != "host":
                 out[f.name] = _to_jsonable(getattr(obj, f.name))
         host = obj.host
-        for name in _HOST_FIELDS:
+        for name in HOST_FIELDS:
             out[name] = None if host is None else _to_jsonable(getattr(host, name))
         return out
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -334,7 +335,8 @@ def _to_jsonable(obj: Any) -> Any:
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
+def type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, resolved once per class (the decoders' hot path)."""
     if cls not in _HINTS:
         _HINTS[cls] = typing.get_type_hints(cls)
     return _HINTS[cls]
@@ -353,11 +355,11 @@ def _from_jsonable(tp: Any, value: Any) -> Any:
             return tuple(_from_jsonable(args[0], v) for v in value)
         return tuple(_from_jsonable(a, v) for a, v in zip(args, value, strict=True))
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        hints = _hints(tp)
+        hints = type_hints(tp)
         data = dict(value)
         kwargs: dict[str, Any] = {}
         if tp is GpuProcess:
-            host_data = {name: data.pop(name, None) for name in _HOST_FIELDS}
+            host_data = {name: data.pop(name, None) for name in HOST_FIELDS}
             if host_data.get("visible") is None:
                 kwargs["host"] = None
             else:

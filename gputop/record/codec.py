@@ -38,7 +38,7 @@ from typing import Any
 
 import zstandard
 
-from gputop.model import GpuProcess, ProcessInfo, Snapshot
+from gputop.model import HOST_FIELDS, GpuProcess, ProcessInfo, Snapshot, type_hints
 
 #: zstandard level (bench/bench_record.py: about 35 ms a minute of the demo fleet).
 LEVEL = 15
@@ -456,7 +456,7 @@ def _compile_dataclass(cls: type) -> _Conv:
     found = _COMPILED.get(cls)
     if found is not None:
         return found
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     fields = [f.name for f in dataclasses.fields(cls)]
     convs: list[tuple[str, _Conv | None]] = []
 
@@ -581,7 +581,6 @@ def _optional(tp: Any) -> Any:
     return tp
 
 
-_HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
 _KINDS: dict[Any, tuple[int, Any]] = {}
 
 
@@ -656,7 +655,7 @@ class _Direct:
             raise _Fallback
         if cls is GpuProcess:
             return self._merge_own(node, self._gpu_processes(node), False)
-        hints = _type_hints(cls)
+        hints = type_hints(cls)
         fields = dataclasses.fields(cls)
         known = {f.name for f in fields}
         if not known.issuperset(node.children):
@@ -729,19 +728,19 @@ class _Direct:
     def _gpu_processes(self, node: _Node) -> list[Any]:
         """GpuProcess: its own fields, and ``host`` from the flattened host fields, or
         (``host_ref``) the snapshot's own ProcessInfo of that pid."""
-        hints = _type_hints(GpuProcess)
+        hints = type_hints(GpuProcess)
         own_fields = [f for f in dataclasses.fields(GpuProcess) if f.name != "host"]
-        allowed = {f.name for f in own_fields} | set(_HOST_FIELDS) | {"host_ref"}
+        allowed = {f.name for f in own_fields} | set(HOST_FIELDS) | {"host_ref"}
         if not allowed.issuperset(node.children) or "pid" not in node.children:
             raise _Fallback
         n = self.n
         missing = _MISSING
         pids, _ = self._build(node.children["pid"], hints["pid"])
         # The host: built from the row's own host fields where it has them...
-        info_hints = _type_hints(ProcessInfo)
+        info_hints = type_hints(ProcessInfo)
         host_cols: list[Any] = [pids]
         has_fields = False
-        for name in _HOST_FIELDS:
+        for name in HOST_FIELDS:
             child = node.children.get(name)
             if child is None:
                 host_cols.append([None] * n)
@@ -792,13 +791,3 @@ class _Direct:
         if info is None:
             raise CodecError("a process row refers to a pid the snapshot lacks")
         return info
-
-
-_HINT_CACHE: dict[type, dict[str, Any]] = {}
-
-
-def _type_hints(cls: type) -> dict[str, Any]:
-    found = _HINT_CACHE.get(cls)
-    if found is None:
-        found = _HINT_CACHE[cls] = typing.get_type_hints(cls)
-    return found

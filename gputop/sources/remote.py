@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.fmt import clean_text
-from gputop.model import SCHEMA_VERSION, GpuProcess, ProcessInfo, Snapshot
+from gputop.model import HOST_FIELDS, SCHEMA_VERSION, GpuProcess, ProcessInfo, Snapshot, type_hints
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -239,16 +239,6 @@ def summarize(data: dict[str, Any]) -> HostReport:
 
 # --- the whole snapshot, checked --------------------------------------------------------
 
-_HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
 _MISSING = object()
 
 
@@ -295,10 +285,10 @@ def _checked(tp: Any, value: Any) -> Any:
 
 
 def _dataclass(tp: type, data: dict[str, Any]) -> Any:
-    hints = _hints(tp)
+    hints = type_hints(tp)
     kwargs: dict[str, Any] = {}
     if tp is GpuProcess:
-        host = {name: data.get(name) for name in _HOST_FIELDS}
+        host = {name: data.get(name) for name in HOST_FIELDS}
         if isinstance(host.get("visible"), bool):
             info = _checked(ProcessInfo, {"pid": data.get("pid"), **host})
             kwargs["host"] = None if info is _MISSING else info
