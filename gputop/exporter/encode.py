@@ -16,6 +16,7 @@ encoders' bytes on the demo, MIG, job and hostile-label scrapes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from math import copysign
 from typing import Any, cast
 
 from prometheus_client.exposition import generate_latest
@@ -27,6 +28,8 @@ from prometheus_client.openmetrics.exposition import (
 )
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
+
+from gputop.exporter.metrics import Family
 
 _go_float = cast(Callable[[float], str], floatToGoString)
 
@@ -44,6 +47,7 @@ class TextEncoder:
     def __init__(self) -> None:
         self._prefix: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
         self._heads: dict[tuple[str, str, str], str] = {}
+        self._lines: _Lines = {}
 
     def __call__(self, registry: Collector) -> bytes:
         metrics = list(registry.collect())
@@ -55,6 +59,8 @@ class TextEncoder:
     def _encode(self, metrics: Iterable[Any]) -> bytes | None:
         if len(self._prefix) > MAX_CACHED:
             self._prefix.clear()
+        if len(self._lines) > MAX_CACHED:
+            self._lines.clear()
         prefixes = self._prefix
         output: list[str] = []
         append = output.append
@@ -74,6 +80,9 @@ class TextEncoder:
                 doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
                 head = self._heads[head_key] = f"# HELP {name} {doc}\n# TYPE {name} {mtype}\n"
             append(head)
+            if type(metric) is Family:
+                _series(metric, self._lines, _prefix, output)
+                continue
             for s in metric.samples:
                 if s.timestamp is not None or s.exemplar is not None or s.name != mname:
                     return None  # _created, _gsum...: not a plain series of this family
@@ -95,6 +104,35 @@ def _prefix(name: str, labels: dict[str, str]) -> str:
         for k, v in sorted(labels.items())
     )
     return f"{escaped}{{{pairs}}} "
+
+
+#: Per series (sample name, label values): its last value, line and ``name{labels} ``.
+_Lines = dict[tuple[str, tuple[str, ...]], tuple[float, str, str]]
+
+
+def _series(
+    fam: Family, lines: _Lines, prefix_of: Callable[[str, dict[str, str]], str], out: list[str]
+) -> None:
+    """Append the lines of a :class:`Family`'s series: a series whose value is the one it
+    had last time is the line written then (equal values write the same text, except
+    0.0 and -0.0: the sign is compared too; NaN never equals itself, so it is written
+    afresh)."""
+    name = fam.sample_name
+    append = out.append
+    for labels, value in fam.series:
+        key = (name, labels)
+        hit = lines.get(key)
+        if hit is not None:
+            last = hit[0]
+            if last == value and (value or copysign(1.0, value) == copysign(1.0, last)):
+                append(hit[1])
+                continue
+            prefix = hit[2]
+        else:
+            prefix = prefix_of(name, dict(zip(fam.labelnames, labels, strict=True)))
+        line = f"{prefix}{_value(value)}\n"
+        lines[key] = (value, line, prefix)
+        append(line)
 
 
 def _value(value: float) -> str:
@@ -124,6 +162,7 @@ class OpenMetricsEncoder:
     def __init__(self) -> None:
         self._prefix: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
         self._heads: dict[tuple[str, str, str, str], str] = {}
+        self._lines: _Lines = {}
 
     def __call__(self, registry: Collector) -> bytes:
         metrics = list(registry.collect())
@@ -135,6 +174,8 @@ class OpenMetricsEncoder:
     def _encode(self, metrics: Iterable[Any]) -> bytes | None:
         if len(self._prefix) > MAX_CACHED:
             self._prefix.clear()
+        if len(self._lines) > MAX_CACHED:
+            self._lines.clear()
         prefixes = self._prefix
         output: list[str] = []
         append = output.append
@@ -151,6 +192,9 @@ class OpenMetricsEncoder:
                     head += f"# UNIT {name} {metric.unit}\n"
                 self._heads[head_key] = head
             append(head)
+            if type(metric) is Family:
+                _series(metric, self._lines, _om_prefix, output)
+                continue
             for s in metric.samples:
                 if (
                     s.timestamp is not None

@@ -42,6 +42,9 @@ from gputop.textout import filter_gpus
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9867
+#: gzip level of a compressed scrape: 1 costs a third of level 6's CPU (~0.03 against
+#: ~0.1 ms at 8 GPUs x 16 processes) for ~15 % more bytes (3.7 against 3.2 KiB of 27 KiB).
+GZIP_LEVEL = 1
 #: The OpenMetrics variant Prometheus asks for first (the cached encoder writes it).
 _OPENMETRICS_1 = {"escaping": UNDERSCORES, "version": "1.0.0"}
 
@@ -177,7 +180,7 @@ class _Server(ThreadingHTTPServer):
             else:  # another escaping or version: the library's own encoder
                 data = encoder(self.registry)
             if gzipped:
-                data = gzip.compress(data, compresslevel=6, mtime=0)
+                data = gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
             self._cache[key] = (generation, data)
             return data, content_type
 
