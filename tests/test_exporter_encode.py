@@ -16,6 +16,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as om_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from gputop.analysis.verdict import Verdict
 from gputop.diagnosis import Diagnoser
 from gputop.exporter.encode import OpenMetricsEncoder, TextEncoder
 from gputop.exporter.server import ExportState, SnapshotCollector, make_registry
@@ -142,3 +143,108 @@ def test_the_server_serves_each_format_as_the_library_writes_it() -> None:
             assert body == encoder(only), accept
     finally:
         server.server_close()
+
+
+def _both_match(encoders: tuple[TextEncoder, OpenMetricsEncoder], fams: list[Metric]) -> bytes:
+    """The fast encoders' bytes equal the library's on the same families (whose samples
+    the library's own Gauge/Counter/InfoMetricFamily make); returns the text scrape."""
+    registry = _Fams(fams)
+    text, om = encoders[0](registry), encoders[1](registry)
+    assert text == generate_latest(registry)
+    assert om == om_latest(registry)  # type: ignore[no-untyped-call]
+    return text
+
+
+def test_series_families_are_byte_identical_through_lost_gpus_host_only_and_na() -> None:
+    """One pair of encoders (their per-series caches carry over) through a scripted run:
+    no sample yet, demo ticks with jobs, a lost GPU that comes back, n/a values, values
+    that change sign at zero or are NaN/inf, MIG, host-only."""
+    from gputop.exporter.metrics import Family, Totals, build
+    from gputop.model import (
+        Clocks,
+        DriverInfo,
+        GpuMemory,
+        GpuSample,
+        HostSample,
+        MigDevice,
+        Pcie,
+        Snapshot,
+        Utilization,
+    )
+
+    encoders = (TextEncoder(), OpenMetricsEncoder())
+    totals = Totals()
+    assert _both_match(encoders, build(None, {}, (), {}, totals)).startswith(b"# HELP gputop_build")
+
+    source = DemoSource(0, start_time=0.0, step=1.0, mig=True)
+    history = [source.snapshot() for _ in range(20)]
+    diagnoser = Diagnoser()
+    for _ in range(4):
+        history.append(source.snapshot())
+        d = diagnoser.update(history)
+        totals.add(history[-1], d.gpus, 2.0)
+        fams = build(history[-1], d.gpus, d.jobs, d.job_verdicts, totals, with_jobs=True)
+        assert all(type(f) is Family for f in fams)
+        text = _both_match(encoders, fams)
+        assert b"gputop_job_workers{" in text and b"gputop_gpu_mig_info{" in text
+
+    def snap(t: float, *gpus: GpuSample, available: bool = True) -> Snapshot:
+        return Snapshot(
+            time=t,
+            hostname="h",
+            driver=DriverInfo(available=available, driver_version="550.1" if available else None),
+            host=HostSample(cpu_count=8),
+            gpus=gpus,
+            tick_seconds=0.004,
+        )
+
+    def gpu(util: float | None, power: float | None, **kw: object) -> GpuSample:
+        return GpuSample(
+            index=0,
+            uuid='GPU-"0"\\',
+            name="H100\n",
+            memory=GpuMemory(total=80 << 30, used=(1 << 53) + 1, reserved=None),
+            utilization=Utilization(gpu=util),
+            power_w=power,
+            clocks=Clocks(sm_mhz=1755),
+            pcie=Pcie(tx_bytes_per_s=1e6, rx_bytes_per_s=None, gen=4, max_gen=5),
+            clock_event_reasons=("sw power cap", "some new reason"),
+            **kw,  # type: ignore[arg-type]
+        )
+
+    lost = GpuSample(index=1, uuid="GPU-1", name="H100", lost=True, lost_reason="gone")
+    back = GpuSample(index=1, uuid="GPU-1", name="H100", utilization=Utilization(gpu=5.0))
+    mig = GpuSample(
+        index=2,
+        mig_mode=True,
+        mig_devices=(
+            MigDevice(0, uuid="MIG-a", profile="1g.5gb", gpu_instance_id=1, memory=GpuMemory()),
+            MigDevice(1, uuid="MIG-b", profile=None, memory=GpuMemory(used=0, total=5 << 30)),
+        ),
+    )
+    verdict = Verdict("idle", "idle", "", "", "ok")
+    values = [(-0.0, 0.0), (0.0, -0.0), (0.0, 0.0), (float("nan"), float("inf"))]
+    values += [(float("nan"), float("-inf")), (None, None), (100.0, 1e22), (100.0, 1e22)]
+    for i, (util, power) in enumerate(values):
+        second = lost if i % 3 == 1 else back
+        s = snap(100.0 + i, gpu(util, power), second, mig)
+        totals.add(s, {0: verdict}, 2.0)
+        _both_match(encoders, build(s, {0: verdict, 2: verdict}, (), {}, totals))
+    for available in (False, True, False):
+        s = snap(200.0, available=available)
+        text = _both_match(encoders, build(s, {}, (), {}, totals, with_jobs=True))
+        assert b"gputop_gpu_lost" not in text
+
+
+def test_a_series_line_is_reused_only_for_a_value_that_writes_the_same() -> None:
+    from gputop.exporter.metrics import Family
+
+    encoders = (TextEncoder(), OpenMetricsEncoder())
+    seen = []
+    for value in (0.0, -0.0, -0.0, 0, 0.0, float("nan"), float("nan"), 5, 5.0, 1e22, -1e22):
+        fam = Family("x_ratio", "x", "gauge", ("gpu",))
+        fam.series.append((("0",), value))
+        counter = Family("c_seconds", "c", "counter", ("gpu", "kind"), unit="seconds")
+        counter.series.append((("0", "idle"), value))
+        seen.append(_both_match(encoders, [fam, counter]))
+    assert seen[0] != seen[1] and seen[1] == seen[2] and seen[3] == seen[4]
