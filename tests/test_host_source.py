@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import namedtuple
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -91,24 +90,38 @@ def test_host_cpu_percent_sees_a_busy_core() -> None:
     assert sum(sample.cpu_per_core) >= 50.0  # it may move between cores
 
 
-Nic = namedtuple("Nic", "bytes_recv bytes_sent")
+def _net_dev(nics: dict[str, tuple[int, int]]) -> bytes:
+    """/proc/net/dev as the kernel writes it: {name: (bytes received, bytes sent)}."""
+    lines = [
+        b"Inter-|   Receive                                                |  Transmit",
+        b" face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets"
+        b" errs drop fifo colls carrier compressed",
+    ]
+    for name, (rx, tx) in nics.items():
+        lines.append(f"{name:>6}: {rx} 0 0 0 0 0 0 0 {tx} 0 0 0 0 0 0 0".encode())
+    return b"\n".join(lines) + b"\n"
 
 
-def test_net_counter_going_backwards_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_net_counter_going_backwards_gives_none(tmp_path: Path) -> None:
     values = iter(
         [
-            {"lo": Nic(0, 0), "eth0": Nic(1000, 500)},
-            {"lo": Nic(9**9, 9**9), "eth0": Nic(3000, 100)},  # tx went backwards (reset)
-            {"lo": Nic(0, 0), "eth0": Nic(4000, 200), "eth1": Nic(50, 50)},  # eth1 is new
+            {"lo": (0, 0), "eth0": (1000, 500)},
+            {"lo": (9**9, 9**9), "eth0": (3000, 100)},  # tx went backwards (reset)
+            {"lo": (0, 0), "eth0": (4000, 200), "eth1": (50, 50)},  # eth1 is new
         ]
     )
-    monkeypatch.setattr(psutil, "net_io_counters", lambda **_: next(values))
-    reader = HostReader()
-    assert reader.read_host().net.rx_bytes_per_s is None
-    second = reader.read_host().net
+    (tmp_path / "net").mkdir()
+    reader = HostReader(proc_root=str(tmp_path))
+
+    def read() -> Any:
+        (tmp_path / "net" / "dev").write_bytes(_net_dev(next(values)))
+        return reader.read_host().net
+
+    assert read().rx_bytes_per_s is None
+    second = read()
     assert second.rx_bytes_per_s is not None and second.rx_bytes_per_s > 0  # lo not counted
     assert second.tx_bytes_per_s is None
-    third = reader.read_host().net
+    third = read()
     assert third.rx_bytes_per_s is not None and third.tx_bytes_per_s is not None
 
 
@@ -461,19 +474,22 @@ def test_read_processes_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     assert any("boom" in e for e in reader.last_errors)
 
 
-def test_read_host_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_host_never_raises(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def broken(*_: Any, **__: Any) -> Any:
         raise OSError("no /proc/stat")
 
     monkeypatch.setattr(psutil, "cpu_times", broken)
     monkeypatch.setattr(psutil, "disk_io_counters", broken)
-    reader = HostReader()
+    # No /proc files there: every value comes from psutil, two of whose calls fail.
+    reader = HostReader(proc_root=str(tmp_path))
     reader.read_host()
     sample = reader.read_host()
     assert sample.cpu_percent is None and sample.cpu_per_core == ()
     assert sample.disk.read_bytes_per_s is None
     assert sample.memory.total is not None  # the rest still came
-    assert len(reader.last_errors) == 3
+    assert sample.net.rx_bytes_per_s is not None and sample.cpu_count is not None
+    assert [e.split(":")[0] for e in reader.last_errors] == ["cpu_times", "disk_io_counters"]
+    assert all("no /proc/stat" in e for e in reader.last_errors)
 
 
 def test_parse_stat_with_hostile_comm() -> None:

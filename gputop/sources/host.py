@@ -6,14 +6,22 @@ monotonic time between them, so the first call only primes: it returns ``None`` 
 those values (never 0). Nothing here raises: a value that cannot be read is ``None``,
 and what went wrong is listed in ``HostReader.last_errors`` for the sampler to report.
 
+Host-wide values are psutil's, read straight from /proc (``procfs.parse_*``): each
+file once a tick and only the fields shown (/proc/stat for the total and per-CPU times,
+/proc/meminfo for memory and swap, /proc/cpuinfo, /proc/diskstats, /proc/net/dev), with
+psutil's formulas; tests/test_procfs_host.py compares them with psutil on the same bytes.
+Where a file cannot be read or has a shape the parsers do not know (an old kernel
+without ``MemAvailable``, a 2.6.x /proc/diskstats...), psutil is asked. ``cpu_count``
+is asked of psutil once, and again when the number of CPUs in /proc/stat changes.
+
 Choices worth knowing:
 
-- CPU %: from ``psutil.cpu_times`` deltas (the same formula as ``psutil.cpu_percent``,
-  but with our own state, so other users of psutil's module-level state do not disturb
-  it). A single CPU field that goes backwards (the kernel's iowait counter can) counts
-  as 0 for that tick, as psutil does.
-- Disk rate: per-device deltas of ``psutil.disk_io_counters(perdisk=True)``, summed over
-  *physical* disks only: block devices in ``/sys/block`` that have a ``device`` link
+- CPU %: from CPU time deltas (the same formula as ``psutil.cpu_percent``, but with our
+  own state, so other users of psutil's module-level state do not disturb it). A single
+  CPU field that goes backwards (the kernel's iowait counter can) counts as 0 for that
+  tick, as psutil does.
+- Disk rate: per-device deltas of /proc/diskstats (psutil's ``disk_io_counters``),
+  summed over *physical* disks only: block devices in ``/sys/block`` that have a ``device`` link
   (sda, nvme0n1, vda, xvda...). Partitions are not in ``/sys/block``; device-mapper
   (LVM, dm-crypt), md RAID, loop, zram and ram devices have no ``device`` link, so their
   I/O, which also shows on the disks beneath them, is not counted twice. Without
@@ -38,6 +46,7 @@ line, name or user is the same string: the sampler's history shares them.
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import re
@@ -51,12 +60,13 @@ import psutil
 from gputop.fmt import clean_text
 from gputop.model import HostSample, IoRate, MemoryStat, NetRate, ProcessInfo, SwapStat, replace
 from gputop.sources import procfs
-from gputop.sources.procfs import PROC_ROOT, scan_processes
+from gputop.sources.procfs import CPU_FIELDS, PROC_ROOT, CpuTimes, scan_processes
 from gputop.sources.procfs import Stat as _Stat
 
 T = TypeVar("T")
 
 SYS_BLOCK = "/sys/block"
+SYS_CPU = "/sys/devices/system/cpu"
 
 # Whole-disk names, used only when /sys/block cannot be read.
 _WHOLE_DISK = re.compile(r"^(?:[shv]d[a-z]+|xvd[a-z]+|nvme\d+n\d+|mmcblk\d+)$")
@@ -94,37 +104,33 @@ def _sum_deltas(
     return total
 
 
-def _cpu_busy_total(times: Any) -> tuple[float, float]:
-    """(busy, total) seconds of one psutil cpu_times tuple, psutil's formula."""
-    fields = times._asdict()
-    total = sum(fields.values())
-    # On Linux "user" and "nice" already include guest time.
-    total -= fields.get("guest", 0.0) + fields.get("guest_nice", 0.0)
-    idle = fields.get("idle", 0.0) + fields.get("iowait", 0.0)
-    return total - idle, total
+@functools.lru_cache(maxsize=8)
+def _cpu_layout(names: tuple[str, ...]) -> tuple[int | None, int | None, int | None, int | None]:
+    """Where idle, iowait, guest and guest_nice are in CPU times with these field names."""
+
+    def at(name: str) -> int | None:
+        return names.index(name) if name in names else None
+
+    return at("idle"), at("iowait"), at("guest"), at("guest_nice")
 
 
-def _cpu_deltas(old: Any, new: Any) -> dict[str, float]:
-    return {k: max(0.0, v - getattr(old, k, 0.0)) for k, v in new._asdict().items()}
-
-
-def _cpu_percent(old: Any, new: Any) -> float | None:
-    d = _cpu_deltas(old, new)
-    total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)
+def _cpu_percents(
+    old: CpuTimes, new: CpuTimes, names: tuple[str, ...]
+) -> tuple[float | None, float | None]:
+    """(busy %, iowait %) between two readings of one CPU (or of all), psutil's
+    ``cpu_percent`` formula: a field that went backwards counts 0; on Linux "user" and
+    "nice" already include guest time, so guest and guest_nice leave the total."""
+    idle, iowait, guest, guest_nice = _cpu_layout(names)
+    d = [max(0.0, v - o) for v, o in zip(new, old, strict=True)]
+    total = sum(d) - (0.0 if guest is None else d[guest])
+    total -= 0.0 if guest_nice is None else d[guest_nice]
     if total <= 0:
-        return None
-    busy = total - d.get("idle", 0.0) - d.get("iowait", 0.0)
-    return min(100.0, max(0.0, 100.0 * busy / total))
-
-
-def _iowait_percent(old: Any, new: Any) -> float | None:
-    d = _cpu_deltas(old, new)
-    if "iowait" not in d:
-        return None
-    total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)
-    if total <= 0:
-        return None
-    return min(100.0, max(0.0, 100.0 * d["iowait"] / total))
+        return None, None
+    busy = total - (0.0 if idle is None else d[idle]) - (0.0 if iowait is None else d[iowait])
+    busy_percent = min(100.0, max(0.0, 100.0 * busy / total))
+    if iowait is None:
+        return busy_percent, None
+    return busy_percent, min(100.0, max(0.0, 100.0 * d[iowait] / total))
 
 
 def _is_physical_disk(name: str, sys_block: str) -> bool:
@@ -244,7 +250,12 @@ class HostReader:
     """
 
     def __init__(
-        self, *, rescan_seconds: float = RESCAN_SECONDS, shared_pid_namespace: bool | None = None
+        self,
+        *,
+        rescan_seconds: float = RESCAN_SECONDS,
+        shared_pid_namespace: bool | None = None,
+        proc_root: str = PROC_ROOT,
+        sys_cpu: str = SYS_CPU,
     ) -> None:
         """``shared_pid_namespace``: whether this process sees the driver's pids (default:
         :func:`shares_driver_pid_namespace`); then a listed pid missing here has exited."""
@@ -256,8 +267,13 @@ class HostReader:
         self._last_scan: dict[int, _Stat] | None = None  # the last pass over all of /proc
         self._last_scan_at = 0.0  # its monotonic time
         self._host_time: float | None = None
-        self._cpu: Any = None
-        self._per_core: list[Any] | None = None
+        self._proc = proc_root
+        self._sys_cpu = sys_cpu
+        # CPU times (all CPUs, per CPU) at the last call, and their field names.
+        self._cpu: tuple[tuple[str, ...], CpuTimes, list[CpuTimes]] | None = None
+        self._cpu_count: int | None = None
+        self._cpu_cores: int | None = None  # per-CPU lines when cpu_count was asked
+        self._cpufreq_sysfs: bool | None = None  # psutil's test, made once
         self._disk: dict[str, tuple[int, int]] | None = None
         self._net: dict[str, tuple[int, int]] | None = None
         self._physical: dict[str, bool] = {}
@@ -291,24 +307,25 @@ class HostReader:
         cpu_percent: float | None = None
         iowait: float | None = None
         per_core: tuple[float, ...] = ()
-        cpu = self._try("cpu_times", psutil.cpu_times)
-        if cpu is not None and self._cpu is not None:
-            cpu_percent = _cpu_percent(self._cpu, cpu)
-            iowait = _iowait_percent(self._cpu, cpu)
+        cpu = self._try("cpu_times", self._cpu_times)
+        if cpu is not None and self._cpu is not None and cpu[0] == self._cpu[0]:
+            names, (_, total, cores), (_, last_total, last_cores) = cpu[0], cpu, self._cpu
+            cpu_percent, iowait = _cpu_percents(last_total, total, names)
+            if len(cores) == len(last_cores):
+                values = [
+                    _cpu_percents(a, b, names)[0] for a, b in zip(last_cores, cores, strict=True)
+                ]
+                # A core with no elapsed ticks has no percentage: then the list is not given.
+                if all(v is not None for v in values):
+                    per_core = tuple(v for v in values if v is not None)
         self._cpu = cpu
-        cores = self._try("cpu_times(percpu)", lambda: psutil.cpu_times(percpu=True))
-        if cores is not None and self._per_core is not None and len(cores) == len(self._per_core):
-            values = [_cpu_percent(a, b) for a, b in zip(self._per_core, cores, strict=True)]
-            # A core with no elapsed ticks has no percentage: then the list is not given.
-            if all(v is not None for v in values):
-                per_core = tuple(v for v in values if v is not None)
-        self._per_core = cores
+        cpu_count = self._try("cpu_count", lambda: self._count_cpus(cpu))
 
-        freq = self._try("cpu_freq", psutil.cpu_freq)
-        freq_mhz = freq.current if freq is not None and freq.current > 0 else None
+        freq_mhz = self._try("cpu_freq", self._cpu_freq_mhz)
+        if freq_mhz is not None and not freq_mhz > 0:
+            freq_mhz = None
         load = self._try("load_average", os.getloadavg)
-        vm = self._try("virtual_memory", psutil.virtual_memory)
-        sw = self._try("swap_memory", psutil.swap_memory)
+        memory, swap = self._memory()
 
         disk_rate = IoRate()
         disks = self._try("disk_io_counters", self._disk_counters)
@@ -332,37 +349,129 @@ class HostReader:
         return HostSample(
             cpu_percent=cpu_percent,
             cpu_per_core=per_core,
-            cpu_count=self._try("cpu_count", psutil.cpu_count),
+            cpu_count=cpu_count,
             cpu_freq_mhz=freq_mhz,
             iowait_percent=iowait,
             load_average=None if load is None else (load[0], load[1], load[2]),
-            memory=MemoryStat()
-            if vm is None
-            else MemoryStat(total=vm.total, used=vm.used, available=vm.available),
-            swap=SwapStat() if sw is None else SwapStat(total=sw.total, used=sw.used),
+            memory=memory,
+            swap=swap,
             disk=disk_rate,
             net=net_rate,
             rate_seconds=dt,
         )
 
+    def _read_proc(self, name: str) -> bytes | None:
+        """A host-wide /proc file, or None where it cannot be read (then psutil is asked)."""
+        try:
+            return procfs.read_all(f"{self._proc}/{name}")
+        except OSError:
+            return None
+
+    def _cpu_times(self) -> tuple[tuple[str, ...], CpuTimes, list[CpuTimes]]:
+        """(field names, all CPUs, per CPU): /proc/stat read once, or psutil's two reads."""
+        data = self._read_proc("stat")
+        parsed = None if data is None else procfs.parse_cpu_times(data)
+        if parsed is not None:
+            total, cores = parsed
+            return CPU_FIELDS[: len(total)], total, cores
+        times = psutil.cpu_times()
+        cores = [tuple(c) for c in psutil.cpu_times(percpu=True)]
+        return tuple(times._fields), tuple(times), cores
+
+    def _count_cpus(
+        self, cpu: tuple[tuple[str, ...], CpuTimes, list[CpuTimes]] | None
+    ) -> int | None:
+        """psutil's ``cpu_count()`` (online logical CPUs), asked again only when the number
+        of per-CPU lines in /proc/stat (the online CPUs) changed: CPU hotplug."""
+        cores = None if cpu is None else len(cpu[2])
+        if self._cpu_count is None or cores is None or cores != self._cpu_cores:
+            self._cpu_count = psutil.cpu_count()
+            self._cpu_cores = cores
+        return self._cpu_count
+
+    def _cpu_freq_mhz(self) -> float | None:
+        """psutil's ``cpu_freq().current`` (the mean over CPUs of /proc/cpuinfo's "cpu
+        MHz"; with cpufreq in sysfs, each truncated to kHz when there is one cpufreq
+        policy per CPU), without psutil's line-by-line parse of /proc/cpuinfo and its two
+        more sysfs files a CPU (minimum and maximum, which gputop does not show)."""
+        if self._cpufreq_sysfs is None:  # psutil makes the same test once, on import
+            self._cpufreq_sysfs = os.path.exists(f"{self._sys_cpu}/cpufreq/policy0") or (
+                os.path.exists(f"{self._sys_cpu}/cpu0/cpufreq")
+            )
+        data = self._read_proc("cpuinfo")
+        freqs = None if data is None else procfs.parse_cpuinfo_mhz(data)
+        if freqs is not None and self._cpufreq_sysfs:
+            try:
+                names = os.listdir(f"{self._sys_cpu}/cpufreq")
+            except OSError:
+                names = []
+            policies = sum(1 for n in names if n.startswith("policy") and n[6:7].isdigit())
+            # One policy per CPU: psutil takes cpuinfo's value, truncated to kHz; else it
+            # reads each policy's scaling_cur_freq: asked of psutil itself.
+            freqs = [int(f * 1000) / 1000 for f in freqs] if policies == len(freqs) else None
+        if freqs is None:
+            freq = psutil.cpu_freq()
+            return None if freq is None else float(freq.current)
+        if not freqs:
+            return None
+        if len(freqs) == 1:
+            return freqs[0]
+        current = 0.0
+        for f in freqs:  # psutil's own sum, in order (not sum(): the same float)
+            current += f
+        return current / float(len(freqs))
+
+    def _memory(self) -> tuple[MemoryStat, SwapStat]:
+        """Memory and swap from one read of /proc/meminfo (psutil reads it twice, and
+        /proc/vmstat for swap-in/out counters gputop does not show); psutil where the
+        file cannot be read or psutil would work the values out another way."""
+        data = self._read_proc("meminfo")
+        mem = None if data is None else procfs.parse_meminfo(data)
+        if mem is None:
+            vm = self._try("virtual_memory", psutil.virtual_memory)
+            memory = (
+                MemoryStat()
+                if vm is None
+                else MemoryStat(total=vm.total, used=vm.used, available=vm.available)
+            )
+        else:
+            memory = MemoryStat(total=mem.total, used=mem.used, available=mem.available)
+        if mem is None or mem.swap_total is None:
+            sw = self._try("swap_memory", psutil.swap_memory)
+            return memory, SwapStat() if sw is None else SwapStat(total=sw.total, used=sw.used)
+        return memory, SwapStat(total=mem.swap_total, used=mem.swap_used)
+
     def _disk_counters(self) -> dict[str, tuple[int, int]]:
-        raw = psutil.disk_io_counters(perdisk=True, nowrap=False)
+        data = self._read_proc("diskstats")
+        raw = None if data is None else procfs.parse_diskstats(data)
+        if raw is None:
+            raw = {
+                name: (c.read_bytes, c.write_bytes)
+                for name, c in psutil.disk_io_counters(perdisk=True, nowrap=False).items()
+            }
         out: dict[str, tuple[int, int]] = {}
-        for name, c in raw.items():
+        for name, counters in raw.items():
             physical = self._physical.get(name)
             if physical is None:
                 physical = self._physical[name] = _is_physical_disk(name, SYS_BLOCK)
             if physical:
-                out[name] = (c.read_bytes, c.write_bytes)
+                out[name] = counters
         # Forget devices that went away (hotplug); a re-added one is classified again.
-        for name in [n for n in self._physical if n not in raw]:
-            del self._physical[name]
+        if len(self._physical) != len(raw):
+            for name in [n for n in self._physical if n not in raw]:
+                del self._physical[name]
         return out
 
-    @staticmethod
-    def _net_counters() -> dict[str, tuple[int, int]]:
-        raw = psutil.net_io_counters(pernic=True, nowrap=False)
-        return {name: (c.bytes_recv, c.bytes_sent) for name, c in raw.items() if name != "lo"}
+    def _net_counters(self) -> dict[str, tuple[int, int]]:
+        data = self._read_proc("net/dev")
+        raw = None if data is None else procfs.parse_net_dev(data)
+        if raw is None:
+            raw = {
+                name: (c.bytes_recv, c.bytes_sent)
+                for name, c in psutil.net_io_counters(pernic=True, nowrap=False).items()
+            }
+        raw.pop("lo", None)
+        return raw
 
     # -- processes -----------------------------------------------------------------------
 
@@ -722,5 +831,6 @@ class HostReader:
         self._invisible.clear()
         self._users.clear()
         self._physical.clear()
-        self._cpu = self._per_core = self._disk = self._net = None
+        self._cpu = self._disk = self._net = None
+        self._cpu_count = self._cpu_cores = None
         self._host_time = None

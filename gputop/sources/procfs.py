@@ -208,3 +208,205 @@ def process_name(comm: str, argv: list[str]) -> str:
         if extended.startswith(comm):
             return extended
     return comm
+
+
+# --- host-wide files (HostReader.read_host) -------------------------------------------
+#
+# psutil reads /proc/stat twice a tick (total and per-core times), /proc/meminfo twice
+# (memory and swap, plus /proc/vmstat for swap-in/out counters gputop does not use), and
+# parses every line of each into named tuples; its ``cpu_freq`` parses every line of
+# /proc/cpuinfo (about 1 KB a core) and, where cpufreq is in sysfs, reads two more files
+# a core. The parsers here read each file once and pick out only what gputop shows, with
+# psutil's formulas: the values are psutil's (tests/test_procfs.py compares them on this
+# machine and on kernel-shaped samples). Each returns None where the file has a shape
+# they do not know; then the caller asks psutil, which knows the rarer shapes.
+
+
+def read_all(path: str) -> bytes:
+    """A whole /proc file (read until end of file: a big host's /proc/stat or
+    /proc/cpuinfo is more than one read)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = [os.read(fd, 65536)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 65536))
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 2 else b"".join(chunks)
+
+
+#: /proc/stat's CPU time columns, in order (psutil's ``cpu_times`` fields on Linux).
+CPU_FIELDS = (
+    "user",
+    "nice",
+    "system",
+    "idle",
+    "iowait",
+    "irq",
+    "softirq",
+    "steal",
+    "guest",
+    "guest_nice",
+)
+
+CpuTimes = tuple[float, ...]
+
+
+def parse_cpu_times(data: bytes) -> tuple[CpuTimes, list[CpuTimes]] | None:
+    """(all CPUs, one tuple per CPU) from /proc/stat: seconds in ``CPU_FIELDS`` order,
+    as many columns as the first line has (7 to 10: older kernels lack steal, guest,
+    guest_nice), as psutil's ``cpu_times()`` and ``cpu_times(percpu=True)`` give them
+    (``float(column) / CLOCK_TICKS``). None for a file of another shape."""
+    end = data.find(b"\n")
+    first = data[: None if end < 0 else end].split()
+    n = min(len(first) - 1, len(CPU_FIELDS))
+    if n < 7 or first[0] != b"cpu":
+        return None
+    ticks = CLOCK_TICKS
+    try:
+        total = tuple([float(x) / ticks for x in first[1 : n + 1]])
+        cores: list[CpuTimes] = []
+        at = data.find(b"\ncpu")
+        while at >= 0:  # every later line that starts with "cpu" (cpu0, cpu1, ...)
+            eol = data.find(b"\n", at + 1)
+            values = data[at + 1 : None if eol < 0 else eol].split()
+            core = tuple([float(x) / ticks for x in values[1 : n + 1]])
+            if len(core) != n:
+                return None
+            cores.append(core)
+            at = data.find(b"\ncpu", at + 1)
+    except ValueError:
+        return None
+    return total, cores
+
+
+def _line_number(data: bytes, key: bytes) -> int | None:
+    """The first number after ``key`` at the start of a line (``key: 123 kB``)."""
+    if data.startswith(key):
+        start = len(key)
+    else:
+        at = data.find(b"\n" + key)
+        if at < 0:
+            return None
+        start = at + 1 + len(key)
+    end = data.find(b"\n", start)
+    try:
+        return int(data[start : None if end < 0 else end].split()[0])
+    except (IndexError, ValueError):
+        return None
+
+
+class Meminfo(NamedTuple):
+    """What psutil's ``virtual_memory()`` and ``swap_memory()`` give gputop, in bytes."""
+
+    total: int
+    available: int
+    used: int  # total - available, as psutil
+    swap_total: int | None  # None: no Swap lines (psutil then asks sysinfo(2))
+    swap_used: int | None  # swap total - swap free, as psutil
+
+
+def parse_meminfo(data: bytes) -> Meminfo | None:
+    """/proc/meminfo with psutil's formulas (kB x 1024). None where psutil would
+    estimate the available memory itself (no ``MemAvailable``, before Linux 3.14, or a
+    0 there) or where MemTotal or MemFree are missing."""
+    total = _line_number(data, b"MemTotal:")
+    free = _line_number(data, b"MemFree:")
+    available = _line_number(data, b"MemAvailable:")
+    if total is None or free is None or not available:
+        return None
+    total, free, available = total * 1024, free * 1024, available * 1024
+    if available < 0:
+        available = 0
+    elif available > total:  # a container's distorted view: psutil takes MemFree
+        available = free
+    swap_total = _line_number(data, b"SwapTotal:")
+    swap_free = _line_number(data, b"SwapFree:")
+    if swap_total is None or swap_free is None:
+        swap_total = swap_free = None
+    return Meminfo(
+        total=total,
+        available=available,
+        used=total - available,
+        swap_total=None if swap_total is None else swap_total * 1024,
+        swap_used=None
+        if swap_total is None or swap_free is None
+        else (swap_total - swap_free) * 1024,
+    )
+
+
+def parse_net_dev(data: bytes) -> dict[str, tuple[int, int]] | None:
+    """{interface: (bytes received, bytes sent)} from /proc/net/dev, as psutil's
+    ``net_io_counters(pernic=True)``. None for a line of another shape."""
+    out: dict[str, tuple[int, int]] = {}
+    for line in data.split(b"\n")[2:]:
+        if not line:
+            continue
+        colon = line.rfind(b":")
+        fields = line[colon + 1 :].split()
+        if colon <= 0 or len(fields) != 16:
+            return None
+        try:
+            out[os.fsdecode(line[:colon].strip())] = (int(fields[0]), int(fields[8]))
+        except ValueError:
+            return None
+    return out
+
+
+#: The unit of /proc/diskstats' sector counts, whatever the disk's own sector size.
+SECTOR_SIZE = 512
+
+
+def parse_diskstats(data: bytes) -> dict[str, tuple[int, int]] | None:
+    """{device: (bytes read, bytes written)} from /proc/diskstats, as psutil's
+    ``disk_io_counters(perdisk=True)`` reads its three line shapes (Linux 2.4's 15
+    fields; 2.6+'s 14, or 18 and more since 4.18; a 2.6 partition's 7). None for a line
+    of another shape."""
+    out: dict[str, tuple[int, int]] = {}
+    for line in data.split(b"\n"):
+        fields = line.split()
+        n = len(fields)
+        if n == 0:
+            continue
+        try:
+            if n == 15:
+                out[os.fsdecode(fields[3])] = (
+                    int(fields[5]) * SECTOR_SIZE,
+                    int(fields[9]) * SECTOR_SIZE,
+                )
+            elif n == 14 or n >= 18:
+                out[os.fsdecode(fields[2])] = (
+                    int(fields[5]) * SECTOR_SIZE,
+                    int(fields[9]) * SECTOR_SIZE,
+                )
+            elif n == 7:
+                out[os.fsdecode(fields[2])] = (
+                    int(fields[4]) * SECTOR_SIZE,
+                    int(fields[6]) * SECTOR_SIZE,
+                )
+            else:
+                return None
+        except ValueError:
+            return None
+    return out
+
+
+def parse_cpuinfo_mhz(data: bytes) -> list[float] | None:
+    """The value of every line that starts with "cpu MHz" (any case) in /proc/cpuinfo,
+    as psutil reads them (none on most non-x86 machines). None for such a line without
+    a ':' or a number after it."""
+    lower = data.lower()
+    out: list[float] = []
+    at = 0 if lower.startswith(b"cpu mhz") else lower.find(b"\ncpu mhz")
+    while at >= 0:
+        eol = data.find(b"\n", at + 1)
+        line = data[at : None if eol < 0 else eol]
+        colon = line.find(b":")
+        if colon < 0:
+            return None
+        try:
+            out.append(float(line[colon + 1 :]))
+        except ValueError:
+            return None
+        at = lower.find(b"\ncpu mhz", at + 1)
+    return out
