@@ -17,6 +17,7 @@ import pytest
 from gputop.model import GpuSample, SampleError
 from gputop.sources.nvml import (
     NvmlReader,
+    _PcieCall,
     cuda_version_string,
     decode_clock_event_reasons,
     link_max_bytes_per_s,
@@ -654,6 +655,83 @@ def test_very_slow_pcie_does_not_hold_the_tick(
     assert errors == ()
     assert calls.total == 2 + 2 + 2  # GPU 0 once; GPU 1 on each read
     assert (g0.pcie.tx_bytes_per_s, g0.pcie.rx_bytes_per_s) == (7 * 1024.0, 8 * 1024.0)
+
+
+class _GatedNv:
+    """A stand-in for pynvml's one PCIe call, held until the test lets it answer."""
+
+    NVML_PCIE_UTIL_TX_BYTES = 0
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def nvmlDeviceGetPcieThroughput(self, handle: object, counter: int) -> int:
+        self.calls += 1
+        self.entered.set()
+        assert self.release.wait(30)
+        if handle == "broken":
+            raise ValueError("no answer")
+        return 42
+
+
+def test_a_pcie_call_thread_answers_once_per_start_and_ends_when_retired() -> None:
+    """The per-direction thread: one call per start, the answer or the error handed over,
+    and retiring ends it whether it is idle, calling, or just handed a call."""
+    nv = _GatedNv()
+    call = _PcieCall(nv, "h", 0, "test")
+    call.start()
+    assert nv.entered.wait(30) and call.pending
+    assert call.wait(0) is False  # still in NVML: not answered, still pending
+    nv.release.set()
+    assert call.wait(30) and call.result() == 42 and not call.pending and nv.calls == 1
+    call.retire()  # idle: ends at once without calling
+    call.join(30)
+    assert not call.alive() and nv.calls == 1
+
+    nv = _GatedNv()
+    call = _PcieCall(nv, "broken", 0, "test")
+    call.start()
+    assert nv.entered.wait(30)
+    call.retire()  # in a call: ends when NVML answers, the answer is not waited for
+    assert call.alive()
+    nv.release.set()
+    call.join(30)
+    assert not call.alive() and nv.calls == 1
+
+    nv = _GatedNv()
+    nv.release.set()
+    call = _PcieCall(nv, "broken", 0, "test")
+    call.start()
+    assert call.wait(30)
+    with pytest.raises(ValueError, match="no answer"):
+        call.result()
+    call.start()
+    call.retire()  # just handed a call: the thread may not have taken it yet
+    call.join(30)
+    assert not call.alive() and nv.calls <= 2
+
+
+def test_a_lost_gpu_ends_its_pcie_threads_and_close_leaves_none(
+    fake_nvml: FakeNvml, reader: Reader
+) -> None:
+    fake_nvml.write(Scenario(gpus=[FakeGpu(), FakeGpu()]))
+    before = threading.active_count()
+    r = reader()
+    r.read()
+    assert threading.active_count() == before + 4  # TX and RX of each GPU
+    lost = FakeGpu()
+    lost.errors = {"nvmlDeviceGetUtilizationRates": "GPU_IS_LOST"}
+    fake_nvml.write(Scenario(gpus=[lost, FakeGpu()]))
+    (g0, g1), _ = r.read()
+    assert g0.lost and not g1.lost
+    deadline = time.monotonic() + 30
+    while threading.active_count() > before + 2:  # GPU 0's two threads end
+        assert time.monotonic() < deadline, "a lost GPU's PCIe threads did not end"
+        time.sleep(0.01)
+    r.close()
+    assert threading.active_count() == before
 
 
 def test_slow_calls_delay_but_do_not_break(fake_nvml: FakeNvml, reader: Reader) -> None:

@@ -43,8 +43,10 @@ Units and choices:
 
 - PCIe throughput: NVML answers in "KB/s" over a 20 ms window; like nvidia-smi and nvitop,
   gputop takes KB as 1024 bytes. Each call blocks ~20 ms on real hardware, so TX and RX of
-  every GPU run at once on a persistent thread pool (ctypes releases the GIL) while the
-  other metrics are read; the tick waits for them at most ``PCIE_WAIT_S``. A slower
+  every GPU run at once, each on a persistent thread of its own (ctypes releases the GIL),
+  while the other metrics are read; the tick waits for them at most ``PCIE_WAIT_S``.
+  Handing a thread its call is a lock release and collecting the answer a lock acquire
+  (:class:`_PcieCall`): a thread pool's futures cost about twice the CPU. A slower
   answer is used by the next tick (no new call is started while one is pending) and the
   value is None meanwhile, with a SampleError.
 - ECC: the *volatile* uncorrected count (since the driver was loaded): what changed on
@@ -59,10 +61,10 @@ Units and choices:
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextlib
 import ctypes
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -433,7 +435,8 @@ class _Gpu:
     # per metric, index of the first call variant that exists (fallback chains)
     variant: dict[str, int] = field(default_factory=dict)
     last_sample_us: int = 0  # newest per-process utilization timestamp seen
-    pcie_pending: tuple[cf.Future[int], cf.Future[int]] | None = None
+    # this handle's PCIe throughput calls (TX, RX), each on its own thread
+    pcie_calls: tuple[_PcieCall, _PcieCall] | None = None
     # last read's rows by pid: an unchanged row is given out again (snapshots share it)
     last_processes: dict[int, GpuProcess] = field(default_factory=dict)
 
@@ -444,7 +447,10 @@ class _Gpu:
         self.missing.clear()
         self.variant.clear()
         self.last_sample_us = 0
-        self.pcie_pending = None
+        if self.pcie_calls is not None:  # bound to the old handle
+            for call in self.pcie_calls:
+                call.retire()
+            self.pcie_calls = None
 
 
 class NvmlReader:
@@ -459,8 +465,7 @@ class NvmlReader:
         self._closed = False
         self._count: int | None = None
         self._gpus: list[_Gpu] = []
-        self._pool: cf.ThreadPoolExecutor | None = None
-        self._inflight: set[cf.Future[int]] = set()  # PCIe calls not answered yet
+        self._pcie_calls: list[_PcieCall] = []  # every PCIe call thread still alive
         self._last_failure: int | None = None  # nvmlReturn_t of the last failed metric call
         self._last_samples: dict[int, GpuSample] = {}  # the last read, by GPU index
         self.driver: DriverInfo = self._init()
@@ -521,11 +526,14 @@ class NvmlReader:
         if self._closed:
             return
         self._closed = True
-        if self._pool is not None:
-            _, not_done = cf.wait(list(self._inflight), timeout=CLOSE_WAIT_S)
-            # join the idle workers; never wait on a call NVML has not answered
-            self._pool.shutdown(wait=not not_done, cancel_futures=True)
-            self._pool = None
+        # idle threads end at once; one in a call ends when NVML answers: wait for that
+        # at most CLOSE_WAIT_S in all, never on a call NVML does not answer
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for call in self._pcie_calls:
+            call.retire()
+        for call in self._pcie_calls:
+            call.join(max(0.0, deadline - time.monotonic()))
+        self._pcie_calls = []
         if self._initialized:
             self._initialized = False
             with contextlib.suppress(Exception):
@@ -1075,32 +1083,34 @@ class NvmlReader:
     def _start_pcie(self) -> None:
         nv = self._nv
         for gpu in self._gpus:
-            if gpu.handle is None or gpu.pcie_pending is not None:
+            if gpu.handle is None or "pcie_throughput" in gpu.unsupported:
                 continue
-            if "pcie_throughput" in gpu.unsupported:
-                continue
-            if self._pool is None:
-                workers = max(2, min(64, 2 * len(self._gpus)))
-                self._pool = cf.ThreadPoolExecutor(workers, thread_name_prefix="gputop-pcie")
-            fn = nv.nvmlDeviceGetPcieThroughput
-            tx = self._pool.submit(fn, gpu.handle, nv.NVML_PCIE_UTIL_TX_BYTES)
-            rx = self._pool.submit(fn, gpu.handle, nv.NVML_PCIE_UTIL_RX_BYTES)
-            for future in (tx, rx):
-                self._inflight.add(future)
-                future.add_done_callback(self._inflight.discard)
-            gpu.pcie_pending = (tx, rx)
+            calls = gpu.pcie_calls
+            if calls is None:
+                self._pcie_calls = [c for c in self._pcie_calls if c.alive()]
+                calls = gpu.pcie_calls = (
+                    _PcieCall(nv, gpu.handle, nv.NVML_PCIE_UTIL_TX_BYTES, f"gpu{gpu.index}-tx"),
+                    _PcieCall(nv, gpu.handle, nv.NVML_PCIE_UTIL_RX_BYTES, f"gpu{gpu.index}-rx"),
+                )
+                self._pcie_calls.extend(calls)
+            if not (calls[0].pending or calls[1].pending):  # none while one is unanswered
+                calls[0].start()
+                calls[1].start()
 
     def _finish_pcie(
         self, samples: list[GpuSample], deadline: float, errors: list[SampleError]
     ) -> list[GpuSample]:
         out = []
         for sample, gpu in zip(samples, self._gpus, strict=True):
-            pending = gpu.pcie_pending
-            if sample.lost or gpu.handle is None or pending is None:
+            calls = gpu.pcie_calls
+            if sample.lost or gpu.handle is None or calls is None or not calls[0].pending:
                 out.append(sample)
                 continue
-            cf.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
-            if not (pending[0].done() and pending[1].done()):
+            tx_call, rx_call = calls
+            if not (
+                tx_call.wait(deadline - time.monotonic())
+                and rx_call.wait(deadline - time.monotonic())
+            ):
                 errors.append(
                     self._error(
                         gpu,
@@ -1110,10 +1120,9 @@ class NvmlReader:
                 )
                 out.append(sample)
                 continue
-            gpu.pcie_pending = None
             try:
-                tx = self._get(gpu, "pcie_throughput", pending[0].result, errors)
-                rx = self._get(gpu, "pcie_throughput", pending[1].result, errors)
+                tx = self._get(gpu, "pcie_throughput", tx_call.result, errors)
+                rx = self._get(gpu, "pcie_throughput", rx_call.result, errors)
             except _Lost as lost:
                 self._mark_lost(gpu, lost.reason, errors)
                 out.append(self._unreadable(gpu))
@@ -1134,6 +1143,77 @@ class NvmlReader:
                 )
             )
         return out
+
+
+class _PcieCall:
+    """One GPU's PCIe throughput in one direction, asked on a thread of its own.
+
+    The thread lives as long as the GPU's handle and sleeps on a lock between ticks:
+    ``start`` hands it the call (a lock release), ``wait`` takes the answer in (a lock
+    acquire), ``result`` gives it. ``pending``: asked and not collected yet, so a call that
+    outlasts a tick is collected by a later one and never asked twice at once.
+    """
+
+    def __init__(self, nv: Any, handle: Any, counter: int, name: str) -> None:
+        self._nv = nv
+        self._handle = handle
+        self._counter = counter
+        self._go = threading.Lock()  # locked, but for the moment start() hands a call over
+        self._go.acquire()
+        self._done = threading.Lock()  # released by the thread when the answer is in
+        self._done.acquire()
+        self._answered = False
+        self._value = 0
+        self._error: BaseException | None = None
+        self._retired = False
+        self.pending = False
+        self._thread = threading.Thread(target=self._run, name=f"gputop-pcie-{name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._go.acquire()
+            if self._retired:
+                return
+            try:
+                # looked up at each call, as every other NVML call is
+                self._value = self._nv.nvmlDeviceGetPcieThroughput(self._handle, self._counter)
+                self._error = None
+            except BaseException as exc:  # given to the sampler's thread by result()
+                self._error = exc
+            self._done.release()
+
+    def start(self) -> None:
+        self.pending = True
+        self._go.release()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the answer is in, waiting at most ``timeout`` seconds for it."""
+        if not self._answered:
+            self._answered = self._done.acquire(timeout=max(0.0, timeout))
+        return self._answered
+
+    def result(self) -> int:
+        """The answer (after ``wait`` said it is in); raises what the call raised."""
+        self.pending = self._answered = False
+        if self._error is not None:
+            raise self._error
+        return int(self._value)
+
+    def retire(self) -> None:
+        """End the thread: at once when idle, else as soon as NVML answers its call."""
+        if not self._retired:
+            self._retired = True
+            # unlocked already when start() just handed a call over: the thread takes it,
+            # sees it is retired and ends without calling
+            with contextlib.suppress(RuntimeError):
+                self._go.release()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
 
 
 def _bind(fn: Callable[[Any], T], handle: Any) -> Callable[[], T]:
