@@ -39,6 +39,14 @@ BOUNDS: tuple[tuple[str, float, float, str], ...] = (
 )
 
 
+#: BOUNDS with each path split once: (path, part or None, field, low, high, unit).
+_SPLIT_BOUNDS = tuple(
+    (path, *((head, tail) if tail else (None, head)), low, high, unit)
+    for path, low, high, unit in BOUNDS
+    for head, _, tail in [path.partition(".")]
+)
+
+
 def _shown(value: float) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -64,19 +72,18 @@ def check_gpu(sample: GpuSample) -> tuple[GpuSample, list[SampleError]]:
 
     changes: dict[str, object] = {}
     parts: dict[str, dict[str, object]] = {}
-    for path, low, high, unit in BOUNDS:
-        head, _, tail = path.partition(".")
-        holder = getattr(sample, head) if tail else sample
-        value = getattr(holder, tail or head)
+    isfinite = math.isfinite
+    for path, head, name, low, high, unit in _SPLIT_BOUNDS:
+        value = getattr(sample if head is None else getattr(sample, head), name)
         if value is None:
             continue
-        if isinstance(value, int | float) and math.isfinite(value) and low <= value <= high:
+        if isinstance(value, int | float) and isfinite(value) and low <= value <= high:
             continue
         bad(path, value, f"outside {_shown(low)}-{_shown(high)} {unit}")
-        if tail:
-            parts.setdefault(head, {})[tail] = None
+        if head is not None:
+            parts.setdefault(head, {})[name] = None
         else:
-            changes[head] = None
+            changes[name] = None
     memory = sample.memory
     mem: dict[str, object] = {}
     total = memory.total

@@ -565,23 +565,69 @@ class NvmlReader:
                 self._attach(gpu, errors)
         started = time.monotonic()
         self._start_pcie()
-        samples: list[GpuSample] = []
+        # Each GPU's values are read now, while the PCIe calls run; its sample is made
+        # once their answers are in (one GpuSample per GPU and tick, no copies).
+        readings: list[dict[str, Any] | GpuSample] = []
         for gpu in self._gpus:
             if gpu.handle is None:
-                samples.append(self._unreadable(gpu))
+                readings.append(self._unreadable(gpu))
                 continue
             try:
-                samples.append(self._read_gpu(gpu, errors))
+                readings.append(self._read_gpu(gpu, errors))
             except _Lost as lost:
                 self._mark_lost(gpu, lost.reason, errors)
-                samples.append(self._unreadable(gpu))
+                readings.append(self._unreadable(gpu))
             except Exception as exc:
                 errors.append(
                     self._error(gpu, "gpu", f"reading failed: {_describe(self._nv, exc)}")
                 )
-                samples.append(self._identity(gpu))
-        self._pid_check.forget_except({p.pid for s in samples for p in s.processes})
-        return self._finish_pcie(samples, started + PCIE_WAIT_S, errors)
+                readings.append(self._identity(gpu))
+        self._pid_check.forget_except(
+            {p.pid for r in readings if isinstance(r, dict) for p in r["processes"]}
+        )
+        deadline = started + PCIE_WAIT_S
+        samples: list[GpuSample] = []
+        for gpu, reading in zip(self._gpus, readings, strict=True):
+            if isinstance(reading, GpuSample) and reading.lost:
+                samples.append(reading)
+                continue
+            try:
+                rates = self._pcie_rates(gpu, deadline, errors)
+            except _Lost as lost:
+                self._mark_lost(gpu, lost.reason, errors)
+                samples.append(self._unreadable(gpu))
+                continue
+            if isinstance(reading, GpuSample):  # identity only: a reading failed
+                if rates is not None:
+                    pcie = replace(reading.pcie, tx_bytes_per_s=rates[0], rx_bytes_per_s=rates[1])
+                    reading = replace(reading, pcie=pcie)
+                samples.append(reading)
+                continue
+            samples.append(self._sample(gpu, reading, rates))
+        return samples
+
+    def _sample(
+        self, gpu: _Gpu, reading: dict[str, Any], rates: tuple[float | None, float | None] | None
+    ) -> GpuSample:
+        """The GPU's sample of this tick from its reading and PCIe rates; each part that
+        equals the last read's is that part (the history then holds one copy)."""
+        tx, rx = (None, None) if rates is None else rates
+        reading["pcie"] = Pcie(
+            gen=reading.pop("pcie_gen"),
+            width=reading.pop("pcie_width"),
+            max_gen=gpu.pcie_max_gen,
+            max_width=gpu.pcie_max_width,
+            link_max_bytes_per_s=link_max_bytes_per_s(gpu.pcie_max_gen, gpu.pcie_max_width),
+            tx_bytes_per_s=tx,
+            rx_bytes_per_s=rx,
+        )
+        last = self._last_samples.get(gpu.index)
+        if last is not None:
+            for name in _SHARED_PARTS:
+                old = getattr(last, name)
+                if reading[name] == old:
+                    reading[name] = old
+        return GpuSample(**reading)
 
     def _ensure_count(self, errors: list[SampleError]) -> None:
         if self._count is not None:
@@ -748,7 +794,8 @@ class NvmlReader:
 
     # ------------------------------------------------------------------ per GPU
 
-    def _read_gpu(self, gpu: _Gpu, errors: list[SampleError]) -> GpuSample:
+    def _read_gpu(self, gpu: _Gpu, errors: list[SampleError]) -> dict[str, Any]:
+        """This tick's values of one GPU: the fields of its GpuSample but ``pcie``."""
         nv = self._nv
         h = gpu.handle
         get = self._get
@@ -795,43 +842,38 @@ class NvmlReader:
         mig_on = mig is not None and mig[0] == nv.NVML_DEVICE_MIG_ENABLE
         mig_devices = self._mig_devices(gpu, h, errors) if mig_on else ()
 
-        return GpuSample(
-            index=gpu.index,
-            name=gpu.name,
-            uuid=gpu.uuid,
-            pci_bus_id=gpu.pci_bus_id,
-            minor_number=gpu.minor_number,
-            memory=memory,
-            utilization=Utilization(
+        return {
+            "index": gpu.index,
+            "name": gpu.name,
+            "uuid": gpu.uuid,
+            "pci_bus_id": gpu.pci_bus_id,
+            "minor_number": gpu.minor_number,
+            "memory": memory,
+            "utilization": Utilization(
                 gpu=None if util is None else float(util.gpu),
                 memory=None if util is None else float(util.memory),
             ),
-            encoder_percent=None if enc is None else float(enc[0]),
-            decoder_percent=None if dec is None else float(dec[0]),
-            temperature_c=None if temperature is None else float(temperature),
-            power_w=None if power is None else power / 1000.0,
-            power_limit_w=None if limit is None else limit / 1000.0,
-            fan_percent=None if fan is None else float(fan),
-            clocks=Clocks(
+            "encoder_percent": None if enc is None else float(enc[0]),
+            "decoder_percent": None if dec is None else float(dec[0]),
+            "temperature_c": None if temperature is None else float(temperature),
+            "power_w": None if power is None else power / 1000.0,
+            "power_limit_w": None if limit is None else limit / 1000.0,
+            "fan_percent": None if fan is None else float(fan),
+            "clocks": Clocks(
                 sm_mhz=sm_clock,
                 memory_mhz=mem_clock,
                 sm_max_mhz=gpu.sm_max_mhz,
                 memory_max_mhz=gpu.memory_max_mhz,
             ),
-            clock_event_reasons=None if reasons is None else decode_clock_event_reasons(reasons),
-            pcie=Pcie(
-                gen=gen,
-                width=width,
-                max_gen=gpu.pcie_max_gen,
-                max_width=gpu.pcie_max_width,
-                link_max_bytes_per_s=link_max_bytes_per_s(gpu.pcie_max_gen, gpu.pcie_max_width),
-            ),
-            mig_mode=None if mig is None else mig_on,
-            mig_devices=mig_devices,
-            ecc_uncorrected=ecc,
-            processes=processes,
-            processes_unavailable=unavailable,
-        )
+            "clock_event_reasons": None if reasons is None else decode_clock_event_reasons(reasons),
+            "pcie_gen": gen,  # the Pcie part is made with the throughput (_sample)
+            "pcie_width": width,
+            "mig_mode": None if mig is None else mig_on,
+            "mig_devices": mig_devices,
+            "ecc_uncorrected": ecc,
+            "processes": processes,
+            "processes_unavailable": unavailable,
+        }
 
     def _memory(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> GpuMemory:
         nv = self._nv
@@ -868,6 +910,7 @@ class NvmlReader:
         dropped: dict[str, int] = {}  # why an entry cannot be a real process -> count
         unreadable: list[str] = []  # e.g. "compute list: no permission"
         listed = 0
+        pid_max = self._pid_max
         for kind, metric, family in (
             ("C", "compute_processes", "Compute"),
             ("G", "graphics_processes", "Graphics"),
@@ -877,17 +920,25 @@ class NvmlReader:
             if isinstance(entries, str):
                 unreadable.append(f"{what} list: {entries}")
                 continue
+            if not entries:
+                continue
+            listed += len(entries)
+            with_ids = hasattr(type(entries[0]), "gpuInstanceId")  # v1 entries have none
             seen: set[tuple[int, int, int]] = set()
             for e in entries:
-                listed += 1
                 pid = int(e.pid)
-                gi = int(getattr(e, "gpuInstanceId", _NO_ID))
-                ci = int(getattr(e, "computeInstanceId", _NO_ID))
-                why = self._implausible(pid, (pid, gi, ci) in seen)
-                seen.add((pid, gi, ci))
-                if why is not None:
-                    dropped[why] = dropped.get(why, 0) + 1
-                    continue
+                if with_ids:
+                    gi, ci = int(e.gpuInstanceId), int(e.computeInstanceId)
+                else:
+                    gi = ci = _NO_ID
+                key = (pid, gi, ci)
+                duplicate = key in seen
+                seen.add(key)
+                if duplicate or pid in INVALID_PIDS or pid > pid_max:
+                    why = self._implausible(pid, duplicate)
+                    if why is not None:
+                        dropped[why] = dropped.get(why, 0) + 1
+                        continue
                 used = int(e.usedGpuMemory)
                 used_or_none = None if used >= 2**64 - 1 else used
                 row = merged.get(pid)
@@ -903,7 +954,7 @@ class NvmlReader:
                         row[0] = "C+G"
                     if used_or_none is not None and (row[1] is None or used_or_none > row[1]):
                         row[1] = used_or_none
-        if merged:
+        if merged and self._pid_check.checkable():
             # a pid that does not hold /dev/nvidia* (checked where it can be; the host
             # check costs a readdir per new process)
             for pid in list(merged):
@@ -944,17 +995,29 @@ class NvmlReader:
                 sm = bw = None
             else:
                 sm, bw = usage.get(pid, (0.0, 0.0))
-            proc = GpuProcess(
-                pid=pid,
-                type=kind,
-                gpu_memory=used,
-                sm_percent=sm,
-                memory_bandwidth_percent=bw,
-                gpu_instance_id=gi,
-                compute_instance_id=ci,
-            )
             before = last.get(pid)
-            out.append(before if before is not None and before == proc else proc)
+            if (  # the same row as on the last read: given out again, not made anew
+                before is not None
+                and before.type == kind
+                and before.gpu_memory == used
+                and before.sm_percent == sm
+                and before.memory_bandwidth_percent == bw
+                and before.gpu_instance_id == gi
+                and before.compute_instance_id == ci
+            ):
+                out.append(before)
+                continue
+            out.append(
+                GpuProcess(
+                    pid=pid,
+                    type=kind,
+                    gpu_memory=used,
+                    sm_percent=sm,
+                    memory_bandwidth_percent=bw,
+                    gpu_instance_id=gi,
+                    compute_instance_id=ci,
+                )
+            )
         gpu.last_processes = {p.pid: p for p in out}
         return tuple(out), unavailable
 
@@ -1067,14 +1130,27 @@ class NvmlReader:
                 "no permission to read per-process utilization: SM % is not known (n/a)",
             )
             return None
+        if not samples:
+            return {}
+        # The fields through the structure's own descriptors: pynvml's structures
+        # override __getattribute__ (about 4x the cost of a field, 64 fields a GPU).
+        layout = type(samples[0])
+        pid_of, time_of = layout.pid.__get__, layout.timeStamp.__get__
+        sm_of, mem_of = layout.smUtil.__get__, layout.memUtil.__get__
         sums: dict[int, list[float]] = {}
         newest = gpu.last_sample_us
         for s in samples:
-            newest = max(newest, int(s.timeStamp))
-            acc = sums.setdefault(int(s.pid), [0.0, 0.0, 0.0])
-            acc[0] += s.smUtil
-            acc[1] += s.memUtil
-            acc[2] += 1
+            stamp = int(time_of(s))
+            if stamp > newest:
+                newest = stamp
+            pid = int(pid_of(s))
+            acc = sums.get(pid)
+            if acc is None:
+                sums[pid] = [float(sm_of(s)), float(mem_of(s)), 1.0]
+            else:
+                acc[0] += sm_of(s)
+                acc[1] += mem_of(s)
+                acc[2] += 1
         gpu.last_sample_us = newest
         return {pid: (sm / n, mem / n) for pid, (sm, mem, n) in sums.items()}
 
@@ -1097,52 +1173,32 @@ class NvmlReader:
                 calls[0].start()
                 calls[1].start()
 
-    def _finish_pcie(
-        self, samples: list[GpuSample], deadline: float, errors: list[SampleError]
-    ) -> list[GpuSample]:
-        out = []
-        for sample, gpu in zip(samples, self._gpus, strict=True):
-            calls = gpu.pcie_calls
-            if sample.lost or gpu.handle is None or calls is None or not calls[0].pending:
-                out.append(sample)
-                continue
-            tx_call, rx_call = calls
-            if not (
-                tx_call.wait(deadline - time.monotonic())
-                and rx_call.wait(deadline - time.monotonic())
-            ):
-                errors.append(
-                    self._error(
-                        gpu,
-                        "pcie_throughput",
-                        f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s",
-                    )
-                )
-                out.append(sample)
-                continue
-            try:
-                tx = self._get(gpu, "pcie_throughput", tx_call.result, errors)
-                rx = self._get(gpu, "pcie_throughput", rx_call.result, errors)
-            except _Lost as lost:
-                self._mark_lost(gpu, lost.reason, errors)
-                out.append(self._unreadable(gpu))
-                continue
-            pcie = sample.pcie
-            out.append(
-                replace(
-                    sample,
-                    pcie=Pcie(
-                        gen=pcie.gen,
-                        width=pcie.width,
-                        max_gen=pcie.max_gen,
-                        max_width=pcie.max_width,
-                        link_max_bytes_per_s=pcie.link_max_bytes_per_s,
-                        tx_bytes_per_s=None if tx is None else float(tx * _KIB),
-                        rx_bytes_per_s=None if rx is None else float(rx * _KIB),
-                    ),
+    def _pcie_rates(
+        self, gpu: _Gpu, deadline: float, errors: list[SampleError]
+    ) -> tuple[float | None, float | None] | None:
+        """This tick's PCIe (TX, RX) bytes/s of one GPU, waiting for the answers until
+        ``deadline``; None when no call was asked or NVML has not answered (raises _Lost)."""
+        calls = gpu.pcie_calls
+        if gpu.handle is None or calls is None or not calls[0].pending:
+            return None
+        tx_call, rx_call = calls
+        if not (
+            tx_call.wait(deadline - time.monotonic()) and rx_call.wait(deadline - time.monotonic())
+        ):
+            errors.append(
+                self._error(
+                    gpu,
+                    "pcie_throughput",
+                    f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s",
                 )
             )
-        return out
+            return None
+        tx = self._get(gpu, "pcie_throughput", tx_call.result, errors)
+        rx = self._get(gpu, "pcie_throughput", rx_call.result, errors)
+        return (
+            None if tx is None else float(tx * _KIB),
+            None if rx is None else float(rx * _KIB),
+        )
 
 
 class _PcieCall:
