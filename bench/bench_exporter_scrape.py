@@ -10,6 +10,14 @@ minus the client's own thread: the server thread, HTTP parsing, building the fam
 encoding, gzip. Median of ``--rounds`` scrapes, for the plain text format (a client
 without an Accept header) and for what Prometheus asks for (OpenMetrics, gzip).
 
+The fake library's values do not move from tick to tick, and the encoders reuse a
+series' line while its value is unchanged; on real GPUs utilization, power, PCIe and the
+verdict counters move every second. So a third figure is the worst case: Prometheus's
+format with every value changed since the last scrape (each series' remembered value is
+made NaN before the scrape, which never equals anything: every line is written afresh).
+Each client connects once per scrape (Connection: close; Prometheus itself keeps its
+connection open, which saves the new connection and its handler thread).
+
     python bench/bench_exporter_scrape.py [--rounds 40] [--gpus 8] [--procs 16]
 """
 
@@ -57,24 +65,40 @@ def child(rounds: int, jobs: bool) -> None:
     for _ in range(3):
         state.on_snapshot(sampler.tick_now())
         get("", False)
+
+    def every_value_new() -> None:
+        nan = float("nan")
+        for encoder in (server._text, server._openmetrics):
+            lines = encoder._lines
+            for key, (_, line, prefix) in lines.items():
+                lines[key] = (nan, line, prefix)
+
     out = []
-    for name, accept, gz in (
-        ("text", "", False),
-        ("Prometheus (OpenMetrics, gzip)", PROMETHEUS_ACCEPT, True),
+    for name, accept, gz, new in (
+        ("text", "", False, False),
+        ("Prometheus (OpenMetrics, gzip)", PROMETHEUS_ACCEPT, True, False),
+        ("Prometheus, every value new", PROMETHEUS_ACCEPT, True, True),
     ):
         per = []
         for _ in range(rounds):
             state.on_snapshot(sampler.tick_now())
+            if new:
+                every_value_new()
             p0, c0 = time.process_time(), time.thread_time()
             get(accept, gz)
             c1, p1 = time.thread_time(), time.process_time()
             per.append((p1 - p0) - (c1 - c0))
         out.append(f"{name}: {1000 * statistics.median(per):.2f} ms")
+    text, _ = server.body("", False)
+    om, _ = server.body(PROMETHEUS_ACCEPT, False)
+    om_gz, _ = server.body(PROMETHEUS_ACCEPT, True)
+    sizes = f"{len(text)} B text, {len(om)} B OpenMetrics, {len(om_gz)} B gzipped"
     server.shutdown()
     server.server_close()
     print(
         f"gputop export{' --jobs' if jobs else ''}: CPU per uncached scrape, median: "
         + ", ".join(out)
+        + f" ({sizes})"
     )
 
 
