@@ -366,42 +366,31 @@ def job_rows(
     memory then CPU."""
     groups: dict[tuple[str, str, str], list[Job]] = {}
     for job in jobs:
-        key = (job.user or "", _job_name(job), ",".join(map(str, job.gpus)))
-        members = groups.get(key)
-        if members is None:
-            groups[key] = [job]
-        else:
-            members.append(job)
-    # (sort key, row) for every set; a JobRow only for the kept ones.
-    ranked: list[tuple[tuple[int, float, str, str, str], tuple[object, ...]]] = []
+        key = (job.user or "", _job_name(job), ",".join(str(i) for i in job.gpus))
+        groups.setdefault(key, []).append(job)
+    rows: list[JobRow] = []
     for (user, name, gpus), members in groups.items():
-        if len(members) == 1:  # the common case, without the lists
-            (j,) = members
-            memory = j.gpu_memory
-            cpu = j.cpu_percent
-            cpu_ratio = (0 + cpu) / 100.0 / cpu_count if cpu is not None and cpu_count else None
-            verdict = verdicts.get(j.id)
-            kinds: tuple[str, ...] = () if verdict is None else (verdict.kind,)
-            workers = len(j.worker_pids)
-        else:
-            mems = [j.gpu_memory for j in members if j.gpu_memory is not None]
-            cpus = [j.cpu_percent for j in members if j.cpu_percent is not None]
-            memory = sum(mems) if mems else None
-            cpu_ratio = sum(cpus) / 100.0 / cpu_count if cpus and cpu_count else None
-            kinds = tuple(sorted({verdicts[j.id].kind for j in members if j.id in verdicts}))
-            workers = sum(len(j.worker_pids) for j in members)
-        ranked.append(
-            (
-                (-(memory or 0), -(cpu_ratio or 0.0), user, name, gpus),
-                (user, name, gpus, memory, cpu_ratio, workers, kinds),
+        mems = [j.gpu_memory for j in members if j.gpu_memory is not None]
+        cpus = [j.cpu_percent for j in members if j.cpu_percent is not None]
+        cpu_ratio = None
+        if cpus and cpu_count:
+            cpu_ratio = sum(cpus) / 100.0 / cpu_count
+        kinds = sorted({verdicts[j.id].kind for j in members if j.id in verdicts})
+        rows.append(
+            JobRow(
+                user,
+                name,
+                gpus,
+                sum(mems) if mems else None,
+                cpu_ratio,
+                sum(len(j.worker_pids) for j in members),
+                tuple(kinds),
             )
         )
-    ranked.sort(key=_first)
-    return [JobRow(*row) for _, row in ranked[: max(0, max_jobs)]]  # type: ignore[arg-type]
-
-
-def _first(pair: tuple[tuple[int, float, str, str, str], object]) -> object:
-    return pair[0]
+    rows.sort(
+        key=lambda r: (-(r.gpu_memory or 0), -(r.cpu_ratio or 0.0), r.user, r.command, r.gpus)
+    )
+    return rows[: max(0, max_jobs)]
 
 
 def build(
