@@ -653,3 +653,47 @@ def test_an_exited_pid_that_comes_back_as_a_new_process_is_read_with_its_tree(
     assert row.status != "dead" and row.command and "host_child.py" in row.command
     assert set(workers) <= {r.pid for r in rows}  # its tree, from a fresh pass
     assert reader._last_scan is not stale
+
+
+def test_no_pass_runs_while_every_listed_pid_has_exited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML may list only pids that have exited (a job just ended): an exited process has
+    no tree, so no pass over /proc runs however old the last one is; each call probes
+    the pids and gives the same dead rows. One that is there again is read at once."""
+    scans: list[int] = []
+    real_scan = host_mod.scan_processes
+
+    def counting_scan(proc_root: str = "/proc") -> dict[int, Any]:
+        scans.append(1)
+        return real_scan(proc_root)
+
+    monkeypatch.setattr(host_mod, "scan_processes", counting_scan)
+    reader = HostReader(rescan_seconds=0.0)  # a pass on every call that has a tree to read
+    with spawn.running("sleep") as first, spawn.running("sleep") as second:
+        pids = [first.pid, second.pid]
+        reader.read_processes(pids)
+        assert len(scans) == 1
+        first.kill()
+        second.kill()
+    rows = reader.read_processes([*pids, 0])  # their exit is seen by a pass
+    assert len(scans) == 2
+    assert [r.status for r in rows[:2]] == ["dead", "dead"] and not rows[2].visible
+    again = [reader.read_processes([*pids, 0]) for _ in range(5)]
+    assert len(scans) == 2  # no pass: nothing alive to read a tree for
+    assert all(a[i] is rows[i] for a in again for i in range(3))
+    with spawn.running("sleep") as alive:
+        rows = reader.read_processes([*pids, alive.pid])
+        assert len(scans) == 3  # a live pid: its tree is read
+        assert _row(rows, alive.pid).status in ("sleeping", "running")
+
+
+def test_pid_exists_in_this_namespace_and_in_a_given_proc(tmp_path: Path) -> None:
+    assert procfs.pid_exists(os.getpid())
+    assert procfs.pid_exists(1)  # someone else's (or ours in a container): it exists
+    with spawn.running("sleep") as child:
+        pid = child.pid
+        assert procfs.pid_exists(pid)
+    assert not procfs.pid_exists(pid)
+    assert not procfs.pid_exists(4_194_305)  # above the largest pid_max
+    assert not procfs.pid_exists(2**40)  # beyond what kill() takes: /proc says
+    (tmp_path / "77").mkdir()
+    assert procfs.pid_exists(77, str(tmp_path)) and not procfs.pid_exists(78, str(tmp_path))

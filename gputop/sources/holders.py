@@ -81,6 +81,37 @@ def _real_uid(status: bytes | None) -> int | None:
     return None
 
 
+def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int], int | None]:
+    """(minor numbers of the /dev/nvidia<N> files ``pid`` holds open, descriptors read),
+    None for the count where its fd directory is closed to us. Each link is read
+    relative to the open fd directory (``readlinkat``): the kernel walks one name, not
+    the whole ``/proc/<pid>/fd/<n>`` path, for every descriptor."""
+    try:
+        fd_dir = os.open(f"{pid}/fd", os.O_RDONLY | os.O_DIRECTORY, dir_fd=root)
+    except PermissionError:
+        return set(), None
+    except OSError:  # exited, or not a process directory
+        return set(), 0
+    minors: set[int] = set()
+    try:
+        fds = os.listdir(fd_dir)
+        for fd in fds:
+            try:
+                target = os.readlink(fd, dir_fd=fd_dir)
+            except OSError:  # closed meanwhile
+                continue
+            m = pattern.match(target)
+            if m is not None:
+                minors.add(int(m.group(1)))
+    except PermissionError:
+        return minors, None
+    except OSError:
+        return minors, 0
+    finally:
+        os.close(fd_dir)
+    return minors, len(fds)
+
+
 def scan_holders(
     minor_to_gpu: Mapping[int, int],
     listed_pids: Collection[int],
@@ -100,54 +131,49 @@ def scan_holders(
     holders: list[UnlistedHolder] = []
     n_procs = n_fds = n_denied = 0
     try:
-        names = os.listdir(proc_root)
+        root = os.open(proc_root, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
-        names = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        if pid in listed:
-            continue
-        n_procs += 1
-        fd_dir = f"{proc_root}/{name}/fd"
+        root = -1
+    try:
         try:
-            fds = os.listdir(fd_dir)
-        except PermissionError:
-            n_denied += 1
-            continue
-        except OSError:  # exited, or not a process directory
-            continue
-        minors: set[int] = set()
-        for fd in fds:
-            n_fds += 1
-            try:
-                target = os.readlink(f"{fd_dir}/{fd}")
-            except OSError:  # closed meanwhile
+            names = os.listdir(root) if root >= 0 else []
+        except OSError:
+            names = []
+        for name in names:
+            if not name.isdigit():
                 continue
-            m = pattern.match(target)
-            if m is not None:
-                minors.add(int(m.group(1)))
-        if not minors:
-            continue
-        base = f"{proc_root}/{name}"
-        comm = _read(f"{base}/comm")
-        raw_cmd = _read(f"{base}/cmdline", _CMDLINE_READ_LIMIT)
-        uid = _real_uid(_read(f"{base}/status"))
-        command = None
-        if raw_cmd:  # empty for kernel threads and zombies: not available
-            command = clean_text(b" ".join(raw_cmd.rstrip(b"\0").split(b"\0")))
-        for minor in sorted(minors):
-            holders.append(
-                UnlistedHolder(
-                    pid=pid,
-                    gpu=minor_to_gpu.get(minor),
-                    minor_number=minor,
-                    user=None if uid is None else _username(uid),
-                    name=None if comm is None else clean_text(comm.rstrip(b"\n")),
-                    command=command,
+            pid = int(name)
+            if pid in listed:
+                continue
+            n_procs += 1
+            minors, fds = _held_minors(root, name, pattern)
+            if fds is None:  # its fd directory is closed to us
+                n_denied += 1
+                continue
+            n_fds += fds
+            if not minors:
+                continue
+            base = f"{proc_root}/{name}"
+            comm = _read(f"{base}/comm")
+            raw_cmd = _read(f"{base}/cmdline", _CMDLINE_READ_LIMIT)
+            uid = _real_uid(_read(f"{base}/status"))
+            command = None
+            if raw_cmd:  # empty for kernel threads and zombies: not available
+                command = clean_text(b" ".join(raw_cmd.rstrip(b"\0").split(b"\0")))
+            for minor in sorted(minors):
+                holders.append(
+                    UnlistedHolder(
+                        pid=pid,
+                        gpu=minor_to_gpu.get(minor),
+                        minor_number=minor,
+                        user=None if uid is None else _username(uid),
+                        name=None if comm is None else clean_text(comm.rstrip(b"\n")),
+                        command=command,
+                    )
                 )
-            )
+    finally:
+        if root >= 0:
+            os.close(root)
     holders.sort(key=lambda h: (h.pid, h.minor_number))
     return HolderScan(
         holders=tuple(holders),

@@ -75,7 +75,9 @@ _WHOLE_DISK = re.compile(r"^(?:[shv]d[a-z]+|xvd[a-z]+|nvme\d+n\d+|mmcblk\d+)$")
 #: The pass over every process's /proc/<pid>/stat (the process tree) runs at most this
 #: often, and at once when NVML lists a pid it has not seen; in between, only the
 #: processes of the GPU jobs are read. A host with thousands of processes pays about
-#: 7 us per process for the pass; a new dataloader worker shows within this delay.
+#: 7 us per process for the pass; a new dataloader worker shows within this delay. It
+#: does not run while every listed pid has exited (NVML may keep listing such pids): an
+#: exited process has no tree to show.
 RESCAN_SECONDS = 3.0
 
 
@@ -491,10 +493,17 @@ class HostReader:
         pid (see ``RESCAN_SECONDS``). A given pid that had exited on the last call (NVML
         may keep listing a pid that has exited) is probed by its own ``stat``: still gone,
         it needs no new pass; there again (a reused pid), the tree is read again now, so
-        the new process comes with its descendants and ancestors."""
+        the new process comes with its descendants and ancestors. While every given pid
+        is such a pid (or not a real one), no pass runs at all: (an empty map, not fresh)."""
         now = time.monotonic()
         last = self._last_scan
         probed: dict[int, _Stat | None] = {}
+        if self._use_proc and all(
+            pid <= 0 or (pid in self._gone and self._probe(pid, probed) is None) for pid in given
+        ):
+            # Every given pid had exited and is still gone: there is no tree to read (an
+            # exited process has no descendants; its children were given a new parent).
+            return {}, False, probed
         if (
             last is not None
             and self._use_proc
@@ -514,6 +523,8 @@ class HostReader:
 
     @staticmethod
     def _probe(pid: int, probed: dict[int, _Stat | None]) -> _Stat | None:
+        if pid in probed:
+            return probed[pid]
         st = probed[pid] = procfs.read_stat(pid) if procfs.pid_exists(pid) else None
         return st
 

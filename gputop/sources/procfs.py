@@ -106,7 +106,21 @@ def read_stat(pid: int, proc_root: str = PROC_ROOT) -> Stat | None:
 
 def pid_exists(pid: int, proc_root: str = PROC_ROOT) -> bool:
     """Whether ``/proc/<pid>`` exists (no exception raised for a missing one: about half
-    the cost of a failed ``read_stat``)."""
+    the cost of a failed ``read_stat``).
+
+    For the real /proc, ``kill(pid, 0)`` first: "no such process" (ESRCH) means no
+    process has that pid in gputop's PID namespace, the one its /proc shows, and costs
+    less than half of the ``access()``. A process that is there (or a ``kill`` that
+    cannot tell) is looked for in /proc itself: with ``hidepid`` another user's process
+    is not there.
+    """
+    if proc_root == PROC_ROOT and 0 < pid <= 0x7FFFFFFF:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:  # EPERM: it exists, someone else's
+            pass
     return os.access(f"{proc_root}/{pid}", os.F_OK)
 
 
