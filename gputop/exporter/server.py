@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import queue
 import socket
 import sys
 import threading
@@ -42,6 +43,8 @@ from gputop.textout import filter_gpus
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9867
+#: The name of the threads that serve connections.
+HANDLER = "gputop-http-conn"
 #: gzip level of a compressed scrape: 1 costs a third of level 6's CPU (~0.03 against
 #: ~0.1 ms at 8 GPUs x 16 processes) for ~15 % more bytes (3.7 against 3.2 KiB of 27 KiB).
 GZIP_LEVEL = 1
@@ -142,9 +145,17 @@ def make_registry(state: ExportState) -> CollectorRegistry:
 
 
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, as ``ThreadingHTTPServer``, but a thread whose connection
+    ended waits a while for the next one instead of exiting: a client that connects once
+    per scrape (curl, most agents) then costs no thread start per scrape. A connection
+    never waits for a busy thread: with none idle, a new one starts."""
+
     daemon_threads = True
     request_queue_size = 128
     allow_reuse_address = True  # TIME_WAIT from a previous run does not block the port
+    #: Idle handler threads kept, and how long each waits for a connection.
+    keep_idle = 4
+    idle_seconds = 60.0
 
     def __init__(self, address: tuple[str, int], state: ExportState) -> None:
         host = address[0]
@@ -158,7 +169,47 @@ class _Server(ThreadingHTTPServer):
         self._text = TextEncoder()
         self._openmetrics = OpenMetricsEncoder()
         self.scrapes = 0
+        self._pool_lock = threading.Lock()
+        self._idle = 0  # threads waiting on _handoff, each for one connection
+        self._handoff: queue.SimpleQueue[tuple[Any, Any] | None] = queue.SimpleQueue()
+        self._closed = False
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._pool_lock:
+            if self._idle:
+                self._idle -= 1  # that thread is now promised this connection
+                self._handoff.put((request, client_address))
+                return
+        thread = threading.Thread(
+            target=self._handle, args=((request, client_address),), name=HANDLER, daemon=True
+        )
+        thread.start()
+
+    def _handle(self, job: tuple[Any, Any] | None) -> None:
+        while job is not None:
+            self.process_request_thread(*job)  # handles, then closes the connection
+            with self._pool_lock:
+                if self._closed or self._idle >= self.keep_idle:
+                    return
+                self._idle += 1
+            try:
+                job = self._handoff.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                with self._pool_lock:  # a connection handed over meanwhile is ours
+                    try:
+                        job = self._handoff.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        return
+
+    def server_close(self) -> None:
+        super().server_close()
+        with self._pool_lock:
+            self._closed = True
+            for _ in range(self._idle):
+                self._handoff.put(None)
+            self._idle = 0
 
     def body(self, accept: str, gzipped: bool) -> tuple[bytes, str]:
         """The encoded scrape for this tick and format (cached per generation)."""
