@@ -773,19 +773,16 @@ def test_a_job_track_of_one_unchanged_tick_keeps_its_signals_and_stays_exact() -
 
     def fresh(feats: list[_JobTick]) -> Any:
         t = _Track()
-        for seq, f in enumerate(feats):
-            t.push(seq, f)
+        for f in feats:
+            t.push(f)
         return t.signals()
 
     track = _Track()
     window: list[_JobTick] = []
-    seq = 0
 
     def step(f: _JobTick, keep: int = 5) -> Any:
-        nonlocal seq
-        track.push(seq, f)
+        track.push(f)
         window.append(f)
-        seq += 1
         if len(window) > keep:
             track.pop()
             window.pop(0)

@@ -51,15 +51,19 @@ from gputop.analysis.kinds import (
 )
 from gputop.analysis.window import (
     _Context,
+    _GpuTick,
     _Group,
     _held,
     _JobSignals,
+    _link_capacity,
     _make_signals,
+    _mean,
     _per_pid_means,
+    _throttle_class,
+    _util_of,
 )
 from gputop.fmt import bytes_, duration, rate
-from gputop.model import CLOCK_EVENT_EFFECTS, GpuSample
-from gputop.pcie import lane_bytes_per_s
+from gputop.model import GpuSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +82,6 @@ def _stats(values: Iterable[float | None]) -> _Stats | None:
     mean = sum(known) / len(known)
     var = sum((v - mean) ** 2 for v in known) / len(known)
     return _Stats(mean, min(known), max(known), math.sqrt(var), len(known))
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    known = [float(v) for v in values if v is not None]  # as _stats(values).mean
-    return sum(known) / len(known) if known else None
 
 
 def _pct(value: float) -> str:
@@ -134,43 +133,11 @@ def _unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) 
     )
 
 
-def _util_of(samples: Sequence[GpuSample]) -> float | None:
-    return _mean(g.utilization.gpu for g in samples)
-
-
 def _memory_text(samples: Sequence[GpuSample]) -> str:
     used = [g.memory.used for g in samples if g.memory.used is not None]
     if not used:
         return "memory use n/a"
     return f"holding {bytes_(sum(used))}"
-
-
-def _throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
-    """(hard, soft) reason names among the decoded clock event reasons."""
-    hard: list[str] = []
-    soft: list[str] = []
-    for reason in reasons or ():
-        effect = CLOCK_EVENT_EFFECTS.get(reason)
-        if effect == "hard":
-            hard.append(reason)
-        elif effect == "soft":
-            soft.append(reason)
-    return hard, soft
-
-
-def _link_capacity(gpu: GpuSample) -> float | None:
-    """Current per-direction capacity: the max link scaled down to the current gen/width."""
-    p = gpu.pcie
-    cap = p.link_max_bytes_per_s
-    lane = lane_bytes_per_s(p.gen)
-    if cap is None or cap <= 0:
-        if lane is not None and p.width:
-            return lane * p.width
-        return None
-    max_lane = lane_bytes_per_s(p.max_gen)
-    if lane is not None and max_lane is not None and p.width and p.max_width:
-        cap *= (lane * p.width) / (max_lane * p.max_width)
-    return cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +180,10 @@ def _judge(ctx: _Context, scope: _Scope) -> Verdict:
 
     # 3. idle (GPU scope only)
     if scope.job is None:
-        idle = _idle(ctx, scope, [tk.samples(scope.gpus) for tk in ctx.ticks])
+        if ctx.analyzer is not None:  # the analyzer's path: from each tick's parts
+            idle = _idle_of_parts(ctx, ctx.gpu_parts(scope.gpus))
+        else:
+            idle = _idle(ctx, scope, [tk.samples(scope.gpus) for tk in ctx.ticks])
         if idle is not None:
             return _verdict([idle])
 
@@ -304,6 +274,10 @@ def _group(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | Non
     done = ctx.groups.get(key)
     if done is not None:
         return done
+    if ctx.analyzer is not None:  # the analyzer's path: from each tick's parts
+        out = _group_of_parts(ctx, gpus, present)
+        ctx.groups[key] = out
+        return out
     t = ctx.t
     window_samples = [tk.samples(gpus) for tk in ctx.ticks]
     if present is None:
@@ -353,9 +327,73 @@ def _group(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | Non
         throttle_link = _throttle(ctx, window_samples, base) + _link(ctx, window_samples, base)
         if not busy:
             pcie = _pcie(ctx, window_samples, base, severity)
-    out = _Group(window_samples, early, base, busy, starved, severity, throttle_link, pcie)
+    out = _Group(early, base, busy, starved, severity, throttle_link, pcie)
     ctx.groups[key] = out
     return out
+
+
+def _group_of_parts(
+    ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None
+) -> _Group:
+    """``_group`` from each window tick's :class:`_GpuTick` of ``gpus`` (made once per
+    snapshot) instead of the window's samples: the same values, the same order, the
+    same group (tests compare the two)."""
+    t = ctx.t
+    all_parts = ctx.gpu_parts(gpus)
+    parts: list[_GpuTick | None]
+    if present is None:
+        parts = list(all_parts)
+        ticks = [tk.time for tk, part in zip(ctx.ticks, all_parts, strict=True) if part.n]
+    else:
+        parts = [part if here else None for part, here in zip(all_parts, present, strict=True)]
+        ticks = [tk.time for tk, here in zip(ctx.ticks, present, strict=True) if here]
+
+    def window_samples() -> list[list[GpuSample]]:  # for the rare early findings only
+        return [
+            [] if p is None else tk.samples(gpus) for tk, p in zip(ctx.ticks, parts, strict=True)
+        ]
+
+    span = ticks[-1] - ticks[0] if ticks else 0.0
+    early: _Finding | None = None
+    base = ""
+    busy = starved = False
+    severity = "info"
+    throttle_link: list[_Finding] = []
+    pcie: list[_Finding] = []
+    util = None
+    latest = next((p for p in reversed(parts) if p is not None and p.n), None)
+    if latest is not None and latest.mig_unknown:
+        early = _unknown_util(gpus, window_samples())
+    elif len(ticks) < t.min_samples or span < t.min_seconds:
+        early = _Finding(
+            _R_WARMING,
+            WARMING_UP,
+            "info",
+            f"{len(ticks)} samples over {span:.1f} s; need {t.min_samples} samples and "
+            f"{t.min_seconds:g} s",
+            "Wait a few seconds for a verdict",
+        )
+    else:
+        util = _stats([None if p is None else p.util for p in parts])
+        if util is None:
+            early = _unknown_util(gpus, window_samples())
+    if early is None and util is not None:
+        base = (
+            f"util mean {_pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f})"
+            f" over {_seconds(span)}"
+        )
+        if len(gpus) > 1:
+            base += f" on {_gpus_text(gpus)}"
+        busy = util.mean >= t.util_high
+        starved = util.mean < t.util_low or (not busy and util.stdev >= t.util_oscillation)
+        severity = "warn" if starved else "info"
+        if not busy and util.stdev >= t.util_oscillation:
+            base = base.replace(" over ", f", oscillating (sd {util.stdev:.0f}) over ", 1)
+        here = [p for p in parts if p is not None]
+        throttle_link = _throttle_of_parts(ctx, here, base) + _link_of_parts(ctx, here, base)
+        if not busy:
+            pcie = _pcie_of_parts(ctx, here, base, severity)
+    return _Group(early, base, busy, starved, severity, throttle_link, pcie)
 
 
 def _no_host_view_note(ctx: _Context, scope: _Scope) -> str:
@@ -381,7 +419,18 @@ def _idle(ctx: _Context, scope: _Scope, window_samples: list[list[GpuSample]]) -
                 return None
             if g.utilization.gpu is not None and g.utilization.gpu > t.idle_util:
                 return None
-    util = _stats(_util_of(samples) for _, samples in present)
+    return _idle_finding(ctx, _stats(_util_of(samples) for _, samples in present))
+
+
+def _idle_of_parts(ctx: _Context, parts: Sequence[_GpuTick]) -> _Finding | None:
+    """``_idle`` from each window tick's :class:`_GpuTick`."""
+    present = [p for p in parts if p.n]
+    if not present or not all(p.quiet for p in present):
+        return None
+    return _idle_finding(ctx, _stats(p.util for p in present))
+
+
+def _idle_finding(ctx: _Context, util: _Stats | None) -> _Finding:
     util_text = "util n/a" if util is None else f"util max {util.high:.0f} %"
     return _Finding(
         _R_IDLE, IDLE, "ok", f"no processes, {util_text} over {_seconds(ctx.span)}", "Free for work"
@@ -456,6 +505,36 @@ def _throttle(ctx: _Context, window_samples: list[list[GpuSample]], base: str) -
             elif soft:
                 soft_n += 1
     total = sum(len(s) for s in window_samples)
+    return _throttle_finding(ctx, total, busy, hard_n, soft_n, hard_names, where, base)
+
+
+def _throttle_of_parts(ctx: _Context, parts: Sequence[_GpuTick], base: str) -> list[_Finding]:
+    """``_throttle`` from each window tick's :class:`_GpuTick` (integer counts, sets)."""
+    busy = hard_n = soft_n = total = 0
+    hard_names: set[str] = set()
+    where: set[int] = set()
+    for p in parts:
+        total += p.n
+        busy += p.throttle_busy
+        soft_n += p.soft_n
+        if p.hard_n:
+            hard_n += p.hard_n
+            hard_names.update(p.hard_names)
+            where.update(p.where)
+    return _throttle_finding(ctx, total, busy, hard_n, soft_n, hard_names, where, base)
+
+
+def _throttle_finding(
+    ctx: _Context,
+    total: int,
+    busy: int,
+    hard_n: int,
+    soft_n: int,
+    hard_names: set[str],
+    where: set[int],
+    base: str,
+) -> list[_Finding]:
+    t = ctx.t
     if total == 0 or busy < total / 2:
         return []
     out: list[_Finding] = []
@@ -502,6 +581,26 @@ def _link(ctx: _Context, window_samples: list[list[GpuSample]], base: str) -> li
             if p.gen < p.max_gen or p.width < p.max_width:
                 degraded += 1
                 worst = g
+    return _link_finding(ctx, total, busy, degraded, worst, base)
+
+
+def _link_of_parts(ctx: _Context, parts: Sequence[_GpuTick], base: str) -> list[_Finding]:
+    """``_link`` from each window tick's :class:`_GpuTick`: counts, the last degraded."""
+    busy = degraded = total = 0
+    worst: GpuSample | None = None
+    for p in parts:
+        total += p.n
+        busy += p.link_busy
+        degraded += p.degraded
+        if p.worst is not None:
+            worst = p.worst
+    return _link_finding(ctx, total, busy, degraded, worst, base)
+
+
+def _link_finding(
+    ctx: _Context, total: int, busy: int, degraded: int, worst: GpuSample | None, base: str
+) -> list[_Finding]:
+    t = ctx.t
     if total == 0 or busy < total / 2 or worst is None:
         return []
     if degraded < t.link_degraded_fraction * busy:
@@ -522,8 +621,6 @@ def _link(ctx: _Context, window_samples: list[list[GpuSample]], base: str) -> li
 def _pcie(
     ctx: _Context, window_samples: list[list[GpuSample]], base: str, severity: str
 ) -> list[_Finding]:
-    t = ctx.t
-    best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
     # One pass over the window: each sample's link capacity is computed once for both
     # directions. index -> [(sum of ratios, sum of rates, count)] for rx, tx.
     sums: dict[int, list[list[float]]] = {}
@@ -543,6 +640,33 @@ def _pcie(
                     slot[0] += value / cap
                     slot[1] += value
                     slot[2] += 1
+    return _pcie_finding(ctx, sums, base, severity)
+
+
+def _pcie_of_parts(
+    ctx: _Context, parts: Sequence[_GpuTick], base: str, severity: str
+) -> list[_Finding]:
+    """``_pcie`` from each window tick's :class:`_GpuTick`: the same ratios (``value /
+    cap``, computed once per sample) and rates, added in the same order."""
+    sums: dict[int, list[list[float]]] = {}
+    for p in parts:
+        for index, rx, tx in p.pcie:
+            acc = sums.get(index)
+            if acc is None:
+                acc = sums[index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
+            for value, slot in ((rx, acc[0]), (tx, acc[1])):
+                if value is not None:
+                    slot[0] += value[0]
+                    slot[1] += value[1]
+                    slot[2] += 1
+    return _pcie_finding(ctx, sums, base, severity)
+
+
+def _pcie_finding(
+    ctx: _Context, sums: dict[int, list[list[float]]], base: str, severity: str
+) -> list[_Finding]:
+    t = ctx.t
+    best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
     for index in sorted(sums):
         for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):
             if not n:
@@ -614,9 +738,22 @@ def _host_text(ctx: _Context) -> tuple[float | None, float | None, str]:
     return ctx._host
 
 
+def _who(scope: _Scope, sig: _JobSignals) -> str:
+    """Which job a GPU verdict's cause is about (a job's own verdict: itself)."""
+    return "" if scope.job is not None else f"job {sig.job.root_pid}: "
+
+
+def _read_text(read: float | None) -> str:
+    return "reads n/a" if read is None else f"reads {rate(read)}"
+
+
 def _input_causes(
     ctx: _Context, scope: _Scope, base: str, starved: bool, severity: str
 ) -> list[_Finding]:
+    """The host-side causes on the scope's jobs, in job order. A finding of a rank that an
+    earlier job already gave is left out (not even worded): the verdict's sort is stable,
+    so it could never come first, and it adds no kind to ``also``; the verdict is the one
+    with every job's findings (a GPU's verdict names its first job with that cause)."""
     t = ctx.t
     host_cpu, iowait, host_text = _host_text(ctx)
     host_suffix = f"; {host_text}" if host_text else ""
@@ -625,57 +762,73 @@ def _input_causes(
             _mean(s.host.disk.read_bytes_per_s for s in ctx.window if s.host is not None),
         )
     disk_now = ctx._disk_now[0]
+    iowait_high = iowait is not None and iowait >= t.iowait_high
+    host_saturated = host_cpu is not None and host_cpu >= t.host_cpu_saturated
 
     out: list[_Finding] = []
+    found: set[int] = set()  # ranks given
     for job_id in scope.job_ids:
         sig = _signals(ctx, job_id)
         if sig is None:
             continue
-        who = "" if scope.job is not None else f"job {sig.job.root_pid}: "
-        read_text = "reads n/a" if sig.read is None else f"reads {rate(sig.read)}"
-        reading = sig.read is None or sig.read >= t.disk_min_read
+        read = sig.read
 
         # disk, strong: processes in D state, or high iowait while the job reads
-        if sig.ticks and sig.dsleep_ticks >= t.disk_sleep_fraction * sig.ticks:
-            out.append(
-                _Finding(
-                    _R_DISK_STRONG,
-                    INPUT_DISK,
-                    severity,
-                    f"{base}; {who}a process in disk wait (D state) in {sig.dsleep_ticks} of "
-                    f"{sig.ticks} samples, {read_text}{host_suffix}",
-                    "Storage is too slow: copy the data set to local NVMe or RAM, use a "
-                    "sharded/streaming format, or raise prefetch_factor",
+        if _R_DISK_STRONG not in found:
+            if sig.ticks and sig.dsleep_ticks >= t.disk_sleep_fraction * sig.ticks:
+                found.add(_R_DISK_STRONG)
+                out.append(
+                    _Finding(
+                        _R_DISK_STRONG,
+                        INPUT_DISK,
+                        severity,
+                        f"{base}; {_who(scope, sig)}a process in disk wait (D state) in "
+                        f"{sig.dsleep_ticks} of {sig.ticks} samples, {_read_text(read)}"
+                        f"{host_suffix}",
+                        "Storage is too slow: copy the data set to local NVMe or RAM, use a "
+                        "sharded/streaming format, or raise prefetch_factor",
+                    )
                 )
-            )
-        elif iowait is not None and iowait >= t.iowait_high and reading:
-            out.append(
-                _Finding(
-                    _R_DISK_STRONG,
-                    INPUT_DISK,
-                    severity,
-                    f"{base}; {who}{read_text}{host_suffix}",
-                    "Storage is too slow: copy the data set to local NVMe or RAM, use a "
-                    "sharded/streaming format, or raise prefetch_factor",
+            elif iowait_high and (read is None or read >= t.disk_min_read):
+                found.add(_R_DISK_STRONG)
+                out.append(
+                    _Finding(
+                        _R_DISK_STRONG,
+                        INPUT_DISK,
+                        severity,
+                        f"{base}; {_who(scope, sig)}{_read_text(read)}{host_suffix}",
+                        "Storage is too slow: copy the data set to local NVMe or RAM, use a "
+                        "sharded/streaming format, or raise prefetch_factor",
+                    )
                 )
-            )
 
         # workers near a full core each
-        if sig.workers > 0 and sig.worker_cpu is not None and sig.worker_cpu >= t.worker_busy_cpu:
+        if (
+            _R_WORKERS not in found
+            and sig.workers > 0
+            and sig.worker_cpu is not None
+            and sig.worker_cpu >= t.worker_busy_cpu
+        ):
+            found.add(_R_WORKERS)
             out.append(
                 _Finding(
                     _R_WORKERS,
                     INPUT_CPU,
                     severity,
-                    f"{base}; {who}{sig.workers} workers at {_pct(sig.worker_cpu)} of a core each"
-                    f"{host_suffix}",
+                    f"{base}; {_who(scope, sig)}{sig.workers} workers at "
+                    f"{_pct(sig.worker_cpu)} of a core each{host_suffix}",
                     "DataLoader workers are maxed out: raise num_workers (if cores are free) or "
                     "make preprocessing cheaper (decode/augment on GPU, e.g. DALI)",
                 )
             )
 
         # main process near a full core, workers idle or none (only when starved)
-        if starved and sig.main_cpu is not None and sig.main_cpu >= t.main_busy_cpu:
+        if (
+            starved
+            and _R_MAIN not in found
+            and sig.main_cpu is not None
+            and sig.main_cpu >= t.main_busy_cpu
+        ):
             idle_workers = sig.workers == 0 or (
                 sig.worker_cpu is not None and sig.worker_cpu <= t.worker_idle_cpu
             )
@@ -685,26 +838,29 @@ def _input_causes(
                     if sig.workers == 0
                     else f"{sig.workers} workers at {_pct(sig.worker_cpu or 0.0)} of a core each"
                 )
+                found.add(_R_MAIN)
                 out.append(
                     _Finding(
                         _R_MAIN,
                         INPUT_MAIN,
                         severity,
-                        f"{base}; {who}main process {sig.main_pid} at {_pct(sig.main_cpu)} of a "
-                        f"core, {workers_text}{host_suffix}",
+                        f"{base}; {_who(scope, sig)}main process {sig.main_pid} at "
+                        f"{_pct(sig.main_cpu)} of a core, {workers_text}{host_suffix}",
                         "The Python loop is the bottleneck: move preprocessing into DataLoader "
                         "workers, avoid .item()/.cpu() host syncs each step, use larger batches",
                     )
                 )
 
         # host CPU saturated
-        if host_cpu is not None and host_cpu >= t.host_cpu_saturated:
+        if host_saturated and _R_HOST_CPU not in found:
+            assert host_cpu is not None
+            found.add(_R_HOST_CPU)
             out.append(
                 _Finding(
                     _R_HOST_CPU,
                     INPUT_CPU,
                     severity,
-                    f"{base}; host CPU saturated ({_pct(host_cpu)}); {who}"
+                    f"{base}; host CPU saturated ({_pct(host_cpu)}); {_who(scope, sig)}"
                     f"{sig.workers} workers, tree at {_pct(sig.job.cpu_percent or 0.0)} of a core",
                     "The host has no CPU left: cheaper preprocessing, fewer competing "
                     "processes, or preprocess the data set offline",
@@ -713,19 +869,21 @@ def _input_causes(
 
         # disk, weak: host disk reads near the highest rate seen, while the job reads
         if (
-            disk_now is not None
+            _R_DISK_WEAK not in found
+            and disk_now is not None
             and (disk_peak := ctx.disk_peak) is not None
             and disk_peak > 0
             and disk_now >= t.disk_near_peak * disk_peak
-            and sig.read is not None
-            and sig.read >= t.disk_min_read
+            and read is not None
+            and read >= t.disk_min_read
         ):
+            found.add(_R_DISK_WEAK)
             out.append(
                 _Finding(
                     _R_DISK_WEAK,
                     INPUT_DISK,
                     severity,
-                    f"{base}; {who}{read_text}; disk reads {rate(disk_now)}, "
+                    f"{base}; {_who(scope, sig)}{_read_text(read)}; disk reads {rate(disk_now)}, "
                     f"{100 * disk_now / disk_peak:.0f} % of the peak {rate(disk_peak)} seen"
                     f"{host_suffix}",
                     "Reads run at the disk's limit: cache the data set in RAM or local NVMe, "

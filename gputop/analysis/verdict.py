@@ -233,6 +233,28 @@ class Analyzer:
         last = first + len(ticks) - 1
         pfirst, pticks = self._window
         plast = pfirst + len(pticks) - 1
+        if continued and pticks and first == pfirst + 1 and last == plast + 1:
+            # The steady case: one tick left, one came. A job in both whose track is all
+            # one object, the one that came (its input did not change), would be popped
+            # and pushed back unchanged: skipped.
+            left, came = pticks[0].feats, ticks[-1].feats
+            steady: set[str] = set()
+            for job_id in left:
+                gone = tracks[job_id]
+                if gone.steady(came.get(job_id)):
+                    steady.add(job_id)
+                    continue
+                gone.pop()
+                if not gone.feats:
+                    del tracks[job_id]
+            for job_id, f in came.items():
+                if job_id not in steady:
+                    track = tracks.get(job_id)
+                    if track is None:
+                        track = tracks[job_id] = _Track()
+                    track.push(f)
+            self._window = (first, ticks)
+            return
         if continued and pticks and first >= pfirst and last >= plast:
             for seq in range(pfirst, min(first, plast + 1)):
                 for job_id in pticks[seq - pfirst].feats:
@@ -249,7 +271,7 @@ class Analyzer:
                 track = tracks.get(job_id)
                 if track is None:
                     track = tracks[job_id] = _Track()
-                track.push(seq, f)
+                track.push(f)
         self._window = (first, ticks)
 
     def context(self, history: Sequence[Snapshot], track: bool = True) -> _Context | None:

@@ -12,14 +12,15 @@ from one call to the next.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gputop.analysis.jobs import Job, build_jobs, process_index
 from gputop.analysis.kinds import _Finding
 from gputop.analysis.thresholds import Thresholds
-from gputop.model import GpuSample, ProcessInfo, Snapshot
+from gputop.model import CLOCK_EVENT_EFFECTS, GpuSample, ProcessInfo, Snapshot
+from gputop.pcie import lane_bytes_per_s
 
 if TYPE_CHECKING:
     from gputop.analysis.verdict import Analyzer
@@ -44,6 +45,7 @@ class _Tick:
     Depends on the snapshot and the thresholds only."""
 
     __slots__ = (
+        "_gpu",
         "_held",
         "_idle",
         "_pids",
@@ -81,6 +83,7 @@ class _Tick:
                 )
             self.feats = feats
         self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
+        self._gpu: dict[tuple[int, ...], _GpuTick] = {}
         self._idle: dict[tuple[int, ...], bool] = {}
         self._held: dict[tuple[int, ...], bool] = {}
         self._pids: dict[tuple[int, ...], frozenset[int]] = {}
@@ -90,6 +93,15 @@ class _Tick:
         out = self._samples.get(gpus)
         if out is None:
             out = self._samples[gpus] = _scope_samples(self.snap, gpus)
+        return out
+
+    def gpu(self, gpus: tuple[int, ...], t: Thresholds) -> _GpuTick:
+        """What the GPU side of a verdict takes from this snapshot's samples of ``gpus``
+        (:class:`_GpuTick`), memoized: computed once while the snapshot is in the window
+        instead of once per call."""
+        out = self._gpu.get(gpus)
+        if out is None:
+            out = self._gpu[gpus] = _GpuTick(self.snap, self.samples(gpus), t)
         return out
 
     def idle_and_held(
@@ -113,6 +125,131 @@ class _Tick:
         if held is None:
             held = self._held[gpus] = all(_held(self.snap, g, t) for g in samples)
         return held
+
+
+class _GpuTick:
+    """One snapshot's share of the window loops of the GPU side of a verdict (the rules'
+    ``_idle``, ``_group``, ``_throttle``, ``_link``, ``_pcie``), for one GPU set: the
+    same per-sample values those loops compute, and per-tick counts of them. What the
+    window adds up from these is what the loops over the samples give: integer counts
+    and sets merged, the floats (utilization means, PCIe ratios and rates) the very
+    values each loop computes, added in the same order by the caller."""
+
+    __slots__ = (
+        "degraded",
+        "hard_n",
+        "hard_names",
+        "link_busy",
+        "mig_unknown",
+        "n",
+        "pcie",
+        "quiet",
+        "soft_n",
+        "throttle_busy",
+        "util",
+        "where",
+        "worst",
+    )
+
+    def __init__(self, snap: Snapshot, samples: Sequence[GpuSample], t: Thresholds) -> None:
+        self.n = len(samples)  # samples (a lost GPU has none)
+        self.util = _util_of(samples)  # their mean utilization (None: none known)
+        # all latest samples in MIG mode without utilization (``_mig_without_util``)
+        self.mig_unknown = bool(samples) and all(
+            g.mig_mode and g.utilization.gpu is None for g in samples
+        )
+        # ``_idle``: no sample held or above IDLE_UTIL
+        self.quiet = not any(
+            _held(snap, g, t) or (g.utilization.gpu is not None and g.utilization.gpu > t.idle_util)
+            for g in samples
+        )
+        # ``_throttle``: busy samples, those with a hard / soft reason, the hard reasons
+        # and the GPUs they were on
+        busy = hard_n = soft_n = 0
+        hard_names: set[str] = set()
+        where: set[int] = set()
+        # ``_link``: busy samples with a known link, those below the max, the last one
+        link_busy = degraded = 0
+        worst: GpuSample | None = None
+        # ``_pcie``: (index, (RX / capacity, RX), (TX / capacity, TX)) of each sample with
+        # a rate and a capacity, in sample order (None: that direction not known)
+        pcie: list[tuple[int, tuple[float, float] | None, tuple[float, float] | None]] = []
+        for g in samples:
+            util = g.utilization.gpu
+            if util is not None and util >= t.util_low:
+                busy += 1
+                hard, soft = _throttle_class(g.clock_event_reasons)
+                if hard:
+                    hard_n += 1
+                    hard_names.update(hard)
+                    where.add(g.index)
+                elif soft:
+                    soft_n += 1
+                p = g.pcie
+                if (
+                    p.gen is not None
+                    and p.max_gen is not None
+                    and p.width is not None
+                    and p.max_width is not None
+                ):
+                    link_busy += 1
+                    if p.gen < p.max_gen or p.width < p.max_width:
+                        degraded += 1
+                        worst = g
+            rx, tx = g.pcie.rx_bytes_per_s, g.pcie.tx_bytes_per_s
+            if rx is None and tx is None:
+                continue
+            cap = _link_capacity(g)
+            if cap is None or cap <= 0:
+                continue
+            pcie.append(
+                (
+                    g.index,
+                    None if rx is None else (rx / cap, rx),
+                    None if tx is None else (tx / cap, tx),
+                )
+            )
+        self.throttle_busy, self.hard_n, self.soft_n = busy, hard_n, soft_n
+        self.hard_names, self.where = frozenset(hard_names), frozenset(where)
+        self.link_busy, self.degraded, self.worst = link_busy, degraded, worst
+        self.pcie = tuple(pcie)
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [float(v) for v in values if v is not None]  # as _stats(values).mean
+    return sum(known) / len(known) if known else None
+
+
+def _util_of(samples: Sequence[GpuSample]) -> float | None:
+    return _mean(g.utilization.gpu for g in samples)
+
+
+def _throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
+    """(hard, soft) reason names among the decoded clock event reasons."""
+    hard: list[str] = []
+    soft: list[str] = []
+    for reason in reasons or ():
+        effect = CLOCK_EVENT_EFFECTS.get(reason)
+        if effect == "hard":
+            hard.append(reason)
+        elif effect == "soft":
+            soft.append(reason)
+    return hard, soft
+
+
+def _link_capacity(gpu: GpuSample) -> float | None:
+    """Current per-direction capacity: the max link scaled down to the current gen/width."""
+    p = gpu.pcie
+    cap = p.link_max_bytes_per_s
+    lane = lane_bytes_per_s(p.gen)
+    if cap is None or cap <= 0:
+        if lane is not None and p.width:
+            return lane * p.width
+        return None
+    max_lane = lane_bytes_per_s(p.max_gen)
+    if lane is not None and max_lane is not None and p.width and p.max_width:
+        cap *= (lane * p.width) / (max_lane * p.max_width)
+    return cap
 
 
 def _same_jobs(previous: _Tick, snap: Snapshot) -> bool:
@@ -194,7 +331,6 @@ class _Group:
     """The GPU side of a verdict: depends only on the GPUs and the window ticks judged
     (shared by every job with the same GPUs present in the same ticks)."""
 
-    window_samples: list[list[GpuSample]]
     early: _Finding | None  # "warming up" or "unknown": the verdict stops there
     base: str
     busy: bool
@@ -219,11 +355,10 @@ class _Track:
     sums over the window's values in window order (``sum`` of a deque): exactly what
     the plain path computes."""
 
-    __slots__ = ("_memo", "dsleep", "feats", "mcols", "reads", "run", "same", "seqs", "wcols")
+    __slots__ = ("_memo", "dsleep", "feats", "mcols", "reads", "run", "same", "wcols")
 
     def __init__(self) -> None:
-        self.seqs: deque[int] = deque()  # sequence numbers of the ticks it is in
-        self.feats: deque[_JobTick] = deque()
+        self.feats: deque[_JobTick] = deque()  # one per window tick it is in
         # The newest ``run`` feats list the same worker and main pids; wcols/mcols hold
         # the CPU of each of those pids over them, oldest first.
         self.run = 0
@@ -237,7 +372,14 @@ class _Track:
         self.same = 0
         self._memo: tuple[_JobTick, int, _JobSignals] | None = None
 
-    def push(self, seq: int, f: _JobTick) -> None:
+    def steady(self, f: _JobTick | None) -> bool:
+        """Whether ``pop()`` then ``push(f)`` would leave this track as it is: every tick
+        in it is ``f`` (so the one popped is ``f`` too, and each column, the reads and
+        the counts get back the values they lose). The slide then skips both."""
+        feats = self.feats
+        return self.same == len(feats) and bool(feats) and feats[-1] is f
+
+    def push(self, f: _JobTick) -> None:
         feats = self.feats
         self.same = self.same + 1 if feats and feats[-1] is f else 1
         if feats and f.worker_pids == feats[-1].worker_pids and f.main_pids == feats[-1].main_pids:
@@ -250,7 +392,6 @@ class _Track:
             self.run = 1
             self.wcols = [deque((value,)) for value in f.worker_cpu]
             self.mcols = [deque((value,)) for value in f.main_cpu]
-        self.seqs.append(seq)
         feats.append(f)
         if f.read is not None:
             self.reads.append(float(f.read))
@@ -258,7 +399,6 @@ class _Track:
             self.dsleep += 1
 
     def pop(self) -> None:
-        self.seqs.popleft()
         f = self.feats.popleft()
         if len(self.feats) < self.run:  # it was part of the run
             self.run -= 1
@@ -329,10 +469,19 @@ class _Context:
     signals: dict[str, _JobSignals | None] = field(default_factory=dict)
     job_windows: dict[str, _Window] = field(default_factory=dict)
     memory_full: dict[tuple[int, ...], _Finding | None] = field(default_factory=dict)
+    parts: dict[tuple[int, ...], list[_GpuTick]] = field(default_factory=dict)
     # The analyzer's job tracks, valid while its generation is still ``generation``.
     analyzer: Analyzer | None = None
     generation: int = 0
     _all_present: tuple[bool, ...] | None = None
+
+    def gpu_parts(self, gpus: tuple[int, ...]) -> list[_GpuTick]:
+        """Each window tick's :class:`_GpuTick` of ``gpus`` (memoized for the call)."""
+        out = self.parts.get(gpus)
+        if out is None:
+            t = self.t
+            out = self.parts[gpus] = [tk.gpu(gpus, t) for tk in self.ticks]
+        return out
 
     def track(self, job_id: str) -> _Track | None:
         a = self.analyzer
@@ -343,7 +492,7 @@ class _Context:
     def present(self, job_id: str) -> tuple[bool, ...]:
         """Whether the job is in each window tick."""
         track = self.track(job_id)
-        if track is not None and len(track.seqs) == len(self.ticks):
+        if track is not None and len(track.feats) == len(self.ticks):
             if self._all_present is None:
                 self._all_present = (True,) * len(self.ticks)
             return self._all_present
