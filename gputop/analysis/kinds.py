@@ -100,6 +100,9 @@ class _Finding:
 
 
 def _verdict(findings: list[_Finding]) -> Verdict:
+    if len(findings) == 1:
+        first = findings[0]
+        return Verdict(first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity)
     findings = sorted(findings, key=lambda f: f.rank)
     first = findings[0]
     also: list[str] = []

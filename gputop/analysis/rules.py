@@ -270,14 +270,19 @@ def _memory_full(ctx: _Context, gpus: tuple[int, ...]) -> _Finding | None:
 def _group(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None) -> _Group:
     """The GPU side of the verdict on ``gpus`` over the window ticks where ``present``
     (None: a GPU scope, judged on the ticks where its GPUs have samples)."""
+    if ctx.analyzer is not None:  # the analyzer's path: from each tick's parts
+        if present is None:
+            # A GPU scope is judged on the ticks its GPUs have samples in: the group of a
+            # scope present in exactly those (a job there all along) is the same group.
+            present = tuple(p.n > 0 for p in ctx.gpu_parts(gpus))
+        done = ctx.groups.get((gpus, present))
+        if done is None:
+            done = ctx.groups[gpus, present] = _group_of_parts(ctx, gpus, present)
+        return done
     key = (gpus, present)
     done = ctx.groups.get(key)
     if done is not None:
         return done
-    if ctx.analyzer is not None:  # the analyzer's path: from each tick's parts
-        out = _group_of_parts(ctx, gpus, present)
-        ctx.groups[key] = out
-        return out
     t = ctx.t
     window_samples = [tk.samples(gpus) for tk in ctx.ticks]
     if present is None:
@@ -332,21 +337,13 @@ def _group(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | Non
     return out
 
 
-def _group_of_parts(
-    ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None
-) -> _Group:
+def _group_of_parts(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...]) -> _Group:
     """``_group`` from each window tick's :class:`_GpuTick` of ``gpus`` (made once per
     snapshot) instead of the window's samples: the same values, the same order, the
     same group (tests compare the two)."""
     t = ctx.t
-    all_parts = ctx.gpu_parts(gpus)
-    parts: list[_GpuTick | None]
-    if present is None:
-        parts = list(all_parts)
-        ticks = [tk.time for tk, part in zip(ctx.ticks, all_parts, strict=True) if part.n]
-    else:
-        parts = [part if here else None for part, here in zip(all_parts, present, strict=True)]
-        ticks = [tk.time for tk, here in zip(ctx.ticks, present, strict=True) if here]
+    parts = [p if here else None for p, here in zip(ctx.gpu_parts(gpus), present, strict=True)]
+    ticks = [tk.time for tk, here in zip(ctx.ticks, present, strict=True) if here]
 
     def window_samples() -> list[list[GpuSample]]:  # for the rare early findings only
         return [
@@ -439,6 +436,10 @@ def _idle_finding(ctx: _Context, util: _Stats | None) -> _Finding:
 
 def _idle_holder(ctx: _Context, scope: _Scope) -> _Finding | None:
     t = ctx.t
+    if not ctx.ticks[-1].idle(scope.gpus, t):
+        # The newest snapshot is not idle-and-held (not idle, or no sample): no run ends
+        # the history, whatever came before (what ``run_start`` would find out).
+        return None
     job = scope.job
     pids = frozenset(job.main_pids) if job is not None else None
 
@@ -724,9 +725,23 @@ def _signals(ctx: _Context, job_id: str) -> _JobSignals | None:
     return out
 
 
-def _host_text(ctx: _Context) -> tuple[float | None, float | None, str]:
-    if ctx._host is not None:
-        return ctx._host
+@dataclass(frozen=True, slots=True)
+class _HostView:
+    """The host side of the window, the same for every scope of one call (memoized)."""
+
+    cpu: float | None  # host CPU %, window mean
+    iowait: float | None  # host iowait %, window mean
+    suffix: str  # "; host CPU 93 %, iowait 4 %" (or "")
+    disk_now: float | None  # host disk reads, window mean
+    iowait_high: bool
+    saturated: bool  # host CPU
+
+
+def _host_view(ctx: _Context) -> _HostView:
+    done = ctx._host
+    if done is not None:
+        return done
+    t = ctx.t
     cpu = _mean(s.host.cpu_percent for s in ctx.window if s.host is not None)
     iowait = _mean(s.host.iowait_percent for s in ctx.window if s.host is not None)
     parts = []
@@ -734,8 +749,16 @@ def _host_text(ctx: _Context) -> tuple[float | None, float | None, str]:
         parts.append(f"host CPU {_pct(cpu)}")
     if iowait is not None:
         parts.append(f"iowait {_pct(iowait)}")
-    ctx._host = (cpu, iowait, ", ".join(parts))
-    return ctx._host
+    text = ", ".join(parts)
+    out = ctx._host = _HostView(
+        cpu,
+        iowait,
+        f"; {text}" if text else "",
+        _mean(s.host.disk.read_bytes_per_s for s in ctx.window if s.host is not None),
+        iowait is not None and iowait >= t.iowait_high,
+        cpu is not None and cpu >= t.host_cpu_saturated,
+    )
+    return out
 
 
 def _who(scope: _Scope, sig: _JobSignals) -> str:
@@ -755,15 +778,8 @@ def _input_causes(
     so it could never come first, and it adds no kind to ``also``; the verdict is the one
     with every job's findings (a GPU's verdict names its first job with that cause)."""
     t = ctx.t
-    host_cpu, iowait, host_text = _host_text(ctx)
-    host_suffix = f"; {host_text}" if host_text else ""
-    if ctx._disk_now is None:
-        ctx._disk_now = (
-            _mean(s.host.disk.read_bytes_per_s for s in ctx.window if s.host is not None),
-        )
-    disk_now = ctx._disk_now[0]
-    iowait_high = iowait is not None and iowait >= t.iowait_high
-    host_saturated = host_cpu is not None and host_cpu >= t.host_cpu_saturated
+    host = _host_view(ctx)
+    host_cpu, host_suffix, disk_now = host.cpu, host.suffix, host.disk_now
 
     out: list[_Finding] = []
     found: set[int] = set()  # ranks given
@@ -789,7 +805,7 @@ def _input_causes(
                         "sharded/streaming format, or raise prefetch_factor",
                     )
                 )
-            elif iowait_high and (read is None or read >= t.disk_min_read):
+            elif host.iowait_high and (read is None or read >= t.disk_min_read):
                 found.add(_R_DISK_STRONG)
                 out.append(
                     _Finding(
@@ -852,7 +868,7 @@ def _input_causes(
                 )
 
         # host CPU saturated
-        if host_saturated and _R_HOST_CPU not in found:
+        if host.saturated and _R_HOST_CPU not in found:
             assert host_cpu is not None
             found.add(_R_HOST_CPU)
             out.append(
@@ -870,12 +886,12 @@ def _input_causes(
         # disk, weak: host disk reads near the highest rate seen, while the job reads
         if (
             _R_DISK_WEAK not in found
+            and read is not None
+            and read >= t.disk_min_read
             and disk_now is not None
             and (disk_peak := ctx.disk_peak) is not None
             and disk_peak > 0
             and disk_now >= t.disk_near_peak * disk_peak
-            and read is not None
-            and read >= t.disk_min_read
         ):
             found.add(_R_DISK_WEAK)
             out.append(

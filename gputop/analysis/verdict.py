@@ -51,6 +51,7 @@ proves nothing on a busy GPU (CUDA syncs spin), hence its stricter condition.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
@@ -218,9 +219,7 @@ class Analyzer:
             for i in range(len(full) - 1, -1, -1):
                 if full[i] is last:
                     cut = len(prev) - (i + 1)
-                    if cut >= 0 and all(
-                        a is b for a, b in zip(full[: i + 1], prev[cut:], strict=True)
-                    ):
+                    if cut >= 0 and all(map(operator.is_, full[: i + 1], prev[cut:])):
                         return self._base + cut, True
                     break
         self._runs = _Runs()

@@ -11,6 +11,9 @@ from one call to the next.
 
 from __future__ import annotations
 
+import bisect
+import math
+import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ from gputop.model import CLOCK_EVENT_EFFECTS, GpuSample, ProcessInfo, Snapshot
 from gputop.pcie import lane_bytes_per_s
 
 if TYPE_CHECKING:
+    from gputop.analysis.rules import _HostView
     from gputop.analysis.verdict import Analyzer
 
 
@@ -45,6 +49,7 @@ class _Tick:
     Depends on the snapshot and the thresholds only."""
 
     __slots__ = (
+        "_ageless",
         "_gpu",
         "_held",
         "_idle",
@@ -67,10 +72,12 @@ class _Tick:
         self.procs: dict[int, ProcessInfo]
         self.jobs: dict[str, Job]
         self.feats: dict[str, _JobTick]
+        self._ageless: bool | None = None
         if previous is not None and _same_jobs(previous, snap):
             self.procs = previous.procs
             self.jobs = previous.jobs
             self.feats = previous.feats
+            self._ageless = previous._ageless
         else:
             self.procs = index = process_index(snap)
             self.jobs = {j.id: j for j in build_jobs(snap)}
@@ -88,6 +95,13 @@ class _Tick:
         self._held: dict[tuple[int, ...], bool] = {}
         self._pids: dict[tuple[int, ...], frozenset[int]] = {}
 
+    def ageless(self) -> bool:
+        """Whether no job here knows its start (create time), so none has an age that
+        moves on with the time (memoized, and taken over with the jobs)."""
+        if self._ageless is None:
+            self._ageless = all(j.create_time is None for j in self.jobs.values())
+        return self._ageless
+
     def samples(self, gpus: tuple[int, ...]) -> list[GpuSample]:
         """``_scope_samples(snap, gpus)``, memoized (callers never change the list)."""
         out = self._samples.get(gpus)
@@ -104,18 +118,22 @@ class _Tick:
             out = self._gpu[gpus] = _GpuTick(self.snap, self.samples(gpus), t)
         return out
 
+    def idle(self, gpus: tuple[int, ...], t: Thresholds) -> bool:
+        """Whether ``gpus`` have samples here and all are idle (memoized): the first half
+        of ``_idle_and_held``."""
+        idle = self._idle.get(gpus)
+        if idle is None:
+            samples = self.samples(gpus)
+            idle = self._idle[gpus] = bool(samples) and _all_idle(samples, t)
+        return idle
+
     def idle_and_held(
         self, gpus: tuple[int, ...], pids: frozenset[int] | None, t: Thresholds
     ) -> bool:
         """``_idle_and_held`` on this snapshot, from memoized parts."""
+        if not self.idle(gpus, t):
+            return False
         samples = self.samples(gpus)
-        if not samples:
-            return False
-        idle = self._idle.get(gpus)
-        if idle is None:
-            idle = self._idle[gpus] = _all_idle(samples, t)
-        if not idle:
-            return False
         if pids is not None:
             on = self._pids.get(gpus)
             if on is None:
@@ -272,7 +290,7 @@ def _same_jobs(previous: _Tick, snap: Snapshot) -> bool:
         ):
             return False
     # a job's age moves on with the time, unless no job knows its start
-    return snap.time == before.time or all(j.create_time is None for j in previous.jobs.values())
+    return snap.time == before.time or previous.ageless()
 
 
 def _known_cpu(
@@ -461,8 +479,7 @@ class _Context:
     base: int = 0  # sequence number of history[0] (idle-holder run memo)
     runs: _Runs | None = None
     _disk_peak: tuple[float | None] | None = None
-    _host: tuple[float | None, float | None, str] | None = None
-    _disk_now: tuple[float | None] | None = None
+    _host: _HostView | None = None  # the rules' (memoized)
     groups: dict[tuple[tuple[int, ...], tuple[bool, ...] | None], _Group] = field(
         default_factory=dict
     )
@@ -601,11 +618,17 @@ class _Runs:
             del self.memo[k]
 
 
+_time = operator.attrgetter("time")
+
+
 def _select(history: Sequence[Snapshot], t: Thresholds) -> tuple[list[Snapshot], list[Snapshot]]:
     """(the full history sorted by time, the window: a suffix of it)."""
-    full = sorted(history, key=lambda s: s.time)
+    full = sorted(history, key=_time)
     end = full[-1].time
-    window = [s for s in full if s.time >= end - t.window_seconds]
+    if math.isnan(sum(map(_time, full))):  # NaN times: no order (kept as it was)
+        window = [s for s in full if s.time >= end - t.window_seconds]
+    else:  # ordered times: the snapshots from the window's start on
+        window = full[bisect.bisect_left(full, end - t.window_seconds, key=_time) :]
     if len(window) < t.min_samples:  # slow sampling: at least MIN_SAMPLES snapshots
         window = full[-t.min_samples :]
     return full, window
