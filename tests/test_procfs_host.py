@@ -411,3 +411,24 @@ def test_cpu_count_is_asked_again_when_a_cpu_goes_offline(
     sample = reader.read_host()
     assert sample.cpu_count == 1 and len(asked) == 2
     assert sample.cpu_per_core == ()  # not the same cores as last tick: no percentages
+
+
+def test_a_reader_told_not_to_read_the_frequency_does_not_open_cpuinfo(
+    fake_proc: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _copy_this_machine(fake_proc)
+    opened: list[str] = []
+    real_read_all = procfs.read_all
+
+    def read_all(path: str) -> bytes:
+        opened.append(os.path.basename(path))
+        return real_read_all(path)
+
+    monkeypatch.setattr(procfs, "read_all", read_all)
+    sample = HostReader(proc_root=str(fake_proc), cpu_freq=False).read_host()
+    assert sample.cpu_freq_mhz is None  # not read: n/a, never 0
+    assert sample.memory.total == psutil.virtual_memory().total  # the rest still comes
+    assert sorted(opened) == ["dev", "diskstats", "meminfo", "stat"]
+    opened.clear()
+    HostReader(proc_root=str(fake_proc)).read_host()
+    assert "cpuinfo" in opened  # the default reads it

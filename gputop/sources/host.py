@@ -258,9 +258,16 @@ class HostReader:
         shared_pid_namespace: bool | None = None,
         proc_root: str = PROC_ROOT,
         sys_cpu: str = SYS_CPU,
+        cpu_freq: bool = True,
     ) -> None:
         """``shared_pid_namespace``: whether this process sees the driver's pids (default:
-        :func:`shares_driver_pid_namespace`); then a listed pid missing here has exited."""
+        :func:`shares_driver_pid_namespace`); then a listed pid missing here has exited.
+
+        ``cpu_freq=False``: the CPU frequency is not read (``cpu_freq_mhz`` is None), for a
+        consumer that does not show it: /proc/cpuinfo is the host sample's costliest file
+        on a many-core host (the kernel writes about 1 KB a CPU, and kernels 4.13 to 5.17
+        interrupt every CPU to measure its frequency for it)."""
+        self._read_freq = cpu_freq
         self._rescan_seconds = rescan_seconds
         self._pid_max: int | None = None
         self.shared_pid_namespace = (
@@ -268,6 +275,8 @@ class HostReader:
         )
         self._last_scan: dict[int, _Stat] | None = None  # the last pass over all of /proc
         self._last_scan_at = 0.0  # its monotonic time
+        # A pass and its parent -> children map, made once per pass (not once per call).
+        self._children: tuple[dict[int, _Stat], dict[int, list[int]]] | None = None
         self._host_time: float | None = None
         self._proc = proc_root
         self._sys_cpu = sys_cpu
@@ -323,7 +332,7 @@ class HostReader:
         self._cpu = cpu
         cpu_count = self._try("cpu_count", lambda: self._count_cpus(cpu))
 
-        freq_mhz = self._try("cpu_freq", self._cpu_freq_mhz)
+        freq_mhz = self._try("cpu_freq", self._cpu_freq_mhz) if self._read_freq else None
         if freq_mhz is not None and not freq_mhz > 0:
             freq_mhz = None
         load = self._try("load_average", os.getloadavg)
@@ -577,9 +586,13 @@ class HostReader:
 
     def _read_processes(self, given: list[int], rows: list[ProcessInfo], ancestors: bool) -> None:
         scan, fresh, probed = self._tree_scan(given)
-        children: dict[int, list[int]] = {}
-        for pid, pst in scan.items():
-            children.setdefault(pst.ppid, []).append(pid)
+        if self._children is not None and self._children[0] is scan:
+            children = self._children[1]  # the same pass as last call: the same map
+        else:
+            children = {}
+            for pid, pst in scan.items():
+                children.setdefault(pst.ppid, []).append(pid)
+            self._children = (scan, children)
 
         order: list[tuple[int, bool]] = []  # (pid, given?)
         seen: set[int] = set()
@@ -606,7 +619,7 @@ class HostReader:
                     parent = scan[parent].ppid
 
         # Pids seen in this namespace before: when missing now, they exited.
-        seen_before = {pid for pid, _ in self._tracked} | self._gone
+        seen_before: set[int] | None = None  # made only when a given pid is missing
         gone: set[int] = set()
         exited: dict[int, ProcessInfo] = {}
         invisible: dict[int, ProcessInfo] = {}
@@ -622,7 +635,9 @@ class HostReader:
                 # started after the scan? (a pid probed by _tree_scan is not read twice)
                 st = probed[pid] if pid in probed else self._stat(pid)
             if st is None:
-                if is_given and (pid in seen_before or self._exited_if_missing(pid)):
+                if is_given and seen_before is None:
+                    seen_before = {p for p, _ in self._tracked} | self._gone
+                if is_given and (pid in (seen_before or ()) or self._exited_if_missing(pid)):
                     # Seen here before, or this is the driver's own PID namespace: the pid
                     # exited (a process cannot leave its namespace), it is not hidden.
                     gone.add(pid)
@@ -836,7 +851,7 @@ class HostReader:
     def close(self) -> None:
         """Forget all state (cached process objects, previous counters)."""
         self._tracked.clear()
-        self._last_scan = None
+        self._last_scan = self._children = None
         self._gone.clear()
         self._exited.clear()
         self._invisible.clear()
