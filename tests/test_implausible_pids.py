@@ -4,8 +4,11 @@ device where that can be checked."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +111,48 @@ def test_nothing_plausible_says_why(fake_nvml: FakeNvml) -> None:
     assert g.processes == ()
     assert g.processes_unavailable is not None
     assert g.processes_unavailable.startswith("process list unavailable: all 2 entries")
+
+
+def test_pid_check_answers_steady_holders_from_pidfds_with_the_same_answers(
+    devices: Path, holder: int, bystander: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted: a process found holding is answered from its pidfd, tick after tick, with
+    no /proc/PID/stat read; once it exits (a zombie first, then reaped) its pid goes back to
+    the start-time comparison, and every answer equals a check without pidfds."""
+    fast = PidCheck(device_prefix=str(devices / "nvidia"))
+    plain = PidCheck(device_prefix=str(devices / "nvidia"))
+    plain._use_pidfds, plain._poll = False, None
+    if not fast._use_pidfds:
+        pytest.skip("no pidfds here (os.pidfd_open and select.poll)")
+    reads: list[int] = []
+    start = PidCheck._start
+
+    def counted(self: PidCheck, pid: int) -> bytes | None:
+        if self is fast:
+            reads.append(pid)
+        return start(self, pid)
+
+    monkeypatch.setattr(PidCheck, "_start", counted)
+
+    def tick() -> list[bool | None]:
+        answers = [fast.holds_device(holder), fast.holds_device(bystander)]
+        assert answers == [plain.holds_device(holder), plain.holds_device(bystander)]
+        for check in (fast, plain):
+            check.forget_except({holder, bystander})
+        return answers
+
+    assert tick() == [True, False]
+    assert reads == [holder, bystander]  # found holding: read once
+    for _ in range(3):
+        assert tick() == [True, False]
+    assert reads.count(holder) == 1  # then answered by its pidfd
+    os.kill(holder, signal.SIGKILL)  # a zombie until reaped (its parent is this test)
+    deadline = time.monotonic() + 30
+    while fast._poll is not None and not fast._poll.poll(0):
+        assert time.monotonic() < deadline, "the pidfd never reported the exit"
+    assert tick()[0] is True  # a zombie keeps its start time: both checks say so
+    assert reads.count(holder) == 2  # the pidfd reported the exit: back to /proc stat
+    os.waitpid(holder, 0)  # reaped: the pid is gone
+    assert tick()[0] is None  # not in this PID namespace any more: cannot tell, both
+    fast.close()
+    assert fast._pidfds == {}
