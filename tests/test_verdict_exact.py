@@ -15,9 +15,12 @@ from typing import Any
 
 import pytest
 
+from gputop.analysis import rules
+from gputop.analysis import window as window_mod
 from gputop.analysis.jobs import build_jobs
-from gputop.analysis.verdict import all_verdicts
-from tests.verdict_scenarios import GOLDEN, SCENARIOS, digest, run
+from gputop.analysis.verdict import Analyzer, all_verdicts
+from gputop.analysis.window import _Track
+from tests.verdict_scenarios import GOLDEN, SCENARIOS, busy_node, digest, run, steady_objects
 
 
 def _golden(name: str) -> dict[str, Any]:
@@ -48,3 +51,105 @@ def test_the_plain_functions_judge_as_before(name: str) -> None:
         assert digest(gpus, job_verdicts, jobs) == golden[i], f"{name}: tick {i}"
         checked += 1
     assert checked >= len(golden) // 7
+
+
+# --- the work skipped, counted (never timed) ------------------------------------------------
+
+
+def _count(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
+    real = getattr(owner, name)
+    count = [0]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return count
+
+
+def _fresh_signals(analyzer: Analyzer) -> dict[str, Any]:
+    """Each job's signals from a track built afresh from the window's ticks."""
+    out = {}
+    for job_id in analyzer._tracks:
+        track = _Track()
+        for tick in analyzer._window[1]:
+            f = tick.feats.get(job_id)
+            if f is not None:
+                track.push(f)
+        out[job_id] = track.signals()
+    return out
+
+
+def test_a_steady_tick_moves_no_job_track_and_rereads_no_signals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The exporter's steady state (``steady_objects``): once every tick of a job's window
+    is the one object its unchanged input gives, a tick pops and pushes none of the job
+    tracks and reads no signals again; a change (tick 30: a process's CPU) makes every
+    job's tick new, so every track moves, until the window is uniform again. Each track's
+    signals always equal a track built afresh from the window."""
+    thresholds, hists = steady_objects()
+    analyzer = Analyzer(thresholds)
+    pushes = _count(monkeypatch, _Track, "push")
+    pops = _count(monkeypatch, _Track, "pop")
+    flags = _count(monkeypatch, rules, "_cause_flags")
+    moved: list[tuple[int, int, int]] = []
+    n_jobs: list[int] = []
+    for hist in hists:
+        before = (pushes[0], pops[0], flags[0])
+        _, job_verdicts, jobs = analyzer.update(hist)
+        dict(job_verdicts)
+        moved.append((pushes[0] - before[0], pops[0] - before[1], flags[0] - before[2]))
+        n_jobs.append(len(jobs))
+        tracks = {job_id: track.signals() for job_id, track in analyzer._tracks.items()}
+        assert tracks == _fresh_signals(analyzer)
+    window = int(thresholds.window_seconds) + 1  # ticks, 1 s apart
+    for tick in (*range(window, 30), *range(80 + window, len(moved))):
+        assert moved[tick] == (0, 0, 0), f"tick {tick}: {moved[tick]}"
+    # every job's tick is new: each track moves, the causes are read again (for the jobs
+    # on GPUs that are not busy: a busy GPU's verdict needs none)
+    assert n_jobs[30] == 24
+    assert moved[30][:2] == (24, 24) and 0 < moved[30][2] <= 24
+    assert moved[31][:2] == (24, 24)  # mixed windows: the tracks move
+
+
+def test_a_snapshots_gpu_parts_are_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU side's per-snapshot parts (``_GpuTick``) are made once per snapshot and GPU
+    set while the snapshot is in the window: a steady tick makes one per GPU (8 here),
+    not one per window tick and GPU (21 x 8)."""
+    thresholds, hists = busy_node()
+    analyzer = Analyzer(thresholds)
+    made = _count(monkeypatch, window_mod._GpuTick, "__init__")
+    per_tick = []
+    for hist in hists:
+        before = made[0]
+        gpus, job_verdicts, _ = analyzer.update(hist)
+        dict(job_verdicts)
+        per_tick.append(made[0] - before)
+    assert len(gpus) == 8
+    assert per_tick[0] == 8 and set(per_tick[1:]) == {8}, per_tick
+
+
+def test_no_idle_holder_run_is_walked_for_a_scope_busy_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The idle-holder run of a scope whose GPUs are not all idle in the newest snapshot
+    is not looked for (there is none): ``_Runs.start`` runs only for the scopes idle
+    now (the busy node's idle GPUs 3 and 7 and their jobs), every tick."""
+    thresholds, hists = busy_node()
+    analyzer = Analyzer(thresholds)
+    starts = _count(monkeypatch, window_mod._Runs, "start")
+    for hist in hists:
+        before = starts[0]
+        gpus, job_verdicts, jobs = analyzer.update(hist)
+        dict(job_verdicts)
+        newest = hist[-1]
+        idle = {
+            g.index
+            for g in newest.gpus
+            if g.utilization.gpu is not None and g.utilization.gpu <= thresholds.idle_util
+        }
+        scopes = [(i,) for i in gpus] + [j.gpus for j in jobs]
+        assert starts[0] - before == sum(1 for s in scopes if set(s) <= idle)
+    assert idle == {3, 7}

@@ -49,6 +49,7 @@ from gputop.analysis.kinds import (
     _Finding,
     _verdict,
 )
+from gputop.analysis.thresholds import Thresholds
 from gputop.analysis.window import (
     _Context,
     _GpuTick,
@@ -149,7 +150,7 @@ class _Scope:
 
 def _judge(ctx: _Context, scope: _Scope) -> Verdict:
     # 1. lost
-    lost = [g for g in ctx.lost if g.index in scope.gpus]
+    lost = [g for g in ctx.lost if g.index in scope.gpus] if ctx.lost else None
     if lost:
         g = lost[0]
         reason = g.lost_reason or "no reason given"
@@ -761,6 +762,54 @@ def _host_view(ctx: _Context) -> _HostView:
     return out
 
 
+# What a job's window signals alone say, against the thresholds (``_cause_flags``).
+_F_DSLEEP = 1  # a process in D state in DISK_SLEEP_FRACTION of its ticks
+_F_READING = 2  # reads unknown, or at least DISK_MIN_READ
+_F_READS = 4  # reads known and at least DISK_MIN_READ
+_F_WORKERS = 8  # workers, near a full core each
+_F_MAIN = 16  # a main process near a full core, workers idle or none
+
+
+def _cause_flags(t: Thresholds, sig: _JobSignals) -> int:
+    read = sig.read
+    flags = 0
+    if sig.ticks and sig.dsleep_ticks >= t.disk_sleep_fraction * sig.ticks:
+        flags |= _F_DSLEEP
+    if read is None or read >= t.disk_min_read:
+        flags |= _F_READING
+    if read is not None and read >= t.disk_min_read:
+        flags |= _F_READS
+    if sig.workers > 0 and sig.worker_cpu is not None and sig.worker_cpu >= t.worker_busy_cpu:
+        flags |= _F_WORKERS
+    if (
+        sig.main_cpu is not None
+        and sig.main_cpu >= t.main_busy_cpu
+        and (
+            sig.workers == 0 or (sig.worker_cpu is not None and sig.worker_cpu <= t.worker_idle_cpu)
+        )
+    ):
+        flags |= _F_MAIN
+    return flags
+
+
+def _causes_of(ctx: _Context, job_id: str) -> tuple[_JobSignals, int] | None:
+    """The job's signals and their ``_cause_flags`` (memoized for the call, and in the
+    job's track while its signals are the same object)."""
+    sig = _signals(ctx, job_id)
+    out: tuple[_JobSignals, int] | None = None
+    if sig is not None:
+        track = ctx.track(job_id)
+        kept = None if track is None else track.cause
+        if kept is not None and kept[0] is sig:
+            out = kept
+        else:
+            out = (sig, _cause_flags(ctx.t, sig))
+            if track is not None:
+                track.cause = out
+    ctx.causes[job_id] = out
+    return out
+
+
 def _who(scope: _Scope, sig: _JobSignals) -> str:
     """Which job a GPU verdict's cause is about (a job's own verdict: itself)."""
     return "" if scope.job is not None else f"job {sig.job.root_pid}: "
@@ -783,15 +832,17 @@ def _input_causes(
 
     out: list[_Finding] = []
     found: set[int] = set()  # ranks given
+    causes = ctx.causes
     for job_id in scope.job_ids:
-        sig = _signals(ctx, job_id)
-        if sig is None:
+        got = causes[job_id] if job_id in causes else _causes_of(ctx, job_id)
+        if got is None:
             continue
+        sig, flags = got
         read = sig.read
 
         # disk, strong: processes in D state, or high iowait while the job reads
         if _R_DISK_STRONG not in found:
-            if sig.ticks and sig.dsleep_ticks >= t.disk_sleep_fraction * sig.ticks:
+            if flags & _F_DSLEEP:
                 found.add(_R_DISK_STRONG)
                 out.append(
                     _Finding(
@@ -805,7 +856,7 @@ def _input_causes(
                         "sharded/streaming format, or raise prefetch_factor",
                     )
                 )
-            elif host.iowait_high and (read is None or read >= t.disk_min_read):
+            elif host.iowait_high and flags & _F_READING:
                 found.add(_R_DISK_STRONG)
                 out.append(
                     _Finding(
@@ -819,12 +870,8 @@ def _input_causes(
                 )
 
         # workers near a full core each
-        if (
-            _R_WORKERS not in found
-            and sig.workers > 0
-            and sig.worker_cpu is not None
-            and sig.worker_cpu >= t.worker_busy_cpu
-        ):
+        if flags & _F_WORKERS and _R_WORKERS not in found:
+            assert sig.worker_cpu is not None
             found.add(_R_WORKERS)
             out.append(
                 _Finding(
@@ -839,33 +886,25 @@ def _input_causes(
             )
 
         # main process near a full core, workers idle or none (only when starved)
-        if (
-            starved
-            and _R_MAIN not in found
-            and sig.main_cpu is not None
-            and sig.main_cpu >= t.main_busy_cpu
-        ):
-            idle_workers = sig.workers == 0 or (
-                sig.worker_cpu is not None and sig.worker_cpu <= t.worker_idle_cpu
+        if starved and flags & _F_MAIN and _R_MAIN not in found:
+            assert sig.main_cpu is not None
+            workers_text = (
+                "no workers"
+                if sig.workers == 0
+                else f"{sig.workers} workers at {_pct(sig.worker_cpu or 0.0)} of a core each"
             )
-            if idle_workers:
-                workers_text = (
-                    "no workers"
-                    if sig.workers == 0
-                    else f"{sig.workers} workers at {_pct(sig.worker_cpu or 0.0)} of a core each"
+            found.add(_R_MAIN)
+            out.append(
+                _Finding(
+                    _R_MAIN,
+                    INPUT_MAIN,
+                    severity,
+                    f"{base}; {_who(scope, sig)}main process {sig.main_pid} at "
+                    f"{_pct(sig.main_cpu)} of a core, {workers_text}{host_suffix}",
+                    "The Python loop is the bottleneck: move preprocessing into DataLoader "
+                    "workers, avoid .item()/.cpu() host syncs each step, use larger batches",
                 )
-                found.add(_R_MAIN)
-                out.append(
-                    _Finding(
-                        _R_MAIN,
-                        INPUT_MAIN,
-                        severity,
-                        f"{base}; {_who(scope, sig)}main process {sig.main_pid} at "
-                        f"{_pct(sig.main_cpu)} of a core, {workers_text}{host_suffix}",
-                        "The Python loop is the bottleneck: move preprocessing into DataLoader "
-                        "workers, avoid .item()/.cpu() host syncs each step, use larger batches",
-                    )
-                )
+            )
 
         # host CPU saturated
         if host.saturated and _R_HOST_CPU not in found:
@@ -885,9 +924,9 @@ def _input_causes(
 
         # disk, weak: host disk reads near the highest rate seen, while the job reads
         if (
-            _R_DISK_WEAK not in found
+            flags & _F_READS
+            and _R_DISK_WEAK not in found
             and read is not None
-            and read >= t.disk_min_read
             and disk_now is not None
             and (disk_peak := ctx.disk_peak) is not None
             and disk_peak > 0

@@ -373,7 +373,7 @@ class _Track:
     sums over the window's values in window order (``sum`` of a deque): exactly what
     the plain path computes."""
 
-    __slots__ = ("_memo", "dsleep", "feats", "mcols", "reads", "run", "same", "wcols")
+    __slots__ = ("_memo", "cause", "dsleep", "feats", "mcols", "reads", "run", "same", "wcols")
 
     def __init__(self) -> None:
         self.feats: deque[_JobTick] = deque()  # one per window tick it is in
@@ -389,6 +389,9 @@ class _Track:
         # of that object and the count, kept in ``_memo``.
         self.same = 0
         self._memo: tuple[_JobTick, int, _JobSignals] | None = None
+        # The rules' reading of the signals (``_cause_flags``): kept with the signals'
+        # object it was made from, so valid while ``signals()`` gives that object.
+        self.cause: tuple[_JobSignals, int] | None = None
 
     def steady(self, f: _JobTick | None) -> bool:
         """Whether ``pop()`` then ``push(f)`` would leave this track as it is: every tick
@@ -484,6 +487,7 @@ class _Context:
         default_factory=dict
     )
     signals: dict[str, _JobSignals | None] = field(default_factory=dict)
+    causes: dict[str, tuple[_JobSignals, int] | None] = field(default_factory=dict)
     job_windows: dict[str, _Window] = field(default_factory=dict)
     memory_full: dict[tuple[int, ...], _Finding | None] = field(default_factory=dict)
     parts: dict[tuple[int, ...], list[_GpuTick]] = field(default_factory=dict)
