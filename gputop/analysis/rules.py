@@ -795,10 +795,10 @@ def _cause_flags(t: Thresholds, sig: _JobSignals) -> int:
 def _causes_of(ctx: _Context, job_id: str) -> tuple[_JobSignals, int] | None:
     """The job's signals and their ``_cause_flags`` (memoized for the call, and in the
     job's track while its signals are the same object)."""
-    sig = _signals(ctx, job_id)
+    track = ctx.track(job_id)
+    sig = _signals(ctx, job_id) if track is None else track.signals()
     out: tuple[_JobSignals, int] | None = None
     if sig is not None:
-        track = ctx.track(job_id)
         kept = None if track is None else track.cause
         if kept is not None and kept[0] is sig:
             out = kept
@@ -949,15 +949,10 @@ def _input_causes(
 
 
 def _gpu_verdicts(ctx: _Context) -> dict[int, Verdict]:
-    # The latest jobs on each GPU, in the latest jobs' order (one pass over the jobs).
-    by_gpu: dict[int, list[Job]] = {}
-    for j in ctx.latest_jobs.values():
-        for g in set(j.gpus):
-            by_gpu.setdefault(g, []).append(j)
+    by_gpu = ctx.ticks[-1].job_ids_by_gpu()
     out: dict[int, Verdict] = {}
     for gpu in ctx.latest.gpus:
-        jobs = sorted(by_gpu.get(gpu.index, ()), key=lambda j: (-(j.gpu_memory or 0), j.root_pid))
-        out[gpu.index] = _judge(ctx, _Scope((gpu.index,), tuple(j.id for j in jobs), None))
+        out[gpu.index] = _judge(ctx, _Scope((gpu.index,), by_gpu.get(gpu.index, ()), None))
     return out
 
 

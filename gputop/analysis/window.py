@@ -50,6 +50,7 @@ class _Tick:
 
     __slots__ = (
         "_ageless",
+        "_by_gpu",
         "_gpu",
         "_held",
         "_idle",
@@ -73,11 +74,13 @@ class _Tick:
         self.jobs: dict[str, Job]
         self.feats: dict[str, _JobTick]
         self._ageless: bool | None = None
+        self._by_gpu: dict[int, tuple[str, ...]] | None = None
         if previous is not None and _same_jobs(previous, snap):
             self.procs = previous.procs
             self.jobs = previous.jobs
             self.feats = previous.feats
             self._ageless = previous._ageless
+            self._by_gpu = previous._by_gpu
         else:
             self.procs = index = process_index(snap)
             self.jobs = {j.id: j for j in build_jobs(snap)}
@@ -94,6 +97,22 @@ class _Tick:
         self._idle: dict[tuple[int, ...], bool] = {}
         self._held: dict[tuple[int, ...], bool] = {}
         self._pids: dict[tuple[int, ...], frozenset[int]] = {}
+
+    def job_ids_by_gpu(self) -> dict[int, tuple[str, ...]]:
+        """GPU index -> the ids of the jobs on it, by GPU memory (most first), then root
+        pid: the jobs a GPU's verdict looks at (memoized, and taken over with the jobs)."""
+        if self._by_gpu is None:
+            by_gpu: dict[int, list[Job]] = {}
+            for j in self.jobs.values():
+                for g in set(j.gpus):
+                    by_gpu.setdefault(g, []).append(j)
+            self._by_gpu = {
+                g: tuple(
+                    j.id for j in sorted(jobs, key=lambda j: (-(j.gpu_memory or 0), j.root_pid))
+                )
+                for g, jobs in by_gpu.items()
+            }
+        return self._by_gpu
 
     def ageless(self) -> bool:
         """Whether no job here knows its start (create time), so none has an age that
@@ -501,7 +520,7 @@ class _Context:
         out = self.parts.get(gpus)
         if out is None:
             t = self.t
-            out = self.parts[gpus] = [tk.gpu(gpus, t) for tk in self.ticks]
+            out = self.parts[gpus] = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in self.ticks]
         return out
 
     def track(self, job_id: str) -> _Track | None:
