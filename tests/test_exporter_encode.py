@@ -248,3 +248,16 @@ def test_a_series_line_is_reused_only_for_a_value_that_writes_the_same() -> None
         counter.series.append((("0", "idle"), value))
         seen.append(_both_match(encoders, [fam, counter]))
     assert seen[0] != seen[1] and seen[1] == seen[2] and seen[3] == seen[4]
+
+
+def test_what_the_encoders_remember_stays_about_one_scrape_as_jobs_come_and_go() -> None:
+    from gputop.exporter.metrics import Family
+
+    encoders = (TextEncoder(), OpenMetricsEncoder())
+    for tick in range(300):  # 20 job series sets a tick, all new every tick
+        fams = [Family("gputop_job_workers", "w", "gauge", ("user", "command", "gpus"))]
+        fams[0].series.extend(((f"u{tick}", f"job{k}", "0"), float(k)) for k in range(20))
+        _both_match(encoders, fams)  # type: ignore[arg-type]
+        for encoder in encoders:
+            assert len(encoder._lines) <= 2 * 20 + 64
+    assert len(encoders[0]._lines) >= 20  # the last scrape's are kept

@@ -1,16 +1,21 @@
-"""A faster encoder for the Prometheus text format (0.0.4), byte for byte the output of
-``prometheus_client.exposition.generate_latest``.
+"""Faster encoders for the Prometheus text format (0.0.4) and OpenMetrics 1.0.0, byte for
+byte the output of ``prometheus_client``'s ``generate_latest`` and
+``openmetrics.exposition.generate_latest``.
 
-Why: at 8 GPUs x 16 processes a scrape has ~390 series, and ``generate_latest``
-validates and escapes every label name and value of every sample on every scrape
-(~1.3 ms of the ~2.7 ms a scrape cost). The label sets barely change from one tick to
-the next (gpu, kind, reason...), so the escaped ``name{labels}`` prefix of each series is
-kept in a bounded cache and only the value is formatted per scrape. Names are escaped by
-prometheus_client's own ``escape_metric_name``/``escape_label_name``, label values as
-its ``generate_latest`` does (backslash, newline, double quote); anything outside the
-plain cases this module handles (timestamps, exemplars, histograms, ``_created`` samples, other
-escapings) falls back to ``generate_latest`` for the whole scrape. The tests compare both
-encoders' bytes on the demo, MIG, job and hostile-label scrapes.
+Why: at 8 GPUs x 16 processes a scrape has ~390 series, and the library validates and
+escapes every label name and value of every sample on every scrape. The exporter's
+families (:class:`gputop.exporter.metrics.Family`) hold their series as (label values,
+value) pairs; for each series the encoder remembers its escaped ``name{labels} `` and
+its last line, and writes the line afresh only when the value changed (values that
+compare equal are written alike, except 0.0 and -0.0, whose sign is compared too). What
+is remembered is pruned to about the series of the last scrape, so jobs coming and going
+cannot grow it. Other families (``process_*``) are encoded sample by sample with the
+prefix cached. Names are escaped by prometheus_client's own
+``escape_metric_name``/``escape_label_name``, label values as its ``generate_latest``
+does (backslash, newline, double quote); anything outside the plain cases this module
+handles (timestamps, exemplars, histograms, ``_created`` samples, other escapings) falls
+back to the library for the whole scrape. The tests compare both encoders' bytes on the
+demo, MIG, job, lost-GPU, host-only, n/a and hostile-label scrapes.
 """
 
 from __future__ import annotations
@@ -33,8 +38,8 @@ from gputop.exporter.metrics import Family
 
 _go_float = cast(Callable[[float], str], floatToGoString)
 
-#: Series prefixes kept at most (label churn, e.g. jobs coming and going, cannot grow
-#: the cache without bound: it is dropped and refilled when full).
+#: Series prefixes of other families kept at most (label churn cannot grow the cache
+#: without bound: it is dropped and refilled when full).
 MAX_CACHED = 20_000
 
 _PLAIN_TYPES = {"gauge": "gauge", "counter": "counter", "info": "gauge"}
@@ -59,8 +64,7 @@ class TextEncoder:
     def _encode(self, metrics: Iterable[Any]) -> bytes | None:
         if len(self._prefix) > MAX_CACHED:
             self._prefix.clear()
-        if len(self._lines) > MAX_CACHED:
-            self._lines.clear()
+        series_families: list[Family] = []
         prefixes = self._prefix
         output: list[str] = []
         append = output.append
@@ -82,6 +86,7 @@ class TextEncoder:
             append(head)
             if type(metric) is Family:
                 _series(metric, self._lines, _prefix, output)
+                series_families.append(metric)
                 continue
             for s in metric.samples:
                 if s.timestamp is not None or s.exemplar is not None or s.name != mname:
@@ -91,6 +96,7 @@ class TextEncoder:
                 if prefix is None:
                     prefix = prefixes[key] = _prefix(s.name, s.labels)
                 append(f"{prefix}{_value(s.value)}\n")
+        self._lines = _pruned(self._lines, series_families)
         return "".join(output).encode("utf-8")
 
 
@@ -135,6 +141,21 @@ def _series(
         append(line)
 
 
+def _pruned(lines: _Lines, families: list[Family]) -> _Lines:
+    """``lines`` without the series this scrape did not have, once they are as many as
+    those it had (jobs come and go: what is remembered stays about one scrape's worth)."""
+    count = sum(len(fam.series) for fam in families)
+    if len(lines) <= 2 * count + 64:
+        return lines
+    kept: _Lines = {}
+    for fam in families:
+        name = fam.sample_name
+        for labels, _ in fam.series:
+            key = (name, labels)
+            kept[key] = lines[key]
+    return kept
+
+
 def _value(value: float) -> str:
     """``floatToGoString(value)``: Python's repr where Go writes the same (finite, not a
     positive number of 7 or more integer digits), the library's function otherwise."""
@@ -174,8 +195,7 @@ class OpenMetricsEncoder:
     def _encode(self, metrics: Iterable[Any]) -> bytes | None:
         if len(self._prefix) > MAX_CACHED:
             self._prefix.clear()
-        if len(self._lines) > MAX_CACHED:
-            self._lines.clear()
+        series_families: list[Family] = []
         prefixes = self._prefix
         output: list[str] = []
         append = output.append
@@ -194,6 +214,7 @@ class OpenMetricsEncoder:
             append(head)
             if type(metric) is Family:
                 _series(metric, self._lines, _om_prefix, output)
+                series_families.append(metric)
                 continue
             for s in metric.samples:
                 if (
@@ -209,6 +230,7 @@ class OpenMetricsEncoder:
                     prefix = prefixes[key] = _om_prefix(s.name, s.labels)
                 append(f"{prefix}{_value(s.value)}\n")
         append("# EOF\n")
+        self._lines = _pruned(self._lines, series_families)
         return "".join(output).encode("utf-8")
 
 
