@@ -234,11 +234,12 @@ def _shared(row: ProcessInfo, last: ProcessInfo | None) -> ProcessInfo:
         return row
     if row == last:
         return last
-    same = {
-        name: getattr(last, name)
-        for name in ("user", "name", "command", "status")
-        if getattr(row, name) is not None and getattr(row, name) == getattr(last, name)
-    }
+    same = {}
+    for name in ("user", "name", "command", "status"):
+        value, before = getattr(row, name), getattr(last, name)
+        # Already the same object (the reader keeps unchanged strings): nothing to take.
+        if value is not None and value is not before and value == before:
+            same[name] = before
     return replace(row, **same) if same else row
 
 
