@@ -3,6 +3,7 @@ exporter without --jobs judges no job (but the same GPU verdicts)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 
 from prometheus_client.core import (
@@ -107,6 +108,12 @@ def test_values_are_written_as_go_writes_them() -> None:
 
     values = [0, 1, -1, 0.5, 1e-9, 123456.0, 1234567.0, 12345678.9, 1.5e300, -1234567.0]
     values += [float("inf"), float("-inf"), float("nan"), 1e22, 9999999.0, 100.25, -0.0, 3]
+    values += [1e6, 999999.5, 1e7, 85899345920, 10**20, 2**53 + 1, 5e-324, 1.7976931348623157e308]
+    rng = random.Random(12)
+    for exponent in range(-30, 30):  # every magnitude, integers and fractions, both signs
+        for _ in range(40):
+            x = rng.random() * 10.0**exponent
+            values += [x, -x, float(round(x)), -float(round(x)), int(x)]
     for v in values:
         assert _value(v) == floatToGoString(v), v  # type: ignore[no-untyped-call]
 

@@ -157,16 +157,19 @@ def _pruned(lines: _Lines, families: list[Family]) -> _Lines:
 
 
 def _value(value: float) -> str:
-    """``floatToGoString(value)``: Python's repr where Go writes the same (finite, not a
-    positive number of 7 or more integer digits), the library's function otherwise."""
+    """``floatToGoString(value)``: Python's repr, except a positive number of 7 or more
+    integer digits, which Go writes with an exponent (the library's rule, written out
+    here so a byte count costs one repr, not two), and inf/NaN (the library's)."""
     d = float(value)
-    text = repr(d)
-    if (d > 0 and text.find(".") > 6) or d != d or d in _INFINITE:
+    if d - d:  # inf - inf and NaN - NaN are NaN; any finite d - d is 0.0
         return _go_float(d)
+    text = repr(d)
+    if d > 0:
+        dot = text.find(".")
+        if dot > 6:
+            mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
+            return f"{mantissa}e+{dot - 1:02d}"
     return text
-
-
-_INFINITE = (float("inf"), float("-inf"))
 
 
 def _escape_value(value: str) -> str:
