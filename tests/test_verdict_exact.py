@@ -153,3 +153,29 @@ def test_no_idle_holder_run_is_walked_for_a_scope_busy_now(
         scopes = [(i,) for i in gpus] + [j.gpus for j in jobs]
         assert starts[0] - before == sum(1 for s in scopes if set(s) <= idle)
     assert idle == {3, 7}
+
+
+def test_an_unchanged_gpu_shares_its_parts_and_its_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot whose samples of a GPU are the very objects of the snapshot before takes
+    that snapshot's part over (``_Tick.gpu``), and a GPU whose window parts, ticks and span
+    are the last call's keeps the last call's group: a steady tick of ``steady_objects``
+    makes no part and judges no group again, also when only a process changed (tick 30);
+    a GPU whose utilization changed (tick 45) makes one part, and its group is judged
+    again while the window holds both values. The verdicts are the golden ones
+    (``test_every_tick_is_judged_as_before``)."""
+    thresholds, hists = steady_objects()
+    analyzer = Analyzer(thresholds)
+    made = _count(monkeypatch, window_mod._GpuTick, "__init__")
+    judged = _count(monkeypatch, rules, "_group_of")
+    work: list[tuple[int, int]] = []
+    for hist in hists:
+        before = (made[0], judged[0])
+        _, job_verdicts, _ = analyzer.update(hist)
+        dict(job_verdicts)
+        work.append((made[0] - before[0], judged[0] - before[1]))
+    window = int(thresholds.window_seconds) + 1
+    for tick in (*range(window, 45), *range(101, len(work))):
+        assert work[tick] == (0, 0), f"tick {tick}: {work[tick]}"
+    assert work[45] == (1, 1)  # GPU 1: one new part, its group judged again...
+    assert all(work[tick] == (0, 1) for tick in range(46, 60))  # ...while the window moves
+    assert work[60] == (1, 2)  # a job left GPU 2: its new part; both groups judged

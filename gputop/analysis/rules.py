@@ -7,6 +7,7 @@ each means in :mod:`gputop.analysis.verdict`.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -342,16 +343,44 @@ def _group_of_parts(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, .
     """``_group`` from each window tick's :class:`_GpuTick` of ``gpus`` (made once per
     snapshot) instead of the window's samples: the same values, the same order, the
     same group (tests compare the two)."""
-    t = ctx.t
     parts = [p if here else None for p, here in zip(ctx.gpu_parts(gpus), present, strict=True)]
     ticks = [tk.time for tk, here in zip(ctx.ticks, present, strict=True) if here]
+    span = ticks[-1] - ticks[0] if ticks else 0.0
+    # The group is a function of the parts, the number of ticks and the span: the last
+    # call's group is this one when they are the same (a GPU whose samples did not change
+    # shares one part between snapshots, see ``_Tick.gpu``).
+    a = ctx.analyzer
+    key = (gpus, present)
+    kept = None if a is None else a._groups_before.get(key)
+    if (
+        kept is not None
+        and kept[1] == span
+        and kept[2] == len(ticks)
+        and len(kept[0]) == len(parts)
+        and all(map(operator.is_, kept[0], parts))
+    ):
+        group = kept[3]
+    else:
+        group = _group_of(ctx, gpus, parts, ticks, span)
+    if a is not None:
+        a._groups_now[key] = (parts, span, len(ticks), group)
+    return group
+
+
+def _group_of(
+    ctx: _Context,
+    gpus: tuple[int, ...],
+    parts: list[_GpuTick | None],
+    ticks: list[float],
+    span: float,
+) -> _Group:
+    t = ctx.t
 
     def window_samples() -> list[list[GpuSample]]:  # for the rare early findings only
         return [
             [] if p is None else tk.samples(gpus) for tk, p in zip(ctx.ticks, parts, strict=True)
         ]
 
-    span = ticks[-1] - ticks[0] if ticks else 0.0
     early: _Finding | None = None
     base = ""
     busy = starved = False

@@ -80,7 +80,7 @@ from gputop.analysis.kinds import (
 )
 from gputop.analysis.rules import _gpu_verdicts, _job_verdict, _job_verdicts, _todo
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.window import _Context, _Runs, _select, _Tick, _Track
+from gputop.analysis.window import _Context, _GpuTick, _Group, _Runs, _select, _Tick, _Track
 from gputop.model import Snapshot
 
 __all__ = [
@@ -112,6 +112,10 @@ __all__ = [
     "verdict_to_dict",
     "window",
 ]
+
+
+_GroupKey = tuple[tuple[int, ...], tuple[bool, ...]]  # (GPU set, ticks present)
+_KeptGroup = tuple[list[_GpuTick | None], float, int, _Group]  # (parts, span, ticks, group)
 
 
 def window(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> list[Snapshot]:
@@ -194,6 +198,10 @@ class Analyzer:
         self._generation = 0  # one per call: a context reads the tracks of its own only
         self._tracks: dict[str, _Track] = {}  # job id -> its track over the window
         self._window: tuple[int, list[_Tick]] = (0, [])  # (sequence number of [0], ticks)
+        # The GPU side of the verdicts (rules' ``_group_of_parts``) of the last call and of
+        # this one: (GPU set, ticks present) -> (window parts, span, ticks, group).
+        self._groups_before: dict[_GroupKey, _KeptGroup] = {}
+        self._groups_now: dict[_GroupKey, _KeptGroup] = {}
 
     def jobs(self, snapshot: Snapshot) -> tuple[Job, ...]:
         """``build_jobs(snapshot)``, from the cache when the snapshot is in the window."""
@@ -288,6 +296,7 @@ class Analyzer:
         self._ticks = {id(tk.snap): tk for tk in ticks}  # the window only
         self._runs.prune(base + len(full) - 2)  # scopes not judged last call or this one
         self._generation += 1
+        self._groups_before, self._groups_now = self._groups_now, {}
         if not track:
             self._tracks, self._window = {}, (0, [])
             return _Context(t, full, window, ticks, base, self._runs)

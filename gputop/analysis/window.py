@@ -50,6 +50,7 @@ class _Tick:
 
     __slots__ = (
         "_ageless",
+        "_before",
         "_by_gpu",
         "_gpu",
         "_held",
@@ -94,6 +95,13 @@ class _Tick:
             self.feats = feats
         self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
         self._gpu: dict[tuple[int, ...], _GpuTick] = {}
+        # The snapshot before's GPU parts, samples and unlisted holders: a part made of
+        # the very same samples is shared (``gpu``). Its maps only, not its tick.
+        self._before = (
+            None
+            if previous is None
+            else (previous._gpu, previous._samples, previous.snap.unlisted_holders)
+        )
         self._idle: dict[tuple[int, ...], bool] = {}
         self._held: dict[tuple[int, ...], bool] = {}
         self._pids: dict[tuple[int, ...], frozenset[int]] = {}
@@ -134,7 +142,21 @@ class _Tick:
         instead of once per call."""
         out = self._gpu.get(gpus)
         if out is None:
-            out = self._gpu[gpus] = _GpuTick(self.snap, self.samples(gpus), t)
+            samples = self.samples(gpus)
+            before = self._before
+            if before is not None:  # the snapshot before's part, when made of the same
+                part, their = before[0].get(gpus), before[1].get(gpus)  # samples objects
+                if (
+                    part is not None
+                    and their is not None
+                    and len(their) == len(samples)
+                    and all(map(operator.is_, their, samples))
+                    and before[2] == self.snap.unlisted_holders  # what ``_held`` reads
+                ):
+                    out = part
+            if out is None:
+                out = _GpuTick(self.snap, samples, t)
+            self._gpu[gpus] = out
         return out
 
     def idle(self, gpus: tuple[int, ...], t: Thresholds) -> bool:
