@@ -47,10 +47,12 @@ def child(rounds: int, jobs: bool) -> None:
 
     from gputop.exporter.server import ExportState, serve
     from gputop.sampler import Sampler
+    from gputop.sources.host import HostReader
     from gputop.sources.live import LiveSource
 
     state = ExportState(interval=1.0, with_jobs=jobs)
-    sampler = Sampler(LiveSource(), interval=1.0, history=100)
+    source = LiveSource(host=HostReader(cpu_freq=False))  # as gputop export makes it
+    sampler = Sampler(source, interval=1.0, history=100)
     state.history_of = sampler.history
     server = serve(("127.0.0.1", 0), state)
     port = int(server.server_address[1])

@@ -79,7 +79,8 @@ def child(args: argparse.Namespace) -> None:
     host_mod.time = types.SimpleNamespace(monotonic=monotonic)  # type: ignore[assignment]
     state = ExportState(interval=1.0, with_jobs=args.jobs)
     keep = math.ceil(lookback_seconds(DEFAULT) / 1.0) + 2
-    source = LiveSource(clock=clock, monotonic=monotonic)
+    # as gputop export makes it (no CPU frequency: no metric carries it)
+    source = LiveSource(host=host_mod.HostReader(cpu_freq=False), clock=clock, monotonic=monotonic)
     sampler = Sampler(source, interval=1.0, history=keep)
     state.history_of = sampler.history
     state.on_snapshot(sampler.tick_now())

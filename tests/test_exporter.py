@@ -396,3 +396,30 @@ def test_mig_devices_are_exported_where_present() -> None:
     }
     other = next(g for g in snap.gpus if not g.mig_devices)
     assert not series(samples, "gputop_gpu_mig_info", gpu=str(other.index))
+
+
+def test_the_live_exporter_reads_no_cpu_frequency(fake_nvml: object) -> None:
+    """No metric carries the CPU frequency, so the exporter's live source does not read it
+    (/proc/cpuinfo: large on a many-core server); the dashboard's still does."""
+    from gputop.exporter import build_parser, make_source
+    from gputop.sources.live import LiveSource
+
+    source = make_source(build_parser().parse_args([]))
+    try:
+        assert isinstance(source, LiveSource)
+        snap = source.snapshot()
+        assert snap.host is not None and snap.host.cpu_count is not None
+        assert snap.host.cpu_freq_mhz is None
+    finally:
+        source.close()
+    dashboard = LiveSource()
+    try:
+        host = dashboard.snapshot().host
+        assert host is not None
+        if (
+            Path("/proc/cpuinfo").read_text().count("cpu MHz")
+            or Path("/sys/devices/system/cpu/cpu0/cpufreq").exists()
+        ):
+            assert host.cpu_freq_mhz is not None
+    finally:
+        dashboard.close()

@@ -467,13 +467,13 @@ def test_live_holder_scan_runs_on_a_slower_cadence() -> None:
 
 
 def test_live_holder_scan_backs_off_when_it_is_costly() -> None:
-    """A scan that took 0.1 s of CPU waits 100 x that (10 s), not 5 s, before the next."""
+    """A scan that took 0.025 s of CPU waits 400 x that (10 s), not 5 s, before the next."""
     cpu = [0.0]
     src, _, _, holders = make_live(holder_interval=5.0, cpu_clock=lambda: cpu[0])
     real_scan = holders.__call__
 
     def costly(*args: object) -> object:
-        cpu[0] += 0.1
+        cpu[0] += 0.025
         return real_scan(*args)  # type: ignore[arg-type]
 
     src._holders = costly  # type: ignore[assignment]

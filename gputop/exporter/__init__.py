@@ -20,9 +20,13 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from gputop import gcpolicy
 from gputop.argtypes import Parser, ascii_whole, is_ascii_digits
+
+if TYPE_CHECKING:
+    from gputop.sources.base import Source
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -105,6 +109,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def make_source(args: argparse.Namespace) -> Source:
+    """The source ``gputop export`` samples: the demo, or the live host."""
+    if args.demo:
+        import time
+
+        from gputop.sources.demo import DemoSource
+
+        return DemoSource(0 if args.seed is None else args.seed, clock=time.time)
+    from gputop.sources.host import HostReader
+    from gputop.sources.live import LiveSource
+
+    # No metric carries the CPU frequency: it is not read (on a many-core server
+    # /proc/cpuinfo is large, and on some kernels reading it interrupts every CPU).
+    return LiveSource(host=HostReader(cpu_freq=False))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -116,7 +136,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gputop.exporter.server import ExportState, serve, warn
     from gputop.model import Snapshot
     from gputop.sampler import Sampler
-    from gputop.sources.base import Source
 
     try:
         config = with_overrides(
@@ -147,17 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
 
-    source: Source
-    if args.demo:
-        import time
-
-        from gputop.sources.demo import DemoSource
-
-        source = DemoSource(0 if args.seed is None else args.seed, clock=time.time)
-    else:
-        from gputop.sources.live import LiveSource
-
-        source = LiveSource()
+    source = make_source(args)
     keep = math.ceil(lookback_seconds(config.thresholds) / config.interval) + 2
     sampler = Sampler(source, interval=config.interval, history=keep)
     state.history_of = sampler.history
