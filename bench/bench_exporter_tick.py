@@ -24,6 +24,12 @@ holder scan all follow it), so the history fills in seconds; then it measures
 ``--live-pids``: the fake lists real processes (``sleep``, started and stopped here)
 instead of pids that do not exist on this host, so each tick reads their ``/proc``
 files as on a real GPU server (bench_exporter.py's pids are "dead" rows).
+``--moving``: every value moves every tick, as on busy real GPUs (utilization, memory,
+power, temperature, clocks, PCIe rates, each process's memory and SM %): the fake's
+values are otherwise the same every tick, and what did not change is not done again
+(shared objects, jobs and verdict parts taken over), which flatters the figure. The
+scenario file is rewritten before each tick, outside the measured time; the fake
+re-reads it inside the first NVML call (its parse is counted, ~0.1 ms).
 """
 
 from __future__ import annotations
@@ -86,7 +92,33 @@ def child(args: argparse.Namespace) -> None:
     state.on_snapshot(sampler.tick_now())
     gc.freeze()  # as gputop export does after its first tick
     gc.set_threshold(*GC_THRESHOLDS)
-    for _ in range(keep + 20):  # fill the history (and the verdict window) first
+    from tests import fakenvml
+
+    scenario = os.environ.get(fakenvml.SCENARIO_ENV)
+    pids = [int(p) for p in os.environ.get("GPUTOP_BENCH_PIDS", "").split(",") if p]
+
+    def move(t: int) -> None:
+        """Every value of the scenario moves (``--moving``), written before tick t."""
+        if not (args.moving and scenario):
+            return
+        sc = fakenvml.many_gpus(args.gpus, args.procs, args.pcie_ms, pids=pids or None)
+        for g, gpu in enumerate(sc.gpus):
+            gpu.util_gpu = (g * 7 + t * 13) % 101
+            gpu.util_mem = (g * 5 + t * 11) % 101
+            gpu.memory_used = (10 + (g + t) % 50) * fakenvml.GiB
+            gpu.power_mw = 200_000 + ((g * 31 + t * 17) % 400) * 1000
+            gpu.temperature = 40 + (g + t) % 40
+            gpu.sm_clock = 1400 + (g * 3 + t * 7) % 500
+            gpu.pcie_tx_kbps = 1000 + (g * 101 + t * 997) % 100_000
+            gpu.pcie_rx_kbps = 2000 + (g * 103 + t * 991) % 100_000
+            for k, (proc, sample) in enumerate(zip(gpu.processes, gpu.samples, strict=True)):
+                proc.used_memory = (k + 1 + (t % 3)) * 64 * fakenvml.MiB
+                sample.sm = (k + t) % 101
+                sample.mem = (k * 3 + t) % 50
+        sc.write(scenario)
+
+    for t in range(keep + 20):  # fill the history (and the verdict window) first
+        move(t)
         state.on_snapshot(sampler.tick_now())
     rss = _rss_mib()
 
@@ -108,7 +140,8 @@ def child(args: argparse.Namespace) -> None:
     diagnosis: list[float] = []
     families: list[float] = []
     p0, t0 = time.process_time(), time.thread_time()
-    for _ in range(args.ticks):
+    for t in range(keep + 20, keep + 20 + args.ticks):
+        move(t)  # before the clocks start (the CPU of writing the file is the bench's)
         if prof is not None:
             prof.enable()
         c0 = time.thread_time()
@@ -135,6 +168,7 @@ def child(args: argparse.Namespace) -> None:
     total = statistics.fmean(sampling) + statistics.fmean(diagnosis) + others / args.ticks
     print(
         f"gputop export{' --jobs' if args.jobs else ''}{' (live pids)' if args.live_pids else ''}"
+        f"{' (every value moving)' if args.moving else ''}"
         f", {len(sampler.history())} snapshots "
         f"of history, {args.ticks} ticks: sampling {ms(sampling)}, diagnosis + counters "
         f"{ms(diagnosis)}, families {ms(families)} (per scrape, once a tick); other threads "
@@ -158,6 +192,7 @@ def main() -> int:
     parser.add_argument("--jobs", action="store_true", help="as gputop export --jobs")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--live-pids", action="store_true", help="list real processes")
+    parser.add_argument("--moving", action="store_true", help="every value moves every tick")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -180,6 +215,7 @@ def main() -> int:
             )
             env = fakenvml.subprocess_env(scenario)
             env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+            env["GPUTOP_BENCH_PIDS"] = ",".join(str(p) for p in pids or ())
             argv = [sys.executable, __file__, "--child", *sys.argv[1:]]
             subprocess.run(argv, env=env, check=True)
     finally:

@@ -900,3 +900,28 @@ def test_unchanged_parts_of_a_gpu_sample_are_shared_from_tick_to_tick(
     (d,), _ = r.read()
     assert d.memory.used == 3 * GiB and d.memory is not c.memory
     assert d.utilization is c.utilization
+
+
+def test_a_changed_process_row_shares_its_unchanged_values(
+    fake_nvml: FakeNvml, reader: Reader
+) -> None:
+    """A row whose SM % moved is a new row with the new value, but its pid and memory are
+    the last row's objects, and a whole percentage is one shared float: a history of 600
+    snapshots of busy processes holds one copy of what did not change."""
+
+    def scenario(sm: int) -> Scenario:
+        proc = FakeProcess(4321, used_memory=5 * GiB)
+        return Scenario(gpus=[FakeGpu(processes=[proc], samples=[FakeSample(4321, sm=sm)])])
+
+    fake_nvml.write(scenario(30))
+    r = reader()
+    (a,), _ = r.read()
+    fake_nvml.write(scenario(40))
+    (b,), _ = r.read()
+    (pa,), (pb,) = a.processes, b.processes
+    assert (pa.sm_percent, pb.sm_percent) == (30.0, 40.0)  # fresh values, never stale
+    assert pb is not pa and pb.pid is pa.pid and pb.gpu_memory is pa.gpu_memory
+    fake_nvml.write(scenario(30))
+    (c,), _ = r.read()
+    (pc,) = c.processes
+    assert pc.sm_percent is pa.sm_percent  # one float object for 30 %
