@@ -17,6 +17,7 @@ import gc
 import os
 import subprocess
 import sys
+import threading
 import tracemalloc
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -39,6 +40,14 @@ def traced_now() -> int:
     gc.collect()
     current, _ = tracemalloc.get_traced_memory()
     return current
+
+
+def growth_report(warm: tracemalloc.Snapshot, end: tracemalloc.Snapshot) -> str:
+    """Where traced memory grew between two snapshots (top lines) and which threads run:
+    tracemalloc sees every thread, so a failure says whether the growth is ours."""
+    top = end.compare_to(warm, "lineno")[:8]
+    threads = sorted(t.name for t in threading.enumerate())
+    return "; ".join(str(d) for d in top) + f"; threads: {threads}"
 
 
 def container_sizes(*objects: Any) -> dict[str, int]:
@@ -184,9 +193,13 @@ def test_live_source_with_churning_processes_keeps_memory_flat(fake_nvml: FakeNv
         tracemalloc.start(1)
         try:
             run(2 * Churn.PERIOD)
+            warm_snap = tracemalloc.take_snapshot()  # before both measures: in both
             warm = traced_now()
             run(6 * Churn.PERIOD)
             end = traced_now()
+            grew = end - warm >= 64 * KiB  # then say where (the snapshot costs blocks)
+            report = growth_report(warm_snap, tracemalloc.take_snapshot()) if grew else ""
+            del warm_snap
         finally:
             tracemalloc.stop()
         after = container_sizes(nvml, host, source, sampler, *nvml._gpus)
@@ -215,5 +228,5 @@ def test_live_source_with_churning_processes_keeps_memory_flat(fake_nvml: FakeNv
     # ...and the memory allocated after the warm-up did not grow with 150 more ticks
     # (1,800 more never-seen pids, 30 more real processes started and ended).
     print(f"live: {(end - warm) / KiB:.1f} KiB, {sys.getallocatedblocks() - blocks} blocks")
-    assert end - warm < 64 * KiB, f"grew {(end - warm) / KiB:.0f} KiB over 150 ticks"
+    assert end - warm < 64 * KiB, f"grew {(end - warm) / KiB:.0f} KiB over 150 ticks: {report}"
     assert sys.getallocatedblocks() - blocks < 4000
