@@ -269,6 +269,36 @@ def _memory_full(ctx: _Context, gpus: tuple[int, ...]) -> _Finding | None:
     return out
 
 
+def _warming(n: int, span: float, t: Thresholds) -> _Finding:
+    """Too few samples, or too short a span, for a verdict yet."""
+    return _Finding(
+        _R_WARMING,
+        WARMING_UP,
+        "info",
+        f"{n} samples over {span:.1f} s; need {t.min_samples} samples and {t.min_seconds:g} s",
+        "Wait a few seconds for a verdict",
+    )
+
+
+def _util_reading(
+    util: _Stats, span: float, gpus: tuple[int, ...], t: Thresholds
+) -> tuple[str, bool, bool, str]:
+    """(the utilization text every finding of a group starts with, busy, starved,
+    severity) from the window's utilization statistics."""
+    base = (
+        f"util mean {_pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f})"
+        f" over {_seconds(span)}"
+    )
+    if len(gpus) > 1:
+        base += f" on {_gpus_text(gpus)}"
+    busy = util.mean >= t.util_high
+    oscillating = not busy and util.stdev >= t.util_oscillation
+    starved = util.mean < t.util_low or oscillating
+    if oscillating:
+        base = base.replace(" over ", f", oscillating (sd {util.stdev:.0f}) over ", 1)
+    return base, busy, starved, "warn" if starved else "info"
+
+
 def _group(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None) -> _Group:
     """The GPU side of the verdict on ``gpus`` over the window ticks where ``present``
     (None: a GPU scope, judged on the ticks where its GPUs have samples)."""
@@ -307,30 +337,13 @@ def _group(ctx: _Context, gpus: tuple[int, ...], present: tuple[bool, ...] | Non
         # waiting does not help: NVML never gives utilization for a partitioned GPU
         early = _unknown_util(gpus, window_samples)
     elif len(ticks) < t.min_samples or span < t.min_seconds:
-        early = _Finding(
-            _R_WARMING,
-            WARMING_UP,
-            "info",
-            f"{len(ticks)} samples over {span:.1f} s; need {t.min_samples} samples and "
-            f"{t.min_seconds:g} s",
-            "Wait a few seconds for a verdict",
-        )
+        early = _warming(len(ticks), span, t)
     else:
         util = _stats([_util_of(samples) for samples in window_samples])
         if util is None:
             early = _unknown_util(gpus, window_samples)
     if early is None and util is not None:
-        base = (
-            f"util mean {_pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f})"
-            f" over {_seconds(span)}"
-        )
-        if len(gpus) > 1:
-            base += f" on {_gpus_text(gpus)}"
-        busy = util.mean >= t.util_high
-        starved = util.mean < t.util_low or (not busy and util.stdev >= t.util_oscillation)
-        severity = "warn" if starved else "info"
-        if not busy and util.stdev >= t.util_oscillation:
-            base = base.replace(" over ", f", oscillating (sd {util.stdev:.0f}) over ", 1)
+        base, busy, starved, severity = _util_reading(util, span, gpus, t)
         throttle_link = _throttle(ctx, window_samples, base) + _link(ctx, window_samples, base)
         if not busy:
             pcie = _pcie(ctx, window_samples, base, severity)
@@ -392,30 +405,13 @@ def _group_of(
     if latest is not None and latest.mig_unknown:
         early = _unknown_util(gpus, window_samples())
     elif len(ticks) < t.min_samples or span < t.min_seconds:
-        early = _Finding(
-            _R_WARMING,
-            WARMING_UP,
-            "info",
-            f"{len(ticks)} samples over {span:.1f} s; need {t.min_samples} samples and "
-            f"{t.min_seconds:g} s",
-            "Wait a few seconds for a verdict",
-        )
+        early = _warming(len(ticks), span, t)
     else:
         util = _stats([None if p is None else p.util for p in parts])
         if util is None:
             early = _unknown_util(gpus, window_samples())
     if early is None and util is not None:
-        base = (
-            f"util mean {_pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f})"
-            f" over {_seconds(span)}"
-        )
-        if len(gpus) > 1:
-            base += f" on {_gpus_text(gpus)}"
-        busy = util.mean >= t.util_high
-        starved = util.mean < t.util_low or (not busy and util.stdev >= t.util_oscillation)
-        severity = "warn" if starved else "info"
-        if not busy and util.stdev >= t.util_oscillation:
-            base = base.replace(" over ", f", oscillating (sd {util.stdev:.0f}) over ", 1)
+        base, busy, starved, severity = _util_reading(util, span, gpus, t)
         here = [p for p in parts if p is not None]
         throttle_link = _throttle_of_parts(ctx, here, base) + _link_of_parts(ctx, here, base)
         if not busy:
