@@ -52,8 +52,7 @@ def child(rounds: int, jobs: bool) -> None:
 
     state = ExportState(interval=1.0, with_jobs=jobs)
     source = LiveSource(host=HostReader(cpu_freq=False))  # as gputop export makes it
-    sampler = Sampler(source, interval=1.0, history=100)
-    state.history_of = sampler.history
+    sampler = Sampler(source, interval=1.0, history=1)  # as gputop export
     server = serve(("127.0.0.1", 0), state)
     port = int(server.server_address[1])
 

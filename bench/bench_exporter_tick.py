@@ -3,8 +3,9 @@ with a full history (8 GPUs x 16 processes on the fake libnvidia-ml.so.1, as
 bench_exporter.py).
 
 ``bench_exporter.py`` measures a real exporter for a few minutes, so its history holds
-~150 snapshots; the exporter keeps ``lookback_seconds / interval + 2`` (602 at the
-defaults) and its memory and diagnosis reach their steady state only after 10 minutes.
+~150 snapshots; the exporter's diagnoser keeps ``lookback_seconds`` of it (600 s at the
+defaults: the window's snapshots whole, the rest in the compact look-back form) and its
+memory and diagnosis reach their steady state only after 10 minutes.
 This script runs the exporter's own pipeline in process (``LiveSource`` -> ``Sampler`` ->
 ``ExportState.on_snapshot`` -> families, as ``gputop export`` wires them) with a clock
 that advances 1 s a tick (snapshot times, rates, the 3 s /proc tree pass and the 5 s
@@ -15,7 +16,7 @@ holder scan all follow it), so the history fills in seconds; then it measures
   counters) and of one family build: means (what the idle CPU adds up), and medians;
 - the process CPU of those ticks minus the main thread's: the PCIe thread pool;
 - cyclic GC runs (``gc.callbacks``) with the exporter's GC settings;
-- VmRSS with the full history (what the exporter settles at after 10 minutes).
+- VmRSS with the full look-back (what the exporter settles at after 10 minutes).
 
     python bench/bench_exporter_tick.py [--ticks 200] [--jobs] [--pcie-ms 20] [--profile]
                                         [--live-pids]
@@ -87,8 +88,7 @@ def child(args: argparse.Namespace) -> None:
     keep = math.ceil(lookback_seconds(DEFAULT) / 1.0) + 2
     # as gputop export makes it (no CPU frequency: no metric carries it)
     source = LiveSource(host=host_mod.HostReader(cpu_freq=False), clock=clock, monotonic=monotonic)
-    sampler = Sampler(source, interval=1.0, history=keep)
-    state.history_of = sampler.history
+    sampler = Sampler(source, interval=1.0, history=1)  # as gputop export
     state.on_snapshot(sampler.tick_now())
     gc.freeze()  # as gputop export does after its first tick
     gc.set_threshold(*GC_THRESHOLDS)
@@ -165,16 +165,17 @@ def child(args: argparse.Namespace) -> None:
         mean, median = 1000 * statistics.fmean(values), 1000 * statistics.median(values)
         return f"{mean:.2f} ms (median {median:.2f})"
 
+    whole, compact = state.diagnoser.kept
     total = statistics.fmean(sampling) + statistics.fmean(diagnosis) + others / args.ticks
     print(
         f"gputop export{' --jobs' if args.jobs else ''}{' (live pids)' if args.live_pids else ''}"
         f"{' (every value moving)' if args.moving else ''}"
-        f", {len(sampler.history())} snapshots "
-        f"of history, {args.ticks} ticks: sampling {ms(sampling)}, diagnosis + counters "
+        f", {whole + compact} snapshots of look-back ({whole} whole, {compact} compact), "
+        f"{args.ticks} ticks: sampling {ms(sampling)}, diagnosis + counters "
         f"{ms(diagnosis)}, families {ms(families)} (per scrape, once a tick); other threads "
         f"(PCIe pool) {1000 * others / args.ticks:.2f} ms a tick; cyclic GC {collections[0]} "
         f"runs ({collections[1]} full), {1000 * gc_cpu[0] / args.ticks:.3f} ms a tick; "
-        f"VmRSS with the full history {rss:.1f} MiB; idle CPU of a tick a second (sampling + "
+        f"VmRSS with the full look-back {rss:.1f} MiB; idle CPU of a tick a second (sampling + "
         f"diagnosis + PCIe pool, means) {100 * total:.2f} % of a core"
     )
     if prof is not None:

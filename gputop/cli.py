@@ -306,12 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         source = LiveSource()
 
-    history = 3600  # the dashboard's charts
-    if stream:
-        from gputop.diagnosis import lookback_seconds
-
-        # What the verdicts look back on, no more: a stream may run for months.
-        history = max(2, math.ceil(lookback_seconds(config.thresholds) / config.interval) + 2)
+    # The dashboard's charts. A stream (it may run for months) keeps the first pair only:
+    # its diagnoser keeps what the verdicts look back on (``Diagnoser.push``).
+    history = 2 if stream else 3600
     sampler = Sampler(source, interval=config.interval, history=history)
     try:
         if stream:

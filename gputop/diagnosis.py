@@ -13,6 +13,7 @@ API (all of it)::
 
     diagnoser = Diagnoser(thresholds)        # one per stream of snapshots (stateful)
     d = diagnoser.update(history)            # judge history[-1]; history oldest first
+    d = diagnoser.push(snapshot)             # the same, the history kept here (streams)
     d = diagnose(history, thresholds)        # the same, one-shot (a fresh Diagnoser)
 
     d.snapshot                               # the snapshot judged (history[-1])
@@ -45,6 +46,7 @@ import bisect
 import threading
 import time
 import traceback as tb
+from collections import deque
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -121,6 +123,9 @@ class Diagnoser:
         self.thresholds = thresholds
         self._analyzer = Analyzer(thresholds)
         self._lock = threading.Lock()
+        # push(): the window's snapshots, whole (the rest is carried by _pushed).
+        self._recent: deque[Snapshot] = deque()
+        self._pushed = Analyzer(thresholds, carry=lookback_seconds(thresholds))
 
     def update(self, history: Sequence[Snapshot], *, judge_jobs: bool = True) -> Diagnosis:
         """The diagnosis of ``history[-1]`` judged on ``history`` (oldest first; only the
@@ -132,18 +137,54 @@ class Diagnoser:
         with many jobs)."""
         if not history:
             raise ValueError("nothing to diagnose: the history is empty")
+        with self._lock:
+            return self._judge(
+                self._analyzer,
+                recent(history, lookback_seconds(self.thresholds)),
+                judge_jobs,
+            )
+
+    def push(self, snapshot: Snapshot, *, judge_jobs: bool = True) -> Diagnosis:
+        """The diagnosis of ``snapshot``, the newest of a stream of snapshots given one at
+        a time, in time order (the exporter, ``--stream``): what :meth:`update` gives on
+        every snapshot pushed so far, but the history is kept here, and only the window's
+        snapshots are kept whole. The rest of the look-back ("idle memory holder", the
+        disk peak) is kept in the compact form the verdicts read from it (a few hundred
+        bytes a snapshot instead of its process rows and host processes). A snapshot
+        older than the one before (the wall clock stepped back) starts the history
+        afresh: the verdicts warm up again. Not to be mixed with :meth:`update` on one
+        Diagnoser."""
+        t = self.thresholds
+        with self._lock:
+            kept = self._recent
+            if kept and not snapshot.time >= kept[-1].time:
+                kept.clear()  # the clock stepped back: start afresh from this snapshot
+            kept.append(snapshot)
+            # What the window takes (``_select``): the snapshots of its last
+            # window_seconds, and at least MIN_SAMPLES.
+            start = snapshot.time - t.window_seconds
+            while len(kept) > t.min_samples and not kept[0].time >= start:
+                kept.popleft()
+            return self._judge(self._pushed, list(kept), judge_jobs)
+
+    @property
+    def kept(self) -> tuple[int, int]:
+        """What :meth:`push` keeps: (snapshots kept whole, look-back forms)."""
+        with self._lock:
+            return len(self._recent), self._pushed.carried
+
+    def _judge(
+        self, analyzer: Analyzer, history: Sequence[Snapshot], judge_jobs: bool
+    ) -> Diagnosis:
         snap = history[-1]
         start = time.perf_counter()
         error = trace = None
         try:
-            with self._lock:
-                gpus, lazy, jobs = self._analyzer.update(
-                    recent(history, lookback_seconds(self.thresholds))
-                )
-                # Judge every job now: a failure belongs here, not in a view reading it.
-                job_verdicts: Mapping[str, Verdict] = (
-                    MappingProxyType(dict(lazy)) if judge_jobs else _NO_JOB_VERDICTS
-                )
+            gpus, lazy, jobs = analyzer.update(history)
+            # Judge every job now: a failure belongs here, not in a view reading it.
+            job_verdicts: Mapping[str, Verdict] = (
+                MappingProxyType(dict(lazy)) if judge_jobs else _NO_JOB_VERDICTS
+            )
             gpu_verdicts: Mapping[int, Verdict] = MappingProxyType(gpus)
         except Exception as exc:  # a bug in the analysis must not take a consumer down
             error = str(exc) or type(exc).__name__

@@ -13,8 +13,9 @@ SSH (``ssh host gputop --stream``).
   the next tick instead of piling lines up in memory; a late tick is never made up in a
   burst. Nothing is dropped silently: each line is one tick, in order.
 - A closed pipe (``gputop --stream | head -3``) ends it quietly with status 0.
-- The diagnosis is incremental (:class:`gputop.diagnosis.Diagnoser`) over the
-  sampler's history, which the CLI sizes to what the verdicts look back on.
+- The diagnosis is incremental (:class:`gputop.diagnosis.Diagnoser`): each snapshot is
+  pushed to it, and it keeps what the verdicts look back on (the window's snapshots
+  whole, the rest compact); the sampler keeps only the first pair.
 - Never imports Textual.
 """
 
@@ -58,6 +59,12 @@ def _silence(out: TextIO) -> None:
         os.close(devnull)
 
 
+def _latest(sampler: Sampler) -> Snapshot:
+    snap = sampler.latest()
+    assert snap is not None  # called after a tick
+    return snap
+
+
 def run(
     sampler: Sampler,
     *,
@@ -81,7 +88,7 @@ def run(
     # Inside the window: the first reading's share of the (incremental) analysis.
     snap = sampler.tick_pair(
         first_window,
-        meanwhile=lambda: diagnoser.update(sampler.history(), judge_jobs=False),
+        meanwhile=lambda: diagnoser.push(_latest(sampler), judge_jobs=False),
         clock=clock,
         sleep=sleep,
     )
@@ -96,7 +103,7 @@ def run(
         )
     written = 0
     while True:
-        diagnosis = diagnoser.update(sampler.history()).only(selection)
+        diagnosis = diagnoser.push(snap).only(selection)
         line = json_line(to_json_dict(filter_gpus(snap, selection), diagnosis))
         try:
             out.write(line + "\n")

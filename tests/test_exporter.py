@@ -236,8 +236,8 @@ def test_an_ended_job_leaves_the_next_scrape() -> None:
     state = ExportState(with_jobs=True)
     source = DemoSource(0, start_time=0.0, step=1.0)
     history = [source.snapshot() for _ in range(25)]
-    state.history_of = lambda: history
-    state.on_snapshot(history[-1])
+    for snap in history:
+        state.on_snapshot(snap)
     registry = make_registry(state)
     before = parse(generate_latest(registry).decode())
     jobs = series(before, "gputop_job_gpu_memory_bytes")

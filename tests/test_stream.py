@@ -194,9 +194,10 @@ def test_a_pipe_closed_mid_stream_returns_0(monkeypatch: pytest.MonkeyPatch) -> 
     assert rc == 0 and len(out.lines) == 2
 
 
-def test_the_sampler_keeps_only_what_the_verdicts_look_back_on(
+def test_the_sampler_keeps_only_the_first_pair(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """What the verdicts look back on is the diagnoser's (``Diagnoser.push``)."""
     seen: dict[str, int] = {}
     real = Sampler.__init__
 
@@ -207,7 +208,7 @@ def test_the_sampler_keeps_only_what_the_verdicts_look_back_on(
     monkeypatch.setattr(Sampler, "__init__", spy)
     rc, _, _ = run_main(capsys, "--stream", "--demo", "--count", "1", "--interval", "2")
     assert rc == 0
-    assert seen["history"] == 600 / 2 + 2  # lookback 600 s at 2 s, and the first pair
+    assert seen["history"] == 2
 
 
 class _Lines:
@@ -239,14 +240,14 @@ def test_the_first_reading_is_analysed_inside_the_window_and_the_line_is_unchang
     from gputop import diagnosis as diagnosis_module
 
     clock = _Clock()
-    calls: list[tuple[int, int]] = []  # (snapshots in the history, sleeps so far)
-    real_update = diagnosis_module.Diagnoser.update
+    calls: list[tuple[Any, int]] = []  # (the snapshot pushed, sleeps so far)
+    real_push = diagnosis_module.Diagnoser.push
 
-    def update(self: Any, history: Any, **kw: Any) -> Any:
-        calls.append((len(history), len(clock.sleeps)))
-        return real_update(self, history, **kw)
+    def push(self: Any, snapshot: Any, **kw: Any) -> Any:
+        calls.append((snapshot, len(clock.sleeps)))
+        return real_push(self, snapshot, **kw)
 
-    monkeypatch.setattr(diagnosis_module.Diagnoser, "update", update)
+    monkeypatch.setattr(diagnosis_module.Diagnoser, "push", push)
     sampler = Sampler(_SlowSource(clock, []), interval=1.0)
     out = _Lines()
     try:
@@ -255,8 +256,9 @@ def test_the_first_reading_is_analysed_inside_the_window_and_the_line_is_unchang
     finally:
         sampler.stop()
     assert rc == 0
-    assert calls == [(1, 0), (2, 1)]  # the first before the wait, the second after it
-    monkeypatch.setattr(diagnosis_module.Diagnoser, "update", real_update)
+    # the first before the wait, the second after it
+    assert calls == [(history[0], 0), (history[1], 1)]
+    monkeypatch.setattr(diagnosis_module.Diagnoser, "push", real_push)
     from gputop.textout import to_json_dict
 
     expected = to_json_dict(history[-1], diagnosis_module.diagnose(history))

@@ -52,6 +52,7 @@ proves nothing on a busy GPU (CUDA syncs spin), hence its stricter condition.
 from __future__ import annotations
 
 import operator
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
@@ -80,7 +81,16 @@ from gputop.analysis.kinds import (
 )
 from gputop.analysis.rules import _gpu_verdicts, _job_verdict, _job_verdicts, _todo
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.window import _Context, _GpuTick, _Group, _Runs, _select, _Tick, _Track
+from gputop.analysis.window import (
+    _Context,
+    _GpuTick,
+    _Group,
+    _lookback_form,
+    _Runs,
+    _select,
+    _Tick,
+    _Track,
+)
 from gputop.model import Snapshot
 
 __all__ = [
@@ -189,8 +199,13 @@ class Analyzer:
         gpu_v, job_v, jobs = analyzer.update(history)   # each tick, history oldest first
     """
 
-    def __init__(self, thresholds: Thresholds = DEFAULT) -> None:
+    def __init__(self, thresholds: Thresholds = DEFAULT, *, carry: float | None = None) -> None:
+        """``carry``: seconds of look-back this analyzer keeps itself (see
+        :meth:`_carried`); None: the history given is the whole history."""
         self.thresholds = thresholds
+        self._carry = carry
+        self._given: list[Snapshot] = []  # carry: the previous call's history as given
+        self._older: deque[Snapshot] = deque()  # carry: look-back forms, oldest first
         self._ticks: dict[int, _Tick] = {}  # id(snapshot) -> its work; tick.snap pins it
         self._full: list[Snapshot] = []  # the previous call's sorted history
         self._base = 0  # sequence number of _full[0]
@@ -221,17 +236,44 @@ class Analyzer:
         numbering): it does when ``full`` is the previous history cut at the start and
         extended at the end; otherwise the numbering starts afresh above every number
         given so far, and what was carried between calls is dropped."""
-        prev = self._full
-        if prev:
-            last = prev[-1]
-            for i in range(len(full) - 1, -1, -1):
-                if full[i] is last:
-                    cut = len(prev) - (i + 1)
-                    if cut >= 0 and all(map(operator.is_, full[: i + 1], prev[cut:])):
-                        return self._base + cut, True
-                    break
+        cut = _continues(self._full, full)
+        if cut is not None:
+            return self._base + cut, True
         self._runs = _Runs()
-        return self._base + len(prev) + 1, False
+        return self._base + len(self._full) + 1, False
+
+    @property
+    def carried(self) -> int:
+        """How many look-back forms are carried (``carry`` mode)."""
+        return len(self._older)
+
+    def _carried(self, given: list[Snapshot]) -> tuple[list[Snapshot], int, bool]:
+        """Carry mode: the caller gives the window's snapshots (and a few more), not the
+        whole look-back. The snapshots cut from the start of the previous history given
+        are kept here in their look-back form (``_lookback_form``: what the verdicts
+        read outside the window), as long as ``carry`` seconds. Returns (the full
+        history: those forms then ``given``, the sequence number of its first snapshot,
+        whether it continues the previous call's numbering). When ``given`` does not
+        continue the previous history (cut at the start, extended at the end), the
+        forms are dropped: the look-back starts afresh."""
+        prev, older = self._given, self._older
+        cut = _continues(prev, given)
+        if cut is None:
+            older.clear()
+            self._runs = _Runs()
+            base, continued = self._base + len(self._full) + 1, False
+        else:
+            for snap in prev[:cut]:
+                older.append(_lookback_form(snap, older[-1] if older else None))
+            assert self._carry is not None
+            horizon = given[-1].time - self._carry
+            popped = 0
+            while older and not older[0].time >= horizon:  # as ``diagnosis.recent``
+                older.popleft()
+                popped += 1
+            base, continued = self._base + popped, True
+        self._given = given
+        return [*older, *given], base, continued
 
     def _slide(self, first: int, ticks: list[_Tick], continued: bool) -> None:
         """Bring the job tracks to the window ``ticks`` (sequence numbers from ``first``):
@@ -288,7 +330,10 @@ class Analyzer:
             return None
         t = self.thresholds
         full, window = _select(history, t)
-        base, continued = self._sequence(full)
+        if self._carry is not None:  # the window is a suffix of what was given
+            full, base, continued = self._carried(full)
+        else:
+            base, continued = self._sequence(full)
         ticks: list[_Tick] = []
         for s in window:  # a new snapshot may take its jobs over from the one before
             ticks.append(self._tick(s, ticks[-1] if ticks else None))
@@ -319,6 +364,21 @@ class Analyzer:
             return Analysis({}, JobVerdicts(None, {}), ())
         latest_jobs = tuple(ctx.latest_jobs.values())
         return Analysis(_gpu_verdicts(ctx), JobVerdicts(ctx, _todo(ctx, jobs)), latest_jobs)
+
+
+def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
+    """How many of ``prev``'s first snapshots ``given`` cut when it is ``prev`` cut at the
+    start and extended at the end (the same objects); None when it is not."""
+    if not prev:
+        return None
+    last = prev[-1]
+    for i in range(len(given) - 1, -1, -1):
+        if given[i] is last:
+            cut = len(prev) - (i + 1)
+            if cut >= 0 and all(map(operator.is_, given[: i + 1], prev[cut:])):
+                return cut
+            return None
+    return None
 
 
 def _context(history: Sequence[Snapshot], t: Thresholds) -> _Context | None:

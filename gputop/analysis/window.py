@@ -22,7 +22,18 @@ from typing import TYPE_CHECKING
 from gputop.analysis.jobs import Job, build_jobs, process_index
 from gputop.analysis.kinds import _Finding
 from gputop.analysis.thresholds import Thresholds
-from gputop.model import CLOCK_EVENT_EFFECTS, GpuSample, ProcessInfo, Snapshot
+from gputop.model import (
+    CLOCK_EVENT_EFFECTS,
+    Clocks,
+    GpuMemory,
+    GpuProcess,
+    GpuSample,
+    HostSample,
+    Pcie,
+    ProcessInfo,
+    Snapshot,
+    Utilization,
+)
 from gputop.pcie import lane_bytes_per_s
 
 if TYPE_CHECKING:
@@ -382,6 +393,99 @@ def _held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
         and total is not None
         and total > 0
         and used / total >= t.held_memory_fraction
+    )
+
+
+# The look-back forms' shared parts: no per-form Clocks() and Pcie() (the defaults), and
+# one Utilization per whole percentage (what NVML gives).
+_NO_CLOCKS = Clocks()
+_NO_PCIE = Pcie()
+_NO_UTIL = Utilization()
+_WHOLE_UTIL = tuple(Utilization(gpu=float(v)) for v in range(101))
+
+
+def _form_util(util: Utilization, before: GpuSample | None) -> Utilization:
+    """What a form keeps of a utilization: its ``gpu`` (``_all_idle``), shared."""
+    value = util.gpu
+    if value is None:
+        return _NO_UTIL
+    if before is not None and before.utilization.gpu == value:
+        return before.utilization
+    if value.is_integer() and 0 <= value <= 100:
+        return _WHOLE_UTIL[int(value)]
+    return Utilization(gpu=value)
+
+
+def _form_memory(memory: GpuMemory, before: GpuSample | None) -> GpuMemory:
+    """What a form keeps of a GPU's memory: used and total (``_held``), shared."""
+    if before is not None:
+        had = before.memory
+        if had.used == memory.used and had.total == memory.total:
+            return had
+        if had.total == memory.total:  # the same total's object
+            return GpuMemory(total=had.total, used=memory.used)
+    return GpuMemory(total=memory.total, used=memory.used)
+
+
+def _lookback_form(snap: Snapshot, before: Snapshot | None) -> Snapshot:
+    """``snap`` reduced to what the verdicts read from a snapshot outside the window (the
+    look-back): its time, the host disk read rate (``disk_peak``) and what
+    ``_idle_and_held`` reads (each GPU's index, lost flag, utilization (``gpu``) and
+    memory (used, total), the pids on it, the unlisted holders). A few hundred bytes
+    instead of the whole snapshot (its process rows, host processes and per-core CPU).
+
+    ``before``: the form of the snapshot before, whose parts are shared where they are
+    equal (a GPU's form, its pid tuple, the bare ``GpuProcess(pid)`` rows, the host)."""
+    prev = {} if before is None else {g.index: g for g in before.gpus}
+    rows: dict[int, GpuProcess] | None = None  # pid -> the form before's bare row
+    gpus: list[GpuSample] = []
+    for g in snap.gpus:
+        p = prev.get(g.index)
+        if g.lost:
+            gpus.append(p if p is not None and p.lost else GpuSample(g.index, lost=True))
+            continue
+        if p is not None and p.lost:
+            p = None
+        util, memory = _form_util(g.utilization, p), _form_memory(g.memory, p)
+        pids = [q.pid for q in g.processes]
+        if p is not None and [q.pid for q in p.processes] == pids:
+            if p.memory is memory and p.utilization is util:
+                gpus.append(p)
+                continue
+            procs = p.processes
+        else:
+            if rows is None:
+                rows = {q.pid: q for h in prev.values() for q in h.processes}
+            procs = tuple(rows.get(pid) or GpuProcess(pid) for pid in pids)
+        gpus.append(
+            GpuSample(
+                g.index,
+                memory=memory,
+                utilization=util,
+                clocks=_NO_CLOCKS,
+                pcie=_NO_PCIE,
+                processes=procs,
+            )
+        )
+    host, form_host = snap.host, None
+    if host is not None:
+        had = None if before is None else before.host
+        form_host = had if had is not None and had.disk == host.disk else HostSample(disk=host.disk)
+    form_gpus = tuple(gpus)
+    if (
+        before is not None
+        and len(before.gpus) == len(gpus)
+        and all(map(operator.is_, gpus, before.gpus))
+    ):
+        form_gpus = before.gpus
+    return Snapshot(
+        snap.time,
+        snap.hostname,
+        snap.driver,
+        host=form_host,
+        gpus=form_gpus,
+        unlisted_holders=snap.unlisted_holders,
+        source=snap.source,
     )
 
 

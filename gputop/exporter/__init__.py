@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import math
 import signal
 import sys
 import threading
@@ -132,7 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--seed needs --demo")
 
     from gputop.config import ConfigError, load_config, with_overrides
-    from gputop.diagnosis import lookback_seconds
     from gputop.exporter.server import ExportState, serve, warn
     from gputop.model import Snapshot
     from gputop.sampler import Sampler
@@ -167,9 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, on_signal)
 
     source = make_source(args)
-    keep = math.ceil(lookback_seconds(config.thresholds) / config.interval) + 2
-    sampler = Sampler(source, interval=config.interval, history=keep)
-    state.history_of = sampler.history
+    # The state's diagnoser keeps the history the verdicts need (``Diagnoser.push``).
+    sampler = Sampler(source, interval=config.interval, history=1)
     bound_host, bound_port = str(server.server_address[0]), int(server.server_address[1])
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     try:

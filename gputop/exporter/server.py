@@ -21,7 +21,7 @@ import queue
 import socket
 import sys
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -65,14 +65,12 @@ class ExportState:
         with_jobs: bool = False,
         max_jobs: int = metrics.DEFAULT_MAX_JOBS,
         selection: Collection[int] | None = None,
-        history_of: Callable[[], Sequence[Snapshot]] | None = None,
     ) -> None:
         self.diagnoser = Diagnoser(thresholds)
         self.interval = interval
         self.with_jobs = with_jobs
         self.max_jobs = max_jobs
         self.selection = None if selection is None else frozenset(selection)
-        self.history_of = history_of  # the sampler's history, oldest first
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._gpu_verdicts: dict[int, Verdict] = {}
@@ -84,12 +82,10 @@ class ExportState:
         self.diagnosis_error: str | None = None
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
-        history = self.history_of() if self.history_of is not None else (snapshot,)
-        if not history or history[-1] is not snapshot:
-            history = (*history, snapshot)
+        # The diagnoser keeps the history (the window whole, the look-back compact).
         # Without --jobs no job verdict is presented: none is judged (the GPU verdicts,
         # which the counters need every tick, are judged all the same).
-        diagnosis = self.diagnoser.update(history, judge_jobs=self.with_jobs)
+        diagnosis = self.diagnoser.push(snapshot, judge_jobs=self.with_jobs)
         diagnosis = diagnosis.only(self.selection)
         self.diagnosis_error = diagnosis.error
         shown = filter_gpus(snapshot, self.selection)

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -139,7 +140,7 @@ static void free_scenario(scenario_t *sc)
         free(sc->gpus[i].gprocs);
         free(sc->gpus[i].samples);
     }
-    free(sc);
+    munmap(sc, sizeof(*sc));
 }
 
 static long long parse_num(const char *tok)
@@ -233,8 +234,13 @@ static scenario_t *load_scenario(const char *path)
         fprintf(stderr, "fakenvml: cannot open scenario %s: %s\n", path, strerror(errno));
         return NULL;
     }
-    scenario_t *sc = calloc(1, sizeof(*sc));
-    if (sc == NULL) {
+    /* Mapped, not malloc'd: a real driver parses nothing per call, and a scenario (about 1
+     * MiB with its 64 GPU slots) re-read on whichever thread calls first would leave a free chunk of
+     * its size in each thread's malloc arena (glibc raises its mmap threshold after the
+     * first free): megabytes of the process's RSS that are the fake's, not gputop's. */
+    scenario_t *sc = mmap(NULL, sizeof(*sc), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                          -1, 0);
+    if (sc == MAP_FAILED) {
         fclose(f);
         return NULL;
     }
