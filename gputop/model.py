@@ -165,6 +165,22 @@ class GpuProcess:
         return None if self.host is None else self.host.visible
 
 
+def with_host(p: GpuProcess, host: ProcessInfo | None) -> GpuProcess:
+    """``replace(p, host=host)`` at a third of its cost (it runs for every GPU process
+    row that changed, every tick). Every field is passed: ``tests/test_host_source.py``
+    checks none is left out."""
+    return GpuProcess(
+        pid=p.pid,
+        type=p.type,
+        gpu_memory=p.gpu_memory,
+        sm_percent=p.sm_percent,
+        memory_bandwidth_percent=p.memory_bandwidth_percent,
+        gpu_instance_id=p.gpu_instance_id,
+        compute_instance_id=p.compute_instance_id,
+        host=host,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class GpuMemory:
     total: int | None = None

@@ -427,6 +427,22 @@ def test_live_joins_host_info_into_gpu_processes() -> None:
     assert [h.pid for h in snap.unlisted_holders] == [99]
 
 
+def test_with_host_copies_every_field_of_a_gpu_process() -> None:
+    """``with_host`` (the join's fast ``replace``) passes every field: a field added to
+    GpuProcess and not passed would be left at its default here."""
+    import dataclasses
+
+    from gputop.model import GpuProcess, ProcessInfo, with_host
+
+    values = {f.name: object() for f in dataclasses.fields(GpuProcess)}
+    row = GpuProcess(**values)  # type: ignore[arg-type]
+    info = ProcessInfo(7)
+    joined = with_host(row, info)
+    for f in dataclasses.fields(GpuProcess):
+        want = info if f.name == "host" else values[f.name]
+        assert getattr(joined, f.name) is want, f.name
+
+
 def test_live_host_only_when_no_driver() -> None:
     nvml = FakeNvml(DriverInfo(available=False, error="NVML library not found"))
     src, _, host, holders = make_live(nvml=nvml)

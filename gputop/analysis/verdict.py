@@ -193,6 +193,11 @@ class Analyzer:
     Not thread-safe: use one per consumer thread. Memory: the window's per-snapshot
     work and one small record per scope; nothing older.
 
+    ``carry`` (seconds; :meth:`gputop.diagnosis.Diagnoser.push`): the caller gives only
+    the window's snapshots (and a few more); the analyzer keeps the look-back beyond
+    them itself, ``carry`` seconds of it, each snapshot in its look-back form (see
+    :meth:`_carried`). The results are those of the whole history.
+
     ::
 
         analyzer = Analyzer(thresholds)

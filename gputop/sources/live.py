@@ -46,6 +46,7 @@ from gputop.model import (
     replace,
     reuse_equal,
     same_objects,
+    with_host,
 )
 
 #: The parts of the host sample given out again when equal to last tick's.
@@ -257,11 +258,15 @@ class LiveSource:
             info = by_pid.get(p.pid)
             key = (gpu, p.pid)
             before = joined.get(key)
-            if before is not None and before[0] == p and before[1] == info:
+            if before is not None and (
+                (before[0] is p and before[1] is info) or (before[0] == p and before[1] == info)
+            ):
                 row = before[2]  # the same parts: the same row, without building it again
             else:
-                row = replace(p, host=info)
-                if before is not None and before[2] == row:
+                row = with_host(p, info)
+                # Only a row whose own host part changed could equal the last one (the
+                # NVML reader gives none): compared only then.
+                if p.host is not None and before is not None and before[2] == row:
                     row = before[2]
             joined_next[key] = (p, info, row)
             out.append(row)
