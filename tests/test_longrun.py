@@ -13,8 +13,10 @@ readers keep between ticks is checked too: per-pid state must not grow with chur
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -165,8 +167,26 @@ class Churn:
             c.wait()
 
 
-def test_live_source_with_churning_processes_keeps_memory_flat(fake_nvml: FakeNvml) -> None:
+def _start_elsewhere(n: int) -> list[int]:
+    """``n`` processes outside this process tree (reparented away from the test, as another
+    program's would be): their pids."""
+    out = subprocess.run(
+        ["sh", "-c", f"for i in $(seq {n}); do (sleep 120 >/dev/null 2>&1 & echo $!); done"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [int(p) for p in out.stdout.split()]
+
+
+@pytest.mark.parametrize("elsewhere", [0, 300], ids=["quiet", "busy-machine"])
+def test_live_source_with_churning_processes_keeps_memory_flat(
+    fake_nvml: FakeNvml, elsewhere: int
+) -> None:
+    """``busy-machine``: 300 processes of other programs start while it is measured (the
+    cause of a failure seen once in a loaded run: the /proc pass grows with them)."""
     churn = Churn(fake_nvml)
+    started: list[int] = []
     churn.tick(0)  # four GPUs before NVML starts (it counts them once)
     clock = iter(range(10**9))
     monotonic: Callable[[], float] = lambda: float(next(clock))  # noqa: E731
@@ -195,9 +215,17 @@ def test_live_source_with_churning_processes_keeps_memory_flat(fake_nvml: FakeNv
             run(2 * Churn.PERIOD)
             warm_snap = tracemalloc.take_snapshot()  # before both measures: in both
             warm = traced_now()
+            scanned = len(host._last_scan or ())
+            started = _start_elsewhere(elsewhere)
             run(6 * Churn.PERIOD)
             end = traced_now()
-            grew = end - warm >= 64 * KiB  # then say where (the snapshot costs blocks)
+            # The last pass over all of /proc keeps an entry per process on the machine
+            # (its stat line, parent and start): other programs starting processes
+            # meanwhile (another test suite, a benchmark's 128 `sleep`s) grow it, by
+            # design (bounded by /proc, checked above). Allowed: 1 KiB and 8 blocks each.
+            others = max(0, len(host._last_scan or ()) - scanned)
+            bound = 64 * KiB + others * KiB
+            grew = end - warm >= bound  # then say where (the snapshot costs blocks)
             report = growth_report(warm_snap, tracemalloc.take_snapshot()) if grew else ""
             del warm_snap
         finally:
@@ -213,6 +241,9 @@ def test_live_source_with_churning_processes_keeps_memory_flat(fake_nvml: FakeNv
     finally:
         sampler.stop()
         churn.close()
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert k == 10 * Churn.PERIOD and churn.spawned == k // 5 + 1
     # Same phase of the churn cycle: the sets in the readers have the same size...
     # (the last pass over all of /proc holds what the host runs now, and other programs on
@@ -227,6 +258,12 @@ def test_live_source_with_churning_processes_keeps_memory_flat(fake_nvml: FakeNv
     assert after.get("1:HostReader._last_scan", 0) <= on_host + 8, (after, on_host)
     # ...and the memory allocated after the warm-up did not grow with 150 more ticks
     # (1,800 more never-seen pids, 30 more real processes started and ended).
-    print(f"live: {(end - warm) / KiB:.1f} KiB, {sys.getallocatedblocks() - blocks} blocks")
-    assert end - warm < 64 * KiB, f"grew {(end - warm) / KiB:.0f} KiB over 150 ticks: {report}"
-    assert sys.getallocatedblocks() - blocks < 4000
+    print(
+        f"live: {(end - warm) / KiB:.1f} KiB, {sys.getallocatedblocks() - blocks} blocks, "
+        f"{others} more processes on the machine"
+    )
+    assert end - warm < bound, (
+        f"grew {(end - warm) / KiB:.0f} KiB over 150 ticks ({others} more processes on the "
+        f"machine): {report}"
+    )
+    assert sys.getallocatedblocks() - blocks < 4000 + 8 * others
