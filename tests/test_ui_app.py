@@ -116,6 +116,23 @@ async def test_a_shows_all_gpus_without_cli_filter() -> None:
         assert "GPU " not in app.header.text.replace("GPU-", "")
 
 
+async def test_keys_typed_right_after_slash_go_to_the_filter() -> None:
+    """The keys after "/" may already be queued when "/" is handled (a fast typist, a
+    paste, a loaded machine: a tmux test saw "/x" lose its x): they go to the filter."""
+    from textual import events
+
+    app = GpuTopApp(snapshots=[fx.fleet(3)])
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        for key, char in (("slash", "/"), ("v", "v"), ("1", "1")):
+            app.post_message(events.Key(key, char))  # all queued before any is handled
+        await pilot.pause()
+        assert app.focused is app.filter_input
+        assert app.text_filter == "v1"
+        await pilot.press("slash")  # in the box, "/" is a character
+        assert app.text_filter == "v1/" and app.focused is app.filter_input
+
+
 async def test_slash_filters_and_escape_clears() -> None:
     app = GpuTopApp(snapshots=[fx.fleet(3)])
     async with app.run_test(size=WIDE) as pilot:

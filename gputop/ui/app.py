@@ -58,6 +58,8 @@ class Key:
     description: str
     display: str  # as the help screen and footer show it
     show: bool = True
+    # Checked by the app before the key goes to the focused widget (see "slash").
+    priority: bool = False
 
 
 #: Every key of the main screen: the bindings, the footer, the help screen and the
@@ -66,7 +68,9 @@ KEYS: tuple[Key, ...] = (
     Key("q", "quit", "Quit", "q"),
     Key("question_mark", "help", "Help", "?"),
     Key("j", "jobs", "Jobs", "j"),
-    Key("slash", "filter", "Filter", "/"),
+    # Priority: handled as it comes, so that the keys typed right after it (queued
+    # already: a fast typist, a paste) reach the box and not the table.
+    Key("slash", "filter", "Filter", "/", priority=True),
     Key("s", "sort", "Sort", "s"),
     Key("r", "reverse", "Reverse sort", "r", show=False),
     Key("p", "pause", "Pause", "p"),
@@ -106,7 +110,15 @@ _HELP_EXTRA: tuple[tuple[str, str], ...] = (
 
 def _bindings() -> list[BindingType]:
     out: list[BindingType] = [
-        Binding(k.keys, k.action, k.description, show=k.show, key_display=k.display) for k in KEYS
+        Binding(
+            k.keys,
+            k.action,
+            k.description,
+            show=k.show,
+            key_display=k.display,
+            priority=k.priority,
+        )
+        for k in KEYS
     ]
     for n in range(10):
         out.append(
@@ -625,7 +637,9 @@ class GpuTopApp(App[int]):
     def action_filter(self) -> None:
         box = self.filter_input
         box.display = True
-        box.focus()
+        # Focused now, not after the queued messages (``focus()`` defers it): the keys
+        # typed right after "/" may be queued already and must reach the box.
+        self.screen.set_focus(box)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
@@ -809,6 +823,8 @@ class GpuTopApp(App[int]):
         while another screen is on top: they would change what cannot be seen."""
         if action not in MAIN_ONLY_ACTIONS or not self.screen_stack:
             return True
+        if action == "filter" and self.focused is self.filter_input:
+            return False  # "/" typed in the box is a character of the filter
         return self.screen is self._main_screen
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
