@@ -120,6 +120,7 @@ JUDGES = {
     "gputop.analysis.verdict.gpu_verdicts",
     "gputop.analysis.verdict.job_verdicts",
     "gputop.analysis.jobs.build_jobs",
+    "gputop.analysis.jobs.build_jobs_reusing",
 }
 
 

@@ -601,7 +601,7 @@ async def test_row10_scale_renders_and_a_key_redraws_only(
         lines = screen_lines(app)
         assert any(re.match(r"^ ?0 H100", ln) for ln in lines)  # the first GPU is on screen
         frames, diagnoses = app.frames, len(app.verdict_seconds)
-        builds = count_calls(monkeypatch, analysis_window, "build_jobs")
+        builds = count_calls(monkeypatch, analysis_window, "build_jobs_reusing")
         shows = count_calls(monkeypatch, app.table, "show")
         await press_sort_keys(app, pilot, 8)
         assert shows[0] == 8  # one table rebuild per key
@@ -682,7 +682,7 @@ async def test_row10_16x64_with_a_full_verdict_window_judges_the_new_snapshot_on
     app = GpuTopApp(snapshots=history)
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
-        builds = count_calls(monkeypatch, analysis_window, "build_jobs")
+        builds = count_calls(monkeypatch, analysis_window, "build_jobs_reusing")
         for i in range(3):
             # New process rows, as a live source gives when any process changed (an
             # unchanged snapshot takes the jobs of the one before over: no grouping).

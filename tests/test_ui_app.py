@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from textual.widgets import Input, Static
@@ -604,14 +605,14 @@ async def test_demo_frames_judge_each_snapshot_once(
     snaps = fx.demo_snapshots(40)
     app = GpuTopApp(snapshots=snaps[:20])
     async with app.run_test(size=size) as pilot:
-        real = analysis_window.build_jobs
+        real = analysis_window.build_jobs_reusing
         builds = [0]
 
-        def counted(snapshot: Snapshot) -> tuple[object, ...]:
+        def counted(snapshot: Snapshot, *args: Any) -> Any:
             builds[0] += 1
-            return real(snapshot)
+            return real(snapshot, *args)
 
-        monkeypatch.setattr(analysis_window, "build_jobs", counted)  # where jobs are built
+        monkeypatch.setattr(analysis_window, "build_jobs_reusing", counted)  # jobs built here
         diagnoses = len(app.verdict_seconds)
         for i in range(20, 40):
             assert app.apply_snapshot(snaps[i], snaps[: i + 1])

@@ -723,13 +723,13 @@ def test_jobs_are_built_again_only_when_their_input_changed(
     from gputop.analysis import window as window_mod
 
     built: list[float] = []
-    real_build = window_mod.build_jobs
+    real_build = window_mod.build_jobs_reusing
 
-    def counting(snap: Snapshot) -> Any:
+    def counting(snap: Snapshot, *args: Any) -> Any:
         built.append(snap.time)
-        return real_build(snap)
+        return real_build(snap, *args)
 
-    monkeypatch.setattr(window_mod, "build_jobs", counting)
+    monkeypatch.setattr(window_mod, "build_jobs_reusing", counting)
 
     def run(rows: Sequence[ProcessInfo], change_at: int | None = None) -> list[float]:
         """The times of the snapshots whose jobs the analyzer built, tick after tick."""

@@ -31,12 +31,13 @@ are unknown, the sum of the known ones (a lower bound). Pure and deterministic.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gputop.model import INVALID_PIDS, GpuProcess, ProcessInfo, Snapshot
+from gputop.model import INVALID_PIDS, GpuSample, ProcessInfo, Snapshot
 
 if TYPE_CHECKING:
     from gputop.analysis.verdict import Verdict
@@ -174,26 +175,54 @@ def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
     return cur.pid
 
 
-def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, GpuProcess]]:
-    entries: dict[tuple[int, int], GpuProcess] = {}
-    for gpu in snapshot.gpus:
+def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, int, tuple[int, int]]]:
+    """The GPU entries as (GPU index, pid, (position in ``snapshot.gpus``, position in its
+    ``processes``)), sorted by (GPU index, pid). Of duplicate entries the first counts;
+    lost GPUs and INVALID_PIDS are left out."""
+    entries: dict[tuple[int, int], tuple[int, int]] = {}
+    for at_gpu, gpu in enumerate(snapshot.gpus):
         if gpu.lost:
             continue
-        for proc in gpu.processes:
+        for at, proc in enumerate(gpu.processes):
             if proc.pid in INVALID_PIDS:
                 continue
-            entries.setdefault((gpu.index, proc.pid), proc)
-    return [(g, p) for (g, _), p in sorted(entries.items())]
+            entries.setdefault((gpu.index, proc.pid), (at_gpu, at))
+    return [(g, pid, at) for (g, pid), at in sorted(entries.items())]
 
 
 # --- the grouping -------------------------------------------------------------------------
+#
+# In two steps: the shapes (which jobs, their members, workers and GPU entries: read from
+# the structure of the snapshot only) and then the jobs (the shapes with the snapshot's
+# values). A later snapshot of the same structure -- on a busy server, most snapshots: every
+# value moves, the process tree does not -- takes the shapes over (``build_jobs_reusing``).
+
+
+class _Shape(NamedTuple):
+    """A job without its values, and where its values are read in the snapshot."""
+
+    root_pid: int
+    gpus: tuple[int, ...]
+    gpu_pids: tuple[tuple[int, int], ...]
+    main_pids: tuple[int, ...]
+    worker_pids: tuple[int, ...]
+    pids: tuple[int, ...]
+    entries_at: tuple[tuple[int, int], ...]  # each GPU entry's (GPU, process) position
+    known: tuple[int, ...]  # the members the pid index knows: their values are summed
+    known_mains: tuple[int, ...]  # the GPU pids the pid index knows
 
 
 def build_jobs(snapshot: Snapshot) -> tuple[Job, ...]:
     """Group the snapshot's GPU processes into jobs, sorted by (first GPU, root pid)."""
     index = process_index(snapshot)
+    return _jobs(snapshot, index, _shapes(snapshot, index))
+
+
+def _shapes(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> tuple[_Shape, ...]:
+    """The snapshot's jobs without their values, in ``build_jobs`` order. Reads only what
+    ``_structure_key`` holds."""
     entries = _gpu_entries(snapshot)
-    gpu_pids = {proc.pid for _, proc in entries}
+    gpu_pids = {pid for _, pid, _ in entries}
 
     # Root of each GPU pid. A pid the host knows nothing about, or that is not visible,
     # is its own root (and its own job).
@@ -248,20 +277,13 @@ def build_jobs(snapshot: Snapshot) -> tuple[Job, ...]:
         members[root].add(pid)
 
     # The GPU entries of each root, in entry order (one pass: linear in the entries).
-    entries_of: dict[int, list[tuple[int, GpuProcess]]] = {r: [] for r in roots}
-    for g, p in entries:
-        entries_of[root_of[p.pid]].append((g, p))
+    entries_of: dict[int, list[tuple[int, int, tuple[int, int]]]] = {r: [] for r in roots}
+    for entry in entries:
+        entries_of[root_of[entry[1]]].append(entry)
 
-    gpu_util = {g.index: g.utilization.gpu for g in snapshot.gpus if not g.lost}
-    jobs: list[Job] = []
-    for root in roots:
-        jobs.append(
-            _make_job(
-                snapshot, root, sorted(members[root]), entries_of[root], index, gpu_pids, gpu_util
-            )
-        )
-    jobs.sort(key=lambda j: (j.gpus[0] if j.gpus else -1, j.root_pid))
-    return tuple(jobs)
+    shapes = [_shape(r, sorted(members[r]), entries_of[r], index, gpu_pids) for r in roots]
+    shapes.sort(key=lambda s: (s.gpus[0] if s.gpus else -1, s.root_pid))
+    return tuple(shapes)
 
 
 def _has_gpu_ancestor(
@@ -279,30 +301,27 @@ def _has_gpu_ancestor(
     return False
 
 
-def _make_job(
-    snapshot: Snapshot,
+def _shape(
     root: int,
     pids: list[int],
-    entries: list[tuple[int, GpuProcess]],
+    entries: list[tuple[int, int, tuple[int, int]]],
     index: dict[int, ProcessInfo],
     all_gpu_pids: set[int],
-    gpu_util: dict[int, float | None],
-) -> Job:
-    root_info = index.get(root)
+) -> _Shape:
     if len(entries) == 1:
-        mains = [entries[0][1].pid]
-        gpus = [entries[0][0]]
+        gpu, pid, _ = entries[0]
+        mains, gpus = [pid], [gpu]
     else:
-        mains = sorted({p.pid for _, p in entries})
-        gpus = sorted({g for g, _ in entries})
+        mains = sorted({pid for _, pid, _ in entries})
+        gpus = sorted({g for g, _, _ in entries})
     main_set = set(mains)
-    infos: list[ProcessInfo] = []
+    known: list[int] = []
     workers: list[int] = []  # in pid order: ``pids`` is sorted
     for pid in pids:
         info = index.get(pid)
         if info is None:
             continue
-        infos.append(info)
+        known.append(pid)
         if pid in all_gpu_pids or info.status == "zombie":
             continue
         ppid = info.ppid
@@ -310,14 +329,49 @@ def _make_job(
             pid, index, main_set, root
         ):
             workers.append(pid)
-    utils = [u for u in (gpu_util.get(g) for g in gpus) if u is not None]
+    return _Shape(
+        root_pid=root,
+        gpus=tuple(gpus),
+        gpu_pids=tuple([(g, pid) for g, pid, _ in entries]),
+        main_pids=tuple(mains),
+        worker_pids=tuple(workers),
+        pids=tuple(pids),
+        entries_at=tuple([at for _, _, at in entries]),
+        known=tuple(known),
+        known_mains=tuple([p for p in mains if p in index]),
+    )
+
+
+def _jobs(
+    snapshot: Snapshot, index: dict[int, ProcessInfo], shapes: tuple[_Shape, ...]
+) -> tuple[Job, ...]:
+    """The jobs of ``shapes`` (from this snapshot or one of the same structure) with this
+    snapshot's values."""
+    gpus = snapshot.gpus
+    gpu_util = {g.index: g.utilization.gpu for g in gpus if not g.lost}
+    return tuple([_job(s, snapshot.time, gpus, index, gpu_util) for s in shapes])
+
+
+def _job(
+    shape: _Shape,
+    now: float,
+    gpus: tuple[GpuSample, ...],
+    index: dict[int, ProcessInfo],
+    gpu_util: dict[int, float | None],
+) -> Job:
+    root = shape.root_pid
+    root_info = index.get(root)
+    entries = [gpus[at_gpu].processes[at] for at_gpu, at in shape.entries_at]
+    infos = list(map(index.__getitem__, shape.known))
+    utils = [u for u in map(gpu_util.get, shape.gpus) if u is not None]
     statuses = [i.status for i in infos if i.status is not None]
     create_time = None if root_info is None else root_info.create_time
     # None-aware sums (sum_known), as list comprehensions: this runs once per job per tick.
-    memory = [p.gpu_memory for _, p in entries if p.gpu_memory is not None]
-    sm = [p.sm_percent for _, p in entries if p.sm_percent is not None]
+    memory = [p.gpu_memory for p in entries if p.gpu_memory is not None]
+    sm = [p.sm_percent for p in entries if p.sm_percent is not None]
     cpu = [i.cpu_percent for i in infos if i.cpu_percent is not None]
-    main_cpu = [c for c in (index[p].cpu_percent for p in mains if p in index) if c is not None]
+    mains = map(index.__getitem__, shape.known_mains)
+    main_cpu = [i.cpu_percent for i in mains if i.cpu_percent is not None]
     rss = [i.rss for i in infos if i.rss is not None]
     read = [i.read_bytes_per_s for i in infos if i.read_bytes_per_s is not None]
     return Job(
@@ -327,11 +381,11 @@ def _make_job(
         command=None if root_info is None else root_info.command,
         name=None if root_info is None else root_info.name,
         visible=None if root_info is None else root_info.visible,
-        gpus=tuple(gpus),
-        gpu_pids=tuple((g, p.pid) for g, p in entries),
-        main_pids=tuple(mains),
-        worker_pids=tuple(workers),
-        pids=tuple(pids),
+        gpus=shape.gpus,
+        gpu_pids=shape.gpu_pids,
+        main_pids=shape.main_pids,
+        worker_pids=shape.worker_pids,
+        pids=shape.pids,
         gpu_memory=sum(memory) if memory else None,
         gpu_util=sum(utils) / len(utils) if utils else None,
         sm_percent=sum(sm) if sm else None,
@@ -341,8 +395,68 @@ def _make_job(
         read_bytes_per_s=sum(read) if read else None,
         disk_sleep=statuses.count("disk-sleep") if statuses else None,
         create_time=create_time,
-        age=None if create_time is None else max(0.0, snapshot.time - create_time),
+        age=None if create_time is None else max(0.0, now - create_time),
     )
+
+
+# --- the same structure, new values -------------------------------------------------------
+
+# What of a pid index row the shapes read: its pid, visibility, parent, user, and name and
+# command line (NEVER_ROOT, the root markers); and whether it is a zombie (never a worker).
+_ROW_STRUCTURE = operator.attrgetter("pid", "visible", "ppid", "user", "name", "command")
+_STATUS = operator.attrgetter("status")
+_PID = operator.attrgetter("pid")
+
+# (the index's pids, its rows' structure, the zombies' pids, each GPU's (index, lost, pids))
+_StructureKey = tuple[list[int], list[Any], list[int], list[tuple[int, bool, tuple[int, ...]]]]
+
+
+def _structure_key(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> _StructureKey:
+    """Everything ``_shapes`` reads of the snapshot (two snapshots with equal keys have the
+    same shapes), read in C-level passes where it can: this runs every tick."""
+    rows = index.values()
+    statuses = list(map(_STATUS, rows))
+    zombies = (
+        [pid for pid, status in zip(index, statuses, strict=True) if status == "zombie"]
+        if "zombie" in statuses
+        else []
+    )
+    return (
+        list(index),
+        list(map(_ROW_STRUCTURE, rows)),
+        zombies,
+        [(g.index, g.lost, tuple(map(_PID, g.processes))) for g in snapshot.gpus],
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class JobStructure:
+    """The structure of a snapshot's jobs (``build_jobs_reusing``): what of the snapshot
+    the grouping reads (the key) and the jobs it made of it, without their values."""
+
+    key: _StructureKey
+    shapes: tuple[_Shape, ...]
+
+
+def build_jobs_reusing(
+    snapshot: Snapshot,
+    before: JobStructure | None,
+    index: dict[int, ProcessInfo] | None = None,
+) -> tuple[tuple[Job, ...], JobStructure]:
+    """``build_jobs(snapshot)``, and the structure of these jobs. ``before``: the structure
+    of an earlier snapshot's jobs (any snapshot's): when this snapshot has the same process
+    tree and GPU entries (the pids, each row's parent, visibility, user, name, command line
+    and zombie status, each GPU's index, lost flag and process pids), its shapes are taken
+    over and only the values (memory, utilization, CPU, RSS, reads, states, ages) are
+    summed again. ``index``: ``process_index(snapshot)``, when the caller has it."""
+    if index is None:
+        index = process_index(snapshot)
+    key = _structure_key(snapshot, index)
+    if before is not None and before.key == key:
+        structure = before
+    else:
+        structure = JobStructure(key, _shapes(snapshot, index))
+    return _jobs(snapshot, index, structure.shapes), structure
 
 
 def jobs_by_id(jobs: Sequence[Job]) -> dict[str, Job]:

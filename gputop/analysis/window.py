@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gputop.analysis.jobs import Job, build_jobs, process_index
+from gputop.analysis.jobs import Job, JobStructure, build_jobs_reusing, process_index
 from gputop.analysis.kinds import _Finding
 from gputop.analysis.thresholds import Thresholds
 from gputop.model import (
@@ -73,12 +73,14 @@ class _Tick:
         "lost",
         "procs",
         "snap",
+        "structure",
         "time",
     )
 
     def __init__(self, snap: Snapshot, previous: _Tick | None = None) -> None:
         """``previous``: the tick of the snapshot before, whose jobs are taken over when
-        this snapshot gives ``build_jobs`` the same input (see ``_same_jobs``)."""
+        this snapshot gives ``build_jobs`` the same input (see ``_same_jobs``), and whose
+        jobs' structure is reused when only their values moved (``build_jobs_reusing``)."""
         self.snap = snap
         self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
@@ -87,15 +89,20 @@ class _Tick:
         self.feats: dict[str, _JobTick]
         self._ageless: bool | None = None
         self._by_gpu: dict[int, tuple[str, ...]] | None = None
+        self.structure: JobStructure  # of the jobs: the next snapshot's may reuse it
         if previous is not None and _same_jobs(previous, snap):
             self.procs = previous.procs
             self.jobs = previous.jobs
+            self.structure = previous.structure
             self.feats = previous.feats
             self._ageless = previous._ageless
             self._by_gpu = previous._by_gpu
         else:
             self.procs = index = process_index(snap)
-            self.jobs = {j.id: j for j in build_jobs(snap)}
+            jobs, self.structure = build_jobs_reusing(
+                snap, None if previous is None else previous.structure, index
+            )
+            self.jobs = {j.id: j for j in jobs}
             feats: dict[str, _JobTick] = {}
             for job_id, job in self.jobs.items():
                 wp, wc = _known_cpu(job.worker_pids, index)
