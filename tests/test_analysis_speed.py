@@ -264,7 +264,7 @@ def test_a_tick_at_16x64_does_the_new_snapshots_work_only(
     hist = [next(snaps) for _ in range(int(DEFAULT.window_seconds) + 10)]
     analyzer = Analyzer(DEFAULT)
     dict(analyzer.update(hist).job_verdicts)  # the first call builds the whole window
-    builds = _count_calls(monkeypatch, analysis_window, "build_jobs")  # the window cache's
+    builds = _count_calls(monkeypatch, analysis_window, "build_jobs_reusing")  # the window cache's
     pushes = _count_calls(monkeypatch, analysis_window._Track, "push")
     for tick in range(1, 4):
         hist = [*hist[1:], next(snaps)]
@@ -301,12 +301,12 @@ class _CountingDict(dict[int, ProcessInfo]):
         return super().__contains__(key)
 
 
-class _CountingList(list[tuple[int, GpuProcess]]):
+class _CountingList(list[tuple[int, int, tuple[int, int]]]):
     """The GPU entries, counting the items read from them."""
 
     reads = 0
 
-    def __iter__(self) -> Iterator[tuple[int, GpuProcess]]:
+    def __iter__(self) -> Iterator[tuple[int, int, tuple[int, int]]]:
         for item in super().__iter__():
             _CountingList.reads += 1
             yield item
