@@ -96,10 +96,13 @@ def _random_change(first: Snapshot, rng: random.Random) -> Change:
     random against ``first``'s pids; applied to every later snapshot alike."""
     pids = [r.pid for r in first.processes]
     gpu_pids = sorted({p.pid for g in first.gpus for p in g.processes})
-    pid = rng.choice(pids)
+    rows = process_index(first)
+    parents = sorted({r.ppid for p in gpu_pids if (r := rows.get(p)) and r.ppid is not None})
+    # most rows are workers: the GPU processes and their parents are chosen as often
+    pid = rng.choice(rng.choice((pids, gpu_pids, parents)))
     other = rng.choice(pids)
     at = rng.randrange(len(first.gpus))
-    kind = rng.randrange(24)
+    kind = rng.randrange(26)
     if kind == 0:  # a process ends (a GPU pid's host row still knows it)
         return lambda s: replace(s, processes=tuple(r for r in s.processes if r.pid != pid))
     if kind == 1:  # ...and nothing knows it any more
@@ -117,24 +120,13 @@ def _random_change(first: Snapshot, rng: random.Random) -> Change:
         return lambda s: _rows(s, pid, lambda r: replace(r, status=status))
     if kind == 6:  # in another PID namespace: every other field unknown
         return lambda s: _rows(s, pid, lambda r: ProcessInfo(pid=r.pid, visible=False))
-    if kind == 7:  # a name: a shell, a multiplexer, sudo, a shim, none
-        name = rng.choice(
-            (
-                "bash",
-                "tmux: server",
-                "-zsh",
-                "/usr/bin/sudo",
-                "containerd-shim-runc-v2",
-                None,
-                "",
-                "python",
-            )
-        )
+    if kind == 7:  # a name: a shell, a multiplexer, sudo, a shim, none; or not those
+        never_root = ("bash", "tmux: server", "-zsh", "/usr/bin/sudo", "containerd-shim-x")
+        name = rng.choice((*never_root, None, "", "python", "torchrun", "accelerate"))
         return lambda s: _rows(s, pid, lambda r: replace(r, name=name))
     if kind == 8:  # a command line: a Jupyter kernel (a root marker), a shell, none
-        command = rng.choice(
-            ("python -m ipykernel_launcher -f k.json", "x.ipykernel_launcher", "bash", "", None)
-        )
+        kernel = "python -m ipykernel_launcher -f k.json"
+        command = rng.choice((kernel, kernel, "ipykernel", "x.ipykernel_launcher", "bash", None))
         return lambda s: _rows(s, pid, lambda r: replace(r, command=command))
     if kind == 9:  # no name, and a command whose first word is a shell
         return lambda s: _rows(s, pid, lambda r: replace(r, name=None, command="/bin/sh -c run"))
@@ -202,12 +194,26 @@ def _random_change(first: Snapshot, rng: random.Random) -> Change:
                 for i, g in enumerate(s.gpus)
             ),
         )
-    # a GPU pid's row gone while its host row says something else (the host row counts)
-    target = rng.choice(gpu_pids)
-    return lambda s: _rows(
-        replace(s, processes=tuple(r for r in s.processes if r.pid != target)),
-        target,
-        lambda r: replace(r, ppid=other),
+    if kind == 23:  # invisible, and nothing else changed
+        return lambda s: _rows(s, pid, lambda r: replace(r, visible=False))
+    # A GPU process without a row in ``processes`` (its host row counts): its host row
+    # says another parent, or names another pid, or moves to the next process on its GPU.
+    # (Where every GPU pid has a row: one row fewer.)
+    rowless = sorted(set(gpu_pids) - set(pids))
+    if not rowless:
+        target = rng.choice(gpu_pids)
+        return lambda s: replace(s, processes=tuple(r for r in s.processes if r.pid != target))
+    target = rng.choice(rowless)
+    edit = rng.choice(("ppid", "pid", "move"))
+    if edit != "move":
+        return lambda s: _rows(s, target, _setting(edit, other))
+
+    def move(ps: tuple[GpuProcess, ...]) -> list[GpuProcess]:
+        hosts = [p.host if p.pid == target else None for p in ps]
+        return [replace(p, host=h) for p, h in zip(ps, hosts[-1:] + hosts[:-1], strict=True)]
+
+    return lambda s: replace(
+        s, gpus=tuple(replace(g, processes=tuple(move(g.processes))) for g in s.gpus)
     )
 
 
@@ -218,12 +224,13 @@ def _changing(snaps: Iterator[Snapshot], seed: int, ticks: int) -> Iterator[Snap
     active: list[Change] = []
     for _, snap in zip(range(ticks), snaps, strict=False):
         r = rng.random()
-        if r < 0.2 and len(active) < 6:
-            active.append(_random_change(snap, rng))
-        elif r < 0.3 and active:
+        if r < 0.2 and active:
             del active[rng.randrange(len(active))]
         for change in active:
             snap = change(snap)
+        if r > 0.7 and len(active) < 8:  # chosen against what the snapshot is now
+            active.append(_random_change(snap, rng))
+            snap = active[-1](snap)
         yield snap
 
 
@@ -232,7 +239,7 @@ def test_random_structural_changes(seed: int) -> None:
     shapes = [(3, 4, 2, 1), (4, 4, 1, 2), (2, 6, 3, 3)][seed % 3]
     gpus, procs, workers, ranks = shapes
     snaps = fleet(gpus, procs, workers=workers, ranks=ranks, seed=seed)
-    reused, rebuilt = _check(_changing(snaps, seed, 400))
+    reused, rebuilt = _check(_changing(snaps, seed, 1000))
     assert reused > 100 and rebuilt > 40, (reused, rebuilt)
 
 
@@ -334,3 +341,26 @@ def test_values_alone_reuse_the_structure() -> None:
     assert repr(jobs) == repr(build_jobs(after))
     (job,) = jobs
     assert job.id == "20:?" and job.age is None and job.disk_sleep == 7
+
+
+def test_a_host_row_that_moves_or_names_another_pid_builds_the_structure_again() -> None:
+    """GPU processes without a row in ``Snapshot.processes`` are known by their own host
+    row. The host row moves to the other GPU process (the rows are the same, the pids they
+    are indexed under are not), or names another pid than its GPU process's."""
+    row = proc(50, 1, command="python train.py")
+
+    def snap(host_at: int, host_pid: int) -> Snapshot:
+        procs = [
+            GpuProcess(pid=21 + i, gpu_memory=GiB, host=replace(row, pid=host_pid))
+            if i == host_at
+            else GpuProcess(pid=21 + i, gpu_memory=GiB)
+            for i in range(2)
+        ]
+        return snapshot(T0, [gpu(0, 50.0, procs)], [])
+
+    for before, after in [(snap(0, 21), snap(1, 21)), (snap(0, 21), snap(0, 50))]:
+        _, structure = build_jobs_reusing(before, None)
+        jobs, new = build_jobs_reusing(after, structure)
+        assert new is not structure
+        assert repr(jobs) == repr(build_jobs(after))
+        assert [_structure_of(j) for j in jobs] != [_structure_of(j) for j in build_jobs(before)]
