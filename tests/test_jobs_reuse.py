@@ -99,7 +99,7 @@ def _random_change(first: Snapshot, rng: random.Random) -> Change:
     rows = process_index(first)
     parents = sorted({r.ppid for p in gpu_pids if (r := rows.get(p)) and r.ppid is not None})
     # most rows are workers: the GPU processes and their parents are chosen as often
-    pid = rng.choice(rng.choice((pids, gpu_pids, parents)))
+    pid = rng.choice(rng.choice([p for p in (pids, gpu_pids, parents) if p]))
     other = rng.choice(pids)
     at = rng.randrange(len(first.gpus))
     kind = rng.randrange(26)
@@ -201,7 +201,7 @@ def _random_change(first: Snapshot, rng: random.Random) -> Change:
     # (Where every GPU pid has a row: one row fewer.)
     rowless = sorted(set(gpu_pids) - set(pids))
     if not rowless:
-        target = rng.choice(gpu_pids)
+        target = rng.choice(gpu_pids or pids)
         return lambda s: replace(s, processes=tuple(r for r in s.processes if r.pid != target))
     target = rng.choice(rowless)
     edit = rng.choice(("ppid", "pid", "move"))

@@ -27,6 +27,13 @@ are members below a GPU process that are not GPU processes themselves and not zo
 
 Sums are None-aware: the sum of values that are all unknown is None; when only some
 are unknown, the sum of the known ones (a lower bound). Pure and deterministic.
+
+The grouping is done in two steps: the structure (which jobs, their members, workers and
+GPU entries) and then the values (sums, means, the id and age). On a busy server every
+value moves every tick and the process tree does not: ``build_jobs_reusing`` (what the
+diagnosis calls, once per snapshot) compares a key of what the structure step reads with
+the one of the snapshot before, and when they are equal only sums the values again. Its
+jobs are exactly ``build_jobs``'s (``tests/test_jobs_reuse.py``).
 """
 
 from __future__ import annotations
@@ -448,7 +455,10 @@ def build_jobs_reusing(
     tree and GPU entries (the pids, each row's parent, visibility, user, name, command line
     and zombie status, each GPU's index, lost flag and process pids), its shapes are taken
     over and only the values (memory, utilization, CPU, RSS, reads, states, ages) are
-    summed again. ``index``: ``process_index(snapshot)``, when the caller has it."""
+    summed again. ``index``: ``process_index(snapshot)``, when the caller has it.
+
+    The key compares with ``==``: values of the model's types that are equal group alike
+    (a pid is an int; the fields a job copies from its root's row are read anew)."""
     if index is None:
         index = process_index(snapshot)
     key = _structure_key(snapshot, index)
