@@ -315,12 +315,18 @@ def _shape(
     index: dict[int, ProcessInfo],
     all_gpu_pids: set[int],
 ) -> _Shape:
+    gpus: tuple[int, ...]
+    gpu_pids: tuple[tuple[int, int], ...]
+    mains: tuple[int, ...]
+    entries_at: tuple[tuple[int, int], ...]
     if len(entries) == 1:
-        gpu, pid, _ = entries[0]
-        mains, gpus = [pid], [gpu]
+        gpu, pid, at = entries[0]
+        gpus, gpu_pids, mains, entries_at = (gpu,), ((gpu, pid),), (pid,), (at,)
     else:
-        mains = sorted({pid for _, pid, _ in entries})
-        gpus = sorted({g for g, _, _ in entries})
+        gpus = tuple(sorted({g for g, _, _ in entries}))
+        gpu_pids = tuple([(g, pid) for g, pid, _ in entries])
+        mains = tuple(sorted({pid for _, pid, _ in entries}))
+        entries_at = tuple([at for _, _, at in entries])
     main_set = set(mains)
     known: list[int] = []
     workers: list[int] = []  # in pid order: ``pids`` is sorted
@@ -338,12 +344,12 @@ def _shape(
             workers.append(pid)
     return _Shape(
         root_pid=root,
-        gpus=tuple(gpus),
-        gpu_pids=tuple([(g, pid) for g, pid, _ in entries]),
-        main_pids=tuple(mains),
+        gpus=gpus,
+        gpu_pids=gpu_pids,
+        main_pids=mains,
         worker_pids=tuple(workers),
         pids=tuple(pids),
-        entries_at=tuple([at for _, _, at in entries]),
+        entries_at=entries_at,
         known=tuple(known),
         known_mains=tuple([p for p in mains if p in index]),
     )
