@@ -90,7 +90,7 @@ def test_a_form_answers_as_its_snapshot_without_listed_processes() -> None:
     asked = 0
     for used in (None, 0, gib, 20 * gib, 20 * gib + 1, 80 * gib):
         for total in (None, 0, 80 * gib):
-            for util in (None, 0.0, 1.0, 50.0):
+            for util in (None, 0.0, 1.0, 50.0, 3, 2.5, float("nan")):
                 for holders in ((), (UnlistedHolder(7, 0),), (UnlistedHolder(7, None),)):
                     snap = replace(
                         _idle_job(0),

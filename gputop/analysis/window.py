@@ -418,7 +418,7 @@ def _form_util(util: Utilization, before: GpuSample | None) -> Utilization:
         return _NO_UTIL
     if before is not None and before.utilization.gpu == value:
         return before.utilization
-    if value.is_integer() and 0 <= value <= 100:
+    if 0 <= value <= 100 and value == int(value):  # (an int from JSON too; NaN: no)
         return _WHOLE_UTIL[int(value)]
     return Utilization(gpu=value)
 
