@@ -36,6 +36,7 @@ from gputop.model import (
     Snapshot,
     Utilization,
 )
+from tests.helpers.counting import count_calls
 
 GiB = 2**30
 MiB = 2**20
@@ -238,19 +239,6 @@ def take(n: int, **kwargs: object) -> list[Snapshot]:
     return [next(it) for _ in range(n)]
 
 
-def _count_calls(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
-    """Wrap ``owner.name`` so that each call is counted (in the returned one-item list)."""
-    real = getattr(owner, name)
-    count = [0]
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, counted)
-    return count
-
-
 def test_a_tick_at_16x64_does_the_new_snapshots_work_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -264,8 +252,8 @@ def test_a_tick_at_16x64_does_the_new_snapshots_work_only(
     hist = [next(snaps) for _ in range(int(DEFAULT.window_seconds) + 10)]
     analyzer = Analyzer(DEFAULT)
     dict(analyzer.update(hist).job_verdicts)  # the first call builds the whole window
-    builds = _count_calls(monkeypatch, analysis_window, "build_jobs_reusing")  # the window cache's
-    pushes = _count_calls(monkeypatch, analysis_window._Track, "push")
+    builds = count_calls(monkeypatch, analysis_window, "build_jobs_reusing")  # the window cache's
+    pushes = count_calls(monkeypatch, analysis_window._Track, "push")
     for tick in range(1, 4):
         hist = [*hist[1:], next(snaps)]
         result = analyzer.update(hist)

@@ -36,6 +36,7 @@ from gputop.ui.app import GpuTopApp
 from gputop.ui.views import table_rows, visible_columns
 from tests import ui_fixtures as fx
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, Scenario, many_gpus
+from tests.helpers.counting import count_calls
 from tests.pids import free_pid
 from tests.tmux_pane import TmuxPane
 
@@ -561,19 +562,6 @@ async def press_sort_keys(app: GpuTopApp, pilot: Pilot[int], n: int) -> None:
             pilot, lambda b=before: app.sort_key != b and reflected(), 30, "the sort key"
         )
         await pilot._wait_for_screen()  # and the widgets have processed the repaint
-
-
-def count_calls(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
-    """Wrap ``owner.name`` so that each call is counted (in the returned one-item list)."""
-    real = getattr(owner, name)
-    count = [0]
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, counted)
-    return count
 
 
 @pytest.mark.parametrize(

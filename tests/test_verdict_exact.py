@@ -20,6 +20,7 @@ from gputop.analysis import window as window_mod
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.verdict import Analyzer, all_verdicts
 from gputop.analysis.window import _Track
+from tests.helpers.counting import count_calls
 from tests.verdict_scenarios import GOLDEN, SCENARIOS, busy_node, digest, run, steady_objects
 
 
@@ -56,18 +57,6 @@ def test_the_plain_functions_judge_as_before(name: str) -> None:
 # --- the work skipped, counted (never timed) ------------------------------------------------
 
 
-def _count(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
-    real = getattr(owner, name)
-    count = [0]
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        count[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, counted)
-    return count
-
-
 def _fresh_signals(analyzer: Analyzer) -> dict[str, Any]:
     """Each job's signals from a track built afresh from the window's ticks."""
     out = {}
@@ -91,9 +80,9 @@ def test_a_steady_tick_moves_no_job_track_and_rereads_no_signals(
     signals always equal a track built afresh from the window."""
     thresholds, hists = steady_objects()
     analyzer = Analyzer(thresholds)
-    pushes = _count(monkeypatch, _Track, "push")
-    pops = _count(monkeypatch, _Track, "pop")
-    flags = _count(monkeypatch, rules, "_cause_flags")
+    pushes = count_calls(monkeypatch, _Track, "push")
+    pops = count_calls(monkeypatch, _Track, "pop")
+    flags = count_calls(monkeypatch, rules, "_cause_flags")
     moved: list[tuple[int, int, int]] = []
     n_jobs: list[int] = []
     for hist in hists:
@@ -120,7 +109,7 @@ def test_a_snapshots_gpu_parts_are_made_once(monkeypatch: pytest.MonkeyPatch) ->
     not one per window tick and GPU (21 x 8)."""
     thresholds, hists = busy_node()
     analyzer = Analyzer(thresholds)
-    made = _count(monkeypatch, window_mod._GpuTick, "__init__")
+    made = count_calls(monkeypatch, window_mod._GpuTick, "__init__")
     per_tick = []
     for hist in hists:
         before = made[0]
@@ -139,7 +128,7 @@ def test_no_idle_holder_run_is_walked_for_a_scope_busy_now(
     now (the busy node's idle GPUs 3 and 7 and their jobs), every tick."""
     thresholds, hists = busy_node()
     analyzer = Analyzer(thresholds)
-    starts = _count(monkeypatch, window_mod._Runs, "start")
+    starts = count_calls(monkeypatch, window_mod._Runs, "start")
     for hist in hists:
         before = starts[0]
         gpus, job_verdicts, jobs = analyzer.update(hist)
@@ -165,8 +154,8 @@ def test_an_unchanged_gpu_shares_its_parts_and_its_group(monkeypatch: pytest.Mon
     (``test_every_tick_is_judged_as_before``)."""
     thresholds, hists = steady_objects()
     analyzer = Analyzer(thresholds)
-    made = _count(monkeypatch, window_mod._GpuTick, "__init__")
-    judged = _count(monkeypatch, rules, "_group_of")
+    made = count_calls(monkeypatch, window_mod._GpuTick, "__init__")
+    judged = count_calls(monkeypatch, rules, "_group_of")
     work: list[tuple[int, int]] = []
     for hist in hists:
         before = (made[0], judged[0])
