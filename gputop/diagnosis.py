@@ -53,7 +53,7 @@ from types import MappingProxyType
 
 from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer, Verdict
+from gputop.analysis.verdict import Analyzer, Verdict, window
 from gputop.model import Snapshot
 
 __all__ = ["Diagnoser", "Diagnosis", "diagnose", "lookback_seconds", "recent"]
@@ -154,16 +154,14 @@ class Diagnoser:
         older than the one before (the wall clock stepped back) starts the history
         afresh: the verdicts warm up again. Not to be mixed with :meth:`update` on one
         Diagnoser."""
-        t = self.thresholds
         with self._lock:
             kept = self._recent
             if kept and not snapshot.time >= kept[-1].time:
                 kept.clear()  # the clock stepped back: start afresh from this snapshot
             kept.append(snapshot)
-            # What the window takes (``_select``): the snapshots of its last
-            # window_seconds, and at least MIN_SAMPLES.
-            start = snapshot.time - t.window_seconds
-            while len(kept) > t.min_samples and not kept[0].time >= start:
+            # Only what the window takes (its own rule: the last window_seconds, at
+            # least MIN_SAMPLES) is kept whole; the analyzer carries the rest.
+            for _ in range(len(kept) - len(window(kept, self.thresholds))):
                 kept.popleft()
             return self._judge(self._pushed, list(kept), judge_jobs)
 
