@@ -1,0 +1,35 @@
+"""The JSON document and the ``--once`` text are byte-identical to those recorded before the
+restructuring (``tests/json_golden.py`` says how they are made)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import json_golden
+
+
+@pytest.fixture
+def utc() -> Iterator[None]:
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+def test_documents_are_byte_identical_to_the_recorded_ones(tmp_path: Path, utc: None) -> None:
+    docs = json_golden.documents(tmp_path)
+    assert sorted(docs) == sorted(p.stem for p in json_golden.HERE.glob("*.json"))
+    for name, texts in docs.items():
+        want = (json_golden.HERE / f"{name}.json").read_text()
+        got = "\n".join(texts) + "\n"
+        assert got == want, f"{name}: the document differs from the recorded one"
