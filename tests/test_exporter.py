@@ -370,9 +370,9 @@ def test_grafana_verdict_colours_are_distinct() -> None:
     assert len(colours) == len(KINDS) == len(set(colours))
 
 
-def test_readme_metric_table_lists_every_metric_with_its_unit() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Export to Prometheus", 1)[1].split("\n## ", 1)[0]
+def test_docs_metric_tables_list_every_metric_with_its_unit() -> None:
+    doc = (ROOT / "docs" / "exporter.md").read_text()
+    section = doc.split("## Metrics", 1)[1].split("\n## ", 1)[0]
     for m in METRICS:
         row = f"| `{m.name}` | {m.type} | {m.unit} |"
         assert row in section, row

@@ -3,8 +3,8 @@
 ``python -m gputop --once [--json]`` runs in a subprocess against the fake
 ``libnvidia-ml.so.1`` (tests/fakenvml), and ``Sampler`` + ``LiveSource`` run in-process on
 the same fake. Each fault expects: no crash, no invented value (None / null / "n/a",
-never 0), and a clear word in the output. The README's "When things go wrong" table
-lists the same rows.
+never 0), and a clear word in the output. docs/troubleshooting.md ("When things go
+wrong") lists the same rows.
 
 Timing: every wait polls with a deadline; bounds are generous (a loaded 2-core machine).
 """

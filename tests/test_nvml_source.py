@@ -521,9 +521,9 @@ def test_gpu_lost_mid_run_then_unknown_then_back(fake_nvml: FakeNvml, reader: Re
 def test_each_lost_code_marks_the_gpu_lost_and_it_comes_back(
     fake_nvml: FakeNvml, reader: Reader, code: str, word: str, where: str
 ) -> None:
-    """The README's fault table: GpuIsLost, Unknown and ResetRequired from any call make
-    that GPU lost (with the reason in words), the others keep updating, and it comes back
-    by itself."""
+    """The fault table of docs/troubleshooting.md: GpuIsLost, Unknown and ResetRequired
+    from any call make that GPU lost (with the reason in words), the others keep updating,
+    and it comes back by itself."""
     errors_of = {
         "every call": {"*": code},
         "the handle": {"nvmlDeviceGetHandleByIndex": code},
