@@ -253,7 +253,7 @@ def test_a_tick_at_16x64_does_the_new_snapshots_work_only(
     analyzer = Analyzer(DEFAULT)
     dict(analyzer.update(hist).job_verdicts)  # the first call builds the whole window
     builds = count_calls(monkeypatch, analysis_window, "build_jobs_reusing")  # the window cache's
-    pushes = count_calls(monkeypatch, analysis_window._Track, "push")
+    pushes = count_calls(monkeypatch, analysis_window.Track, "push")
     for tick in range(1, 4):
         hist = [*hist[1:], next(snaps)]
         result = analyzer.update(hist)
@@ -338,7 +338,7 @@ def test_the_analyzer_keeps_only_the_window() -> None:
     n_window = len(vd.window(hist, t))
     assert len(analyzer._ticks) == n_window  # per-snapshot work: the window's only
     assert analyzer._window[1][-1].snap is hist[-1]
-    assert len(analyzer._tracks) == 2 * 4  # one per job in the window
+    assert len(analyzer.memory.tracks) == 2 * 4  # one per job in the window
     # idle-holder runs: one per GPU and per job judged in the last two calls
     assert len(analyzer._runs.memo) <= 2 + 2 * 4
     # a history unrelated to the last one: nothing carried over wrongly

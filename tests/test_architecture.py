@@ -153,3 +153,104 @@ def test_only_diagnosis_turns_snapshots_into_jobs_and_verdicts(name: str) -> Non
 )
 def test_earlier_stages_never_import_the_diagnosis(name: str) -> None:
     assert not {m for m in _gputop_imports(name) if _is_under(m, "gputop.diagnosis")}
+
+
+# --- no import circle, no private name across modules ---------------------------------------
+# Written for any package (the lead widens them to all of gputop/): each takes the
+# package's directory.
+
+
+def package_imports(package: Path) -> dict[str, list[tuple[str, str]]]:
+    """Module -> (module, name) of every ``import`` and ``from ... import`` in it, at module
+    level, in functions and under TYPE_CHECKING alike (relative ones resolved; ``name`` is
+    "" for ``import module``). Modules of ``package`` and its sub-packages only."""
+    top = package
+    while (top.parent / "__init__.py").exists():
+        top = top.parent
+    out: dict[str, list[tuple[str, str]]] = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(top.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        name = ".".join(parts)
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: list[tuple[str, str]] = []
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found += [(alias.name, "") for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level:
+                    base = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                    mod = ".".join([*base, mod] if mod else base)
+                found += [(mod, alias.name) for alias in node.names]
+        out[name] = found
+    return out
+
+
+def _edges(imports: dict[str, list[tuple[str, str]]]) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports (``from pkg import module``
+    counts as importing that module)."""
+    return {
+        name: {
+            f"{mod}.{what}" if f"{mod}.{what}" in imports else mod
+            for mod, what in found
+            if (f"{mod}.{what}" in imports or mod in imports) and mod != name
+        }
+        for name, found in imports.items()
+    }
+
+
+def import_cycles(package: Path) -> list[list[str]]:
+    """Every import circle among the modules of ``package`` (each as a path back to its
+    start), found by a depth-first walk."""
+    edges = _edges(package_imports(package))
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def walk(name: str) -> None:
+        state[name] = 1
+        path.append(name)
+        for nxt in sorted(edges.get(name, ())):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                walk(nxt)
+        path.pop()
+        state[name] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            walk(name)
+    return cycles
+
+
+def private_imports(package: Path) -> list[str]:
+    """Every ``from module import _name`` between two modules of ``package``."""
+    imports = package_imports(package)
+    return [
+        f"{name} imports {what} from {mod}"
+        for name, found in imports.items()
+        for mod, what in found
+        if mod in imports and mod != name and what.startswith("_") and not what.startswith("__")
+    ]
+
+
+def test_the_checks_see_circles_and_private_names(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import _x\n")
+    (pkg / "b.py").write_text("def f():\n    from pkg import a\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    assert import_cycles(pkg) == [["pkg.a", "pkg.b", "pkg.a"]]
+    assert private_imports(pkg) == ["pkg.a imports _x from pkg.b"]
+
+
+def test_the_analysis_has_no_import_circle() -> None:
+    assert import_cycles(PACKAGE / "analysis") == []
+
+
+def test_the_analysis_imports_no_private_name_across_modules() -> None:
+    assert private_imports(PACKAGE / "analysis") == []

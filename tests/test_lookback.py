@@ -1,5 +1,5 @@
 """The look-back a streaming consumer keeps (``Diagnoser.push``): the window's snapshots
-whole, the older ones in their look-back form (``window._lookback_form``).
+whole, the older ones in their look-back form (``window.lookback_form``).
 
 The form must answer what the verdicts ask of a snapshot outside the window exactly as
 the snapshot does, and pushing snapshots one at a time must judge every tick as the
@@ -19,7 +19,7 @@ import pytest
 from gputop.analysis import window as window_mod
 from gputop.analysis.kinds import IDLE_HOLDER
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.window import _idle_and_held, _lookback_form
+from gputop.analysis.window import idle_and_held, lookback_form
 from gputop.diagnosis import Diagnoser, lookback_seconds
 from gputop.exporter.server import ExportState
 from gputop.model import (
@@ -70,19 +70,19 @@ def test_a_form_answers_as_its_snapshot(name: str, thresholds: Thresholds) -> No
     form = None
     asked = 0
     for snap in _snapshots(name):
-        form = _lookback_form(snap, form)  # chained: parts shared with the form before
+        form = lookback_form(snap, form)  # chained: parts shared with the form before
         assert form.time == snap.time
         disk = None if snap.host is None else snap.host.disk.read_bytes_per_s
         assert (None if form.host is None else form.host.disk.read_bytes_per_s) == disk
         for gpus, pids in _scopes(snap):
-            want = _idle_and_held(snap, gpus, pids, thresholds)
-            assert _idle_and_held(form, gpus, pids, thresholds) == want, (snap.time, gpus, pids)
+            want = idle_and_held(snap, gpus, pids, thresholds)
+            assert idle_and_held(form, gpus, pids, thresholds) == want, (snap.time, gpus, pids)
             asked += 1
     assert asked > 100
 
 
 def test_a_form_answers_as_its_snapshot_without_listed_processes() -> None:
-    """What ``_held`` reads when NVML lists no process: unlisted holders, then the share of
+    """What ``held`` reads when NVML lists no process: unlisted holders, then the share of
     memory used (used or total unknown, zero, at and around the fraction)."""
     gib = 1 << 30
     t = Thresholds.from_overrides({"held_memory_fraction": 0.25})
@@ -104,18 +104,18 @@ def test_a_form_answers_as_its_snapshot_without_listed_processes() -> None:
                         ),
                         unlisted_holders=holders,
                     )
-                    form = _lookback_form(snap, form)  # chained, and on its own:
-                    for f in (form, _lookback_form(snap, None)):
+                    form = lookback_form(snap, form)  # chained, and on its own:
+                    for f in (form, lookback_form(snap, None)):
                         for gpus in ((0,), (1,), (0, 1)):
-                            want = _idle_and_held(snap, gpus, None, t)
-                            assert _idle_and_held(f, gpus, None, t) == want
+                            want = idle_and_held(snap, gpus, None, t)
+                            assert idle_and_held(f, gpus, None, t) == want
                             asked += want
     assert asked > 10
 
 
 def test_a_form_keeps_no_rows_and_shares_what_did_not_change() -> None:
     snaps = _snapshots("steady_objects")
-    a = _lookback_form(snaps[0], None)
+    a = lookback_form(snaps[0], None)
     assert a.processes == () and a.errors == ()
     assert a.host is not None and a.host.cpu_per_core == () and a.host.cpu_percent is None
     rows = [p for g in a.gpus for p in g.processes]
@@ -123,7 +123,7 @@ def test_a_form_keeps_no_rows_and_shares_what_did_not_change() -> None:
     assert [[p.pid for p in g.processes] for g in a.gpus] == [
         [p.pid for p in g.processes] for g in snaps[0].gpus
     ]
-    b = _lookback_form(snaps[1], a)  # the very same objects, only the time moved
+    b = lookback_form(snaps[1], a)  # the very same objects, only the time moved
     assert b.gpus is a.gpus and b.host is a.host
     # One GPU's utilization moves: its form is new, with the same pid tuple; the others
     # are the very forms before.
@@ -136,7 +136,7 @@ def test_a_form_keeps_no_rows_and_shares_what_did_not_change() -> None:
             for g in snaps[2].gpus
         ),
     )
-    c = _lookback_form(moved, b)
+    c = lookback_form(moved, b)
     assert c.gpus[0] is not b.gpus[0] and c.gpus[0].processes is b.gpus[0].processes
     assert all(x is y for x, y in zip(c.gpus[1:], b.gpus[1:], strict=True))
     # A process leaves GPU 0: the rows left are the same bare rows.
@@ -146,7 +146,7 @@ def test_a_form_keeps_no_rows_and_shares_what_did_not_change() -> None:
             replace(g, processes=g.processes[1:]) if g.index == 0 else g for g in moved.gpus
         ),
     )
-    d = _lookback_form(fewer, c)
+    d = lookback_form(fewer, c)
     assert all(x is y for x, y in zip(d.gpus[0].processes, c.gpus[0].processes[1:], strict=True))
 
 
@@ -213,14 +213,14 @@ def _idle_job(tick: int) -> Snapshot:
 
 
 def test_a_new_scope_walks_back_through_the_forms(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = window_mod._idle_and_held
+    real = window_mod.idle_and_held
     asked: list[Snapshot] = []
 
     def counted(snap: Snapshot, *args: Any) -> bool:
         asked.append(snap)
         return real(snap, *args)
 
-    monkeypatch.setattr(window_mod, "_idle_and_held", counted)
+    monkeypatch.setattr(window_mod, "idle_and_held", counted)
     pushed, whole = Diagnoser(SHORT), Diagnoser(SHORT)
     history: list[Snapshot] = []
     for tick in range(40):

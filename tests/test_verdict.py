@@ -763,24 +763,24 @@ def test_a_job_track_of_one_unchanged_tick_keeps_its_signals_and_stays_exact() -
     """A job whose ticks are all one object (its input did not change) has its window
     signals kept between calls; any other tick in the window makes them computed again,
     and they are always what a track built afresh from the same ticks gives."""
-    from gputop.analysis.window import _JobTick, _Track
+    from gputop.analysis.window import JobTick, Track
 
     a_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=90.0))
     b_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=10.0))
     a, b = (Analyzer().context([s]).ticks[-1].feats for s in (a_snap, b_snap))  # type: ignore[union-attr]
     fa, fb = next(iter(a.values())), next(iter(b.values()))
-    assert isinstance(fa, _JobTick) and isinstance(fb, _JobTick)
+    assert isinstance(fa, JobTick) and isinstance(fb, JobTick)
 
-    def fresh(feats: list[_JobTick]) -> Any:
-        t = _Track()
+    def fresh(feats: list[JobTick]) -> Any:
+        t = Track()
         for f in feats:
             t.push(f)
         return t.signals()
 
-    track = _Track()
-    window: list[_JobTick] = []
+    track = Track()
+    window: list[JobTick] = []
 
-    def step(f: _JobTick, keep: int = 5) -> Any:
+    def step(f: JobTick, keep: int = 5) -> Any:
         track.push(f)
         window.append(f)
         if len(window) > keep:

@@ -3,9 +3,10 @@
 Every tick of the scenarios of :mod:`tests.verdict_scenarios` (demo, MIG, a busy node,
 processes and GPUs coming and going, the exporter's steady state of unchanged objects,
 irregular histories) is judged by the analyzer's path (a Diagnoser fed tick after tick,
-carrying its state: what every consumer uses) and, every few ticks, by the plain
-functions (nothing carried); each tick's digest (every GPU and job verdict in full, the
-jobs) must equal the one the analysis gave before (``tests/verdict_golden.json``).
+carrying its state: what every consumer uses) and, every few ticks, by the plain rules
+of ``tests/analysis_oracle.py`` (nothing carried); each tick's digest (every GPU and job
+verdict in full, the jobs) must equal the one the analysis gave before
+(``tests/verdict_golden.json``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import pytest
 from gputop.analysis import rules
 from gputop.analysis import window as window_mod
 from gputop.analysis.jobs import build_jobs
-from gputop.analysis.verdict import Analyzer, all_verdicts
-from gputop.analysis.window import _Track
+from gputop.analysis.verdict import Analyzer
+from gputop.analysis.window import Track
+from tests.analysis_oracle import all_verdicts
 from tests.helpers.counting import count_calls
 from tests.verdict_scenarios import GOLDEN, SCENARIOS, busy_node, digest, run, steady_objects
 
@@ -60,8 +62,8 @@ def test_the_plain_functions_judge_as_before(name: str) -> None:
 def _fresh_signals(analyzer: Analyzer) -> dict[str, Any]:
     """Each job's signals from a track built afresh from the window's ticks."""
     out = {}
-    for job_id in analyzer._tracks:
-        track = _Track()
+    for job_id in analyzer.memory.tracks:
+        track = Track()
         for tick in analyzer._window[1]:
             f = tick.feats.get(job_id)
             if f is not None:
@@ -80,8 +82,8 @@ def test_a_steady_tick_moves_no_job_track_and_rereads_no_signals(
     signals always equal a track built afresh from the window."""
     thresholds, hists = steady_objects()
     analyzer = Analyzer(thresholds)
-    pushes = count_calls(monkeypatch, _Track, "push")
-    pops = count_calls(monkeypatch, _Track, "pop")
+    pushes = count_calls(monkeypatch, Track, "push")
+    pops = count_calls(monkeypatch, Track, "pop")
     flags = count_calls(monkeypatch, rules, "_cause_flags")
     moved: list[tuple[int, int, int]] = []
     n_jobs: list[int] = []
@@ -91,7 +93,7 @@ def test_a_steady_tick_moves_no_job_track_and_rereads_no_signals(
         dict(job_verdicts)
         moved.append((pushes[0] - before[0], pops[0] - before[1], flags[0] - before[2]))
         n_jobs.append(len(jobs))
-        tracks = {job_id: track.signals() for job_id, track in analyzer._tracks.items()}
+        tracks = {job_id: track.signals() for job_id, track in analyzer.memory.tracks.items()}
         assert tracks == _fresh_signals(analyzer)
     window = int(thresholds.window_seconds) + 1  # ticks, 1 s apart
     for tick in (*range(window, 30), *range(80 + window, len(moved))):
@@ -104,12 +106,12 @@ def test_a_steady_tick_moves_no_job_track_and_rereads_no_signals(
 
 
 def test_a_snapshots_gpu_parts_are_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The GPU side's per-snapshot parts (``_GpuTick``) are made once per snapshot and GPU
+    """The GPU side's per-snapshot parts (``GpuTick``) are made once per snapshot and GPU
     set while the snapshot is in the window: a steady tick makes one per GPU (8 here),
     not one per window tick and GPU (21 x 8)."""
     thresholds, hists = busy_node()
     analyzer = Analyzer(thresholds)
-    made = count_calls(monkeypatch, window_mod._GpuTick, "__init__")
+    made = count_calls(monkeypatch, window_mod.GpuTick, "__init__")
     per_tick = []
     for hist in hists:
         before = made[0]
@@ -124,11 +126,11 @@ def test_no_idle_holder_run_is_walked_for_a_scope_busy_now(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The idle-holder run of a scope whose GPUs are not all idle in the newest snapshot
-    is not looked for (there is none): ``_Runs.start`` runs only for the scopes idle
+    is not looked for (there is none): ``Runs.start`` runs only for the scopes idle
     now (the busy node's idle GPUs 3 and 7 and their jobs), every tick."""
     thresholds, hists = busy_node()
     analyzer = Analyzer(thresholds)
-    starts = count_calls(monkeypatch, window_mod._Runs, "start")
+    starts = count_calls(monkeypatch, window_mod.Runs, "start")
     for hist in hists:
         before = starts[0]
         gpus, job_verdicts, jobs = analyzer.update(hist)
@@ -146,7 +148,7 @@ def test_no_idle_holder_run_is_walked_for_a_scope_busy_now(
 
 def test_an_unchanged_gpu_shares_its_parts_and_its_group(monkeypatch: pytest.MonkeyPatch) -> None:
     """A snapshot whose samples of a GPU are the very objects of the snapshot before takes
-    that snapshot's part over (``_Tick.gpu``), and a GPU whose window parts, ticks and span
+    that snapshot's part over (``Tick.gpu``), and a GPU whose window parts, ticks and span
     are the last call's keeps the last call's group: a steady tick of ``steady_objects``
     makes no part and judges no group again, also when only a process changed (tick 30);
     a GPU whose utilization changed (tick 45) makes one part, and its group is judged
@@ -154,7 +156,7 @@ def test_an_unchanged_gpu_shares_its_parts_and_its_group(monkeypatch: pytest.Mon
     (``test_every_tick_is_judged_as_before``)."""
     thresholds, hists = steady_objects()
     analyzer = Analyzer(thresholds)
-    made = count_calls(monkeypatch, window_mod._GpuTick, "__init__")
+    made = count_calls(monkeypatch, window_mod.GpuTick, "__init__")
     judged = count_calls(monkeypatch, rules, "_group_of")
     work: list[tuple[int, int]] = []
     for hist in hists:

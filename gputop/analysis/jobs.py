@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from gputop.model import INVALID_PIDS, GpuSample, ProcessInfo, Snapshot
 
 if TYPE_CHECKING:
-    from gputop.analysis.verdict import Verdict
+    from gputop.analysis.kinds import Verdict
 
 # Never a job's root: climbing stops below them. Matched on the process name, lower
 # case, without a leading "-" (login shells) or a ":" suffix ("tmux: server").

@@ -1,10 +1,17 @@
-"""The verdict kinds: their names, labels for people, severities and ranks, and how
-findings become a :class:`Verdict`. What each kind means and when it applies: the
-docstring of :mod:`gputop.analysis.verdict`.
+"""The verdict kinds, declared once (:data:`KIND_SPECS`), and how findings become a
+:class:`Verdict`.
+
+Each row of :data:`KIND_SPECS` is one rule's finding: its rank (lower wins), the kind
+it gives, its severity, the label and short word people see, its legend meaning and
+when it applies. ``KINDS``, ``LABELS``, ``VERDICT_WORDS``, the help legend and the
+table in ``docs/verdicts.md`` are made from it (``python -m gputop.analysis.kinds
+--markdown`` prints that table). Two rules may give one kind (a strong and a weak
+cause); a kind's label and word are those of its first row.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,46 +30,177 @@ GPU_BOUND = "gpu-bound"
 MODERATE = "moderate"
 MEMORY_FULL = "memory nearly full"
 UNKNOWN = "unknown"
-KINDS: tuple[str, ...] = (
-    LOST,
-    IDLE_HOLDER,
-    IDLE,
-    WARMING_UP,
-    THROTTLED,
-    TRANSFER_PCIE,
-    INPUT_DISK,
-    INPUT_CPU,
-    INPUT_MAIN,
-    UNDERUSED,
-    LINK_DEGRADED,
-    GPU_BOUND,
-    MODERATE,
-    MEMORY_FULL,
-    UNKNOWN,
-)
-LABELS: dict[str, str] = {
-    LOST: "GPU lost",
-    IDLE_HOLDER: "idle memory holder",
-    IDLE: "idle",
-    WARMING_UP: "warming up",
-    THROTTLED: "throttled",
-    TRANSFER_PCIE: "transfer-bound: PCIe",
-    INPUT_DISK: "input-bound: disk",
-    INPUT_CPU: "input-bound: CPU workers",
-    INPUT_MAIN: "input-bound: main process",
-    UNDERUSED: "GPU underused",
-    LINK_DEGRADED: "PCIe link degraded",
-    GPU_BOUND: "GPU-bound",
-    MODERATE: "moderately busy",
-    MEMORY_FULL: "memory nearly full",
-    UNKNOWN: "cannot tell",
-}
+
 SEVERITIES = ("ok", "info", "warn", "bad")
-# Ranks (lower wins); see the module docstring.
-_R_LOST, _R_HOLDER, _R_IDLE, _R_WARMING = 1, 2, 3, 4
-_R_THROTTLE_HARD, _R_PCIE, _R_DISK_STRONG, _R_WORKERS, _R_MAIN = 5, 6, 7, 8, 9
-_R_HOST_CPU, _R_DISK_WEAK, _R_UNDERUSED, _R_LINK, _R_GPU_BOUND = 10, 11, 12, 13, 14
-_R_MODERATE, _R_THROTTLE_SOFT, _R_MEMORY, _R_UNKNOWN = 15, 16, 17, 18
+#: The severity of a finding that waits on a cause: "warn" when the GPU is starved
+#: (util low or oscillating), "info" when its use is steady and moderate.
+WAITING = "warn or info"
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """One rule's finding: what it is called, how it ranks and how it shows."""
+
+    rule: str  # the rule's name in the code (``RULES``)
+    rank: int  # lower wins: the verdict's kind is its lowest-ranked finding's
+    kind: str  # the verdict's ``kind``
+    severity: str  # one of SEVERITIES, or WAITING (the rule picks warn or info)
+    label: str  # the verdict's ``label``, for people
+    word: str  # the short word (at most 8 characters) of a compact GPU line
+    meaning: str  # the help legend's line; "" when the kind's first row says it
+    when: str  # when the rule applies
+
+
+#: Every rule's finding, in rank order.
+# fmt: off
+KIND_SPECS: tuple[KindSpec, ...] = (
+    KindSpec(
+        "lost", 1, LOST, "bad", "GPU lost", "LOST", "",
+        "a GPU of the scope fell off the bus (nothing else is judged)",
+    ),
+    KindSpec(
+        "idle_holder", 2, IDLE_HOLDER, "warn", "idle memory holder", "MEM IDLE",
+        "idle memory holder: the GPU holds memory but has run (almost) no kernel for minutes",
+        "util ≤ IDLE_UTIL for IDLE_HOLDER_SECONDS while memory is held (or all observed "
+        "history, ≥ IDLE_HOLDER_MIN_OBSERVED, with every holder older than "
+        "IDLE_HOLDER_SECONDS)",
+    ),
+    KindSpec(
+        "idle", 3, IDLE, "ok", "idle", "idle", "no process, no memory held, no load",
+        "(GPU only) no process, no held memory, util ≤ IDLE_UTIL throughout; shown even "
+        "from one sample",
+    ),
+    KindSpec(
+        "warming_up", 4, WARMING_UP, "info", "warming up", "warming",
+        "too few samples yet for a verdict (a few seconds)",
+        "fewer than MIN_SAMPLES samples or under MIN_SECONDS covered (`--once`); "
+        "`memory nearly full` still listed in `also`",
+    ),
+    KindSpec(
+        "throttle_hard", 5, THROTTLED, "bad", "throttled", "throttle",
+        "clocks cut by heat or a hardware slowdown while busy",
+        "thermal / HW slowdown / power brake in ≥ THROTTLE_FRACTION of busy samples",
+    ),
+    KindSpec(
+        "pcie", 6, TRANSFER_PCIE, WAITING, "transfer-bound: PCIe", "PCIe-bnd",
+        "transfer-bound: the GPU waits while PCIe copies run near the link's capacity",
+        "util < UTIL_HIGH, mean RX or TX ≥ PCIE_NEAR_MAX of the current link capacity",
+    ),
+    KindSpec(
+        "disk_strong", 7, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd",
+        "input-bound: the job waits on storage (D state, iowait, reads at the disk's peak)",
+        "util < UTIL_HIGH, a job process in D state in ≥ DISK_SLEEP_FRACTION of samples, "
+        "or iowait ≥ IOWAIT_HIGH while the job reads ≥ DISK_MIN_READ",
+    ),
+    KindSpec(
+        "workers", 8, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd",
+        "input-bound: the DataLoader workers (or the whole host CPU) are maxed out",
+        "util < UTIL_HIGH, workers' mean CPU ≥ WORKER_BUSY_CPU % of a core",
+    ),
+    KindSpec(
+        "main", 9, INPUT_MAIN, "warn", "input-bound: main process", "main-bnd",
+        "input-bound: the main Python process is at a full core, workers idle",
+        "util low (< UTIL_LOW) or oscillating (sd ≥ UTIL_OSCILLATION), a main process ≥ "
+        "MAIN_BUSY_CPU, workers ≤ WORKER_IDLE_CPU or none",
+    ),
+    KindSpec(
+        "host_cpu", 10, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd", "",
+        "util < UTIL_HIGH, host CPU ≥ HOST_CPU_SATURATED",
+    ),
+    KindSpec(
+        "disk_weak", 11, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd", "",
+        "util < UTIL_HIGH, host disk reads ≥ DISK_NEAR_PEAK × the highest rate seen, job "
+        "reads ≥ DISK_MIN_READ",
+    ),
+    KindSpec(
+        "underused", 12, UNDERUSED, "warn", "GPU underused", "low util",
+        "GPU underused: utilization low or oscillating, no host cause seen",
+        "util low or oscillating, no cause seen",
+    ),
+    KindSpec(
+        "link", 13, LINK_DEGRADED, "warn", "PCIe link degraded", "link deg",
+        "PCIe link below its max generation or width while busy",
+        "busy (util ≥ UTIL_LOW in ≥ half the samples), link below max gen/width in ≥ "
+        "LINK_DEGRADED_FRACTION of them",
+    ),
+    KindSpec(
+        "gpu_bound", 14, GPU_BOUND, "ok", "GPU-bound", "GPU-bnd",
+        "GPU-bound: the GPU is busy, the input keeps up",
+        "mean util ≥ UTIL_HIGH",
+    ),
+    KindSpec(
+        "moderate", 15, MODERATE, "info", "moderately busy", "moderate",
+        "steady partial use, no cause seen",
+        "util steady between UTIL_LOW and UTIL_HIGH, no cause seen",
+    ),
+    KindSpec(
+        "throttle_soft", 16, THROTTLED, "info", "throttled", "pwr cap",
+        "at the power limit while busy (normal at full load)",
+        "SW power cap only (normal at full load)",
+    ),
+    KindSpec(
+        "memory_full", 17, MEMORY_FULL, "warn", "memory nearly full", "mem full",
+        "GPU memory nearly full",
+        "used/total ≥ MEM_NEARLY_FULL (caching allocators fill memory on purpose)",
+    ),
+    KindSpec(
+        "unknown", 18, UNKNOWN, "info", "cannot tell", "unknown",
+        "cannot tell: the GPU reports no utilization (MIG, vGPU)",
+        "GPU utilization not reported (MIG, vGPU)",
+    ),
+)
+# fmt: on
+
+#: Rule name -> its row.
+RULES: dict[str, KindSpec] = {s.rule: s for s in KIND_SPECS}
+_FIRST: dict[str, KindSpec] = {}
+for _spec in KIND_SPECS:
+    _FIRST.setdefault(_spec.kind, _spec)
+#: Every kind, in the order of its first rank.
+KINDS: tuple[str, ...] = tuple(_FIRST)
+#: Kind -> the verdict's label.
+LABELS: dict[str, str] = {kind: s.label for kind, s in _FIRST.items()}
+#: Kind -> the short word of a compact GPU line (the first row's; a view may show a
+#: later row's word, as the power cap's).
+VERDICT_WORDS: dict[str, str] = {kind: s.word for kind, s in _FIRST.items()}
+
+
+def legend() -> tuple[tuple[str, str], ...]:
+    """(word, meaning) of every row with a meaning, kind by kind (in ``KINDS`` order),
+    each kind's rows by rank: the help screen's verdict legend."""
+    return tuple(
+        (s.word, s.meaning) for kind in KINDS for s in KIND_SPECS if s.kind == kind and s.meaning
+    )
+
+
+def markdown_table() -> str:
+    """The verdict table of ``docs/verdicts.md``: rank, kind, label, word, severity, when."""
+    lines = ["| rank | kind | label | word | severity | when |", "|---|---|---|---|---|---|"]
+    for s in KIND_SPECS:
+        lines.append(
+            f"| {s.rank} | `{s.kind}` | {s.label} | `{s.word}` | {s.severity} | {s.when} |"
+        )
+    return "\n".join(lines)
+
+
+def short_markdown_table() -> str:
+    """The README's short table: word, kind and meaning of each legend line, kind by kind
+    (a kind without a legend line, as ``lost``, says when it applies)."""
+    lines = ["| word | kind | means |", "|---|---|---|"]
+    for kind in KINDS:
+        rows = [s for s in KIND_SPECS if s.kind == kind]
+        for s in [r for r in rows if r.meaning] or rows[:1]:
+            lines.append(f"| `{s.word}` | `{kind}` | {s.meaning or s.when} |")
+    return "\n".join(lines)
+
+
+#: Marker name -> the table it holds (``docs/verdicts.md``, the README).
+BLOCKS = {"verdict-kinds": markdown_table, "verdict-kinds-short": short_markdown_table}
+
+
+def markdown_block(name: str = "verdict-kinds") -> str:
+    """The table ``name`` between the markers that delimit it in the docs."""
+    return f"<!-- BEGIN generated: {name} -->\n{BLOCKS[name]()}\n<!-- END generated: {name} -->"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +229,9 @@ def verdict_to_dict(verdict: Verdict) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Finding:
+class Finding:
+    """One rule that applies to a scope: its row's rank and kind, with its numbers."""
+
     rank: int
     kind: str
     severity: str
@@ -99,7 +239,13 @@ class _Finding:
     advice: str
 
 
-def _verdict(findings: list[_Finding]) -> Verdict:
+def finding(spec: KindSpec, evidence: str, advice: str, severity: str | None = None) -> Finding:
+    """``spec``'s finding; ``severity``: the one a WAITING rule picked (else the row's)."""
+    return Finding(spec.rank, spec.kind, severity or spec.severity, evidence, advice)
+
+
+def verdict_of(findings: list[Finding]) -> Verdict:
+    """The verdict of a scope's findings: the lowest rank's, the other kinds in ``also``."""
     if len(findings) == 1:
         first = findings[0]
         return Verdict(first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity)
@@ -112,3 +258,9 @@ def _verdict(findings: list[_Finding]) -> Verdict:
     return Verdict(
         first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity, tuple(also)
     )
+
+
+if __name__ == "__main__":  # python -m gputop.analysis.kinds --markdown [NAME]
+    if not 1 <= len(sys.argv[1:]) <= 2 or sys.argv[1] != "--markdown":
+        sys.exit("usage: python -m gputop.analysis.kinds --markdown [NAME]")
+    print(markdown_block(*sys.argv[2:]))

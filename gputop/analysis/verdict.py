@@ -9,28 +9,9 @@ back (slow sampling intervals). A job is judged on the window ticks it existed i
 "idle memory holder" looks at the whole history given, and the process start times.
 
 Every condition that applies becomes a finding with a rank; the lowest rank is the
-verdict's ``kind``, the other kinds are listed in ``also`` (by rank). Ranks, first wins:
-
- 1. lost                       a GPU of the scope fell off the bus (nothing else is judged)
- 2. idle memory holder         util <= IDLE_UTIL for IDLE_HOLDER_SECONDS while memory is held
- 3. idle                       GPU only: no process, no held memory, util <= IDLE_UTIL throughout
- 4. warming up                 too little window (MIN_SAMPLES / MIN_SECONDS); only
-                               "memory nearly full" is still reported, in ``also``
- 5. throttled (thermal/HW)     HW slowdown, thermal or power-brake reason while busy
- 6. transfer-bound: pcie       util < UTIL_HIGH while RX or TX is near the link capacity
- 7. input-bound: disk          util < UTIL_HIGH, job in D state / high iowait while reading
- 8. input-bound: cpu workers   util < UTIL_HIGH, the job's workers near a full core each
- 9. input-bound: main process  util low or oscillating, a main process near a full core,
-                               workers idle or none
-10. input-bound: cpu workers   util < UTIL_HIGH and the host CPU saturated
-11. input-bound: disk          util < UTIL_HIGH, host disk read near its observed peak
-12. underused                  util low or oscillating, no cause seen
-13. link degraded              busy, PCIe link below its max gen or width
-14. gpu-bound                  util mean >= UTIL_HIGH
-15. moderate                   util steady between UTIL_LOW and UTIL_HIGH, no cause seen
-16. throttled (power cap)      SW power cap while busy (normal at full load on many GPUs)
-17. memory nearly full         used / total >= MEM_NEARLY_FULL (caching allocators do this)
-18. unknown                    GPU utilization not reported (MIG mode, vGPU...)
+verdict's ``kind``, the other kinds are listed in ``also`` (by rank). The ranks, and
+when each kind applies, are declared once in :data:`gputop.analysis.kinds.KIND_SPECS`
+(``docs/verdicts.md`` shows them as a table).
 
 Layout: the kinds, labels and ranks are in :mod:`gputop.analysis.kinds`, the window
 cache in :mod:`gputop.analysis.window`, the rules in :mod:`gputop.analysis.rules`; this
@@ -79,17 +60,16 @@ from gputop.analysis.kinds import (
     Verdict,
     verdict_to_dict,
 )
-from gputop.analysis.rules import _gpu_verdicts, _job_verdict, _job_verdicts, _todo
+from gputop.analysis.rules import gpu_verdicts_of, job_verdict, job_verdicts_of, jobs_to_judge
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.window import (
-    _Context,
-    _GpuTick,
-    _Group,
-    _lookback_form,
-    _Runs,
-    _select,
-    _Tick,
-    _Track,
+    Carried,
+    Context,
+    Runs,
+    Tick,
+    Track,
+    lookback_form,
+    split_window,
 )
 from gputop.model import Snapshot
 
@@ -124,13 +104,9 @@ __all__ = [
 ]
 
 
-_GroupKey = tuple[tuple[int, ...], tuple[bool, ...]]  # (GPU set, ticks present)
-_KeptGroup = tuple[list[_GpuTick | None], float, int, _Group]  # (parts, span, ticks, group)
-
-
 def window(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> list[Snapshot]:
     """The snapshots the window covers (oldest first)."""
-    return _select(history, thresholds)[1] if history else []
+    return split_window(history, thresholds)[1] if history else []
 
 
 class JobVerdicts(Mapping[str, Verdict]):
@@ -143,7 +119,7 @@ class JobVerdicts(Mapping[str, Verdict]):
 
     __slots__ = ("_ctx", "_done", "_jobs")
 
-    def __init__(self, ctx: _Context | None, jobs: dict[str, Job]) -> None:
+    def __init__(self, ctx: Context | None, jobs: dict[str, Job]) -> None:
         self._ctx = ctx
         self._jobs = jobs
         self._done: dict[str, Verdict] = {}
@@ -153,7 +129,7 @@ class JobVerdicts(Mapping[str, Verdict]):
         if done is None:
             job = self._jobs[job_id]  # KeyError for a job not judged
             assert self._ctx is not None
-            done = self._done[job_id] = _job_verdict(self._ctx, job)
+            done = self._done[job_id] = job_verdict(self._ctx, job)
         return done
 
     def __iter__(self) -> Iterator[str]:
@@ -211,17 +187,12 @@ class Analyzer:
         self._carry = carry
         self._given: list[Snapshot] = []  # carry: the previous call's history as given
         self._older: deque[Snapshot] = deque()  # carry: look-back forms, oldest first
-        self._ticks: dict[int, _Tick] = {}  # id(snapshot) -> its work; tick.snap pins it
+        self._ticks: dict[int, Tick] = {}  # id(snapshot) -> its work; tick.snap pins it
         self._full: list[Snapshot] = []  # the previous call's sorted history
         self._base = 0  # sequence number of _full[0]
-        self._runs = _Runs()
-        self._generation = 0  # one per call: a context reads the tracks of its own only
-        self._tracks: dict[str, _Track] = {}  # job id -> its track over the window
-        self._window: tuple[int, list[_Tick]] = (0, [])  # (sequence number of [0], ticks)
-        # The GPU side of the verdicts (rules' ``_group_of_parts``) of the last call and of
-        # this one: (GPU set, ticks present) -> (window parts, span, ticks, group).
-        self._groups_before: dict[_GroupKey, _KeptGroup] = {}
-        self._groups_now: dict[_GroupKey, _KeptGroup] = {}
+        self._runs = Runs()
+        self.memory = Carried()  # the job tracks and GPU groups the rules read
+        self._window: tuple[int, list[Tick]] = (0, [])  # (sequence number of [0], ticks)
 
     def jobs(self, snapshot: Snapshot) -> tuple[Job, ...]:
         """``build_jobs(snapshot)``, from the cache when the snapshot is in the window."""
@@ -230,10 +201,10 @@ class Analyzer:
             return tuple(tick.jobs.values())
         return build_jobs(snapshot)
 
-    def _tick(self, snap: Snapshot, previous: _Tick | None = None) -> _Tick:
+    def _tick(self, snap: Snapshot, previous: Tick | None = None) -> Tick:
         tick = self._ticks.get(id(snap))
         if tick is None or tick.snap is not snap:  # id() of a collected snapshot reused
-            tick = _Tick(snap, previous)
+            tick = Tick(snap, previous)
         return tick
 
     def _sequence(self, full: list[Snapshot]) -> tuple[int, bool]:
@@ -244,7 +215,7 @@ class Analyzer:
         cut = _continues(self._full, full)
         if cut is not None:
             return self._base + cut, True
-        self._runs = _Runs()
+        self._runs = Runs()
         return self._base + len(self._full) + 1, False
 
     @property
@@ -255,7 +226,7 @@ class Analyzer:
     def _carried(self, given: list[Snapshot]) -> tuple[list[Snapshot], int, bool]:
         """Carry mode: the caller gives the window's snapshots (and a few more), not the
         whole look-back. The snapshots cut from the start of the previous history given
-        are kept here in their look-back form (``_lookback_form``: what the verdicts
+        are kept here in their look-back form (``lookback_form``: what the verdicts
         read outside the window), as long as ``carry`` seconds. Returns (the full
         history: those forms then ``given``, the sequence number of its first snapshot,
         whether it continues the previous call's numbering). When ``given`` does not
@@ -265,11 +236,11 @@ class Analyzer:
         cut = _continues(prev, given)
         if cut is None:
             older.clear()
-            self._runs = _Runs()
+            self._runs = Runs()
             base, continued = self._base + len(self._full) + 1, False
         else:
             for snap in prev[:cut]:
-                older.append(_lookback_form(snap, older[-1] if older else None))
+                older.append(lookback_form(snap, older[-1] if older else None))
             assert self._carry is not None
             horizon = given[-1].time - self._carry
             popped = 0
@@ -280,10 +251,10 @@ class Analyzer:
         self._given = given
         return [*older, *given], base, continued
 
-    def _slide(self, first: int, ticks: list[_Tick], continued: bool) -> None:
+    def _slide(self, first: int, ticks: list[Tick], continued: bool) -> None:
         """Bring the job tracks to the window ``ticks`` (sequence numbers from ``first``):
         drop the ticks that left it, add the new ones; rebuild when it did not slide."""
-        tracks = self._tracks
+        tracks = self.memory.tracks
         last = first + len(ticks) - 1
         pfirst, pticks = self._window
         plast = pfirst + len(pticks) - 1
@@ -305,7 +276,7 @@ class Analyzer:
                 if job_id not in steady:
                     track = tracks.get(job_id)
                     if track is None:
-                        track = tracks[job_id] = _Track()
+                        track = tracks[job_id] = Track()
                     track.push(f)
             self._window = (first, ticks)
             return
@@ -324,35 +295,36 @@ class Analyzer:
             for job_id, f in ticks[seq - first].feats.items():
                 track = tracks.get(job_id)
                 if track is None:
-                    track = tracks[job_id] = _Track()
+                    track = tracks[job_id] = Track()
                 track.push(f)
         self._window = (first, ticks)
 
-    def context(self, history: Sequence[Snapshot], track: bool = True) -> _Context | None:
+    def context(self, history: Sequence[Snapshot], track: bool = True) -> Context | None:
         """The context one call judges with; ``track``: keep the job tracks (worth it
         when called again with the next history)."""
         if not history:
             return None
         t = self.thresholds
-        full, window = _select(history, t)
+        full, window = split_window(history, t)
         if self._carry is not None:  # the window is a suffix of what was given
             full, base, continued = self._carried(full)
         else:
             base, continued = self._sequence(full)
-        ticks: list[_Tick] = []
+        ticks: list[Tick] = []
         for s in window:  # a new snapshot may take its jobs over from the one before
             ticks.append(self._tick(s, ticks[-1] if ticks else None))
         self._full, self._base = full, base
         self._ticks = {id(tk.snap): tk for tk in ticks}  # the window only
         self._runs.prune(base + len(full) - 2)  # scopes not judged last call or this one
-        self._generation += 1
-        self._groups_before, self._groups_now = self._groups_now, {}
+        memory = self.memory
+        memory.generation += 1
+        memory.groups_before, memory.groups_now = memory.groups_now, {}
         if not track:
-            self._tracks, self._window = {}, (0, [])
-            return _Context(t, full, window, ticks, base, self._runs)
+            memory.tracks, self._window = {}, (0, [])
+            return Context(t, full, window, ticks, base, self._runs)
         self._slide(base + len(full) - len(window), ticks, continued)
-        return _Context(
-            t, full, window, ticks, base, self._runs, analyzer=self, generation=self._generation
+        return Context(
+            t, full, window, ticks, base, self._runs, carried=memory, generation=memory.generation
         )
 
     def update(
@@ -368,7 +340,9 @@ class Analyzer:
         if ctx is None:
             return Analysis({}, JobVerdicts(None, {}), ())
         latest_jobs = tuple(ctx.latest_jobs.values())
-        return Analysis(_gpu_verdicts(ctx), JobVerdicts(ctx, _todo(ctx, jobs)), latest_jobs)
+        return Analysis(
+            gpu_verdicts_of(ctx), JobVerdicts(ctx, jobs_to_judge(ctx, jobs)), latest_jobs
+        )
 
 
 def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
@@ -386,7 +360,7 @@ def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
     return None
 
 
-def _context(history: Sequence[Snapshot], t: Thresholds) -> _Context | None:
+def _context(history: Sequence[Snapshot], t: Thresholds) -> Context | None:
     """A context with nothing cached (the plain functions): a throwaway :class:`Analyzer`
     that keeps no job tracks (they would be built for one use)."""
     return Analyzer(t).context(history, track=False)
@@ -397,7 +371,7 @@ def gpu_verdicts(
 ) -> dict[int, Verdict]:
     """One verdict per GPU of the newest snapshot, keyed by GPU index."""
     ctx = _context(history, thresholds)
-    return {} if ctx is None else _gpu_verdicts(ctx)
+    return {} if ctx is None else gpu_verdicts_of(ctx)
 
 
 def job_verdicts(
@@ -407,7 +381,7 @@ def job_verdicts(
 ) -> dict[str, Verdict]:
     """One verdict per job, keyed by job id. ``jobs`` defaults to the newest snapshot's."""
     ctx = _context(history, thresholds)
-    return {} if ctx is None else _job_verdicts(ctx, jobs)
+    return {} if ctx is None else job_verdicts_of(ctx, jobs)
 
 
 def all_verdicts(
@@ -420,4 +394,4 @@ def all_verdicts(
     ctx = _context(history, thresholds)
     if ctx is None:
         return {}, {}
-    return _gpu_verdicts(ctx), _job_verdicts(ctx, jobs)
+    return gpu_verdicts_of(ctx), job_verdicts_of(ctx, jobs)

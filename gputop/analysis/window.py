@@ -2,10 +2,10 @@
 snapshot is in the window) and what :class:`~gputop.analysis.verdict.Analyzer` carries
 from one call to the next.
 
-- ``_Tick``: one snapshot's jobs, pid index, per-job features, per-GPU-set samples;
-- ``_Track``: one job across the window (pushed and popped as the window slides);
-- ``_Runs``: the "idle memory holder" runs, extended by new snapshots;
-- ``_Context``: what one call judges with (the window, its ticks, memoized groups and
+- ``Tick``: one snapshot's jobs, pid index, per-job features, per-GPU-set samples;
+- ``Track``: one job across the window (pushed and popped as the window slides);
+- ``Runs``: the "idle memory holder" runs, extended by new snapshots;
+- ``Context``: what one call judges with (the window, its ticks, memoized groups and
   signals), read by the rules (:mod:`gputop.analysis.rules`).
 """
 
@@ -17,10 +17,9 @@ import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from gputop.analysis.jobs import Job, JobStructure, build_jobs_reusing, process_index
-from gputop.analysis.kinds import _Finding
+from gputop.analysis.kinds import Finding
 from gputop.analysis.thresholds import Thresholds
 from gputop.model import (
     CLOCK_EVENT_EFFECTS,
@@ -36,13 +35,9 @@ from gputop.model import (
 )
 from gputop.pcie import lane_bytes_per_s
 
-if TYPE_CHECKING:
-    from gputop.analysis.rules import _HostView
-    from gputop.analysis.verdict import Analyzer
-
 
 @dataclass(frozen=True, slots=True)
-class _JobTick:
+class JobTick:
     """One job in one snapshot: what the window aggregates (``_signals``)."""
 
     job: Job
@@ -54,7 +49,7 @@ class _JobTick:
     main_cpu: tuple[float, ...]  # ...and theirs
 
 
-class _Tick:
+class Tick:
     """The per-snapshot work of the verdicts, done once per snapshot: the pid index, the
     jobs and their per-sample features, and (memoized per GPU set) the scope samples.
     Depends on the snapshot and the thresholds only."""
@@ -77,7 +72,7 @@ class _Tick:
         "time",
     )
 
-    def __init__(self, snap: Snapshot, previous: _Tick | None = None) -> None:
+    def __init__(self, snap: Snapshot, previous: Tick | None = None) -> None:
         """``previous``: the tick of the snapshot before, whose jobs are taken over when
         this snapshot gives ``build_jobs`` the same input (see ``_same_jobs``), and whose
         jobs' structure is reused when only their values moved (``build_jobs_reusing``)."""
@@ -86,7 +81,7 @@ class _Tick:
         self.lost = [g for g in snap.gpus if g.lost]
         self.procs: dict[int, ProcessInfo]
         self.jobs: dict[str, Job]
-        self.feats: dict[str, _JobTick]
+        self.feats: dict[str, JobTick]
         self._ageless: bool | None = None
         self._by_gpu: dict[int, tuple[str, ...]] | None = None
         self.structure: JobStructure  # of the jobs: the next snapshot's may reuse it
@@ -103,16 +98,16 @@ class _Tick:
                 snap, None if previous is None else previous.structure, index
             )
             self.jobs = {j.id: j for j in jobs}
-            feats: dict[str, _JobTick] = {}
+            feats: dict[str, JobTick] = {}
             for job_id, job in self.jobs.items():
                 wp, wc = _known_cpu(job.worker_pids, index)
                 mp, mc = _known_cpu(job.main_pids, index)
-                feats[job_id] = _JobTick(
+                feats[job_id] = JobTick(
                     job, bool(job.disk_sleep), job.read_bytes_per_s, wp, wc, mp, mc
                 )
             self.feats = feats
         self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
-        self._gpu: dict[tuple[int, ...], _GpuTick] = {}
+        self._gpu: dict[tuple[int, ...], GpuTick] = {}
         # The snapshot before's GPU parts, samples and unlisted holders: a part made of
         # the very same samples is shared (``gpu``). Its maps only, not its tick.
         self._before = (
@@ -154,9 +149,9 @@ class _Tick:
             out = self._samples[gpus] = _scope_samples(self.snap, gpus)
         return out
 
-    def gpu(self, gpus: tuple[int, ...], t: Thresholds) -> _GpuTick:
+    def gpu(self, gpus: tuple[int, ...], t: Thresholds) -> GpuTick:
         """What the GPU side of a verdict takes from this snapshot's samples of ``gpus``
-        (:class:`_GpuTick`), memoized: computed once while the snapshot is in the window
+        (:class:`GpuTick`), memoized: computed once while the snapshot is in the window
         instead of once per call."""
         out = self._gpu.get(gpus)
         if out is None:
@@ -169,17 +164,17 @@ class _Tick:
                     and their is not None
                     and len(their) == len(samples)
                     and all(map(operator.is_, their, samples))
-                    and before[2] == self.snap.unlisted_holders  # what ``_held`` reads
+                    and before[2] == self.snap.unlisted_holders  # what ``held`` reads
                 ):
                     out = part
             if out is None:
-                out = _GpuTick(self.snap, samples, t)
+                out = GpuTick(self.snap, samples, t)
             self._gpu[gpus] = out
         return out
 
     def idle(self, gpus: tuple[int, ...], t: Thresholds) -> bool:
         """Whether ``gpus`` have samples here and all are idle (memoized): the first half
-        of ``_idle_and_held``."""
+        of ``idle_and_held``."""
         idle = self._idle.get(gpus)
         if idle is None:
             samples = self.samples(gpus)
@@ -189,7 +184,7 @@ class _Tick:
     def idle_and_held(
         self, gpus: tuple[int, ...], pids: frozenset[int] | None, t: Thresholds
     ) -> bool:
-        """``_idle_and_held`` on this snapshot, from memoized parts."""
+        """``idle_and_held`` on this snapshot, from memoized parts."""
         if not self.idle(gpus, t):
             return False
         samples = self.samples(gpus)
@@ -198,13 +193,13 @@ class _Tick:
             if on is None:
                 on = self._pids[gpus] = frozenset(p.pid for g in samples for p in g.processes)
             return not on.isdisjoint(pids)
-        held = self._held.get(gpus)
-        if held is None:
-            held = self._held[gpus] = all(_held(self.snap, g, t) for g in samples)
-        return held
+        out = self._held.get(gpus)
+        if out is None:
+            out = self._held[gpus] = all(held(self.snap, g, t) for g in samples)
+        return out
 
 
-class _GpuTick:
+class GpuTick:
     """One snapshot's share of the window loops of the GPU side of a verdict (the rules'
     ``_idle``, ``_group``, ``_throttle``, ``_link``, ``_pcie``), for one GPU set: the
     same per-sample values those loops compute, and per-tick counts of them. What the
@@ -230,14 +225,14 @@ class _GpuTick:
 
     def __init__(self, snap: Snapshot, samples: Sequence[GpuSample], t: Thresholds) -> None:
         self.n = len(samples)  # samples (a lost GPU has none)
-        self.util = _util_of(samples)  # their mean utilization (None: none known)
+        self.util = util_of(samples)  # their mean utilization (None: none known)
         # all latest samples in MIG mode without utilization (``_mig_without_util``)
         self.mig_unknown = bool(samples) and all(
             g.mig_mode and g.utilization.gpu is None for g in samples
         )
         # ``_idle``: no sample held or above IDLE_UTIL
         self.quiet = not any(
-            _held(snap, g, t) or (g.utilization.gpu is not None and g.utilization.gpu > t.idle_util)
+            held(snap, g, t) or (g.utilization.gpu is not None and g.utilization.gpu > t.idle_util)
             for g in samples
         )
         # ``_throttle``: busy samples, those with a hard / soft reason, the hard reasons
@@ -255,7 +250,7 @@ class _GpuTick:
             util = g.utilization.gpu
             if util is not None and util >= t.util_low:
                 busy += 1
-                hard, soft = _throttle_class(g.clock_event_reasons)
+                hard, soft = throttle_class(g.clock_event_reasons)
                 if hard:
                     hard_n += 1
                     hard_names.update(hard)
@@ -276,7 +271,7 @@ class _GpuTick:
             rx, tx = g.pcie.rx_bytes_per_s, g.pcie.tx_bytes_per_s
             if rx is None and tx is None:
                 continue
-            cap = _link_capacity(g)
+            cap = link_capacity(g)
             if cap is None or cap <= 0:
                 continue
             pcie.append(
@@ -292,16 +287,16 @@ class _GpuTick:
         self.pcie = tuple(pcie)
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
+def mean(values: Iterable[float | None]) -> float | None:
     known = [float(v) for v in values if v is not None]  # as _stats(values).mean
     return sum(known) / len(known) if known else None
 
 
-def _util_of(samples: Sequence[GpuSample]) -> float | None:
-    return _mean(g.utilization.gpu for g in samples)
+def util_of(samples: Sequence[GpuSample]) -> float | None:
+    return mean(g.utilization.gpu for g in samples)
 
 
-def _throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
+def throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
     """(hard, soft) reason names among the decoded clock event reasons."""
     hard: list[str] = []
     soft: list[str] = []
@@ -314,7 +309,7 @@ def _throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[st
     return hard, soft
 
 
-def _link_capacity(gpu: GpuSample) -> float | None:
+def link_capacity(gpu: GpuSample) -> float | None:
     """Current per-direction capacity: the max link scaled down to the current gen/width."""
     p = gpu.pcie
     cap = p.link_max_bytes_per_s
@@ -329,7 +324,7 @@ def _link_capacity(gpu: GpuSample) -> float | None:
     return cap
 
 
-def _same_jobs(previous: _Tick, snap: Snapshot) -> bool:
+def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
     """Whether ``build_jobs(snap)`` is ``previous``'s jobs: it reads only the process rows,
     each GPU's index, lost flag, process rows and utilization, and the time (a job's
     ``age``). The sources give an unchanged row, process tuple or GPU sample as the same
@@ -370,7 +365,7 @@ def _all_idle(samples: Sequence[GpuSample], t: Thresholds) -> bool:
     return all(g.utilization.gpu is not None and g.utilization.gpu <= t.idle_util for g in samples)
 
 
-def _idle_and_held(
+def idle_and_held(
     snap: Snapshot, gpus: tuple[int, ...], pids: frozenset[int] | None, t: Thresholds
 ) -> bool:
     """GPUs ``gpus`` idle in ``snap`` while held: by the pids ``pids`` (a job), or by
@@ -382,14 +377,14 @@ def _idle_and_held(
         return False
     if pids is not None:
         return any(p.pid in pids for g in samples for p in g.processes)
-    return all(_held(snap, g, t) for g in samples)
+    return all(held(snap, g, t) for g in samples)
 
 
 def _scope_samples(snap: Snapshot, gpus: Sequence[int]) -> list[GpuSample]:
     return [g for g in snap.gpus if g.index in gpus and not g.lost]
 
 
-def _held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
+def held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
     if gpu.processes:
         return True
     if any(h.gpu == gpu.index for h in snap.unlisted_holders):
@@ -424,7 +419,7 @@ def _form_util(util: Utilization, before: GpuSample | None) -> Utilization:
 
 
 def _form_memory(memory: GpuMemory, before: GpuSample | None) -> GpuMemory:
-    """What a form keeps of a GPU's memory: used and total (``_held``), shared."""
+    """What a form keeps of a GPU's memory: used and total (``held``), shared."""
     if before is not None:
         had = before.memory
         if had.used == memory.used and had.total == memory.total:
@@ -434,10 +429,10 @@ def _form_memory(memory: GpuMemory, before: GpuSample | None) -> GpuMemory:
     return GpuMemory(total=memory.total, used=memory.used)
 
 
-def _lookback_form(snap: Snapshot, before: Snapshot | None) -> Snapshot:
+def lookback_form(snap: Snapshot, before: Snapshot | None) -> Snapshot:
     """``snap`` reduced to what the verdicts read from a snapshot outside the window (the
     look-back): its time, the host disk read rate (``disk_peak``) and what
-    ``_idle_and_held`` reads (each GPU's index, lost flag, utilization (``gpu``) and
+    ``idle_and_held`` reads (each GPU's index, lost flag, utilization (``gpu``) and
     memory (used, total), the pids on it, the unlisted holders). A few hundred bytes
     instead of the whole snapshot (its process rows, host processes and per-core CPU).
 
@@ -497,28 +492,28 @@ def _lookback_form(snap: Snapshot, before: Snapshot | None) -> Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class _Group:
+class Group:
     """The GPU side of a verdict: depends only on the GPUs and the window ticks judged
     (shared by every job with the same GPUs present in the same ticks)."""
 
-    early: _Finding | None  # "warming up" or "unknown": the verdict stops there
+    early: Finding | None  # "warming up" or "unknown": the verdict stops there
     base: str
     busy: bool
     starved: bool
     severity: str  # of the waiting findings
-    throttle_link: list[_Finding]
-    pcie: list[_Finding]  # empty when busy
+    throttle_link: list[Finding]
+    pcie: list[Finding]  # empty when busy
 
 
 @dataclass(frozen=True, slots=True)
-class _Window:
+class JobWindow:
     """One job across the window: its per-tick features (None where absent)."""
 
     present: tuple[bool, ...]
-    feats: list[_JobTick | None]
+    feats: list[JobTick | None]
 
 
-class _Track:
+class Track:
     """One job across the window, kept up to date from one call to the next by
     :class:`Analyzer` (a tick in: ``push``; the oldest out: ``pop``), so that its
     signals cost O(its processes) per call instead of O(window). The means are still
@@ -528,7 +523,7 @@ class _Track:
     __slots__ = ("_memo", "cause", "dsleep", "feats", "mcols", "reads", "run", "same", "wcols")
 
     def __init__(self) -> None:
-        self.feats: deque[_JobTick] = deque()  # one per window tick it is in
+        self.feats: deque[JobTick] = deque()  # one per window tick it is in
         # The newest ``run`` feats list the same worker and main pids; wcols/mcols hold
         # the CPU of each of those pids over them, oldest first.
         self.run = 0
@@ -537,22 +532,22 @@ class _Track:
         self.reads: deque[float] = deque()  # known reads, oldest first
         self.dsleep = 0
         # The newest ``same`` feats are one object (a job whose input did not change:
-        # ``_Tick`` takes it over); while that is all of them, the signals are a function
+        # ``Tick`` takes it over); while that is all of them, the signals are a function
         # of that object and the count, kept in ``_memo``.
         self.same = 0
-        self._memo: tuple[_JobTick, int, _JobSignals] | None = None
+        self._memo: tuple[JobTick, int, JobSignals] | None = None
         # The rules' reading of the signals (``_cause_flags``): kept with the signals'
         # object it was made from, so valid while ``signals()`` gives that object.
-        self.cause: tuple[_JobSignals, int] | None = None
+        self.cause: tuple[JobSignals, int] | None = None
 
-    def steady(self, f: _JobTick | None) -> bool:
+    def steady(self, f: JobTick | None) -> bool:
         """Whether ``pop()`` then ``push(f)`` would leave this track as it is: every tick
         in it is ``f`` (so the one popped is ``f`` too, and each column, the reads and
         the counts get back the values they lose). The slide then skips both."""
         feats = self.feats
         return self.same == len(feats) and bool(feats) and feats[-1] is f
 
-    def push(self, f: _JobTick) -> None:
+    def push(self, f: JobTick) -> None:
         feats = self.feats
         self.same = self.same + 1 if feats and feats[-1] is f else 1
         if feats and f.worker_pids == feats[-1].worker_pids and f.main_pids == feats[-1].main_pids:
@@ -585,7 +580,7 @@ class _Track:
             self.dsleep -= 1
         self.same = min(self.same, len(self.feats))
 
-    def signals(self) -> _JobSignals:
+    def signals(self) -> JobSignals:
         feats = self.feats
         last = feats[-1]
         n = len(feats)
@@ -597,7 +592,7 @@ class _Track:
         self._memo = (last, n, out) if uniform else None
         return out
 
-    def _signals(self) -> _JobSignals:
+    def _signals(self) -> JobSignals:
         feats = self.feats
         last = feats[-1]
         if self.run == len(feats):  # the same processes throughout
@@ -609,13 +604,13 @@ class _Track:
         else:
             worker_means = [
                 m
-                for _, m in _per_pid_means(
+                for _, m in per_pid_means(
                     [f.worker_pids for f in feats], [f.worker_cpu for f in feats]
                 )
             ]
-            main_means = _per_pid_means([f.main_pids for f in feats], [f.main_cpu for f in feats])
+            main_means = per_pid_means([f.main_pids for f in feats], [f.main_cpu for f in feats])
         reads = self.reads
-        return _make_signals(
+        return make_signals(
             last.job,
             worker_means,
             main_means,
@@ -625,42 +620,103 @@ class _Track:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class HostView:
+    """The host side of the window, the same for every scope of one call."""
+
+    cpu: float | None  # host CPU %, window mean
+    iowait: float | None  # host iowait %, window mean
+    suffix: str  # "; host CPU 93 %, iowait 4 %" (or "")
+    disk_now: float | None  # host disk reads, window mean
+    iowait_high: bool
+    saturated: bool  # host CPU
+
+    @staticmethod
+    def of(window: Sequence[Snapshot], t: Thresholds) -> HostView:
+        hosts = [s.host for s in window if s.host is not None]
+        cpu = mean(h.cpu_percent for h in hosts)
+        iowait = mean(h.iowait_percent for h in hosts)
+        parts = []
+        if cpu is not None:
+            parts.append(f"host CPU {cpu:.0f} %")
+        if iowait is not None:
+            parts.append(f"iowait {iowait:.0f} %")
+        text = ", ".join(parts)
+        return HostView(
+            cpu,
+            iowait,
+            f"; {text}" if text else "",
+            mean(h.disk.read_bytes_per_s for h in hosts),
+            iowait is not None and iowait >= t.iowait_high,
+            cpu is not None and cpu >= t.host_cpu_saturated,
+        )
+
+
+#: (GPU set, ticks present): the key of a GPU group.
+GroupKey = tuple[tuple[int, ...], tuple[bool, ...]]
+#: (window parts, span, ticks, group): a group with what it was judged from.
+KeptGroup = tuple[list["GpuTick | None"], float, int, Group]
+
+
+class Carried:
+    """What :class:`~gputop.analysis.verdict.Analyzer` carries from one call to the next
+    that the rules read: each job's track over the window (valid for the call of its
+    ``generation``), and the GPU groups of the last call and of this one."""
+
+    __slots__ = ("generation", "groups_before", "groups_now", "tracks")
+
+    def __init__(self) -> None:
+        self.generation = 0  # one per call: a context reads the tracks of its own only
+        self.tracks: dict[str, Track] = {}  # job id -> its track over the window
+        self.groups_before: dict[GroupKey, KeptGroup] = {}
+        self.groups_now: dict[GroupKey, KeptGroup] = {}
+
+
 @dataclass(slots=True)
-class _Context:
+class Context:
     t: Thresholds
     history: list[Snapshot]  # the full history, oldest first
     window: list[Snapshot]  # a suffix of ``history``
-    ticks: list[_Tick]  # one per window snapshot
+    ticks: list[Tick]  # one per window snapshot
     base: int = 0  # sequence number of history[0] (idle-holder run memo)
-    runs: _Runs | None = None
+    runs: Runs | None = None
     _disk_peak: tuple[float | None] | None = None
-    _host: _HostView | None = None  # the rules' (memoized)
-    groups: dict[tuple[tuple[int, ...], tuple[bool, ...] | None], _Group] = field(
+    _host: HostView | None = None
+    groups: dict[tuple[tuple[int, ...], tuple[bool, ...] | None], Group] = field(
         default_factory=dict
     )
-    signals: dict[str, _JobSignals | None] = field(default_factory=dict)
-    causes: dict[str, tuple[_JobSignals, int] | None] = field(default_factory=dict)
-    job_windows: dict[str, _Window] = field(default_factory=dict)
-    memory_full: dict[tuple[int, ...], _Finding | None] = field(default_factory=dict)
-    parts: dict[tuple[int, ...], list[_GpuTick]] = field(default_factory=dict)
-    # The analyzer's job tracks, valid while its generation is still ``generation``.
-    analyzer: Analyzer | None = None
+    signals: dict[str, JobSignals | None] = field(default_factory=dict)
+    causes: dict[str, tuple[JobSignals, int] | None] = field(default_factory=dict)
+    job_windows: dict[str, JobWindow] = field(default_factory=dict)
+    memory_full: dict[tuple[int, ...], Finding | None] = field(default_factory=dict)
+    parts: dict[tuple[int, ...], list[GpuTick]] = field(default_factory=dict)
+    # What the analyzer carries; its job tracks are valid while its generation is still
+    # ``generation``.
+    carried: Carried | None = None
     generation: int = 0
     _all_present: tuple[bool, ...] | None = None
 
-    def gpu_parts(self, gpus: tuple[int, ...]) -> list[_GpuTick]:
-        """Each window tick's :class:`_GpuTick` of ``gpus`` (memoized for the call)."""
+    def gpu_parts(self, gpus: tuple[int, ...]) -> list[GpuTick]:
+        """Each window tick's :class:`GpuTick` of ``gpus`` (memoized for the call)."""
         out = self.parts.get(gpus)
         if out is None:
             t = self.t
             out = self.parts[gpus] = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in self.ticks]
         return out
 
-    def track(self, job_id: str) -> _Track | None:
-        a = self.analyzer
-        if a is None or a._generation != self.generation:
+    def track(self, job_id: str) -> Track | None:
+        c = self.carried
+        if c is None or c.generation != self.generation:
             return None
-        return a._tracks.get(job_id)
+        return c.tracks.get(job_id)
+
+    @property
+    def host(self) -> HostView:
+        """The host side of the window (computed once)."""
+        done = self._host
+        if done is None:
+            done = self._host = HostView.of(self.window, self.t)
+        return done
 
     def present(self, job_id: str) -> tuple[bool, ...]:
         """Whether the job is in each window tick."""
@@ -697,21 +753,21 @@ class _Context:
     def latest_jobs(self) -> dict[str, Job]:
         return self.ticks[-1].jobs
 
-    def job_window(self, job_id: str) -> _Window:
+    def job_window(self, job_id: str) -> JobWindow:
         out = self.job_windows.get(job_id)
         if out is None:
             feats = [tk.feats.get(job_id) for tk in self.ticks]
             present = tuple(f is not None for f in feats)
             # a job judged on its own id may be unknown to the snapshots' jobs
-            out = self.job_windows[job_id] = _Window(present, feats)
+            out = self.job_windows[job_id] = JobWindow(present, feats)
         return out
 
     def idle_and_held(self, i: int, gpus: tuple[int, ...], pids: frozenset[int] | None) -> bool:
-        """``_idle_and_held`` on history[i]; memoized when history[i] is in the window."""
+        """``idle_and_held`` on history[i]; memoized when history[i] is in the window."""
         w = i - (len(self.history) - len(self.window))
         if w >= 0:
             return self.ticks[w].idle_and_held(gpus, pids, self.t)
-        return _idle_and_held(self.history[i], gpus, pids, self.t)
+        return idle_and_held(self.history[i], gpus, pids, self.t)
 
     def run_start(self, gpus: tuple[int, ...], pids: frozenset[int] | None) -> int:
         """Index of the first snapshot of the idle-and-held run that ends the history
@@ -724,7 +780,7 @@ class _Context:
         return start
 
 
-class _Runs:
+class Runs:
     """Memo of the idle-and-held runs between calls: scope -> (sequence number of the
     snapshot it was computed at, sequence number of the run's first snapshot or None,
     exact). ``exact`` is False when the run reached the start of the history it was
@@ -739,7 +795,7 @@ class _Runs:
             tuple[tuple[int, ...], frozenset[int] | None], tuple[int, int | None, bool]
         ] = {}
 
-    def start(self, ctx: _Context, gpus: tuple[int, ...], pids: frozenset[int] | None) -> int:
+    def start(self, ctx: Context, gpus: tuple[int, ...], pids: frozenset[int] | None) -> int:
         n = len(ctx.history)
         base = ctx.base
         latest = base + n - 1
@@ -777,7 +833,9 @@ class _Runs:
 _time = operator.attrgetter("time")
 
 
-def _select(history: Sequence[Snapshot], t: Thresholds) -> tuple[list[Snapshot], list[Snapshot]]:
+def split_window(
+    history: Sequence[Snapshot], t: Thresholds
+) -> tuple[list[Snapshot], list[Snapshot]]:
     """(the full history sorted by time, the window: a suffix of it)."""
     full = sorted(history, key=_time)
     end = full[-1].time
@@ -791,7 +849,7 @@ def _select(history: Sequence[Snapshot], t: Thresholds) -> tuple[list[Snapshot],
 
 
 @dataclass(frozen=True, slots=True)
-class _JobSignals:
+class JobSignals:
     job: Job
     workers: int
     worker_cpu: float | None  # mean over workers of each worker's window mean
@@ -802,7 +860,7 @@ class _JobSignals:
     read: float | None  # job read bytes/s, window mean
 
 
-def _per_pid_means(
+def per_pid_means(
     pids: list[tuple[int, ...]], cpus: list[tuple[float, ...]]
 ) -> list[tuple[int, float]]:
     """(pid, mean CPU over the ticks it has one), pids in order of first appearance."""
@@ -823,16 +881,16 @@ def _per_pid_means(
     return [(pid, sum(v) / len(v)) for pid, v in per_pid.items()]
 
 
-def _make_signals(
+def make_signals(
     last: Job,
     worker_means: list[float],
     main_means: list[tuple[int, float]],
     dsleep: int,
     ticks: int,
     read: float | None,
-) -> _JobSignals:
+) -> JobSignals:
     busiest = sorted(((m, pid) for pid, m in main_means), reverse=True)
-    return _JobSignals(
+    return JobSignals(
         job=last,
         workers=last.workers,
         worker_cpu=sum(worker_means) / len(worker_means) if worker_means else None,

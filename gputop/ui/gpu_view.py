@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gputop import fmt
+from gputop.analysis import kinds
 from gputop.analysis import verdict as vd
 from gputop.cells import fit
 from gputop.model import CLOCK_EVENT_WORDS, GpuSample, Snapshot
@@ -29,7 +30,7 @@ PCIE_BUSY_UTIL_PERCENT = 10.0
 #: ...or from this much PCIe traffic, in % of the link's maximum, either direction.
 PCIE_BUSY_TRAFFIC_PERCENT = 5.0
 #: Marker shown in the verdict slot when memory is full and the GPU idles.
-MEM_IDLE_MARKER = "MEM IDLE"
+MEM_IDLE_MARKER = kinds.VERDICT_WORDS[kinds.IDLE_HOLDER]
 #: Width of the verdict slot in a GPU line (the diagnosis verdict word goes here).
 VERDICT_WIDTH = 8
 #: The wide layout widens the slot up to this for the verdict's full label...
@@ -111,25 +112,9 @@ def _watts(v: float | None) -> str:
 
 
 #: Verdict kind -> the word of at most VERDICT_WIDTH characters the compact GPU line shows.
-VERDICT_WORDS: dict[str, str] = {
-    vd.LOST: "LOST",
-    vd.IDLE_HOLDER: MEM_IDLE_MARKER,
-    vd.IDLE: "idle",
-    vd.WARMING_UP: "warming",
-    vd.THROTTLED: "throttle",
-    vd.TRANSFER_PCIE: "PCIe-bnd",
-    vd.INPUT_DISK: "disk-bnd",
-    vd.INPUT_CPU: "CPU-bnd",
-    vd.INPUT_MAIN: "main-bnd",
-    vd.UNDERUSED: "low util",
-    vd.LINK_DEGRADED: "link deg",
-    vd.GPU_BOUND: "GPU-bnd",
-    vd.MODERATE: "moderate",
-    vd.MEMORY_FULL: "mem full",
-    vd.UNKNOWN: "unknown",
-}
+VERDICT_WORDS: dict[str, str] = kinds.VERDICT_WORDS
 #: A throttle that is only the power cap (severity "info") gets its own words.
-POWER_CAP_WORD = "pwr cap"
+POWER_CAP_WORD = kinds.RULES["throttle_soft"].word
 POWER_CAP_LABEL = "throttled: power cap"
 #: Verdict severity -> role (theme colour). The word always says it too.
 SEVERITY_ROLES: dict[str, str] = {"ok": "ok", "info": "dim", "warn": "warn", "bad": "error"}
@@ -182,29 +167,7 @@ def verdict_parts(verdict: vd.Verdict) -> tuple[Parts, Parts, Parts]:
 
 def verdict_legend() -> tuple[tuple[str, str], ...]:
     """(word, meaning) of every verdict word, for the help screen."""
-    meanings = {
-        vd.IDLE_HOLDER: "idle memory holder: the GPU holds memory but has run (almost) no "
-        "kernel for minutes",
-        vd.IDLE: "no process, no memory held, no load",
-        vd.WARMING_UP: "too few samples yet for a verdict (a few seconds)",
-        vd.THROTTLED: "clocks cut by heat or a hardware slowdown while busy",
-        vd.TRANSFER_PCIE: "transfer-bound: the GPU waits while PCIe copies run near the link's "
-        "capacity",
-        vd.INPUT_DISK: "input-bound: the job waits on storage (D state, iowait, reads at the "
-        "disk's peak)",
-        vd.INPUT_CPU: "input-bound: the DataLoader workers (or the whole host CPU) are maxed out",
-        vd.INPUT_MAIN: "input-bound: the main Python process is at a full core, workers idle",
-        vd.UNDERUSED: "GPU underused: utilization low or oscillating, no host cause seen",
-        vd.LINK_DEGRADED: "PCIe link below its max generation or width while busy",
-        vd.GPU_BOUND: "GPU-bound: the GPU is busy, the input keeps up",
-        vd.MODERATE: "steady partial use, no cause seen",
-        vd.MEMORY_FULL: "GPU memory nearly full",
-        vd.UNKNOWN: "cannot tell: the GPU reports no utilization (MIG, vGPU)",
-    }
-    out = [(VERDICT_WORDS[k], meanings[k]) for k in vd.KINDS if k in meanings]
-    at = next(i for i, (w, _) in enumerate(out) if w == VERDICT_WORDS[vd.THROTTLED]) + 1
-    out.insert(at, (POWER_CAP_WORD, "at the power limit while busy (normal at full load)"))
-    return tuple(out)
+    return kinds.legend()
 
 
 def gpu_marker(
