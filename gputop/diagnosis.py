@@ -37,7 +37,7 @@ API (all of it)::
   to other threads.
 
 The JSON form of a snapshot with its diagnosis (``--json``, ``--stream``) is
-:func:`gputop.textout.to_json_dict`.
+:func:`gputop.present.to_json_dict`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``gputop --stream``: JSON lines, one snapshot with its jobs and verdicts per line.
 
 A consumer like the others: source -> sampler -> diagnosis -> here. Each line is the
-``--json`` document of one snapshot (:func:`gputop.textout.to_json_dict`: schema 1,
+``--json`` document of one snapshot (:func:`gputop.present.to_json_dict`: schema 1,
 each GPU's ``verdict``, the ``jobs`` list) on one line, written and flushed as soon as
 it is taken, every ``--interval`` seconds. This is also what a fleet view reads over
 SSH (``ssh host gputop --stream``).
@@ -31,8 +31,8 @@ from typing import Any, TextIO
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.diagnosis import Diagnoser
 from gputop.model import Snapshot
+from gputop.present import filter_gpus, to_json_dict
 from gputop.sampler import Sampler
-from gputop.textout import filter_gpus, to_json_dict
 
 
 def json_line(doc: dict[str, Any]) -> str:

@@ -10,10 +10,10 @@ from dataclasses import replace
 from typing import Any
 
 from gputop.diagnosis import Diagnoser
+from gputop.present import to_json_dict
 from gputop.sources.demo import DemoSource
 from gputop.sources.remote import parse_line, summarize
 from gputop.sources.streams import HostView
-from gputop.textout import to_json_dict
 
 
 def demo_datas(seed: int, ticks: int, start: float = 1_800_000_000.0) -> list[dict[str, Any]]:

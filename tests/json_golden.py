@@ -1,9 +1,9 @@
 """The JSON document (``--once --json``, ``--stream``) and the ``--once`` text must not change
 in a restructuring.
 
-``tests/json_golden/*.json`` hold the documents and the text, byte for byte, that the code gave before
-the restructuring of the one-home-per-fact issue (``python -m tests.json_golden --write``
-run on main at 6fada32, before any change). ``tests/test_json_golden.py`` makes them again
+``tests/json_golden/*.json`` hold the documents and the text, byte for byte, that the code
+gave before the restructuring of the one-home-per-fact issue
+(``python -m tests.json_golden --write`` run on main at 6fada32, before any change). ``tests/test_json_golden.py`` makes them again
 with the code of today and compares the bytes.
 
 Two sources, as the issue asks:

@@ -19,8 +19,9 @@ from gputop.cells import is_wide
 from gputop.cli import EXIT_USAGE
 from gputop.diagnosis import diagnose
 from gputop.model import GpuSample, Snapshot, replace
+from gputop.present import filter_gpus, to_json_dict
 from gputop.sources.demo import LINK_FLAP, DemoSource
-from gputop.textout import _gpu_list, filter_gpus, render_text, to_json_dict
+from gputop.textout import _gpu_list, render_text
 from tests.test_cli import run_main
 
 GPU_JOB_KEYS = {

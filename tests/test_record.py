@@ -19,6 +19,7 @@ import pytest
 
 from gputop.diagnosis import Diagnoser
 from gputop.model import Snapshot
+from gputop.present import to_json_dict
 from gputop.record import codec
 from gputop.record.store import (
     FORMAT_VERSION,
@@ -34,7 +35,6 @@ from gputop.record.store import (
 from gputop.record.when import parse_time
 from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
-from gputop.textout import to_json_dict
 from tests.test_cli import GHOST, ROOT, fake_scenario, run_cli
 
 HOUR = 3600.0

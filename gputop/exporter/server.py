@@ -39,7 +39,7 @@ from gputop.diagnosis import Diagnoser
 from gputop.exporter import metrics
 from gputop.exporter.encode import OpenMetricsEncoder, TextEncoder
 from gputop.model import Snapshot
-from gputop.textout import filter_gpus
+from gputop.present import filter_gpus
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9867

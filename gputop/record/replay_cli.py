@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
             return print_range(recording, t1, t2, config.thresholds)
         if args.once or args.json:
             return print_once(recording, at, config.thresholds, as_json=args.json)
-        from gputop.cli import has_terminal
+        from gputop.encoding import has_terminal
         from gputop.record.player import Player
 
         if not has_terminal():
@@ -132,7 +132,8 @@ def history_at(recording: Recording, pos: int, thresholds: Thresholds) -> tuple[
 def print_once(
     recording: Recording, at: float | None, thresholds: Thresholds = DEFAULT, *, as_json: bool
 ) -> int:
-    from gputop.textout import render_json, render_text
+    from gputop.present import render_json
+    from gputop.textout import render_text
 
     pos = len(recording) - 1 if at is None else recording.position(at)
     snap = recording[pos]
@@ -152,7 +153,7 @@ def print_once(
 
 def print_range(recording: Recording, t1: float, t2: float, thresholds: Thresholds) -> int:
     """JSON lines, one per snapshot with ``t1 <= time <= t2``, judged as live."""
-    from gputop.textout import to_json_dict
+    from gputop.present import to_json_dict
 
     lookback = lookback_seconds(thresholds)
     diagnoser = Diagnoser(thresholds)

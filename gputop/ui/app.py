@@ -445,7 +445,7 @@ class GpuTopApp(App[int]):
     def _resolve_gpus(self, spec: Sequence[str], snapshot: Snapshot) -> frozenset[int] | None:
         """GPU indices or UUIDs, as ``--gpus`` takes them; one that matches no GPU is said
         and every GPU is shown."""
-        from gputop.textout import resolve_gpu_selection
+        from gputop.present import resolve_gpu_selection
 
         try:
             return resolve_gpu_selection(spec, snapshot.gpus)
@@ -837,7 +837,7 @@ class GpuTopApp(App[int]):
             yield SystemCommand(
                 f"{k.description} ({k.display})",
                 f"same as pressing {k.display}",
-                _palette_action(self, k.action),
+                palette_action(self, k.action),
             )
 
 
@@ -848,7 +848,7 @@ def _ending_with(history: Sequence[Snapshot], snap: Snapshot) -> tuple[Snapshot,
     return (*(s for s in history if s.time < snap.time), snap)
 
 
-def _palette_action(app: GpuTopApp, action: str) -> Callable[[], Any]:
+def palette_action(app: GpuTopApp, action: str) -> Callable[[], Any]:
     async def run() -> None:
         await app.run_action(action)
 

@@ -33,7 +33,7 @@ from gputop.analysis.thresholds import Thresholds
 from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
 from gputop.ui import views
-from gputop.ui.app import GpuTopApp, Key, SnapshotArrived, _palette_action, help_legend
+from gputop.ui.app import GpuTopApp, Key, SnapshotArrived, help_legend, palette_action
 
 if TYPE_CHECKING:
     from gputop.record.player import Frame, Player
@@ -309,7 +309,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             yield SystemCommand(
                 f"{k.description} ({k.display})",
                 f"same as pressing {k.display}",
-                _palette_action(self, k.action),
+                palette_action(self, k.action),
             )
 
 
