@@ -93,9 +93,7 @@ def gpus(text: str) -> tuple[str, ...]:
         )
     for t in tokens:
         if not t.isascii() or not t.isprintable():  # "３" is a digit to str.isdigit()
-            raise argparse.ArgumentTypeError(
-                f"{short(t)!r} is not an index or a UUID (ASCII only)"
-            )
+            raise argparse.ArgumentTypeError(f"{short(t)!r} is not an index or a UUID (ASCII only)")
         if t.isdigit() and len(t) > MAX_GPU_INDEX_DIGITS:
             raise argparse.ArgumentTypeError(f"GPU index {short(t)} is too large")
     return tokens

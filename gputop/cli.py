@@ -45,7 +45,7 @@ from gputop.sampler import Sampler
 from gputop.sources.base import Source
 
 if TYPE_CHECKING:
-    from gputop.diagnosis import Diagnoser
+    from gputop.pipeline import Feed
 
 #: ``--once`` (and the first ``--stream`` line) takes a reading, waits this long, and
 #: prints a second one: rates (CPU %, disk, network, per-process CPU and I/O) need two
@@ -288,10 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         source = LiveSource()
 
-    # The dashboard's charts. A stream (it may run for months) keeps the first pair only:
-    # its diagnoser keeps what the verdicts look back on (``Diagnoser.push``).
-    history = 2 if stream else 3600
-    sampler = Sampler(source, interval=config.interval, history=history)
+    # Each consumer's feed keeps what its verdicts look back on and what its views chart
+    # (``pipeline.Feed``): the sampler keeps the first pair only.
+    sampler = Sampler(source, interval=config.interval, history=2)
     try:
         if stream:
             return _stream(sampler, args, parser)
@@ -334,22 +333,23 @@ def _selection(
 
 def _load_output() -> None:
     """What ``--once`` needs after its second reading, imported inside the window."""
-    importlib.import_module("gputop.diagnosis")
     importlib.import_module("gputop.present")
     importlib.import_module("gputop.textout")
 
 
 def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    holder: list[Diagnoser] = []
+    holder: list[Feed] = []
 
     def meanwhile() -> None:
         """Inside the window: load the output code and do the first reading's share of
         the (incremental) analysis, so that only the second's is left after it."""
         _load_output()
-        from gputop.diagnosis import Diagnoser
+        from gputop.pipeline import Feed
 
-        holder.append(Diagnoser(args.thresholds))
-        holder[0].update(sampler.history(), judge_jobs=False)
+        holder.append(Feed(args.thresholds))
+        first = sampler.latest()
+        assert first is not None
+        holder[0].push(first, judge_jobs=False)
 
     if args.demo:  # the demo's virtual clock advances by the window on its own
         sampler.tick_now()
@@ -363,7 +363,9 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
     selection = _selection(args, parser, snap)
     shown = filter_gpus(snap, selection)
     # Two readings ONCE_WINDOW_S apart: the verdicts honestly say "warming up".
-    diagnosis = holder[0].update(sampler.history()).only(selection)
+    diagnosis = holder[0].push(snap).diagnosis
+    assert diagnosis is not None
+    diagnosis = diagnosis.only(selection)
     if args.json:
         out = render_json(shown, diagnosis)
     else:
@@ -413,8 +415,10 @@ def _dashboard(
 
         where = Path(args.record) if args.record else default_dir()
         recorder = BackgroundRecorder(where, interval=sampler.interval)
-        sampler.listeners.append(recorder)
-    extra: dict[str, Any] = {} if recorder is None else {"record_status": recorder.status}
+    extra: dict[str, Any] = {}
+    if recorder is not None:  # a subscriber of the dashboard's frames
+        take = recorder
+        extra = {"record_status": take.status, "subscribers": [lambda f: take(f.snapshot)]}
     try:
         result: int = run_app(
             sampler,
@@ -427,6 +431,5 @@ def _dashboard(
         )
     finally:
         if recorder is not None:
-            sampler.listeners.clear()
             recorder.close()
     return result

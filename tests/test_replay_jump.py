@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from gputop.diagnosis import Diagnoser, Diagnosis
+from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
+from gputop.pipeline import Feed
 from gputop.record.player import Frame, Player
 from gputop.record.store import BlockRef, Recorder, Recording
 from gputop.sampler import Sampler
@@ -36,13 +37,13 @@ def recording(
     """15 minutes of the demo, recorded; and the live diagnosis at each moment."""
     d = tmp_path_factory.mktemp("rec")
     sampler = Sampler(DemoSource(0, start_time=DEMO_EPOCH, step=1.0), interval=1.0)
-    diagnoser = Diagnoser()
+    diagnoser = Feed()
     rec = Recorder(d, interval=1.0, retain=None, max_size=None)
     live: dict[float, Diagnosis] = {}
     for _ in range(SECONDS):
         snap = sampler.tick_now()
         rec.add(snap)
-        live[snap.time] = diagnoser.update(sampler.history())
+        live[snap.time] = diagnoser.frame(sampler.history()).diagnosis
     rec.close()
     sampler.stop()
     yield d, live
@@ -114,7 +115,7 @@ def test_a_jump_shows_its_frame_first_then_the_verdicts_then_the_window_after(
     assert third.after[0].time == DEMO_EPOCH + 701 and third.after[-1].time == DEMO_EPOCH + 899
     assert len(frames) == 3 and player.superseded == 0
     # Judged on the complete history, the verdicts are what live said then.
-    assert kinds(Diagnoser().update(second.history)) == kinds(live[DEMO_EPOCH + 700])
+    assert kinds(Feed().frame(second.history).diagnosis) == kinds(live[DEMO_EPOCH + 700])
     # A step within what is decoded: one frame, complete at once, nothing decoded.
     before = len(counting.decoded)
     player.step(-1)

@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, on_signal)
 
     source = make_source(args)
-    # The state's diagnoser keeps the history the verdicts need (``Diagnoser.push``).
+    # The state's feed keeps the history the verdicts need (``pipeline.Feed``).
     sampler = Sampler(source, interval=config.interval, history=1)
     bound_host, bound_port = str(server.server_address[0]), int(server.server_address[1])
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
