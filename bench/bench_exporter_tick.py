@@ -165,7 +165,7 @@ def child(args: argparse.Namespace) -> None:
         mean, median = 1000 * statistics.fmean(values), 1000 * statistics.median(values)
         return f"{mean:.2f} ms (median {median:.2f})"
 
-    whole, compact = state.diagnoser.kept
+    whole, compact = state.feed.kept
     total = statistics.fmean(sampling) + statistics.fmean(diagnosis) + others / args.ticks
     print(
         f"gputop export{' --jobs' if args.jobs else ''}{' (live pids)' if args.live_pids else ''}"

@@ -55,8 +55,10 @@ if str(ROOT) not in sys.path:
 import zstandard  # noqa: E402
 
 from gputop import gcpolicy  # noqa: E402
-from gputop.diagnosis import Diagnoser, lookback_seconds  # noqa: E402
+from gputop.analysis.thresholds import DEFAULT  # noqa: E402
+from gputop.diagnosis import lookback_seconds  # noqa: E402
 from gputop.model import Snapshot  # noqa: E402
+from gputop.pipeline import Feed  # noqa: E402
 from gputop.record.player import Player  # noqa: E402
 from gputop.record.store import Recorder, Recording  # noqa: E402
 from gputop.sources.demo import DEMO_EPOCH, DemoSource  # noqa: E402
@@ -162,16 +164,16 @@ def make_long(directory: Path, hours: float) -> None:
 
 
 def replay(directory: Path, hours: float) -> None:
-    lookback = lookback_seconds(Diagnoser().thresholds)
+    lookback = lookback_seconds(DEFAULT)
     rss0 = rss_mib()
     t0 = time.perf_counter()
     rec = Recording(directory)
     opened = time.perf_counter() - t0
     player = Player(rec, lookback=lookback)
-    diagnoser = Diagnoser()
+    feed = Feed()
     player.tick_now()
     shown = time.perf_counter() - t0
-    diagnoser.update(player.load(player.position).history)
+    feed.frame(player.load(player.position).history)
     first = time.perf_counter() - t0
     size = sum(p.stat().st_size for p in directory.glob("*.rec"))
     print(f"== 4. replay of {hours:g} hours ({len(rec):,} snapshots, {size / 1e6:.1f} MB)")
@@ -193,7 +195,7 @@ def replay(directory: Path, hours: float) -> None:
         now = time.perf_counter()
         marks.setdefault("frame", now)
         if frame.complete and "ready" not in marks:
-            diagnoser.update(frame.history)
+            feed.frame(frame.history)
             marks["ready"] = time.perf_counter()
 
     player.on_snapshot = handed

@@ -3,12 +3,14 @@
 A bad argument is one line on stderr and exit 2 (:class:`Parser`), never argparse's usage
 block. Numbers are read from ASCII only: Python's ``float()`` and ``int()`` also read
 fullwidth ("３") and Arabic-Indic ("١") digits, and ``str.isdigit()`` accepts them too.
-This module imports nothing of gputop (a leaf every command line may use).
+This module imports nothing of gputop (a leaf every command line may use): the commands'
+types live here, not in one command that the others import.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -55,3 +57,43 @@ def seconds_between(low: float, high: float) -> Callable[[str], float]:
         return value
 
     return seconds
+
+
+#: Bounds of ``--interval`` (and of the config file's ``interval``).
+MIN_INTERVAL = 0.1
+MAX_INTERVAL = 60.0
+#: ``--interval``: seconds between samples.
+interval = seconds_between(MIN_INTERVAL, MAX_INTERVAL)
+
+
+def window(text: str) -> float:
+    """``--window``: seconds of history the verdicts judge (above 0, finite)."""
+    value = ascii_number(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text}: seconds above 0 expected")
+    return value
+
+
+#: A GPU index has at most this many digits (a node has far fewer than 10,000 GPUs).
+MAX_GPU_INDEX_DIGITS = 4
+
+
+def gpus(text: str) -> tuple[str, ...]:
+    """``--gpus``: '0, 2,GPU-ab..' -> ('0', '2', 'GPU-ab..'), indices or UUIDs separated
+    by commas (resolved against a snapshot later:
+    :func:`gputop.present.resolve_gpu_selection`)."""
+
+    def short(t: str) -> str:
+        return t if len(t) <= 20 else t[:20] + "..."
+
+    tokens = tuple(t.strip() for t in text.split(","))
+    if not tokens or any(not t for t in tokens):
+        raise argparse.ArgumentTypeError(
+            f"expected indices or UUIDs separated by commas, got {short(text)!r}"
+        )
+    for t in tokens:
+        if not t.isascii() or not t.isprintable():  # "３" is a digit to str.isdigit()
+            raise argparse.ArgumentTypeError(f"{short(t)!r} is not an index or a UUID (ASCII only)")
+        if t.isdigit() and len(t) > MAX_GPU_INDEX_DIGITS:
+            raise argparse.ArgumentTypeError(f"GPU index {short(t)} is too large")
+    return tokens

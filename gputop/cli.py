@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import math
 import os
 import sys
 import threading
@@ -28,9 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gputop import __version__
+from gputop import __version__, argtypes, encoding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.argtypes import Parser, ascii_number, ascii_whole, seconds_between
+from gputop.argtypes import Parser, ascii_whole
 from gputop.config import (
     MAX_INTERVAL,
     MIN_INTERVAL,
@@ -46,7 +45,7 @@ from gputop.sampler import Sampler
 from gputop.sources.base import Source
 
 if TYPE_CHECKING:
-    from gputop.diagnosis import Diagnoser
+    from gputop.pipeline import Feed
 
 #: ``--once`` (and the first ``--stream`` line) takes a reading, waits this long, and
 #: prints a second one: rates (CPU %, disk, network, per-process CPU and I/O) need two
@@ -74,20 +73,12 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 
 _seed = ascii_whole
-_interval = seconds_between(MIN_INTERVAL, MAX_INTERVAL)
 
 
 def _count(text: str) -> int:
     value = ascii_whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text}: at least 1 expected")
-    return value
-
-
-def _window(text: str) -> float:
-    value = ascii_number(text)
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"{text}: seconds above 0 expected")
     return value
 
 
@@ -124,15 +115,6 @@ def _unknown_theme(name: str) -> str | None:
     shown = name if len(name) <= 40 else name[:40] + "…"
     known = ", ".join(sorted(BUILTIN_THEMES))
     return f"--theme: unknown theme {shown!r} (from --theme or the config file); known: {known}"
-
-
-def _gpus(text: str) -> tuple[str, ...]:
-    from gputop.textout import parse_gpu_selection
-
-    try:
-        return parse_gpu_selection(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpus: ")) from None
 
 
 def _subcommands_text() -> str:
@@ -191,19 +173,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--gpus",
-        type=_gpus,
+        type=argtypes.gpus,
         metavar="LIST",
         help="show only these GPUs: indices or UUIDs, comma separated (e.g. 0,2)",
     )
     p.add_argument(
         "--interval",
-        type=_interval,
+        type=argtypes.interval,
         metavar="SECONDS",
         help=f"seconds between samples, {MIN_INTERVAL:g} to {MAX_INTERVAL:g} (default 1)",
     )
     p.add_argument(
         "--window",
-        type=_window,
+        type=argtypes.window,
         metavar="SECONDS",
         help=f"seconds of history the verdicts judge (default {DEFAULT.window_seconds:g})",
     )
@@ -285,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(unknown)
     args.thresholds = config.thresholds
     if not once and not stream:
-        if not has_terminal():
+        if not encoding.has_terminal():
             # Without a terminal the dashboard would write escape codes into a file (or a
             # pipe) for ever: say what to use instead.
             parser.error("not a terminal: use --once, --json or --stream")
@@ -306,10 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         source = LiveSource()
 
-    # The dashboard's charts. A stream (it may run for months) keeps the first pair only:
-    # its diagnoser keeps what the verdicts look back on (``Diagnoser.push``).
-    history = 2 if stream else 3600
-    sampler = Sampler(source, interval=config.interval, history=history)
+    # Each consumer's feed keeps what its verdicts look back on and what its views chart
+    # (``pipeline.Feed``): the sampler keeps the first pair only.
+    sampler = Sampler(source, interval=config.interval, history=2)
     try:
         if stream:
             return _stream(sampler, args, parser)
@@ -321,16 +302,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the sampler is a daemon thread, the source is then left open.
         # A tick already stuck for two intervals is not waited for at all.
         sampler.stop(timeout=0.0 if sampler.stale else STOP_TIMEOUT_S)
-
-
-def has_terminal() -> bool:
-    """The dashboard reads keys from stdin and draws on stderr; stdout too must be the
-    terminal (``gputop > file`` means the user wanted text)."""
-    streams = (sys.stdin, sys.stdout, sys.stderr)
-    try:
-        return all(s is not None and s.isatty() for s in streams)
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 def _preload_dashboard() -> None:
@@ -350,7 +321,7 @@ def _selection(
 ) -> frozenset[int] | None:
     """The --gpus choice as indices; an unknown GPU is a bad argument (exit 2). Without
     a driver there is nothing to choose from: the choice is ignored (exit 3 says why)."""
-    from gputop.textout import resolve_gpu_selection
+    from gputop.present import resolve_gpu_selection
 
     if args.gpus is None or not snapshot.driver.available:
         return None
@@ -362,21 +333,23 @@ def _selection(
 
 def _load_output() -> None:
     """What ``--once`` needs after its second reading, imported inside the window."""
-    importlib.import_module("gputop.diagnosis")
+    importlib.import_module("gputop.present")
     importlib.import_module("gputop.textout")
 
 
 def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    holder: list[Diagnoser] = []
+    holder: list[Feed] = []
 
     def meanwhile() -> None:
         """Inside the window: load the output code and do the first reading's share of
         the (incremental) analysis, so that only the second's is left after it."""
         _load_output()
-        from gputop.diagnosis import Diagnoser
+        from gputop.pipeline import Feed
 
-        holder.append(Diagnoser(args.thresholds))
-        holder[0].update(sampler.history(), judge_jobs=False)
+        holder.append(Feed(args.thresholds))
+        first = sampler.latest()
+        assert first is not None
+        holder[0].push(first, judge_jobs=False)
 
     if args.demo:  # the demo's virtual clock advances by the window on its own
         sampler.tick_now()
@@ -384,12 +357,15 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
         snap = sampler.tick_now()
     else:
         snap = sampler.tick_pair(ONCE_WINDOW_S, meanwhile=meanwhile)
-    from gputop.textout import filter_gpus, render_json, render_text
+    from gputop.present import filter_gpus, render_json
+    from gputop.textout import render_text
 
     selection = _selection(args, parser, snap)
     shown = filter_gpus(snap, selection)
     # Two readings ONCE_WINDOW_S apart: the verdicts honestly say "warming up".
-    diagnosis = holder[0].update(sampler.history()).only(selection)
+    diagnosis = holder[0].push(snap).diagnosis
+    assert diagnosis is not None
+    diagnosis = diagnosis.only(selection)
     if args.json:
         out = render_json(shown, diagnosis)
     else:
@@ -439,8 +415,10 @@ def _dashboard(
 
         where = Path(args.record) if args.record else default_dir()
         recorder = BackgroundRecorder(where, interval=sampler.interval)
-        sampler.listeners.append(recorder)
-    extra: dict[str, Any] = {} if recorder is None else {"record_status": recorder.status}
+    extra: dict[str, Any] = {}
+    if recorder is not None:  # a subscriber of the dashboard's frames
+        take = recorder
+        extra = {"record_status": take.status, "subscribers": [lambda f: take(f.snapshot)]}
     try:
         result: int = run_app(
             sampler,
@@ -453,6 +431,5 @@ def _dashboard(
         )
     finally:
         if recorder is not None:
-            sampler.listeners.clear()
             recorder.close()
     return result

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.analysis.thresholds import ThresholdError, Thresholds
+from gputop.argtypes import MAX_INTERVAL, MIN_INTERVAL
 from gputop.fmt import clean_text
 
 __all__ = [
@@ -52,9 +53,6 @@ __all__ = [
     "with_overrides",
 ]
 
-#: Bounds of ``interval`` (the same as ``--interval``).
-MIN_INTERVAL = 0.1
-MAX_INTERVAL = 60.0
 DEFAULT_INTERVAL = 1.0
 #: A settings file is a few hundred bytes: larger is refused, not read.
 MAX_CONFIG_BYTES = 1 << 20

@@ -12,11 +12,10 @@ Consumers only present what a :class:`Diagnosis` holds; none of them calls the a
 API (all of it)::
 
     diagnoser = Diagnoser(thresholds)        # one per stream of snapshots (stateful)
-    d = diagnoser.update(history)            # judge history[-1]; history oldest first
-    d = diagnoser.push(snapshot)             # the same, the history kept here (streams)
+    d = diagnoser.push(*snapshots)           # judge the newest; snapshots in time order
     d = diagnose(history, thresholds)        # the same, one-shot (a fresh Diagnoser)
 
-    d.snapshot                               # the snapshot judged (history[-1])
+    d.snapshot                               # the snapshot judged (the newest pushed)
     d.jobs                                   # tuple[Job, ...], as build_jobs sorts them
     d.gpus                                   # {GPU index: Verdict}, every GPU of d.snapshot
     d.job_verdicts                           # {job id: Verdict}, every job of d.jobs
@@ -26,18 +25,18 @@ API (all of it)::
     d.only(indices) -> Diagnosis             # narrowed to these GPUs (``--gpus``)
 
 - :class:`Diagnoser` wraps the incremental :class:`~gputop.analysis.verdict.Analyzer`:
-  given the sampler's history tick after tick (the same history, cut at the start and
-  extended at the end), a call costs about one new snapshot's work. Any other history
-  works too (a replay jumping in time): the carried state is then rebuilt, the results
-  are the same. Only the last :func:`lookback_seconds` of the history are judged, so
-  the cost stays flat however long the history. One call at a time (a lock): it may be
-  called from the sampler's thread and the UI thread alike. It never raises for a bug
-  in the analysis: the :class:`Diagnosis` then carries ``error`` and no verdicts.
+  snapshots are pushed to it in time order (one a tick, or a whole look-back at once: a
+  replay after a jump); a push costs about its new snapshots' work. It keeps the history
+  the verdicts need itself: the window's snapshots whole, the rest of the last
+  :func:`lookback_seconds` in the compact look-back form, so that its memory and cost
+  stay flat however long it runs. One call at a time (a lock). It never raises for a bug
+  in the analysis: the :class:`Diagnosis` then carries ``error`` and no verdicts. Only
+  :mod:`gputop.pipeline` builds and drives one (every consumer takes its frames).
 - :class:`Diagnosis` is immutable (its mappings are read-only views) and safe to hand
   to other threads.
 
 The JSON form of a snapshot with its diagnosis (``--json``, ``--stream``) is
-:func:`gputop.textout.to_json_dict`.
+:func:`gputop.present.to_json_dict`.
 """
 
 from __future__ import annotations
@@ -121,64 +120,64 @@ class Diagnoser:
 
     def __init__(self, thresholds: Thresholds = DEFAULT) -> None:
         self.thresholds = thresholds
-        self._analyzer = Analyzer(thresholds)
         self._lock = threading.Lock()
-        # push(): the window's snapshots, whole (the rest is carried by _pushed).
+        # The window's snapshots, whole (the rest of the look-back is carried by _analyzer).
         self._recent: deque[Snapshot] = deque()
-        self._pushed = Analyzer(thresholds, carry=lookback_seconds(thresholds))
+        self._analyzer = Analyzer(thresholds, carry=lookback_seconds(thresholds))
 
-    def update(self, history: Sequence[Snapshot], *, judge_jobs: bool = True) -> Diagnosis:
-        """The diagnosis of ``history[-1]`` judged on ``history`` (oldest first; only the
-        last ``lookback_seconds`` are used). Raises ValueError for an empty history.
+    def push(self, *snapshots: Snapshot, judge_jobs: bool = True) -> Diagnosis:
+        """The diagnosis of the newest of ``snapshots``, given in time order after those
+        pushed before: the verdicts of the whole history pushed (its last
+        ``lookback_seconds``). Several at once (a replay's look-back) are judged once, on
+        all of them. Only the window's snapshots are kept whole; the rest of the look-back
+        ("idle memory holder", the disk peak) is kept in the compact form the verdicts
+        read from it (a few hundred bytes a snapshot instead of its process rows and host
+        processes). A snapshot older than the one before (the wall clock stepped back)
+        starts the history afresh: the verdicts warm up again. Raises ValueError for no
+        snapshot.
 
         ``judge_jobs=False``: for a consumer that never presents a job's verdict (the
         exporter without ``--jobs``): the jobs and the GPU verdicts are the same, the job
-        verdicts are left empty instead of judged (about a third of the analysis' cost
-        with many jobs)."""
-        if not history:
+        verdicts are left empty instead of judged."""
+        if not snapshots:
             raise ValueError("nothing to diagnose: the history is empty")
         with self._lock:
-            return self._judge(
-                self._analyzer,
-                recent(history, lookback_seconds(self.thresholds)),
-                judge_jobs,
-            )
-
-    def push(self, snapshot: Snapshot, *, judge_jobs: bool = True) -> Diagnosis:
-        """The diagnosis of ``snapshot``, the newest of a stream of snapshots given one at
-        a time, in time order (the exporter, ``--stream``): what :meth:`update` gives on
-        every snapshot pushed so far, but the history is kept here, and only the window's
-        snapshots are kept whole. The rest of the look-back ("idle memory holder", the
-        disk peak) is kept in the compact form the verdicts read from it (a few hundred
-        bytes a snapshot instead of its process rows and host processes). A snapshot
-        older than the one before (the wall clock stepped back) starts the history
-        afresh: the verdicts warm up again. Not to be mixed with :meth:`update` on one
-        Diagnoser."""
-        with self._lock:
             kept = self._recent
-            if kept and not snapshot.time >= kept[-1].time:
-                kept.clear()  # the clock stepped back: start afresh from this snapshot
-            kept.append(snapshot)
+            new = 0
+            for snapshot in snapshots:
+                if kept and not snapshot.time >= kept[-1].time:
+                    kept.clear()  # the clock stepped back: start afresh from this snapshot
+                    new = 0
+                kept.append(snapshot)
+                new += 1
             # Only what the window takes (its own rule: the last window_seconds, at
-            # least MIN_SAMPLES) is kept whole; the analyzer carries the rest.
-            for _ in range(len(kept) - len(window(kept, self.thresholds))):
+            # least MIN_SAMPLES) stays whole. What the analyzer had before becomes its
+            # look-back form now (but the newest of it: what is given must overlap what
+            # was, or the analyzer starts afresh); new snapshots must be given whole once
+            # (a batch), so those outside the window go after this judge.
+            drop = len(kept) - len(window(kept, self.thresholds))
+            now = min(drop, max(0, len(kept) - new - 1))
+            for _ in range(now):
                 kept.popleft()
-            return self._judge(self._pushed, list(kept), judge_jobs)
+            done = self._judge(
+                list(recent(list(kept), lookback_seconds(self.thresholds))), judge_jobs
+            )
+            for _ in range(drop - now):
+                kept.popleft()
+            return done
 
     @property
     def kept(self) -> tuple[int, int]:
-        """What :meth:`push` keeps: (snapshots kept whole, look-back forms)."""
+        """What is kept between pushes: (snapshots kept whole, look-back forms)."""
         with self._lock:
-            return len(self._recent), self._pushed.carried
+            return len(self._recent), self._analyzer.carried
 
-    def _judge(
-        self, analyzer: Analyzer, history: Sequence[Snapshot], judge_jobs: bool
-    ) -> Diagnosis:
+    def _judge(self, history: Sequence[Snapshot], judge_jobs: bool) -> Diagnosis:
         snap = history[-1]
         start = time.perf_counter()
         error = trace = None
         try:
-            gpus, lazy, jobs = analyzer.update(history)
+            gpus, lazy, jobs = self._analyzer.update(history)
             # Judge every job now: a failure belongs here, not in a view reading it.
             job_verdicts: Mapping[str, Verdict] = (
                 MappingProxyType(dict(lazy)) if judge_jobs else _NO_JOB_VERDICTS
@@ -195,5 +194,7 @@ class Diagnoser:
 
 
 def diagnose(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> Diagnosis:
-    """One-shot :meth:`Diagnoser.update` (``--once``, tests)."""
-    return Diagnoser(thresholds).update(history)
+    """One-shot: the diagnosis of the newest of ``history`` judged on it (its last
+    ``lookback_seconds``), by a fresh :class:`Diagnoser`."""
+    ordered = sorted(history, key=lambda s: s.time)
+    return Diagnoser(thresholds).push(*recent(ordered, lookback_seconds(thresholds)))

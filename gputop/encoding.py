@@ -6,7 +6,18 @@ never a UnicodeEncodeError."""
 from __future__ import annotations
 
 import codecs
+import sys
 import unicodedata
+
+
+def has_terminal() -> bool:
+    """A dashboard reads keys from stdin and draws on stderr; stdout too must be the
+    terminal (``gputop > file`` means the user wanted text)."""
+    streams = (sys.stdin, sys.stdout, sys.stderr)
+    try:
+        return all(s is not None and s.isatty() for s in streams)
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _ascii_table() -> dict[int, str]:

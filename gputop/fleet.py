@@ -28,8 +28,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from gputop import argtypes
 from gputop.analysis.thresholds import Thresholds
-from gputop.argtypes import Parser, ascii_number, seconds_between
+from gputop.argtypes import Parser, ascii_number
 from gputop.config import ConfigError, load_config, with_overrides
 from gputop.fmt import clean_text
 
@@ -41,9 +42,6 @@ DEFAULT_INTERVAL = 2.0
 PROMETHEUS_INTERVAL = 15.0
 #: At most this many hosts (one ssh process each; use --prometheus beyond).
 MAX_HOSTS = 512
-
-
-_interval = seconds_between(0.1, 60)
 
 
 def _seconds(text: str) -> float:
@@ -73,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--interval",
-        type=_interval,
+        type=argtypes.interval,
         metavar="SECONDS",
         help=f"seconds between each host's snapshots (default {DEFAULT_INTERVAL:g})",
     )
@@ -166,7 +164,7 @@ def check_hosts(hosts: Sequence[str]) -> list[str]:
 
 
 def _need_terminal(parser: argparse.ArgumentParser) -> None:
-    from gputop.cli import has_terminal
+    from gputop.encoding import has_terminal
 
     if not has_terminal():
         parser.error("not a terminal: gputop fleet is a screen (gputop --stream for lines)")

@@ -40,9 +40,6 @@ class Sampler:
             raise ValueError("history must be >= 1")
         self.source = source
         self.on_snapshot = on_snapshot
-        # More consumers of each worker tick, called after on_snapshot on the worker
-        # thread (the dashboard's --record recorder).
-        self.listeners: list[Callable[[Snapshot], None]] = []
         self._interval = float(interval)
         self._paused = False
         self._history: deque[Snapshot] = deque(maxlen=history)
@@ -226,9 +223,8 @@ class Sampler:
                     log.exception("sampling failed")
                     continue
             self.last_error = None
-            for callback in (self.on_snapshot, *self.listeners):
-                if callback is not None:
-                    try:
-                        callback(snap)
-                    except Exception:
-                        log.exception("on_snapshot callback failed")
+            if self.on_snapshot is not None:
+                try:
+                    self.on_snapshot(snap)
+                except Exception:
+                    log.exception("on_snapshot callback failed")

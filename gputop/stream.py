@@ -1,7 +1,7 @@
 """``gputop --stream``: JSON lines, one snapshot with its jobs and verdicts per line.
 
 A consumer like the others: source -> sampler -> diagnosis -> here. Each line is the
-``--json`` document of one snapshot (:func:`gputop.textout.to_json_dict`: schema 1,
+``--json`` document of one snapshot (:func:`gputop.present.to_json_dict`: schema 1,
 each GPU's ``verdict``, the ``jobs`` list) on one line, written and flushed as soon as
 it is taken, every ``--interval`` seconds. This is also what a fleet view reads over
 SSH (``ssh host gputop --stream``).
@@ -13,7 +13,7 @@ SSH (``ssh host gputop --stream``).
   the next tick instead of piling lines up in memory; a late tick is never made up in a
   burst. Nothing is dropped silently: each line is one tick, in order.
 - A closed pipe (``gputop --stream | head -3``) ends it quietly with status 0.
-- The diagnosis is incremental (:class:`gputop.diagnosis.Diagnoser`): each snapshot is
+- The diagnosis is incremental (a :class:`gputop.pipeline.Feed`): each snapshot is
   pushed to it, and it keeps what the verdicts look back on (the window's snapshots
   whole, the rest compact); the sampler keeps only the first pair.
 - Never imports Textual.
@@ -29,10 +29,10 @@ from collections.abc import Callable, Collection
 from typing import Any, TextIO
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.diagnosis import Diagnoser
 from gputop.model import Snapshot
+from gputop.pipeline import Feed
+from gputop.present import filter_gpus, to_json_dict
 from gputop.sampler import Sampler
-from gputop.textout import filter_gpus, to_json_dict
 
 
 def json_line(doc: dict[str, Any]) -> str:
@@ -83,12 +83,12 @@ def run(
     available (the lines then carry the host part; the reason goes to stderr once).
     """
     out = sys.stdout if out is None else out
-    diagnoser = Diagnoser(thresholds)
+    feed = Feed(thresholds)
     first_start = clock()
     # Inside the window: the first reading's share of the (incremental) analysis.
     snap = sampler.tick_pair(
         first_window,
-        meanwhile=lambda: diagnoser.push(_latest(sampler), judge_jobs=False),
+        meanwhile=lambda: feed.push(_latest(sampler), judge_jobs=False),
         clock=clock,
         sleep=sleep,
     )
@@ -103,7 +103,9 @@ def run(
         )
     written = 0
     while True:
-        diagnosis = diagnoser.push(snap).only(selection)
+        diagnosis = feed.push(snap).diagnosis
+        assert diagnosis is not None  # a stream's frames are always judged
+        diagnosis = diagnosis.only(selection)
         line = json_line(to_json_dict(filter_gpus(snap, selection), diagnosis))
         try:
             out.write(line + "\n")

@@ -1,7 +1,7 @@
-"""One-shot views: the ``--once`` text table, the ``--once --json`` document, and GPU
-selection (``--gpus 0,2`` / UUIDs), which every view applies the same way.
+"""The ``--once`` text table (GPU selection, filtering and the JSON document are
+:mod:`gputop.present`'s).
 
-Both views can carry a :class:`~gputop.diagnosis.Diagnosis` (see :mod:`gputop.diagnosis`,
+It can carry a :class:`~gputop.diagnosis.Diagnosis` (see :mod:`gputop.diagnosis`,
 narrowed with ``only()`` to the GPUs shown): a verdict for each GPU shown and the jobs
 on those GPUs, each with its verdict.
 
@@ -12,160 +12,17 @@ Text output is plain ASCII layout (the data itself may hold any cleaned Unicode)
 
 from __future__ import annotations
 
-import json
-import math
 import textwrap
 import time
-from collections.abc import Collection, Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from gputop import __version__, cells, fmt
-from gputop.analysis.jobs import job_to_dict
-from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict, verdict_to_dict
+from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict
 from gputop.diagnosis import Diagnosis
-from gputop.model import GpuSample, ProcessInfo, Snapshot, replace
+from gputop.model import GpuSample, ProcessInfo, Snapshot
+from gputop.present import children_of, descendants
 
 WIDTH = 80
-
-# --- GPU selection -------------------------------------------------------------------
-
-
-def parse_gpu_selection(text: str) -> tuple[str, ...]:
-    """'0, 2,GPU-ab..' -> ('0', '2', 'GPU-ab..'). Raises ValueError when empty."""
-    tokens = tuple(t.strip() for t in text.split(","))
-    if not tokens or any(not t for t in tokens):
-        raise ValueError(
-            f"--gpus: expected indices or UUIDs separated by commas, got {_short(text)!r}"
-        )
-    for t in tokens:
-        if not t.isascii() or not t.isprintable():  # "３" is a digit to str.isdigit()
-            raise ValueError(f"--gpus: {_short(t)!r} is not an index or a UUID (ASCII only)")
-        if t.isdigit() and len(t) > MAX_GPU_INDEX_DIGITS:
-            raise ValueError(f"--gpus: GPU index {_short(t)} is too large")
-    return tokens
-
-
-#: A GPU index has at most this many digits (a node has far fewer than 10,000 GPUs).
-MAX_GPU_INDEX_DIGITS = 4
-
-
-def _short(text: str, keep: int = 20) -> str:
-    return text if len(text) <= keep else text[:keep] + "..."
-
-
-def _uuids(gpu: GpuSample) -> list[str]:
-    """The GPU's UUID and those of its MIG devices, lower case."""
-    out = [gpu.uuid.lower()] if gpu.uuid else []
-    return out + [m.uuid.lower() for m in gpu.mig_devices if m.uuid]
-
-
-def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> frozenset[int]:
-    """Turn indices / UUIDs into GPU indices. A UUID matches whole or by a unique
-    prefix (with or without the ``GPU-`` part), case-insensitively; a MIG device's UUID
-    (``MIG-...``) chooses the GPU it is part of. Raises ValueError
-    naming the first token that matches no GPU."""
-    gpus = tuple(gpus)
-    by_index = {g.index: g for g in gpus}
-    chosen: set[int] = set()
-    for token in tokens:
-        if token.isascii() and token.isdigit():
-            index = int(token)
-            if index not in by_index:
-                have = ", ".join(str(i) for i in sorted(by_index)) or "none"
-                raise ValueError(f"--gpus: no GPU with index {index} (GPUs: {have})")
-            chosen.add(index)
-            continue
-        want = token.lower()
-        if not want.startswith("gpu-") and not want.startswith("mig-"):
-            want = "gpu-" + want
-        # a MIG device's UUID chooses the GPU it is part of
-        uuids = [(g.index, u) for g in gpus for u in _uuids(g)]
-        exact = sorted({i for i, u in uuids if u == want})
-        matches = exact or sorted({i for i, u in uuids if u.startswith(want)})
-        if len(matches) != 1:
-            why = "matches several GPUs" if matches else "matches no GPU"
-            raise ValueError(f"--gpus: {token!r} {why}")
-        chosen.add(matches[0])
-    return frozenset(chosen)
-
-
-def filter_gpus(snapshot: Snapshot, indices: Collection[int] | None) -> Snapshot:
-    """Keep only the chosen GPUs, their processes (with descendants), their unlisted
-    holders and the errors that concern them (or no GPU). ``None`` keeps everything."""
-    if indices is None:
-        return snapshot
-    keep = frozenset(indices)
-    gpus = tuple(g for g in snapshot.gpus if g.index in keep)
-    roots = {p.pid for g in gpus for p in g.processes}
-    wanted = _with_descendants(roots, snapshot.processes)
-    return replace(
-        snapshot,
-        gpus=gpus,
-        processes=tuple(p for p in snapshot.processes if p.pid in wanted),
-        unlisted_holders=tuple(h for h in snapshot.unlisted_holders if h.gpu in keep),
-        errors=tuple(e for e in snapshot.errors if e.gpu is None or e.gpu in keep),
-    )
-
-
-def _with_descendants(roots: set[int], processes: Iterable[ProcessInfo]) -> set[int]:
-    return _descendants(roots, _children_of(processes))
-
-
-def _children_of(processes: Iterable[ProcessInfo]) -> dict[int, list[int]]:
-    """Parent pid -> its children's pids."""
-    children: dict[int, list[int]] = {}
-    for p in processes:
-        if p.ppid is not None and p.ppid != p.pid:
-            children.setdefault(p.ppid, []).append(p.pid)
-    return children
-
-
-def _descendants(roots: set[int], children: dict[int, list[int]]) -> set[int]:
-    seen = set(roots)
-    stack = list(roots)
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
-    return seen
-
-
-# --- JSON ----------------------------------------------------------------------------
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
-def to_json_dict(snapshot: Snapshot, diagnosis: Diagnosis | None = None) -> dict[str, Any]:
-    """The ``--json`` document: ``Snapshot.to_dict()`` with NaN/inf turned into null.
-
-    With a diagnosis, two additive keys (``Snapshot.from_dict`` ignores them): a
-    ``verdict`` object on each GPU (null when there is none) and a top-level ``jobs``
-    list (``job_to_dict`` with the job's verdict); when the analysis failed, a
-    ``verdict_error`` string too (every verdict is then null)."""
-    out: dict[str, Any] = snapshot.to_dict()
-    if diagnosis is not None:
-        for gpu in out["gpus"]:
-            verdict = diagnosis.gpus.get(gpu["index"])
-            gpu["verdict"] = None if verdict is None else verdict_to_dict(verdict)
-        out["jobs"] = [job_to_dict(j, diagnosis.job_verdicts.get(j.id)) for j in diagnosis.jobs]
-        if diagnosis.error is not None:
-            out["verdict_error"] = diagnosis.error
-    finite: dict[str, Any] = _finite(out)
-    return finite
-
-
-def render_json(snapshot: Snapshot, diagnosis: Diagnosis | None = None) -> str:
-    return json.dumps(to_json_dict(snapshot, diagnosis), indent=2, allow_nan=False)
-
 
 # --- text ----------------------------------------------------------------------------
 
@@ -307,7 +164,7 @@ def _rows_by_pid(processes: Sequence[ProcessInfo]) -> _Rows:
 
 
 def _children_summary(pid: int, children: dict[int, list[int]], rows: _Rows) -> str | None:
-    kids = _descendants({pid}, children) - {pid}
+    kids = descendants({pid}, children) - {pid}
     # in the snapshot's order, as a scan of its processes would find them
     found = sorted((e for k in kids for e in rows.get(k, ())), key=lambda e: e[0])
     infos = [p for _, p in found]
@@ -334,7 +191,7 @@ _PROC_HEADER = (
 
 def _process_lines(snapshot: Snapshot) -> list[str]:
     lines = [_PROC_HEADER]
-    children = _children_of(snapshot.processes)  # indexed once, not scanned per process
+    children = children_of(snapshot.processes)  # indexed once, not scanned per process
     rows = _rows_by_pid(snapshot.processes)
     for g in snapshot.gpus:
         if g.lost:

@@ -139,9 +139,9 @@ def _cli_has_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process runs of ``cli.main`` have no terminal (pytest holds stdin/stdout); the
     dashboard path (with a fake ``run_app``) must still be reachable. The refusal itself
     is tested on real processes (tests/test_lifecycle.py)."""
-    import gputop.cli
+    import gputop.encoding
 
-    monkeypatch.setattr(gputop.cli, "has_terminal", lambda: True)
+    monkeypatch.setattr(gputop.encoding, "has_terminal", lambda: True)
 
 
 @pytest.fixture(autouse=True)

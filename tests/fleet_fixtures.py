@@ -9,22 +9,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gputop.diagnosis import Diagnoser
+from gputop.pipeline import Feed
+from gputop.present import to_json_dict
 from gputop.sources.demo import DemoSource
 from gputop.sources.remote import parse_line, summarize
 from gputop.sources.streams import HostView
-from gputop.textout import to_json_dict
 
 
 def demo_datas(seed: int, ticks: int, start: float = 1_800_000_000.0) -> list[dict[str, Any]]:
     """``ticks`` stream lines of a demo host (parsed), one second apart."""
     source = DemoSource(seed, start_time=start, step=1.0)
-    diagnoser = Diagnoser()
+    diagnoser = Feed()
     history = []
     out = []
     for _ in range(ticks):
         history.append(source.snapshot())
-        line = json.dumps(to_json_dict(history[-1], diagnoser.update(history)))
+        line = json.dumps(to_json_dict(history[-1], diagnoser.frame(history).diagnosis))
         out.append(parse_line(line))
     return out
 

@@ -248,9 +248,99 @@ def test_the_checks_see_circles_and_private_names(tmp_path: Path) -> None:
     assert private_imports(pkg) == ["pkg.a imports _x from pkg.b"]
 
 
-def test_the_analysis_has_no_import_circle() -> None:
-    assert import_cycles(PACKAGE / "analysis") == []
+def test_there_is_no_import_circle_anywhere_in_gputop() -> None:
+    """Module-level, function-level and TYPE_CHECKING imports alike."""
+    assert import_cycles(PACKAGE) == []
 
 
-def test_the_analysis_imports_no_private_name_across_modules() -> None:
-    assert private_imports(PACKAGE / "analysis") == []
+def test_no_underscore_name_is_imported_from_another_module() -> None:
+    """``from gputop.x import _name`` between two modules; dunders such as
+    ``__version__`` are public."""
+    assert private_imports(PACKAGE) == []
+
+
+# --- layers: commands compose consumers; consumers never import each other -----------------
+
+
+def _from_imports(name: str) -> list[tuple[str, str]]:
+    """(module, name) of each ``from module import name`` in module ``name`` (relative
+    ones resolved; ``import a.b`` gives ("a.b", ""))."""
+    path = PACKAGE.parent / Path(*name.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: list[tuple[str, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.extend((alias.name, "") for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            out.extend((mod, alias.name) for alias in node.names)
+    return out
+
+
+def _imported_modules(name: str) -> set[str]:
+    """The gputop modules ``name`` imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+    out: set[str] = set()
+    for mod, what in _from_imports(name):
+        if f"{mod}.{what}" in MODULES:
+            out.add(f"{mod}.{what}")
+        elif mod in MODULES:
+            out.add(mod)
+    return out
+
+
+#: The layers above the pipeline, as data: each consumer (a subscriber of a feed's frames)
+#: by the modules that make it; the commands, which sit above the consumers and compose
+#: them. A module's layer is its longest matching entry.
+CONSUMERS: dict[str, tuple[str, ...]] = {
+    "dashboard": ("gputop.ui",),
+    "text output": ("gputop.textout",),
+    "stream": ("gputop.stream",),
+    "exporter": ("gputop.exporter",),
+    "recorder": ("gputop.record.store", "gputop.record.codec"),
+}
+COMMANDS: tuple[str, ...] = (
+    "gputop.__main__",
+    "gputop.cli",
+    "gputop.exporter",  # the package itself: ``gputop export``'s main (not its modules)
+    "gputop.fleet",
+    "gputop.record.record_cli",
+    "gputop.record.replay_cli",
+)
+
+
+def _layer(module: str) -> str | None:
+    """ "command", a consumer's name, or None (the pipeline and what it is made of)."""
+    if module in COMMANDS:
+        return "command"
+    best: tuple[int, str | None] = (0, None)
+    for consumer, prefixes in CONSUMERS.items():
+        for p in prefixes:
+            if _is_under(module, p) and len(p) > best[0]:
+                best = (len(p), consumer)
+    return best[1]
+
+
+def test_the_layers_name_real_modules() -> None:
+    for module in COMMANDS:
+        assert module in MODULES, module
+    for prefixes in CONSUMERS.values():
+        assert all(any(_is_under(m, p) for m in MODULES) for p in prefixes), prefixes
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if _layer(m) not in (None, "command")])
+def test_a_consumer_imports_no_other_consumer_and_no_command(name: str) -> None:
+    mine = _layer(name)
+    bad = {m for m in _imported_modules(name) if (layer := _layer(m)) is not None and layer != mine}
+    assert bad == set(), f"{name} ({mine}) imports {bad}: compose them in a command"
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if _layer(m) != "command"])
+def test_only_a_command_imports_a_command(name: str) -> None:
+    bad = {m for m in _imported_modules(name) if _layer(m) == "command"}
+    assert bad == set(), f"{name} imports {bad}"

@@ -16,8 +16,9 @@ from gputop import __version__
 from gputop.cells import is_wide
 from gputop.cli import EXIT_NO_DRIVER, EXIT_USAGE, main
 from gputop.model import GpuProcess, GpuSample, SampleError, Snapshot, replace
+from gputop.present import filter_gpus
 from gputop.sources.demo import DemoSource
-from gputop.textout import filter_gpus, render_text
+from gputop.textout import render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -238,7 +239,7 @@ def test_json_alone_implies_once(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_json_never_holds_nan() -> None:
-    from gputop.textout import render_json
+    from gputop.present import render_json
 
     snap = DemoSource().snapshot()
     g = replace(snap.gpus[0], power_w=float("nan"), temperature_c=float("inf"))

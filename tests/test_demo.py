@@ -257,7 +257,7 @@ def test_real_clock_mode_advances_with_time() -> None:
 
 
 def test_clock_event_reason_names_match_the_nvml_source(snaps: list[Snapshot]) -> None:
-    from gputop.sources.nvml import CLOCK_EVENT_REASONS
+    from gputop.model import CLOCK_EVENT_REASONS
 
     known = {name for _, name in CLOCK_EVENT_REASONS}
     used = {r for s in snaps for g in s.gpus for r in g.clock_event_reasons or ()}

@@ -12,6 +12,7 @@ from gputop.analysis.jobs import build_jobs
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.diagnosis import Diagnoser, Diagnosis, diagnose, lookback_seconds, recent
 from gputop.model import Snapshot
+from gputop.pipeline import Feed
 from tests import ui_fixtures as fx
 
 
@@ -24,10 +25,10 @@ def _kinds(d: Diagnosis) -> tuple[dict[int, str], dict[str, str]]:
 
 def test_incremental_and_one_shot_agree_tick_after_tick() -> None:
     history = fx.demo_snapshots(40, seed=2)
-    diagnoser = Diagnoser(DEFAULT)
+    diagnoser = Feed(DEFAULT)
     for n in range(1, len(history) + 1):
         seen = history[:n]
-        live = diagnoser.update(seen)
+        live = diagnoser.frame(seen).diagnosis
         once = diagnose(seen)
         assert live.snapshot is seen[-1]
         assert live.error is None
@@ -44,9 +45,9 @@ def test_incremental_and_one_shot_agree_tick_after_tick() -> None:
 def test_a_jump_in_time_is_judged_as_if_fresh() -> None:
     """A replay seeks: the diagnoser is given an unrelated history; same results."""
     history = fx.demo_snapshots(60, seed=1)
-    diagnoser = Diagnoser()
-    diagnoser.update(history[:50])
-    jumped = diagnoser.update(history[5:20])
+    diagnoser = Feed()
+    diagnoser.frame(history[:50])
+    jumped = diagnoser.frame(history[5:20]).diagnosis
     fresh = diagnose(history[5:20])
     assert jumped.gpus == fresh.gpus and jumped.job_verdicts == fresh.job_verdicts
 
@@ -55,8 +56,8 @@ def test_only_the_lookback_is_judged() -> None:
     t = Thresholds.from_overrides({"window_seconds": 5.0, "idle_holder_seconds": 10.0})
     assert lookback_seconds(t) == 20.0
     history = fx.demo_snapshots(60)
-    long = Diagnoser(t).update(history)
-    cut = Diagnoser(t).update(recent(history, 20.0))
+    long = Feed(t).frame(history).diagnosis
+    cut = Feed(t).frame(recent(history, 20.0)).diagnosis
     assert long.gpus == cut.gpus and long.job_verdicts == cut.job_verdicts
 
 
@@ -91,7 +92,7 @@ def test_a_failing_analysis_is_carried_not_raised(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(vd.Analyzer, "update", broken)
     history = fx.demo_snapshots(3)
-    d = Diagnoser().update(history)
+    d = Feed().frame(history).diagnosis
     assert d.error == "boom" and d.traceback and "RuntimeError" in d.traceback
     assert d.snapshot is history[-1]
     assert d.jobs == () and not d.gpus and not d.job_verdicts
@@ -99,13 +100,13 @@ def test_a_failing_analysis_is_carried_not_raised(monkeypatch: pytest.MonkeyPatc
 
 def test_an_empty_history_is_a_caller_bug() -> None:
     with pytest.raises(ValueError, match="empty"):
-        Diagnoser().update(())
+        Diagnoser().push()
 
 
 def test_calls_from_two_threads_are_serialized() -> None:
     """The dashboard calls it from the sampler's thread and the UI thread."""
     history = fx.demo_snapshots(30)
-    diagnoser = Diagnoser()
+    diagnoser = Feed()
     expected = diagnose(history)
     results: list[Diagnosis] = []
     errors: list[BaseException] = []
@@ -113,7 +114,7 @@ def test_calls_from_two_threads_are_serialized() -> None:
     def work(hist: tuple[Snapshot, ...] | list[Snapshot]) -> None:
         try:
             for _ in range(20):
-                results.append(diagnoser.update(hist))
+                results.append(diagnoser.frame(hist).diagnosis)
         except BaseException as exc:
             errors.append(exc)
 

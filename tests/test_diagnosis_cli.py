@@ -19,8 +19,9 @@ from gputop.cells import is_wide
 from gputop.cli import EXIT_USAGE
 from gputop.diagnosis import diagnose
 from gputop.model import GpuSample, Snapshot, replace
+from gputop.present import filter_gpus, to_json_dict
 from gputop.sources.demo import LINK_FLAP, DemoSource
-from gputop.textout import _gpu_list, filter_gpus, render_text, to_json_dict
+from gputop.textout import _gpu_list, render_text
 from tests.test_cli import run_main
 
 GPU_JOB_KEYS = {
@@ -411,24 +412,25 @@ def test_once_analyses_the_first_reading_before_the_second_and_prints_the_same(
     from gputop.sampler import Sampler
 
     calls: list[int] = []
-    histories: list[Any] = []
-    real_update = diagnosis_module.Diagnoser.update
+    pushed: list[Any] = []
+    real_push = diagnosis_module.Diagnoser.push
     real_tick_now = Sampler.tick_now
 
-    def update(self: Any, history: Any, **kw: Any) -> Any:
-        calls.append(len(history))
-        histories.append(tuple(history))
-        return real_update(self, history, **kw)
+    def push(self: Any, *snapshots: Any, **kw: Any) -> Any:
+        calls.append(len(snapshots))
+        pushed.extend(snapshots)
+        return real_push(self, *snapshots, **kw)
 
     def tick_now(self: Sampler) -> Any:
         calls.append(-1)  # a reading
         return real_tick_now(self)
 
-    monkeypatch.setattr(diagnosis_module.Diagnoser, "update", update)
+    monkeypatch.setattr(diagnosis_module.Diagnoser, "push", push)
     monkeypatch.setattr(Sampler, "tick_now", tick_now)
     rc, out, _ = run_main(capsys, "--once", "--json", "--demo")
     assert rc == 0
-    assert calls == [-1, 1, -1, 2]
-    history = histories[-1]
-    monkeypatch.setattr(diagnosis_module.Diagnoser, "update", real_update)
+    assert calls == [-1, 1, -1, 1]  # the first reading judged inside the window
+    history = tuple(pushed)
+    assert len(history) == 2
+    monkeypatch.setattr(diagnosis_module.Diagnoser, "push", real_push)
     assert json.loads(out) == json.loads(json.dumps(to_json_dict(history[-1], diagnose(history))))

@@ -18,9 +18,9 @@ from prometheus_client.openmetrics.exposition import generate_latest as om_lates
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputop.analysis.verdict import Verdict
-from gputop.diagnosis import Diagnoser
 from gputop.exporter.encode import OpenMetricsEncoder, TextEncoder
 from gputop.exporter.server import ExportState, SnapshotCollector, make_registry
+from gputop.pipeline import Feed
 from gputop.sources.demo import DemoSource
 
 
@@ -92,8 +92,8 @@ def test_what_it_does_not_handle_falls_back_to_the_library() -> None:
 def test_without_jobs_no_job_is_judged_and_gpu_verdicts_are_the_same() -> None:
     source = DemoSource(0, start_time=0.0, step=1.0)
     history = [source.snapshot() for _ in range(25)]
-    full = Diagnoser().update(history)
-    lean = Diagnoser().update(history, judge_jobs=False)
+    full = Feed().frame(history).diagnosis
+    lean = Feed(judge_jobs=False).frame(history).diagnosis
     assert full.job_verdicts and not lean.job_verdicts
     assert dict(lean.gpus) == dict(full.gpus)
     assert lean.jobs == full.jobs
@@ -184,10 +184,10 @@ def test_series_families_are_byte_identical_through_lost_gpus_host_only_and_na()
 
     source = DemoSource(0, start_time=0.0, step=1.0, mig=True)
     history = [source.snapshot() for _ in range(20)]
-    diagnoser = Diagnoser()
+    diagnoser = Feed()
     for _ in range(4):
         history.append(source.snapshot())
-        d = diagnoser.update(history)
+        d = diagnoser.frame(history).diagnosis
         totals.add(history[-1], d.gpus, 2.0)
         fams = build(history[-1], d.gpus, d.jobs, d.job_verdicts, totals, with_jobs=True)
         assert all(type(f) is Family for f in fams)

@@ -28,6 +28,7 @@ from textual.pilot import Pilot
 
 from gputop.analysis import window as analysis_window
 from gputop.model import ProcessInfo, Snapshot, replace
+from gputop.pipeline import Feed
 from gputop.sampler import Sampler
 from gputop.sources.live import LiveSource
 from gputop.sources.nvml import NvmlReader
@@ -843,7 +844,7 @@ async def test_row14_nothing_is_applied_once_shutdown_begins(moment: str, path: 
     loop keeps running while the screens are removed: the sampler's thread still posts
     then. Such a snapshot used to be drawn into widgets being removed (NoMatches
     '#header', exit status 1: about 1 run in 4 under load)."""
-    from gputop.ui.app import SnapshotArrived
+    from gputop.ui.app import FrameArrived
 
     first = fx.fleet(2)
     second = fx.fleet(2, time=first.time + 1)
@@ -852,8 +853,8 @@ async def test_row14_nothing_is_applied_once_shutdown_begins(moment: str, path: 
 
     def feed() -> None:
         fed.append(moment)
-        if path == "message":  # what the sampler's SnapshotArrived runs
-            app.on_snapshot_arrived(SnapshotArrived(second, (first, second)))
+        if path == "message":  # what the sampler's FrameArrived runs
+            app.on_frame_arrived(FrameArrived(Feed().frame((first, second))))
         elif path == "direct":
             assert app.apply_snapshot(second, (first, second)) is False
         else:

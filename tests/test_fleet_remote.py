@@ -8,10 +8,10 @@ import pytest
 
 from gputop.diagnosis import diagnose
 from gputop.model import SCHEMA_VERSION, Snapshot
+from gputop.present import to_json_dict
 from gputop.sources import remote
 from gputop.sources.demo import DemoSource
 from gputop.sources.prometheus import build_hosts
-from gputop.textout import to_json_dict
 
 
 def demo_line(seed: int = 0, ticks: int = 6) -> str:

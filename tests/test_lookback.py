@@ -20,7 +20,7 @@ from gputop.analysis import window as window_mod
 from gputop.analysis.kinds import IDLE_HOLDER
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.window import idle_and_held, lookback_form
-from gputop.diagnosis import Diagnoser, lookback_seconds
+from gputop.diagnosis import Diagnoser, diagnose, lookback_seconds
 from gputop.exporter.server import ExportState
 from gputop.model import (
     DriverInfo,
@@ -170,13 +170,13 @@ def test_pushed_over_a_long_run_judged_as_the_whole_history() -> None:
     15 minutes: idle-holder runs reach back past the window into the forms, and the
     look-back is cut at the start all along."""
     source = DemoSource(seed=3, start_time=START, step=2.0)
-    pushed, whole = Diagnoser(SHORT), Diagnoser(SHORT)
+    pushed = Diagnoser(SHORT)
     history: list[Snapshot] = []
     seen: set[str] = set()
     for _ in range(450):
         snap = source.snapshot()
         history.append(snap)
-        a, b = pushed.push(snap), whole.update(history)
+        a, b = pushed.push(snap), diagnose(history, SHORT)
         assert a.error is None, a.traceback
         assert digest(a.gpus, a.job_verdicts, a.jobs) == digest(b.gpus, b.job_verdicts, b.jobs)
         seen |= kinds(a.gpus, a.job_verdicts)
@@ -221,12 +221,12 @@ def test_a_new_scope_walks_back_through_the_forms(monkeypatch: pytest.MonkeyPatc
         return real(snap, *args)
 
     monkeypatch.setattr(window_mod, "idle_and_held", counted)
-    pushed, whole = Diagnoser(SHORT), Diagnoser(SHORT)
+    pushed = Diagnoser(SHORT)
     history: list[Snapshot] = []
     for tick in range(40):
         snap = _idle_job(tick)
         history.append(snap)
-        a, b = pushed.push(snap), whole.update(history)
+        a, b = pushed.push(snap), diagnose(history, SHORT)
         assert a.error is None, a.traceback
         assert digest(a.gpus, a.job_verdicts, a.jobs) == digest(b.gpus, b.job_verdicts, b.jobs)
         if tick >= 20:  # the job with its new pid set: idle for the whole look-back
@@ -250,7 +250,7 @@ def test_a_snapshot_older_than_the_one_before_restarts_the_look_back() -> None:
         d = diagnoser.push(snap)
         assert d.error is None
     # Judged as a fresh run that saw the step back and what came after.
-    fresh = Diagnoser(SHORT).update([snaps[10], *snaps[50:]])
+    fresh = diagnose([snaps[10], *snaps[50:]], SHORT)
     assert digest(d.gpus, d.job_verdicts, d.jobs) == digest(
         fresh.gpus, fresh.job_verdicts, fresh.jobs
     )
@@ -258,14 +258,13 @@ def test_a_snapshot_older_than_the_one_before_restarts_the_look_back() -> None:
 
 def test_the_exporter_judges_as_the_whole_history() -> None:
     state = ExportState(SHORT, with_jobs=True)
-    whole = Diagnoser(SHORT)
     source = DemoSource(seed=3, start_time=START, step=2.0)
     history: list[Snapshot] = []
     for _ in range(120):
         snap = source.snapshot()
         history.append(snap)
         state.on_snapshot(snap)
-        want = whole.update(history)
+        want = diagnose(history, SHORT)
         assert state._gpu_verdicts == dict(want.gpus)
         assert state._job_verdicts == dict(want.job_verdicts)
-    assert state.diagnoser.kept[1] > 0
+    assert state.feed.kept[1] > 0

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from gputop.diagnosis import Diagnoser
 from gputop.model import Snapshot
+from gputop.pipeline import Feed
+from gputop.present import to_json_dict
 from gputop.record import codec
 from gputop.record.store import (
     FORMAT_VERSION,
@@ -34,7 +35,6 @@ from gputop.record.store import (
 from gputop.record.when import parse_time
 from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
-from gputop.textout import to_json_dict
 from tests.test_cli import GHOST, ROOT, fake_scenario, run_cli
 
 HOUR = 3600.0
@@ -427,13 +427,13 @@ def test_replay_once_json_is_what_was_live_then(tmp_path: Path) -> None:
     the same snapshots; then ``replay --at T --once --json`` for a few moments T."""
     source = DemoSource(2, start_time=DEMO_EPOCH, step=1.0)
     sampler = Sampler(source, interval=1.0)
-    diagnoser = Diagnoser()
+    diagnoser = Feed()
     rec = Recorder(tmp_path, interval=1.0, retain=None, max_size=None, flush_seconds=30)
     live: dict[float, dict[str, Any]] = {}
     for _ in range(700):
         snap = sampler.tick_now()
         rec.add(snap)
-        live[snap.time] = to_json_dict(snap, diagnoser.update(sampler.history()))
+        live[snap.time] = to_json_dict(snap, diagnoser.frame(sampler.history()).diagnosis)
     rec.close()
     sampler.stop()
     times = sorted(live)
@@ -523,8 +523,9 @@ def test_the_dashboard_records_what_its_sampler_ticks(tmp_path: Path) -> None:
     from gputop.record.store import BackgroundRecorder
 
     bg = BackgroundRecorder(tmp_path, interval=0.1, flush_seconds=0.3)
-    sampler = Sampler(DemoSource(0, clock=time.time), interval=0.1)
-    sampler.listeners.append(bg)
+    feed = Feed()  # the dashboard's: the recorder is a subscriber of its frames
+    feed.subscribers.append(lambda frame: bg(frame.snapshot))
+    sampler = Sampler(DemoSource(0, clock=time.time), interval=0.1, on_snapshot=feed.push)
     sampler.start()
     try:
         deadline = time.monotonic() + 30

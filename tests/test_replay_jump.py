@@ -16,14 +16,16 @@ from typing import Any
 
 import pytest
 
-from gputop.diagnosis import Diagnoser, Diagnosis
+from gputop import pipeline
+from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
+from gputop.pipeline import Feed
 from gputop.record.player import Frame, Player
 from gputop.record.store import BlockRef, Recorder, Recording
 from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.ui import views
-from gputop.ui.app import SnapshotArrived
+from gputop.ui.app import FrameArrived
 from gputop.ui.replay import JUDGING, ReplayApp
 
 SECONDS = 900  # 15 blocks of 60 s: a 600 s look-back spans 10-11 of them
@@ -36,13 +38,13 @@ def recording(
     """15 minutes of the demo, recorded; and the live diagnosis at each moment."""
     d = tmp_path_factory.mktemp("rec")
     sampler = Sampler(DemoSource(0, start_time=DEMO_EPOCH, step=1.0), interval=1.0)
-    diagnoser = Diagnoser()
+    diagnoser = Feed()
     rec = Recorder(d, interval=1.0, retain=None, max_size=None)
     live: dict[float, Diagnosis] = {}
     for _ in range(SECONDS):
         snap = sampler.tick_now()
         rec.add(snap)
-        live[snap.time] = diagnoser.update(sampler.history())
+        live[snap.time] = diagnoser.frame(sampler.history()).diagnosis
     rec.close()
     sampler.stop()
     yield d, live
@@ -114,7 +116,7 @@ def test_a_jump_shows_its_frame_first_then_the_verdicts_then_the_window_after(
     assert third.after[0].time == DEMO_EPOCH + 701 and third.after[-1].time == DEMO_EPOCH + 899
     assert len(frames) == 3 and player.superseded == 0
     # Judged on the complete history, the verdicts are what live said then.
-    assert kinds(Diagnoser().update(second.history)) == kinds(live[DEMO_EPOCH + 700])
+    assert kinds(Feed().frame(second.history).diagnosis) == kinds(live[DEMO_EPOCH + 700])
     # A step within what is decoded: one frame, complete at once, nothing decoded.
     before = len(counting.decoded)
     player.step(-1)
@@ -191,7 +193,7 @@ async def test_replay_app_says_judging_and_never_shows_an_older_jumps_verdicts(
             snap = app.snapshot
             return snap is not None and snap.time == DEMO_EPOCH + offset and app.judging is None
 
-        await until("ready at +850", lambda: ready_at(850) and bool(app.after))
+        await until("ready at +850", lambda: ready_at(850) and bool(app.frame and app.frame.after))
         assert kinds(app.diagnosis()) == kinds(live[DEMO_EPOCH + 850])  # type: ignore[arg-type]
         # Jump A: its look-back held. The frame shows at once, and says it is judging.
         a = DEMO_EPOCH + 300
@@ -222,7 +224,7 @@ async def test_replay_app_says_judging_and_never_shows_an_older_jumps_verdicts(
         assert player.superseded == 1
         # The detail charts cover the window around the cursor; the verdict is the
         # one judged on the history up to the cursor.
-        await until("the window after", lambda: bool(app.after))
+        await until("the window after", lambda: bool(app.frame and app.frame.after))
         await pilot.press("enter")
         await until("detail", lambda: type(app.screen).__name__ == "DetailScreen")
         screen: Any = app.screen
@@ -238,7 +240,9 @@ async def test_replay_app_says_judging_and_never_shows_an_older_jumps_verdicts(
         # A late frame of an older move is dropped, never applied.
         now = app.snapshot
         stale = live[DEMO_EPOCH + 300].snapshot
-        app.post_message(SnapshotArrived(stale, (stale,), live[DEMO_EPOCH + 300], generation=0))
+        app.post_message(
+            FrameArrived(pipeline.Frame(stale, (stale,), live[DEMO_EPOCH + 300], generation=0))
+        )
         await pilot.pause(0.1)
         assert app.snapshot is now and app.stale_frames == 1
         assert all(d.snapshot.time != a for d in adopted)

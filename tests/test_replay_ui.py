@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.diagnosis import Diagnoser
+from gputop.pipeline import Feed
 from gputop.record.player import Player
 from gputop.record.store import Recorder, Recording
 from gputop.sampler import Sampler
@@ -25,13 +25,13 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     """400 s of the demo, recorded; and GPU 2's live verdict at each moment."""
     d = tmp_path_factory.mktemp("rec")
     sampler = Sampler(DemoSource(0, start_time=DEMO_EPOCH, step=1.0), interval=1.0)
-    diagnoser = Diagnoser()
+    diagnoser = Feed()
     rec = Recorder(d, interval=1.0, retain=None, max_size=None)
     live: dict[float, str] = {}
     for _ in range(400):
         snap = sampler.tick_now()
         rec.add(snap)
-        live[snap.time] = diagnoser.update(sampler.history()).gpus[2].kind
+        live[snap.time] = diagnoser.frame(sampler.history()).diagnosis.gpus[2].kind
     rec.close()
     sampler.stop()
     yield d, live

@@ -259,7 +259,7 @@ def test_the_first_reading_is_analysed_inside_the_window_and_the_line_is_unchang
     # the first before the wait, the second after it
     assert calls == [(history[0], 0), (history[1], 1)]
     monkeypatch.setattr(diagnosis_module.Diagnoser, "push", real_push)
-    from gputop.textout import to_json_dict
+    from gputop.present import to_json_dict
 
     expected = to_json_dict(history[-1], diagnosis_module.diagnose(history))
     assert json.loads(out.lines[0]) == json.loads(stream.json_line(expected))

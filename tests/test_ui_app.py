@@ -527,13 +527,16 @@ async def test_the_verdicts_are_judged_on_the_sampler_thread() -> None:
         callback = sampler.on_snapshot
         assert callback is not None
         judged_on: list[str] = []
-        diagnose = app._diagnose
+        push, frame = app.feed.push, app.feed.frame
 
-        def spy(*args: object) -> object:
-            judged_on.append(threading.current_thread().name)
-            return diagnose(*args)  # type: ignore[arg-type]
+        def spy(real: Any) -> Any:
+            def call(*args: Any, **kw: Any) -> Any:
+                judged_on.append(threading.current_thread().name)
+                return real(*args, **kw)
 
-        app._diagnose = spy  # type: ignore[method-assign]
+            return call
+
+        app.feed.push, app.feed.frame = spy(push), spy(frame)  # type: ignore[method-assign]
         thread = threading.Thread(target=callback, args=(newer,), name="sampler")
         thread.start()
         thread.join()

@@ -16,6 +16,7 @@ from gputop.analysis import verdict as vd
 from gputop.analysis.thresholds import Thresholds
 from gputop.diagnosis import lookback_seconds, recent
 from gputop.model import ProcessInfo, Snapshot, replace
+from gputop.pipeline import Feed
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_legend, run_app
 from gputop.ui.screens.detail import DetailScreen, verdict_history
@@ -427,9 +428,7 @@ async def test_host_only_jobs_view_says_why_it_is_empty() -> None:
 
 def test_job_entries_group_workers_under_their_gpu_process() -> None:
     snap = demo(5)[-1]
-    app = GpuTopApp()
-    app.snapshot, app.history = snap, demo(5)
-    diagnosis = app.diagnosis()
+    diagnosis = Feed().frame(demo(5)).diagnosis  # the dashboard's feed
     assert diagnosis is not None
     entries = job_entries(diagnosis.jobs, diagnosis.job_verdicts, snap, 200)
     torchrun = entries[0]

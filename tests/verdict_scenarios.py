@@ -31,6 +31,7 @@ from typing import Any
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.model import Pcie, Snapshot, replace
+from gputop.pipeline import Feed
 from gputop.sources.demo import DemoSource
 
 GOLDEN = Path(__file__).with_name("verdict_golden.json")
@@ -213,14 +214,13 @@ def kinds(gpus: Any, job_verdicts: Any) -> set[str]:
 def run(name: str) -> tuple[list[str], set[str]]:
     """The digest of each tick of scenario ``name`` through the analyzer's path (a
     Diagnoser fed tick after tick, as every consumer does), and the kinds seen."""
-    from gputop.diagnosis import Diagnoser
 
     thresholds, hists = SCENARIOS[name]()
-    diagnoser = Diagnoser(thresholds)
+    diagnoser = Feed(thresholds)
     out: list[str] = []
     seen: set[str] = set()
     for hist in hists:
-        d = diagnoser.update(hist)
+        d = diagnoser.frame(hist).diagnosis
         assert d.error is None, d.traceback
         out.append(digest(d.gpus, d.job_verdicts, d.jobs))
         seen |= kinds(d.gpus, d.job_verdicts)

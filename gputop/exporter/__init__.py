@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from gputop import gcpolicy
+from gputop import argtypes, gcpolicy
 from gputop.argtypes import Parser, ascii_whole, is_ascii_digits
 
 if TYPE_CHECKING:
@@ -58,7 +58,6 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from gputop.cli import _gpus, _interval, _window
     from gputop.exporter.metrics import DEFAULT_MAX_JOBS
     from gputop.exporter.server import DEFAULT_HOST, DEFAULT_PORT
 
@@ -81,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         "interfaces, port 0 = any free port)",
     )
     p.add_argument(
-        "--interval", type=_interval, metavar="SECONDS", help="seconds between samples (1)"
+        "--interval", type=argtypes.interval, metavar="SECONDS", help="seconds between samples (1)"
     )
     p.add_argument(
         "--jobs", action="store_true", help="add per-job series {user, command, gpus} (no pids)"
@@ -96,10 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demo", action="store_true", help="export a simulated 8-GPU server")
     p.add_argument("--seed", type=ascii_whole, help="random seed of the demo (with --demo)")
     p.add_argument(
-        "--gpus", type=_gpus, metavar="LIST", help="export only these GPUs (indices or UUIDs)"
+        "--gpus",
+        type=argtypes.gpus,
+        metavar="LIST",
+        help="export only these GPUs (indices or UUIDs)",
     )
     p.add_argument(
-        "--window", type=_window, metavar="SECONDS", help="seconds of history verdicts judge"
+        "--window",
+        type=argtypes.window,
+        metavar="SECONDS",
+        help="seconds of history verdicts judge",
     )
     p.add_argument(
         "--threshold", action="append", metavar="NAME=VALUE", help="verdict threshold override"
@@ -165,14 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, on_signal)
 
     source = make_source(args)
-    # The state's diagnoser keeps the history the verdicts need (``Diagnoser.push``).
+    # The state's feed keeps the history the verdicts need (``pipeline.Feed``).
     sampler = Sampler(source, interval=config.interval, history=1)
     bound_host, bound_port = str(server.server_address[0]), int(server.server_address[1])
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     try:
         first = sampler.tick_now()
         if args.gpus is not None and first.driver.available:
-            from gputop.textout import resolve_gpu_selection
+            from gputop.present import resolve_gpu_selection
 
             try:
                 state.selection = resolve_gpu_selection(args.gpus, first.gpus)

@@ -35,8 +35,7 @@ from prometheus_client.samples import Sample
 from gputop import __version__
 from gputop.analysis.jobs import Job
 from gputop.analysis.verdict import KINDS, Verdict
-from gputop.model import GpuSample, Snapshot
-from gputop.sources.nvml import CLOCK_EVENT_REASONS
+from gputop.model import CLOCK_EVENT_REASONS, GpuSample, Snapshot
 
 #: Default cap on the number of job series sets (``--max-jobs``).
 DEFAULT_MAX_JOBS = 20

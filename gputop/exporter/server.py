@@ -35,11 +35,11 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Verdict
-from gputop.diagnosis import Diagnoser
 from gputop.exporter import metrics
 from gputop.exporter.encode import OpenMetricsEncoder, TextEncoder
 from gputop.model import Snapshot
-from gputop.textout import filter_gpus
+from gputop.pipeline import Feed, Frame
+from gputop.present import filter_gpus
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9867
@@ -66,7 +66,11 @@ class ExportState:
         max_jobs: int = metrics.DEFAULT_MAX_JOBS,
         selection: Collection[int] | None = None,
     ) -> None:
-        self.diagnoser = Diagnoser(thresholds)
+        # The feed keeps the history (the window whole, the look-back compact). Without
+        # --jobs no job verdict is presented: none is judged (the GPU verdicts, which the
+        # counters need every tick, are judged all the same).
+        self.feed = Feed(thresholds, judge_jobs=with_jobs)
+        self.feed.subscribers.append(self.on_frame)
         self.interval = interval
         self.with_jobs = with_jobs
         self.max_jobs = max_jobs
@@ -82,13 +86,14 @@ class ExportState:
         self.diagnosis_error: str | None = None
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
-        # The diagnoser keeps the history (the window whole, the look-back compact).
-        # Without --jobs no job verdict is presented: none is judged (the GPU verdicts,
-        # which the counters need every tick, are judged all the same).
-        diagnosis = self.diagnoser.push(snapshot, judge_jobs=self.with_jobs)
-        diagnosis = diagnosis.only(self.selection)
+        self.feed.push(snapshot)
+
+    def on_frame(self, frame: Frame) -> None:
+        """The feed's subscriber (the sampler's thread)."""
+        assert frame.diagnosis is not None  # a live feed's frames are always judged
+        diagnosis = frame.diagnosis.only(self.selection)
         self.diagnosis_error = diagnosis.error
-        shown = filter_gpus(snapshot, self.selection)
+        shown = filter_gpus(frame.snapshot, self.selection)
         with self._lock:
             self._totals.add(shown, diagnosis.gpus, max_step=2.0 * self.interval)
             self._snapshot = shown

@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gputop.argtypes import Parser, ascii_number, ascii_whole, seconds_between
+from gputop import argtypes
+from gputop.argtypes import Parser, ascii_number, ascii_whole
 from gputop.config import MAX_INTERVAL, MIN_INTERVAL
 from gputop.model import Snapshot
 from gputop.record.store import (
@@ -44,9 +45,6 @@ def _typed(parse: Callable[[str], object], what: str) -> Callable[[str], object]
     return convert
 
 
-_interval = seconds_between(MIN_INTERVAL, MAX_INTERVAL)
-
-
 def _flush(text: str) -> float:
     value = ascii_number(text)
     if not 0 < value <= MAX_FLUSH_SECONDS:
@@ -71,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--interval",
-        type=_interval,
+        type=argtypes.interval,
         default=1.0,
         metavar="SECONDS",
         help=f"seconds between samples, {MIN_INTERVAL:g} to {MAX_INTERVAL:g} (default 1)",

@@ -19,14 +19,14 @@ import argparse
 import json
 import sys
 import time
-from collections import deque
 from pathlib import Path
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.argtypes import Parser, ascii_number
 from gputop.config import ConfigError, load_config, with_overrides
-from gputop.diagnosis import Diagnoser, diagnose, lookback_seconds
+from gputop.diagnosis import lookback_seconds
 from gputop.model import Snapshot
+from gputop.pipeline import Feed
 from gputop.record.store import Recording, RecordingError, default_dir
 from gputop.record.when import parse_time
 
@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
             return print_range(recording, t1, t2, config.thresholds)
         if args.once or args.json:
             return print_once(recording, at, config.thresholds, as_json=args.json)
-        from gputop.cli import has_terminal
+        from gputop.encoding import has_terminal
         from gputop.record.player import Player
 
         if not has_terminal():
@@ -132,7 +132,8 @@ def history_at(recording: Recording, pos: int, thresholds: Thresholds) -> tuple[
 def print_once(
     recording: Recording, at: float | None, thresholds: Thresholds = DEFAULT, *, as_json: bool
 ) -> int:
-    from gputop.textout import render_json, render_text
+    from gputop.present import render_json
+    from gputop.textout import render_text
 
     pos = len(recording) - 1 if at is None else recording.position(at)
     snap = recording[pos]
@@ -140,7 +141,7 @@ def print_once(
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(recording.start))
         print(f"gputop replay: the recording starts later, at {stamp}", file=sys.stderr)
         return EXIT_USAGE
-    diagnosis = diagnose(history_at(recording, pos, thresholds), thresholds)
+    diagnosis = Feed(thresholds).frame(history_at(recording, pos, thresholds)).diagnosis
     if as_json:
         out = render_json(snap, diagnosis)
     else:
@@ -152,19 +153,14 @@ def print_once(
 
 def print_range(recording: Recording, t1: float, t2: float, thresholds: Thresholds) -> int:
     """JSON lines, one per snapshot with ``t1 <= time <= t2``, judged as live."""
-    from gputop.textout import to_json_dict
+    from gputop.present import to_json_dict
 
-    lookback = lookback_seconds(thresholds)
-    diagnoser = Diagnoser(thresholds)
-    history: deque[Snapshot] = deque()
+    feed = Feed(thresholds)
     out = sys.stdout
-    for snap in recording.between(t1 - lookback, t2):
-        history.append(snap)
-        while history and history[0].time < snap.time - lookback:
-            history.popleft()
+    for snap in recording.between(t1 - lookback_seconds(thresholds), t2):
+        d = feed.push(snap, judge_jobs=snap.time >= t1).diagnosis
         if snap.time < t1:
             continue
-        d = diagnoser.update(tuple(history))
         out.write(json.dumps(to_json_dict(snap, d), separators=(",", ":"), allow_nan=False))
         out.write("\n")
         out.flush()

@@ -1,10 +1,11 @@
 """The live dashboard: wiring, keys, and applying snapshots to the widgets.
 
-Data comes in two ways, both ending in :meth:`GpuTopApp.apply_snapshot`:
-- live: the sampler's worker thread calls ``on_snapshot``; the app posts itself a
-  replaceable message (a backlog collapses into the newest snapshot);
+Data comes as :class:`~gputop.pipeline.Frame` s, all ending in :meth:`GpuTopApp.apply_frame`:
+- live: the sampler's worker thread pushes each snapshot to the app's feed, which judges it
+  there and hands the frame over; the app posts itself a replaceable message (a backlog
+  collapses into the newest frame);
 - tests: ``GpuTopApp(snapshots=[...])`` or direct ``apply_snapshot(snapshot, history)``
-  calls, with no thread and no timer.
+  calls (the feed judges them on the calling thread), with no thread and no timer.
 
 Nothing is drawn while paused, while another screen is on top, or while the terminal
 is too small: the newest snapshot is kept and drawn when that ends.
@@ -30,8 +31,9 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Verdict
-from gputop.diagnosis import Diagnoser, Diagnosis
+from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
+from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
@@ -138,31 +140,20 @@ def _bindings() -> list[BindingType]:
     return out
 
 
-class SnapshotArrived(Message):
-    """Posted from the sampler thread, with the history ending with the snapshot and its
-    diagnosis (computed there, off the UI thread); only the newest one waiting matters."""
+class FrameArrived(Message):
+    """Posted from the feed's thread with a frame judged there (off the UI thread); only
+    the newest one waiting matters."""
 
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        history: tuple[Snapshot, ...] | None = None,
-        diagnosis: Diagnosis | None = None,
-        *,
-        judging: str | None = None,
-        after: tuple[Snapshot, ...] = (),
-        generation: int | None = None,
-    ) -> None:
+    def __init__(self, frame: Frame) -> None:
         super().__init__()
-        self.snapshot = snapshot
-        self.history = history
-        self.diagnosis = diagnosis
-        # A replay's frame before its look-back is read: why there are no verdicts yet.
-        self.judging = judging
-        self.after = after  # a replay: what was recorded after the snapshot (charts)
-        self.generation = generation  # a replay: the player's move it belongs to
+        self.frame = frame
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SnapshotArrived)
+        return isinstance(message, FrameArrived)
+
+
+#: Snapshots the dashboard's charts may show (its feed's history).
+HISTORY = 3600
 
 
 class GpuTopApp(App[int]):
@@ -200,10 +191,10 @@ class GpuTopApp(App[int]):
             base = replace(base, window_seconds=float(window))
             base.check()
         self.thresholds = base
-        # The diagnoser keeps per-snapshot results between ticks (cheap at 16 GPUs x 64
-        # processes); it runs on the sampler's thread, or on the UI thread for snapshots
-        # given directly (tests, the first frame), one call at a time.
-        self._diagnoser = Diagnoser(base)
+        # Judges each snapshot once, on the sampler's thread (or on the UI thread for
+        # snapshots given directly: tests, the first frame), and keeps the charts' history.
+        self.feed = Feed(base, history=max(HISTORY, len(snapshots)))
+        self.frame: Frame | None = None  # the newest frame taken
         self._diagnosis: Diagnosis | None = None
         # The GPU lines' verdict marks of self._diagnosis.
         self._marks: Mapping[int, views.VerdictMark] = {}
@@ -211,7 +202,7 @@ class GpuTopApp(App[int]):
         # (time, GPU index -> verdict kind) of each diagnosed snapshot: the detail screen's
         # verdict history.
         self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(
-            maxlen=max(3600, len(snapshots))
+            maxlen=max(HISTORY, len(snapshots))
         )
         self.verdict_seconds: list[float] = []  # what each diagnosis cost
         # run_app sets it: SIGTERM / SIGHUP / SIGINT then end the app the normal way
@@ -238,13 +229,8 @@ class GpuTopApp(App[int]):
         self.compact = False
         self.too_small = False
         self._interval = sampler.interval if sampler is not None else 1.0
-        self.snapshot: Snapshot | None = None
+        self.snapshot: Snapshot | None = None  # the newest frame's snapshot and history
         self.history: tuple[Snapshot, ...] = ()
-        # A replay only: what was recorded after the snapshot shown (the detail charts'
-        # window around the cursor), and, while its look-back is still being read, why no
-        # verdicts are shown (None: judge). Live: always () and None.
-        self.after: tuple[Snapshot, ...] = ()
-        self.judging: str | None = None
         self.pending = False  # a snapshot arrived but was not drawn
         self.frames = 0  # snapshots drawn
         self.frame_seconds: list[float] = []  # apply_snapshot cost of each drawn frame
@@ -316,6 +302,7 @@ class GpuTopApp(App[int]):
         if sampler is not None:
             if not self._initial:
                 self._apply_latest(sampler)
+            self.feed.subscribers.append(self._post_frame)
             sampler.on_snapshot = self._from_sampler_thread
             if not sampler.running:
                 sampler.start()
@@ -327,7 +314,7 @@ class GpuTopApp(App[int]):
         """The first frame: what the source has already (drawn on mount)."""
         latest = sampler.latest()
         if latest is not None:
-            self.apply_snapshot(latest, sampler.history())
+            self.apply_frame(self.feed.push(latest, publish=False))
 
     def _install_signal_handlers(self) -> None:
         self._restore_signals = install_signal_handlers(self, self.ending)
@@ -346,21 +333,16 @@ class GpuTopApp(App[int]):
         self.refresh_view()
 
     def _from_sampler_thread(self, snapshot: Snapshot) -> None:
-        """Runs on the sampler's worker thread: judge the snapshot here (pure analysis, so
-        the UI thread only draws), then hand over; never touch widgets here."""
-        history = self.sampler.history() if self.sampler is not None else (snapshot,)
-        history = _ending_with(history, snapshot)
-        diagnosis = None if self.paused else self._diagnose(snapshot, history)
-        self.post_message(SnapshotArrived(snapshot, history, diagnosis))
+        """Runs on the sampler's worker thread: the feed judges the snapshot here (pure
+        analysis, so the UI thread only draws) and hands the frame to its subscribers
+        (:meth:`_post_frame`, ``--record``'s recorder); never touch widgets here."""
+        self.feed.push(snapshot)
 
-    def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
-        self.apply_snapshot(
-            message.snapshot,
-            message.history,
-            message.diagnosis,
-            judging=message.judging,
-            after=message.after,
-        )
+    def _post_frame(self, frame: Frame) -> None:
+        self.post_message(FrameArrived(frame))
+
+    def on_frame_arrived(self, message: FrameArrived) -> None:
+        self.apply_frame(message.frame)
 
     def exit(self, result: int | None = None, return_code: int = 0, message: Any = None) -> None:
         # A signal or a lost terminal began the ending first: its status wins.
@@ -391,42 +373,34 @@ class GpuTopApp(App[int]):
 
     # --- applying snapshots ---------------------------------------------------------------
 
-    def apply_snapshot(
-        self,
-        snapshot: Snapshot,
-        history: Sequence[Snapshot] | None = None,
-        diagnosis: Diagnosis | None = None,
-        *,
-        judging: str | None = None,
-        after: Sequence[Snapshot] = (),
-    ) -> bool:
-        """Take a new snapshot (and the history ending with it, and its diagnosis when it
-        was computed off this thread); draw it unless held back.
+    def apply_snapshot(self, snapshot: Snapshot, history: Sequence[Snapshot] | None = None) -> bool:
+        """Take ``snapshot`` (and the history ending with it), judged by the app's feed on
+        this thread (tests, a fleet host): :meth:`apply_frame`."""
+        if self.closing:
+            return False
+        return self.apply_frame(self.feed.frame(_ending_with(history or (), snapshot)))
 
-        ``judging`` (a replay's frame whose look-back is not read yet): why there are no
-        verdicts; none are judged (not from a partial history) and none are shown until
-        a later call brings the complete history. ``after``: a replay's snapshots after
-        this one (the detail charts).
+    def apply_frame(self, frame: Frame) -> bool:
+        """Take a new frame; draw it unless held back. A frame still ``judging`` (a
+        replay's look-back not read yet) has no verdicts and none are shown until a later
+        frame brings them.
 
-        Every snapshot comes through here (the sampler's messages, the first frame, tests):
-        once the app is closing, it is dropped, untaken. Returns whether it was drawn.
+        Every frame comes through here (the feed's messages, the first frame, tests): once
+        the app is closing, it is dropped, untaken. Returns whether it was drawn.
         """
         if self.closing:
             return False
-        self.judging = judging
-        if diagnosis is not None and judging is None:
-            self._adopt(diagnosis)
-        self.snapshot = snapshot
-        self.history = tuple(history) if history is not None else (snapshot,)
-        self.after = tuple(after)
+        self.frame = frame
+        if frame.diagnosis is not None and frame.diagnosis is not self._diagnosis:
+            self._adopt(frame.diagnosis)  # once: a frame handed over again is not new
+        snapshot = self.snapshot = frame.snapshot
+        self.history = frame.history
         if not self._base_resolved:
             spec = self._gpu_spec
             assert spec is not None
             self._base_gpus = self._resolve_gpus([str(s) for s in spec], snapshot)
             self._base_resolved = True
             self.shown_gpus = self._base_gpus
-        if not self.paused:
-            self.diagnosis()  # once per snapshot; every view then shares it
         top = self.screen
         update_history = getattr(top, "update_history", None)
         if top is not self._main_screen and callable(update_history) and not self.paused:
@@ -445,7 +419,7 @@ class GpuTopApp(App[int]):
     def _resolve_gpus(self, spec: Sequence[str], snapshot: Snapshot) -> frozenset[int] | None:
         """GPU indices or UUIDs, as ``--gpus`` takes them; one that matches no GPU is said
         and every GPU is shown."""
-        from gputop.textout import resolve_gpu_selection
+        from gputop.present import resolve_gpu_selection
 
         try:
             return resolve_gpu_selection(spec, snapshot.gpus)
@@ -460,25 +434,15 @@ class GpuTopApp(App[int]):
     # --- diagnosis ------------------------------------------------------------------------
 
     def diagnosis(self) -> Diagnosis | None:
-        """The verdicts for the newest snapshot, computed at most once per snapshot
-        (normally already on the sampler's thread).
+        """The verdicts for the newest frame (None while it is judging, or before one).
+        Should the analysis fail, the failure is logged and said once, and the GPU lines
+        fall back to the MEM IDLE heuristic; the dashboard carries on."""
+        return None if self.frame is None else self.frame.diagnosis
 
-        Judged on the recent history only (``diagnosis.lookback_seconds``). Should the analysis
-        fail, the failure is logged and said once, and the GPU lines fall back to the
-        MEM IDLE heuristic; the dashboard carries on.
-        """
-        snap = self.snapshot
-        if snap is None or self.judging is not None:
-            return None  # no verdicts from a history not read yet
-        done = self._diagnosis
-        if done is not None and done.snapshot is snap:
-            return done
-        return self._adopt(self._diagnose(snap, _ending_with(self.history, snap)))
-
-    def _diagnose(self, snap: Snapshot, history: Sequence[Snapshot]) -> Diagnosis:
-        """Pure work, on any thread: touches no widget and no app state but the diagnoser.
-        ``history`` ends with ``snap``."""
-        return self._diagnoser.update(history)
+    @property
+    def judging(self) -> str | None:
+        """Why the frame shown has no verdicts yet (None: judged)."""
+        return None if self.frame is None else self.frame.judging
 
     def _adopt(self, done: Diagnosis) -> Diagnosis:
         """Make ``done`` the current diagnosis (UI thread): say a failure once, log it."""
@@ -696,7 +660,6 @@ class GpuTopApp(App[int]):
         top = self.screen
         update_history = getattr(top, "update_history", None)
         if not self.paused and top is not self._main_screen and callable(update_history):
-            self.diagnosis()
             update_history(self.history)  # a view held still while paused catches up
 
     def action_interval(self, step: int) -> None:
@@ -748,7 +711,7 @@ class GpuTopApp(App[int]):
                 gpu,
                 self.history,
                 verdict=lambda: self.gpu_verdict(gpu),
-                after=lambda: self.after,
+                after=lambda: () if self.frame is None else self.frame.after,
                 judging=lambda: self.judging,
             ),
             self._back_on_main,
@@ -837,7 +800,7 @@ class GpuTopApp(App[int]):
             yield SystemCommand(
                 f"{k.description} ({k.display})",
                 f"same as pressing {k.display}",
-                _palette_action(self, k.action),
+                palette_action(self, k.action),
             )
 
 
@@ -848,7 +811,7 @@ def _ending_with(history: Sequence[Snapshot], snap: Snapshot) -> tuple[Snapshot,
     return (*(s for s in history if s.time < snap.time), snap)
 
 
-def _palette_action(app: GpuTopApp, action: str) -> Callable[[], Any]:
+def palette_action(app: GpuTopApp, action: str) -> Callable[[], Any]:
     async def run() -> None:
         await app.run_action(action)
 
@@ -880,11 +843,14 @@ def run_app(
     watchdog: bool = False,
     app_class: type[GpuTopApp] | None = None,
     record_status: Callable[[], str | None] | None = None,
+    subscribers: Sequence[Callable[[Frame], None]] = (),
 ) -> int:
     """Run the dashboard until the user quits; starts the sampler if it is not running.
 
     ``app_class``: a subclass of GpuTopApp to run instead (the replay's).
     ``record_status``: ``--record``'s failure, if any (shown in the header).
+    ``subscribers``: more takers of the app's frames, on the sampler's thread (the
+    recorder).
 
     ``watchdog`` (the CLI sets it): once shutdown begins, the process is ended with the
     exit status if it is still there after the grace period (gputop.ui.terminal).
@@ -903,6 +869,7 @@ def run_app(
     )
     app.handle_signals = True
     app.record_status = record_status
+    app.feed.subscribers.extend(subscribers)
     app.driver_class = GpuTopDriver
     app.ending.watchdog = watchdog
     app.ending.on_timeout.append(lambda: sampler.stop(timeout=0.1))

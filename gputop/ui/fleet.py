@@ -29,7 +29,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from gputop.analysis.thresholds import Thresholds
-from gputop.diagnosis import Diagnoser
 from gputop.model import Snapshot
 from gputop.sources.remote import LineError, summarize, to_snapshot
 from gputop.sources.streams import FleetSource, HostView, status
@@ -345,8 +344,8 @@ class FleetApp(GpuTopApp):
         """Forget the previous host: its snapshots, verdicts, GPU choice, filter, tags."""
         self.snapshot = None
         self.history = ()
-        self._diagnosis = None
-        self._diagnoser = Diagnoser(self.thresholds)
+        self.frame = None
+        self._diagnosis = None  # (the feed judges the next host's history afresh)
         self._marks = {}
         self.verdict_log.clear()
         self.verdicts = {}

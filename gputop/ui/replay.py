@@ -32,20 +32,16 @@ from textual.widgets import Input, Static
 from gputop.analysis.thresholds import Thresholds
 from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
+from gputop.pipeline import Frame
 from gputop.ui import views
-from gputop.ui.app import GpuTopApp, Key, SnapshotArrived, _palette_action, help_legend
+from gputop.ui.app import FrameArrived, GpuTopApp, Key, help_legend, palette_action
 
 if TYPE_CHECKING:
-    from gputop.record.player import Frame, Player
+    from gputop.record import player as rp
     from gputop.sampler import Sampler
 
 #: What the screen says while a frame's look-back is still being read.
 JUDGING = "judging from the recording…"
-
-
-def _judging(frame: Frame) -> str | None:
-    """Why a frame has no verdicts yet (None: it is complete, judge it)."""
-    return None if frame.complete else JUDGING
 
 
 REPLAY_KEYS: tuple[Key, ...] = (
@@ -124,68 +120,55 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
 
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
 
-    def __init__(self, player: Player | Sampler, **kwargs: Any) -> None:
+    def __init__(self, player: rp.Player | Sampler, **kwargs: Any) -> None:
         # The player offers what the dashboard uses of a Sampler (see gputop.record.player).
         kwargs["readonly"] = True
         super().__init__(cast("Sampler", player), **kwargs)
-        self.player = cast("Player", player)
+        self.player = cast("rp.Player", player)
         self.generation = -1  # the player's move of the frame shown
         self.stale_frames = 0  # frames of an older move that arrived late and were dropped
-        # The player's thread: the last diagnosis it made (a frame handed over again with
-        # the same history, e.g. once the snapshots after it are read, is not re-judged).
-        self._judged: tuple[tuple[Snapshot, ...], Diagnosis] | None = None
 
     # --- frames ---------------------------------------------------------------------------
 
-    def _apply_latest(self, sampler: Sampler) -> None:
-        frame = self.player.frame()
-        if frame is not None:
-            self.apply_snapshot(
-                frame.snapshot, frame.history, judging=_judging(frame), after=frame.after
-            )
-            self.generation = frame.generation
-
-    def _from_sampler_thread(self, snapshot: Snapshot) -> None:
-        """The player's thread: judge a complete frame here (never one whose look-back is
-        not read), then hand it over with its move's number."""
-        frame = self.player.frame()
-        if frame is None or frame.snapshot is not snapshot:
-            return  # not the player's frame now (cannot happen on its own thread)
-        diagnosis = None
-        if frame.complete and not self.paused:
-            judged = self._judged
-            if judged is not None and judged[0] is frame.history:
-                diagnosis = judged[1]
-            else:
-                diagnosis = self._diagnose(snapshot, frame.history)
-                self._judged = (frame.history, diagnosis)
-        self.post_message(
-            SnapshotArrived(
-                snapshot,
-                frame.history,
-                diagnosis,
-                judging=_judging(frame),
-                after=frame.after,
-                generation=frame.generation,
-            )
+    def _frame(self, shown: rp.Frame) -> Frame:
+        """The player's frame through the feed: judged when its look-back is read (a
+        frame handed over again, once the snapshots after it are read, is not re-judged);
+        never from part of it."""
+        return self.feed.frame(
+            shown.history,
+            judging=None if shown.complete else JUDGING,
+            after=shown.after,
+            generation=shown.generation,
         )
 
-    def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+    def _apply_latest(self, sampler: Sampler) -> None:
+        shown = self.player.frame()
+        if shown is not None:
+            self.apply_frame(self._frame(shown))
+            self.generation = shown.generation
+
+    def _from_sampler_thread(self, snapshot: Snapshot) -> None:
+        """The player's thread: judge a complete frame here, then hand it over with its
+        move's number."""
+        shown = self.player.frame()
+        if shown is None or shown.snapshot is not snapshot:
+            return  # not the player's frame now (cannot happen on its own thread)
+        self.post_message(FrameArrived(self._frame(shown)))
+
+    def on_frame_arrived(self, message: FrameArrived) -> None:
         # Textual calls every class's handler along the MRO: this one decides for both.
         message.prevent_default()
-        generation = message.generation
+        generation = message.frame.generation
         if generation is not None:
             if generation < self.generation:
                 self.stale_frames += 1
                 return  # an older move's frame: the newer one is shown already
             self.generation = generation
-        super().on_snapshot_arrived(message)
+        super().on_frame_arrived(message)
 
     def _adopt(self, done: Diagnosis) -> Diagnosis:
         # The verdict history (detail screen) is of the look-back before the cursor only:
         # after a jump, what was judged at the old position is not this one's history.
-        if done is self._diagnosis:
-            return done  # the same frame handed over again (its charts' window read)
         t = done.snapshot.time
         lookback = self.player.lookback
         log = self.verdict_log
@@ -309,7 +292,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             yield SystemCommand(
                 f"{k.description} ({k.display})",
                 f"same as pressing {k.display}",
-                _palette_action(self, k.action),
+                palette_action(self, k.action),
             )
 
 
@@ -326,7 +309,7 @@ def replay_help() -> list[tuple[str, str]]:
 
 
 def run_replay(
-    player: Player, *, thresholds: Thresholds | None = None, theme: str | None = None
+    player: rp.Player, *, thresholds: Thresholds | None = None, theme: str | None = None
 ) -> int:
     """Run the replay dashboard until the user quits (the live dashboard's run_app:
     terminal handling, signals, exit watchdog)."""

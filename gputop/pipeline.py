@@ -1,0 +1,148 @@
+"""The pipeline: a feed turns the snapshots of one source into immutable frames.
+
+::
+
+    source -> (sampler | replay player | one fleet host's stream) -> Feed -> Frame -> subscribers
+                                                                            dashboard, --once,
+                                                                            --stream, exporter,
+                                                                            recorder
+
+A :class:`Feed` owns the :class:`~gputop.diagnosis.Diagnoser` of its stream of snapshots:
+it is the one place one is built and driven. Each snapshot (with the history the views
+chart) becomes a :class:`Frame`: the snapshot, that history, its diagnosis and, while a
+replay's look-back is still being read, why there are no verdicts yet. A frame is
+immutable and safe to hand to another thread: a dashboard posts it to its UI thread in
+one message and its widgets draw from it (as memray's live TUI does).
+
+API (all of it)::
+
+    feed = Feed(thresholds, history=3600)    # one per stream of snapshots
+    feed.subscribers.append(callback)        # callback(frame), on the pushing thread
+    frame = feed.push(snapshot)              # a stream: the feed keeps the views' history;
+                                             # handed to the subscribers
+    frame = feed.frame(history)              # a history ending with its snapshot (replay,
+                                             # fleet, tests): only what is new is judged
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.diagnosis import Diagnoser, Diagnosis
+from gputop.model import Snapshot
+
+__all__ = ["Feed", "Frame"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Frame:
+    """One snapshot as every subscriber sees it."""
+
+    snapshot: Snapshot
+    history: tuple[Snapshot, ...]  # ends with ``snapshot``: what the views chart
+    diagnosis: Diagnosis | None  # None while ``judging``
+    judging: str | None = None  # why there are no verdicts yet (None: judged)
+    after: tuple[Snapshot, ...] = ()  # a replay: what was recorded after (detail charts)
+    generation: int | None = None  # a replay: the player's move it belongs to
+
+
+class Feed:
+    """Judges each snapshot of one stream once and hands the frame to its subscribers."""
+
+    def __init__(
+        self, thresholds: Thresholds = DEFAULT, *, history: int = 1, judge_jobs: bool = True
+    ) -> None:
+        self.thresholds = thresholds
+        self.judge_jobs = judge_jobs  # False: no job verdict is presented (see Diagnoser.push)
+        self.subscribers: list[Callable[[Frame], None]] = []
+        self._history: deque[Snapshot] = deque(maxlen=max(1, history))
+        self._lock = threading.Lock()
+        self._diagnoser = Diagnoser(thresholds)
+        self._judged: Diagnosis | None = None  # the diagnosis of the newest snapshot pushed
+        self._given: tuple[Snapshot, ...] = ()  # the history it was judged on
+
+    @property
+    def kept(self) -> tuple[int, int]:
+        """What the diagnoser keeps: (snapshots kept whole, look-back forms)."""
+        return self._diagnoser.kept
+
+    def push(
+        self, snapshot: Snapshot, *, judge_jobs: bool | None = None, publish: bool = True
+    ) -> Frame:
+        """The frame of ``snapshot``, the newest of a stream (the feed keeps the last
+        ``history`` snapshots for the views), handed to every subscriber (unless not
+        ``publish``: a first frame its caller takes itself)."""
+        with self._lock:
+            history = self._history
+            if history and not snapshot.time >= history[-1].time:
+                history.clear()  # the clock went back: a new stream
+            history.append(snapshot)
+            frame = self._frame(tuple(history), (snapshot,), judge_jobs)
+        for subscriber in self.subscribers if publish else ():
+            subscriber(frame)
+        return frame
+
+    def frame(
+        self,
+        history: Sequence[Snapshot],
+        *,
+        judging: str | None = None,
+        after: Sequence[Snapshot] = (),
+        generation: int | None = None,
+    ) -> Frame:
+        """The frame of ``history[-1]`` (``history`` oldest first) without handing it to
+        the subscribers. Only the snapshots after the newest one judged so far are pushed
+        to the diagnoser; a history that does not continue it (a replay's jump, another
+        host) is judged afresh. ``judging``: why no verdict may be judged yet (a replay's
+        look-back not read): the frame then has none."""
+        history = tuple(history)
+        if any(a.time > b.time for a, b in itertools.pairwise(history)):
+            history = tuple(sorted(history, key=lambda s: s.time))  # judged in time order
+        with self._lock:
+            if judging is not None:
+                return Frame(history[-1], history, None, judging, tuple(after), generation)
+            return self._frame(history, None, None, tuple(after), generation)
+
+    def _frame(
+        self,
+        history: tuple[Snapshot, ...],
+        new: tuple[Snapshot, ...] | None,
+        judge_jobs: bool | None,
+        after: tuple[Snapshot, ...] = (),
+        generation: int | None = None,
+    ) -> Frame:
+        if new is None:
+            new = self._new(history)
+        self._given = history
+        done = self._judged
+        if new or done is None:
+            jobs = self.judge_jobs if judge_jobs is None else judge_jobs
+            done = self._judged = self._diagnoser.push(*(new or history), judge_jobs=jobs)
+        return Frame(history[-1], history, done, None, after, generation)
+
+    def _new(self, history: tuple[Snapshot, ...]) -> tuple[Snapshot, ...]:
+        """What of ``history`` the diagnoser has not had, when ``history`` continues the
+        one judged before (that one cut at the start, extended at the end): the
+        snapshots after it (none: the same frame again). Otherwise (a replay's jump,
+        another host, a gap) all of ``history``, to a fresh diagnoser."""
+        before = self._given
+        if before:
+            last = before[-1]
+            for at in range(len(history) - 1, -1, -1):
+                if history[at] is last:
+                    head = history[: at + 1]
+                    if len(head) <= len(before) and all(
+                        a is b for a, b in zip(head, before[len(before) - len(head) :], strict=True)
+                    ):
+                        return history[at + 1 :]
+                    break
+                if history[at].time < last.time:
+                    break
+        self._diagnoser = Diagnoser(self.thresholds)
+        self._judged = None
+        return history
