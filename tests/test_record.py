@@ -556,10 +556,12 @@ def test_record_is_for_the_dashboard(capsys: pytest.CaptureFixture[str]) -> None
     assert rc == 2 and "--record goes with the dashboard" in err
 
 
-def test_the_fast_decoder_is_from_dict(fake_nvml: Any) -> None:
-    """codec.snapshot_from_dict (compiled) gives what Snapshot.from_dict gives, on the
-    demo, the fake NVML source and odd values."""
+def test_the_compiled_decoder_is_the_plain_walk(fake_nvml: Any) -> None:
+    """Snapshot.from_dict (compiled once per class) gives what the plain walk over the
+    type hints gives (tests/helpers/plain_decoder.py), on the demo, the fake NVML source
+    and odd values."""
     from gputop.sources.live import LiveSource
+    from tests.helpers.plain_decoder import plain_from_dict
 
     src = LiveSource()
     try:
@@ -568,13 +570,13 @@ def test_the_fast_decoder_is_from_dict(fake_nvml: Any) -> None:
         src.close()
     for snap in [*demo(30), *live]:
         d = snap.to_dict()
-        assert codec.snapshot_from_dict(d) == Snapshot.from_dict(d) == snap
+        assert Snapshot.from_dict(d) == plain_from_dict(d) == snap
     d = demo(2)[1].to_dict()
     d["host"] = None
     d["gpus"][0]["processes"][0]["visible"] = None
     d["gpus"][1]["power_w"] = 300  # an int where a float belongs
-    assert codec.snapshot_from_dict(d) == Snapshot.from_dict(d)
-    assert type(codec.snapshot_from_dict(d).gpus[1].power_w) is float
+    assert Snapshot.from_dict(d) == plain_from_dict(d)
+    assert type(Snapshot.from_dict(d).gpus[1].power_w) is float
 
 
 def _direct(snaps: list[Snapshot]) -> tuple[list[Snapshot], list[Snapshot]]:

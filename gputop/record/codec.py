@@ -38,7 +38,7 @@ from typing import Any
 
 import zstandard
 
-from gputop.model import HOST_FIELDS, GpuProcess, ProcessInfo, Snapshot, type_hints
+from gputop.model import HOST_FIELDS, GpuProcess, ProcessInfo, Snapshot, decoder, type_hints
 
 #: zstandard level (bench/bench_record.py: about 35 ms a minute of the demo fleet).
 LEVEL = 15
@@ -389,7 +389,7 @@ def snapshots_from_rows(dicts: list[dict[str, Any]]) -> list[Snapshot]:
     out = []
     for d in dicts:
         try:
-            out.append(snapshot_from_dict(_unshare_hosts(d)))
+            out.append(Snapshot.from_dict(_unshare_hosts(d)))
         except (TypeError, ValueError, KeyError) as exc:
             raise CodecError(f"a snapshot that does not fit the model: {exc}") from None
     return out
@@ -410,100 +410,6 @@ def decompress(data: bytes, dictionary: bytes | None = None) -> bytes:
         return zstandard.ZstdDecompressor(dict_data=d).decompress(data)
     except zstandard.ZstdError as exc:
         raise CodecError(f"unreadable compressed block: {exc}") from None
-
-
-# --- fast decoding ----------------------------------------------------------------------
-# Snapshot.from_dict walks the type hints for every value; a replay decodes hundreds of
-# snapshots for one jump. The same rules, compiled once per class into closures (the
-# tests check both give equal snapshots on the demo and on odd values).
-
-_Conv = Callable[[Any], Any]
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _to_float(value: Any) -> Any:
-    return float(value) if isinstance(value, int) else value
-
-
-def _compile(tp: Any) -> _Conv:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _compile(members[0])
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            item = _compile(args[0])
-            if item is _identity:
-                return lambda v: None if v is None else tuple(v)
-            return lambda v: None if v is None else tuple(map(item, v))
-        items = [_compile(a) for a in args]
-        return lambda v: None if v is None else tuple(c(x) for c, x in zip(items, v, strict=True))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _compile_dataclass(tp)
-    if tp is float:
-        return _to_float
-    return _identity
-
-
-_COMPILED: dict[type, _Conv] = {}
-
-
-def _compile_dataclass(cls: type) -> _Conv:
-    found = _COMPILED.get(cls)
-    if found is not None:
-        return found
-    hints = type_hints(cls)
-    fields = [f.name for f in dataclasses.fields(cls)]
-    convs: list[tuple[str, _Conv | None]] = []
-
-    def build(value: Any) -> Any:
-        if value is None:
-            return None
-        kwargs = {}
-        for name, conv in convs:
-            if name in value:
-                v = value[name]
-                kwargs[name] = v if conv is None else conv(v)
-        return cls(**kwargs)
-
-    _COMPILED[cls] = build  # before compiling the fields: a class may contain itself
-    for name in fields:
-        conv = _compile(hints[name])
-        convs.append((name, None if conv is _identity else conv))
-    if cls is GpuProcess:
-        host_fields = [f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid"]
-        info = _compile_dataclass(ProcessInfo)
-        own = [(n, c) for n, c in convs if n != "host"]
-
-        def build_process(value: Any) -> Any:
-            if value is None:
-                return None
-            kwargs = {}
-            for name, conv in own:
-                if name in value:
-                    v = value[name]
-                    kwargs[name] = v if conv is None else conv(v)
-            if value.get("visible") is None:
-                kwargs["host"] = None
-            else:
-                host = {n: value.get(n) for n in host_fields}
-                host["pid"] = value["pid"]
-                kwargs["host"] = info(host)
-            return GpuProcess(**kwargs)
-
-        _COMPILED[cls] = build_process
-        return build_process
-    return build
-
-
-def snapshot_from_dict(data: dict[str, Any]) -> Snapshot:
-    """``Snapshot.from_dict(data)``, faster (compiled once)."""
-    result: Snapshot = _compile_dataclass(Snapshot)(data)
-    return result
 
 
 # --- straight from the columns ------------------------------------------------------------
@@ -634,8 +540,8 @@ class _Direct:
             raise _Fallback
         col = self.columns[node.own]
         constant, floats = self.flags[node.own]
-        if tp is float and not floats:
-            col = [float(v) if isinstance(v, int) else v for v in col]
+        if tp is float and not floats:  # the one conversion the plain decoder makes
+            col = list(map(decoder(float), col))
         return col, constant
 
     def _merge_own(self, node: _Node, built: list[Any], constant: bool) -> tuple[list[Any], bool]:
