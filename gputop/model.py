@@ -421,6 +421,7 @@ Decode = Callable[[Any], Any]
 #: What a checked decoder returns for a value it refuses (the field's default applies).
 _INVALID: Any = object()
 _DECODERS: dict[tuple[Any, bool], Decode] = {}
+_HOSTS: dict[bool, Decode] = {}
 
 
 def decoder(tp: Any, *, checked: bool = False) -> Decode:
@@ -517,7 +518,7 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
     hints = type_hints(cls)
     # (field, its decoder or None when the JSON value is the value, required)
     plan: list[tuple[str, Decode | None, bool]] = []
-    host = _flat_host(checked) if cls is GpuProcess else None
+    host = host_decoder(checked=checked) if cls is GpuProcess else None
 
     def build(value: Any) -> Any:
         if value is None:
@@ -559,9 +560,16 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
     return made
 
 
-def _flat_host(checked: bool) -> Decode:
+def host_decoder(*, checked: bool = False) -> Decode:
     """``GpuProcess.host`` from the process's own JSON object, which holds its fields
     (:data:`HOST_FIELDS`) beside the pid: no host when ``visible`` is absent or n/a."""
+    found = _HOSTS.get(checked)
+    if found is None:
+        found = _HOSTS[checked] = _flat_host(checked)
+    return found
+
+
+def _flat_host(checked: bool) -> Decode:
     visible = decoder(bool, checked=checked)
     info = decoder(ProcessInfo, checked=checked)
 

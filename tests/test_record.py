@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -699,3 +700,22 @@ def test_the_systemd_units_run_valid_commands() -> None:
         argv = shlex.split(line.removeprefix("ExecStart="))
         assert argv[0].endswith("/gputop") and argv[1] == "record"
         build_parser().parse_args(argv[2:])  # exits 2 on a bad argument
+
+
+@pytest.mark.parametrize("name", ["demo_mig", "busy_node", "coming_and_going", "irregular"])
+def test_the_column_path_is_from_dict_on_the_verdict_scenarios(name: str) -> None:
+    """The seeded histories of tests/verdict_scenarios (MIG, lost GPUs, processes
+    coming and going, with and without a host, n/a readings) decode from a block's
+    columns to exactly ``Snapshot.from_dict`` of the recorded dicts."""
+    from tests.verdict_scenarios import SCENARIOS
+
+    _, histories = SCENARIOS[name]()
+    *_, history = itertools.islice(histories, 90)
+    snaps = list(history)
+    for start in range(0, len(snaps), 30):
+        block = snaps[start : start + 30]
+        direct, _ = _direct(block)
+        dicts = [json.loads(json.dumps(b.to_dict())) for b in block]
+        assert _same(direct, [Snapshot.from_dict(d) for d in dicts])
+        hosts = [p.host for s in direct for g in s.gpus for p in g.processes]
+        assert any(h is not None for h in hosts)

@@ -38,7 +38,15 @@ from typing import Any
 
 import zstandard
 
-from gputop.model import HOST_FIELDS, GpuProcess, ProcessInfo, Snapshot, decoder, type_hints
+from gputop.model import (
+    HOST_FIELDS,
+    GpuProcess,
+    ProcessInfo,
+    Snapshot,
+    decoder,
+    host_decoder,
+    type_hints,
+)
 
 #: zstandard level (bench/bench_record.py: about 35 ms a minute of the demo fleet).
 LEVEL = 15
@@ -519,6 +527,7 @@ class _Direct:
         self.root = _tree(keys)
         self._processes: list[Any] | None = None  # each row's Snapshot.processes
         self._by_pid: list[dict[Any, ProcessInfo] | None] = [None] * n
+        self._hosts: dict[Any, bool] = {}  # visible value -> whether there is a host
 
     def snapshots(self) -> list[Snapshot]:
         col, _ = self._dataclass(self.root, Snapshot)
@@ -541,7 +550,7 @@ class _Direct:
         col = self.columns[node.own]
         constant, floats = self.flags[node.own]
         if tp is float and not floats:  # the one conversion the plain decoder makes
-            col = list(map(decoder(float), col))
+            col = [decoder(float)(col[0])] * self.n if constant else list(map(decoder(float), col))
         return col, constant
 
     def _merge_own(self, node: _Node, built: list[Any], constant: bool) -> tuple[list[Any], bool]:
@@ -632,60 +641,63 @@ class _Direct:
         return self._merge_own(node, rows, False)
 
     def _gpu_processes(self, node: _Node) -> list[Any]:
-        """GpuProcess: its own fields, and ``host`` from the flattened host fields, or
-        (``host_ref``) the snapshot's own ProcessInfo of that pid."""
+        """GpuProcess: its own fields column by column; its host read by the model's
+        :func:`~gputop.model.host_decoder` from the row's flattened host fields, or
+        (``host_ref``) its snapshot's own ProcessInfo of that pid (shared, not a copy)."""
         hints = type_hints(GpuProcess)
-        own_fields = [f for f in dataclasses.fields(GpuProcess) if f.name != "host"]
-        allowed = {f.name for f in own_fields} | set(HOST_FIELDS) | {"host_ref"}
+        allowed = {f.name for f in dataclasses.fields(GpuProcess)} - {"host"}
+        allowed |= {*HOST_FIELDS, "host_ref"}
         if not allowed.issuperset(node.children) or "pid" not in node.children:
             raise _Fallback
         n = self.n
         missing = _MISSING
         pids, _ = self._build(node.children["pid"], hints["pid"])
-        # The host: built from the row's own host fields where it has them...
-        info_hints = type_hints(ProcessInfo)
-        host_cols: list[Any] = [pids]
-        has_fields = False
-        for name in HOST_FIELDS:
-            child = node.children.get(name)
-            if child is None:
-                host_cols.append([None] * n)
-            else:
-                has_fields = True
-                host_cols.append(self._build(child, info_hints[name])[0])
-        visible = host_cols[1]
-        hosts: list[Any]
-        if has_fields:
-            built = list(map(_maker(ProcessInfo), *host_cols))
-            hosts = [
-                None if v is None or v is missing else h
-                for v, h in zip(visible, built, strict=True)
-            ]
-        else:
-            hosts = [None] * n
-        # ... or its snapshot's entry for that pid (host_ref).
+        hosts: list[Any] = [None] * n
+        if any(name in node.children for name in HOST_FIELDS):
+            info_hints = type_hints(ProcessInfo)
+            host_cols = [pids]
+            for name in HOST_FIELDS:
+                child = node.children.get(name)
+                host_cols.append(
+                    [None] * n if child is None else self._build(child, info_hints[name])[0]
+                )
+            infos = map(_maker(ProcessInfo), *host_cols)
+            for r, (visible, info) in enumerate(zip(host_cols[1], infos, strict=True)):
+                hosts[r] = info if self._has_host(visible) else None
         ref = node.children.get("host_ref")
         if ref is not None:
-            if ref.own is None or ref.children:
-                raise _Fallback
-            refs = self.columns[ref.own]
-            for r in range(n):
-                if refs[r] is not missing and refs[r]:
+            # The row held its snapshot's entry for that pid, field for field (see
+            # _share_hosts), so that entry is its host if it has one.
+            for r, is_ref in enumerate(self._leaf(ref)):
+                if is_ref is not missing and is_ref:
                     info = self._info(r, pids[r])
-                    hosts[r] = None if info.visible is None else info
+                    hosts[r] = info if self._has_host(info.visible) else None
         cols: list[Any] = []
         for f in dataclasses.fields(GpuProcess):
+            child = node.children.get(f.name)
             if f.name == "host":
                 cols.append(hosts)
-                continue
-            child = node.children.get(f.name)
-            if child is None:
+            elif child is None:
                 if f.default is dataclasses.MISSING:
                     raise _Fallback
                 cols.append([f.default] * n)
             else:
                 cols.append(pids if f.name == "pid" else self._build(child, hints[f.name])[0])
         return list(map(_maker(GpuProcess), *cols))
+
+    def _has_host(self, visible: Any) -> bool:
+        """Whether a process row with this ``visible`` value has a host: the model's
+        :func:`~gputop.model.host_decoder` asked once per value."""
+        has = self._hosts.get(visible)
+        if has is None:
+            probe = {"pid": 0} if visible is _MISSING else {"pid": 0, "visible": visible}
+            has = self._hosts[visible] = host_decoder()(probe) is not None
+        return has
+
+    def _leaf(self, node: _Node) -> list[Any]:
+        if node.own is None or node.children or node.length is not None:
+            raise _Fallback
+        return self.columns[node.own]
 
     def _info(self, r: int, pid: Any) -> ProcessInfo:
         index = self._by_pid[r]
