@@ -421,7 +421,7 @@ def decompress(data: bytes, dictionary: bytes | None = None) -> bytes:
 
 
 # --- straight from the columns ------------------------------------------------------------
-# The same result as building each row's dict and then ``snapshot_from_dict``, without the
+# The same result as building each row's dict and then ``Snapshot.from_dict``, without the
 # dicts: the paths become a tree; each node of it is built for all the block's rows at
 # once, column by column, by its model type (a dataclass: one generated constructor
 # mapped over its fields' columns; a tuple: the element columns zipped). A node whose
