@@ -7,43 +7,9 @@ Untrusted text (process names, command lines, user names, GPU names) goes throug
 
 from __future__ import annotations
 
-import re
+from gputop.model import clean_text as clean_text  # its home: checked decoding
 
 NA = "n/a"
-
-# C0 and C1 control characters and DEL; ESC starts ANSI/OSC sequences, which we drop whole.
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# Bidirectional overrides and isolates can reorder what follows them on screen.
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
-
-
-def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None:
-    """Strip escape sequences, control characters and bidi overrides from untrusted text.
-
-    Bytes are decoded as UTF-8 with replacement. Newlines, tabs and the Unicode line and
-    paragraph separators become spaces.
-    ``limit`` caps the length (a command line can be megabytes long).
-    """
-    if text is None:
-        return None
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    if limit is not None and len(text) > limit * 2:
-        text = text[: limit * 2]
-    text = _ANSI.sub("", text)
-    text = text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
-    # Unicode line and paragraph separators break lines too (str.splitlines, some terminals).
-    text = text.replace("\u2028", " ").replace("\u2029", " ")
-    text = _CONTROL.sub("", text)
-    text = _BIDI.sub("", text)
-    # Lone surrogates (from surrogateescape decoding) cannot be encoded for the terminal.
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
-        text = text.encode("utf-8", "replace").decode("utf-8", "replace")
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
-
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 

@@ -14,10 +14,13 @@ seconds since the Unix epoch for times.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import NoneType
 from typing import Any, TypeVar
 
 SCHEMA_VERSION = 1
@@ -304,8 +307,13 @@ class Snapshot:
         return _to_jsonable(self)  # type: ignore[no-any-return]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
-        snapshot: Snapshot = _from_jsonable(cls, data)
+    def from_dict(cls, data: dict[str, Any], *, checked: bool = False) -> Snapshot:
+        """The snapshot of its JSON form (``to_dict()``); unknown keys are ignored.
+        ``checked``: untrusted input, each value checked (see :func:`decoder`); raises
+        ValueError when even the time, hostname or driver is unusable."""
+        snapshot: Snapshot = decoder(cls, checked=checked)(data)
+        if snapshot is _INVALID:
+            raise ValueError("not a snapshot: its time, hostname or driver is unusable")
         return snapshot
 
     def gpu(self, index: int) -> GpuSample | None:
@@ -328,6 +336,10 @@ class Snapshot:
 
 #: The ProcessInfo fields flattened into a GPU process's JSON object (all but the pid).
 HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
+#: Checked decoding (untrusted input) cuts lists longer than this (GPUs, processes...)...
+MAX_ITEMS = 4096
+#: ... and strings longer than this (command lines are the longest).
+MAX_TEXT = 4096
 T = TypeVar("T")
 
 
@@ -358,36 +370,216 @@ def type_hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def _from_jsonable(tp: Any, value: Any) -> Any:
-    if value is None:
+# C0 and C1 control characters and DEL; ESC starts ANSI/OSC sequences, which are dropped whole.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Bidirectional overrides and isolates can reorder what follows them on screen.
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None:
+    """Strip escape sequences, control characters and bidi overrides from untrusted text.
+
+    Bytes are decoded as UTF-8 with replacement. Newlines, tabs and the Unicode line and
+    paragraph separators become spaces.
+    ``limit`` caps the length (a command line can be megabytes long).
+    """
+    if text is None:
         return None
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if limit is not None and len(text) > limit * 2:
+        text = text[: limit * 2]
+    text = _ANSI.sub("", text)
+    text = text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    # Unicode line and paragraph separators break lines too (str.splitlines, some terminals).
+    text = text.replace("\u2028", " ").replace("\u2029", " ")
+    text = _CONTROL.sub("", text)
+    text = _BIDI.sub("", text)
+    # Lone surrogates (from surrogateescape decoding) cannot be encoded for the terminal.
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        text = text.encode("utf-8", "replace").decode("utf-8", "replace")
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+# --- the one decoder --------------------------------------------------------------------
+# ``decoder(tp)`` turns the JSON form of a value of model type ``tp`` back into it. It is
+# compiled once per type from the type hints into closures, since a replay decodes
+# hundreds of snapshots for one jump. Two modes:
+# - plain, for what gputop itself wrote: an int where a float belongs becomes a float,
+#   everything else is taken as it is;
+# - checked, for untrusted input (a remote host's lines): each value must be of its
+#   type (a number finite, an int within 64 bits, a string cleaned by clean_text and
+#   capped at MAX_TEXT, a list capped at MAX_ITEMS items); a value that is not becomes
+#   its field's default (n/a), and an object whose required field (a pid, an index, the
+#   time) is unusable is dropped as a whole. The checks of a value live in
+#   ``_checked_leaf``, the dropping in ``_dataclass_decoder``.
+
+Decode = Callable[[Any], Any]
+#: What a checked decoder returns for a value it refuses (the field's default applies).
+_INVALID: Any = object()
+_DECODERS: dict[tuple[Any, bool], Decode] = {}
+_HOSTS: dict[bool, Decode] = {}
+
+
+def decoder(tp: Any, *, checked: bool = False) -> Decode:
+    """The function from the JSON form of a ``tp`` (a model class, a tuple, an optional,
+    a scalar) to the value; in checked mode a refused optional value is None."""
+    found = _DECODERS.get((tp, checked))
+    if found is None:
+        found = _DECODERS[(tp, checked)] = _compile(tp, checked)
+    return found
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _to_float(value: Any) -> Any:
+    return float(value) if isinstance(value, int) else value
+
+
+def _compile(tp: Any, checked: bool) -> Decode:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _from_jsonable(members[0], value)
+        members = [decoder(a, checked=checked) for a in typing.get_args(tp) if a is not NoneType]
+        if not checked:
+            return members[0]
+
+        def optional(value: Any) -> Any:
+            if value is None:
+                return None
+            for member in members:
+                out = member(value)
+                if out is not _INVALID:
+                    return out
+            return None  # n/a
+
+        return optional
     if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_from_jsonable(args[0], v) for v in value)
-        return tuple(_from_jsonable(a, v) for a, v in zip(args, value, strict=True))
+        return _tuple_decoder(typing.get_args(tp), checked)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        hints = type_hints(tp)
-        data = dict(value)
-        kwargs: dict[str, Any] = {}
-        if tp is GpuProcess:
-            host_data = {name: data.pop(name, None) for name in HOST_FIELDS}
-            if host_data.get("visible") is None:
-                kwargs["host"] = None
-            else:
-                kwargs["host"] = _from_jsonable(ProcessInfo, {"pid": data["pid"], **host_data})
-            data.pop("host", None)
-        for f in dataclasses.fields(tp):
-            if f.name in data:
-                kwargs[f.name] = _from_jsonable(hints[f.name], data[f.name])
-        return tp(**kwargs)
-    if tp is float and isinstance(value, int):
-        return float(value)
-    return value
+        return _dataclass_decoder(tp, checked)
+    if checked:
+        return _checked_leaf(tp)
+    return _to_float if tp is float else _identity
+
+
+def _checked_leaf(tp: Any) -> Decode:
+    if tp is float:
+        return _finite
+    if tp is int:
+        return lambda v: v if type(v) is int and -(2**63) <= v < 2**64 else _INVALID
+    if tp is bool:
+        return lambda v: v if isinstance(v, bool) else _INVALID
+    if tp is str:
+        return lambda v: clean_text(v, MAX_TEXT) if isinstance(v, str) else _INVALID
+    return lambda v: _INVALID
+
+
+def _finite(value: Any) -> Any:
+    if type(value) not in (int, float):  # a bool is not a number here
+        return _INVALID
+    try:
+        v = float(value)
+    except OverflowError:  # an int of hundreds of digits
+        return _INVALID
+    return v if math.isfinite(v) else _INVALID
+
+
+def _tuple_decoder(args: tuple[Any, ...], checked: bool) -> Decode:
+    if len(args) == 2 and args[1] is Ellipsis:
+        item = decoder(args[0], checked=checked)
+        if checked:
+            return lambda v: (
+                tuple(x for x in map(item, v[:MAX_ITEMS]) if x is not _INVALID)
+                if isinstance(v, list)
+                else _INVALID
+            )
+        if item is _identity:
+            return lambda v: None if v is None else tuple(v)
+        return lambda v: None if v is None else tuple(map(item, v))
+    items = [decoder(a, checked=checked) for a in args]
+    if not checked:
+        return lambda v: None if v is None else tuple(c(x) for c, x in zip(items, v, strict=True))
+
+    def fixed(value: Any) -> Any:
+        if not isinstance(value, list) or len(value) != len(items):
+            return _INVALID
+        out = tuple(c(x) for c, x in zip(items, value, strict=True))
+        return _INVALID if any(x is _INVALID or x is None for x in out) else out
+
+    return fixed
+
+
+def _dataclass_decoder(cls: type, checked: bool) -> Decode:
+    hints = type_hints(cls)
+    # (field, its decoder or None when the JSON value is the value, required)
+    plan: list[tuple[str, Decode | None, bool]] = []
+    host = host_decoder(checked=checked) if cls is GpuProcess else None
+
+    def build(value: Any) -> Any:
+        if value is None:
+            return None
+        kwargs = {}
+        for name, conv, _ in plan:
+            if name in value:
+                v = value[name]
+                kwargs[name] = v if conv is None else conv(v)
+        if host is not None:
+            kwargs["host"] = host(value)
+        return cls(**kwargs)
+
+    def build_checked(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return _INVALID
+        kwargs = {}
+        for name, conv, required in plan:
+            if name in value:
+                v = conv(value[name])  # type: ignore[misc]
+                if v is not _INVALID:
+                    kwargs[name] = v
+                elif required:
+                    return _INVALID
+        if host is not None:
+            kwargs["host"] = host(value)
+        try:
+            return cls(**kwargs)
+        except TypeError:  # a required field is absent
+            return _INVALID
+
+    made = _DECODERS[(cls, checked)] = build_checked if checked else build
+    for f in dataclasses.fields(cls):
+        if host is not None and f.name == "host":
+            continue
+        conv = decoder(hints[f.name], checked=checked)
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        plan.append((f.name, None if conv is _identity else conv, required))
+    return made
+
+
+def host_decoder(*, checked: bool = False) -> Decode:
+    """``GpuProcess.host`` from the process's own JSON object, which holds its fields
+    (:data:`HOST_FIELDS`) beside the pid: no host when ``visible`` is absent or n/a."""
+    found = _HOSTS.get(checked)
+    if found is None:
+        found = _HOSTS[checked] = _flat_host(checked)
+    return found
+
+
+def _flat_host(checked: bool) -> Decode:
+    visible = decoder(bool, checked=checked)
+    info = decoder(ProcessInfo, checked=checked)
+
+    def host(value: Any) -> Any:
+        if visible(value.get("visible")) in (None, _INVALID):
+            return None
+        out = info(value)  # reads the pid and the host fields only
+        return None if out is _INVALID else out
+
+    return host
 
 
 def replace(obj: T, **changes: Any) -> T:

@@ -60,11 +60,12 @@ def test_model_imports_nothing_of_gputop() -> None:
     assert _gputop_imports("gputop.model") == set()
 
 
-def test_fmt_imports_nothing_of_gputop() -> None:
-    assert _gputop_imports("gputop.fmt") == set()
+def test_fmt_imports_only_the_model() -> None:
+    # clean_text lives with the checked decoding of untrusted snapshots; fmt re-exports it
+    assert {m for m in _gputop_imports("gputop.fmt") if not _is_under(m, "gputop.model")} == set()
 
 
-#: Leaves every stage may import: they import nothing of gputop.
+#: Leaves every stage may import: they import nothing of gputop but the model.
 LEAVES = (
     "gputop.model",
     "gputop.fmt",
@@ -76,7 +77,7 @@ LEAVES = (
 
 @pytest.mark.parametrize("name", [m for m in LEAVES if m in MODULES])
 def test_leaves_import_nothing_of_gputop(name: str) -> None:
-    assert _gputop_imports(name) == set()
+    assert {m for m in _gputop_imports(name) if not _is_under(m, "gputop.model")} == set()
 
 
 @pytest.mark.parametrize("name", [m for m in MODULES if _is_under(m, "gputop.sources")])

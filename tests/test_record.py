@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -557,10 +558,12 @@ def test_record_is_for_the_dashboard(capsys: pytest.CaptureFixture[str]) -> None
     assert rc == 2 and "--record goes with the dashboard" in err
 
 
-def test_the_fast_decoder_is_from_dict(fake_nvml: Any) -> None:
-    """codec.snapshot_from_dict (compiled) gives what Snapshot.from_dict gives, on the
-    demo, the fake NVML source and odd values."""
+def test_the_compiled_decoder_is_the_plain_walk(fake_nvml: Any) -> None:
+    """Snapshot.from_dict (compiled once per class) gives what the plain walk over the
+    type hints gives (tests/helpers/plain_decoder.py), on the demo, the fake NVML source
+    and odd values."""
     from gputop.sources.live import LiveSource
+    from tests.helpers.plain_decoder import plain_from_dict
 
     src = LiveSource()
     try:
@@ -569,13 +572,13 @@ def test_the_fast_decoder_is_from_dict(fake_nvml: Any) -> None:
         src.close()
     for snap in [*demo(30), *live]:
         d = snap.to_dict()
-        assert codec.snapshot_from_dict(d) == Snapshot.from_dict(d) == snap
+        assert Snapshot.from_dict(d) == plain_from_dict(d) == snap
     d = demo(2)[1].to_dict()
     d["host"] = None
     d["gpus"][0]["processes"][0]["visible"] = None
     d["gpus"][1]["power_w"] = 300  # an int where a float belongs
-    assert codec.snapshot_from_dict(d) == Snapshot.from_dict(d)
-    assert type(codec.snapshot_from_dict(d).gpus[1].power_w) is float
+    assert Snapshot.from_dict(d) == plain_from_dict(d)
+    assert type(Snapshot.from_dict(d).gpus[1].power_w) is float
 
 
 def _direct(snaps: list[Snapshot]) -> tuple[list[Snapshot], list[Snapshot]]:
@@ -698,3 +701,22 @@ def test_the_systemd_units_run_valid_commands() -> None:
         argv = shlex.split(line.removeprefix("ExecStart="))
         assert argv[0].endswith("/gputop") and argv[1] == "record"
         build_parser().parse_args(argv[2:])  # exits 2 on a bad argument
+
+
+@pytest.mark.parametrize("name", ["demo_mig", "busy_node", "coming_and_going", "irregular"])
+def test_the_column_path_is_from_dict_on_the_verdict_scenarios(name: str) -> None:
+    """The seeded histories of tests/verdict_scenarios (MIG, lost GPUs, processes
+    coming and going, with and without a host, n/a readings) decode from a block's
+    columns to exactly ``Snapshot.from_dict`` of the recorded dicts."""
+    from tests.verdict_scenarios import SCENARIOS
+
+    _, histories = SCENARIOS[name]()
+    *_, history = itertools.islice(histories, 90)
+    snaps = list(history)
+    for start in range(0, len(snaps), 30):
+        block = snaps[start : start + 30]
+        direct, _ = _direct(block)
+        dicts = [json.loads(json.dumps(b.to_dict())) for b in block]
+        assert _same(direct, [Snapshot.from_dict(d) for d in dicts])
+        hosts = [p.host for s in direct for g in s.gpus for p in g.processes]
+        assert any(h is not None for h in hosts)

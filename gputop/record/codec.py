@@ -38,7 +38,15 @@ from typing import Any
 
 import zstandard
 
-from gputop.model import HOST_FIELDS, GpuProcess, ProcessInfo, Snapshot, type_hints
+from gputop.model import (
+    HOST_FIELDS,
+    GpuProcess,
+    ProcessInfo,
+    Snapshot,
+    decoder,
+    host_decoder,
+    type_hints,
+)
 
 #: zstandard level (bench/bench_record.py: about 35 ms a minute of the demo fleet).
 LEVEL = 15
@@ -389,7 +397,7 @@ def snapshots_from_rows(dicts: list[dict[str, Any]]) -> list[Snapshot]:
     out = []
     for d in dicts:
         try:
-            out.append(snapshot_from_dict(_unshare_hosts(d)))
+            out.append(Snapshot.from_dict(_unshare_hosts(d)))
         except (TypeError, ValueError, KeyError) as exc:
             raise CodecError(f"a snapshot that does not fit the model: {exc}") from None
     return out
@@ -412,102 +420,8 @@ def decompress(data: bytes, dictionary: bytes | None = None) -> bytes:
         raise CodecError(f"unreadable compressed block: {exc}") from None
 
 
-# --- fast decoding ----------------------------------------------------------------------
-# Snapshot.from_dict walks the type hints for every value; a replay decodes hundreds of
-# snapshots for one jump. The same rules, compiled once per class into closures (the
-# tests check both give equal snapshots on the demo and on odd values).
-
-_Conv = Callable[[Any], Any]
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _to_float(value: Any) -> Any:
-    return float(value) if isinstance(value, int) else value
-
-
-def _compile(tp: Any) -> _Conv:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _compile(members[0])
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            item = _compile(args[0])
-            if item is _identity:
-                return lambda v: None if v is None else tuple(v)
-            return lambda v: None if v is None else tuple(map(item, v))
-        items = [_compile(a) for a in args]
-        return lambda v: None if v is None else tuple(c(x) for c, x in zip(items, v, strict=True))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _compile_dataclass(tp)
-    if tp is float:
-        return _to_float
-    return _identity
-
-
-_COMPILED: dict[type, _Conv] = {}
-
-
-def _compile_dataclass(cls: type) -> _Conv:
-    found = _COMPILED.get(cls)
-    if found is not None:
-        return found
-    hints = type_hints(cls)
-    fields = [f.name for f in dataclasses.fields(cls)]
-    convs: list[tuple[str, _Conv | None]] = []
-
-    def build(value: Any) -> Any:
-        if value is None:
-            return None
-        kwargs = {}
-        for name, conv in convs:
-            if name in value:
-                v = value[name]
-                kwargs[name] = v if conv is None else conv(v)
-        return cls(**kwargs)
-
-    _COMPILED[cls] = build  # before compiling the fields: a class may contain itself
-    for name in fields:
-        conv = _compile(hints[name])
-        convs.append((name, None if conv is _identity else conv))
-    if cls is GpuProcess:
-        host_fields = [f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid"]
-        info = _compile_dataclass(ProcessInfo)
-        own = [(n, c) for n, c in convs if n != "host"]
-
-        def build_process(value: Any) -> Any:
-            if value is None:
-                return None
-            kwargs = {}
-            for name, conv in own:
-                if name in value:
-                    v = value[name]
-                    kwargs[name] = v if conv is None else conv(v)
-            if value.get("visible") is None:
-                kwargs["host"] = None
-            else:
-                host = {n: value.get(n) for n in host_fields}
-                host["pid"] = value["pid"]
-                kwargs["host"] = info(host)
-            return GpuProcess(**kwargs)
-
-        _COMPILED[cls] = build_process
-        return build_process
-    return build
-
-
-def snapshot_from_dict(data: dict[str, Any]) -> Snapshot:
-    """``Snapshot.from_dict(data)``, faster (compiled once)."""
-    result: Snapshot = _compile_dataclass(Snapshot)(data)
-    return result
-
-
 # --- straight from the columns ------------------------------------------------------------
-# The same result as building each row's dict and then ``snapshot_from_dict``, without the
+# The same result as building each row's dict and then ``Snapshot.from_dict``, without the
 # dicts: the paths become a tree; each node of it is built for all the block's rows at
 # once, column by column, by its model type (a dataclass: one generated constructor
 # mapped over its fields' columns; a tuple: the element columns zipped). A node whose
@@ -613,6 +527,7 @@ class _Direct:
         self.root = _tree(keys)
         self._processes: list[Any] | None = None  # each row's Snapshot.processes
         self._by_pid: list[dict[Any, ProcessInfo] | None] = [None] * n
+        self._hosts: dict[Any, bool] = {}  # visible value -> whether there is a host
 
     def snapshots(self) -> list[Snapshot]:
         col, _ = self._dataclass(self.root, Snapshot)
@@ -634,8 +549,8 @@ class _Direct:
             raise _Fallback
         col = self.columns[node.own]
         constant, floats = self.flags[node.own]
-        if tp is float and not floats:
-            col = [float(v) if isinstance(v, int) else v for v in col]
+        if tp is float and not floats:  # the one conversion the plain decoder makes
+            col = [decoder(float)(col[0])] * self.n if constant else list(map(decoder(float), col))
         return col, constant
 
     def _merge_own(self, node: _Node, built: list[Any], constant: bool) -> tuple[list[Any], bool]:
@@ -726,60 +641,63 @@ class _Direct:
         return self._merge_own(node, rows, False)
 
     def _gpu_processes(self, node: _Node) -> list[Any]:
-        """GpuProcess: its own fields, and ``host`` from the flattened host fields, or
-        (``host_ref``) the snapshot's own ProcessInfo of that pid."""
+        """GpuProcess: its own fields column by column; its host read by the model's
+        :func:`~gputop.model.host_decoder` from the row's flattened host fields, or
+        (``host_ref``) its snapshot's own ProcessInfo of that pid (shared, not a copy)."""
         hints = type_hints(GpuProcess)
-        own_fields = [f for f in dataclasses.fields(GpuProcess) if f.name != "host"]
-        allowed = {f.name for f in own_fields} | set(HOST_FIELDS) | {"host_ref"}
+        allowed = {f.name for f in dataclasses.fields(GpuProcess)} - {"host"}
+        allowed |= {*HOST_FIELDS, "host_ref"}
         if not allowed.issuperset(node.children) or "pid" not in node.children:
             raise _Fallback
         n = self.n
         missing = _MISSING
         pids, _ = self._build(node.children["pid"], hints["pid"])
-        # The host: built from the row's own host fields where it has them...
-        info_hints = type_hints(ProcessInfo)
-        host_cols: list[Any] = [pids]
-        has_fields = False
-        for name in HOST_FIELDS:
-            child = node.children.get(name)
-            if child is None:
-                host_cols.append([None] * n)
-            else:
-                has_fields = True
-                host_cols.append(self._build(child, info_hints[name])[0])
-        visible = host_cols[1]
-        hosts: list[Any]
-        if has_fields:
-            built = list(map(_maker(ProcessInfo), *host_cols))
-            hosts = [
-                None if v is None or v is missing else h
-                for v, h in zip(visible, built, strict=True)
-            ]
-        else:
-            hosts = [None] * n
-        # ... or its snapshot's entry for that pid (host_ref).
+        hosts: list[Any] = [None] * n
+        if any(name in node.children for name in HOST_FIELDS):
+            info_hints = type_hints(ProcessInfo)
+            host_cols = [pids]
+            for name in HOST_FIELDS:
+                child = node.children.get(name)
+                host_cols.append(
+                    [None] * n if child is None else self._build(child, info_hints[name])[0]
+                )
+            infos = map(_maker(ProcessInfo), *host_cols)
+            for r, (visible, info) in enumerate(zip(host_cols[1], infos, strict=True)):
+                hosts[r] = info if self._has_host(visible) else None
         ref = node.children.get("host_ref")
         if ref is not None:
-            if ref.own is None or ref.children:
-                raise _Fallback
-            refs = self.columns[ref.own]
-            for r in range(n):
-                if refs[r] is not missing and refs[r]:
+            # The row held its snapshot's entry for that pid, field for field (see
+            # _share_hosts), so that entry is its host if it has one.
+            for r, is_ref in enumerate(self._leaf(ref)):
+                if is_ref is not missing and is_ref:
                     info = self._info(r, pids[r])
-                    hosts[r] = None if info.visible is None else info
+                    hosts[r] = info if self._has_host(info.visible) else None
         cols: list[Any] = []
         for f in dataclasses.fields(GpuProcess):
+            child = node.children.get(f.name)
             if f.name == "host":
                 cols.append(hosts)
-                continue
-            child = node.children.get(f.name)
-            if child is None:
+            elif child is None:
                 if f.default is dataclasses.MISSING:
                     raise _Fallback
                 cols.append([f.default] * n)
             else:
                 cols.append(pids if f.name == "pid" else self._build(child, hints[f.name])[0])
         return list(map(_maker(GpuProcess), *cols))
+
+    def _has_host(self, visible: Any) -> bool:
+        """Whether a process row with this ``visible`` value has a host: the model's
+        :func:`~gputop.model.host_decoder` asked once per value."""
+        has = self._hosts.get(visible)
+        if has is None:
+            probe = {"pid": 0} if visible is _MISSING else {"pid": 0, "visible": visible}
+            has = self._hosts[visible] = host_decoder()(probe) is not None
+        return has
+
+    def _leaf(self, node: _Node) -> list[Any]:
+        if node.own is None or node.children or node.length is not None:
+            raise _Fallback
+        return self.columns[node.own]
 
     def _info(self, r: int, pid: Any) -> ProcessInfo:
         index = self._by_pid[r]

@@ -20,22 +20,17 @@ Two readings of a line, for two costs:
 - :func:`to_snapshot` (only the host opened in the full dashboard): the whole
   :class:`~gputop.model.Snapshot`, checked field by field.
 
-Only the model and :mod:`gputop.fmt` are imported (the architecture rule for sources);
+Only the model is imported (the architecture rule for sources);
 verdicts travel as :class:`RemoteVerdict` (kind, label, severity, evidence, advice).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.fmt import clean_text
-from gputop.model import HOST_FIELDS, SCHEMA_VERSION, GpuProcess, ProcessInfo, Snapshot, type_hints
+from gputop.model import MAX_ITEMS, SCHEMA_VERSION, Snapshot, clean_text, decoder
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -51,10 +46,6 @@ __all__ = [
 
 #: A line above this many bytes is refused (16 GPUs x 64 processes is about 0.3 MB).
 MAX_LINE_BYTES = 8 * 2**20
-#: Lists longer than this are cut (GPUs, processes, jobs, per-core CPU...).
-MAX_ITEMS = 4096
-#: Strings longer than this are cut (command lines are the longest).
-MAX_TEXT = 4096
 
 
 class LineError(ValueError):
@@ -147,23 +138,13 @@ def _preview(line: bytes | str) -> str:
 # --- checked values ---------------------------------------------------------------------
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    v = float(value)
-    return v if math.isfinite(v) else None
+# The model's checked decoding of one value: None where it is not one.
+_num = decoder(float | None, checked=True)
+_int = decoder(int | None, checked=True)
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if -(2**63) <= value < 2**64 else None
-
-
-def _text(value: Any, limit: int = MAX_TEXT) -> str | None:
-    if not isinstance(value, str):
-        return None
-    return clean_text(value, limit)
+def _text(value: Any, limit: int) -> str | None:
+    return clean_text(value, limit) if isinstance(value, str) else None
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -239,78 +220,6 @@ def summarize(data: dict[str, Any]) -> HostReport:
 
 # --- the whole snapshot, checked --------------------------------------------------------
 
-_MISSING = object()
-
-
-def _checked(tp: Any, value: Any) -> Any:
-    """``value`` as type ``tp``, or ``_MISSING`` when it is not one (the field's default
-    then applies). Mirrors the model's JSON codec, with every type checked."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None:
-            return None
-        members = [a for a in typing.get_args(tp) if a is not type(None)]
-        for member in members:
-            out = _checked(member, value)
-            if out is not _MISSING:
-                return out
-        return None  # optional: n/a
-    if origin is tuple:
-        if not isinstance(value, list):
-            return _MISSING
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            items = [_checked(args[0], v) for v in value[:MAX_ITEMS]]
-            return tuple(v for v in items if v is not _MISSING)
-        if len(value) != len(args):
-            return _MISSING
-        items = [_checked(a, v) for a, v in zip(args, value, strict=True)]
-        return _MISSING if any(v is _MISSING or v is None for v in items) else tuple(items)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            return _MISSING
-        return _dataclass(tp, value)
-    if tp is float:
-        v = _num(value)
-        return _MISSING if v is None else v
-    if tp is int:
-        i = _int(value)
-        return _MISSING if i is None else i
-    if tp is bool:
-        return value if isinstance(value, bool) else _MISSING
-    if tp is str:
-        s = _text(value)
-        return _MISSING if s is None else s
-    return _MISSING
-
-
-def _dataclass(tp: type, data: dict[str, Any]) -> Any:
-    hints = type_hints(tp)
-    kwargs: dict[str, Any] = {}
-    if tp is GpuProcess:
-        host = {name: data.get(name) for name in HOST_FIELDS}
-        if isinstance(host.get("visible"), bool):
-            info = _checked(ProcessInfo, {"pid": data.get("pid"), **host})
-            kwargs["host"] = None if info is _MISSING else info
-    for f in dataclasses.fields(tp):
-        if f.name in kwargs or f.name not in data:
-            continue
-        if tp is GpuProcess and f.name == "host":
-            continue
-        value = _checked(hints[f.name], data[f.name])
-        if value is _MISSING:
-            has_default = (
-                f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-            )
-            if has_default:
-                continue
-            return _MISSING  # a required field (pid, index, time...) is not usable
-        kwargs[f.name] = value
-    try:
-        return tp(**kwargs)
-    except TypeError:  # a required field is absent
-        return _MISSING
-
 
 def to_snapshot(data: dict[str, Any]) -> Snapshot:
     """The whole snapshot of a parsed line, every field checked (see the module doc).
@@ -318,7 +227,7 @@ def to_snapshot(data: dict[str, Any]) -> Snapshot:
     data = dict(data)
     data.setdefault("driver", {"available": False, "error": "not reported"})
     data.setdefault("hostname", "?")
-    snap = _checked(Snapshot, data)
-    if snap is _MISSING or not isinstance(snap, Snapshot):
-        raise LineError("not a gputop snapshot (time, hostname or driver unusable)")
-    return snap
+    try:
+        return Snapshot.from_dict(data, checked=True)
+    except ValueError:
+        raise LineError("not a gputop snapshot (time, hostname or driver unusable)") from None
