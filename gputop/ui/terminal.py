@@ -383,7 +383,13 @@ class GpuTopDriver(LinuxDriver):
             return
         if self._suspended:
             self._suspended = False
-            self.resume_application_mode()  # new writer and input threads, full repaint
+            # New writer and input threads, and the alternate screen again: entering it
+            # clears it, and Textual repaints only what changes from then on (its resize
+            # event carries the same size, so it is dropped). Without a full repaint,
+            # lines that never change (the table's header, an idle GPU) stay blank.
+            # Queued after the mode's escapes, on the same writer, so it lands after them.
+            self.resume_application_mode()
+            self._app.refresh(repaint=True, layout=True)
             return
         # A stray SIGCONT (kill -CONT, or kill -STOP then fg): application mode never
         # stopped. The shell may have put its own tty modes back while we were stopped:
