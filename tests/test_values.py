@@ -84,11 +84,11 @@ def test_impossible_values_are_na_with_an_error_each(fake_nvml_env: MakeEnv) -> 
     assert "Errors while sampling" in shown and "shown as n/a" in shown
 
 
-def test_the_bounds_are_in_the_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
-    for path, *_ in BOUNDS:
-        assert f"`{path}`" in readme, path
-    assert "used > total" in readme or "more than the total" in readme
+def test_the_bounds_are_in_the_docs() -> None:
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    for path, low, high, _ in BOUNDS:
+        assert f"| `{path}` |" in doc and f"| {low:g}-{high:g} |" in doc, path
+    assert "at most the total" in doc
 
 
 # --- exited, or in another PID namespace ---------------------------------------------------
