@@ -552,13 +552,13 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
         "pcie.tx_bytes_per_s",
         "nvmlDeviceGetPcieThroughput (TX)",
         "bytes/s",
-        'PCIe throughput GPU to host (exported as gputop_gpu_pcie_bytes_per_second{direction="tx"})',
+        'PCIe throughput GPU to host (gputop_gpu_pcie_bytes_per_second{direction="tx"})',
     ),
     GpuMetric(
         "pcie.rx_bytes_per_s",
         "nvmlDeviceGetPcieThroughput (RX)",
         "bytes/s",
-        'PCIe throughput host to GPU (exported as gputop_gpu_pcie_bytes_per_second{direction="rx"})',
+        'PCIe throughput host to GPU (gputop_gpu_pcie_bytes_per_second{direction="rx"})',
     ),
     GpuMetric(
         "power_w",
