@@ -453,6 +453,9 @@ class GpuMetric:
     # value is converted from ``unit`` to ``export_unit`` (exporter/metrics.py).
     export: str | None = None
     export_unit: str = ""
+    # What the demo's GPUs report for a metric the demo does not simulate (None: the
+    # demo sets it, or leaves it n/a). Only for fields of GpuSample itself (no dot).
+    demo: float | None = None
     get: Callable[[Any], Any] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
