@@ -251,6 +251,7 @@ class GpuSample:
     fan_percent: float | None = None
     clocks: Clocks = field(default_factory=Clocks)
     clock_event_reasons: tuple[str, ...] | None = None  # decoded names; None: unknown
+    performance_state: int | None = None  # 0 (P0, most performance) to 15 (P15, least)
     pcie: Pcie = field(default_factory=Pcie)
     mig_mode: bool | None = None
     ecc_uncorrected: int | None = None
@@ -603,6 +604,18 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
         label="fan",
         export="gputop_gpu_fan_ratio",
         export_unit="0-1",
+    ),
+    GpuMetric(
+        "performance_state",
+        "nvmlDeviceGetPerformanceState",
+        "",
+        "Performance state: 0 (P0, most performance) to 15 (P15, least)",
+        bounds=(0, 15),
+        text="P{:.0f}",
+        label="perf",
+        export="gputop_gpu_performance_state",
+        export_unit="1",
+        demo=0,
     ),
     GpuMetric(
         "clocks.sm_mhz",

@@ -123,3 +123,27 @@ def write() -> None:
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     write()
+
+
+def test_the_performance_state_goes_end_to_end() -> None:
+    """P-state (issue 20, item 9): declared once, it reaches the panel, --once, JSON and the
+    exporter; the demo's GPUs report the table's value."""
+    from prometheus_client.exposition import generate_latest
+
+    from gputop.exporter.metrics import Totals, build
+    from gputop.sources.demo import DemoSource
+
+    snap = DemoSource(1, start_time=0.0, step=1.0).snapshot()
+    assert {g.performance_state for g in snap.gpus} == {GPU_METRIC["performance_state"].demo}
+    g = dataclasses.replace(snap.gpus[0], performance_state=8)
+    snap = dataclasses.replace(snap, gpus=(g,))
+    assert snap.to_dict()["gpus"][0]["performance_state"] == 8
+    assert " perf P8" in plain(gv.gpu_view(g, compact=False, bar_width=10).lines[1])
+    assert "  Perf P8" in textout.render_text(snap)
+
+    class Collector:
+        def collect(self) -> object:
+            return build(snap, {}, [], {}, Totals())
+
+    scrape = generate_latest(Collector()).decode()  # type: ignore[arg-type]
+    assert 'gputop_gpu_performance_state{gpu="0"} 8.0' in scrape
