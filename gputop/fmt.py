@@ -54,6 +54,13 @@ def number(value: float | None, unit: str = "", digits: int = 0) -> str:
     return f"{value:.{digits}f}{unit}"
 
 
+def shown(value: float | None, text: str) -> str:
+    """``value`` in the format string ``text`` (a metric's ``GpuMetric.text``: "{:.0f}%")."""
+    if value is None:
+        return NA
+    return text.format(value)
+
+
 def ratio_percent(part: float | None, whole: float | None) -> float | None:
     """part/whole in percent, None when either is unknown or whole is 0."""
     if part is None or whole is None or whole <= 0:

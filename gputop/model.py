@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import re
 import types
 import typing
@@ -253,6 +254,7 @@ class GpuSample:
     fan_percent: float | None = None
     clocks: Clocks = field(default_factory=Clocks)
     clock_event_reasons: tuple[str, ...] | None = None  # decoded names; None: unknown
+    performance_state: int | None = None  # 0 (P0, most performance) to 15 (P15, least)
     pcie: Pcie = field(default_factory=Pcie)
     mig_mode: bool | None = None
     ecc_uncorrected: int | None = None
@@ -612,3 +614,287 @@ def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
     """Whether ``a`` and ``b`` hold the very same objects, in order (no comparison of
     values: what :func:`reuse_equal` shared stays shared)."""
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+# --- the GPU metric table ---------------------------------------------------------------
+# Each scalar GPU metric declared once, as data (as nvitop's SNAPSHOT_KEYS and dolphie's
+# MetricDefinitions do): the bounds check (sources/bounds.py), the exporter's per-GPU
+# series (exporter/metrics.py), the metrics that stand on their own in the panel, --once
+# and the detail screen, and the table in docs/metrics.md all read it. Adding a metric:
+# a GpuSample field, a row here, its NVML read (sources/nvml.py).
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMetric:
+    """One scalar of a :class:`GpuSample`: where it is, how NVML gives it, which values
+    can be true, how people and Prometheus see it."""
+
+    field: str  # the GpuSample attribute path ("utilization.gpu"), as in --json
+    nvml: str  # the NVML call that reads it
+    unit: str  # of the value in the model ("%", "°C", "W", "MHz", "bytes", "" for a count)
+    about: str  # what it means, in words (the docs table; an exported metric's help)
+    # The values a GPU can truly report (both ends included); anything else is the
+    # driver's garbage: n/a, with an error (sources/bounds.py). None: not bounded here.
+    bounds: tuple[float, float] | None = None
+    # The format string of one value for people (fmt.shown); "" for none of its own.
+    text: str = ""
+    # Its word where it stands on its own as "word value": the panel's second line,
+    # --once's clock line (capitalized) and the detail screen's line of current values.
+    # "": it shows only inside a combined item (power/limit, memory used/total, ...).
+    label: str = ""
+    # The exporter's gauge (None: not exported by itself) and its unit for people; the
+    # value is converted from ``unit`` to ``export_unit`` (exporter/metrics.py).
+    export: str | None = None
+    export_unit: str = ""
+    # What the demo's GPUs report for a metric the demo does not simulate (None: the
+    # demo sets it, or leaves it n/a). Only for fields of GpuSample itself (no dot).
+    demo: float | None = None
+    get: Callable[[Any], Any] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "get", operator.attrgetter(self.field))
+
+    def of(self, gpu: GpuSample) -> Any:
+        """This metric's value in ``gpu`` (None: n/a)."""
+        return self.get(gpu)
+
+
+#: Every scalar GPU metric, in the order the exporter writes them and the docs list them.
+GPU_METRICS: tuple[GpuMetric, ...] = (
+    GpuMetric(
+        "utilization.gpu",
+        "nvmlDeviceGetUtilizationRates",
+        "%",
+        "Share of the last sample period a kernel ran (NVML utilization.gpu)",
+        bounds=(0, 100),
+        text="{:.0f}%",
+        export="gputop_gpu_utilization_ratio",
+        export_unit="0-1",
+    ),
+    GpuMetric(
+        "utilization.memory",
+        "nvmlDeviceGetUtilizationRates",
+        "%",
+        "Share of the last sample period in which memory was read or written",
+        bounds=(0, 100),
+        text="{:.0f}%",
+    ),
+    GpuMetric(
+        "memory.used",
+        "nvmlDeviceGetMemoryInfo (v2, else v1)",
+        "bytes",
+        "GPU memory used",
+        export="gputop_gpu_memory_used_bytes",
+        export_unit="bytes",
+    ),
+    GpuMetric(
+        "memory.total",
+        "nvmlDeviceGetMemoryInfo (v2, else v1)",
+        "bytes",
+        "GPU memory total",
+        export="gputop_gpu_memory_total_bytes",
+        export_unit="bytes",
+    ),
+    GpuMetric(
+        "memory.reserved",
+        "nvmlDeviceGetMemoryInfo (v2)",
+        "bytes",
+        "GPU memory reserved by the driver (not in used)",
+        export="gputop_gpu_memory_reserved_bytes",
+        export_unit="bytes",
+    ),
+    GpuMetric("memory.free", "nvmlDeviceGetMemoryInfo (v2, else v1)", "bytes", "GPU memory free"),
+    GpuMetric(
+        "pcie.link_max_bytes_per_s",
+        "from the max PCIe generation and width",
+        "bytes/s",
+        "PCIe link capacity per direction at its max generation and width",
+        export="gputop_gpu_pcie_link_max_bytes_per_second",
+        export_unit="bytes/s",
+    ),
+    GpuMetric(
+        "pcie.gen",
+        "nvmlDeviceGetCurrPcieLinkGeneration",
+        "",
+        "PCIe link generation now",
+        export="gputop_gpu_pcie_link_gen",
+        export_unit="1",
+    ),
+    GpuMetric(
+        "pcie.max_gen",
+        "nvmlDeviceGetMaxPcieLinkGeneration",
+        "",
+        "PCIe link generation max",
+        export="gputop_gpu_pcie_link_max_gen",
+        export_unit="1",
+    ),
+    GpuMetric(
+        "pcie.width",
+        "nvmlDeviceGetCurrPcieLinkWidth",
+        "lanes",
+        "PCIe link width now",
+        export="gputop_gpu_pcie_link_width",
+        export_unit="lanes",
+    ),
+    GpuMetric(
+        "pcie.max_width",
+        "nvmlDeviceGetMaxPcieLinkWidth",
+        "lanes",
+        "PCIe link width max",
+        export="gputop_gpu_pcie_link_max_width",
+        export_unit="lanes",
+    ),
+    GpuMetric(
+        "pcie.tx_bytes_per_s",
+        "nvmlDeviceGetPcieThroughput (TX)",
+        "bytes/s",
+        'PCIe throughput GPU to host (gputop_gpu_pcie_bytes_per_second{direction="tx"})',
+    ),
+    GpuMetric(
+        "pcie.rx_bytes_per_s",
+        "nvmlDeviceGetPcieThroughput (RX)",
+        "bytes/s",
+        'PCIe throughput host to GPU (gputop_gpu_pcie_bytes_per_second{direction="rx"})',
+    ),
+    GpuMetric(
+        "power_w",
+        "nvmlDeviceGetPowerUsage",
+        "W",
+        "Power draw",
+        bounds=(0, 5000),
+        text="{:.0f}W",
+        export="gputop_gpu_power_watts",
+        export_unit="watts",
+    ),
+    GpuMetric(
+        "power_limit_w",
+        "nvmlDeviceGetEnforcedPowerLimit",
+        "W",
+        "Enforced power limit",
+        bounds=(0, 5000),
+        text="{:.0f}W",
+        export="gputop_gpu_power_limit_watts",
+        export_unit="watts",
+    ),
+    GpuMetric(
+        "temperature_c",
+        "nvmlDeviceGetTemperatureV (else nvmlDeviceGetTemperature)",
+        "°C",
+        "GPU core temperature",
+        bounds=(1, 150),
+        text="{:.0f}°C",
+        export="gputop_gpu_temperature_celsius",
+        export_unit="°C",
+    ),
+    GpuMetric(
+        "fan_percent",
+        "nvmlDeviceGetFanSpeed",
+        "%",
+        "Fan speed, share of its maximum",
+        bounds=(0, 200),
+        text="{:.0f}%",
+        label="fan",
+        export="gputop_gpu_fan_ratio",
+        export_unit="0-1",
+    ),
+    GpuMetric(
+        "performance_state",
+        "nvmlDeviceGetPerformanceState",
+        "",
+        "Performance state: 0 (P0, most performance) to 15 (P15, least)",
+        bounds=(0, 15),
+        text="P{:.0f}",
+        label="perf",
+        export="gputop_gpu_performance_state",
+        export_unit="1",
+        demo=0,
+    ),
+    GpuMetric(
+        "clocks.sm_mhz",
+        "nvmlDeviceGetClockInfo (SM)",
+        "MHz",
+        "SM clock",
+        bounds=(0, 10_000),
+        text="{:.0f}MHz",
+        export="gputop_gpu_sm_clock_hertz",
+        export_unit="hertz",
+    ),
+    GpuMetric(
+        "clocks.memory_mhz",
+        "nvmlDeviceGetClockInfo (MEM)",
+        "MHz",
+        "Memory clock",
+        bounds=(0, 10_000),
+        text="{:.0f}MHz",
+    ),
+    GpuMetric(
+        "clocks.sm_max_mhz",
+        "nvmlDeviceGetMaxClockInfo (SM)",
+        "MHz",
+        "SM clock max",
+        bounds=(0, 10_000),
+        text="{:.0f}MHz",
+    ),
+    GpuMetric(
+        "clocks.memory_max_mhz",
+        "nvmlDeviceGetMaxClockInfo (MEM)",
+        "MHz",
+        "Memory clock max",
+        bounds=(0, 10_000),
+        text="{:.0f}MHz",
+    ),
+    GpuMetric(
+        "encoder_percent",
+        "nvmlDeviceGetEncoderUtilization",
+        "%",
+        "Video encoder utilization",
+        bounds=(0, 100),
+        text="{:.0f}%",
+    ),
+    GpuMetric(
+        "decoder_percent",
+        "nvmlDeviceGetDecoderUtilization",
+        "%",
+        "Video decoder utilization",
+        bounds=(0, 100),
+        text="{:.0f}%",
+    ),
+    GpuMetric(
+        "mig_mode",
+        "nvmlDeviceGetMigMode",
+        "0/1",
+        "1 while MIG mode is enabled",
+        export="gputop_gpu_mig_mode",
+        export_unit="0/1",
+    ),
+    GpuMetric(
+        "ecc_uncorrected",
+        "nvmlDeviceGetTotalEccErrors (uncorrected, volatile)",
+        "",
+        "Uncorrected ECC errors since the driver loaded (n/a on consumer GPUs)",
+    ),
+)
+
+
+#: field -> its row.
+GPU_METRIC: dict[str, GpuMetric] = {m.field: m for m in GPU_METRICS}
+#: The metrics with a ``label``: each stands on its own as "label value".
+LABELLED_METRICS: tuple[GpuMetric, ...] = tuple(m for m in GPU_METRICS if m.label)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|") or "—"
+
+
+def gpu_metrics_markdown() -> str:
+    """:data:`GPU_METRICS` as a markdown table (docs/metrics.md, generated)."""
+    lines = [
+        "| field (`--json`) | NVML call | unit | bounds | Prometheus | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in GPU_METRICS:
+        bounds = "" if m.bounds is None else f"{m.bounds[0]:g}-{m.bounds[1]:g}"
+        export = f"`{m.export}`" if m.export else ""
+        cells = (f"`{m.field}`", m.nvml, m.unit, bounds, export, m.about)
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"

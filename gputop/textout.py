@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from gputop import __version__, cells, fmt
 from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict
 from gputop.diagnosis import Diagnosis
-from gputop.model import GpuSample, ProcessInfo, Snapshot
+from gputop.model import LABELLED_METRICS, GpuSample, ProcessInfo, Snapshot
 from gputop.present import children_of, descendants
 
 WIDTH = 80
@@ -119,10 +119,9 @@ def _gpu_rows(g: GpuSample) -> list[str]:
     reasons = g.clock_event_reasons
     slow = fmt.NA if reasons is None else ", ".join(reasons) or "none"
     c = g.clocks
-    clocks = (
-        f"     SM clock {fmt.number(c.sm_mhz, 'MHz')} of {fmt.number(c.sm_max_mhz, 'MHz')}"
-        f"  Fan {fmt.percent(g.fan_percent)}"
-    )
+    clocks = f"     SM clock {fmt.number(c.sm_mhz, 'MHz')} of {fmt.number(c.sm_max_mhz, 'MHz')}"
+    for metric in LABELLED_METRICS:
+        clocks += f"  {metric.label.capitalize()} {fmt.shown(metric.of(g), metric.text)}"
     events = f"Clock events: {slow}"
     if cells.cell_width(clocks) + 2 + cells.cell_width(events) <= WIDTH:
         lines.append(f"{clocks}  {events}")

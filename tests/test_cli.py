@@ -115,7 +115,7 @@ def test_text_shows_lost_gpu_na_and_fits_80_columns() -> None:
     row4 = next(line for line in lines if line.startswith("  4  显卡"))
     assert row4.count("n/a") >= 4
     assert any(line.startswith("     PCIe n/a (max n/a)  RX n/a  TX n/a") for line in lines)
-    assert "SM clock n/a of n/a  Fan n/a  Clock events: n/a" in out
+    assert "SM clock n/a of n/a  Fan n/a  Perf n/a  Clock events: n/a" in out
     assert "     77 n/a" in out  # a process without host information
     assert "Errors while sampling:" in out and "nvml (GPU 1, pcie_throughput)" in out
 

@@ -207,6 +207,7 @@ def test_2_every_optional_metric_not_supported(fake_nvml_env: MakeEnv) -> None:
             "power_limit_w",
             "fan_percent",
             "clock_event_reasons",
+            "performance_state",
             "mig_mode",
             "ecc_uncorrected",
         ):
@@ -229,7 +230,7 @@ def test_2_every_optional_metric_not_supported(fake_nvml_env: MakeEnv) -> None:
     row0 = next(line for line in lines if line.startswith("  0  GeForce RTX 4090 "))
     assert row0[28:].split() == ["n/a", "n/a", "n/a/n/a", "n/a", "n/a/n/a"]
     assert "PCIe n/a (max n/a)  RX n/a  TX n/a" in text
-    assert "SM clock n/a of n/a  Fan n/a  Clock events: n/a" in text
+    assert "SM clock n/a of n/a  Fan n/a  Perf n/a  Clock events: n/a" in text
     mine = next(line for line in lines if re.match(rf"\s+0\s+{me}\s", line))
     assert mine.split()[3:5] == ["n/a", "n/a"]  # GPU memory, SM %
     assert "Errors while sampling" not in text

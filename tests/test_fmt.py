@@ -23,6 +23,7 @@ FORMATTERS: dict[str, tuple[Callable[[Any], Any], Any, Any]] = {
     "rate": (fmt.rate, "n/a", "0B/s"),
     "percent": (fmt.percent, "n/a", "0%"),
     "number": (fmt.number, "n/a", "0"),
+    "shown": (lambda v: fmt.shown(v, "{:.0f}W"), "n/a", "0W"),
     "duration": (fmt.duration, "n/a", "0s"),
     "ratio_percent": (lambda v: fmt.ratio_percent(v, 100.0), None, 0.0),
     "clean_text": (fmt.clean_text, None, "0"),  # text: 0 arrives as "0"

@@ -414,6 +414,20 @@ def test_not_supported_is_none_on_that_gpu_only(fake_nvml: FakeNvml, reader: Rea
         assert g.processes == ()
 
 
+def test_performance_state_unknown_or_unsupported_is_none(
+    fake_nvml: FakeNvml, reader: Reader
+) -> None:
+    """P0-P15 as NVML says; its "unknown" (32) and NotSupported are n/a without an error;
+    a value no GPU has (16-31) is the driver's garbage: n/a, said."""
+    states = (0, 8, 15, 32, None, 20)
+    fake_nvml.write(Scenario(gpus=[FakeGpu(pstate=p) for p in states]))
+    gpus, errors = reader().read()
+    assert [g.performance_state for g in gpus] == [0, 8, 15, None, None, None]
+    (error,) = errors
+    assert error.gpu == 5 and error.metric == "performance_state"
+    assert "performance_state = 20, outside 0-15" in error.message
+
+
 def test_no_permission_is_none_and_said(fake_nvml: FakeNvml, reader: Reader) -> None:
     gpu = FakeGpu(processes=[FakeProcess(5), FakeProcess(6, type="G")])
     gpu.errors = {

@@ -85,10 +85,10 @@ def test_impossible_values_are_na_with_an_error_each(fake_nvml_env: MakeEnv) -> 
 
 
 def test_the_bounds_are_in_the_docs() -> None:
-    doc = (ROOT / "docs" / "json.md").read_text()
-    for path, *_ in BOUNDS:
-        assert f"`{path}`" in doc, path
-    assert "used > total" in doc or "more than the total" in doc
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    for path, low, high, _ in BOUNDS:
+        assert f"| `{path}` |" in doc and f"| {low:g}-{high:g} |" in doc, path
+    assert "at most the total" in doc
 
 
 # --- exited, or in another PID namespace ---------------------------------------------------

@@ -21,7 +21,7 @@ same three labels are summed into one series set.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client.core import (
@@ -35,7 +35,7 @@ from prometheus_client.samples import Sample
 from gputop import __version__
 from gputop.analysis.jobs import Job
 from gputop.analysis.verdict import KINDS, Verdict
-from gputop.model import CLOCK_EVENT_REASONS, GpuSample, Snapshot
+from gputop.model import CLOCK_EVENT_REASONS, GPU_METRICS, GpuMetric, GpuSample, Snapshot
 
 #: Default cap on the number of job series sets (``--max-jobs``).
 DEFAULT_MAX_JOBS = 20
@@ -48,6 +48,19 @@ ERROR_SOURCES: tuple[str, ...] = ("nvml", "host")
 
 GPU = ("gpu",)
 JOB = ("user", "command", "gpus")
+
+#: (name, metric) of each per-GPU gauge the metric table declares (``GpuMetric.export``),
+#: in its order.
+GPU_GAUGES: tuple[tuple[str, GpuMetric], ...] = tuple(
+    (m.export, m) for m in GPU_METRICS if m.export
+)
+
+#: (unit in the model, exported unit) -> how a value becomes the exported one; the same
+#: number for every other pair.
+CONVERSIONS: dict[tuple[str, str], Callable[[float], float]] = {
+    ("%", "0-1"): lambda v: v / 100.0,
+    ("MHz", "hertz"): lambda v: v * 1_000_000,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,22 +82,7 @@ METRICS: tuple[MetricDef, ...] = (
         "GPU identity; always 1",
     ),
     MetricDef("gputop_gpu_lost", "gauge", "0/1", GPU, "1 while the GPU is lost (off the bus)"),
-    MetricDef(
-        "gputop_gpu_utilization_ratio",
-        "gauge",
-        "0-1",
-        GPU,
-        "Share of the last sample period a kernel ran (NVML utilization.gpu)",
-    ),
-    MetricDef("gputop_gpu_memory_used_bytes", "gauge", "bytes", GPU, "GPU memory used"),
-    MetricDef("gputop_gpu_memory_total_bytes", "gauge", "bytes", GPU, "GPU memory total"),
-    MetricDef(
-        "gputop_gpu_memory_reserved_bytes",
-        "gauge",
-        "bytes",
-        GPU,
-        "GPU memory reserved by the driver (not in used)",
-    ),
+    *(MetricDef(name, "gauge", m.export_unit, GPU, m.about) for name, m in GPU_GAUGES),
     MetricDef(
         "gputop_gpu_pcie_bytes_per_second",
         "gauge",
@@ -93,29 +91,12 @@ METRICS: tuple[MetricDef, ...] = (
         "PCIe throughput; direction tx = GPU to host, rx = host to GPU",
     ),
     MetricDef(
-        "gputop_gpu_pcie_link_max_bytes_per_second",
-        "gauge",
-        "bytes/s",
-        GPU,
-        "PCIe link capacity per direction at its max generation and width",
-    ),
-    MetricDef("gputop_gpu_pcie_link_gen", "gauge", "1", GPU, "PCIe link generation now"),
-    MetricDef("gputop_gpu_pcie_link_max_gen", "gauge", "1", GPU, "PCIe link generation max"),
-    MetricDef("gputop_gpu_pcie_link_width", "gauge", "lanes", GPU, "PCIe link width now"),
-    MetricDef("gputop_gpu_pcie_link_max_width", "gauge", "lanes", GPU, "PCIe link width max"),
-    MetricDef("gputop_gpu_power_watts", "gauge", "watts", GPU, "Power draw"),
-    MetricDef("gputop_gpu_power_limit_watts", "gauge", "watts", GPU, "Enforced power limit"),
-    MetricDef("gputop_gpu_temperature_celsius", "gauge", "°C", GPU, "GPU core temperature"),
-    MetricDef("gputop_gpu_fan_ratio", "gauge", "0-1", GPU, "Fan speed, share of its maximum"),
-    MetricDef("gputop_gpu_sm_clock_hertz", "gauge", "hertz", GPU, "SM clock"),
-    MetricDef(
         "gputop_gpu_clock_event_reason",
         "gauge",
         "0/1",
         ("gpu", "reason"),
         "1 while this reason holds the clocks down (NVML clock-event reasons)",
     ),
-    MetricDef("gputop_gpu_mig_mode", "gauge", "0/1", GPU, "1 while MIG mode is enabled"),
     MetricDef(
         "gputop_gpu_mig_info",
         "info",
@@ -308,6 +289,18 @@ class Family(Metric):
 _SAMPLE_SUFFIX = {"counter": "_total", "info": "_info"}
 
 
+def markdown_table() -> str:
+    """Every exported family, as ``docs/exporter.md`` lists them (generated from
+    :data:`METRICS`; a test checks the docs)."""
+    lines = ["| metric | type | unit | labels | meaning |", "|---|---|---|---|---|"]
+    for m in METRICS:
+        about = f"{m.help} (`--jobs`)" if m.jobs else m.help
+        lines.append(
+            f"| `{m.name}` | {m.type} | {m.unit} | {', '.join(m.labels) or '—'} | {about} |"
+        )
+    return "\n".join(lines)
+
+
 def _family(name: str) -> Family:
     """The empty family of a :data:`METRICS` entry (its scrape name: ``_total``/``_info``
     off for the library's family name)."""
@@ -321,27 +314,17 @@ def _family(name: str) -> Family:
     return Family(base, d.help, d.type, d.labels, unit)
 
 
-def _gpu_values(g: GpuSample) -> Iterable[tuple[str, float | int | None]]:
-    util = g.utilization.gpu
-    fan = g.fan_percent
-    sm = g.clocks.sm_mhz
-    yield "gputop_gpu_utilization_ratio", None if util is None else util / 100.0
-    yield "gputop_gpu_memory_used_bytes", g.memory.used
-    yield "gputop_gpu_memory_total_bytes", g.memory.total
-    yield "gputop_gpu_memory_reserved_bytes", g.memory.reserved
-    yield "gputop_gpu_pcie_link_max_bytes_per_second", g.pcie.link_max_bytes_per_s
-    yield "gputop_gpu_pcie_link_gen", g.pcie.gen
-    yield "gputop_gpu_pcie_link_max_gen", g.pcie.max_gen
-    yield "gputop_gpu_pcie_link_width", g.pcie.width
-    yield "gputop_gpu_pcie_link_max_width", g.pcie.max_width
-    yield "gputop_gpu_power_watts", g.power_w
-    yield "gputop_gpu_power_limit_watts", g.power_limit_w
-    yield "gputop_gpu_temperature_celsius", g.temperature_c
-    yield "gputop_gpu_fan_ratio", None if fan is None else fan / 100.0
-    yield "gputop_gpu_sm_clock_hertz", None if sm is None else sm * 1_000_000
-    yield "gputop_gpu_mig_mode", None if g.mig_mode is None else int(g.mig_mode)
+def _gpu_values(g: GpuSample) -> Iterable[tuple[str, float]]:
+    """(gauge, value) of each table gauge the GPU has a value for."""
+    for name, get, convert in _GAUGE_READS:
+        value = get(g)
+        if value is not None:
+            yield name, float(value if convert is None else convert(value))
 
 
+_GAUGE_READS = tuple(
+    (name, m.get, CONVERSIONS.get((m.unit, m.export_unit))) for name, m in GPU_GAUGES
+)
 _DEFS = {m.name: m for m in METRICS}
 
 
@@ -431,8 +414,7 @@ def build(
         if g.lost:
             continue
         for name, value in _gpu_values(g):
-            if value is not None:
-                gauge(name).append((one, float(value)))
+            gauge(name).append((one, value))
         pcie = gauge("gputop_gpu_pcie_bytes_per_second")
         if g.pcie.tx_bytes_per_s is not None:
             pcie.append(((label, "tx"), float(g.pcie.tx_bytes_per_s)))

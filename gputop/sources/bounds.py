@@ -2,15 +2,11 @@
 
 Buggy drivers, vGPU guests and Jetson boards return garbage (``0xFFFFFFFF`` for a
 percentage, used memory above the total). Such a value becomes None (n/a) and a
-:class:`SampleError` names it; it is never shown as if it were true. The bounds
-(:data:`BOUNDS`, also in the README):
-
-- utilization (GPU, memory), encoder, decoder: 0-100 %
-- fan: 0-200 % (NVML documents that it "may exceed 100 %", never by that much)
-- temperature: 1-150 °C (0xFFFFFFFF reads as -1 °C or 4294967295 °C)
-- power draw and power limit: 0-5000 W; SM and memory clocks: 0-10000 MHz
-- memory: total above 0; used, free and reserved at most the total (used above it:
-  used and free become n/a, the total stays)
+:class:`SampleError` names it; it is never shown as if it were true. The bounds of each
+scalar are declared in the metric table (``GpuMetric.bounds`` in
+:data:`gputop.model.GPU_METRICS`, listed in docs/metrics.md); memory is bounded here by
+its own total: total above 0; used, free and reserved at most the total (used above it:
+used and free become n/a, the total stays).
 """
 
 from __future__ import annotations
@@ -18,24 +14,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from gputop.model import GpuSample, SampleError
+from gputop.model import GPU_METRICS, GpuSample, SampleError
 
 SOURCE = "nvml"
 
-#: (field path, low, high, unit) of each bounded scalar.
-BOUNDS: tuple[tuple[str, float, float, str], ...] = (
-    ("utilization.gpu", 0, 100, "%"),
-    ("utilization.memory", 0, 100, "%"),
-    ("encoder_percent", 0, 100, "%"),
-    ("decoder_percent", 0, 100, "%"),
-    ("fan_percent", 0, 200, "%"),
-    ("temperature_c", 1, 150, "°C"),
-    ("power_w", 0, 5000, "W"),
-    ("power_limit_w", 0, 5000, "W"),
-    ("clocks.sm_mhz", 0, 10_000, "MHz"),
-    ("clocks.memory_mhz", 0, 10_000, "MHz"),
-    ("clocks.sm_max_mhz", 0, 10_000, "MHz"),
-    ("clocks.memory_max_mhz", 0, 10_000, "MHz"),
+#: (field path, low, high, unit) of each bounded scalar, from the metric table.
+BOUNDS: tuple[tuple[str, float, float, str], ...] = tuple(
+    (m.field, *m.bounds, m.unit) for m in GPU_METRICS if m.bounds is not None
 )
 
 
@@ -79,7 +64,7 @@ def check_gpu(sample: GpuSample) -> tuple[GpuSample, list[SampleError]]:
             continue
         if isinstance(value, int | float) and isfinite(value) and low <= value <= high:
             continue
-        bad(path, value, f"outside {_shown(low)}-{_shown(high)} {unit}")
+        bad(path, value, f"outside {_shown(low)}-{_shown(high)}" + (f" {unit}" if unit else ""))
         if head is not None:
             parts.setdefault(head, {})[name] = None
         else:

@@ -47,8 +47,10 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gputop.model import (
+    GPU_METRICS,
     Clocks,
     DriverInfo,
     GpuMemory,
@@ -98,6 +100,8 @@ BUS_IDS = (
     "00000000:BA:00.0",
     "00000000:DB:00.0",
 )
+#: What the demo does not simulate: each such metric as the metric table declares it.
+DECLARED: dict[str, Any] = {m.field: m.demo for m in GPU_METRICS if m.demo is not None}
 
 
 def pcie_link_bytes_per_s(gen: int, width: int) -> float:
@@ -833,6 +837,7 @@ class DemoSource:
                     mig_mode=False,
                     ecc_uncorrected=0,
                     processes=tuple(processes),
+                    **DECLARED,
                 )
             )
         return tuple(out)

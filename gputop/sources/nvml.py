@@ -4,7 +4,8 @@
 says why (``available=False``) and ``read()`` returns nothing (host-only mode).
 
 Per GPU and tick it reads memory (v2, falling back to v1), utilization, temperature,
-power and its enforced limit, fan, SM and memory clocks, clock-event reasons, the current
+power and its enforced limit, fan, SM and memory clocks, clock-event reasons, the
+performance state (P0-P15; NVML's "unknown" is n/a), the current
 PCIe link, PCIe TX/RX throughput, encoder/decoder utilization, MIG mode, uncorrected ECC
 errors, the compute and graphics process lists and per-process utilization. Identity and
 limits (name, UUID, bus id, minor number, max clocks, max PCIe link) are read once per
@@ -886,6 +887,7 @@ class NvmlReader:
             ],
             errors,
         )
+        pstate = get(gpu, "performance_state", lambda: nv.nvmlDeviceGetPerformanceState(h), errors)
         gen = get(gpu, "pcie_gen", lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h), errors)
         width = get(gpu, "pcie_width", lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h), errors)
         enc = get(gpu, "encoder", lambda: nv.nvmlDeviceGetEncoderUtilization(h), errors)
@@ -927,6 +929,8 @@ class NvmlReader:
                 memory_max_mhz=gpu.memory_max_mhz,
             ),
             "clock_event_reasons": None if reasons is None else decode_clock_event_reasons(reasons),
+            # NVML_PSTATE_UNKNOWN (32): the driver does not know it, n/a.
+            "performance_state": None if pstate in (None, nv.NVML_PSTATE_UNKNOWN) else pstate,
             "pcie_gen": gen,  # the Pcie part is made with the throughput (_sample)
             "pcie_width": width,
             "mig_mode": None if mig is None else mig_on,

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gputop import fmt
 from gputop.analysis import kinds
 from gputop.analysis import verdict as vd
-from gputop.cells import fit
-from gputop.model import CLOCK_EVENT_WORDS, GpuSample, Snapshot
+from gputop.cells import cell_width, fit
+from gputop.model import CLOCK_EVENT_WORDS, GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot
 from gputop.ui.parts import (
     Part,
     Parts,
@@ -103,12 +104,10 @@ def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
     return ", ".join(words)
 
 
-def _temp(v: float | None) -> str:
-    return fmt.NA if v is None else f"{v:.0f}°C"
-
-
-def _watts(v: float | None) -> str:
-    return fmt.NA if v is None else f"{v:.0f}W"
+def _shown(gpu: GpuSample, field: str) -> str:
+    """One metric of ``gpu`` as the metric table formats it."""
+    m = GPU_METRIC[field]
+    return fmt.shown(m.of(gpu), m.text)
 
 
 #: Verdict kind -> the word of at most VERDICT_WIDTH characters the compact GPU line shows.
@@ -202,26 +201,21 @@ COMPACT_NAME_WIDTH = 14
 WIDE_NAME_WIDTH = 22
 
 
-def wide_text_width(bar_width: int) -> int:
-    return (
-        3
-        + WIDE_NAME_WIDTH
-        + 1
-        + 5
-        + bar_width
-        + 1
-        + 17
-        + 5
-        + 7
-        + bar_width
-        + 5
-        + 2
-        + (VERDICT_WIDTH)
-    )
+#: The wide layout's history: its "util "/"mem  " label and the two gaps around it.
+HISTORY_FRAME = 7
+#: The wide layout's bars grow (from 6 to 20 cells) while the history keeps this many
+#: columns beside a line with the narrow verdict slot.
+BAR_HISTORY = 36
 
 
-def compact_text_width(bar_width: int) -> int:
-    return 3 + COMPACT_NAME_WIDTH + 2 * (2 + bar_width + 5) + 6 + 5 + 1 + VERDICT_WIDTH
+@lru_cache(maxsize=64)
+def wide_line_width(bar_width: int, verdict_width: int) -> int:
+    """Cells of the wide layout's first line: measured on that line (every GPU's line
+    is as wide: fixed-width parts), so it follows whatever the line is made of."""
+    line = gpu_view(
+        GpuSample(index=0), compact=False, bar_width=bar_width, verdict_width=verdict_width
+    ).lines[0]
+    return sum(cell_width(text) for text, _ in line)
 
 
 def gpu_view(
@@ -262,8 +256,8 @@ def gpu_view(
             ("U", "label"),
             *bar(util, bar_width),
             (pct4(util) + " ", pct_role),
-            (fit(_temp(gpu.temperature_c), 5, ">") + " ", ""),
-            (fit(_watts(gpu.power_w), 4, ">") + " ", ""),
+            (fit(_shown(gpu, "temperature_c"), 5, ">") + " ", ""),
+            (fit(_shown(gpu, "power_w"), 4, ">") + " ", ""),
             marker,
         )
         if gpu.mig_mode:
@@ -286,12 +280,12 @@ def gpu_view(
     )
     parts: list[Part] = [
         ("   ", ""),
-        (_temp(gpu.temperature_c), ""),
+        (_shown(gpu, "temperature_c"), ""),
         (" ", ""),
-        (f"{_watts(gpu.power_w)}/{_watts(gpu.power_limit_w)}", ""),
-        (" fan ", "label"),
-        (fmt.percent(gpu.fan_percent), ""),
+        (f"{_shown(gpu, 'power_w')}/{_shown(gpu, 'power_limit_w')}", ""),
     ]
+    for m in LABELLED_METRICS:
+        parts += [(f" {m.label} ", "label"), (fmt.shown(m.of(gpu), m.text), "")]
     tx_pct, rx_pct = pcie_percent(gpu)
     p = gpu.pcie
     parts += [
@@ -360,7 +354,7 @@ def bar_width_for(width: int, compact: bool) -> int:
     """Bar width for a GPU panel ``width`` cells wide, leaving room for the history."""
     if compact:
         return 8 if width >= 78 else 5
-    spare = width - wide_text_width(0) - 40
+    spare = width - wide_line_width(0, VERDICT_WIDTH) - HISTORY_FRAME - BAR_HISTORY
     return max(6, min(20, spare // 2))
 
 
@@ -368,9 +362,7 @@ def verdict_width_for(width: int, compact: bool, bar_width: int) -> int:
     """The verdict slot: VERDICT_WIDTH, or wider in the wide layout when there is room."""
     if compact:
         return VERDICT_WIDTH
-    # The wide line 1 without its slot; the history takes a 5-cell label and 2 gaps.
-    line = 65 + 2 * bar_width
-    room = width - line - 7 - MIN_WIDE_HISTORY
+    room = width - wide_line_width(bar_width, 0) - HISTORY_FRAME - MIN_WIDE_HISTORY
     return max(VERDICT_WIDTH, min(LONG_VERDICT_WIDTH, room))
 
 

@@ -34,7 +34,6 @@ from gputop.ui.gpu_view import (
     GpuView,
     VerdictMark,
     bar_width_for,
-    compact_text_width,
     gpu_marker,
     gpu_view,
     host_only_message,
@@ -51,7 +50,6 @@ from gputop.ui.gpu_view import (
     verdict_mark,
     verdict_parts,
     verdict_width_for,
-    wide_text_width,
 )
 from gputop.ui.header_view import (
     header_parts,
@@ -149,7 +147,6 @@ __all__ = [
     "bar_cells",
     "bar_width_for",
     "column_widths",
-    "compact_text_width",
     "core_lines",
     "fit_parts",
     "gpu_marker",
@@ -184,5 +181,4 @@ __all__ = [
     "verdict_parts",
     "verdict_width_for",
     "visible_columns",
-    "wide_text_width",
 ]

@@ -58,6 +58,7 @@ describe that GPU::
     temp C
     power MW LIMIT_MW         nvmlDeviceGetPowerUsage, nvmlDeviceGetEnforcedPowerLimit
     fan PERCENT
+    pstate N                  nvmlDeviceGetPerformanceState: 0-15 (P0-P15), 32 = unknown
     clocks SM MEM SM_MAX MEM_MAX      MHz
     reasons MASK              clock-event reasons bitmask
     pcie GEN WIDTH MAX_GEN MAX_WIDTH
@@ -453,6 +454,7 @@ class FakeGpu:
     power_mw: int | None = 250_000
     power_limit_mw: int | None = 700_000
     fan: int | None = 30
+    pstate: int | None = 0  # 0-15 (P0-P15); 32: NVML_PSTATE_UNKNOWN
     sm_clock: int | None = 1755
     mem_clock: int | None = 2619
     sm_clock_max: int | None = 1980
@@ -504,6 +506,7 @@ class FakeGpu:
         out.append(f"temp {v(self.temperature)}")
         out.append(f"power {v(self.power_mw)} {v(self.power_limit_mw)}")
         out.append(f"fan {v(self.fan)}")
+        out.append(f"pstate {v(self.pstate)}")
         out.append(
             f"clocks {v(self.sm_clock)} {v(self.mem_clock)} {v(self.sm_clock_max)} "
             f"{v(self.mem_clock_max)}"

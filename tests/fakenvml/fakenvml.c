@@ -82,6 +82,7 @@ typedef struct {
     long long temp;
     long long power_mw, power_limit_mw;
     long long fan;
+    long long pstate;
     long long clk_sm, clk_mem, clk_sm_max, clk_mem_max;
     int has_reasons;
     unsigned long long reasons;
@@ -217,7 +218,7 @@ static void init_gpu(gpu_t *g, unsigned int index)
     g->minor = index;
     g->mem_total = g->mem_used = g->mem_free = g->mem_reserved = UNSET;
     g->util_gpu = g->util_mem = g->temp = UNSET;
-    g->power_mw = g->power_limit_mw = g->fan = UNSET;
+    g->power_mw = g->power_limit_mw = g->fan = g->pstate = UNSET;
     g->clk_sm = g->clk_mem = g->clk_sm_max = g->clk_mem_max = UNSET;
     g->pcie_gen = g->pcie_width = g->pcie_max_gen = g->pcie_max_width = UNSET;
     g->pcie_tx = g->pcie_rx = g->enc = g->dec = UNSET;
@@ -332,6 +333,8 @@ static scenario_t *load_scenario(const char *path)
             g->power_limit_mw = parse_num(TOK());
         } else if (strcmp(key, "fan") == 0) {
             g->fan = parse_num(TOK());
+        } else if (strcmp(key, "pstate") == 0) {
+            g->pstate = parse_num(TOK());
         } else if (strcmp(key, "clocks") == 0) {
             g->clk_sm = parse_num(TOK());
             g->clk_mem = parse_num(TOK());
@@ -1024,6 +1027,17 @@ nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int fan, uns
     DONE(NVML_SUCCESS);
 }
 
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState)
+{
+    DEV_CALL("nvmlDeviceGetPerformanceState")
+    if (pState == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->pstate == UNSET)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    *pState = (nvmlPstates_t)g->pstate; /* 0-15, or 32: NVML_PSTATE_UNKNOWN */
+    DONE(NVML_SUCCESS);
+}
+
 nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int *numFans)
 {
     DEV_CALL("nvmlDeviceGetNumFans")
@@ -1201,15 +1215,6 @@ nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t
     if (mode == NULL)
         DONE(NVML_ERROR_INVALID_ARGUMENT);
     *mode = NVML_FEATURE_ENABLED;
-    DONE(NVML_SUCCESS);
-}
-
-nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState)
-{
-    DEV_CALL("nvmlDeviceGetPerformanceState")
-    if (pState == NULL)
-        DONE(NVML_ERROR_INVALID_ARGUMENT);
-    *pState = NVML_PSTATE_0;
     DONE(NVML_SUCCESS);
 }
 

@@ -28,7 +28,7 @@ from textual_plotext import PlotextPlot
 
 from gputop import fmt
 from gputop.analysis.verdict import LABELS, Verdict
-from gputop.model import GpuSample, Snapshot
+from gputop.model import GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
 from gputop.ui.views import Parts, verdict_parts
@@ -165,6 +165,12 @@ def verdict_lines(
     if history is not None:
         lines.append(((history, "dim"),))
     return tuple(lines)
+
+
+def _shown(gpu: GpuSample, field: str) -> str:
+    """One metric of ``gpu`` as the metric table formats it."""
+    m = GPU_METRIC[field]
+    return fmt.shown(m.of(gpu), m.text)
 
 
 class HistoryPlot(PlotextPlot):
@@ -387,12 +393,13 @@ class DetailScreen(Screen[None]):
         mem = gpu.memory
         mem_pct = fmt.ratio_percent(mem.used, mem.total)
         parts = [
-            f"util {fmt.percent(gpu.utilization.gpu)}",
+            f"util {_shown(gpu, 'utilization.gpu')}",
             f"mem {fmt.bytes_(mem.used)} / {fmt.bytes_(mem.total)} ({fmt.percent(mem_pct)})",
             f"PCIe tx {fmt.rate(gpu.pcie.tx_bytes_per_s)} rx {fmt.rate(gpu.pcie.rx_bytes_per_s)}",
-            f"power {fmt.number(gpu.power_w, 'W')} / {fmt.number(gpu.power_limit_w, 'W')}",
-            f"temp {fmt.number(gpu.temperature_c, '°C')}",
+            f"power {_shown(gpu, 'power_w')} / {_shown(gpu, 'power_limit_w')}",
+            f"temp {_shown(gpu, 'temperature_c')}",
             f"SM {fmt.number(gpu.clocks.sm_mhz, ' MHz')}",
+            *(f"{m.label} {fmt.shown(m.of(gpu), m.text)}" for m in LABELLED_METRICS),
         ]
         return Text("  ".join(parts))
 
