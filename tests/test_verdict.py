@@ -763,7 +763,7 @@ def test_a_job_track_of_one_unchanged_tick_keeps_its_signals_and_stays_exact() -
     """A job whose ticks are all one object (its input did not change) has its window
     signals kept between calls; any other tick in the window makes them computed again,
     and they are always what a track built afresh from the same ticks gives."""
-    from gputop.analysis.window import JobTick, Track
+    from gputop.analysis.input_rules import JobTick, Track
 
     a_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=90.0))
     b_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=10.0))
