@@ -1,7 +1,7 @@
 """The oracle of the GPU rules: the plain versions, which loop over the window's samples.
 
-Production (:mod:`gputop.analysis.rules`) judges the GPU side from each window tick's
-:class:`~gputop.analysis.window.GpuTick` (made once per snapshot); these functions read
+Production (:mod:`gputop.analysis.gpu_rules`) judges the GPU side from each window tick's
+:class:`~gputop.analysis.gpu_rules.GpuTick` (made once per snapshot); these functions read
 the samples themselves, as the rules did before that cache. :func:`all_verdicts` judges
 a history with them and checks, scope by scope, that they give what production gives.
 """
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gputop.analysis import rules
+from gputop.analysis import gpu_rules as rules
+from gputop.analysis.gpu_rules import Group, held, link_capacity, throttle_class, util_of
 from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import Finding, Verdict
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer
-from gputop.analysis.window import Context, Group, held, link_capacity, throttle_class, util_of
+from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdicts_of, jobs_to_judge
+from gputop.analysis.window import Context
 from gputop.model import GpuSample, Snapshot
 
 
@@ -46,15 +47,15 @@ def group(ctx: Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None)
     pcie_found: list[Finding] = []
     util = None
     if mig_without_util(window_samples):
-        early = rules._unknown_util(gpus, window_samples)
+        early = rules.unknown_util(gpus, window_samples)
     elif len(ticks) < t.min_samples or span < t.min_seconds:
-        early = rules._warming(len(ticks), span, t)
+        early = rules.warming(len(ticks), span, t)
     else:
-        util = rules._stats([util_of(samples) for samples in window_samples])
+        util = rules.stats([util_of(samples) for samples in window_samples])
         if util is None:
-            early = rules._unknown_util(gpus, window_samples)
+            early = rules.unknown_util(gpus, window_samples)
     if early is None and util is not None:
-        base, busy, starved, severity = rules._util_reading(util, span, gpus, t)
+        base, busy, starved, severity = rules.util_reading(util, span, gpus, t)
         throttle_link = throttle(ctx, window_samples, base) + link(ctx, window_samples, base)
         if not busy:
             pcie_found = pcie(ctx, window_samples, base, severity)
@@ -74,7 +75,7 @@ def idle(ctx: Context, window_samples: list[list[GpuSample]]) -> Finding | None:
                 return None
             if g.utilization.gpu is not None and g.utilization.gpu > t.idle_util:
                 return None
-    return rules._idle_finding(ctx, rules._stats(util_of(samples) for _, samples in present))
+    return rules.idle_finding(rules.stats(util_of(samples) for _, samples in present), ctx.span)
 
 
 def throttle(ctx: Context, window_samples: list[list[GpuSample]], base: str) -> list[Finding]:
@@ -96,7 +97,7 @@ def throttle(ctx: Context, window_samples: list[list[GpuSample]], base: str) -> 
             elif soft:
                 soft_n += 1
     total = sum(len(s) for s in window_samples)
-    return rules._throttle_finding(ctx, total, busy, hard_n, soft_n, hard_names, where, base)
+    return rules.throttle_finding(t, total, busy, hard_n, soft_n, hard_names, where, base)
 
 
 def link(ctx: Context, window_samples: list[list[GpuSample]], base: str) -> list[Finding]:
@@ -115,7 +116,7 @@ def link(ctx: Context, window_samples: list[list[GpuSample]], base: str) -> list
             if p.gen < p.max_gen or p.width < p.max_width:
                 degraded += 1
                 worst = g
-    return rules._link_finding(ctx, total, busy, degraded, worst, base)
+    return rules.link_finding(t, total, busy, degraded, worst, base)
 
 
 def pcie(
@@ -139,7 +140,7 @@ def pcie(
                     slot[0] += value / cap
                     slot[1] += value
                     slot[2] += 1
-    return rules._pcie_finding(ctx, sums, base, severity)
+    return rules.pcie_finding(ctx.t, sums, base, severity)
 
 
 def all_verdicts(
@@ -156,14 +157,14 @@ def all_verdicts(
     scopes: list[tuple[tuple[int, ...], tuple[bool, ...] | None]] = [
         ((g.index,), None) for g in ctx.latest.gpus
     ]
-    scopes += [(job.gpus, ctx.present(job.id)) for job in rules.jobs_to_judge(ctx, jobs).values()]
+    scopes += [(job.gpus, ctx.present(job.id)) for job in jobs_to_judge(ctx, jobs).values()]
     for gpus, present in scopes:
         window_samples = [tk.samples(gpus) for tk in ctx.ticks]
         if present is None:
-            assert idle(ctx, window_samples) == rules._idle(ctx, ctx.gpu_parts(gpus)), gpus
+            assert idle(ctx, window_samples) == rules.idle(ctx.gpu_parts(gpus), ctx.span), gpus
         plain = group(ctx, gpus, present)
         key = (gpus, tuple(bool(s) for s in window_samples) if present is None else present)
-        assert plain == rules._group_of_parts(ctx, *key), key
+        assert plain == ctx.group_of_parts(*key), key
         # production's judge then reads the plain group (its memo of the call)
         ctx.groups[key] = plain
-    return rules.gpu_verdicts_of(ctx), rules.job_verdicts_of(ctx, jobs)
+    return gpu_verdicts_of(ctx), job_verdicts_of(ctx, jobs)

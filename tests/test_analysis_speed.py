@@ -20,6 +20,7 @@ import pytest
 from gputop.analysis import jobs as jobs_mod
 from gputop.analysis import verdict as vd
 from gputop.analysis import window as analysis_window
+from gputop.analysis.input_rules import Track
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.thresholds import DEFAULT
 from gputop.analysis.verdict import Analyzer
@@ -253,7 +254,7 @@ def test_a_tick_at_16x64_does_the_new_snapshots_work_only(
     analyzer = Analyzer(DEFAULT)
     dict(analyzer.update(hist).job_verdicts)  # the first call builds the whole window
     builds = count_calls(monkeypatch, analysis_window, "build_jobs_reusing")  # the window cache's
-    pushes = count_calls(monkeypatch, analysis_window.Track, "push")
+    pushes = count_calls(monkeypatch, Track, "push")
     for tick in range(1, 4):
         hist = [*hist[1:], next(snaps)]
         result = analyzer.update(hist)

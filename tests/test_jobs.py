@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gputop.analysis.jobs import Job, build_jobs, is_never_root, job_to_dict, sum_known
+from gputop.analysis.jobs import Job, build_jobs, is_never_root, job_to_dict
 from gputop.analysis.verdict import Verdict
 from gputop.model import GpuProcess, ProcessInfo, replace
 from tests.analysis_fixtures import T0, GiB, gproc, gpu, proc, snapshot
@@ -201,9 +201,6 @@ def test_host_info_on_the_gpu_process_is_used_when_processes_lacks_it() -> None:
 
 
 def test_none_aware_sums() -> None:
-    assert sum_known([]) is None
-    assert sum_known([None, None]) is None
-    assert sum_known([None, 2.0, 3]) == 5.0
     rows = [
         proc(100, 1, cpu=None, rss=None, read=None),
         proc(101, 100, cpu=40.0, rss=None, read=None),

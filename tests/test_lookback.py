@@ -1,5 +1,5 @@
 """The look-back a streaming consumer keeps (``Diagnoser.push``): the window's snapshots
-whole, the older ones in their look-back form (``window.lookback_form``).
+whole, the older ones in their look-back form (``holders.lookback_form``).
 
 The form must answer what the verdicts ask of a snapshot outside the window exactly as
 the snapshot does, and pushing snapshots one at a time must judge every tick as the
@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from gputop.analysis import window as window_mod
+from gputop.analysis.holders import idle_and_held, lookback_form
 from gputop.analysis.kinds import IDLE_HOLDER
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.window import idle_and_held, lookback_form
 from gputop.diagnosis import Diagnoser, diagnose, lookback_seconds
 from gputop.exporter.server import ExportState
 from gputop.model import (

@@ -219,12 +219,12 @@ def test_iowait_boundary_needs_the_job_to_read() -> None:
     def tree(read: float) -> list[ProcessInfo]:
         return trainer(worker_cpu=10, worker_read=read)
 
-    reading = tree(th.DISK_MIN_READ / 4)  # 4 workers: the job reads exactly DISK_MIN_READ
+    reading = tree(th.DEFAULT.disk_min_read / 4)  # 4 workers: the job reads exactly DISK_MIN_READ
     v = gv(history(steady(30), tree=reading, host_kw={"iowait": 20.0}))
     assert v.kind == INPUT_DISK
     assert "iowait 20 %" in v.evidence
     assert gv(history(steady(30), tree=reading, host_kw={"iowait": 19.9})).kind == UNDERUSED
-    trickle = tree(th.DISK_MIN_READ / 4 - 1)
+    trickle = tree(th.DEFAULT.disk_min_read / 4 - 1)
     assert gv(history(steady(30), tree=trickle, host_kw={"iowait": 50.0})).kind == UNDERUSED
 
 
@@ -245,7 +245,7 @@ def test_disk_near_observed_peak() -> None:
     assert near.kind == INPUT_DISK
     assert "80 % of the peak" in near.evidence
     assert run(0.79, 50 * MiB).kind == UNDERUSED
-    assert run(0.8, th.DISK_MIN_READ - 4).kind == UNDERUSED  # the job hardly reads
+    assert run(0.8, th.DEFAULT.disk_min_read - 4).kind == UNDERUSED  # the job hardly reads
 
 
 def test_disk_wait_outranks_busy_workers() -> None:
@@ -607,7 +607,7 @@ def test_defaults_are_documented_in_docs_verdicts() -> None:
 def test_slow_sampling_window_keeps_min_samples() -> None:
     # one sample every 10 s: the 20 s window would hold 3; it is widened to MIN_SAMPLES
     snaps = history(steady(30, 8), interval=10.0, tree=trainer(worker_cpu=95))
-    assert len(window(snaps)) == th.MIN_SAMPLES
+    assert len(window(snaps)) == th.DEFAULT.min_samples
     v = gv(snaps)
     assert v.kind == INPUT_CPU
     assert "over 40 s" in v.evidence
@@ -763,7 +763,7 @@ def test_a_job_track_of_one_unchanged_tick_keeps_its_signals_and_stays_exact() -
     """A job whose ticks are all one object (its input did not change) has its window
     signals kept between calls; any other tick in the window makes them computed again,
     and they are always what a track built afresh from the same ticks gives."""
-    from gputop.analysis.window import JobTick, Track
+    from gputop.analysis.input_rules import JobTick, Track
 
     a_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=90.0))
     b_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=10.0))

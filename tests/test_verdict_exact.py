@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from gputop.analysis import rules
 from gputop.analysis import window as window_mod
+from gputop.analysis.gpu_rules import GpuTick
+from gputop.analysis.holders import Runs
+from gputop.analysis.input_rules import Track
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.verdict import Analyzer
-from gputop.analysis.window import Track
 from tests.analysis_oracle import all_verdicts
 from tests.helpers.counting import count_calls
 from tests.verdict_scenarios import GOLDEN, SCENARIOS, busy_node, digest, run, steady_objects
@@ -84,7 +85,7 @@ def test_a_steady_tick_moves_no_job_track_and_rereads_no_signals(
     analyzer = Analyzer(thresholds)
     pushes = count_calls(monkeypatch, Track, "push")
     pops = count_calls(monkeypatch, Track, "pop")
-    flags = count_calls(monkeypatch, rules, "_cause_flags")
+    flags = count_calls(monkeypatch, window_mod, "cause_flags")
     moved: list[tuple[int, int, int]] = []
     n_jobs: list[int] = []
     for hist in hists:
@@ -111,7 +112,7 @@ def test_a_snapshots_gpu_parts_are_made_once(monkeypatch: pytest.MonkeyPatch) ->
     not one per window tick and GPU (21 x 8)."""
     thresholds, hists = busy_node()
     analyzer = Analyzer(thresholds)
-    made = count_calls(monkeypatch, window_mod.GpuTick, "__init__")
+    made = count_calls(monkeypatch, GpuTick, "__init__")
     per_tick = []
     for hist in hists:
         before = made[0]
@@ -130,7 +131,7 @@ def test_no_idle_holder_run_is_walked_for_a_scope_busy_now(
     now (the busy node's idle GPUs 3 and 7 and their jobs), every tick."""
     thresholds, hists = busy_node()
     analyzer = Analyzer(thresholds)
-    starts = count_calls(monkeypatch, window_mod.Runs, "start")
+    starts = count_calls(monkeypatch, Runs, "start")
     for hist in hists:
         before = starts[0]
         gpus, job_verdicts, jobs = analyzer.update(hist)
@@ -156,8 +157,8 @@ def test_an_unchanged_gpu_shares_its_parts_and_its_group(monkeypatch: pytest.Mon
     (``test_every_tick_is_judged_as_before``)."""
     thresholds, hists = steady_objects()
     analyzer = Analyzer(thresholds)
-    made = count_calls(monkeypatch, window_mod.GpuTick, "__init__")
-    judged = count_calls(monkeypatch, rules, "_group_of")
+    made = count_calls(monkeypatch, GpuTick, "__init__")
+    judged = count_calls(monkeypatch, window_mod, "group_of")
     work: list[tuple[int, int]] = []
     for hist in hists:
         before = (made[0], judged[0])

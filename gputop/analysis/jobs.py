@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -109,17 +108,6 @@ class Job:
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def sum_known(values: Iterable[float | int | None]) -> float | None:
-    """None-aware sum: None when every value is None (or there are none)."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def _sum_int(values: Iterable[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def process_name(info: ProcessInfo) -> str | None:
@@ -197,12 +185,7 @@ def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, int, tuple[int, int]]]:
     return [(g, pid, at) for (g, pid), at in sorted(entries.items())]
 
 
-# --- the grouping -------------------------------------------------------------------------
-#
-# In two steps: the shapes (which jobs, their members, workers and GPU entries: read from
-# the structure of the snapshot only) and then the jobs (the shapes with the snapshot's
-# values). A later snapshot of the same structure -- on a busy server, most snapshots: every
-# value moves, the process tree does not -- takes the shapes over (``build_jobs_reusing``).
+# --- the grouping: the shapes (the structure step), then the jobs (their values) ----------
 
 
 class _Shape(NamedTuple):
@@ -379,7 +362,7 @@ def _job(
     utils = [u for u in map(gpu_util.get, shape.gpus) if u is not None]
     statuses = [i.status for i in infos if i.status is not None]
     create_time = None if root_info is None else root_info.create_time
-    # None-aware sums (sum_known), as list comprehensions: this runs once per job per tick.
+    # None-aware sums, as list comprehensions: this runs once per job per tick.
     memory = [p.gpu_memory for p in entries if p.gpu_memory is not None]
     sm = [p.sm_percent for p in entries if p.sm_percent is not None]
     cpu = [i.cpu_percent for i in infos if i.cpu_percent is not None]
@@ -457,14 +440,9 @@ def build_jobs_reusing(
     index: dict[int, ProcessInfo] | None = None,
 ) -> tuple[tuple[Job, ...], JobStructure]:
     """``build_jobs(snapshot)``, and the structure of these jobs. ``before``: the structure
-    of an earlier snapshot's jobs (any snapshot's): when this snapshot has the same process
-    tree and GPU entries (the pids, each row's parent, visibility, user, name, command line
-    and zombie status, each GPU's index, lost flag and process pids), its shapes are taken
-    over and only the values (memory, utilization, CPU, RSS, reads, states, ages) are
-    summed again. ``index``: ``process_index(snapshot)``, when the caller has it.
-
-    The key compares with ``==``: values of the model's types that are equal group alike
-    (a pid is an int; the fields a job copies from its root's row are read anew)."""
+    of an earlier snapshot's jobs: when its key (``_structure_key``) equals this
+    snapshot's, its shapes are taken over and only the values are summed again.
+    ``index``: ``process_index(snapshot)``, when the caller has it."""
     if index is None:
         index = process_index(snapshot)
     key = _structure_key(snapshot, index)
@@ -473,10 +451,6 @@ def build_jobs_reusing(
     else:
         structure = JobStructure(key, _shapes(snapshot, index))
     return _jobs(snapshot, index, structure.shapes), structure
-
-
-def jobs_by_id(jobs: Sequence[Job]) -> dict[str, Job]:
-    return {j.id: j for j in jobs}
 
 
 def _rounded(value: float | None, digits: int = 2) -> float | None:

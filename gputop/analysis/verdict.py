@@ -10,19 +10,19 @@ back (slow sampling intervals). A job is judged on the window ticks it existed i
 
 Every condition that applies becomes a finding with a rank; the lowest rank is the
 verdict's ``kind``, the other kinds are listed in ``also`` (by rank). The ranks, and
-when each kind applies, are declared once in :data:`gputop.analysis.kinds.KIND_SPECS`
-(``docs/verdicts.md`` shows them as a table).
+when each kind applies, are declared once in :data:`gputop.analysis.kinds.KIND_SPECS`.
 
-Layout: the kinds, labels and ranks are in :mod:`gputop.analysis.kinds`, the window
-cache in :mod:`gputop.analysis.window`, the rules in :mod:`gputop.analysis.rules`; this
-module is the API (every public name is importable from here).
+Layout, each module importing only those above it:
 
-Cost: the plain functions (``all_verdicts``...) build every window snapshot's jobs on
-each call. A caller that judges a growing history tick after tick (the dashboard) uses
-:class:`Analyzer` instead: same results, but each snapshot's own work is done once while
-it is in the window, each job's window signals and each scope's idle-holder run are
-carried from call to call, so a call costs about the new snapshot plus a small
-aggregation per GPU and per job.
+- :mod:`~gputop.analysis.kinds`, :mod:`~gputop.analysis.thresholds`,
+  :mod:`~gputop.analysis.jobs`: the kind table, the thresholds, process trees -> jobs;
+- :mod:`~gputop.analysis.gpu_rules`, :mod:`~gputop.analysis.holders`,
+  :mod:`~gputop.analysis.input_rules`: each rule family, its per-tick part beside the
+  rules that add the window's parts up;
+- :mod:`~gputop.analysis.window`: the cache (per-snapshot ticks, what one call judges
+  with, what is carried between calls);
+- this module: the order in which the families judge a scope, :class:`Analyzer`, and
+  the API (every public name is importable from here).
 
 "util low or oscillating" (starved): mean < UTIL_LOW, or mean < UTIL_HIGH with standard
 deviation >= UTIL_OSCILLATION. Findings for a GPU below UTIL_HIGH but not starved
@@ -35,9 +35,13 @@ from __future__ import annotations
 import operator
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from gputop.analysis.jobs import Job, build_jobs
+from gputop.analysis.gpu_rules import idle, lost_finding
+from gputop.analysis.holders import Runs, idle_holder, lookback_form
+from gputop.analysis.input_rules import JobTick, Track, input_causes
+from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import (
     GPU_BOUND,
     IDLE,
@@ -51,26 +55,21 @@ from gputop.analysis.kinds import (
     LOST,
     MEMORY_FULL,
     MODERATE,
+    RULES,
     SEVERITIES,
     THROTTLED,
     TRANSFER_PCIE,
     UNDERUSED,
     UNKNOWN,
     WARMING_UP,
+    Finding,
     Verdict,
+    finding,
+    verdict_of,
     verdict_to_dict,
 )
-from gputop.analysis.rules import gpu_verdicts_of, job_verdict, job_verdicts_of, jobs_to_judge
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.window import (
-    Carried,
-    Context,
-    Runs,
-    Tick,
-    Track,
-    lookback_form,
-    split_window,
-)
+from gputop.analysis.window import Carried, Context, Tick, split_window
 from gputop.model import Snapshot
 
 __all__ = [
@@ -102,6 +101,146 @@ __all__ = [
     "verdict_to_dict",
     "window",
 ]
+
+
+# --- judging one scope ---------------------------------------------------------------------
+
+_GPU_BOUND = RULES["gpu_bound"]
+_UNDERUSED = RULES["underused"]
+_MODERATE = RULES["moderate"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    gpus: tuple[int, ...]
+    job_ids: tuple[str, ...]  # jobs whose processes explain the GPU's state
+    job: Job | None  # set when judging a job
+
+
+def _judge(ctx: Context, scope: _Scope) -> Verdict:
+    gpus = scope.gpus
+    lost = ctx.ticks[-1].lost
+    if lost:
+        for g in lost:
+            if g.index in gpus:
+                return verdict_of([lost_finding(g)])
+
+    findings: list[Finding] = []
+    full = ctx.memory_full(gpus)
+    if full is not None:
+        findings.append(full)
+
+    holder = _idle_holder(ctx, scope)
+    if holder is not None:
+        findings.append(holder)
+        return verdict_of(findings)
+
+    if scope.job is None:
+        idle_found = idle(ctx.gpu_parts(gpus), ctx.span)
+        if idle_found is not None:
+            return verdict_of([idle_found])
+
+    # The GPU side, shared by every scope on the same GPUs and ticks. A job is judged on
+    # the ticks it existed in only.
+    group = ctx.group(gpus, None if scope.job is None else ctx.present(scope.job.id))
+    if group.early is not None:
+        findings.append(group.early)
+        return verdict_of(findings)
+    base = group.base
+    findings.extend(group.throttle_link)
+
+    causes: list[Finding] = []
+    if not group.busy:
+        causes.extend(group.pcie)
+        jobs = (ctx.causes_of(job_id) for job_id in scope.job_ids)
+        own = scope.job is not None
+        causes.extend(input_causes(ctx.t, ctx.host, jobs, own, base, group.starved, group.severity))
+    findings.extend(causes)
+
+    if group.busy:
+        findings.append(
+            finding(
+                _GPU_BOUND,
+                base,
+                "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
+                "model side (mixed precision, torch.compile, larger batch)",
+            )
+        )
+    elif not causes:
+        note = _no_host_view_note(ctx, scope)
+        if group.starved:
+            findings.append(
+                finding(
+                    _UNDERUSED,
+                    base + note,
+                    "The GPU waits but no host cause is visible: profile a step "
+                    "(torch.profiler) to see what it waits for",
+                )
+            )
+        else:
+            findings.append(
+                finding(
+                    _MODERATE,
+                    base + note,
+                    "Steady partial use: profile a step (torch.profiler) if you expected more",
+                )
+            )
+    return verdict_of(findings)
+
+
+def _idle_holder(ctx: Context, scope: _Scope) -> Finding | None:
+    tick = ctx.ticks[-1]
+    if not tick.idle(scope.gpus, ctx.t):
+        return None  # no run of idle-and-held snapshots ends the history
+    job = scope.job
+    samples = tick.samples(scope.gpus)
+    start = ctx.run_start(scope.gpus, None if job is None else frozenset(job.main_pids))
+    if job is not None:
+        holders: Sequence[int] = job.main_pids
+    else:
+        holders = [p.pid for g in samples for p in g.processes]
+    return idle_holder(ctx.t, ctx.history, start, samples, tick.procs, holders)
+
+
+def _no_host_view_note(ctx: Context, scope: _Scope) -> str:
+    latest_jobs = ctx.latest_jobs
+    jobs = [latest_jobs[j] for j in scope.job_ids if j in latest_jobs]
+    if jobs and all(j.visible is not True for j in jobs):
+        return "; its processes are not visible from here (other PID namespace?)"
+    if not jobs and scope.job is None:
+        return "; no process listed"
+    return ""
+
+
+def gpu_verdicts_of(ctx: Context) -> dict[int, Verdict]:
+    by_gpu = ctx.ticks[-1].job_ids_by_gpu()
+    return {
+        g.index: _judge(ctx, _Scope((g.index,), by_gpu.get(g.index, ()), None))
+        for g in ctx.latest.gpus
+    }
+
+
+def jobs_to_judge(ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None) -> dict[str, Job]:
+    if jobs is None:
+        todo = list(ctx.latest_jobs.values())
+    elif isinstance(jobs, Mapping):
+        todo = list(jobs.values())
+    else:
+        todo = list(jobs)
+    return {job.id: job for job in todo}
+
+
+def job_verdict(ctx: Context, job: Job) -> Verdict:
+    return _judge(ctx, _Scope(job.gpus, (job.id,), job))
+
+
+def job_verdicts_of(
+    ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None
+) -> dict[str, Verdict]:
+    return {job_id: job_verdict(ctx, job) for job_id, job in jobs_to_judge(ctx, jobs).items()}
+
+
+# --- the API ----------------------------------------------------------------------------
 
 
 def window(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> list[Snapshot]:
@@ -157,22 +296,17 @@ class Analyzer:
     """The verdicts of a history that grows one snapshot at a time, at the cost of the
     new snapshot plus the window's aggregation (the dashboard's path).
 
-    Snapshots are immutable, so what the verdicts compute from one snapshot alone (its
-    jobs, pid index, per-job CPU/disk features, per-GPU-set samples and idle flags) is
-    kept while it is in the window, keyed by the snapshot object itself; the "idle
-    memory holder" runs are carried from one call to the next (extended by the new
-    snapshots instead of walking back through the history). The results are exactly
-    those of :func:`all_verdicts` on the same history, whatever history each call is
-    given: when it is not the previous one cut at the start and extended at the end, the
-    carried state is dropped and rebuilt.
-
-    Not thread-safe: use one per consumer thread. Memory: the window's per-snapshot
-    work and one small record per scope; nothing older.
+    What the verdicts compute from one snapshot alone is kept while it is in the window
+    (:class:`~gputop.analysis.window.Tick`, keyed by the snapshot object); each job's
+    track, each GPU group and each scope's idle-holder run are carried from one call to
+    the next. The results are exactly those of :func:`all_verdicts` on the same history,
+    whatever history each call is given: when it is not the previous one cut at the start
+    and extended at the end, the carried state is dropped. Not thread-safe.
 
     ``carry`` (seconds; :meth:`gputop.diagnosis.Diagnoser.push`): the caller gives only
-    the window's snapshots (and a few more); the analyzer keeps the look-back beyond
-    them itself, ``carry`` seconds of it, each snapshot in its look-back form (see
-    :meth:`_carried`). The results are those of the whole history.
+    the window's snapshots (and a few more); the analyzer keeps ``carry`` seconds of the
+    look-back beyond them itself, each snapshot in its look-back form. None: the history
+    given is the whole history.
 
     ::
 
@@ -181,8 +315,6 @@ class Analyzer:
     """
 
     def __init__(self, thresholds: Thresholds = DEFAULT, *, carry: float | None = None) -> None:
-        """``carry``: seconds of look-back this analyzer keeps itself (see
-        :meth:`_carried`); None: the history given is the whole history."""
         self.thresholds = thresholds
         self._carry = carry
         self._given: list[Snapshot] = []  # carry: the previous call's history as given
@@ -194,62 +326,43 @@ class Analyzer:
         self.memory = Carried()  # the job tracks and GPU groups the rules read
         self._window: tuple[int, list[Tick]] = (0, [])  # (sequence number of [0], ticks)
 
-    def jobs(self, snapshot: Snapshot) -> tuple[Job, ...]:
-        """``build_jobs(snapshot)``, from the cache when the snapshot is in the window."""
-        tick = self._ticks.get(id(snapshot))
-        if tick is not None and tick.snap is snapshot:
-            return tuple(tick.jobs.values())
-        return build_jobs(snapshot)
-
-    def _tick(self, snap: Snapshot, previous: Tick | None = None) -> Tick:
-        tick = self._ticks.get(id(snap))
-        if tick is None or tick.snap is not snap:  # id() of a collected snapshot reused
-            tick = Tick(snap, previous)
-        return tick
-
-    def _sequence(self, full: list[Snapshot]) -> tuple[int, bool]:
-        """(the sequence number of full[0], whether it continues the previous call's
-        numbering): it does when ``full`` is the previous history cut at the start and
-        extended at the end; otherwise the numbering starts afresh above every number
-        given so far, and what was carried between calls is dropped."""
-        cut = _continues(self._full, full)
-        if cut is not None:
-            return self._base + cut, True
-        self._runs = Runs()
-        return self._base + len(self._full) + 1, False
-
     @property
     def carried(self) -> int:
         """How many look-back forms are carried (``carry`` mode)."""
         return len(self._older)
 
+    def _restart(self) -> tuple[int, bool]:
+        """A history that does not continue the previous one: its numbering starts above
+        every number given so far, and the runs carried between calls are dropped."""
+        self._runs = Runs()
+        return self._base + len(self._full) + 1, False
+
+    def _sequence(self, full: list[Snapshot]) -> tuple[int, bool]:
+        """(the sequence number of full[0], whether it continues the previous call's
+        numbering: ``full`` is the previous history cut at the start and extended)."""
+        cut = _continues(self._full, full)
+        return self._restart() if cut is None else (self._base + cut, True)
+
     def _carried(self, given: list[Snapshot]) -> tuple[list[Snapshot], int, bool]:
-        """Carry mode: the caller gives the window's snapshots (and a few more), not the
-        whole look-back. The snapshots cut from the start of the previous history given
-        are kept here in their look-back form (``lookback_form``: what the verdicts
-        read outside the window), as long as ``carry`` seconds. Returns (the full
-        history: those forms then ``given``, the sequence number of its first snapshot,
-        whether it continues the previous call's numbering). When ``given`` does not
-        continue the previous history (cut at the start, extended at the end), the
-        forms are dropped: the look-back starts afresh."""
+        """Carry mode: the snapshots cut from the start of the previous history given are
+        kept in their look-back form, as long as ``carry`` seconds. Returns (the full
+        history: those forms then ``given``, its sequence number, whether it continues
+        the previous call's numbering)."""
         prev, older = self._given, self._older
+        self._given = given
         cut = _continues(prev, given)
         if cut is None:
             older.clear()
-            self._runs = Runs()
-            base, continued = self._base + len(self._full) + 1, False
-        else:
-            for snap in prev[:cut]:
-                older.append(lookback_form(snap, older[-1] if older else None))
-            assert self._carry is not None
-            horizon = given[-1].time - self._carry
-            popped = 0
-            while older and not older[0].time >= horizon:  # as ``diagnosis.recent``
-                older.popleft()
-                popped += 1
-            base, continued = self._base + popped, True
-        self._given = given
-        return [*older, *given], base, continued
+            return [*given], *self._restart()
+        for snap in prev[:cut]:
+            older.append(lookback_form(snap, older[-1] if older else None))
+        assert self._carry is not None
+        horizon = given[-1].time - self._carry
+        popped = 0
+        while older and not older[0].time >= horizon:  # as ``diagnosis.recent``
+            older.popleft()
+            popped += 1
+        return [*older, *given], self._base + popped, True
 
     def _slide(self, first: int, ticks: list[Tick], continued: bool) -> None:
         """Bring the job tracks to the window ``ticks`` (sequence numbers from ``first``):
@@ -258,46 +371,27 @@ class Analyzer:
         last = first + len(ticks) - 1
         pfirst, pticks = self._window
         plast = pfirst + len(pticks) - 1
-        if continued and pticks and first == pfirst + 1 and last == plast + 1:
-            # The steady case: one tick left, one came. A job in both whose track is all
-            # one object, the one that came (its input did not change), would be popped
-            # and pushed back unchanged: skipped.
-            left, came = pticks[0].feats, ticks[-1].feats
-            steady: set[str] = set()
-            for job_id in left:
-                gone = tracks[job_id]
-                if gone.steady(came.get(job_id)):
-                    steady.add(job_id)
-                    continue
-                gone.pop()
-                if not gone.feats:
-                    del tracks[job_id]
-            for job_id, f in came.items():
-                if job_id not in steady:
-                    track = tracks.get(job_id)
-                    if track is None:
-                        track = tracks[job_id] = Track()
-                    track.push(f)
-            self._window = (first, ticks)
+        self._window = (first, ticks)
+        if not (continued and pticks and first >= pfirst and last >= plast):
+            tracks.clear()
+            for tick in ticks:
+                _push(tracks, tick.feats)
             return
-        if continued and pticks and first >= pfirst and last >= plast:
-            for seq in range(pfirst, min(first, plast + 1)):
-                for job_id in pticks[seq - pfirst].feats:
+        steady: set[str] = set()
+        if first == pfirst + 1 and last == plast + 1:
+            # One tick left, one came: a job whose track is all one object, the one that
+            # came (its input did not change), would be popped and pushed back unchanged.
+            came = ticks[-1].feats
+            steady = {j for j in pticks[0].feats if tracks[j].steady(came.get(j))}
+        for seq in range(pfirst, min(first, plast + 1)):
+            for job_id in pticks[seq - pfirst].feats:
+                if job_id not in steady:
                     gone = tracks[job_id]
                     gone.pop()
                     if not gone.feats:
                         del tracks[job_id]
-            new = range(max(plast + 1, first), last + 1)
-        else:
-            tracks.clear()
-            new = range(first, last + 1)
-        for seq in new:
-            for job_id, f in ticks[seq - first].feats.items():
-                track = tracks.get(job_id)
-                if track is None:
-                    track = tracks[job_id] = Track()
-                track.push(f)
-        self._window = (first, ticks)
+        for seq in range(max(plast + 1, first), last + 1):
+            _push(tracks, ticks[seq - first].feats, steady)
 
     def context(self, history: Sequence[Snapshot], track: bool = True) -> Context | None:
         """The context one call judges with; ``track``: keep the job tracks (worth it
@@ -312,7 +406,10 @@ class Analyzer:
             base, continued = self._sequence(full)
         ticks: list[Tick] = []
         for s in window:  # a new snapshot may take its jobs over from the one before
-            ticks.append(self._tick(s, ticks[-1] if ticks else None))
+            tick = self._ticks.get(id(s))
+            if tick is None or tick.snap is not s:  # id() of a collected snapshot reused
+                tick = Tick(s, ticks[-1] if ticks else None)
+            ticks.append(tick)
         self._full, self._base = full, base
         self._ticks = {id(tk.snap): tk for tk in ticks}  # the window only
         self._runs.prune(base + len(full) - 2)  # scopes not judged last call or this one
@@ -343,6 +440,17 @@ class Analyzer:
         return Analysis(
             gpu_verdicts_of(ctx), JobVerdicts(ctx, jobs_to_judge(ctx, jobs)), latest_jobs
         )
+
+
+def _push(
+    tracks: dict[str, Track], feats: dict[str, JobTick], skip: set[str] | None = None
+) -> None:
+    for job_id, f in feats.items():
+        if skip is None or job_id not in skip:
+            track = tracks.get(job_id)
+            if track is None:
+                track = tracks[job_id] = Track()
+            track.push(f)
 
 
 def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:

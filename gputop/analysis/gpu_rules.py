@@ -1,0 +1,485 @@
+"""The GPU rules: lost, memory nearly full, idle, and the GPU group (utilization,
+throttle, link, PCIe) that every verdict on the same GPUs and ticks shares.
+
+Each snapshot's share of the window loops is a :class:`GpuTick`, made once per snapshot
+and GPU set (:mod:`gputop.analysis.window` keeps it); the rules add the window's parts
+up. ``tests/analysis_oracle.py`` holds the same rules over the window's samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gputop.analysis.kinds import RULES, Finding, finding
+from gputop.analysis.thresholds import Thresholds
+from gputop.fmt import bytes_, rate
+from gputop.model import CLOCK_EVENT_EFFECTS, GpuSample, Snapshot
+from gputop.pcie import lane_bytes_per_s
+
+# The rows of the kind table (kinds.KIND_SPECS) these rules give findings of.
+LOST = RULES["lost"]
+IDLE = RULES["idle"]
+WARMING_UP = RULES["warming_up"]
+THROTTLE_HARD = RULES["throttle_hard"]
+THROTTLE_SOFT = RULES["throttle_soft"]
+PCIE = RULES["pcie"]
+LINK = RULES["link"]
+MEMORY_FULL = RULES["memory_full"]
+UNKNOWN = RULES["unknown"]
+
+
+# --- per sample ------------------------------------------------------------------------
+
+
+def scope_samples(snap: Snapshot, gpus: Sequence[int]) -> list[GpuSample]:
+    return [g for g in snap.gpus if g.index in gpus and not g.lost]
+
+
+def held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
+    """Whether something holds the GPU: a process, an unlisted holder, or memory in use."""
+    if gpu.processes:
+        return True
+    if any(h.gpu == gpu.index for h in snap.unlisted_holders):
+        return True
+    used, total = gpu.memory.used, gpu.memory.total
+    return (
+        used is not None
+        and total is not None
+        and total > 0
+        and used / total >= t.held_memory_fraction
+    )
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def util_of(samples: Sequence[GpuSample]) -> float | None:
+    return mean(g.utilization.gpu for g in samples)
+
+
+def throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
+    """(hard, soft) reason names among the decoded clock event reasons."""
+    hard: list[str] = []
+    soft: list[str] = []
+    for reason in reasons or ():
+        effect = CLOCK_EVENT_EFFECTS.get(reason)
+        if effect == "hard":
+            hard.append(reason)
+        elif effect == "soft":
+            soft.append(reason)
+    return hard, soft
+
+
+def link_capacity(gpu: GpuSample) -> float | None:
+    """Current per-direction capacity: the max link scaled down to the current gen/width."""
+    p = gpu.pcie
+    cap = p.link_max_bytes_per_s
+    lane = lane_bytes_per_s(p.gen)
+    if cap is None or cap <= 0:
+        if lane is not None and p.width:
+            return lane * p.width
+        return None
+    max_lane = lane_bytes_per_s(p.max_gen)
+    if lane is not None and max_lane is not None and p.width and p.max_width:
+        cap *= (lane * p.width) / (max_lane * p.max_width)
+    return cap
+
+
+# --- per tick --------------------------------------------------------------------------
+
+
+class GpuTick:
+    """One snapshot's share of the GPU rules' window loops, for one GPU set: the values
+    those loops compute per sample, and per-tick counts of them. The rules merge the
+    counts and sets, and add the floats in window order, as the loops over the samples
+    do (``tests/analysis_oracle.py``)."""
+
+    __slots__ = (
+        "degraded",
+        "hard_n",
+        "hard_names",
+        "link_busy",
+        "mig_unknown",
+        "n",
+        "pcie",
+        "quiet",
+        "samples",
+        "soft_n",
+        "throttle_busy",
+        "util",
+        "where",
+        "worst",
+    )
+
+    def __init__(self, snap: Snapshot, samples: Sequence[GpuSample], t: Thresholds) -> None:
+        self.samples = samples  # for the rare early findings (``unknown_util``)
+        self.n = len(samples)  # a lost GPU has none
+        self.util = util_of(samples)
+        # every sample in MIG mode without utilization
+        self.mig_unknown = bool(samples) and all(
+            g.mig_mode and g.utilization.gpu is None for g in samples
+        )
+        # ``idle``: no sample held or above IDLE_UTIL
+        self.quiet = not any(
+            held(snap, g, t) or (g.utilization.gpu is not None and g.utilization.gpu > t.idle_util)
+            for g in samples
+        )
+        # ``throttle``: busy samples, those with a hard / soft reason, the hard reasons
+        # and the GPUs they were on
+        busy = hard_n = soft_n = 0
+        hard_names: set[str] = set()
+        where: set[int] = set()
+        # ``link``: busy samples with a known link, those below the max, the last one
+        link_busy = degraded = 0
+        worst: GpuSample | None = None
+        # ``pcie``: (index, (RX / capacity, RX), (TX / capacity, TX)) of each sample with
+        # a rate and a capacity, in sample order (None: that direction not known)
+        pcie: list[tuple[int, tuple[float, float] | None, tuple[float, float] | None]] = []
+        for g in samples:
+            util = g.utilization.gpu
+            if util is not None and util >= t.util_low:
+                busy += 1
+                hard, soft = throttle_class(g.clock_event_reasons)
+                if hard:
+                    hard_n += 1
+                    hard_names.update(hard)
+                    where.add(g.index)
+                elif soft:
+                    soft_n += 1
+                p = g.pcie
+                if (
+                    p.gen is not None
+                    and p.max_gen is not None
+                    and p.width is not None
+                    and p.max_width is not None
+                ):
+                    link_busy += 1
+                    if p.gen < p.max_gen or p.width < p.max_width:
+                        degraded += 1
+                        worst = g
+            rx, tx = g.pcie.rx_bytes_per_s, g.pcie.tx_bytes_per_s
+            if rx is None and tx is None:
+                continue
+            cap = link_capacity(g)
+            if cap is None or cap <= 0:
+                continue
+            pcie.append(
+                (
+                    g.index,
+                    None if rx is None else (rx / cap, rx),
+                    None if tx is None else (tx / cap, tx),
+                )
+            )
+        self.throttle_busy, self.hard_n, self.soft_n = busy, hard_n, soft_n
+        self.hard_names, self.where = frozenset(hard_names), frozenset(where)
+        self.link_busy, self.degraded, self.worst = link_busy, degraded, worst
+        self.pcie = tuple(pcie)
+
+
+# --- wording ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    mean: float
+    low: float
+    high: float
+    stdev: float
+    n: int
+
+
+def stats(values: Iterable[float | None]) -> Stats | None:
+    known = [float(v) for v in values if v is not None]
+    if not known:
+        return None
+    mean = sum(known) / len(known)
+    var = sum((v - mean) ** 2 for v in known) / len(known)
+    return Stats(mean, min(known), max(known), math.sqrt(var), len(known))
+
+
+def pct(value: float) -> str:
+    return f"{value:.0f} %"
+
+
+def seconds(value: float) -> str:
+    """'19 s', '9 s'; a fraction below 10 s keeps its tenth ('0.5 s', a one-shot window)."""
+    if value >= 10 or round(value, 1) == round(value):
+        return f"{value:.0f} s"
+    return f"{value:.1f} s"
+
+
+def gpus_text(gpus: Sequence[int]) -> str:
+    if len(gpus) == 1:
+        return f"GPU {gpus[0]}"
+    return "GPUs " + ",".join(str(g) for g in gpus)
+
+
+# --- the rules -------------------------------------------------------------------------
+
+
+def lost_finding(g: GpuSample) -> Finding:
+    return finding(
+        LOST,
+        f"GPU {g.index} is lost: {g.lost_reason or 'no reason given'}",
+        "Check dmesg for Xid errors; a lost GPU usually needs a reset or reboot",
+    )
+
+
+def memory_full(samples: Sequence[GpuSample], t: Thresholds) -> Finding | None:
+    """The first of the newest samples with its memory nearly full."""
+    for g in samples:
+        used, total = g.memory.used, g.memory.total
+        if (
+            used is not None
+            and total is not None
+            and total > 0
+            and used / total >= t.mem_nearly_full
+        ):
+            return finding(
+                MEMORY_FULL,
+                f"GPU {g.index} memory {bytes_(used)} of {bytes_(total)} "
+                f"({100 * used / total:.0f} %)",
+                "Close to out of memory: lower the batch size or enable activation "
+                "checkpointing if it OOMs (caching allocators also fill memory on purpose)",
+            )
+    return None
+
+
+def idle(parts: Sequence[GpuTick], span: float) -> Finding | None:
+    """Idle: no process, no held memory, util <= IDLE_UTIL in every window tick where
+    the GPUs have samples."""
+    present = [p for p in parts if p.n]
+    if not present or not all(p.quiet for p in present):
+        return None
+    return idle_finding(stats(p.util for p in present), span)
+
+
+def idle_finding(util: Stats | None, span: float) -> Finding:
+    util_text = "util n/a" if util is None else f"util max {util.high:.0f} %"
+    return finding(IDLE, f"no processes, {util_text} over {seconds(span)}", "Free for work")
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """The GPU side of a verdict: depends only on the GPUs and the window ticks judged
+    (shared by every job with the same GPUs present in the same ticks)."""
+
+    early: Finding | None  # "warming up" or "unknown": the verdict stops there
+    base: str
+    busy: bool
+    starved: bool
+    severity: str  # of the waiting findings
+    throttle_link: list[Finding]
+    pcie: list[Finding]  # empty when busy
+
+
+def group_of(
+    t: Thresholds,
+    gpus: tuple[int, ...],
+    parts: list[GpuTick | None],
+    ticks: list[float],
+    span: float,
+) -> Group:
+    """The group from each window tick's part (None: a tick not judged) and the times of
+    the ticks judged."""
+    early: Finding | None = None
+    base = ""
+    busy = starved = False
+    severity = "info"
+    throttle_link: list[Finding] = []
+    pcie_found: list[Finding] = []
+    util = None
+
+    def window() -> list[Sequence[GpuSample]]:  # for the rare early findings only
+        return [() if p is None else p.samples for p in parts]
+
+    latest = next((p for p in reversed(parts) if p is not None and p.n), None)
+    if latest is not None and latest.mig_unknown:
+        early = unknown_util(gpus, window())
+    elif len(ticks) < t.min_samples or span < t.min_seconds:
+        early = warming(len(ticks), span, t)
+    else:
+        util = stats([None if p is None else p.util for p in parts])
+        if util is None:
+            early = unknown_util(gpus, window())
+    if early is None and util is not None:
+        base, busy, starved, severity = util_reading(util, span, gpus, t)
+        here = [p for p in parts if p is not None]
+        throttle_link = throttle(t, here, base) + link(t, here, base)
+        if not busy:
+            pcie_found = pcie(t, here, base, severity)
+    return Group(early, base, busy, starved, severity, throttle_link, pcie_found)
+
+
+def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -> Finding:
+    """No utilization in the window: why, in words (MIG mode says so itself)."""
+    latest = next((samples for samples in reversed(window) if samples), ())
+    mig = [g for g in latest if g.mig_mode]
+    if mig:
+        devices = sum(len(g.mig_devices) for g in mig)
+        return finding(
+            UNKNOWN,
+            f"{gpus_text(tuple(g.index for g in mig))} in MIG mode"
+            + (f" ({devices} MIG devices)" if devices else "")
+            + ": NVML gives no GPU utilization for a partitioned GPU, so busy or starved "
+            "cannot be told from it",
+            "See memory and processes per MIG device; per-instance activity needs DCGM "
+            "profiling (GPM) metrics",
+        )
+    return finding(
+        UNKNOWN,
+        f"{gpus_text(gpus)}: GPU utilization not reported (vGPU or an old driver?)",
+        "Use per-process SM % or DCGM profiling metrics instead",
+    )
+
+
+def warming(n: int, span: float, t: Thresholds) -> Finding:
+    """Too few samples, or too short a span, for a verdict yet."""
+    return finding(
+        WARMING_UP,
+        f"{n} samples over {span:.1f} s; need {t.min_samples} samples and {t.min_seconds:g} s",
+        "Wait a few seconds for a verdict",
+    )
+
+
+def util_reading(
+    util: Stats, span: float, gpus: tuple[int, ...], t: Thresholds
+) -> tuple[str, bool, bool, str]:
+    """(the utilization text every finding of a group starts with, busy, starved,
+    severity)."""
+    base = (
+        f"util mean {pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f}) over {seconds(span)}"
+    )
+    if len(gpus) > 1:
+        base += f" on {gpus_text(gpus)}"
+    busy = util.mean >= t.util_high
+    oscillating = not busy and util.stdev >= t.util_oscillation
+    starved = util.mean < t.util_low or oscillating
+    if oscillating:
+        base = base.replace(" over ", f", oscillating (sd {util.stdev:.0f}) over ", 1)
+    return base, busy, starved, "warn" if starved else "info"
+
+
+def throttle(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding]:
+    busy = hard_n = soft_n = total = 0
+    hard_names: set[str] = set()
+    where: set[int] = set()
+    for p in parts:
+        total += p.n
+        busy += p.throttle_busy
+        soft_n += p.soft_n
+        if p.hard_n:
+            hard_n += p.hard_n
+            hard_names.update(p.hard_names)
+            where.update(p.where)
+    return throttle_finding(t, total, busy, hard_n, soft_n, hard_names, where, base)
+
+
+def throttle_finding(
+    t: Thresholds,
+    total: int,
+    busy: int,
+    hard_n: int,
+    soft_n: int,
+    hard_names: set[str],
+    where: set[int],
+    base: str,
+) -> list[Finding]:
+    if total == 0 or busy < total / 2:
+        return []
+    if hard_n >= t.throttle_fraction * busy:
+        return [
+            finding(
+                THROTTLE_HARD,
+                f"{', '.join(sorted(hard_names))} in {hard_n} of {busy} busy samples on "
+                f"{gpus_text(sorted(where))}; {base}",
+                "Clocks are cut by heat or a hardware slowdown: check cooling, fans, airflow",
+            )
+        ]
+    if hard_n + soft_n >= t.throttle_fraction * busy:
+        return [
+            finding(
+                THROTTLE_SOFT,
+                f"power cap in {hard_n + soft_n} of {busy} busy samples; {base}",
+                "Running at its power limit: normal at full load; raise the limit only if "
+                "cooling allows",
+            )
+        ]
+    return []
+
+
+def link(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding]:
+    busy = degraded = total = 0
+    worst: GpuSample | None = None
+    for p in parts:
+        total += p.n
+        busy += p.link_busy
+        degraded += p.degraded
+        if p.worst is not None:
+            worst = p.worst
+    return link_finding(t, total, busy, degraded, worst, base)
+
+
+def link_finding(
+    t: Thresholds, total: int, busy: int, degraded: int, worst: GpuSample | None, base: str
+) -> list[Finding]:
+    if total == 0 or busy < total / 2 or worst is None:
+        return []
+    if degraded < t.link_degraded_fraction * busy:
+        return []
+    p = worst.pcie
+    return [
+        finding(
+            LINK,
+            f"GPU {worst.index} link gen{p.gen} x{p.width}, max gen{p.max_gen} x{p.max_width}, "
+            f"in {degraded} of {busy} busy samples; {base}",
+            "Reseat the card or riser, check BIOS PCIe settings and the slot",
+        )
+    ]
+
+
+def pcie(t: Thresholds, parts: Sequence[GpuTick], base: str, severity: str) -> list[Finding]:
+    # GPU index -> [sum of ratios, sum of rates, count] for RX, then TX
+    sums: dict[int, list[list[float]]] = {}
+    for p in parts:
+        for index, rx, tx in p.pcie:
+            acc = sums.get(index)
+            if acc is None:
+                acc = sums[index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
+            for value, slot in ((rx, acc[0]), (tx, acc[1])):
+                if value is not None:
+                    slot[0] += value[0]
+                    slot[1] += value[1]
+                    slot[2] += 1
+    return pcie_finding(t, sums, base, severity)
+
+
+def pcie_finding(
+    t: Thresholds, sums: dict[int, list[list[float]]], base: str, severity: str
+) -> list[Finding]:
+    best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
+    for index in sorted(sums):
+        for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):
+            if not n:
+                continue
+            ratio = ratio_sum / n
+            if best is None or ratio > best[0]:
+                best = (ratio, direction, index, rate_sum / n)
+    if best is None or best[0] < t.pcie_near_max:
+        return []
+    ratio, direction, index, mean_rate = best
+    words = "host->GPU (RX)" if direction == "rx" else "GPU->host (TX)"
+    return [
+        finding(
+            PCIE,
+            f"{base}; PCIe {words} {rate(mean_rate)} = {100 * ratio:.0f} % of the link"
+            f" on GPU {index}",
+            "Copies saturate PCIe: pin memory with non_blocking copies, send smaller dtypes "
+            "(uint8 images, decode on GPU), keep data on the GPU",
+            severity=severity,
+        )
+    ]

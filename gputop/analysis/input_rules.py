@@ -1,0 +1,420 @@
+"""The input-bound rules: the GPU waits while a job's DataLoader workers, its main
+process or the disk are at their limit, or the host CPU is saturated.
+
+Each snapshot's share is one :class:`JobTick` per job; a job's :class:`Track` carries
+its window from one call to the next; :class:`JobSignals` are what the rules read.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gputop.analysis.gpu_rules import mean, pct
+from gputop.analysis.jobs import Job
+from gputop.analysis.kinds import RULES, Finding, finding
+from gputop.analysis.thresholds import Thresholds
+from gputop.fmt import rate
+from gputop.model import ProcessInfo, Snapshot
+
+DISK_STRONG = RULES["disk_strong"]
+WORKERS = RULES["workers"]
+MAIN = RULES["main"]
+HOST_CPU = RULES["host_cpu"]
+DISK_WEAK = RULES["disk_weak"]
+
+
+# --- per tick --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobTick:
+    """One job in one snapshot: what its window signals are made of."""
+
+    job: Job
+    disk_sleep: bool  # a member in D state
+    read: float | None  # job read bytes/s
+    worker_pids: tuple[int, ...]  # the workers with a known CPU...
+    worker_cpu: tuple[float, ...]  # ...and their CPU (% of one core)
+    main_pids: tuple[int, ...]  # the main processes with a known CPU...
+    main_cpu: tuple[float, ...]  # ...and theirs
+
+    @staticmethod
+    def of(job: Job, index: dict[int, ProcessInfo]) -> JobTick:
+        wp, wc = _known_cpu(job.worker_pids, index)
+        mp, mc = _known_cpu(job.main_pids, index)
+        return JobTick(job, bool(job.disk_sleep), job.read_bytes_per_s, wp, wc, mp, mc)
+
+
+def _known_cpu(
+    pids: tuple[int, ...], index: dict[int, ProcessInfo]
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """(pids, CPU %) of those of ``pids`` whose CPU is known."""
+    out_pids: list[int] = []
+    out_cpu: list[float] = []
+    for pid in pids:
+        row = index.get(pid)
+        if row is not None and row.cpu_percent is not None:
+            out_pids.append(pid)
+            out_cpu.append(row.cpu_percent)
+    return tuple(out_pids), tuple(out_cpu)
+
+
+# --- over the window -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobSignals:
+    job: Job
+    workers: int
+    worker_cpu: float | None  # mean over workers of each worker's window mean
+    main_cpu: float | None  # the busiest main process's window mean
+    main_pid: int | None
+    dsleep_ticks: int
+    ticks: int
+    read: float | None  # job read bytes/s, window mean
+
+
+def per_pid_means(
+    pids: list[tuple[int, ...]], cpus: list[tuple[float, ...]]
+) -> list[tuple[int, float]]:
+    """(pid, mean CPU over the ticks it has one), pids in order of first appearance."""
+    first = pids[0]
+    if all(p == first for p in pids):  # the usual case: the same processes every tick
+        return [
+            (pid, sum(col) / len(col))
+            for pid, col in zip(first, zip(*cpus, strict=True), strict=True)
+        ]
+    per_pid: dict[int, list[float]] = {}
+    for tick_pids, tick_cpus in zip(pids, cpus, strict=True):
+        for pid, cpu in zip(tick_pids, tick_cpus, strict=True):
+            values = per_pid.get(pid)
+            if values is None:
+                per_pid[pid] = [cpu]
+            else:
+                values.append(cpu)
+    return [(pid, sum(v) / len(v)) for pid, v in per_pid.items()]
+
+
+def make_signals(
+    last: Job,
+    worker_means: list[float],
+    main_means: list[tuple[int, float]],
+    dsleep: int,
+    ticks: int,
+    read: float | None,
+) -> JobSignals:
+    busiest = sorted(((m, pid) for pid, m in main_means), reverse=True)
+    return JobSignals(
+        job=last,
+        workers=last.workers,
+        worker_cpu=sum(worker_means) / len(worker_means) if worker_means else None,
+        main_cpu=busiest[0][0] if busiest else None,
+        main_pid=busiest[0][1] if busiest else None,
+        dsleep_ticks=dsleep,
+        ticks=ticks,
+        read=read,
+    )
+
+
+def signals_of(feats: Sequence[JobTick]) -> JobSignals:
+    """A job's signals from its ticks in the window (not empty), in window order."""
+    worker_means = [
+        m for _, m in per_pid_means([f.worker_pids for f in feats], [f.worker_cpu for f in feats])
+    ]
+    main_means = per_pid_means([f.main_pids for f in feats], [f.main_cpu for f in feats])
+    return make_signals(
+        feats[-1].job,
+        worker_means,
+        main_means,
+        sum(1 for f in feats if f.disk_sleep),
+        len(feats),
+        mean([f.read for f in feats]),
+    )
+
+
+class Track:
+    """One job across the window, kept up to date from one call to the next by the
+    analyzer (a tick in: ``push``; the oldest out: ``pop``), so that its signals cost
+    O(its processes) per call instead of O(window). The means are still sums over the
+    window's values in window order: exactly what :func:`signals_of` computes."""
+
+    __slots__ = ("_memo", "cause", "dsleep", "feats", "mcols", "reads", "run", "same", "wcols")
+
+    def __init__(self) -> None:
+        self.feats: deque[JobTick] = deque()  # one per window tick it is in
+        # The newest ``run`` feats list the same worker and main pids; wcols/mcols hold
+        # the CPU of each of those pids over them, oldest first.
+        self.run = 0
+        self.wcols: list[deque[float]] = []
+        self.mcols: list[deque[float]] = []
+        self.reads: deque[float] = deque()  # known reads, oldest first
+        self.dsleep = 0
+        # The newest ``same`` feats are one object (a job whose input did not change);
+        # while that is all of them, the signals are a function of that object and the
+        # count, kept in ``_memo``.
+        self.same = 0
+        self._memo: tuple[JobTick, int, JobSignals] | None = None
+        # The rules' reading of the signals (``cause_flags``): kept with the signals'
+        # object it was made from, so valid while ``signals()`` gives that object.
+        self.cause: tuple[JobSignals, int] | None = None
+
+    def steady(self, f: JobTick | None) -> bool:
+        """Whether ``pop()`` then ``push(f)`` would leave this track as it is: every tick
+        in it is ``f``."""
+        feats = self.feats
+        return self.same == len(feats) and bool(feats) and feats[-1] is f
+
+    def push(self, f: JobTick) -> None:
+        feats = self.feats
+        self.same = self.same + 1 if feats and feats[-1] is f else 1
+        if feats and f.worker_pids == feats[-1].worker_pids and f.main_pids == feats[-1].main_pids:
+            self.run += 1
+            for col, value in zip(self.wcols, f.worker_cpu, strict=True):
+                col.append(value)
+            for col, value in zip(self.mcols, f.main_cpu, strict=True):
+                col.append(value)
+        else:
+            self.run = 1
+            self.wcols = [deque((value,)) for value in f.worker_cpu]
+            self.mcols = [deque((value,)) for value in f.main_cpu]
+        feats.append(f)
+        if f.read is not None:
+            self.reads.append(float(f.read))
+        if f.disk_sleep:
+            self.dsleep += 1
+
+    def pop(self) -> None:
+        f = self.feats.popleft()
+        if len(self.feats) < self.run:  # it was part of the run
+            self.run -= 1
+            for col in self.wcols:
+                col.popleft()
+            for col in self.mcols:
+                col.popleft()
+        if f.read is not None:
+            self.reads.popleft()
+        if f.disk_sleep:
+            self.dsleep -= 1
+        self.same = min(self.same, len(self.feats))
+
+    def signals(self) -> JobSignals:
+        feats = self.feats
+        last = feats[-1]
+        n = len(feats)
+        uniform = self.same == n
+        memo = self._memo
+        if uniform and memo is not None and memo[0] is last and memo[1] == n:
+            return memo[2]
+        if self.run != n:  # the processes changed in the window
+            out = signals_of(feats)
+        else:
+            reads = self.reads
+            out = make_signals(
+                last.job,
+                [sum(col) / len(col) for col in self.wcols],
+                [
+                    (pid, sum(col) / len(col))
+                    for pid, col in zip(last.main_pids, self.mcols, strict=True)
+                ],
+                self.dsleep,
+                n,
+                sum(reads) / len(reads) if reads else None,
+            )
+        self._memo = (last, n, out) if uniform else None
+        return out
+
+
+class HostView:
+    """The host side of the window, the same for every scope of one call; the peak disk
+    read rate is looked for in the whole history when a rule first asks."""
+
+    __slots__ = ("_history", "_peak", "cpu", "disk_now", "iowait_high", "saturated", "suffix")
+
+    def __init__(
+        self, window: Sequence[Snapshot], history: Sequence[Snapshot], t: Thresholds
+    ) -> None:
+        hosts = [s.host for s in window if s.host is not None]
+        self.cpu = cpu = mean(h.cpu_percent for h in hosts)  # host CPU %, window mean
+        iowait = mean(h.iowait_percent for h in hosts)
+        parts = []
+        if cpu is not None:
+            parts.append(f"host CPU {cpu:.0f} %")
+        if iowait is not None:
+            parts.append(f"iowait {iowait:.0f} %")
+        text = ", ".join(parts)
+        self.suffix = f"; {text}" if text else ""  # "; host CPU 93 %, iowait 4 %"
+        self.disk_now = mean(h.disk.read_bytes_per_s for h in hosts)  # window mean
+        self.iowait_high = iowait is not None and iowait >= t.iowait_high
+        self.saturated = cpu is not None and cpu >= t.host_cpu_saturated
+        self._history = history
+        self._peak: tuple[float | None] | None = None
+
+    @property
+    def disk_peak(self) -> float | None:
+        """The highest host disk read rate in the whole history."""
+        if self._peak is None:
+            rates = [s.host.disk.read_bytes_per_s for s in self._history if s.host is not None]
+            known = [r for r in rates if r is not None]
+            self._peak = (max(known) if known else None,)
+        return self._peak[0]
+
+
+# --- the rules -------------------------------------------------------------------------
+
+# What a job's window signals alone say, against the thresholds (``cause_flags``).
+DSLEEP = 1  # a process in D state in DISK_SLEEP_FRACTION of its ticks
+READING = 2  # reads unknown, or at least DISK_MIN_READ
+READS = 4  # reads known and at least DISK_MIN_READ
+BUSY_WORKERS = 8  # workers, near a full core each
+BUSY_MAIN = 16  # a main process near a full core, workers idle or none
+
+
+def cause_flags(t: Thresholds, sig: JobSignals) -> int:
+    read = sig.read
+    flags = 0
+    if sig.ticks and sig.dsleep_ticks >= t.disk_sleep_fraction * sig.ticks:
+        flags |= DSLEEP
+    if read is None or read >= t.disk_min_read:
+        flags |= READING
+    if read is not None and read >= t.disk_min_read:
+        flags |= READS
+    if sig.workers > 0 and sig.worker_cpu is not None and sig.worker_cpu >= t.worker_busy_cpu:
+        flags |= BUSY_WORKERS
+    if (
+        sig.main_cpu is not None
+        and sig.main_cpu >= t.main_busy_cpu
+        and (
+            sig.workers == 0 or (sig.worker_cpu is not None and sig.worker_cpu <= t.worker_idle_cpu)
+        )
+    ):
+        flags |= BUSY_MAIN
+    return flags
+
+
+def _who(own: bool, sig: JobSignals) -> str:
+    """Which job a GPU verdict's cause is about (a job's own verdict: itself)."""
+    return "" if own else f"job {sig.job.root_pid}: "
+
+
+def _read_text(read: float | None) -> str:
+    return "reads n/a" if read is None else f"reads {rate(read)}"
+
+
+def input_causes(
+    t: Thresholds,
+    host: HostView,
+    causes: Iterable[tuple[JobSignals, int] | None],
+    own: bool,
+    base: str,
+    starved: bool,
+    severity: str,
+) -> list[Finding]:
+    """The host-side causes of the scope's jobs (their signals and ``cause_flags``), in
+    job order. ``own``: the scope is the job itself (a GPU's verdict names the job). A
+    finding of a rank an earlier job already gave is left out: it could never come
+    first, and adds no kind to ``also``."""
+    host_cpu, host_suffix, disk_now = host.cpu, host.suffix, host.disk_now
+    out: list[Finding] = []
+    found: set[int] = set()  # ranks given
+    for got in causes:
+        if got is None:
+            continue
+        sig, flags = got
+        read = sig.read
+
+        # disk, strong: processes in D state, or high iowait while the job reads
+        if DISK_STRONG.rank not in found:
+            evidence = None
+            if flags & DSLEEP:
+                evidence = (
+                    f"{base}; {_who(own, sig)}a process in disk wait (D state) in "
+                    f"{sig.dsleep_ticks} of {sig.ticks} samples, {_read_text(read)}{host_suffix}"
+                )
+            elif host.iowait_high and flags & READING:
+                evidence = f"{base}; {_who(own, sig)}{_read_text(read)}{host_suffix}"
+            if evidence is not None:
+                found.add(DISK_STRONG.rank)
+                out.append(
+                    finding(
+                        DISK_STRONG,
+                        evidence,
+                        "Storage is too slow: copy the data set to local NVMe or RAM, use a "
+                        "sharded/streaming format, or raise prefetch_factor",
+                        severity=severity,
+                    )
+                )
+
+        # workers near a full core each
+        if flags & BUSY_WORKERS and WORKERS.rank not in found:
+            assert sig.worker_cpu is not None
+            found.add(WORKERS.rank)
+            out.append(
+                finding(
+                    WORKERS,
+                    f"{base}; {_who(own, sig)}{sig.workers} workers at "
+                    f"{pct(sig.worker_cpu)} of a core each{host_suffix}",
+                    "DataLoader workers are maxed out: raise num_workers (if cores are free) or "
+                    "make preprocessing cheaper (decode/augment on GPU, e.g. DALI)",
+                    severity=severity,
+                )
+            )
+
+        # main process near a full core, workers idle or none (only when starved)
+        if starved and flags & BUSY_MAIN and MAIN.rank not in found:
+            assert sig.main_cpu is not None
+            workers_text = (
+                "no workers"
+                if sig.workers == 0
+                else f"{sig.workers} workers at {pct(sig.worker_cpu or 0.0)} of a core each"
+            )
+            found.add(MAIN.rank)
+            out.append(
+                finding(
+                    MAIN,
+                    f"{base}; {_who(own, sig)}main process {sig.main_pid} at "
+                    f"{pct(sig.main_cpu)} of a core, {workers_text}{host_suffix}",
+                    "The Python loop is the bottleneck: move preprocessing into DataLoader "
+                    "workers, avoid .item()/.cpu() host syncs each step, use larger batches",
+                )
+            )
+
+        # host CPU saturated
+        if host.saturated and HOST_CPU.rank not in found:
+            assert host_cpu is not None
+            found.add(HOST_CPU.rank)
+            out.append(
+                finding(
+                    HOST_CPU,
+                    f"{base}; host CPU saturated ({pct(host_cpu)}); {_who(own, sig)}{sig.workers} "
+                    f"workers, tree at {pct(sig.job.cpu_percent or 0.0)} of a core",
+                    "The host has no CPU left: cheaper preprocessing, fewer competing "
+                    "processes, or preprocess the data set offline",
+                    severity=severity,
+                )
+            )
+
+        # disk, weak: host disk reads near the highest rate seen, while the job reads
+        if (
+            flags & READS
+            and DISK_WEAK.rank not in found
+            and read is not None
+            and disk_now is not None
+            and (disk_peak := host.disk_peak) is not None
+            and disk_peak > 0
+            and disk_now >= t.disk_near_peak * disk_peak
+        ):
+            found.add(DISK_WEAK.rank)
+            out.append(
+                finding(
+                    DISK_WEAK,
+                    f"{base}; {_who(own, sig)}{_read_text(read)}; disk reads {rate(disk_now)}, "
+                    f"{100 * disk_now / disk_peak:.0f} % of the peak {rate(disk_peak)} seen"
+                    f"{host_suffix}",
+                    "Reads run at the disk's limit: cache the data set in RAM or local NVMe, "
+                    "or use a compressed/sharded format",
+                    severity=severity,
+                )
+            )
+    return out
