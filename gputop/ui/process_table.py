@@ -112,12 +112,10 @@ class ProcessTable(DataTable[Text]):
         labels: dict[str, Text] = {}
         for i, col in enumerate(visible_columns(self._compact)):
             w = self._widths[col.key]
-            text = fit(col.label, w, ">" if col.right else "<")
+            text = fit(col.label, w, col.align)
             gap = "" if i == 0 else " "
             if col.key == sort_key:  # the arrow takes the gap before the label
-                text = text.strip()
-                text = ("▼" if reverse else "▲") + text
-                text = fit(text, w + 1, ">" if col.right else "<")
+                text = fit(("▼" if reverse else "▲") + text.strip(), w + 1, col.align)
                 gap = ""
             labels[col.key] = Text(gap + text, style="bold")
         return labels
@@ -145,9 +143,7 @@ class ProcessTable(DataTable[Text]):
                 cells.append(("*" if tagged else " ", "tag" if tagged else ""))
                 continue
             w = self._widths[col.key]
-            text = " " + fit(
-                row.cell_text(col.key, compact=self._compact), w, ">" if col.right else "<"
-            )
+            text = " " + fit(row.cell_text(col.key, compact=self._compact), w, col.align)
             style = base
             if col.key == "command" and row.kind == "holder":
                 style = "holder"
