@@ -1,11 +1,10 @@
 """Linux ``/proc/<pid>`` files read and parsed directly: the per-tick process hot path.
 
-``HostReader`` reads every process of a GPU job once a tick. Through psutil that costs
-about 95 us a process (five files, decorators, a pid-reuse check that reads ``stat``
-again); read here it is about 25 us: ``stat`` once (shared with the tick's scan of all
-processes), then ``status``, ``cmdline`` and ``io``. The values are the ones psutil
-gives (same files, same formulas): psutil remains the fallback where there is no
-Linux ``/proc``.
+``HostReader`` reads every process of a GPU job once a tick. psutil reads more for each
+(five files, decorators, a pid-reuse check that reads ``stat`` again); here ``stat`` is
+read once (shared with the tick's scan of all processes), then ``status``, ``cmdline``
+and ``io``. The values are the ones psutil gives (same files, same formulas): psutil
+remains the fallback where there is no Linux ``/proc``.
 
 Every reader raises ``OSError`` as the kernel gives it: ``FileNotFoundError`` or
 ``ProcessLookupError`` when the process is gone, ``PermissionError`` where another
@@ -58,7 +57,7 @@ class StatFields(NamedTuple):
 
 
 def read_file(path: str, size: int = 8192) -> bytes:
-    """One read of a /proc file (os.open/os.read: about 30% cheaper than open())."""
+    """One read of a /proc file (os.open/os.read: cheaper than open())."""
     fd = os.open(path, os.O_RDONLY)
     try:
         return os.read(fd, size)
@@ -105,12 +104,12 @@ def read_stat(pid: int, proc_root: str = PROC_ROOT) -> Stat | None:
 
 
 def pid_exists(pid: int, proc_root: str = PROC_ROOT) -> bool:
-    """Whether ``/proc/<pid>`` exists (no exception raised for a missing one: about half
-    the cost of a failed ``read_stat``).
+    """Whether ``/proc/<pid>`` exists (no exception raised for a missing one: cheaper
+    than a failed ``read_stat``).
 
     For the real /proc, ``kill(pid, 0)`` first: "no such process" (ESRCH) means no
     process has that pid in gputop's PID namespace, the one its /proc shows, and costs
-    less than half of the ``access()``. A process that is there (or a ``kill`` that
+    less than the ``access()``. A process that is there (or a ``kill`` that
     cannot tell) is looked for in /proc itself: with ``hidepid`` another user's process
     is not there.
     """
@@ -122,6 +121,19 @@ def pid_exists(pid: int, proc_root: str = PROC_ROOT) -> bool:
         except OSError:  # EPERM: it exists, someone else's
             pass
     return os.access(f"{proc_root}/{pid}", os.F_OK)
+
+
+#: The kernel's own upper limit (PID_MAX_LIMIT): where pid_max cannot be read.
+PID_MAX_LIMIT = 1 << 22
+
+
+def pid_max() -> int:
+    """The kernel's largest pid (``/proc/sys/kernel/pid_max``)."""
+    try:
+        with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return PID_MAX_LIMIT
 
 
 def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, Stat]:
