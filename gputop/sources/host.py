@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import functools
 import os
-import pwd
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -835,13 +834,7 @@ class HostReader:
     def _username(self, uid: int) -> str | None:
         # Cached: a getpwuid through NSS (LDAP, sssd) can be slow, and uids are few.
         if uid not in self._users:
-            try:
-                name: str | None = pwd.getpwuid(uid).pw_name
-            except KeyError:
-                name = str(uid)  # as ps does for a uid without a name
-            except Exception:
-                name = None
-            self._users[uid] = clean_text(name)
+            self._users[uid] = procfs.user_name(uid)
         return self._users[uid]
 
     def close(self) -> None:

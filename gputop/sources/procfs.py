@@ -14,7 +14,10 @@ user's file is closed to us (``io``).
 from __future__ import annotations
 
 import os
+import pwd
 from typing import NamedTuple
+
+from gputop.fmt import clean_text
 
 PROC_ROOT = "/proc"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -160,6 +163,17 @@ def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
     try:
         return int(data[at + 5 :].split(None, 1)[0])
     except (IndexError, ValueError):
+        return None
+
+
+def user_name(uid: int) -> str | None:
+    """The name of ``uid``: the uid itself where it has none (as ps shows it), None when
+    the lookup fails."""
+    try:
+        return clean_text(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        return str(uid)
+    except Exception:
         return None
 
 
