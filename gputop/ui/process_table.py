@@ -8,8 +8,8 @@ Cells are ``rich.text.Text`` objects: untrusted text is never parsed as markup.
 Rendering: DataTable renders every cell through Rich's console (``Padding`` + ``Styled``)
 and any ``update_cell`` throws away the whole table's render cache, so every visible row
 is rendered again on every tick (the TIME column changes every second): the largest
-share of the dashboard's CPU at 200x50 (py-spy). Every cell here is already cut to its
-column's exact width, with one style and no spans, so
+share of the dashboard's CPU. Every cell here is already cut to its column's exact
+width, with one style and no spans, so
 :meth:`ProcessTable._render_line_in_row` builds a row from the cell texts directly and
 caches it by its cells: per tick only the rows that changed are built, a few segments
 each. (It overrides a private DataTable method: textual is pinned below 9, and
@@ -169,8 +169,8 @@ class ProcessTable(DataTable[Text]):
         self.rows_by_key = {r.key: r for r in rows}
         if order != self._order and self.row_count == len(order) and set(order) == set(self._order):
             # The same rows in another order (a new sort key, a reverse, values that
-            # overtook each other): move the rows, keep them (1,024 rows: a rebuild
-            # costs ~150 ms, this ~2 ms), then update the cells that changed.
+            # overtook each other): move the rows, keep them (far cheaper than a
+            # rebuild), then update the cells that changed.
             self._reorder(order)
             reordered = True
         else:
@@ -253,7 +253,7 @@ class ProcessTable(DataTable[Text]):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # DataTable.render_line asks for ``rich_style`` on every line, and that walks the
-        # DOM each time (a quarter of the table's cost per frame): once per frame here.
+        # DOM each time: once per frame here.
         self._frame_style = self.rich_style
         self._frame_width = self.size.width  # a property that computes regions
         try:
@@ -428,10 +428,9 @@ class ProcessTable(DataTable[Text]):
         self._row_strips.clear()
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        """DataTable measures every cell of every new row on idle (~100 ms after a
-        1,024-row rebuild at 200x50, i.e. after every sort key press) to size auto-width
-        columns and auto-height rows. Here every column has a fixed width and every row is
-        one line: only the virtual size matters."""
+        """DataTable measures every cell of every new row on idle (after every rebuild)
+        to size auto-width columns and auto-height rows. Here every column has a fixed
+        width and every row is one line: only the virtual size matters."""
         width = sum(column.get_render_width(self) for column in self.columns.values())
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(width, self._total_row_height + header)
