@@ -70,13 +70,6 @@ def target_from_info(
     )
 
 
-def target_from_process(process: GpuProcess, gpu: int | None) -> KillTarget:
-    """A kill target from one GPU's process row; a row without host info has no identity."""
-    if process.host is None:
-        return KillTarget(process.pid, None, None, None, gpu, process.gpu_memory)
-    return target_from_info(process.host, gpu=gpu, gpu_memory=process.gpu_memory)
-
-
 def target_from_snapshot(snapshot: Snapshot, pid: int, gpu: int | None = None) -> KillTarget:
     """A kill target for ``pid`` as ``snapshot`` shows it.
 
