@@ -220,24 +220,11 @@ def read_io(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int] | None:
     """(read_bytes, write_bytes) from /proc/<pid>/io: what reached the block layer, as
     psutil's ``io_counters`` read_bytes/write_bytes. None when the fields are missing."""
     data = read_file(f"{proc_root}/{pid}/io", 4096)
-    read = _io_field(data, b"\nread_bytes:")
-    write = _io_field(data, b"\nwrite_bytes:")
+    read = _line_number(data, b"read_bytes:")
+    write = _line_number(data, b"write_bytes:")
     if read is None or write is None:
         return None
     return read, write
-
-
-def _io_field(data: bytes, key: bytes) -> int | None:
-    """The number after ``key`` (a line start, "\n" included) in /proc/<pid>/io."""
-    if data.startswith(key[1:]):  # the first line
-        start = len(key) - 1
-    else:
-        at = data.find(key)
-        if at < 0:
-            return None
-        start = at + len(key)
-    end = data.find(b"\n", start)
-    return int(data[start:] if end < 0 else data[start:end])
 
 
 def process_name(comm: str, argv: list[str]) -> str:
@@ -408,26 +395,20 @@ def parse_diskstats(data: bytes) -> dict[str, tuple[int, int]] | None:
         n = len(fields)
         if n == 0:
             continue
+        # Where the name, the sectors read and the sectors written are in this shape.
+        if n == 15:
+            name, read, written = 3, 5, 9
+        elif n == 14 or n >= 18:
+            name, read, written = 2, 5, 9
+        elif n == 7:
+            name, read, written = 2, 4, 6
+        else:
+            return None
         try:
-            if n == 15:
-                out[os.fsdecode(fields[3])] = (
-                    int(fields[5]) * SECTOR_SIZE,
-                    int(fields[9]) * SECTOR_SIZE,
-                )
-            elif n == 14 or n >= 18:
-                out[os.fsdecode(fields[2])] = (
-                    int(fields[5]) * SECTOR_SIZE,
-                    int(fields[9]) * SECTOR_SIZE,
-                )
-            elif n == 7:
-                out[os.fsdecode(fields[2])] = (
-                    int(fields[4]) * SECTOR_SIZE,
-                    int(fields[6]) * SECTOR_SIZE,
-                )
-            else:
-                return None
+            sectors = (int(fields[read]), int(fields[written]))
         except ValueError:
             return None
+        out[os.fsdecode(fields[name])] = (sectors[0] * SECTOR_SIZE, sectors[1] * SECTOR_SIZE)
     return out
 
 
