@@ -200,11 +200,6 @@ class _Gone(Exception):
     """The process exited while its row was being read."""
 
 
-def _invisible_row(pid: int) -> ProcessInfo:
-    """A pid this PID namespace does not have (a container's host pid, or unknown)."""
-    return ProcessInfo(pid=pid, visible=False)
-
-
 #: The inode of the kernel's initial PID namespace (PROC_PID_INIT_INO, linux/proc_ns.h).
 INIT_PID_NS_INODE = 0xEFFFFFFC
 
@@ -639,8 +634,8 @@ class HostReader:
                     row = self._exited.get(pid) or _exited_row(pid)  # the same row each tick
                     exited[pid] = row
                     rows.append(row)
-                elif is_given:
-                    row = self._invisible.get(pid) or _invisible_row(pid)
+                elif is_given:  # a pid this PID namespace does not have (or unknown)
+                    row = self._invisible.get(pid) or ProcessInfo(pid=pid, visible=False)
                     invisible[pid] = row
                     rows.append(row)
                 continue
@@ -719,12 +714,10 @@ class HostReader:
             io = self._proc_field(pid, "io", lambda: procfs.read_io(pid, root))
         except _Gone:
             alive = False
-            io = None
         name = tracked.name if tracked.name is not None else clean_text(fields.comm)
-
-        cpu_percent = read_rate = write_rate = None
-        if alive:
-            cpu_percent, read_rate, write_rate = _advance(tracked, now, fields.cpu_seconds, io)
+        cpu_percent, read_rate, write_rate = (
+            _advance(tracked, now, fields.cpu_seconds, io) if alive else (None, None, None)
+        )
 
         row = ProcessInfo(
             pid=pid,
@@ -807,12 +800,9 @@ class HostReader:
                 field("create_time", p.create_time)  # cached on the object: its identity
         except psutil.NoSuchProcess:
             alive = False
-            cpu_seconds = None
-            io = None
-
-        cpu_percent = read_rate = write_rate = None
-        if alive:
-            cpu_percent, read_rate, write_rate = _advance(tracked, now, cpu_seconds, io)
+        cpu_percent, read_rate, write_rate = (
+            _advance(tracked, now, cpu_seconds, io) if alive else (None, None, None)
+        )
 
         row = ProcessInfo(
             pid=pid,
