@@ -107,7 +107,7 @@ def job_cells(job: Job) -> dict[str, str]:
         "workers_wide": str(job.workers),
         "rss": fmt.bytes_(job.rss),
         "read": fmt.rate(job.read_bytes_per_s),
-        "dstate": fmt.NA if job.disk_sleep is None else str(job.disk_sleep),
+        "dstate": fmt.number(job.disk_sleep),
         "age": fmt.duration(job.age),
     }
 
@@ -266,14 +266,14 @@ def job_entries(
 
 def job_facts(job: Job) -> str:
     """Every number of a job in one sentence (the panel under the tree)."""
-    d = fmt.NA if job.disk_sleep is None else str(job.disk_sleep)
     return (
         f"GPU{'s' if len(job.gpus) != 1 else ''} {gpus_text(job.gpus)} · "
         f"GPU memory {fmt.bytes_(job.gpu_memory)} · "
         f"CPU {fmt.percent(job.cpu_percent, 1)} ({_cores(job.cpu_percent)} cores), "
         f"main {fmt.percent(job.main_cpu_percent, 1)} · "
         f"{job.workers} worker{'s' if job.workers != 1 else ''} · RSS {fmt.bytes_(job.rss)} · "
-        f"read {fmt.rate(job.read_bytes_per_s)} · in D state {d} · age {fmt.duration(job.age)}"
+        f"read {fmt.rate(job.read_bytes_per_s)} · in D state {fmt.number(job.disk_sleep)} · "
+        f"age {fmt.duration(job.age)}"
     )
 
 
@@ -510,6 +510,9 @@ class JobsScreen(Screen[None]):
             self._styles = rich_styles(self.app.theme_variables)
         return self._styles
 
+    def _judging_text(self) -> str | None:
+        return self._judging() if self._judging is not None else None
+
     def _refresh(self, force: bool = False) -> None:
         diagnosis = self._diagnose()
         width = self.size.width or self.app.size.width
@@ -521,8 +524,7 @@ class JobsScreen(Screen[None]):
         title = self.query_one("#jobs-title", Static)
         header = self.query_one("#jobs-header", Static)
         if diagnosis is None:
-            judging = self._judging() if self._judging is not None else None
-            waiting = judging if judging is not None else "waiting for the first sample"
+            waiting = self._judging_text() or "waiting for the first sample"
             title.update(Text(f"Jobs · {waiting} · Esc back"))
             header.update("")
             self.job_tree.reconcile((), styles)
@@ -572,9 +574,8 @@ class JobsScreen(Screen[None]):
         styles = self._style_map()
         diagnosis = self._shown
         if diagnosis is None or not diagnosis.jobs:
-            judging = self._judging() if self._judging is not None else None
             why = (
-                (judging or "no sample yet")
+                (self._judging_text() or "no sample yet")
                 if diagnosis is None
                 else "no GPU data (host-only)"
                 if not diagnosis.snapshot.driver.available
