@@ -76,16 +76,14 @@ def rate(value: float | None) -> str:
     return bytes_(value) + "/s"
 
 
-def percent(value: float | None, digits: int = 0) -> str:
-    if value is None:
-        return NA
-    return f"{value:.{digits}f}%"
-
-
 def number(value: float | None, unit: str = "", digits: int = 0) -> str:
     if value is None:
         return NA
     return f"{value:.{digits}f}{unit}"
+
+
+def percent(value: float | None, digits: int = 0) -> str:
+    return number(value, "%", digits)
 
 
 def ratio_percent(part: float | None, whole: float | None) -> float | None:

@@ -127,8 +127,7 @@ class ProcessTable(DataTable[Text]):
         if self.row_count == 0:
             return None
         row = min(max(self.cursor_row, 0), self.row_count - 1)
-        value = self.ordered_rows[row].key.value
-        return value
+        return self.ordered_rows[row].key.value
 
     @property
     def cursor_proc(self) -> ProcRow | None:
