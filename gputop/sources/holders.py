@@ -56,7 +56,10 @@ def _read(path: str, limit: int = 4096) -> bytes | None:
         return None
 
 
-@functools.lru_cache(maxsize=256)
+#: Holders are few and their users fewer: a name lookup (NSS: LDAP, sssd) once per uid.
+_user_name = functools.lru_cache(maxsize=256)(procfs.user_name)
+
+
 def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int], int | None]:
     """(minor numbers of the /dev/nvidia<N> files ``pid`` holds open, descriptors read),
     None for the count where its fd directory is closed to us. Each link is read
@@ -145,7 +148,7 @@ def scan_holders(
                         pid=pid,
                         gpu=minor_to_gpu.get(minor),
                         minor_number=minor,
-                        user=None if uid is None else procfs.user_name(uid),
+                        user=None if uid is None else _user_name(uid),
                         name=None if comm is None else clean_text(comm.rstrip(b"\n")),
                         command=command,
                     )

@@ -397,8 +397,7 @@ class HostReader:
     def _cpu_freq_mhz(self) -> float | None:
         """psutil's ``cpu_freq().current`` (the mean over CPUs of /proc/cpuinfo's "cpu
         MHz"; with cpufreq in sysfs, each truncated to kHz when there is one cpufreq
-        policy per CPU), without psutil's line-by-line parse of /proc/cpuinfo and its two
-        more sysfs files a CPU (minimum and maximum, which gputop does not show)."""
+        policy per CPU), read as :mod:`procfs` says."""
         if self._cpufreq_sysfs is None:  # psutil makes the same test once, on import
             self._cpufreq_sysfs = os.path.exists(f"{self._sys_cpu}/cpufreq/policy0") or (
                 os.path.exists(f"{self._sys_cpu}/cpu0/cpufreq")
@@ -427,9 +426,8 @@ class HostReader:
         return current / float(len(freqs))
 
     def _memory(self) -> tuple[MemoryStat, SwapStat]:
-        """Memory and swap from one read of /proc/meminfo (psutil reads it twice, and
-        /proc/vmstat for swap-in/out counters gputop does not show); psutil where the
-        file cannot be read or psutil would work the values out another way."""
+        """Memory and swap from one read of /proc/meminfo; psutil where the file cannot be
+        read or psutil would work the values out another way."""
         data = self._read_proc("meminfo")
         mem = None if data is None else procfs.parse_meminfo(data)
         if mem is None:
