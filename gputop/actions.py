@@ -24,6 +24,7 @@ import psutil
 
 from gputop.fmt import clean_text
 from gputop.model import GpuProcess, ProcessInfo, Snapshot
+from gputop.sources.procfs import pid_max
 
 #: Signals the kill dialog offers, the default first.
 SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)
@@ -34,8 +35,6 @@ DEFAULT_SIGNAL = signal.SIGTERM
 #: (1/100 s on Linux), so one process always reads the same value, and a process started
 #: one tick later differs by a whole tick: a tolerance of one tick would let it pass.
 CREATE_TIME_TOLERANCE_S = 0.5 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
-
-_PID_MAX_FALLBACK = 4_194_304  # 2**22, the largest pid_max Linux allows
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,6 @@ def target_from_info(
     )
 
 
-def target_from_process(process: GpuProcess, gpu: int | None) -> KillTarget:
-    """A kill target from one GPU's process row; a row without host info has no identity."""
-    if process.host is None:
-        return KillTarget(process.pid, None, None, None, gpu, process.gpu_memory)
-    return target_from_info(process.host, gpu=gpu, gpu_memory=process.gpu_memory)
-
-
 def target_from_snapshot(snapshot: Snapshot, pid: int, gpu: int | None = None) -> KillTarget:
     """A kill target for ``pid`` as ``snapshot`` shows it.
 
@@ -100,15 +92,6 @@ def target_from_snapshot(snapshot: Snapshot, pid: int, gpu: int | None = None) -
     if info is None:
         return KillTarget(pid, None, None, None, on_gpu, gpu_memory)
     return target_from_info(info, gpu=on_gpu, gpu_memory=gpu_memory)
-
-
-def pid_max() -> int:
-    """The kernel's largest pid (``/proc/sys/kernel/pid_max``)."""
-    try:
-        with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return _PID_MAX_FALLBACK
 
 
 def _user_name(uid: int) -> str:

@@ -42,12 +42,6 @@ def rate(value: float | None) -> str:
     return bytes_(value) + "/s"
 
 
-def percent(value: float | None, digits: int = 0) -> str:
-    if value is None:
-        return NA
-    return f"{value:.{digits}f}%"
-
-
 def number(value: float | None, unit: str = "", digits: int = 0) -> str:
     if value is None:
         return NA
@@ -59,6 +53,10 @@ def shown(value: float | None, text: str) -> str:
     if value is None:
         return NA
     return text.format(value)
+
+
+def percent(value: float | None, digits: int = 0) -> str:
+    return number(value, "%", digits)
 
 
 def ratio_percent(part: float | None, whole: float | None) -> float | None:

@@ -189,15 +189,23 @@ def test_summary_single_and_empty() -> None:
 
 
 def test_targets_from_model() -> None:
+    from gputop.model import DriverInfo, GpuSample, Snapshot
+
+    def target(process: GpuProcess, gpu: int) -> KillTarget:
+        gpus = (GpuSample(index=gpu, processes=(process,)),)
+        snap = Snapshot(time=1.0, hostname="h", driver=DriverInfo(True), gpus=gpus)
+        return actions.target_from_snapshot(snap, process.pid, gpu)
+
     info = ProcessInfo(
         pid=42, user="alice", name="python", command="python train.py", create_time=123.5
     )
-    target = actions.target_from_process(GpuProcess(pid=42, gpu_memory=1024, host=info), 3)
-    assert target == KillTarget(42, 123.5, "alice", "python train.py", 3, 1024)
+    assert target(GpuProcess(pid=42, gpu_memory=1024, host=info), 3) == KillTarget(
+        42, 123.5, "alice", "python train.py", 3, 1024
+    )
     # No host view, or a pid not visible in this namespace: identity unknown.
-    assert actions.target_from_process(GpuProcess(pid=42), 0).create_time is None
+    assert target(GpuProcess(pid=42), 0).create_time is None
     hidden = ProcessInfo(pid=42, visible=False)
-    assert actions.target_from_process(GpuProcess(pid=42, host=hidden), 0).create_time is None
+    assert target(GpuProcess(pid=42, host=hidden), 0).create_time is None
 
 
 def test_target_from_snapshot_joins_the_host_view() -> None:

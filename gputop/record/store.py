@@ -99,12 +99,8 @@ class SegmentWriter:
 
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
         self.path = path
-        self.header = header
-        self.started = float(header["started"])
         self._dictionary: bytes | None = None
         self._compressor = codec.compressor()
-        self.size = 0
-        self.blocks = 0
         head = json.dumps(header, separators=(",", ":")).encode()
         data = (
             _FILE_HEAD.pack(MAGIC, FORMAT_VERSION, len(head)) + head + _CRC.pack(zlib.crc32(head))
@@ -127,7 +123,6 @@ class SegmentWriter:
             os.fsync(self._file.fileno())
         except OSError as exc:
             raise RecordWriteError(f"cannot write {self.path}: {_why(exc)}") from None
-        self.size += len(data)
 
     def write_block(
         self, rows: Sequence[dict[tuple[Any, ...], Any]], first: float, last: float
@@ -140,7 +135,6 @@ class SegmentWriter:
         head = _BLOCK_HEAD.pack(BLOCK_MAGIC, len(data), len(rows), first, last)
         crc = zlib.crc32(data, zlib.crc32(head))
         self._write(head + _CRC.pack(crc) + data)
-        self.blocks += 1
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -213,7 +207,6 @@ class Recorder:
         self._segment: SegmentWriter | None = None
         self._segment_end = 0.0  # where the segment being filled ends (snapshot time)
         self._last: float | None = None  # time of the last snapshot of that segment
-        self.written = 0  # snapshots written
         self.deleted: list[str] = []  # segment files retention removed
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -256,7 +249,6 @@ class Recorder:
         rows, times = self._rows, self._times
         self._rows, self._times = [], []
         self._segment.write_block(rows, times[0], times[-1])
-        self.written += len(rows)
 
     def _open_segment(self, start: float) -> None:
         base = segment_name(start)
@@ -298,7 +290,7 @@ class Recorder:
             for p in segments:
                 if p == active or p not in sizes:
                     continue
-                if _last_written(p) < now - self.retain:
+                if p.stat().st_mtime < now - self.retain:  # when its last block was written
                     gone.append(p.name)
         if self.max_size is not None:
             total = sum(s for p, s in sizes.items() if p.name not in gone)
@@ -326,11 +318,6 @@ class Recorder:
                 self._lock_fd = -1
 
 
-def _last_written(path: Path) -> float:
-    """When the segment was last written (its last block): the file's mtime."""
-    return path.stat().st_mtime
-
-
 # --- reading -------------------------------------------------------------------------
 
 
@@ -352,7 +339,6 @@ class SegmentIndex:
     path: Path
     header: dict[str, Any]
     blocks: tuple[BlockRef, ...]
-    size: int
     unreadable: int  # bytes after the readable prefix
 
 
@@ -409,7 +395,7 @@ def index_segment(path: Path) -> SegmentIndex:
             BlockRef(path, start, length, count, first, last, not blocks, first_off, first_len)
         )
         pos = start + length
-    return SegmentIndex(path, header, tuple(blocks), len(data), len(data) - pos)
+    return SegmentIndex(path, header, tuple(blocks), len(data) - pos)
 
 
 class Recording:

@@ -7,10 +7,8 @@ namespace, a process that has not created a CUDA context yet, a stuck one that l
 context, or a daemon (``nvidia-persistenced`` holds every GPU open by design).
 
 Cost: one ``readlink`` per open file descriptor of every process not already listed, so it
-grows with the host. Measured on this development container (about 80 processes, 2 CPUs):
-a few milliseconds; see ``HolderScan.seconds`` and ``HolderScan.fds`` for the live figure.
-On a big host (thousands of processes, training jobs with thousands of fds) run it on a
-slower cadence than the main tick: every ``RECOMMENDED_INTERVAL_S`` seconds.
+grows with the host (``HolderScan.seconds`` and ``HolderScan.fds`` give the live figure).
+Run it on a slower cadence than the main tick: every ``RECOMMENDED_INTERVAL_S`` seconds.
 
 ``/proc/<pid>/fd`` of another user's process cannot be read without privileges (root or
 CAP_SYS_PTRACE): those processes are skipped and counted in ``HolderScan.denied`` so the
@@ -22,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import os
-import pwd
 import re
 import time
 from collections.abc import Collection, Mapping
@@ -30,6 +27,7 @@ from dataclasses import dataclass
 
 from gputop.fmt import clean_text
 from gputop.model import UnlistedHolder
+from gputop.sources import procfs
 
 #: A sampler should run the scan at most this often (seconds); see the module docstring.
 RECOMMENDED_INTERVAL_S = 5.0
@@ -58,27 +56,8 @@ def _read(path: str, limit: int = 4096) -> bytes | None:
         return None
 
 
-@functools.lru_cache(maxsize=256)
-def _username(uid: int) -> str | None:
-    try:
-        return clean_text(pwd.getpwuid(uid).pw_name)
-    except KeyError:
-        return str(uid)
-    except Exception:
-        return None
-
-
-def _real_uid(status: bytes | None) -> int | None:
-    if status is None:
-        return None
-    for line in status.splitlines():
-        if line.startswith(b"Uid:"):
-            parts = line.split()
-            try:
-                return int(parts[1])
-            except (IndexError, ValueError):
-                return None
-    return None
+#: Holders are few and their users fewer: a name lookup (NSS: LDAP, sssd) once per uid.
+_user_name = functools.lru_cache(maxsize=256)(procfs.user_name)
 
 
 def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int], int | None]:
@@ -156,7 +135,10 @@ def scan_holders(
             base = f"{proc_root}/{name}"
             comm = _read(f"{base}/comm")
             raw_cmd = _read(f"{base}/cmdline", _CMDLINE_READ_LIMIT)
-            uid = _real_uid(_read(f"{base}/status"))
+            try:
+                uid = procfs.read_real_uid(pid, proc_root)
+            except OSError:
+                uid = None
             command = None
             if raw_cmd:  # empty for kernel threads and zombies: not available
                 command = clean_text(b" ".join(raw_cmd.rstrip(b"\0").split(b"\0")))
@@ -166,7 +148,7 @@ def scan_holders(
                         pid=pid,
                         gpu=minor_to_gpu.get(minor),
                         minor_number=minor,
-                        user=None if uid is None else _username(uid),
+                        user=None if uid is None else _user_name(uid),
                         name=None if comm is None else clean_text(comm.rstrip(b"\n")),
                         command=command,
                     )

@@ -8,13 +8,13 @@ snapshot per call.
   ``Snapshot.processes`` holds the host view of every GPU pid and of its descendants
   (dataloader workers, ...).
 - The holder scan walks every ``/proc/*/fd``: it runs on the first tick and then on
-  the first tick at least ``holder_interval`` seconds (default 5, the holder module's
-  recommendation; a time, not a tick count, so a 0.1 s interval does not scan 10 times
-  a second) after the previous scan, or ``HOLDER_SCAN_COST_FACTOR`` times the CPU time
-  that scan took when that is longer (a big host); in between the last result is reused, minus the
-  pids NVML now lists. The pids passed as "listed" are the GPU pids and their
-  descendants: a dataloader worker forked from a CUDA process inherits its
-  ``/dev/nvidia*`` descriptors but is not the kind of holder worth reporting.
+  the first tick at least ``holder_interval`` seconds (a time, not a tick count, so a
+  short interval does not scan every tick) after the previous scan, or
+  ``HOLDER_SCAN_COST_FACTOR`` times the CPU time that scan took when that is longer (a
+  big host); in between the last result is reused, minus the pids NVML now lists. The
+  pids passed as "listed" are the GPU pids and their descendants: a dataloader worker
+  forked from a CUDA process inherits its ``/dev/nvidia*`` descriptors but is not the
+  kind of holder worth reporting.
 - It never raises: an exception from a reader becomes a ``SampleError`` and the rest of
   the snapshot is still produced.
 - Every GPU is sampled; choosing GPUs to show is the views' business.
@@ -48,16 +48,15 @@ from gputop.model import (
     same_objects,
     with_host,
 )
+from gputop.sources.holders import RECOMMENDED_INTERVAL_S, find_unlisted_holders
 
 #: The parts of the host sample given out again when equal to last tick's.
 _HOST_PARTS = ("cpu_per_core", "load_average", "memory", "swap", "disk", "net")
 
-#: Seconds between two /proc holder scans (the first tick always scans).
-HOLDER_SCAN_INTERVAL_S = 5.0
-#: ...or this many times the CPU time the last scan took, when that is longer: the scan
-#: reads every descriptor of every process, so on a big host it keeps to about 0.25 % of
-#: one core (a 0.5 s scan runs every 200 s) instead of growing with the host: half of
-#: the exporter's whole budget (0.5 % of a core), not twice it.
+#: The holder scan waits at least ``holder_interval`` seconds between two runs (the
+#: first tick always scans), or this many times the CPU time the last scan took when
+#: that is longer: the scan reads every descriptor of every process, so its share of one
+#: core stays fixed instead of growing with the host, inside the exporter's CPU budget.
 HOLDER_SCAN_COST_FACTOR = 400.0
 
 
@@ -110,7 +109,7 @@ class LiveSource:
         host: HostReaderLike | None = None,
         holders: HolderScan | None = None,
         *,
-        holder_interval: float = HOLDER_SCAN_INTERVAL_S,
+        holder_interval: float = RECOMMENDED_INTERVAL_S,
         hostname: str | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
@@ -124,13 +123,9 @@ class LiveSource:
             from gputop.sources.host import HostReader
 
             host = HostReader()
-        if holders is None:
-            from gputop.sources.holders import find_unlisted_holders
-
-            holders = find_unlisted_holders
         self._nvml: GpuReader = nvml
         self._host: HostReaderLike = host
-        self._holders: HolderScan = holders
+        self._holders: HolderScan = find_unlisted_holders if holders is None else holders
         self._holder_interval = holder_interval
         #: The wait before the next holder scan: the interval, or more after a costly scan.
         self.holder_wait = holder_interval

@@ -1,11 +1,10 @@
 """Linux ``/proc/<pid>`` files read and parsed directly: the per-tick process hot path.
 
-``HostReader`` reads every process of a GPU job once a tick. Through psutil that costs
-about 95 us a process (five files, decorators, a pid-reuse check that reads ``stat``
-again); read here it is about 25 us: ``stat`` once (shared with the tick's scan of all
-processes), then ``status``, ``cmdline`` and ``io``. The values are the ones psutil
-gives (same files, same formulas): psutil remains the fallback where there is no
-Linux ``/proc``.
+``HostReader`` reads every process of a GPU job once a tick. psutil reads more for each
+(five files, decorators, a pid-reuse check that reads ``stat`` again); here ``stat`` is
+read once (shared with the tick's scan of all processes), then ``status``, ``cmdline``
+and ``io``. The values are the ones psutil gives (same files, same formulas): psutil
+remains the fallback where there is no Linux ``/proc``.
 
 Every reader raises ``OSError`` as the kernel gives it: ``FileNotFoundError`` or
 ``ProcessLookupError`` when the process is gone, ``PermissionError`` where another
@@ -15,7 +14,10 @@ user's file is closed to us (``io``).
 from __future__ import annotations
 
 import os
+import pwd
 from typing import NamedTuple
+
+from gputop.fmt import clean_text
 
 PROC_ROOT = "/proc"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -58,7 +60,7 @@ class StatFields(NamedTuple):
 
 
 def read_file(path: str, size: int = 8192) -> bytes:
-    """One read of a /proc file (os.open/os.read: about 30% cheaper than open())."""
+    """One read of a /proc file (os.open/os.read: cheaper than open())."""
     fd = os.open(path, os.O_RDONLY)
     try:
         return os.read(fd, size)
@@ -105,12 +107,12 @@ def read_stat(pid: int, proc_root: str = PROC_ROOT) -> Stat | None:
 
 
 def pid_exists(pid: int, proc_root: str = PROC_ROOT) -> bool:
-    """Whether ``/proc/<pid>`` exists (no exception raised for a missing one: about half
-    the cost of a failed ``read_stat``).
+    """Whether ``/proc/<pid>`` exists (no exception raised for a missing one: cheaper
+    than a failed ``read_stat``).
 
     For the real /proc, ``kill(pid, 0)`` first: "no such process" (ESRCH) means no
     process has that pid in gputop's PID namespace, the one its /proc shows, and costs
-    less than half of the ``access()``. A process that is there (or a ``kill`` that
+    less than the ``access()``. A process that is there (or a ``kill`` that
     cannot tell) is looked for in /proc itself: with ``hidepid`` another user's process
     is not there.
     """
@@ -122,6 +124,19 @@ def pid_exists(pid: int, proc_root: str = PROC_ROOT) -> bool:
         except OSError:  # EPERM: it exists, someone else's
             pass
     return os.access(f"{proc_root}/{pid}", os.F_OK)
+
+
+#: The kernel's own upper limit (PID_MAX_LIMIT): where pid_max cannot be read.
+PID_MAX_LIMIT = 1 << 22
+
+
+def pid_max() -> int:
+    """The kernel's largest pid (``/proc/sys/kernel/pid_max``)."""
+    try:
+        with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return PID_MAX_LIMIT
 
 
 def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, Stat]:
@@ -148,6 +163,17 @@ def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
     try:
         return int(data[at + 5 :].split(None, 1)[0])
     except (IndexError, ValueError):
+        return None
+
+
+def user_name(uid: int) -> str | None:
+    """The name of ``uid``: the uid itself where it has none (as ps shows it), None when
+    the lookup fails."""
+    try:
+        return clean_text(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        return str(uid)
+    except Exception:
         return None
 
 
@@ -194,24 +220,11 @@ def read_io(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int] | None:
     """(read_bytes, write_bytes) from /proc/<pid>/io: what reached the block layer, as
     psutil's ``io_counters`` read_bytes/write_bytes. None when the fields are missing."""
     data = read_file(f"{proc_root}/{pid}/io", 4096)
-    read = _io_field(data, b"\nread_bytes:")
-    write = _io_field(data, b"\nwrite_bytes:")
+    read = _line_number(data, b"read_bytes:")
+    write = _line_number(data, b"write_bytes:")
     if read is None or write is None:
         return None
     return read, write
-
-
-def _io_field(data: bytes, key: bytes) -> int | None:
-    """The number after ``key`` (a line start, "\n" included) in /proc/<pid>/io."""
-    if data.startswith(key[1:]):  # the first line
-        start = len(key) - 1
-    else:
-        at = data.find(key)
-        if at < 0:
-            return None
-        start = at + len(key)
-    end = data.find(b"\n", start)
-    return int(data[start:] if end < 0 else data[start:end])
 
 
 def process_name(comm: str, argv: list[str]) -> str:
@@ -382,26 +395,20 @@ def parse_diskstats(data: bytes) -> dict[str, tuple[int, int]] | None:
         n = len(fields)
         if n == 0:
             continue
+        # Where the name, the sectors read and the sectors written are in this shape.
+        if n == 15:
+            name, read, written = 3, 5, 9
+        elif n == 14 or n >= 18:
+            name, read, written = 2, 5, 9
+        elif n == 7:
+            name, read, written = 2, 4, 6
+        else:
+            return None
         try:
-            if n == 15:
-                out[os.fsdecode(fields[3])] = (
-                    int(fields[5]) * SECTOR_SIZE,
-                    int(fields[9]) * SECTOR_SIZE,
-                )
-            elif n == 14 or n >= 18:
-                out[os.fsdecode(fields[2])] = (
-                    int(fields[5]) * SECTOR_SIZE,
-                    int(fields[9]) * SECTOR_SIZE,
-                )
-            elif n == 7:
-                out[os.fsdecode(fields[2])] = (
-                    int(fields[4]) * SECTOR_SIZE,
-                    int(fields[6]) * SECTOR_SIZE,
-                )
-            else:
-                return None
+            sectors = (int(fields[read]), int(fields[written]))
         except ValueError:
             return None
+        out[os.fsdecode(fields[name])] = (sectors[0] * SECTOR_SIZE, sectors[1] * SECTOR_SIZE)
     return out
 
 

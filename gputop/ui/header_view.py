@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from gputop import fmt
 from gputop.model import Snapshot
-from gputop.ui.parts import (
-    Part,
-    Parts,
-    safe,
-)
+from gputop.ui.parts import Part, Parts, safe
 
 
 def mode_text(snapshot: Snapshot) -> Part:

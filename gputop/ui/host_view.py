@@ -6,12 +6,7 @@ from collections.abc import Sequence
 
 from gputop import fmt
 from gputop.model import HostSample
-from gputop.ui.parts import (
-    Parts,
-    bar,
-    level,
-    pct4,
-)
+from gputop.ui.parts import Parts, bar, level, pct4
 
 #: iowait from which the host panel marks it.
 IOWAIT_WARN_PERCENT = 20.0

@@ -8,8 +8,8 @@ Cells are ``rich.text.Text`` objects: untrusted text is never parsed as markup.
 Rendering: DataTable renders every cell through Rich's console (``Padding`` + ``Styled``)
 and any ``update_cell`` throws away the whole table's render cache, so every visible row
 is rendered again on every tick (the TIME column changes every second): the largest
-share of the dashboard's CPU at 200x50 (py-spy). Every cell here is already cut to its
-column's exact width, with one style and no spans, so
+share of the dashboard's CPU. Every cell here is already cut to its column's exact
+width, with one style and no spans, so
 :meth:`ProcessTable._render_line_in_row` builds a row from the cell texts directly and
 caches it by its cells: per tick only the rows that changed are built, a few segments
 each. (It overrides a private DataTable method: textual is pinned below 9, and
@@ -112,12 +112,10 @@ class ProcessTable(DataTable[Text]):
         labels: dict[str, Text] = {}
         for i, col in enumerate(visible_columns(self._compact)):
             w = self._widths[col.key]
-            text = fit(col.label, w, ">" if col.right else "<")
+            text = fit(col.label, w, col.align)
             gap = "" if i == 0 else " "
             if col.key == sort_key:  # the arrow takes the gap before the label
-                text = text.strip()
-                text = ("▼" if reverse else "▲") + text
-                text = fit(text, w + 1, ">" if col.right else "<")
+                text = fit(("▼" if reverse else "▲") + text.strip(), w + 1, col.align)
                 gap = ""
             labels[col.key] = Text(gap + text, style="bold")
         return labels
@@ -129,8 +127,7 @@ class ProcessTable(DataTable[Text]):
         if self.row_count == 0:
             return None
         row = min(max(self.cursor_row, 0), self.row_count - 1)
-        value = self.ordered_rows[row].key.value
-        return value
+        return self.ordered_rows[row].key.value
 
     @property
     def cursor_proc(self) -> ProcRow | None:
@@ -145,9 +142,7 @@ class ProcessTable(DataTable[Text]):
                 cells.append(("*" if tagged else " ", "tag" if tagged else ""))
                 continue
             w = self._widths[col.key]
-            text = " " + fit(
-                row.cell_text(col.key, compact=self._compact), w, ">" if col.right else "<"
-            )
+            text = " " + fit(row.cell_text(col.key, compact=self._compact), w, col.align)
             style = base
             if col.key == "command" and row.kind == "holder":
                 style = "holder"
@@ -173,8 +168,8 @@ class ProcessTable(DataTable[Text]):
         self.rows_by_key = {r.key: r for r in rows}
         if order != self._order and self.row_count == len(order) and set(order) == set(self._order):
             # The same rows in another order (a new sort key, a reverse, values that
-            # overtook each other): move the rows, keep them (1,024 rows: a rebuild
-            # costs ~150 ms, this ~2 ms), then update the cells that changed.
+            # overtook each other): move the rows, keep them (far cheaper than a
+            # rebuild), then update the cells that changed.
             self._reorder(order)
             reordered = True
         else:
@@ -257,7 +252,7 @@ class ProcessTable(DataTable[Text]):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # DataTable.render_line asks for ``rich_style`` on every line, and that walks the
-        # DOM each time (a quarter of the table's cost per frame): once per frame here.
+        # DOM each time: once per frame here.
         self._frame_style = self.rich_style
         self._frame_width = self.size.width  # a property that computes regions
         try:
@@ -432,10 +427,9 @@ class ProcessTable(DataTable[Text]):
         self._row_strips.clear()
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        """DataTable measures every cell of every new row on idle (~100 ms after a
-        1,024-row rebuild at 200x50, i.e. after every sort key press) to size auto-width
-        columns and auto-height rows. Here every column has a fixed width and every row is
-        one line: only the virtual size matters."""
+        """DataTable measures every cell of every new row on idle (after every rebuild)
+        to size auto-width columns and auto-height rows. Here every column has a fixed
+        width and every row is one line: only the virtual size matters."""
         width = sum(column.get_render_width(self) for column in self.columns.values())
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(width, self._total_row_height + header)

@@ -11,10 +11,7 @@ from dataclasses import dataclass
 from gputop import fmt
 from gputop.analysis.jobs import process_index
 from gputop.model import ProcessInfo, Snapshot
-from gputop.ui.parts import (
-    Parts,
-    safe,
-)
+from gputop.ui.parts import Parts, safe
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +21,13 @@ class Column:
     wide: int  # width in the wide layout; 0 = hidden
     compact: int  # width in the compact layout; 0 = hidden
     right: bool = False  # numbers align right
+
+    def width(self, compact: bool) -> int:
+        return self.compact if compact else self.wide
+
+    @property
+    def align(self) -> str:
+        return ">" if self.right else "<"
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -46,7 +50,7 @@ MIN_COMMAND_WIDTH = 12
 
 
 def visible_columns(compact: bool) -> tuple[Column, ...]:
-    return tuple(c for c in COLUMNS if c.key == "command" or (c.compact if compact else c.wide))
+    return tuple(c for c in COLUMNS if c.key == "command" or c.width(compact))
 
 
 def column_widths(total_width: int, compact: bool) -> dict[str, int]:
@@ -55,7 +59,7 @@ def column_widths(total_width: int, compact: bool) -> dict[str, int]:
     Each cell carries its own one-cell gap (the table runs with ``cell_padding`` 0).
     """
     cols = visible_columns(compact)
-    widths = {c.key: (c.compact if compact else c.wide) for c in cols if c.key != "command"}
+    widths = {c.key: c.width(compact) for c in cols if c.key != "command"}
     gaps = len(cols) - 1  # one gap before every column but the first
     used = sum(widths.values()) + gaps
     widths["command"] = max(MIN_COMMAND_WIDTH, total_width - used)

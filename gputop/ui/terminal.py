@@ -78,7 +78,7 @@ _ENDED: list[Ending] = []
 def ended() -> Ending | None:
     """The ending of the dashboard that ran in this process, once it returned: the CLI
     then leaves with ``os._exit`` (the terminal is already restored and NVML closed;
-    Python's own teardown of the UI took a third of a second)."""
+    Python's own teardown of the UI is slow and does nothing the user sees)."""
     return _ENDED[-1] if _ENDED else None
 
 
@@ -184,9 +184,7 @@ class TerminalOut:
             try:
                 # Small slices: a tty's write blocks until all of it is taken.
                 done = os.write(self._fd, view[:4096])
-            except InterruptedError:
-                continue
-            except BlockingIOError:
+            except (InterruptedError, BlockingIOError):
                 continue
             except OSError:
                 self._gone()

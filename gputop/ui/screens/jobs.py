@@ -33,11 +33,10 @@ from gputop.cells import fit
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot
 from gputop.ui.roles import rich_styles
-from gputop.ui.views import Part, Parts, safe, verdict_mark, verdict_parts
+from gputop.ui.views import INVISIBLE, Column, Part, Parts, safe, verdict_mark, verdict_parts
 
 #: From this width the job lines carry every number and the verdict's full label.
 WIDE_WIDTH = 150
-INVISIBLE = "pid not visible (other PID namespace)"
 #: Below either, GPU processes start folded (their workers one Space away).
 FOLD_WIDTH = 100
 FOLD_HEIGHT = 30
@@ -46,29 +45,20 @@ FOLD_HEIGHT = 30
 # --- pure: rows ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class JobColumn:
-    key: str
-    label: str
-    compact: int  # width in the compact layout; 0 = hidden
-    wide: int
-    right: bool = False
-
-
-JOB_COLUMNS: tuple[JobColumn, ...] = (
-    JobColumn("verdict", "VERDICT", 8, 25),
-    JobColumn("user", "USER", 8, 10),
-    JobColumn("gpus", "GPUS", 5, 8),
-    JobColumn("mem", "GPU-MEM", 8, 9, right=True),
-    JobColumn("cpu", "CPU%", 6, 7, right=True),
-    JobColumn("cores", "CORES", 0, 5, right=True),
-    JobColumn("main", "MAIN%", 0, 6, right=True),
-    JobColumn("workers", "W", 3, 0, right=True),
-    JobColumn("workers_wide", "WORKERS", 0, 7, right=True),
-    JobColumn("rss", "RSS", 0, 8, right=True),
-    JobColumn("read", "READ/s", 0, 10, right=True),
-    JobColumn("dstate", "D", 0, 3, right=True),
-    JobColumn("age", "AGE", 8, 9, right=True),
+JOB_COLUMNS: tuple[Column, ...] = (
+    Column("verdict", "VERDICT", 25, 8),
+    Column("user", "USER", 10, 8),
+    Column("gpus", "GPUS", 8, 5),
+    Column("mem", "GPU-MEM", 9, 8, right=True),
+    Column("cpu", "CPU%", 7, 6, right=True),
+    Column("cores", "CORES", 5, 0, right=True),
+    Column("main", "MAIN%", 6, 0, right=True),
+    Column("workers", "W", 0, 3, right=True),
+    Column("workers_wide", "WORKERS", 7, 0, right=True),
+    Column("rss", "RSS", 8, 0, right=True),
+    Column("read", "READ/s", 10, 0, right=True),
+    Column("dstate", "D", 3, 0, right=True),
+    Column("age", "AGE", 9, 8, right=True),
 )
 
 TREE_ICON = 2  # "▼ " before a node that can fold
@@ -117,21 +107,19 @@ def job_cells(job: Job) -> dict[str, str]:
         "workers_wide": str(job.workers),
         "rss": fmt.bytes_(job.rss),
         "read": fmt.rate(job.read_bytes_per_s),
-        "dstate": fmt.NA if job.disk_sleep is None else str(job.disk_sleep),
+        "dstate": fmt.number(job.disk_sleep),
         "age": fmt.duration(job.age),
     }
 
 
-def _columns(wide: bool) -> list[tuple[JobColumn, int]]:
-    return [
-        (c, c.wide if wide else c.compact) for c in JOB_COLUMNS if (c.wide if wide else c.compact)
-    ]
+def _columns(wide: bool) -> list[tuple[Column, int]]:
+    return [(c, c.width(not wide)) for c in JOB_COLUMNS if c.width(not wide)]
 
 
 def job_header(width: int) -> str:
     """The column titles above the tree, aligned with the job lines."""
     wide = width >= WIDE_WIDTH
-    cells = [fit(c.label, w, ">" if c.right else "<") for c, w in _columns(wide)]
+    cells = [fit(c.label, w, c.align) for c, w in _columns(wide)]
     return " " * TREE_ICON + " ".join(cells) + " COMMAND"
 
 
@@ -147,7 +135,7 @@ def job_parts(job: Job, verdict: Verdict | None, width: int) -> Parts:
                 mark = verdict_mark(verdict)
                 parts.append((fit(mark.text(w), w), mark.role))
         else:
-            parts.append((fit(values[col.key], w, ">" if col.right else "<"), ""))
+            parts.append((fit(values[col.key], w, col.align), ""))
         parts.append((" ", ""))
     used = TREE_ICON + sum(len(t) for t, _ in parts)
     room = max(MIN_COMMAND, width - used - 2)
@@ -174,36 +162,27 @@ def _proc_command(info: ProcessInfo | None) -> tuple[str, str]:
     return safe(info.command or info.name, 2048), ""
 
 
-def gpu_proc_parts(
-    gpu: int, proc: GpuProcess | None, pid: int, info: ProcessInfo | None, room: int
-) -> Parts:
+def _process_parts(head: str, info: ProcessInfo | None, room: int) -> Parts:
+    """A process line: ``head``, then the CPU, the status and the command in the rest."""
     status, status_role = _status(info)
     command, command_role = _proc_command(info)
-    cpu = None if info is None else info.cpu_percent
-    mem = fmt.bytes_(None if proc is None else proc.gpu_memory)
-    sm = fmt.percent(None if proc is None else proc.sm_percent)
-    head = (
-        f"GPU {gpu} pid {pid:<8} mem {fit(mem, 8, '>')}"
-        f" SM {fit(sm, 4, '>')}"
-        f" CPU {fit(_cpu(cpu), 6, '>')} "
-    )
-    status_cell = fit(status, 12) + " "
-    rest = max(MIN_COMMAND, room - len(head) - len(status_cell))
-    return (
-        (head, ""),
-        (status_cell, status_role),
-        (fit(command, rest), command_role),
-    )
-
-
-def worker_parts(pid: int, info: ProcessInfo | None, room: int) -> Parts:
-    status, status_role = _status(info)
-    command, command_role = _proc_command(info)
-    cpu = None if info is None else info.cpu_percent
-    head = f"worker pid {pid:<8} CPU {fit(_cpu(cpu), 6, '>')} "
+    head += f"CPU {fit(_cpu(None if info is None else info.cpu_percent), 6, '>')} "
     status_cell = fit(status, 12) + " "
     rest = max(MIN_COMMAND, room - len(head) - len(status_cell))
     return ((head, ""), (status_cell, status_role), (fit(command, rest), command_role))
+
+
+def gpu_proc_parts(
+    gpu: int, proc: GpuProcess | None, pid: int, info: ProcessInfo | None, room: int
+) -> Parts:
+    mem = fmt.bytes_(None if proc is None else proc.gpu_memory)
+    sm = fmt.percent(None if proc is None else proc.sm_percent)
+    head = f"GPU {gpu} pid {pid:<8} mem {fit(mem, 8, '>')} SM {fit(sm, 4, '>')} "
+    return _process_parts(head, info, room)
+
+
+def worker_parts(pid: int, info: ProcessInfo | None, room: int) -> Parts:
+    return _process_parts(f"worker pid {pid:<8} ", info, room)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,14 +266,14 @@ def job_entries(
 
 def job_facts(job: Job) -> str:
     """Every number of a job in one sentence (the panel under the tree)."""
-    d = fmt.NA if job.disk_sleep is None else str(job.disk_sleep)
     return (
         f"GPU{'s' if len(job.gpus) != 1 else ''} {gpus_text(job.gpus)} · "
         f"GPU memory {fmt.bytes_(job.gpu_memory)} · "
         f"CPU {fmt.percent(job.cpu_percent, 1)} ({_cores(job.cpu_percent)} cores), "
         f"main {fmt.percent(job.main_cpu_percent, 1)} · "
         f"{job.workers} worker{'s' if job.workers != 1 else ''} · RSS {fmt.bytes_(job.rss)} · "
-        f"read {fmt.rate(job.read_bytes_per_s)} · in D state {d} · age {fmt.duration(job.age)}"
+        f"read {fmt.rate(job.read_bytes_per_s)} · in D state {fmt.number(job.disk_sleep)} · "
+        f"age {fmt.duration(job.age)}"
     )
 
 
@@ -531,6 +510,9 @@ class JobsScreen(Screen[None]):
             self._styles = rich_styles(self.app.theme_variables)
         return self._styles
 
+    def _judging_text(self) -> str | None:
+        return self._judging() if self._judging is not None else None
+
     def _refresh(self, force: bool = False) -> None:
         diagnosis = self._diagnose()
         width = self.size.width or self.app.size.width
@@ -542,8 +524,7 @@ class JobsScreen(Screen[None]):
         title = self.query_one("#jobs-title", Static)
         header = self.query_one("#jobs-header", Static)
         if diagnosis is None:
-            judging = self._judging() if self._judging is not None else None
-            waiting = judging if judging is not None else "waiting for the first sample"
+            waiting = self._judging_text() or "waiting for the first sample"
             title.update(Text(f"Jobs · {waiting} · Esc back"))
             header.update("")
             self.job_tree.reconcile((), styles)
@@ -593,9 +574,8 @@ class JobsScreen(Screen[None]):
         styles = self._style_map()
         diagnosis = self._shown
         if diagnosis is None or not diagnosis.jobs:
-            judging = self._judging() if self._judging is not None else None
             why = (
-                (judging or "no sample yet")
+                (self._judging_text() or "no sample yet")
                 if diagnosis is None
                 else "no GPU data (host-only)"
                 if not diagnosis.snapshot.driver.available

@@ -22,13 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from gputop import fmt
-from gputop.actions import (
-    SIGNALS,
-    KillOutcome,
-    KillTarget,
-    send_signals,
-    summary,
-)
+from gputop.actions import SIGNALS, KillOutcome, KillTarget, send_signals, summary
 
 COMMAND_LIMIT = 300  # characters of a command line shown (the table crops further)
 
