@@ -1,5 +1,7 @@
 """The ``--once`` text table (GPU selection, filtering and the JSON document are
-:mod:`gputop.present`'s).
+:mod:`gputop.present`'s): the plain 80-column layout, its table headers and the words
+only text output uses, over the pure views' computations (:mod:`gputop.ui.gpu_view`,
+:mod:`gputop.ui.parts`, which import no Textual).
 
 It can carry a :class:`~gputop.diagnosis.Diagnosis` (see :mod:`gputop.diagnosis`,
 narrowed with ``only()`` to the GPUs shown): a verdict for each GPU shown and the jobs
@@ -18,9 +20,12 @@ from collections.abc import Sequence
 
 from gputop import __version__, cells, fmt
 from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict
+from gputop.cells import fit as pad
 from gputop.diagnosis import Diagnosis
 from gputop.model import LABELLED_METRICS, GpuSample, ProcessInfo, Snapshot
 from gputop.present import children_of, descendants
+from gputop.ui.gpu_view import pcie_percent
+from gputop.ui.parts import gpu_ranges, used_total
 
 WIDTH = 80
 
@@ -30,11 +35,6 @@ WIDTH = 80
 def fit(text: str, width: int = WIDTH) -> str:
     """Cut ``text`` to ``width`` terminal cells, ending with '…' when cut."""
     return cells.truncate(text, width)
-
-
-def _pad(text: str, width: int) -> str:
-    """Left-aligned in ``width`` cells, cut when longer."""
-    return cells.fit(text, width)
 
 
 def _wrap(text: str, indent: int = 0, width: int = WIDTH) -> list[str]:
@@ -54,8 +54,7 @@ def _link(gen: int | None, width: int | None) -> str:
     return f"gen{fmt.number(gen)} x{fmt.number(width)}"
 
 
-def _share(value: float | None, whole: float | None) -> str:
-    share = fmt.ratio_percent(value, whole)
+def _share(share: float | None) -> str:
     return "" if share is None else f" {fmt.percent(share)}"
 
 
@@ -100,20 +99,21 @@ def _gpu_rows(g: GpuSample) -> list[str]:
     name = g.name or fmt.NA
     if g.lost:
         reason = g.lost_reason or "fell off the bus"
-        return [fit(f"{g.index:>3}  {_pad(name, 22)} LOST: {reason}")]
-    mem = f"{fmt.bytes_(g.memory.used)}/{fmt.bytes_(g.memory.total)}"
+        return [fit(f"{g.index:>3}  {pad(name, 22)} LOST: {reason}")]
+    mem = used_total(g.memory.used, g.memory.total)
     power = f"{fmt.number(g.power_w, 'W')}/{fmt.number(g.power_limit_w, 'W')}"
     lines = [
-        f"{g.index:>3}  {_pad(name, 22)} {fmt.percent(g.utilization.gpu):>5} "
+        f"{g.index:>3}  {pad(name, 22)} {fmt.percent(g.utilization.gpu):>5} "
         f"{fmt.percent(g.utilization.memory):>5} {mem:>17} "
         f"{fmt.number(g.temperature_c, 'C'):>5} {power:>11}"
     ]
     p = g.pcie
+    tx_share, rx_share = pcie_percent(g)
     lines.append(
         fit(
             f"     PCIe {_link(p.gen, p.width)} (max {_link(p.max_gen, p.max_width)})"
-            f"  RX {fmt.rate(p.rx_bytes_per_s)}{_share(p.rx_bytes_per_s, p.link_max_bytes_per_s)}"
-            f"  TX {fmt.rate(p.tx_bytes_per_s)}{_share(p.tx_bytes_per_s, p.link_max_bytes_per_s)}"
+            f"  RX {fmt.rate(p.rx_bytes_per_s)}{_share(rx_share)}"
+            f"  TX {fmt.rate(p.tx_bytes_per_s)}{_share(tx_share)}"
         )
     )
     reasons = g.clock_event_reasons
@@ -137,9 +137,9 @@ def _gpu_rows(g: GpuSample) -> list[str]:
             ci = fmt.NA if m.compute_instance_id is None else m.compute_instance_id
             lines.append(
                 fit(
-                    f"       {_pad(fmt.clean_text(m.profile or m.name, 16) or fmt.NA, 9)} "
-                    f"GI {gi} CI {ci}  mem {fmt.bytes_(m.memory.used)}/"
-                    f"{fmt.bytes_(m.memory.total)}  processes: {pids}"
+                    f"       {pad(fmt.clean_text(m.profile or m.name, 16) or fmt.NA, 9)} "
+                    f"GI {gi} CI {ci}  mem {used_total(m.memory.used, m.memory.total)}"
+                    f"  processes: {pids}"
                 )
             )
     return lines
@@ -214,7 +214,7 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
             numbers = f"{fmt.bytes_(p.gpu_memory):>8} {fmt.percent(p.sm_percent):>4}"
             if info is not None and not info.visible:
                 lines.append(
-                    fit(f"{prefix}{_pad(fmt.NA, 8)} {numbers}  not visible (another PID namespace)")
+                    fit(f"{prefix}{pad(fmt.NA, 8)} {numbers}  not visible (another PID namespace)")
                 )
                 continue
             user = info.user if info and info.user else fmt.NA
@@ -228,7 +228,7 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
                 command = f"[zombie] {_short_command(info.name)}"
             lines.append(
                 fit(
-                    f"{prefix}{_pad(user, 8)} {numbers} {cpu:>5} "
+                    f"{prefix}{pad(user, 8)} {numbers} {cpu:>5} "
                     f"{_age(snapshot.time, info):>8}  {command}"
                 )
             )
@@ -248,7 +248,7 @@ def _holder_lines(snapshot: Snapshot) -> list[str]:
     for h in snapshot.unlisted_holders:
         gpu = "?" if h.gpu is None else str(h.gpu)
         command = _short_command(h.command or h.name)
-        lines.append(fit(f"{gpu:>3} {h.pid:>7} {_pad(h.user or fmt.NA, 8)} {command}"))
+        lines.append(fit(f"{gpu:>3} {h.pid:>7} {pad(h.user or fmt.NA, 8)} {command}"))
     return lines
 
 
@@ -262,26 +262,6 @@ def _job_command(command: str | None) -> str:
         if "/" in script:
             return _short_command(f"{script} {args}".strip())
     return short
-
-
-def _gpu_list(gpus: Sequence[int]) -> str:
-    """(0, 1, 2, 3, 6) -> '0-3,6'; runs of two stay '0,1'."""
-    parts: list[str] = []
-    run: list[int] = []
-    for g in sorted(gpus):
-        if run and g != run[-1] + 1:
-            parts.append(_run_text(run))
-            run = []
-        run.append(g)
-    if run:
-        parts.append(_run_text(run))
-    return ",".join(parts) or fmt.NA
-
-
-def _run_text(run: list[int]) -> str:
-    if len(run) >= 3:
-        return f"{run[0]}-{run[-1]}"
-    return ",".join(str(g) for g in run)
 
 
 _JOB_HEADER = f"{'ROOT':>7} {'USER':<8} {'GPUS':<8} {'WORKERS':>7} {'CORES':>5}  COMMAND"
@@ -300,7 +280,7 @@ def _job_lines(diagnosis: Diagnosis) -> list[str]:
             command = _job_command(job.command or job.name)
         lines.append(
             fit(
-                f"{job.root_pid:>7} {_pad(user, 8)} {_pad(_gpu_list(job.gpus), 8)} "
+                f"{job.root_pid:>7} {pad(user, 8)} {pad(gpu_ranges(job.gpus, fmt.NA), 8)} "
                 f"{job.workers:>7} {fmt.number(job.cores, '', 1):>5}  {command}"
             )
         )
@@ -342,7 +322,7 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
         fit(
             f"      RAM {fmt.bytes_(h.memory.used)} used of {fmt.bytes_(h.memory.total)},"
             f" {fmt.bytes_(h.memory.available)} available"
-            f"  swap {fmt.bytes_(h.swap.used)}/{fmt.bytes_(h.swap.total)}"
+            f"  swap {used_total(h.swap.used, h.swap.total)}"
         ),
         fit(
             f"      Disk read {fmt.rate(h.disk.read_bytes_per_s)}"

@@ -104,12 +104,24 @@ def test_ui_never_calls_nvml_or_psutil(name: str) -> None:
 #: Command-line entry points (``gputop`` and its subcommands) may start the UI.
 CLI = ("gputop.cli", "gputop.fleet", "gputop.record.replay_cli")
 NOT_UI = [m for m in MODULES if not _is_under(m, "gputop.ui", *CLI)]
+#: The pure views (a snapshot in, text parts out): what the dashboard draws and the
+#: ``--once`` text is built on, so they belong to no one consumer.
+PURE_VIEWS = ("gputop.ui.parts", "gputop.ui.gpu_view")
 
 
 @pytest.mark.parametrize("name", NOT_UI)
 def test_only_the_cli_reaches_into_the_ui(name: str) -> None:
     ui = {m for m in _gputop_imports(name) if _is_under(m, "gputop.ui")}
+    ui -= {m for m in ui if _is_under(m, *PURE_VIEWS)}
     assert ui == set(), f"{name} imports {ui}"
+
+
+@pytest.mark.parametrize("name", PURE_VIEWS)
+def test_the_pure_views_import_no_widget_library_and_no_consumer(name: str) -> None:
+    assert name in MODULES
+    bad = {m for m in MODULES[name] if _is_under(m, "textual", "rich")}
+    bad |= {m for m in _gputop_imports(name) if _layer(m) is not None}
+    assert bad == set(), f"{name} imports {bad}"
 
 
 # --- diagnosis: the one place where snapshots become jobs and verdicts ----------------------
@@ -316,9 +328,12 @@ COMMANDS: tuple[str, ...] = (
 
 
 def _layer(module: str) -> str | None:
-    """ "command", a consumer's name, or None (the pipeline and what it is made of)."""
+    """ "command", a consumer's name, or None (the pipeline and what it is made of, and
+    the pure views every consumer may draw with)."""
     if module in COMMANDS:
         return "command"
+    if _is_under(module, *PURE_VIEWS):
+        return None
     best: tuple[int, str | None] = (0, None)
     for consumer, prefixes in CONSUMERS.items():
         for p in prefixes:

@@ -21,7 +21,8 @@ from gputop.diagnosis import diagnose
 from gputop.model import GpuSample, Snapshot, replace
 from gputop.present import filter_gpus, to_json_dict
 from gputop.sources.demo import LINK_FLAP, DemoSource
-from gputop.textout import _gpu_list, render_text
+from gputop.textout import render_text
+from gputop.ui.parts import gpu_ranges
 from tests.test_cli import run_main
 
 GPU_JOB_KEYS = {
@@ -115,10 +116,12 @@ def test_text_without_a_diagnosis_is_unchanged() -> None:
     assert "Verdict" not in out and "Jobs" not in out
 
 
-def test_gpu_list() -> None:
-    assert _gpu_list((0, 1)) == "0,1"
-    assert _gpu_list((6, 0, 1, 2, 3)) == "0-3,6"
-    assert _gpu_list(()) == "n/a"
+def test_gpu_ranges_shorten_runs_of_three_or_more() -> None:
+    assert gpu_ranges((0, 1)) == "0,1"
+    assert gpu_ranges((6, 0, 1, 2, 3)) == "0-3,6"
+    assert gpu_ranges((0, 1, 2, 4, 5, 7, 8, 9, 10)) == "0-2,4,5,7-10"
+    assert gpu_ranges(()) == "-"
+    assert gpu_ranges((), "n/a") == "n/a"
 
 
 # --- --once --json -----------------------------------------------------------------------

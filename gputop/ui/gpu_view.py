@@ -20,6 +20,7 @@ from gputop.ui.parts import (
     memory_bar,
     pct4,
     safe,
+    used_total,
 )
 
 #: "Memory full, utilization low": memory used at least this share of the total...
@@ -264,13 +265,12 @@ def gpu_view(
             return GpuView(gpu.index, (line, mig_summary(gpu)), lost=False)
         return GpuView(gpu.index, (line,), lost=False)
 
-    used_total = f"{fmt.bytes_(mem.used)}/{fmt.bytes_(mem.total)}"
     line1: Parts = (
         (idx, "index"),
         (fit(short_name(gpu.name), WIDE_NAME_WIDTH) + " ", "name"),
         ("MEM ", "label"),
         *memory_bar(mem_pct, reserved_pct, bar_width),
-        (" " + fit(used_total, 17, ">"), ""),
+        (" " + fit(used_total(mem.used, mem.total), 17, ">"), ""),
         (pct4(mem_pct) + " ", pct_role),
         (" UTIL ", "label"),
         *bar(util, bar_width),
@@ -329,7 +329,7 @@ def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
                 (fit(ci, 2, ">") + " ", ""),
                 ("MEM ", "label"),
                 *memory_bar(pct, None, max(4, bar_width // 2)),
-                (" " + fit(f"{fmt.bytes_(mem.used)}/{fmt.bytes_(mem.total)}", 17, ">"), ""),
+                (" " + fit(used_total(mem.used, mem.total), 17, ">"), ""),
                 (pct4(pct) + " ", ""),
                 (" procs ", "label"),
                 (f"{len(procs)}" + (f": {pids}" if pids else ""), "" if procs else "dim"),

@@ -114,6 +114,24 @@ def memory_bar(used_pct: float | None, reserved_pct: float | None, width: int) -
     )
 
 
+def used_total(used: float | None, total: float | None) -> str:
+    """Bytes used of a total: '1.5GiB/8.0GiB' ("n/a" for an unknown side)."""
+    return f"{fmt.bytes_(used)}/{fmt.bytes_(total)}"
+
+
+def gpu_ranges(gpus: Iterable[int], empty: str = "-") -> str:
+    """(6, 0, 1, 2, 3) -> '0-3,6': runs of three or more GPUs as ranges, of two '0,1'."""
+    parts: list[str] = []
+    run: list[int] = []
+    for g in [*sorted(gpus), None]:
+        if run and g != run[-1] + 1:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) >= 3 else ",".join(map(str, run)))
+            run = []
+        if g is not None:
+            run.append(g)
+    return ",".join(parts) or empty
+
+
 def pct4(v: float | None) -> str:
     """A percentage in 4 cells, right-aligned ("n/a" when unknown)."""
     return fit(fmt.percent(v), 4, ">")
