@@ -170,9 +170,9 @@ class GpuProcess:
 
 
 def with_host(p: GpuProcess, host: ProcessInfo | None) -> GpuProcess:
-    """``replace(p, host=host)`` at a third of its cost (it runs for every GPU process
-    row that changed, every tick). Every field is passed: ``tests/test_host_source.py``
-    checks none is left out."""
+    """``replace(p, host=host)`` without its generic machinery (it runs for every GPU
+    process row that changed, every tick). ``tests/test_host_source.py`` checks that
+    every field is passed."""
     return GpuProcess(
         pid=p.pid,
         type=p.type,
