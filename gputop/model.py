@@ -170,9 +170,9 @@ class GpuProcess:
 
 
 def with_host(p: GpuProcess, host: ProcessInfo | None) -> GpuProcess:
-    """``replace(p, host=host)`` at a third of its cost (it runs for every GPU process
-    row that changed, every tick). Every field is passed: ``tests/test_host_source.py``
-    checks none is left out."""
+    """``replace(p, host=host)`` without its generic machinery (it runs for every GPU
+    process row that changed, every tick). ``tests/test_host_source.py`` checks that
+    every field is passed."""
     return GpuProcess(
         pid=p.pid,
         type=p.type,
@@ -630,22 +630,22 @@ class GpuMetric:
     can be true, how people and Prometheus see it."""
 
     field: str  # the GpuSample attribute path ("utilization.gpu"), as in --json
-    nvml: str  # the NVML call that reads it
     unit: str  # of the value in the model ("%", "°C", "W", "MHz", "bytes", "" for a count)
-    about: str  # what it means, in words (the docs table; an exported metric's help)
     # The values a GPU can truly report (both ends included); anything else is the
     # driver's garbage: n/a, with an error (sources/bounds.py). None: not bounded here.
-    bounds: tuple[float, float] | None = None
+    bounds: tuple[float, float] | None
     # The format string of one value for people (fmt.shown); "" for none of its own.
-    text: str = ""
+    text: str
     # Its word where it stands on its own as "word value": the panel's second line,
     # --once's clock line (capitalized) and the detail screen's line of current values.
     # "": it shows only inside a combined item (power/limit, memory used/total, ...).
-    label: str = ""
+    label: str
     # The exporter's gauge (None: not exported by itself) and its unit for people; the
     # value is converted from ``unit`` to ``export_unit`` (exporter/metrics.py).
-    export: str | None = None
-    export_unit: str = ""
+    export: str | None
+    export_unit: str
+    nvml: str  # the NVML call that reads it
+    about: str  # what it means, in words (the docs table; an exported metric's help)
     # What the demo's GPUs report for a metric the demo does not simulate (None: the
     # demo sets it, or leaves it n/a). Only for fields of GpuSample itself (no dot).
     demo: float | None = None
@@ -660,220 +660,77 @@ class GpuMetric:
 
 
 #: Every scalar GPU metric, in the order the exporter writes them and the docs list them.
+# fmt: off
 GPU_METRICS: tuple[GpuMetric, ...] = (
-    GpuMetric(
-        "utilization.gpu",
-        "nvmlDeviceGetUtilizationRates",
-        "%",
-        "Share of the last sample period a kernel ran (NVML utilization.gpu)",
-        bounds=(0, 100),
-        text="{:.0f}%",
-        export="gputop_gpu_utilization_ratio",
-        export_unit="0-1",
-    ),
-    GpuMetric(
-        "utilization.memory",
-        "nvmlDeviceGetUtilizationRates",
-        "%",
-        "Share of the last sample period in which memory was read or written",
-        bounds=(0, 100),
-        text="{:.0f}%",
-    ),
-    GpuMetric(
-        "memory.used",
-        "nvmlDeviceGetMemoryInfo (v2, else v1)",
-        "bytes",
-        "GPU memory used",
-        export="gputop_gpu_memory_used_bytes",
-        export_unit="bytes",
-    ),
-    GpuMetric(
-        "memory.total",
-        "nvmlDeviceGetMemoryInfo (v2, else v1)",
-        "bytes",
-        "GPU memory total",
-        export="gputop_gpu_memory_total_bytes",
-        export_unit="bytes",
-    ),
-    GpuMetric(
-        "memory.reserved",
-        "nvmlDeviceGetMemoryInfo (v2)",
-        "bytes",
-        "GPU memory reserved by the driver (not in used)",
-        export="gputop_gpu_memory_reserved_bytes",
-        export_unit="bytes",
-    ),
-    GpuMetric("memory.free", "nvmlDeviceGetMemoryInfo (v2, else v1)", "bytes", "GPU memory free"),
-    GpuMetric(
-        "pcie.link_max_bytes_per_s",
-        "from the max PCIe generation and width",
-        "bytes/s",
-        "PCIe link capacity per direction at its max generation and width",
-        export="gputop_gpu_pcie_link_max_bytes_per_second",
-        export_unit="bytes/s",
-    ),
-    GpuMetric(
-        "pcie.gen",
-        "nvmlDeviceGetCurrPcieLinkGeneration",
-        "",
-        "PCIe link generation now",
-        export="gputop_gpu_pcie_link_gen",
-        export_unit="1",
-    ),
-    GpuMetric(
-        "pcie.max_gen",
-        "nvmlDeviceGetMaxPcieLinkGeneration",
-        "",
-        "PCIe link generation max",
-        export="gputop_gpu_pcie_link_max_gen",
-        export_unit="1",
-    ),
-    GpuMetric(
-        "pcie.width",
-        "nvmlDeviceGetCurrPcieLinkWidth",
-        "lanes",
-        "PCIe link width now",
-        export="gputop_gpu_pcie_link_width",
-        export_unit="lanes",
-    ),
-    GpuMetric(
-        "pcie.max_width",
-        "nvmlDeviceGetMaxPcieLinkWidth",
-        "lanes",
-        "PCIe link width max",
-        export="gputop_gpu_pcie_link_max_width",
-        export_unit="lanes",
-    ),
-    GpuMetric(
-        "pcie.tx_bytes_per_s",
-        "nvmlDeviceGetPcieThroughput (TX)",
-        "bytes/s",
-        'PCIe throughput GPU to host (gputop_gpu_pcie_bytes_per_second{direction="tx"})',
-    ),
-    GpuMetric(
-        "pcie.rx_bytes_per_s",
-        "nvmlDeviceGetPcieThroughput (RX)",
-        "bytes/s",
-        'PCIe throughput host to GPU (gputop_gpu_pcie_bytes_per_second{direction="rx"})',
-    ),
-    GpuMetric(
-        "power_w",
-        "nvmlDeviceGetPowerUsage",
-        "W",
-        "Power draw",
-        bounds=(0, 5000),
-        text="{:.0f}W",
-        export="gputop_gpu_power_watts",
-        export_unit="watts",
-    ),
-    GpuMetric(
-        "power_limit_w",
-        "nvmlDeviceGetEnforcedPowerLimit",
-        "W",
-        "Enforced power limit",
-        bounds=(0, 5000),
-        text="{:.0f}W",
-        export="gputop_gpu_power_limit_watts",
-        export_unit="watts",
-    ),
-    GpuMetric(
-        "temperature_c",
-        "nvmlDeviceGetTemperatureV (else nvmlDeviceGetTemperature)",
-        "°C",
-        "GPU core temperature",
-        bounds=(1, 150),
-        text="{:.0f}°C",
-        export="gputop_gpu_temperature_celsius",
-        export_unit="°C",
-    ),
-    GpuMetric(
-        "fan_percent",
-        "nvmlDeviceGetFanSpeed",
-        "%",
-        "Fan speed, share of its maximum",
-        bounds=(0, 200),
-        text="{:.0f}%",
-        label="fan",
-        export="gputop_gpu_fan_ratio",
-        export_unit="0-1",
-    ),
-    GpuMetric(
-        "performance_state",
-        "nvmlDeviceGetPerformanceState",
-        "",
-        "Performance state: 0 (P0, most performance) to 15 (P15, least)",
-        bounds=(0, 15),
-        text="P{:.0f}",
-        label="perf",
-        export="gputop_gpu_performance_state",
-        export_unit="1",
-        demo=0,
-    ),
-    GpuMetric(
-        "clocks.sm_mhz",
-        "nvmlDeviceGetClockInfo (SM)",
-        "MHz",
-        "SM clock",
-        bounds=(0, 10_000),
-        text="{:.0f}MHz",
-        export="gputop_gpu_sm_clock_hertz",
-        export_unit="hertz",
-    ),
-    GpuMetric(
-        "clocks.memory_mhz",
-        "nvmlDeviceGetClockInfo (MEM)",
-        "MHz",
-        "Memory clock",
-        bounds=(0, 10_000),
-        text="{:.0f}MHz",
-    ),
-    GpuMetric(
-        "clocks.sm_max_mhz",
-        "nvmlDeviceGetMaxClockInfo (SM)",
-        "MHz",
-        "SM clock max",
-        bounds=(0, 10_000),
-        text="{:.0f}MHz",
-    ),
-    GpuMetric(
-        "clocks.memory_max_mhz",
-        "nvmlDeviceGetMaxClockInfo (MEM)",
-        "MHz",
-        "Memory clock max",
-        bounds=(0, 10_000),
-        text="{:.0f}MHz",
-    ),
-    GpuMetric(
-        "encoder_percent",
-        "nvmlDeviceGetEncoderUtilization",
-        "%",
-        "Video encoder utilization",
-        bounds=(0, 100),
-        text="{:.0f}%",
-    ),
-    GpuMetric(
-        "decoder_percent",
-        "nvmlDeviceGetDecoderUtilization",
-        "%",
-        "Video decoder utilization",
-        bounds=(0, 100),
-        text="{:.0f}%",
-    ),
-    GpuMetric(
-        "mig_mode",
-        "nvmlDeviceGetMigMode",
-        "0/1",
-        "1 while MIG mode is enabled",
-        export="gputop_gpu_mig_mode",
-        export_unit="0/1",
-    ),
-    GpuMetric(
-        "ecc_uncorrected",
-        "nvmlDeviceGetTotalEccErrors (uncorrected, volatile)",
-        "",
-        "Uncorrected ECC errors since the driver loaded (n/a on consumer GPUs)",
-    ),
+    #         field, unit, bounds, text, label, exporter gauge, its unit,
+    #         NVML call, meaning
+    GpuMetric("utilization.gpu", "%", (0, 100), "{:.0f}%", "",
+              "gputop_gpu_utilization_ratio", "0-1",
+              "nvmlDeviceGetUtilizationRates",
+              "Share of the last sample period a kernel ran (NVML utilization.gpu)"),
+    GpuMetric("utilization.memory", "%", (0, 100), "{:.0f}%", "", None, "",
+              "nvmlDeviceGetUtilizationRates",
+              "Share of the last sample period in which memory was read or written"),
+    GpuMetric("memory.used", "bytes", None, "", "", "gputop_gpu_memory_used_bytes", "bytes",
+              "nvmlDeviceGetMemoryInfo (v2, else v1)", "GPU memory used"),
+    GpuMetric("memory.total", "bytes", None, "", "", "gputop_gpu_memory_total_bytes", "bytes",
+              "nvmlDeviceGetMemoryInfo (v2, else v1)", "GPU memory total"),
+    GpuMetric("memory.reserved", "bytes", None, "", "", "gputop_gpu_memory_reserved_bytes", "bytes",
+              "nvmlDeviceGetMemoryInfo (v2)", "GPU memory reserved by the driver (not in used)"),
+    GpuMetric("memory.free", "bytes", None, "", "", None, "",
+              "nvmlDeviceGetMemoryInfo (v2, else v1)", "GPU memory free"),
+    GpuMetric("pcie.link_max_bytes_per_s", "bytes/s", None, "", "",
+              "gputop_gpu_pcie_link_max_bytes_per_second", "bytes/s",
+              "from the max PCIe generation and width",
+              "PCIe link capacity per direction at its max generation and width"),
+    GpuMetric("pcie.gen", "", None, "", "", "gputop_gpu_pcie_link_gen", "1",
+              "nvmlDeviceGetCurrPcieLinkGeneration", "PCIe link generation now"),
+    GpuMetric("pcie.max_gen", "", None, "", "", "gputop_gpu_pcie_link_max_gen", "1",
+              "nvmlDeviceGetMaxPcieLinkGeneration", "PCIe link generation max"),
+    GpuMetric("pcie.width", "lanes", None, "", "", "gputop_gpu_pcie_link_width", "lanes",
+              "nvmlDeviceGetCurrPcieLinkWidth", "PCIe link width now"),
+    GpuMetric("pcie.max_width", "lanes", None, "", "", "gputop_gpu_pcie_link_max_width", "lanes",
+              "nvmlDeviceGetMaxPcieLinkWidth", "PCIe link width max"),
+    GpuMetric("pcie.tx_bytes_per_s", "bytes/s", None, "", "", None, "",
+              "nvmlDeviceGetPcieThroughput (TX)",
+              'PCIe throughput GPU to host (gputop_gpu_pcie_bytes_per_second{direction="tx"})'),
+    GpuMetric("pcie.rx_bytes_per_s", "bytes/s", None, "", "", None, "",
+              "nvmlDeviceGetPcieThroughput (RX)",
+              'PCIe throughput host to GPU (gputop_gpu_pcie_bytes_per_second{direction="rx"})'),
+    GpuMetric("power_w", "W", (0, 5_000), "{:.0f}W", "", "gputop_gpu_power_watts", "watts",
+              "nvmlDeviceGetPowerUsage", "Power draw"),
+    GpuMetric("power_limit_w", "W", (0, 5_000), "{:.0f}W", "",
+              "gputop_gpu_power_limit_watts", "watts",
+              "nvmlDeviceGetEnforcedPowerLimit", "Enforced power limit"),
+    GpuMetric("temperature_c", "°C", (1, 150), "{:.0f}°C", "",
+              "gputop_gpu_temperature_celsius", "°C",
+              "nvmlDeviceGetTemperatureV (else nvmlDeviceGetTemperature)", "GPU core temperature"),
+    GpuMetric("fan_percent", "%", (0, 200), "{:.0f}%", "fan", "gputop_gpu_fan_ratio", "0-1",
+              "nvmlDeviceGetFanSpeed", "Fan speed, share of its maximum"),
+    GpuMetric("performance_state", "", (0, 15), "P{:.0f}", "perf",
+              "gputop_gpu_performance_state", "1",
+              "nvmlDeviceGetPerformanceState",
+              "Performance state: 0 (P0, most performance) to 15 (P15, least)", demo=0),
+    GpuMetric("clocks.sm_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "",
+              "gputop_gpu_sm_clock_hertz", "hertz",
+              "nvmlDeviceGetClockInfo (SM)", "SM clock"),
+    GpuMetric("clocks.memory_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "", None, "",
+              "nvmlDeviceGetClockInfo (MEM)", "Memory clock"),
+    GpuMetric("clocks.sm_max_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "", None, "",
+              "nvmlDeviceGetMaxClockInfo (SM)", "SM clock max"),
+    GpuMetric("clocks.memory_max_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "", None, "",
+              "nvmlDeviceGetMaxClockInfo (MEM)", "Memory clock max"),
+    GpuMetric("encoder_percent", "%", (0, 100), "{:.0f}%", "", None, "",
+              "nvmlDeviceGetEncoderUtilization", "Video encoder utilization"),
+    GpuMetric("decoder_percent", "%", (0, 100), "{:.0f}%", "", None, "",
+              "nvmlDeviceGetDecoderUtilization", "Video decoder utilization"),
+    GpuMetric("mig_mode", "0/1", None, "", "", "gputop_gpu_mig_mode", "0/1",
+              "nvmlDeviceGetMigMode", "1 while MIG mode is enabled"),
+    GpuMetric("ecc_uncorrected", "", None, "", "", None, "",
+              "nvmlDeviceGetTotalEccErrors (uncorrected, volatile)",
+              "Uncorrected ECC errors since the driver loaded (n/a on consumer GPUs)"),
 )
+# fmt: on
 
 
 #: field -> its row.

@@ -200,6 +200,165 @@ class _Gpu:
     procs: list[_GpuProc] = field(default_factory=list)
 
 
+#: A random walk's parameters: (mean, standard deviation, low, high[, seconds to forget]).
+Walk = tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ProcSpec:
+    """``count`` processes of one command, pids from ``pid`` on."""
+
+    pid: int
+    ppid: int
+    age: float  # seconds before the simulation starts
+    cpu: tuple[float, float, float, float]  # percent of a core: mean, sigma, low, high
+    rss: int
+    threads: int
+    read: tuple[float, float] | None = None  # bytes/s: mean, sigma
+    write: tuple[float, float] | None = None
+    count: int = 1
+    rss_step: int = 0  # each further process holds this much more
+    disk_sleep: float = 0.0  # chance of being seen in disk-sleep
+    command: str = ""  # "": the job's
+    name: str = "python"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job of the scenario: its processes, and the load it puts on its GPU."""
+
+    gpu: int
+    user: str
+    command: str
+    main: ProcSpec  # the process that holds the GPU
+    workers: ProcSpec | None
+    util: Walk
+    memory: Walk  # the main process's GPU memory, bytes
+    rx: Walk | None = None  # PCIe bytes/s while busy (None: the idle GPU's)
+    tx: Walk | None = None
+    mem_util_ratio: float = 0.5
+    power_gain: float = 600.0
+    launcher: ProcSpec | None = None  # started before the main process
+    streams: bool = False  # the workers read from disk, then from cache (_set_phase)
+    swing: tuple[float, float] | None = None
+    thermal_r: float | None = None  # None: the GPU's own
+    extra_memory: int = 0
+    busy_link: tuple[int, int] = (5, 16)
+    # A process of another PID namespace: pid, its GPU memory and SM share.
+    hidden: tuple[int, Walk, Walk] | None = None
+
+
+_LLAMA = "configs/llama2_7b.yaml"
+
+# The jobs in the order they are built (the order the seeded walks are drawn in).
+# fmt: off
+_TORCHRUN = ProcSpec(
+    41187, 41010, 7980, (0.8, 0.4, 0.0, 3.0), 412 * MiB, 5, name="torchrun",
+    command="/usr/bin/python3 /usr/local/bin/torchrun --nproc_per_node=2 "
+    f"train.py --config {_LLAMA}",
+)
+JOBS: tuple[JobSpec, ...] = (
+    # GPU 0-1: alice's torchrun job, GPU-bound, one rank per GPU.
+    *(
+        JobSpec(
+            rank, "alice", f"/usr/bin/python3 -u train.py --config {_LLAMA}",
+            ProcSpec(41201 + rank, 41187, 7975, (96.0, 3.0, 80.0, 101.0),
+                     18 * GiB + rank * 37 * MiB, 38, (4 * MB, 1 * MB), (1 * MB, 0.5 * MB)),
+            ProcSpec(41260 + 4 * rank, 41201 + rank, 7950, (14.0, 4.0, 2.0, 30.0), 2150 * MiB,
+                     3, (22 * MB, 6 * MB), count=4),
+            util=(97.0, 1.2, 90.0, 100.0, 3.0),
+            memory=(71_310 * MiB, 64 * MiB, 70_900 * MiB, 71_700 * MiB, 30.0),
+            rx=(2.4 * GB, 0.6 * GB, 0.2 * GB, 6 * GB, 2.0),
+            tx=(0.7 * GB, 0.2 * GB, 0.05 * GB, 2 * GB, 2.0),
+            mem_util_ratio=0.55, power_gain=590.0,
+            launcher=_TORCHRUN if rank == 0 else None,
+        )
+        for rank in range(2)
+    ),
+    # GPU 2: bob's data-starved trainer.
+    JobSpec(
+        2, "bob",
+        "python train.py --config configs/resnet152_imagenet.yaml --batch-size 512 --workers 8",
+        ProcSpec(52840, 52811, 2830, (45.0, 10.0, 15.0, 80.0), 9800 * MiB, 24, (2 * MB, 1 * MB)),
+        ProcSpec(52871, 52840, 2826, (95.0, 3.0, 80.0, 100.0), 3400 * MiB, 2, (130 * MB, 25 * MB),
+                 count=8, rss_step=11 * MiB, disk_sleep=0.25),
+        util=(40.0, 7.0, 5.0, 75.0, 2.0),
+        memory=(38_912 * MiB, 128 * MiB, 38_400 * MiB, 39_400 * MiB, 20.0),
+        rx=(1.1 * GB, 0.3 * GB, 0.05 * GB, 3 * GB, 2.0),
+        tx=(0.08 * GB, 0.03 * GB, 0.0, 0.3 * GB, 2.0),
+        mem_util_ratio=0.45, power_gain=520.0, streams=True, swing=(15.0, 23.0),
+    ),
+    # GPU 3: carol's idle Jupyter kernel holding most of the memory.
+    JobSpec(
+        3, "carol",
+        "/home/carol/miniconda3/envs/llm/bin/python -m ipykernel_launcher -f "
+        "/home/carol/.local/share/jupyter/runtime/kernel-5c1f0e2a.json",
+        ProcSpec(30115, 30098, 9 * 3600 + 20 * 60, (0.2, 0.15, 0.0, 1.0), 22 * GiB, 12),
+        None,
+        util=(0.0, 0.0, 0.0, 0.0),
+        memory=(76_800 * MiB, 0.0, 76_800 * MiB, 76_800 * MiB),
+    ),
+    # GPU 4: free.
+    # GPU 5: alice's offloading fine-tune, PCIe-bound.
+    JobSpec(
+        5, "alice",
+        "python finetune.py --model llama-13b --zero-stage 3 --offload-optimizer cpu "
+        "--offload-param cpu",
+        ProcSpec(61022, 60990, 1560, (160.0, 20.0, 100.0, 240.0), 212 * GiB, 64, (3 * MB, 1 * MB),
+                 (1 * MB, 0.5 * MB)),
+        ProcSpec(61040, 61022, 1552, (4.0, 1.5, 0.0, 10.0), 1800 * MiB, 2, (1.5 * MB, 0.5 * MB),
+                 count=2),
+        util=(35.0, 6.0, 15.0, 55.0, 2.0),
+        memory=(43_008 * MiB, 256 * MiB, 42_000 * MiB, 44_000 * MiB, 15.0),
+        rx=(0.88 * LINK_MAX, 0.04 * LINK_MAX, 0.6 * LINK_MAX, 0.97 * LINK_MAX, 2.0),
+        tx=(0.38 * LINK_MAX, 0.05 * LINK_MAX, 0.1 * LINK_MAX, 0.6 * LINK_MAX, 2.0),
+        mem_util_ratio=0.6, power_gain=560.0,
+    ),
+    # GPU 6: carol's near-OOM Mixtral trainer on a hot, power-capped GPU (it wants more
+    # than the 700 W cap; poor cooling); the orphaned worker's context (HOLDERS) uses
+    # memory no listed process accounts for.
+    JobSpec(
+        6, "carol", "python train_llm.py --model mixtral-8x7b --micro-batch 6 --grad-ckpt",
+        ProcSpec(70533, 70502, 5 * 3600 + 2 * 60, (97.0, 2.0, 85.0, 101.0), 31 * GiB, 41,
+                 (3 * MB, 1 * MB)),
+        ProcSpec(70561, 70533, 18_100, (18.0, 5.0, 3.0, 40.0), 2900 * MiB, 3, (30 * MB, 8 * MB),
+                 count=4),
+        util=(99.0, 0.8, 94.0, 100.0, 3.0),
+        memory=(78_410 * MiB, 96 * MiB, 78_100 * MiB, 78_700 * MiB, 8.0),
+        rx=(1.6 * GB, 0.4 * GB, 0.1 * GB, 4 * GB, 2.0),
+        tx=(0.5 * GB, 0.15 * GB, 0.02 * GB, 2 * GB, 2.0),
+        mem_util_ratio=0.62, power_gain=700.0, thermal_r=0.091, extra_memory=1_518 * MiB,
+    ),
+    # GPU 7: bob's PPO trainer bound by its main process, on a degraded link; and a
+    # process of another PID namespace.
+    JobSpec(
+        7, "bob", "python train_ppo.py --env ALE/Breakout-v5 --num-envs 64 --workers 4",
+        ProcSpec(80412, 80377, 4700, (99.0, 0.8, 95.0, 100.0), 6200 * MiB, 9, (0.5 * MB, 0.2 * MB)),
+        ProcSpec(80430, 80412, 4690, (0.4, 0.3, 0.0, 2.0), 1100 * MiB, 2, count=4),
+        util=(24.0, 4.0, 10.0, 40.0, 2.0),
+        memory=(11_264 * MiB, 32 * MiB, 11_100 * MiB, 11_400 * MiB, 20.0),
+        rx=(2.2 * GB, 0.5 * GB, 0.2 * GB, 6 * GB, 2.0),
+        tx=(0.9 * GB, 0.3 * GB, 0.05 * GB, 3 * GB, 2.0),
+        mem_util_ratio=0.4, power_gain=560.0, busy_link=(4, 8),
+        hidden=(2_210_457, (9_728 * MiB, 0.0, 9_728 * MiB, 9_728 * MiB),
+                (6.0, 2.0, 1.0, 12.0, 3.0)),
+    ),
+)
+# fmt: on
+
+#: The orphaned dataloader worker of carol's previous (crashed) run on GPU 6.
+HOLDERS = (
+    UnlistedHolder(
+        pid=69904,
+        gpu=6,
+        minor_number=6,
+        user="carol",
+        name="python",
+        command="python train_llm.py --model mixtral-8x7b --micro-batch 8 --grad-ckpt",
+    ),
+)
+
+
 #: With ``mig=True``: the GPU in MIG mode, and its MIG devices (profile, GI, CI, GiB).
 MIG_GPU = 4
 MIG_LAYOUT = (("3g.40gb", 1, 0, 40), ("2g.20gb", 5, 0, 20), ("1g.10gb", 13, 0, 10))
@@ -269,364 +428,47 @@ class DemoSource:
         h = f"{self._rng.getrandbits(128):032x}"
         return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
-    def _proc(
-        self,
-        pid: int,
-        ppid: int,
-        user: str,
-        command: str,
-        age: float,
-        cpu: tuple[float, float, float, float],
-        rss: int,
-        threads: int,
-        *,
-        name: str = "python",
-        read: tuple[float, float] | None = None,
-        write: tuple[float, float] | None = None,
-        disk_sleep_chance: float = 0.0,
-    ) -> _Proc:
-        mu, sigma, lo, hi = cpu
-        p = _Proc(
-            pid=pid,
-            ppid=ppid,
+    def _proc(self, spec: ProcSpec, i: int, user: str, command: str) -> _Proc:
+        """The ``i``-th process of ``spec``."""
+        mu, sigma, lo, hi = spec.cpu
+        read, write = spec.read, spec.write
+        return _Proc(
+            pid=spec.pid + i,
+            ppid=spec.ppid,
             user=user,
-            command=command,
-            age=age,
+            command=spec.command or command,
+            age=spec.age,
             cpu=self._walk(mu, sigma, lo, hi, tau=5.0),
-            rss=rss,
-            threads=threads,
-            name=name,
+            rss=spec.rss + i * spec.rss_step,
+            threads=spec.threads,
+            name=spec.name,
             read=None if read is None else self._walk(read[0], read[1], 0.0, 4 * read[0], 4.0),
             write=None if write is None else self._walk(write[0], write[1], 0.0, 4 * write[0]),
-            disk_sleep_chance=disk_sleep_chance,
+            disk_sleep_chance=spec.disk_sleep,
+            create_time=self._start - spec.age,
         )
-        p.create_time = self._start - age
-        return p
 
     def _build(self) -> None:
         r = self._rng
-        self._gpus: list[_Gpu] = []
-        for i in range(GPU_COUNT):
-            self._gpus.append(
-                _Gpu(
-                    index=i,
-                    uuid=self._uuid(),
-                    util=self._walk(0.0, 0.0, 0.0, 0.0),
-                    mem_util_ratio=0.5,
-                    power_idle=68.0 + r.uniform(0, 6),
-                    power_gain=600.0,
-                    thermal_r=0.062 + r.uniform(0, 0.006),
-                    rx=self._walk(0.0, 0.0, 0.0, 0.0),
-                    tx=self._walk(0.0, 0.0, 0.0, 0.0),
-                )
+        self._gpus: list[_Gpu] = [
+            _Gpu(
+                index=i,
+                uuid=self._uuid(),
+                util=self._walk(0.0, 0.0, 0.0, 0.0),
+                mem_util_ratio=0.5,
+                power_idle=68.0 + r.uniform(0, 6),
+                power_gain=600.0,
+                thermal_r=0.062 + r.uniform(0, 0.006),
+                rx=self._walk(0.0, 0.0, 0.0, 0.0),
+                tx=self._walk(0.0, 0.0, 0.0, 0.0),
             )
-        g = self._gpus
+            for i in range(GPU_COUNT)
+        ]
         self._procs: list[_Proc] = []
         self._streamers: list[_Proc] = []  # bob's workers: read from disk, then from cache
-        P = self._procs.append
-
-        # GPU 0-1: alice's torchrun job, GPU-bound.
-        cfg = "configs/llama2_7b.yaml"
-        launcher = 41187
-        P(
-            self._proc(
-                launcher,
-                41010,
-                "alice",
-                "/usr/bin/python3 /usr/local/bin/torchrun --nproc_per_node=2 "
-                f"train.py --config {cfg}",
-                7980,
-                (0.8, 0.4, 0.0, 3.0),
-                412 * MiB,
-                5,
-                name="torchrun",
-            )
-        )
-        for rank in range(2):
-            pid = 41201 + rank
-            P(
-                self._proc(
-                    pid,
-                    launcher,
-                    "alice",
-                    f"/usr/bin/python3 -u train.py --config {cfg}",
-                    7975,
-                    (96.0, 3.0, 80.0, 101.0),
-                    18 * GiB + rank * 37 * MiB,
-                    38,
-                    read=(4 * MB, 1 * MB),
-                    write=(1 * MB, 0.5 * MB),
-                )
-            )
-            for w in range(4):
-                P(
-                    self._proc(
-                        41260 + 4 * rank + w,
-                        pid,
-                        "alice",
-                        f"/usr/bin/python3 -u train.py --config {cfg}",
-                        7950,
-                        (14.0, 4.0, 2.0, 30.0),
-                        2150 * MiB,
-                        3,
-                        read=(22 * MB, 6 * MB),
-                    )
-                )
-            gpu = g[rank]
-            gpu.util = self._walk(97.0, 1.2, 90.0, 100.0, tau=3.0)
-            gpu.mem_util_ratio = 0.55
-            gpu.power_gain = 590.0
-            gpu.rx = self._walk(2.4 * GB, 0.6 * GB, 0.2 * GB, 6 * GB, 2.0)
-            gpu.tx = self._walk(0.7 * GB, 0.2 * GB, 0.05 * GB, 2 * GB, 2.0)
-            gpu.extra_memory = 0
-            gpu.procs.append(
-                _GpuProc(
-                    pid,
-                    rank,
-                    self._walk(71_310 * MiB, 64 * MiB, 70_900 * MiB, 71_700 * MiB, 30.0),
-                    None,
-                )
-            )
-
-        # GPU 2: bob's data-starved trainer.
-        cmd = (
-            "python train.py --config configs/resnet152_imagenet.yaml --batch-size 512 --workers 8"
-        )
-        main = 52840
-        P(
-            self._proc(
-                main,
-                52811,
-                "bob",
-                cmd,
-                2830,
-                (45.0, 10.0, 15.0, 80.0),
-                9800 * MiB,
-                24,
-                read=(2 * MB, 1 * MB),
-            )
-        )
-        for w in range(8):
-            self._streamers.append(
-                self._proc(
-                    52871 + w,
-                    main,
-                    "bob",
-                    cmd,
-                    2826,
-                    (95.0, 3.0, 80.0, 100.0),
-                    3400 * MiB + w * 11 * MiB,
-                    2,
-                    read=(130 * MB, 25 * MB),
-                    disk_sleep_chance=0.25,
-                )
-            )
-            P(self._streamers[-1])
-        gpu = g[2]
-        gpu.util = self._walk(40.0, 7.0, 5.0, 75.0, tau=2.0)
-        gpu.swing = (15.0, 23.0)
-        gpu.mem_util_ratio = 0.45
-        gpu.power_gain = 520.0
-        gpu.rx = self._walk(1.1 * GB, 0.3 * GB, 0.05 * GB, 3 * GB, 2.0)
-        gpu.tx = self._walk(0.08 * GB, 0.03 * GB, 0.0, 0.3 * GB, 2.0)
-        gpu.procs.append(
-            _GpuProc(
-                main,
-                2,
-                self._walk(38_912 * MiB, 128 * MiB, 38_400 * MiB, 39_400 * MiB, 20.0),
-                None,
-            )
-        )
-
-        # GPU 3: carol's idle Jupyter kernel holding most of the memory.
-        kernel = 30115
-        P(
-            self._proc(
-                kernel,
-                30098,
-                "carol",
-                "/home/carol/miniconda3/envs/llm/bin/python -m ipykernel_launcher -f "
-                "/home/carol/.local/share/jupyter/runtime/kernel-5c1f0e2a.json",
-                9 * 3600 + 20 * 60,
-                (0.2, 0.15, 0.0, 1.0),
-                22 * GiB,
-                12,
-            )
-        )
-        gpu = g[3]
-        gpu.util = self._walk(0.0, 0.0, 0.0, 0.0)
-        gpu.procs.append(
-            _GpuProc(
-                kernel,
-                3,
-                self._walk(76_800 * MiB, 0.0, 76_800 * MiB, 76_800 * MiB),
-                None,
-            )
-        )
-
-        # GPU 4: free.
-
-        # GPU 5: alice's offloading fine-tune, PCIe-bound.
-        main = 61022
-        cmd = (
-            "python finetune.py --model llama-13b --zero-stage 3 --offload-optimizer cpu "
-            "--offload-param cpu"
-        )
-        P(
-            self._proc(
-                main,
-                60990,
-                "alice",
-                cmd,
-                1560,
-                (160.0, 20.0, 100.0, 240.0),
-                212 * GiB,
-                64,
-                read=(3 * MB, 1 * MB),
-                write=(1 * MB, 0.5 * MB),
-            )
-        )
-        for w in range(2):
-            P(
-                self._proc(
-                    61040 + w,
-                    main,
-                    "alice",
-                    cmd,
-                    1552,
-                    (4.0, 1.5, 0.0, 10.0),
-                    1800 * MiB,
-                    2,
-                    read=(1.5 * MB, 0.5 * MB),
-                )
-            )
-        gpu = g[5]
-        gpu.util = self._walk(35.0, 6.0, 15.0, 55.0, tau=2.0)
-        gpu.mem_util_ratio = 0.6
-        gpu.power_gain = 560.0
-        gpu.rx = self._walk(0.88 * LINK_MAX, 0.04 * LINK_MAX, 0.6 * LINK_MAX, 0.97 * LINK_MAX, 2.0)
-        gpu.tx = self._walk(0.38 * LINK_MAX, 0.05 * LINK_MAX, 0.1 * LINK_MAX, 0.6 * LINK_MAX, 2.0)
-        gpu.procs.append(
-            _GpuProc(
-                main,
-                5,
-                self._walk(43_008 * MiB, 256 * MiB, 42_000 * MiB, 44_000 * MiB, 15.0),
-                None,
-            )
-        )
-
-        # GPU 6: carol's near-OOM Mixtral trainer on a hot, power-capped GPU, and the
-        # orphaned worker of her previous (crashed) run: an unlisted holder.
-        main = 70533
-        cmd = "python train_llm.py --model mixtral-8x7b --micro-batch 6 --grad-ckpt"
-        P(
-            self._proc(
-                main,
-                70502,
-                "carol",
-                cmd,
-                5 * 3600 + 2 * 60,
-                (97.0, 2.0, 85.0, 101.0),
-                31 * GiB,
-                41,
-                read=(3 * MB, 1 * MB),
-            )
-        )
-        for w in range(4):
-            P(
-                self._proc(
-                    70561 + w,
-                    main,
-                    "carol",
-                    cmd,
-                    18_100,
-                    (18.0, 5.0, 3.0, 40.0),
-                    2900 * MiB,
-                    3,
-                    read=(30 * MB, 8 * MB),
-                )
-            )
-        gpu = g[6]
-        gpu.util = self._walk(99.0, 0.8, 94.0, 100.0, tau=3.0)
-        gpu.mem_util_ratio = 0.62
-        gpu.power_gain = 700.0  # wants more than the 700 W cap
-        gpu.thermal_r = 0.091  # poor cooling
-        gpu.rx = self._walk(1.6 * GB, 0.4 * GB, 0.1 * GB, 4 * GB, 2.0)
-        gpu.tx = self._walk(0.5 * GB, 0.15 * GB, 0.02 * GB, 2 * GB, 2.0)
-        gpu.extra_memory = 1_518 * MiB  # the orphaned worker's context
-        gpu.procs.append(
-            _GpuProc(
-                main,
-                6,
-                self._walk(78_410 * MiB, 96 * MiB, 78_100 * MiB, 78_700 * MiB, 8.0),
-                None,
-            )
-        )
-        self._holders = (
-            UnlistedHolder(
-                pid=69904,
-                gpu=6,
-                minor_number=6,
-                user="carol",
-                name="python",
-                command="python train_llm.py --model mixtral-8x7b --micro-batch 8 --grad-ckpt",
-            ),
-        )
-
-        # GPU 7: bob's PPO trainer bound by its main process, on a degraded link; and a
-        # process of another PID namespace.
-        main = 80412
-        cmd = "python train_ppo.py --env ALE/Breakout-v5 --num-envs 64 --workers 4"
-        P(
-            self._proc(
-                main,
-                80377,
-                "bob",
-                cmd,
-                4700,
-                (99.0, 0.8, 95.0, 100.0),
-                6200 * MiB,
-                9,
-                read=(0.5 * MB, 0.2 * MB),
-            )
-        )
-        for w in range(4):
-            P(
-                self._proc(
-                    80430 + w,
-                    main,
-                    "bob",
-                    cmd,
-                    4690,
-                    (0.4, 0.3, 0.0, 2.0),
-                    1100 * MiB,
-                    2,
-                )
-            )
-        gpu = g[7]
-        gpu.util = self._walk(24.0, 4.0, 10.0, 40.0, tau=2.0)
-        gpu.mem_util_ratio = 0.4
-        gpu.power_gain = 560.0
-        gpu.busy_gen, gpu.busy_width = 4, 8
-        gpu.rx = self._walk(2.2 * GB, 0.5 * GB, 0.2 * GB, 6 * GB, 2.0)
-        gpu.tx = self._walk(0.9 * GB, 0.3 * GB, 0.05 * GB, 3 * GB, 2.0)
-        gpu.procs.append(
-            _GpuProc(
-                main,
-                7,
-                self._walk(11_264 * MiB, 32 * MiB, 11_100 * MiB, 11_400 * MiB, 20.0),
-                None,
-            )
-        )
-        gpu.procs.append(
-            _GpuProc(
-                2_210_457,
-                7,
-                self._walk(9_728 * MiB, 0.0, 9_728 * MiB, 9_728 * MiB),
-                self._walk(6.0, 2.0, 1.0, 12.0, 3.0),
-                visible=False,
-            )
-        )
+        for job in JOBS:
+            self._add_job(job)
+        self._holders = HOLDERS
 
         for gpu in self._gpus:
             gpu.power_noise = self._walk(0.0, 6.0, -20.0, 20.0, 2.0)
@@ -648,6 +490,34 @@ class DemoSource:
         self._net_rx = self._walk(95 * MB, 25 * MB, 10 * MB, 400 * MB, 3.0)
         self._net_tx = self._walk(14 * MB, 5 * MB, 1 * MB, 80 * MB, 3.0)
         self._freq = self._walk(2950.0, 60.0, 2400.0, 3200.0, 5.0)
+
+    def _add_job(self, job: JobSpec) -> None:
+        if job.launcher is not None:
+            self._procs.append(self._proc(job.launcher, 0, job.user, job.command))
+        self._procs.append(self._proc(job.main, 0, job.user, job.command))
+        if job.workers is not None:
+            for i in range(job.workers.count):
+                worker = self._proc(job.workers, i, job.user, job.command)
+                self._procs.append(worker)
+                if job.streams:
+                    self._streamers.append(worker)
+        gpu = self._gpus[job.gpu]
+        gpu.util = self._walk(*job.util)
+        gpu.mem_util_ratio = job.mem_util_ratio
+        gpu.power_gain = job.power_gain
+        if job.rx is not None and job.tx is not None:
+            gpu.rx = self._walk(*job.rx)
+            gpu.tx = self._walk(*job.tx)
+        if job.thermal_r is not None:
+            gpu.thermal_r = job.thermal_r
+        gpu.swing = job.swing
+        gpu.extra_memory = job.extra_memory
+        gpu.busy_gen, gpu.busy_width = job.busy_link
+        gpu.procs.append(_GpuProc(job.main.pid, job.gpu, self._walk(*job.memory), None))
+        if job.hidden is not None:
+            pid, memory, sm = job.hidden
+            hidden = _GpuProc(pid, job.gpu, self._walk(*memory), self._walk(*sm), visible=False)
+            gpu.procs.append(hidden)
 
     # --- Source ------------------------------------------------------------------------
 

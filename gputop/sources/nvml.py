@@ -42,14 +42,14 @@ Failure policy (see tests/test_nvml_source.py):
 
 Units and choices:
 
-- PCIe throughput: NVML answers in "KB/s" over a 20 ms window; like nvidia-smi and nvitop,
-  gputop takes KB as 1024 bytes. Each call blocks ~20 ms on real hardware, so TX and RX of
-  every GPU run at once, each on a persistent thread of its own (ctypes releases the GIL),
-  while the other metrics are read; the tick waits for them at most ``PCIE_WAIT_S``.
+- PCIe throughput: NVML answers in "KB/s" measured over a short window; like nvidia-smi
+  and nvitop, gputop takes KB as 1024 bytes. Each call blocks for that window, so TX and
+  RX of every GPU run at once, each on a persistent thread of its own (ctypes releases the
+  GIL), while the other metrics are read; the tick waits for them at most ``PCIE_WAIT_S``.
   Handing a thread its call is a lock release and collecting the answer a lock acquire
-  (:class:`_PcieCall`): a thread pool's futures cost about twice the CPU. A slower
-  answer is used by the next tick (no new call is started while one is pending) and the
-  value is None meanwhile, with a SampleError.
+  (:class:`_PcieCall`), cheaper than a thread pool's futures. A slower answer is used by
+  the next tick (no new call is started while one is pending) and the value is None
+  meanwhile, with a SampleError.
 - ECC: the *volatile* uncorrected count (since the driver was loaded): what changed on
   this boot; the aggregate lifetime count would flag a GPU forever for an old error.
 - Per-process SM and memory-bandwidth %: the mean of the samples NVML recorded since the
@@ -732,27 +732,17 @@ class NvmlReader:
 
     def _read_static(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> None:
         nv = self._nv
-        get = self._get
-        gpu.name = clean_text(get(gpu, "name", lambda: _raw(nv.nvmlDeviceGetName)(h), errors), 96)
-        gpu.uuid = clean_text(get(gpu, "uuid", lambda: _raw(nv.nvmlDeviceGetUUID)(h), errors), 96)
-        pci = get(gpu, "pci_bus_id", lambda: nv.nvmlDeviceGetPciInfo(h), errors)
+        get = self._getter(gpu, h, errors)
+        name = self._get(gpu, "name", lambda: _raw(nv.nvmlDeviceGetName)(h), errors)
+        uuid = self._get(gpu, "uuid", lambda: _raw(nv.nvmlDeviceGetUUID)(h), errors)
+        gpu.name, gpu.uuid = clean_text(name, 96), clean_text(uuid, 96)
+        pci = get("pci_bus_id", "nvmlDeviceGetPciInfo")
         gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
-        gpu.minor_number = get(gpu, "minor_number", lambda: nv.nvmlDeviceGetMinorNumber(h), errors)
-        gpu.sm_max_mhz = get(
-            gpu, "sm_max_clock", lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM), errors
-        )
-        gpu.memory_max_mhz = get(
-            gpu,
-            "memory_max_clock",
-            lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM),
-            errors,
-        )
-        gpu.pcie_max_gen = get(
-            gpu, "pcie_max_gen", lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h), errors
-        )
-        gpu.pcie_max_width = get(
-            gpu, "pcie_max_width", lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h), errors
-        )
+        gpu.minor_number = get("minor_number", "nvmlDeviceGetMinorNumber")
+        gpu.sm_max_mhz = get("sm_max_clock", "nvmlDeviceGetMaxClockInfo", nv.NVML_CLOCK_SM)
+        gpu.memory_max_mhz = get("memory_max_clock", "nvmlDeviceGetMaxClockInfo", nv.NVML_CLOCK_MEM)
+        gpu.pcie_max_gen = get("pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration")
+        gpu.pcie_max_width = get("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth")
 
     def _mark_lost(self, gpu: _Gpu, reason: str, errors: list[SampleError]) -> None:
         gpu.reset()
@@ -778,6 +768,15 @@ class NvmlReader:
 
     def _error(self, gpu: _Gpu, metric: str, message: str) -> SampleError:
         return SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
+
+    def _getter(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> Callable[..., Any]:
+        """``get(metric, "nvmlDeviceGet...", *args)``: that call on ``h`` through _get."""
+        nv = self._nv
+
+        def get(metric: str, call: str, *args: Any) -> Any:
+            return self._get(gpu, metric, lambda: getattr(nv, call)(h, *args), errors)
+
+        return get
 
     def _get(
         self,
@@ -829,10 +828,7 @@ class NvmlReader:
         errors: list[SampleError],
         denied: str | None,
     ) -> None:
-        code = _code(self._nv, exc)
-        self._last_failure = code
-        if code in _LOST_REASONS:
-            raise _Lost(_LOST_REASONS[code]) from exc
+        code = self._last_failure = _raise_if_lost(self._nv, exc)
         if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
             gpu.unsupported.add(metric)
             if code == _FUNCTION_NOT_FOUND:
@@ -860,24 +856,20 @@ class NvmlReader:
         """This tick's values of one GPU: the fields of its GpuSample but ``pcie``."""
         nv = self._nv
         h = gpu.handle
-        get = self._get
+        get = self._getter(gpu, h, errors)
 
         memory = self._memory(gpu, h, errors)
-        util = get(gpu, "utilization", lambda: nv.nvmlDeviceGetUtilizationRates(h), errors)
+        util = get("utilization", "nvmlDeviceGetUtilizationRates")
         temp_calls: list[Callable[[], int]] = []
         if hasattr(nv, "nvmlDeviceGetTemperatureV"):
             temp_calls.append(lambda: nv.nvmlDeviceGetTemperatureV(h, nv.NVML_TEMPERATURE_GPU))
         temp_calls.append(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
         temperature = self._get_first(gpu, "temperature", temp_calls, errors)
-        power = get(gpu, "power", lambda: nv.nvmlDeviceGetPowerUsage(h), errors)
-        limit = get(gpu, "power_limit", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h), errors)
-        fan = get(gpu, "fan", lambda: nv.nvmlDeviceGetFanSpeed(h), errors)
-        sm_clock = get(
-            gpu, "sm_clock", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM), errors
-        )
-        mem_clock = get(
-            gpu, "memory_clock", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM), errors
-        )
+        power = get("power", "nvmlDeviceGetPowerUsage")
+        limit = get("power_limit", "nvmlDeviceGetEnforcedPowerLimit")
+        fan = get("fan", "nvmlDeviceGetFanSpeed")
+        sm_clock = get("sm_clock", "nvmlDeviceGetClockInfo", nv.NVML_CLOCK_SM)
+        mem_clock = get("memory_clock", "nvmlDeviceGetClockInfo", nv.NVML_CLOCK_MEM)
         reasons = self._get_first(
             gpu,
             "clock_event_reasons",
@@ -887,19 +879,17 @@ class NvmlReader:
             ],
             errors,
         )
-        pstate = get(gpu, "performance_state", lambda: nv.nvmlDeviceGetPerformanceState(h), errors)
-        gen = get(gpu, "pcie_gen", lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h), errors)
-        width = get(gpu, "pcie_width", lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h), errors)
-        enc = get(gpu, "encoder", lambda: nv.nvmlDeviceGetEncoderUtilization(h), errors)
-        dec = get(gpu, "decoder", lambda: nv.nvmlDeviceGetDecoderUtilization(h), errors)
-        mig = get(gpu, "mig_mode", lambda: nv.nvmlDeviceGetMigMode(h), errors)
+        pstate = get("performance_state", "nvmlDeviceGetPerformanceState")
+        gen = get("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration")
+        width = get("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth")
+        enc = get("encoder", "nvmlDeviceGetEncoderUtilization")
+        dec = get("decoder", "nvmlDeviceGetDecoderUtilization")
+        mig = get("mig_mode", "nvmlDeviceGetMigMode")
         ecc = get(
-            gpu,
             "ecc",
-            lambda: nv.nvmlDeviceGetTotalEccErrors(
-                h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
-            ),
-            errors,
+            "nvmlDeviceGetTotalEccErrors",
+            nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            nv.NVML_VOLATILE_ECC,
         )
         processes, unavailable = self._processes(gpu, h, errors)
         mig_on = mig is not None and mig[0] == nv.NVML_DEVICE_MIG_ENABLE
@@ -988,8 +978,7 @@ class NvmlReader:
             if not entries:
                 continue
             listed += len(entries)
-            # The fields through the structure's own descriptors (as in
-            # ``_process_utilization``: pynvml's __getattribute__ costs about 4x).
+            # The fields through the structure's own descriptors (see _process_utilization).
             layout = type(entries[0])
             pid_of, used_of = layout.pid.__get__, layout.usedGpuMemory.__get__
             with_ids = hasattr(layout, "gpuInstanceId")  # v1 entries have none
@@ -1147,9 +1136,7 @@ class NvmlReader:
             try:
                 mh = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
             except Exception as exc:
-                code = _code(nv, exc)
-                if code in _LOST_REASONS:
-                    raise _Lost(_LOST_REASONS[code]) from exc
+                code = _raise_if_lost(nv, exc)
                 if code != _NOT_FOUND:  # NotFound: an empty slot
                     self._failed(gpu, metric, exc, errors, None)
                     break
@@ -1164,9 +1151,7 @@ class NvmlReader:
             try:
                 return call()
             except Exception as exc:
-                code = _code(nv, exc)
-                if code in _LOST_REASONS:
-                    raise _Lost(_LOST_REASONS[code]) from exc
+                _raise_if_lost(nv, exc)
                 return None
 
         name = clean_text(ask(lambda: _raw(nv.nvmlDeviceGetName)(mh)), 96)
@@ -1208,7 +1193,7 @@ class NvmlReader:
         if not samples:
             return {}
         # The fields through the structure's own descriptors: pynvml's structures
-        # override __getattribute__ (about 4x the cost of a field, 64 fields a GPU).
+        # override __getattribute__, which is far slower than a plain field.
         layout = type(samples[0])
         pid_of, time_of = layout.pid.__get__, layout.timeStamp.__get__
         sm_of, mem_of = layout.smUtil.__get__, layout.memUtil.__get__
@@ -1352,16 +1337,12 @@ _WHOLE_PERCENTS = tuple(float(k) for k in range(101))
 
 
 def _percent(value: float | None) -> float | None:
-    """``value`` itself, or the one shared float of a whole percentage: a history of 600
-    snapshots of 128 processes holds ~150,000 per-process percentages, mostly whole
-    numbers (the mean of one sample), 24 bytes each when each is its own object."""
+    """``value`` itself, or the one shared float of a whole percentage: the history holds
+    many per-process percentages, mostly whole numbers (the mean of one sample), and
+    each would otherwise be an object of its own."""
     if value is None or not value.is_integer() or not 0.0 <= value <= 100.0:
         return value
     return _WHOLE_PERCENTS[int(value)]
-
-
-def _bind(fn: Callable[[Any], T], handle: Any) -> Callable[[], T]:
-    return lambda: fn(handle)
 
 
 def _code(nv: Any, exc: BaseException) -> int | None:
@@ -1375,6 +1356,14 @@ def _code(nv: Any, exc: BaseException) -> int | None:
     if mismatch is not None and isinstance(exc, mismatch):
         return _FUNCTION_NOT_FOUND
     return None
+
+
+def _raise_if_lost(nv: Any, exc: BaseException) -> int | None:
+    """The nvmlReturn_t behind ``exc``; raises _Lost when it says the GPU is lost."""
+    code = _code(nv, exc)
+    if code in _LOST_REASONS:
+        raise _Lost(_LOST_REASONS[code]) from exc
+    return code
 
 
 def _describe(nv: Any, exc: BaseException) -> str:
