@@ -52,8 +52,8 @@ from types import MappingProxyType
 
 from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer, Verdict, window
-from gputop.model import Snapshot
+from gputop.analysis.verdict import Analyzer, window
+from gputop.model import Snapshot, Verdict
 
 __all__ = ["Diagnoser", "Diagnosis", "diagnose", "lookback_seconds", "recent"]
 

@@ -17,9 +17,9 @@ import time
 from collections.abc import Sequence
 
 from gputop import __version__, cells, fmt
-from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict
+from gputop.analysis.verdict import LABELS, WARMING_UP
 from gputop.diagnosis import Diagnosis
-from gputop.model import LABELLED_METRICS, GpuSample, ProcessInfo, Snapshot
+from gputop.model import LABELLED_METRICS, GpuSample, ProcessInfo, Snapshot, Verdict
 from gputop.present import children_of, descendants
 
 WIDTH = 80

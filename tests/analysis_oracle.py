@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 
 from gputop.analysis import rules
 from gputop.analysis.jobs import Job
-from gputop.analysis.kinds import Finding, Verdict
+from gputop.analysis.kinds import Finding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Analyzer
 from gputop.analysis.window import Context, Group, held, link_capacity, throttle_class, util_of
-from gputop.model import GpuSample, Snapshot
+from gputop.model import GpuSample, Snapshot, Verdict
 
 
 def mig_without_util(window: Sequence[Sequence[GpuSample]]) -> bool:

@@ -42,12 +42,9 @@ import operator
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from gputop.model import INVALID_PIDS, GpuSample, ProcessInfo, Snapshot
-
-if TYPE_CHECKING:
-    from gputop.analysis.kinds import Verdict
+from gputop.model import INVALID_PIDS, GpuSample, ProcessInfo, Snapshot, Verdict
 
 # Never a job's root: climbing stops below them. Matched on the process name, lower
 # case, without a leading "-" (login shells) or a ":" suffix ("tmux: server").

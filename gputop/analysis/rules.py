@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gputop.analysis.jobs import Job
-from gputop.analysis.kinds import RULES, Finding, Verdict, finding, verdict_of
+from gputop.analysis.kinds import RULES, Finding, finding, verdict_of
 from gputop.analysis.thresholds import Thresholds
 from gputop.analysis.window import (
     Context,
@@ -27,7 +27,7 @@ from gputop.analysis.window import (
     per_pid_means,
 )
 from gputop.fmt import bytes_, duration, rate
-from gputop.model import GpuSample
+from gputop.model import GpuSample, Verdict
 
 # The rows of the kind table (kinds.KIND_SPECS) the rules give findings of.
 _LOST = RULES["lost"]

@@ -57,7 +57,6 @@ from gputop.analysis.kinds import (
     UNDERUSED,
     UNKNOWN,
     WARMING_UP,
-    Verdict,
     verdict_to_dict,
 )
 from gputop.analysis.rules import gpu_verdicts_of, job_verdict, job_verdicts_of, jobs_to_judge
@@ -71,7 +70,7 @@ from gputop.analysis.window import (
     lookback_form,
     split_window,
 )
-from gputop.model import Snapshot
+from gputop.model import Snapshot, Verdict
 
 __all__ = [
     "GPU_BOUND",
@@ -95,7 +94,6 @@ __all__ = [
     "Analysis",
     "Analyzer",
     "JobVerdicts",
-    "Verdict",
     "all_verdicts",
     "gpu_verdicts",
     "job_verdicts",

@@ -34,10 +34,9 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Verdict
 from gputop.exporter import metrics
 from gputop.exporter.encode import OpenMetricsEncoder, TextEncoder
-from gputop.model import Snapshot
+from gputop.model import Snapshot, Verdict
 from gputop.pipeline import Feed, Frame
 from gputop.present import filter_gpus
 
