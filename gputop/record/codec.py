@@ -48,7 +48,8 @@ from gputop.model import (
     type_hints,
 )
 
-#: zstandard level (bench/bench_record.py: about 35 ms a minute of the demo fleet).
+#: zstandard level: small files at a compression cost the recorder barely notices
+#: (bench/bench_record.py measures it).
 LEVEL = 15
 
 _LEN = "#"  # path element of a list's length

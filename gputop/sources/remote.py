@@ -16,7 +16,7 @@ line is trusted:
 Two readings of a line, for two costs:
 
 - :func:`summarize` (every line of every host, the fleet screen): only what a fleet row
-  shows, a :class:`HostReport`; about a tenth of a full parse;
+  shows, a :class:`HostReport`; much cheaper than a full parse;
 - :func:`to_snapshot` (only the host opened in the full dashboard): the whole
   :class:`~gputop.model.Snapshot`, checked field by field.
 
@@ -43,7 +43,7 @@ __all__ = [
     "to_snapshot",
 ]
 
-#: A line above this many bytes is refused (16 GPUs x 64 processes is about 0.3 MB).
+#: A line above this many bytes is refused (far above what a real host writes).
 MAX_LINE_BYTES = 8 * 2**20
 
 
