@@ -41,7 +41,7 @@ from gputop.config import (
 )
 from gputop.encoding import for_encoding, is_utf_encoding
 from gputop.model import Snapshot
-from gputop.sampler import Sampler
+from gputop.sampler import Sampler, make_source
 from gputop.sources.base import Source
 
 if TYPE_CHECKING:
@@ -274,19 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _preload_dashboard()
 
     source: Source
-    if args.demo:
+    if args.demo and once:
         from gputop.sources.demo import DemoSource
 
-        seed = 0 if args.seed is None else args.seed
-        if once:
-            # No need to wait for a simulation: advance its clock by the window instead.
-            source = DemoSource(seed, start_time=time.time(), step=ONCE_WINDOW_S)
-        else:
-            source = DemoSource(seed, clock=time.time)
+        # No need to wait for a simulation: advance its clock by the window instead.
+        source = DemoSource(args.seed or 0, start_time=time.time(), step=ONCE_WINDOW_S)
     else:
-        from gputop.sources.live import LiveSource
-
-        source = LiveSource()
+        source = make_source(args.demo, args.seed)
 
     # Each consumer's feed keeps what its verdicts look back on and what its views chart
     # (``pipeline.Feed``): the sampler keeps the first pair only.
