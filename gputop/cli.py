@@ -41,7 +41,7 @@ from gputop.config import (
 )
 from gputop.encoding import for_encoding, is_utf_encoding
 from gputop.model import Snapshot
-from gputop.sampler import Sampler
+from gputop.sampler import Sampler, make_source
 from gputop.sources.base import Source
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 #: ``--once`` (and the first ``--stream`` line) takes a reading, waits this long, and
 #: prints a second one: rates (CPU %, disk, network, per-process CPU and I/O) need two
 #: readings, so they cover this short window (``host.rate_seconds`` says how long it
-#: really was). Short enough for the whole run to take under 0.3 s.
+#: really was). Short enough that the whole run stays well under a second.
 ONCE_WINDOW_S = 0.1
 
 #: How long the way out waits for a running tick (twice: the thread, then the source).
@@ -227,7 +227,7 @@ def _output_never_fails() -> None:
 def entry() -> int:
     """The ``gputop`` command (and ``python -m gputop``): :func:`main`, then, after a
     dashboard, straight out with its status. The terminal is restored and the sampler
-    stopped by then; the interpreter's teardown of the UI (about 0.35 s) is skipped, and
+    stopped by then; the interpreter's slow teardown of the UI is skipped, and
     a thread stuck in a hung NVML call cannot hold the process."""
     status = main()
     terminal = sys.modules.get("gputop.ui.terminal")  # imported only by a dashboard
@@ -274,19 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _preload_dashboard()
 
     source: Source
-    if args.demo:
+    if args.demo and once:
         from gputop.sources.demo import DemoSource
 
-        seed = 0 if args.seed is None else args.seed
-        if once:
-            # No need to wait for a simulation: advance its clock by the window instead.
-            source = DemoSource(seed, start_time=time.time(), step=ONCE_WINDOW_S)
-        else:
-            source = DemoSource(seed, clock=time.time)
+        # No need to wait for a simulation: advance its clock by the window instead.
+        source = DemoSource(args.seed or 0, start_time=time.time(), step=ONCE_WINDOW_S)
     else:
-        from gputop.sources.live import LiveSource
-
-        source = LiveSource()
+        source = make_source(args.demo, args.seed)
 
     # Each consumer's feed keeps what its verdicts look back on and what its views chart
     # (``pipeline.Feed``): the sampler keeps the first pair only.
@@ -305,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _preload_dashboard() -> None:
-    """Import the UI (about 0.15 s, mostly Textual) on a thread while NVML starts and the
+    """Import the UI (mostly Textual, a noticeable wait) on a thread while NVML starts and the
     first sample is taken: the first frame comes sooner. An import error is left for the
     main thread's own import to report."""
 
@@ -410,14 +404,12 @@ def _dashboard(
         print(f"gputop: the dashboard is not available ({exc}); try --once", file=sys.stderr)
         return EXIT_FAILURE
     recorder = None
-    if args.record is not None:
+    extra: dict[str, Any] = {}
+    if args.record is not None:  # a subscriber of the dashboard's frames
         from gputop.record.store import BackgroundRecorder, default_dir
 
         where = Path(args.record) if args.record else default_dir()
-        recorder = BackgroundRecorder(where, interval=sampler.interval)
-    extra: dict[str, Any] = {}
-    if recorder is not None:  # a subscriber of the dashboard's frames
-        take = recorder
+        recorder = take = BackgroundRecorder(where, interval=sampler.interval)
         extra = {"record_status": take.status, "subscribers": [lambda f: take(f.snapshot)]}
     try:
         result: int = run_app(

@@ -9,20 +9,8 @@ Data flows one way::
 Consumers only present what a :class:`Diagnosis` holds; none of them calls the analysis
 (:mod:`gputop.analysis`) on its own.
 
-API (all of it)::
-
-    diagnoser = Diagnoser(thresholds)        # one per stream of snapshots (stateful)
-    d = diagnoser.push(*snapshots)           # judge the newest; snapshots in time order
-    d = diagnose(history, thresholds)        # the same, one-shot (a fresh Diagnoser)
-
-    d.snapshot                               # the snapshot judged (the newest pushed)
-    d.jobs                                   # tuple[Job, ...], as build_jobs sorts them
-    d.gpus                                   # {GPU index: Verdict}, every GPU of d.snapshot
-    d.job_verdicts                           # {job id: Verdict}, every job of d.jobs
-    d.error, d.traceback                     # the analysis failed: why (then no verdicts)
-    d.seconds                                # what computing it cost (wall)
-    d.job(job_id) -> Job | None
-    d.only(indices) -> Diagnosis             # narrowed to these GPUs (``--gpus``)
+API: ``Diagnoser(thresholds).push(*snapshots)`` (one per stream of snapshots, pushed in
+time order) and the one-shot :func:`diagnose`; both give a :class:`Diagnosis`.
 
 - :class:`Diagnoser` wraps the incremental :class:`~gputop.analysis.verdict.Analyzer`:
   snapshots are pushed to it in time order (one a tick, or a whole look-back at once: a
@@ -47,13 +35,13 @@ import time
 import traceback as tb
 from collections import deque
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer, Verdict, window
-from gputop.model import Snapshot
+from gputop.analysis.verdict import Analyzer, window
+from gputop.model import Snapshot, Verdict
 
 __all__ = ["Diagnoser", "Diagnosis", "diagnose", "lookback_seconds", "recent"]
 
@@ -86,15 +74,11 @@ class Diagnosis:
         keep = frozenset(indices)
         jobs = tuple(j for j in self.jobs if keep.intersection(j.gpus))
         verdicts = self.job_verdicts
-        return Diagnosis(
-            self.snapshot,
-            jobs,
-            MappingProxyType({i: v for i, v in self.gpus.items() if i in keep}),
-            MappingProxyType({j.id: verdicts[j.id] for j in jobs if j.id in verdicts}),
-            self.thresholds,
-            self.seconds,
-            self.error,
-            self.traceback,
+        return replace(
+            self,
+            jobs=jobs,
+            gpus=MappingProxyType({i: v for i, v in self.gpus.items() if i in keep}),
+            job_verdicts=MappingProxyType({j.id: verdicts[j.id] for j in jobs if j.id in verdicts}),
         )
 
 
@@ -131,10 +115,9 @@ class Diagnoser:
         ``lookback_seconds``). Several at once (a replay's look-back) are judged once, on
         all of them. Only the window's snapshots are kept whole; the rest of the look-back
         ("idle memory holder", the disk peak) is kept in the compact form the verdicts
-        read from it (a few hundred bytes a snapshot instead of its process rows and host
-        processes). A snapshot older than the one before (the wall clock stepped back)
-        starts the history afresh: the verdicts warm up again. Raises ValueError for no
-        snapshot.
+        read from it (far smaller than its process rows and host processes). A snapshot
+        older than the one before (the wall clock stepped back) starts the history afresh:
+        the verdicts warm up again. Raises ValueError for no snapshot.
 
         ``judge_jobs=False``: for a consumer that never presents a job's verdict (the
         exporter without ``--jobs``): the jobs and the GPU verdicts are the same, the job

@@ -5,8 +5,8 @@ snapshots and allocate many short-lived objects per tick or frame. With Python's
 default thresholds (700, 10, 10) the collector runs dozens of times a second and its
 full passes walk the whole history. So, once started: the objects alive then (modules,
 NVML handles, the first snapshot) are frozen out of collection, and collections run
-less often. The history is bounded, so memory stays bounded (bench/bench_ui.py: about
-0.4 % of a core less for the dashboard at 200x50).
+less often. The history is bounded, so memory stays bounded (bench/bench_ui.py
+measures the saving).
 """
 
 from __future__ import annotations

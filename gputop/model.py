@@ -755,3 +755,26 @@ def gpu_metrics_markdown() -> str:
         cells = (f"`{m.field}`", m.nvml, m.unit, bounds, export, m.about)
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the analysis concluded about one GPU or job; ``to_dict`` is its JSON form,
+    and a remote host's verdict is read back into the same class."""
+
+    kind: str  # one of gputop.analysis.kinds.KINDS
+    label: str  # for people
+    evidence: str  # the numbers behind it, one line
+    advice: str  # what to try, one line
+    severity: str  # "ok" | "info" | "warn" | "bad"
+    also: tuple[str, ...] = ()  # other kinds that apply, by rank
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "label": self.label,
+            "severity": self.severity,
+            "evidence": self.evidence,
+            "advice": self.advice,
+            "also": list(self.also),
+        }

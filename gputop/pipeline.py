@@ -14,14 +14,10 @@ replay's look-back is still being read, why there are no verdicts yet. A frame i
 immutable and safe to hand to another thread: a dashboard posts it to its UI thread in
 one message and its widgets draw from it (as memray's live TUI does).
 
-API (all of it)::
-
-    feed = Feed(thresholds, history=3600)    # one per stream of snapshots
-    feed.subscribers.append(callback)        # callback(frame), on the pushing thread
-    frame = feed.push(snapshot)              # a stream: the feed keeps the views' history;
-                                             # handed to the subscribers
-    frame = feed.frame(history)              # a history ending with its snapshot (replay,
-                                             # fleet, tests): only what is new is judged
+API: ``Feed(thresholds)``, one per stream of snapshots; ``feed.subscribers`` are called
+with each frame on the pushing thread; ``feed.push(snapshot)`` for a stream (the feed
+keeps the views' history), ``feed.frame(history)`` for a history ending with its
+snapshot (replay, fleet, tests: only what is new is judged).
 """
 
 from __future__ import annotations

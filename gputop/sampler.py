@@ -228,3 +228,19 @@ class Sampler:
                     self.on_snapshot(snap)
                 except Exception:
                     log.exception("on_snapshot callback failed")
+
+
+def make_source(demo: bool, seed: int | None, *, cpu_freq: bool = True) -> Source:
+    """What a command samples: the demo (``seed``, default 0, on the wall clock), or the
+    live host (``cpu_freq`` False: the CPU frequency is not read)."""
+    if demo:
+        from gputop.sources.demo import DemoSource
+
+        return DemoSource(0 if seed is None else seed, clock=time.time)
+    from gputop.sources.live import LiveSource
+
+    if cpu_freq:
+        return LiveSource()
+    from gputop.sources.host import HostReader
+
+    return LiveSource(host=HostReader(cpu_freq=False))

@@ -21,6 +21,7 @@ SSH (``ssh host gputop --stream``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -45,18 +46,12 @@ def _silence(out: TextIO) -> None:
     interpreter's last flush at exit does not complain about the pipe again."""
     try:
         fd = out.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
     except (AttributeError, OSError, ValueError):
         return
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        return
-    try:
+    with contextlib.suppress(OSError):
         os.dup2(devnull, fd)
-    except OSError:
-        pass
-    finally:
-        os.close(devnull)
+    os.close(devnull)
 
 
 def _latest(sampler: Sampler) -> Snapshot:

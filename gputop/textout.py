@@ -19,10 +19,10 @@ import time
 from collections.abc import Sequence
 
 from gputop import __version__, cells, fmt
-from gputop.analysis.verdict import LABELS, WARMING_UP, Verdict
+from gputop.analysis.verdict import LABELS, WARMING_UP
 from gputop.cells import fit as pad
 from gputop.diagnosis import Diagnosis
-from gputop.model import LABELLED_METRICS, GpuSample, ProcessInfo, Snapshot
+from gputop.model import LABELLED_METRICS, GpuSample, ProcessInfo, Snapshot, Verdict
 from gputop.present import children_of, descendants
 from gputop.ui.gpu_view import pcie_percent
 from gputop.ui.parts import gpu_ranges, used_total

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from gputop.analysis import gpu_rules as rules
 from gputop.analysis.gpu_rules import Group, held, link_capacity, throttle_class, util_of
 from gputop.analysis.jobs import Job
-from gputop.analysis.kinds import Finding, Verdict
+from gputop.analysis.kinds import Finding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdicts_of, jobs_to_judge
 from gputop.analysis.window import Context
-from gputop.model import GpuSample, Snapshot
+from gputop.model import GpuSample, Snapshot, Verdict
 
 
 def mig_without_util(window: Sequence[Sequence[GpuSample]]) -> bool:

@@ -17,9 +17,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as om_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from gputop.analysis.verdict import Verdict
 from gputop.exporter.encode import OpenMetricsEncoder, TextEncoder
 from gputop.exporter.server import ExportState, SnapshotCollector, make_registry
+from gputop.model import Verdict
 from gputop.pipeline import Feed
 from gputop.sources.demo import DemoSource
 

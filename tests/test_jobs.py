@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 from gputop.analysis.jobs import Job, build_jobs, is_never_root, job_to_dict
-from gputop.analysis.verdict import Verdict
-from gputop.model import GpuProcess, ProcessInfo, replace
+from gputop.model import GpuProcess, ProcessInfo, Verdict, replace
 from tests.analysis_fixtures import T0, GiB, gproc, gpu, proc, snapshot
 
 

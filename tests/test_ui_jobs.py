@@ -15,7 +15,7 @@ from textual.widget import Widget
 from gputop.analysis import verdict as vd
 from gputop.analysis.thresholds import Thresholds
 from gputop.diagnosis import lookback_seconds, recent
-from gputop.model import ProcessInfo, Snapshot, replace
+from gputop.model import ProcessInfo, Snapshot, Verdict, replace
 from gputop.pipeline import Feed
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_legend, run_app
@@ -131,16 +131,16 @@ async def test_no_color_keeps_the_words(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_verdict_words_fit_the_compact_slot() -> None:
     for kind in vd.KINDS:
-        verdict = vd.Verdict(kind, vd.LABELS[kind], "e", "a", "warn")
+        verdict = Verdict(kind, vd.LABELS[kind], "e", "a", "warn")
         mark = views.verdict_mark(verdict)
         assert 0 < len(mark.word) <= views.VERDICT_WIDTH, kind
         assert len(mark.text(views.VERDICT_WIDTH)) <= views.VERDICT_WIDTH
         assert mark.text(views.LONG_VERDICT_WIDTH) == vd.LABELS[kind]
-    soft = views.verdict_mark(vd.Verdict(vd.THROTTLED, "throttled", "e", "a", "info"))
-    hard = views.verdict_mark(vd.Verdict(vd.THROTTLED, "throttled", "e", "a", "bad"))
+    soft = views.verdict_mark(Verdict(vd.THROTTLED, "throttled", "e", "a", "info"))
+    hard = views.verdict_mark(Verdict(vd.THROTTLED, "throttled", "e", "a", "bad"))
     assert soft.word != hard.word  # the power cap is told apart in words, not colour only
     roles = {
-        s: views.verdict_mark(vd.Verdict(vd.MODERATE, "m", "e", "a", s)).role for s in vd.SEVERITIES
+        s: views.verdict_mark(Verdict(vd.MODERATE, "m", "e", "a", s)).role for s in vd.SEVERITIES
     }
     assert roles == {"ok": "ok", "info": "dim", "warn": "warn", "bad": "error"}
 

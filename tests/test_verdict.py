@@ -35,14 +35,13 @@ from gputop.analysis.verdict import (
     UNKNOWN,
     WARMING_UP,
     Analyzer,
-    Verdict,
     all_verdicts,
     gpu_verdicts,
     job_verdicts,
     verdict_to_dict,
     window,
 )
-from gputop.model import Pcie, ProcessInfo, Snapshot, UnlistedHolder, replace
+from gputop.model import Pcie, ProcessInfo, Snapshot, UnlistedHolder, Verdict, replace
 from gputop.sources.demo import DemoSource
 from tests.analysis_fixtures import (
     GEN4_X16,

@@ -41,12 +41,9 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from gputop.model import INVALID_PIDS, GpuSample, ProcessInfo, Snapshot
-
-if TYPE_CHECKING:
-    from gputop.analysis.kinds import Verdict
+from gputop.model import INVALID_PIDS, GpuSample, ProcessInfo, Snapshot, Verdict
 
 # Never a job's root: climbing stops below them. Matched on the process name, lower
 # case, without a leading "-" (login shells) or a ":" suffix ("tmux: server").

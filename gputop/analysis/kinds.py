@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.model import Verdict
+
 LOST = "lost"
 IDLE_HOLDER = "idle memory holder"
 IDLE = "idle"
@@ -201,26 +203,6 @@ BLOCKS = {"verdict-kinds": markdown_table, "verdict-kinds-short": short_markdown
 def markdown_block(name: str = "verdict-kinds") -> str:
     """The table ``name`` between the markers that delimit it in the docs."""
     return f"<!-- BEGIN generated: {name} -->\n{BLOCKS[name]()}\n<!-- END generated: {name} -->"
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    kind: str  # one of KINDS
-    label: str  # for people
-    evidence: str  # the numbers behind it, one line
-    advice: str  # what to try, one line
-    severity: str  # "ok" | "info" | "warn" | "bad"
-    also: tuple[str, ...] = ()  # other kinds that apply, by rank
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "label": self.label,
-            "severity": self.severity,
-            "evidence": self.evidence,
-            "advice": self.advice,
-            "also": list(self.also),
-        }
 
 
 def verdict_to_dict(verdict: Verdict) -> dict[str, Any]:

@@ -63,14 +63,13 @@ from gputop.analysis.kinds import (
     UNKNOWN,
     WARMING_UP,
     Finding,
-    Verdict,
     finding,
     verdict_of,
     verdict_to_dict,
 )
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.window import Carried, Context, Tick, split_window
-from gputop.model import Snapshot
+from gputop.model import Snapshot, Verdict
 
 __all__ = [
     "GPU_BOUND",
@@ -94,7 +93,6 @@ __all__ = [
     "Analysis",
     "Analyzer",
     "JobVerdicts",
-    "Verdict",
     "all_verdicts",
     "gpu_verdicts",
     "job_verdicts",

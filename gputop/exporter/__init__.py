@@ -115,18 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def make_source(args: argparse.Namespace) -> Source:
     """The source ``gputop export`` samples: the demo, or the live host."""
-    if args.demo:
-        import time
-
-        from gputop.sources.demo import DemoSource
-
-        return DemoSource(0 if args.seed is None else args.seed, clock=time.time)
-    from gputop.sources.host import HostReader
-    from gputop.sources.live import LiveSource
+    from gputop import sampler
 
     # No metric carries the CPU frequency: it is not read (on a many-core server
     # /proc/cpuinfo is large, and on some kernels reading it interrupts every CPU).
-    return LiveSource(host=HostReader(cpu_freq=False))
+    return sampler.make_source(args.demo, args.seed, cpu_freq=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,20 +2,15 @@
 byte the output of ``prometheus_client``'s ``generate_latest`` and
 ``openmetrics.exposition.generate_latest``.
 
-Why: at 8 GPUs x 16 processes a scrape has ~390 series, and the library validates and
-escapes every label name and value of every sample on every scrape. The exporter's
-families (:class:`gputop.exporter.metrics.Family`) hold their series as (label values,
-value) pairs; for each series the encoder remembers its escaped ``name{labels} `` and
-its last line, and writes the line afresh only when the value changed (values that
-compare equal are written alike, except 0.0 and -0.0, whose sign is compared too). What
-is remembered is pruned to about the series of the last scrape, so jobs coming and going
-cannot grow it. Other families (``process_*``) are encoded sample by sample with the
-prefix cached. Names are escaped by prometheus_client's own
-``escape_metric_name``/``escape_label_name``, label values as its ``generate_latest``
-does (backslash, newline, double quote); anything outside the plain cases this module
-handles (timestamps, exemplars, histograms, ``_created`` samples, other escapings) falls
-back to the library for the whole scrape. The tests compare both encoders' bytes on the
-demo, MIG, job, lost-GPU, host-only, n/a and hostile-label scrapes.
+Why: the library validates and escapes every label name and value of every sample on
+every scrape. The exporter's families (:class:`gputop.exporter.metrics.Family`) hold
+their series as (label values, value) pairs; for each series the encoder remembers its
+escaped ``name{labels} `` and its last line, and writes the line afresh only when the
+value changed. What is remembered is pruned to about the last scrape's series, so jobs
+coming and going cannot grow it. Other families (``process_*``) are encoded sample by
+sample with the prefix cached. Anything outside the plain cases (timestamps, exemplars,
+histograms, ``_created`` samples) falls back to the library for the whole scrape; the
+tests compare both encoders' bytes with the library's.
 """
 
 from __future__ import annotations
@@ -45,21 +40,29 @@ MAX_CACHED = 20_000
 _PLAIN_TYPES = {"gauge": "gauge", "counter": "counter", "info": "gauge"}
 
 
-class TextEncoder:
-    """``generate_latest(registry)`` with the per-series text cached between scrapes.
-    Not thread-safe: the caller serialises (the server encodes under its cache lock)."""
+class _Encoder:
+    """The cached encoding both formats share. Not thread-safe: the caller serialises."""
+
+    closing = ""
+    fallback: Callable[[Collector], bytes]  # the library's encoder
+    prefix_of: Callable[[str, dict[str, str]], str]  # ``name{labels} ``
+    plain: Callable[[Any, str], bool]  # whether it writes (sample, family's name) itself
 
     def __init__(self) -> None:
         self._prefix: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-        self._heads: dict[tuple[str, str, str], str] = {}
+        self._heads: dict[tuple[str, ...], str] = {}
         self._lines: _Lines = {}
 
     def __call__(self, registry: Collector) -> bytes:
         metrics = list(registry.collect())
         out = self._encode(metrics)
         if out is None:  # something this encoder does not handle: the library's, all of it
-            return generate_latest(_Fixed(metrics))
+            return self.fallback(_Fixed(metrics))
         return out
+
+    def head(self, metric: Any) -> tuple[str, str] | None:
+        """(HELP/TYPE lines, the name of its plain samples); None: not a plain type."""
+        raise NotImplementedError
 
     def _encode(self, metrics: Iterable[Any]) -> bytes | None:
         if len(self._prefix) > MAX_CACHED:
@@ -69,47 +72,69 @@ class TextEncoder:
         output: list[str] = []
         append = output.append
         for metric in metrics:
-            mtype = _PLAIN_TYPES.get(metric.type)
-            if mtype is None:
-                return None
-            mname = metric.name
-            if metric.type == "counter":
-                mname += "_total"
-            elif metric.type == "info":
-                mname += "_info"
-            head_key = (mname, mtype, metric.documentation)
-            head = self._heads.get(head_key)
+            head = self.head(metric)
             if head is None:
-                name = escape_metric_name(mname, UNDERSCORES)
-                doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
-                head = self._heads[head_key] = f"# HELP {name} {doc}\n# TYPE {name} {mtype}\n"
-            append(head)
+                return None
+            append(head[0])
             if type(metric) is Family:
-                _series(metric, self._lines, _prefix, output)
+                _series(metric, self._lines, self.prefix_of, output)
                 series_families.append(metric)
                 continue
             for s in metric.samples:
-                if s.timestamp is not None or s.exemplar is not None or s.name != mname:
-                    return None  # _created, _gsum...: not a plain series of this family
+                if not self.plain(s, head[1]):
+                    return None
                 key = (s.name, tuple(s.labels.items()))
                 prefix = prefixes.get(key)
                 if prefix is None:
-                    prefix = prefixes[key] = _prefix(s.name, s.labels)
+                    prefix = prefixes[key] = self.prefix_of(s.name, s.labels)
                 append(f"{prefix}{_value(s.value)}\n")
+        append(self.closing)
         self._lines = _pruned(self._lines, series_families)
         return "".join(output).encode("utf-8")
 
 
-def _prefix(name: str, labels: dict[str, str]) -> str:
-    """``name{a="x",b="y"} `` exactly as generate_latest writes it (label names sorted)."""
-    escaped = escape_metric_name(name, UNDERSCORES)
-    if not labels:
-        return escaped + " "
-    pairs = ",".join(
+class TextEncoder(_Encoder):
+    """``generate_latest(registry)`` with the per-series text cached between scrapes."""
+
+    fallback = staticmethod(generate_latest)
+
+    def head(self, metric: Any) -> tuple[str, str] | None:
+        mtype = _PLAIN_TYPES.get(metric.type)
+        if mtype is None:
+            return None
+        mname = metric.name
+        if metric.type == "counter":
+            mname += "_total"
+        elif metric.type == "info":
+            mname += "_info"
+        key = (mname, mtype, metric.documentation)
+        head = self._heads.get(key)
+        if head is None:
+            name = escape_metric_name(mname, UNDERSCORES)
+            doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
+            head = self._heads[key] = f"# HELP {name} {doc}\n# TYPE {name} {mtype}\n"
+        return head, mname
+
+    @staticmethod
+    def plain(sample: Any, name: str) -> bool:
+        # not _created, _gsum...: only the plain series of this family
+        return sample.timestamp is None and sample.exemplar is None and sample.name == name
+
+    @staticmethod
+    def prefix_of(name: str, labels: dict[str, str]) -> str:
+        """``name{a="x",b="y"} `` exactly as generate_latest writes it (label names sorted)."""
+        escaped = escape_metric_name(name, UNDERSCORES)
+        if not labels:
+            return escaped + " "
+        return f"{escaped}{{{_pairs(labels)}}} "
+
+
+def _pairs(labels: dict[str, str]) -> str:
+    """``a="x",b="y"``: label names sorted, as both library encoders write them."""
+    return ",".join(
         f'{escape_label_name(k, UNDERSCORES)}="{_escape_value(v)}"'
         for k, v in sorted(labels.items())
     )
-    return f"{escaped}{{{pairs}}} "
 
 
 #: Per series (sample name, label values): its last value, line and ``name{labels} ``.
@@ -178,75 +203,46 @@ def _escape_value(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-class OpenMetricsEncoder:
+class OpenMetricsEncoder(_Encoder):
     """``openmetrics.generate_latest(registry)`` (escaping "underscores", version 1.0.0:
-    what Prometheus asks for first) with the per-series text cached between scrapes, as
-    :class:`TextEncoder`. Not thread-safe: the caller serialises."""
+    what Prometheus asks for first) with the per-series text cached between scrapes."""
 
-    def __init__(self) -> None:
-        self._prefix: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-        self._heads: dict[tuple[str, str, str, str], str] = {}
-        self._lines: _Lines = {}
+    closing = "# EOF\n"
 
-    def __call__(self, registry: Collector) -> bytes:
-        metrics = list(registry.collect())
-        out = self._encode(metrics)
-        if out is None:
-            return cast(bytes, om.generate_latest(_Fixed(metrics)))  # type: ignore[no-untyped-call]
-        return out
+    @staticmethod
+    def fallback(registry: Collector) -> bytes:
+        return cast(bytes, om.generate_latest(registry))  # type: ignore[no-untyped-call]
 
-    def _encode(self, metrics: Iterable[Any]) -> bytes | None:
-        if len(self._prefix) > MAX_CACHED:
-            self._prefix.clear()
-        series_families: list[Family] = []
-        prefixes = self._prefix
-        output: list[str] = []
-        append = output.append
-        for metric in metrics:
-            if metric.type not in _PLAIN_TYPES:
-                return None
-            head_key = (metric.name, metric.type, metric.documentation, metric.unit)
-            head = self._heads.get(head_key)
-            if head is None:
-                name = escape_metric_name(metric.name, UNDERSCORES)
-                doc = _escape_value(metric.documentation)
-                head = f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n"
-                if metric.unit:
-                    head += f"# UNIT {name} {metric.unit}\n"
-                self._heads[head_key] = head
-            append(head)
-            if type(metric) is Family:
-                _series(metric, self._lines, _om_prefix, output)
-                series_families.append(metric)
-                continue
-            for s in metric.samples:
-                if (
-                    s.timestamp is not None
-                    or s.exemplar is not None
-                    or s.native_histogram is not None
-                    or s.value is None
-                ):
-                    return None
-                key = (s.name, tuple(s.labels.items()))
-                prefix = prefixes.get(key)
-                if prefix is None:
-                    prefix = prefixes[key] = _om_prefix(s.name, s.labels)
-                append(f"{prefix}{_value(s.value)}\n")
-        append("# EOF\n")
-        self._lines = _pruned(self._lines, series_families)
-        return "".join(output).encode("utf-8")
+    @staticmethod
+    def prefix_of(name: str, labels: dict[str, str]) -> str:
+        """``name{a="x",b="y"} `` as openmetrics.generate_latest writes it."""
+        escaped = om._escape(name, UNDERSCORES, om._is_legacy_labelname_rune)
+        if not labels:
+            return f"{escaped} "
+        return f"{escaped}{{{_pairs(labels)}}} "
 
+    def head(self, metric: Any) -> tuple[str, str] | None:
+        if metric.type not in _PLAIN_TYPES:
+            return None
+        key = (metric.name, metric.type, metric.documentation, metric.unit)
+        head = self._heads.get(key)
+        if head is None:
+            name = escape_metric_name(metric.name, UNDERSCORES)
+            doc = _escape_value(metric.documentation)
+            head = f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n"
+            if metric.unit:
+                head += f"# UNIT {name} {metric.unit}\n"
+            self._heads[key] = head
+        return head, metric.name
 
-def _om_prefix(name: str, labels: dict[str, str]) -> str:
-    """``name{a="x",b="y"} `` as openmetrics.generate_latest writes it."""
-    escaped = om._escape(name, UNDERSCORES, om._is_legacy_labelname_rune)
-    if not labels:
-        return f"{escaped} "
-    pairs = ",".join(
-        f'{escape_label_name(k, UNDERSCORES)}="{_escape_value(v)}"'
-        for k, v in sorted(labels.items())
-    )
-    return f"{escaped}{{{pairs}}} "
+    @staticmethod
+    def plain(sample: Any, name: str) -> bool:
+        return (
+            sample.timestamp is None
+            and sample.exemplar is None
+            and sample.native_histogram is None
+            and sample.value is not None
+        )
 
 
 class _Fixed(Collector):

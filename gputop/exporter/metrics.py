@@ -34,8 +34,8 @@ from prometheus_client.samples import Sample
 
 from gputop import __version__
 from gputop.analysis.jobs import Job
-from gputop.analysis.verdict import KINDS, Verdict
-from gputop.model import CLOCK_EVENT_REASONS, GPU_METRICS, GpuMetric, GpuSample, Snapshot
+from gputop.analysis.verdict import KINDS
+from gputop.model import CLOCK_EVENT_REASONS, GPU_METRICS, GpuMetric, GpuSample, Snapshot, Verdict
 
 #: Default cap on the number of job series sets (``--max-jobs``).
 DEFAULT_MAX_JOBS = 20
@@ -241,8 +241,8 @@ class Family(Metric):
     for anything else (prometheus_client's own encoders, other formats, tests)
     :attr:`samples` gives exactly the samples the library's Gauge/Counter/InfoMetricFamily
     would hold after ``add_metric`` of the same series (made by those very classes, on
-    first use). Building ~400 library samples per scrape (a dict and a Sample each) was
-    a third of a scrape's CPU.
+    first use): building the library's samples (a dict and a Sample each) every scrape
+    was a large part of its cost.
     """
 
     def __init__(
@@ -273,14 +273,8 @@ class Family(Metric):
             for labels, _ in self.series:
                 info.add_metric(labels, {})
             return fam
-        if self.type == "counter":
-            fam = CounterMetricFamily(
-                self.name, self.documentation, labels=self.labelnames, unit=self.unit
-            )
-        else:
-            fam = GaugeMetricFamily(
-                self.name, self.documentation, labels=self.labelnames, unit=self.unit
-            )
+        cls = CounterMetricFamily if self.type == "counter" else GaugeMetricFamily
+        fam = cls(self.name, self.documentation, labels=self.labelnames, unit=self.unit)
         for labels, value in self.series:
             fam.add_metric(labels, value)
         return fam
@@ -305,11 +299,7 @@ def _family(name: str) -> Family:
     """The empty family of a :data:`METRICS` entry (its scrape name: ``_total``/``_info``
     off for the library's family name)."""
     d = _DEFS[name]
-    base = name
-    if d.type == "counter":
-        base = name.removesuffix("_total")
-    elif d.type == "info":
-        base = name.removesuffix("_info")
+    base = name.removesuffix(_SAMPLE_SUFFIX.get(d.type, ""))
     unit = "seconds" if d.type == "counter" and base.endswith("_seconds") else ""
     return Family(base, d.help, d.type, d.labels, unit)
 
@@ -416,10 +406,9 @@ def build(
         for name, value in _gpu_values(g):
             gauge(name).append((one, value))
         pcie = gauge("gputop_gpu_pcie_bytes_per_second")
-        if g.pcie.tx_bytes_per_s is not None:
-            pcie.append(((label, "tx"), float(g.pcie.tx_bytes_per_s)))
-        if g.pcie.rx_bytes_per_s is not None:
-            pcie.append(((label, "rx"), float(g.pcie.rx_bytes_per_s)))
+        for direction, rate in (("tx", g.pcie.tx_bytes_per_s), ("rx", g.pcie.rx_bytes_per_s)):
+            if rate is not None:
+                pcie.append(((label, direction), float(rate)))
         if g.clock_event_reasons is not None:
             active = g.clock_event_reasons
             reasons = gauge("gputop_gpu_clock_event_reason")
@@ -429,27 +418,13 @@ def build(
                 reasons.append(((label, reason), 1.0))
         for m in g.mig_devices:
             slot = str(m.index)
-            mig_info.series.append(
-                (
-                    (
-                        label,
-                        slot,
-                        m.uuid or "",
-                        m.profile or "",
-                        _text(m.gpu_instance_id),
-                        _text(m.compute_instance_id),
-                    ),
-                    1.0,
-                )
-            )
-            if m.memory.used is not None:
-                gauge("gputop_gpu_mig_memory_used_bytes").append(
-                    ((label, slot), float(m.memory.used))
-                )
-            if m.memory.total is not None:
-                gauge("gputop_gpu_mig_memory_total_bytes").append(
-                    ((label, slot), float(m.memory.total))
-                )
+            ids = (m.uuid or "", m.profile or "", _text(m.gpu_instance_id))
+            mig_info.series.append(((label, slot, *ids, _text(m.compute_instance_id)), 1.0))
+            for which, amount in (("used", m.memory.used), ("total", m.memory.total)):
+                if amount is not None:
+                    gauge(f"gputop_gpu_mig_memory_{which}_bytes").append(
+                        ((label, slot), float(amount))
+                    )
         verdict = gpu_verdicts.get(g.index)
         if verdict is not None:
             gauge("gputop_gpu_verdict").append(((label, verdict.kind, verdict.severity), 1.0))

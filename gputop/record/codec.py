@@ -48,7 +48,8 @@ from gputop.model import (
     type_hints,
 )
 
-#: zstandard level (bench/bench_record.py: about 35 ms a minute of the demo fleet).
+#: zstandard level: small files at a compression cost the recorder barely notices
+#: (bench/bench_record.py measures it).
 LEVEL = 15
 
 _LEN = "#"  # path element of a list's length
@@ -403,19 +404,19 @@ def snapshots_from_rows(dicts: list[dict[str, Any]]) -> list[Snapshot]:
     return out
 
 
-def compressor(dictionary: bytes | None = None) -> zstandard.ZstdCompressor:
+def _dict(dictionary: bytes | None) -> zstandard.ZstdCompressionDict | None:
     if dictionary is None:
-        return zstandard.ZstdCompressor(level=LEVEL)
-    d = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-    return zstandard.ZstdCompressor(level=LEVEL, dict_data=d)
+        return None
+    return zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+
+def compressor(dictionary: bytes | None = None) -> zstandard.ZstdCompressor:
+    return zstandard.ZstdCompressor(level=LEVEL, dict_data=_dict(dictionary))
 
 
 def decompress(data: bytes, dictionary: bytes | None = None) -> bytes:
     try:
-        if dictionary is None:
-            return zstandard.ZstdDecompressor().decompress(data)
-        d = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-        return zstandard.ZstdDecompressor(dict_data=d).decompress(data)
+        return zstandard.ZstdDecompressor(dict_data=_dict(dictionary)).decompress(data)
     except zstandard.ZstdError as exc:
         raise CodecError(f"unreadable compressed block: {exc}") from None
 
@@ -609,9 +610,7 @@ class _Direct:
         args = typing.get_args(tp)
         variadic = len(args) == 2 and args[1] is Ellipsis
         if node.length is None:
-            if node.children:
-                raise _Fallback
-            if node.own is None:
+            if node.children or node.own is None:
                 raise _Fallback
             return self._merge_own(node, [_MISSING] * n, False)
         lengths = self.columns[node.length]

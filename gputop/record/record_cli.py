@@ -11,7 +11,6 @@ import argparse
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,8 +26,7 @@ from gputop.record.store import (
     parse_duration,
     parse_size,
 )
-from gputop.sampler import Sampler
-from gputop.sources.base import Source
+from gputop.sampler import Sampler, make_source
 
 DEFAULT_RETAIN = "7d"
 DEFAULT_MAX_SIZE = "1G"
@@ -122,16 +120,7 @@ def main(argv: list[str]) -> int:
         print(f"gputop record: {exc}", file=sys.stderr)
         return 1
 
-    source: Source
-    if args.demo:
-        from gputop.sources.demo import DemoSource
-
-        source = DemoSource(0 if args.seed is None else args.seed, clock=time.time)
-    else:
-        from gputop.sources.live import LiveSource
-
-        source = LiveSource()
-
+    source = make_source(args.demo, args.seed)
     stop = threading.Event()
     failure: list[str] = []
 

@@ -16,12 +16,12 @@ line is trusted:
 Two readings of a line, for two costs:
 
 - :func:`summarize` (every line of every host, the fleet screen): only what a fleet row
-  shows, a :class:`HostReport`; about a tenth of a full parse;
+  shows, a :class:`HostReport`; much cheaper than a full parse;
 - :func:`to_snapshot` (only the host opened in the full dashboard): the whole
   :class:`~gputop.model.Snapshot`, checked field by field.
 
-Only the model is imported (the architecture rule for sources);
-verdicts travel as :class:`RemoteVerdict` (kind, label, severity, evidence, advice).
+Only the model is imported (the architecture rule for sources); a verdict is read back
+into the model's :class:`~gputop.model.Verdict`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.model import MAX_ITEMS, SCHEMA_VERSION, Snapshot, clean_text, decoder
+from gputop.model import MAX_ITEMS, SCHEMA_VERSION, Snapshot, Verdict, clean_text, decoder
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -38,13 +38,12 @@ __all__ = [
     "GpuCell",
     "HostReport",
     "LineError",
-    "RemoteVerdict",
     "parse_line",
     "summarize",
     "to_snapshot",
 ]
 
-#: A line above this many bytes is refused (16 GPUs x 64 processes is about 0.3 MB).
+#: A line above this many bytes is refused (far above what a real host writes).
 MAX_LINE_BYTES = 8 * 2**20
 
 
@@ -64,17 +63,6 @@ class FutureSchema(LineError):
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteVerdict:
-    """A verdict as the remote host judged it (``--json``'s ``verdict`` object)."""
-
-    kind: str
-    label: str
-    severity: str  # "ok" | "info" | "warn" | "bad" (anything else: "info")
-    evidence: str = ""
-    advice: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class GpuCell:
     """One GPU as a fleet row shows it."""
 
@@ -83,7 +71,7 @@ class GpuCell:
     mem_used: int | None  # bytes
     mem_total: int | None
     lost: bool
-    verdict: RemoteVerdict | None
+    verdict: Verdict | None  # as the remote host judged it
     users: tuple[str, ...] = ()  # owners of the GPU's processes, cleaned
 
     @property
@@ -155,14 +143,14 @@ def _list(value: Any) -> list[Any]:
     return value[:MAX_ITEMS] if isinstance(value, list) else []
 
 
-def _verdict(value: Any) -> RemoteVerdict | None:
+def _verdict(value: Any) -> Verdict | None:
     if not isinstance(value, dict):
         return None
     kind = _text(value.get("kind"), 64)
     if not kind:
         return None
     severity = _text(value.get("severity"), 16) or "info"
-    return RemoteVerdict(
+    return Verdict(
         kind=kind,
         label=_text(value.get("label"), 128) or kind,
         severity=severity if severity in _SEVERITIES else "info",

@@ -397,14 +397,11 @@ class StreamSet:
         proc.stdout.close()
         proc.stderr.close()
         proc.stdout = proc.stderr = None
-        os.set_blocking(out, False)
-        os.set_blocking(err, False)
-        conn = _Conn(proc, out, err)
-        self._conns[name] = conn
-        self._by_fd[out] = (name, conn)
-        self._by_fd[err] = (name, conn)
-        self._sel.register(out, selectors.EVENT_READ, name)
-        self._sel.register(err, selectors.EVENT_READ, name)
+        conn = self._conns[name] = _Conn(proc, out, err)
+        for fd in (out, err):
+            os.set_blocking(fd, False)
+            self._by_fd[fd] = (name, conn)
+            self._sel.register(fd, selectors.EVENT_READ, name)
         self._set(
             name,
             connected=True,

@@ -30,9 +30,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Verdict
 from gputop.diagnosis import Diagnosis
-from gputop.model import Snapshot
+from gputop.model import Snapshot, Verdict
 from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
 from gputop.ui import views

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from gputop.analysis import verdict as vd
 from gputop.cells import cell_width, fit
-from gputop.sources.remote import GpuCell, RemoteVerdict
+from gputop.model import Verdict
+from gputop.sources.remote import GpuCell
 from gputop.sources.streams import HostView, status
 from gputop.ui.views import (
     POWER_CAP_WORD,
@@ -83,7 +84,7 @@ def group(cell: GpuCell) -> str:
     return "no verdict"  # warming up, unknown
 
 
-def word(v: RemoteVerdict | None) -> tuple[str, str]:
+def word(v: Verdict | None) -> tuple[str, str]:
     """(verdict word, role) for a cell."""
     if v is None:
         return "n/a", "dim"

@@ -12,7 +12,14 @@ from gputop import fmt
 from gputop.analysis import kinds
 from gputop.analysis import verdict as vd
 from gputop.cells import cell_width, fit
-from gputop.model import CLOCK_EVENT_WORDS, GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot
+from gputop.model import (
+    CLOCK_EVENT_WORDS,
+    GPU_METRIC,
+    LABELLED_METRICS,
+    GpuSample,
+    Snapshot,
+    Verdict,
+)
 from gputop.ui.parts import (
     Part,
     Parts,
@@ -139,7 +146,7 @@ class VerdictMark:
 JUDGING_MARK = VerdictMark("judging", "judging", "judging from the recording…", "dim")
 
 
-def verdict_mark(verdict: vd.Verdict) -> VerdictMark:
+def verdict_mark(verdict: Verdict) -> VerdictMark:
     word = VERDICT_WORDS.get(verdict.kind, verdict.kind[:VERDICT_WIDTH])
     label = verdict.label
     if verdict.kind == vd.THROTTLED and verdict.severity == "info":
@@ -147,7 +154,7 @@ def verdict_mark(verdict: vd.Verdict) -> VerdictMark:
     return VerdictMark(verdict.kind, word, label, SEVERITY_ROLES.get(verdict.severity, ""))
 
 
-def verdict_parts(verdict: vd.Verdict) -> tuple[Parts, Parts, Parts]:
+def verdict_parts(verdict: Verdict) -> tuple[Parts, Parts, Parts]:
     """A verdict in full, as three lines: "verdict: label (severity)  also: ...",
     "evidence: ...", "advice: ..." (the jobs panel and the detail screen)."""
     mark = verdict_mark(verdict)

@@ -27,8 +27,8 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from gputop import fmt
-from gputop.analysis.verdict import LABELS, Verdict
-from gputop.model import GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot
+from gputop.analysis.verdict import LABELS
+from gputop.model import GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot, Verdict
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
 from gputop.ui.views import Parts, verdict_parts

@@ -28,10 +28,9 @@ from textual.widgets.tree import TreeNode
 
 from gputop import fmt
 from gputop.analysis.jobs import Job, process_index
-from gputop.analysis.verdict import Verdict
 from gputop.cells import fit
 from gputop.diagnosis import Diagnosis
-from gputop.model import GpuProcess, ProcessInfo, Snapshot
+from gputop.model import GpuProcess, ProcessInfo, Snapshot, Verdict
 from gputop.ui.roles import rich_styles
 from gputop.ui.views import INVISIBLE, Column, Part, Parts, safe, verdict_mark, verdict_parts
 
