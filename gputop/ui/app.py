@@ -166,6 +166,8 @@ class GpuTopApp(App[int]):
     TITLE = "gputop"
     AUTO_FOCUS = "#procs"
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
+    #: Why no process is ever signalled from this app (said by the kill key); None: it may.
+    KILL_REFUSED: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -731,6 +733,9 @@ class GpuTopApp(App[int]):
         from gputop.actions import KillTarget
         from gputop.ui.screens.kill import KillScreen
 
+        if self.KILL_REFUSED is not None:
+            self.notify(self.KILL_REFUSED, severity="warning", timeout=6)
+            return
         table = self.table
         rows = [table.rows_by_key[k] for k in sorted(self.tagged) if k in table.rows_by_key]
         if not rows:

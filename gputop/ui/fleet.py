@@ -252,6 +252,10 @@ class FleetApp(GpuTopApp):
     """The dashboard, read-only, with the fleet screen on top."""
 
     TITLE = "gputop fleet"
+    KILL_REFUSED = (
+        "read-only: processes on a remote host are never signalled from the fleet "
+        "(ssh there and use gputop)"
+    )
 
     def __init__(
         self,
@@ -421,14 +425,6 @@ class FleetApp(GpuTopApp):
         if self.screen is not self.fleet_screen:
             self.push_screen("fleet")
         self.fleet_screen.redraw()
-
-    def action_kill(self) -> None:
-        self.notify(
-            "read-only: processes on a remote host are never signalled from the fleet "
-            "(ssh there and use gputop)",
-            severity="warning",
-            timeout=5,
-        )
 
     def action_interval(self, step: int) -> None:
         self.notify("the fleet's interval is set with --interval", timeout=3)

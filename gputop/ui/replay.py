@@ -116,6 +116,10 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
     only: none of the live dashboard's, Textual's own neither but ctrl+c)."""
 
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
+    KILL_REFUSED = (
+        "a replay shows processes of the past: their pids may belong to anyone now, "
+        "so nothing can be signalled from here"
+    )
 
     def __init__(self, player: rp.Player | Sampler, **kwargs: Any) -> None:
         # The player offers what the dashboard uses of a Sampler (see gputop.record.player).
@@ -248,14 +252,6 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             self.player.goto(t)
 
         self.push_screen(GoToScreen(), done)
-
-    def action_kill(self) -> None:
-        self.notify(
-            "a replay shows processes of the past: their pids may belong to anyone now, "
-            "so nothing can be signalled from here",
-            severity="warning",
-            timeout=6,
-        )
 
     def action_tag(self) -> None:
         pass
