@@ -857,14 +857,8 @@ def run_app(
     ``app_class``: a subclass of GpuTopApp to run instead (the replay's).
     ``record_status``: ``--record``'s failure, if any (shown in the header).
     ``subscribers``: more takers of the app's frames, on the sampler's thread (the
-    recorder).
-
-    ``watchdog`` (the CLI sets it): once shutdown begins, the process is ended with the
-    exit status if it is still there after the grace period (gputop.ui.terminal).
-
-    ``thresholds`` (default: the defaults) and ``window`` (seconds; overrides the
-    thresholds' WINDOW_SECONDS) are what the verdicts judge with. ``theme``: a Textual
-    theme name (an unknown one is said in a notification; the default theme stays).
+    recorder). ``watchdog`` (the CLI sets it): see :func:`run_in_terminal`.
+    ``window`` (seconds) overrides the thresholds' WINDOW_SECONDS.
     """
     app = (app_class or GpuTopApp)(
         sampler,
