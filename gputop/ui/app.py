@@ -14,7 +14,6 @@ is too small: the newest snapshot is kept and drawn when that ends.
 from __future__ import annotations
 
 import signal
-import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -109,8 +108,8 @@ _HELP_EXTRA: tuple[tuple[str, str], ...] = (
 )
 
 
-def _bindings() -> list[BindingType]:
-    out: list[BindingType] = [
+def key_bindings(keys: Iterable[Key]) -> list[BindingType]:
+    return [
         Binding(
             k.keys,
             k.action,
@@ -119,8 +118,12 @@ def _bindings() -> list[BindingType]:
             key_display=k.display,
             priority=k.priority,
         )
-        for k in KEYS
+        for k in keys
     ]
+
+
+def _bindings() -> list[BindingType]:
+    out = key_bindings(KEYS)
     for n in range(10):
         out.append(
             Binding(
@@ -162,6 +165,8 @@ class GpuTopApp(App[int]):
     TITLE = "gputop"
     AUTO_FOCUS = "#procs"
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
+    #: Why no process is ever signalled from this app (said by the kill key); None: it may.
+    KILL_REFUSED: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -171,7 +176,6 @@ class GpuTopApp(App[int]):
         gpu_filter: Collection[int] | Sequence[str] | None = None,
         readonly: bool = False,
         verdicts: Mapping[int, str] | None = None,
-        clock: Callable[[], float] = time.perf_counter,
         thresholds: Thresholds | None = None,
         window: float | None = None,
         theme: str | None = None,
@@ -232,8 +236,6 @@ class GpuTopApp(App[int]):
         self.history: tuple[Snapshot, ...] = ()
         self.pending = False  # a snapshot arrived but was not drawn
         self.frames = 0  # snapshots drawn
-        self.frame_seconds: list[float] = []  # apply_snapshot cost of each drawn frame
-        self._clock = clock
         self._size: Size | None = None
         self._notes: tuple[views.Parts, ...] = ()
         if gpu_filter is not None and all(isinstance(g, int) for g in gpu_filter):
@@ -407,11 +409,7 @@ class GpuTopApp(App[int]):
         if self.paused or self.too_small or top is not self._main_screen:
             self.pending = True
             return False
-        start = self._clock()
         self._render()
-        self.frame_seconds.append(self._clock() - start)
-        if len(self.frame_seconds) > 1000:
-            del self.frame_seconds[:500]
         self.frames += 1
         return True
 
@@ -504,21 +502,25 @@ class GpuTopApp(App[int]):
         box.update(to_content(notes))
         box.display = bool(notes)
 
-    def _render_header(self) -> None:
+    def header_parts(self, *, paused: bool, stale: bool, error: str | None) -> views.Parts:
+        """The header line of the snapshot shown, with what the keys chose."""
         all_gpus = self.shown_gpus is None or (
             self.snapshot is not None
             and self.shown_gpus == frozenset(g.index for g in self.snapshot.gpus)
         )
-        parts = views.header_parts(
+        return views.header_parts(
             self.snapshot,
             interval=self.interval,
-            paused=self.paused,
-            stale=self.stale,
+            paused=paused,
+            stale=stale,
             gpu_filter=None if all_gpus else self.shown_gpus,
             text_filter=self.text_filter,
             compact=self.compact,
-            error=self.sample_error,
+            error=error,
         )
+
+    def _render_header(self) -> None:
+        parts = self.header_parts(paused=self.paused, stale=self.stale, error=self.sample_error)
         if self.record_error:
             parts += (("  ", ""), (f"! not recording: {self.record_error}", "error-strong"))
         self.header.show(parts)
@@ -730,6 +732,9 @@ class GpuTopApp(App[int]):
         from gputop.actions import KillTarget
         from gputop.ui.screens.kill import KillScreen
 
+        if self.KILL_REFUSED is not None:
+            self.notify(self.KILL_REFUSED, severity="warning", timeout=6)
+            return
         table = self.table
         rows = [table.rows_by_key[k] for k in sorted(self.tagged) if k in table.rows_by_key]
         if not rows:
@@ -789,13 +794,15 @@ class GpuTopApp(App[int]):
             return False  # "/" typed in the box is a character of the filter
         return self.screen is self._main_screen
 
+    def palette_keys(self) -> Iterable[Key]:
+        """The keys the command palette offers on the main screen."""
+        return (k for k in KEYS if k.action not in ("quit", "clear_filter"))
+
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         if screen is not self._main_screen:
             return
-        for k in KEYS:
-            if k.action in ("quit", "clear_filter"):
-                continue
+        for k in self.palette_keys():
             yield SystemCommand(
                 f"{k.description} ({k.display})",
                 f"same as pressing {k.display}",
@@ -849,14 +856,8 @@ def run_app(
     ``app_class``: a subclass of GpuTopApp to run instead (the replay's).
     ``record_status``: ``--record``'s failure, if any (shown in the header).
     ``subscribers``: more takers of the app's frames, on the sampler's thread (the
-    recorder).
-
-    ``watchdog`` (the CLI sets it): once shutdown begins, the process is ended with the
-    exit status if it is still there after the grace period (gputop.ui.terminal).
-
-    ``thresholds`` (default: the defaults) and ``window`` (seconds; overrides the
-    thresholds' WINDOW_SECONDS) are what the verdicts judge with. ``theme``: a Textual
-    theme name (an unknown one is said in a notification; the default theme stays).
+    recorder). ``watchdog`` (the CLI sets it): see :func:`run_in_terminal`.
+    ``window`` (seconds) overrides the thresholds' WINDOW_SECONDS.
     """
     app = (app_class or GpuTopApp)(
         sampler,
@@ -866,20 +867,39 @@ def run_app(
         window=window,
         theme=theme,
     )
-    app.handle_signals = True
     app.record_status = record_status
     app.feed.subscribers.extend(subscribers)
+
+    def cleanup() -> None:
+        sampler.on_snapshot = None  # the sampler may tick once more: not into a dead app
+        if watchdog:
+            app.ending.finished()
+
+    return run_in_terminal(
+        app, watchdog=watchdog, on_timeout=lambda: sampler.stop(timeout=0.1), cleanup=cleanup
+    )
+
+
+def run_in_terminal(
+    app: GpuTopApp,
+    *,
+    watchdog: bool,
+    on_timeout: Callable[[], None],
+    cleanup: Callable[[], None],
+) -> int:
+    """Run ``app`` owning the terminal, the signals handled; ``on_timeout``: what the
+    watchdog does before it ends a process that hangs on its way out; ``cleanup`` runs
+    once the app returned, however it ended. Returns the exit status."""
+    app.handle_signals = True
     app.driver_class = GpuTopDriver
     app.ending.watchdog = watchdog
-    app.ending.on_timeout.append(lambda: sampler.stop(timeout=0.1))
+    app.ending.on_timeout.append(on_timeout)
     try:
         with owning_terminal():
             app.run()
     finally:
+        cleanup()
         app.restore_signal_handlers()
-        sampler.on_snapshot = None  # the sampler may tick once more: not into a dead app
-        if watchdog:
-            app.ending.finished()
     if app.return_code is not None:
         return app.return_code
     return app.ending.status or 0

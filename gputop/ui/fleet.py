@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual import events
 from textual.app import ComposeResult
@@ -34,10 +34,9 @@ from gputop.sources.remote import LineError, summarize, to_snapshot
 from gputop.sources.streams import FleetSource, HostView, status
 from gputop.ui import fleet_views as fv
 from gputop.ui import views
-from gputop.ui.app import GpuTopApp
+from gputop.ui.app import GpuTopApp, run_in_terminal
 from gputop.ui.header import HeaderLine
 from gputop.ui.lines import PartsLines
-from gputop.ui.terminal import GpuTopDriver, owning_terminal
 from gputop.ui.views import Parts, VerdictMark
 
 #: Snapshots of the open host kept for its dashboard (its histories and verdicts).
@@ -253,6 +252,10 @@ class FleetApp(GpuTopApp):
     """The dashboard, read-only, with the fleet screen on top."""
 
     TITLE = "gputop fleet"
+    KILL_REFUSED = (
+        "read-only: processes on a remote host are never signalled from the fleet "
+        "(ssh there and use gputop)"
+    )
 
     def __init__(
         self,
@@ -275,7 +278,6 @@ class FleetApp(GpuTopApp):
         self.host: str | None = None  # the host open in the dashboard
         self._host_seq = 0
         self._host_history: deque[Snapshot] = deque(maxlen=HOST_HISTORY)
-        self.fleet_frames = 0
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -299,7 +301,6 @@ class FleetApp(GpuTopApp):
             return
         if self.screen is self.fleet_screen:
             self.fleet_screen.redraw()
-            self.fleet_frames += 1
         if self.host is not None:
             self._feed_host()
 
@@ -425,19 +426,8 @@ class FleetApp(GpuTopApp):
             self.push_screen("fleet")
         self.fleet_screen.redraw()
 
-    def action_kill(self) -> None:
-        self.notify(
-            "read-only: processes on a remote host are never signalled from the fleet "
-            "(ssh there and use gputop)",
-            severity="warning",
-            timeout=5,
-        )
-
     def action_interval(self, step: int) -> None:
         self.notify("the fleet's interval is set with --interval", timeout=3)
-
-    def action_pause(self) -> None:
-        super().action_pause()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.screen_stack and self.screen is self.fleet_screen and action == "pause":
@@ -445,9 +435,6 @@ class FleetApp(GpuTopApp):
         if action in ("kill", "tag") and self.host is not None:
             return True  # said by action_kill; tag is harmless
         return super().check_action(action, parameters)
-
-    def get_system_commands(self, screen: Screen[Any]) -> Any:
-        yield from super().get_system_commands(screen)
 
 
 def run_fleet(
@@ -461,22 +448,16 @@ def run_fleet(
     """Run the fleet screen until the user quits; every stream is closed after it.
     ``watchdog``: as for :func:`gputop.ui.app.run_app` (the CLI sets it)."""
     app = FleetApp(streams, via=via, thresholds=thresholds, theme=theme)
-    app.handle_signals = True
-    app.driver_class = GpuTopDriver
-    app.ending.watchdog = watchdog
-    # Should the app hang on its way out, the watchdog ends the process: the ssh
-    # processes are ended first (their groups are killed), never left behind.
-    app.ending.on_timeout.append(lambda: streams.close(timeout=0.5))
-    try:
-        with owning_terminal():
-            app.run()
-    finally:
+
+    def cleanup() -> None:
         streams.on_change = None
         streams.close()
-        app.restore_signal_handlers()
-    if app.return_code is not None:
-        return app.return_code
-    return app.ending.status or 0
+
+    # Should the app hang on its way out, the watchdog ends the process: the ssh
+    # processes are ended first (their groups are killed), never left behind.
+    return run_in_terminal(
+        app, watchdog=watchdog, on_timeout=lambda: streams.close(timeout=0.5), cleanup=cleanup
+    )
 
 
 def shown_names(app: FleetApp) -> Sequence[str]:

@@ -44,6 +44,7 @@ BUSY = frozenset({vd.GPU_BOUND, vd.MODERATE, vd.THROTTLED, vd.LINK_DEGRADED, vd.
 STARVED = frozenset({vd.TRANSFER_PCIE, vd.INPUT_DISK, vd.INPUT_CPU, vd.INPUT_MAIN, vd.UNDERUSED})
 GROUPS = ("busy", "starved", "idle-holding", "idle", "lost", "no verdict")
 
+#: Host states, in the summary's order, and their roles.
 _STATE_ROLES = {
     "live": "ok",
     "stale": "warn",
@@ -53,16 +54,10 @@ _STATE_ROLES = {
     "schema": "error",
     "bad-data": "error",
 }
+#: The states of a host that has nothing to show but why.
+_PROBLEM_STATES = frozenset(s for s, role in _STATE_ROLES.items() if role == "error")
 #: Host states from worst to best (the "worst verdict" sort puts the worst first).
-_STATE_RANK = {
-    "unreachable": 0,
-    "no-gputop": 0,
-    "schema": 0,
-    "bad-data": 0,
-    "stale": 1,
-    "connecting": 2,
-    "live": 3,
-}
+_STATE_RANK = {**dict.fromkeys(_PROBLEM_STATES, 0), "stale": 1, "connecting": 2, "live": 3}
 _SEVERITY_RANK = {"bad": 0, "warn": 1, "info": 2, "ok": 3}
 
 
@@ -196,7 +191,7 @@ def summary_parts(items: Sequence[Row]) -> Parts:
     for r in items:
         states[r.state] = states.get(r.state, 0) + 1
     parts += [("  │ hosts ", "label"), (str(len(items)), "title"), (":", "label")]
-    for state in ("live", "stale", "connecting", "unreachable", "no-gputop", "schema", "bad-data"):
+    for state in _STATE_ROLES:
         if states.get(state):
             parts += [(f" {state} ", "label"), (str(states[state]), _STATE_ROLES[state])]
     return tuple(parts)
@@ -230,7 +225,7 @@ def host_lines(row: Row, width: int, selected: bool = False) -> list[Parts]:
     gpus = row.gpus
     count = str(len(gpus)) if row.view.report is not None else "-"
     # What fills the cell area: the GPU cells, or why there are none.
-    problem = row.state in ("unreachable", "no-gputop", "schema", "bad-data") or not gpus
+    problem = row.state in _PROBLEM_STATES or not gpus
     body: list[Parts] = []
     if problem:
         if row.detail:
@@ -243,7 +238,7 @@ def host_lines(row: Row, width: int, selected: bool = False) -> list[Parts]:
             text = "no GPUs"
         else:
             text = ""
-        role = "error" if row.state in ("unreachable", "no-gputop", "schema", "bad-data") else "dim"
+        role = "error" if row.state in _PROBLEM_STATES else "dim"
         body = [((" " + text, role),)]
     else:
         dim = row.state != "live"

@@ -51,11 +51,6 @@ def _snapshot_points(snap: Snapshot) -> dict[int, Point]:
     return points
 
 
-def _line_cells(parts: Parts) -> int:
-    """Terminal cells of a line of parts."""
-    return sum(cell_width(text) for text, _ in parts)
-
-
 class GpuBlock:
     """What one GPU shows: its text lines and its history series (not a widget: every
     GPU is drawn by the panel's one ``GpuLines``)."""
@@ -187,10 +182,8 @@ class GpuPanel(VerticalScroll):
             )
             for g in gpus
         ]
-        text_width = (
-            max(_line_cells(v.lines[0]) for v in views if not v.lost)
-            if any(not v.lost for v in views)
-            else 40
+        text_width = max(
+            (sum(cell_width(t) for t, _ in v.lines[0]) for v in views if not v.lost), default=40
         )
         hist_width = max(1, width - text_width - (0 if compact else HISTORY_LABEL_WIDTH) - 2)
         series: list[tuple[Series, ...]] = []

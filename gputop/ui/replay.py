@@ -23,10 +23,10 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from gputop.analysis.thresholds import Thresholds
@@ -34,7 +34,7 @@ from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
 from gputop.pipeline import Frame
 from gputop.ui import views
-from gputop.ui.app import FrameArrived, GpuTopApp, Key, help_legend, palette_action
+from gputop.ui.app import FrameArrived, GpuTopApp, Key, help_legend, key_bindings
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
@@ -77,10 +77,7 @@ _HELP: dict[str, str] = {
 
 
 def _bindings() -> list[BindingType]:
-    out: list[BindingType] = [
-        Binding(k.keys, k.action, k.description, show=k.show, key_display=k.display)
-        for k in REPLAY_KEYS
-    ]
+    out = key_bindings(REPLAY_KEYS)
     for n in range(10):
         out.append(Binding(str(n), f"gpu({n})", f"Show GPU {n}", show=False))
     out.append(Binding("ctrl+c", "quit", "Quit", show=False, priority=True))
@@ -119,6 +116,10 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
     only: none of the live dashboard's, Textual's own neither but ctrl+c)."""
 
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
+    KILL_REFUSED = (
+        "a replay shows processes of the past: their pids may belong to anyone now, "
+        "so nothing can be signalled from here"
+    )
 
     def __init__(self, player: rp.Player | Sampler, **kwargs: Any) -> None:
         # The player offers what the dashboard uses of a Sampler (see gputop.record.player).
@@ -187,21 +188,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         """The live header with its mode ("live", "DEMO") replaced by REPLAY, the
         recorded time of the snapshot shown, the speed and play state."""
         snap = self.snapshot
-        all_gpus = self.shown_gpus is None or (
-            snap is not None and self.shown_gpus == frozenset(g.index for g in snap.gpus)
-        )
-        parts = list(
-            views.header_parts(
-                snap,
-                interval=self.interval,
-                paused=False,
-                stale=False,
-                gpu_filter=None if all_gpus else self.shown_gpus,
-                text_filter=self.text_filter,
-                compact=self.compact,
-                error=self.player.last_error,
-            )
-        )
+        parts = list(self.header_parts(paused=False, stale=False, error=self.player.last_error))
         if snap is None:
             return tuple(parts)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.time))
@@ -266,14 +253,6 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
 
         self.push_screen(GoToScreen(), done)
 
-    def action_kill(self) -> None:
-        self.notify(
-            "a replay shows processes of the past: their pids may belong to anyone now, "
-            "so nothing can be signalled from here",
-            severity="warning",
-            timeout=6,
-        )
-
     def action_tag(self) -> None:
         pass
 
@@ -282,18 +261,9 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
 
         self.push_screen(HelpScreen(replay_help(), help_legend()), self._back_on_main)
 
-    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from App.get_system_commands(self, screen)  # themes, screenshot... not our keys
-        if screen is not self._main_screen:
-            return
-        for k in REPLAY_KEYS:
-            if k.action in ("quit", "clear_filter") or not k.show:
-                continue
-            yield SystemCommand(
-                f"{k.description} ({k.display})",
-                f"same as pressing {k.display}",
-                palette_action(self, k.action),
-            )
+    def palette_keys(self) -> Iterable[Key]:
+        """The footer's keys only (besides Textual's own: themes, screenshot...)."""
+        return (k for k in REPLAY_KEYS if k.show and k.action != "quit")
 
 
 def replay_help() -> list[tuple[str, str]]:

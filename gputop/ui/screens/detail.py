@@ -130,8 +130,8 @@ def rate_unit(peak: float) -> tuple[str, float]:
     return _RATE_UNITS[-1]
 
 
-def _max(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
+def _peak(*series: Sequence[Point]) -> float | None:
+    known = [y for points in series for _, y in points if y is not None]
     return max(known) if known else None
 
 
@@ -183,7 +183,7 @@ class HistoryPlot(PlotextPlot):
     }
     """
 
-    _last_draw: tuple[Any, ...] | None = None
+    _last_draw: tuple[str, tuple[Series, ...], dict[str, Any]] | None = None
     _drawn_columns = 0
 
     def _columns(self) -> int:
@@ -192,17 +192,8 @@ class HistoryPlot(PlotextPlot):
 
     def on_resize(self) -> None:
         if self._last_draw is not None and self._columns() != self._drawn_columns:
-            title, series, span, ymax, ylabel, scale, yticks, after = self._last_draw
-            self.draw(
-                title,
-                series,
-                span=span,
-                ymax=ymax,
-                ylabel=ylabel,
-                scale=scale,
-                yticks=yticks,
-                after=after,
-            )
+            title, series, options = self._last_draw
+            self.draw(title, series, **options)
 
     def draw(
         self,
@@ -218,7 +209,8 @@ class HistoryPlot(PlotextPlot):
     ) -> None:
         """``span`` seconds up to the newest sample (x = 0); ``after`` (a replay): also
         that many seconds after it, with x = 0 (the cursor) marked by a vertical line."""
-        self._last_draw = (title, tuple(series), span, ymax, ylabel, scale, yticks, after)
+        options = dict(span=span, ymax=ymax, ylabel=ylabel, scale=scale, yticks=yticks, after=after)
+        self._last_draw = (title, tuple(series), options)
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
@@ -365,13 +357,11 @@ class DetailScreen(Screen[None]):
         n = len(self.history)
         after = self._after_span()
         if after is None:
-            text.append(f"  · last {self._span():.0f} s, {n} sample{'s' if n != 1 else ''}")
+            shown = f"last {self._span():.0f} s"
         else:
             n += len(self.after)
-            text.append(
-                f"  · {self._span():.0f} s before the cursor and {after:.0f} s after, "
-                f"{n} sample{'s' if n != 1 else ''}"
-            )
+            shown = f"{self._span():.0f} s before the cursor and {after:.0f} s after"
+        text.append(f"  · {shown}, {n} sample{'s' if n != 1 else ''}")
         text.append("  · Esc back", style="dim")
         return text
 
@@ -414,55 +404,31 @@ class DetailScreen(Screen[None]):
             judging = self._judging() if self._judging is not None else None
             styles = rich_styles(self.app.theme_variables)
             box.update(to_text(verdict_lines(verdict, log, i, judging), styles))
-        span = self._span()
-        after = self._after_span()
+
+        def chart(name: str, title: str, series: list[Series], **options: Any) -> None:
+            self.query_one(f"#plot-{name}", HistoryPlot).draw(
+                title, series, span=self._span(), after=self._after_span(), **options
+            )
 
         timeline = gpu_timeline(h, i, self.after)
         util = _series(timeline, lambda g: g.utilization.gpu)
-        self.query_one("#plot-util", HistoryPlot).draw(
-            "GPU utilization %",
-            [Series("gpu", 10, util)],
-            span=span,
-            ymax=100,
-            ylabel="%",
-            yticks=PERCENT_TICKS,
-            after=after,
-        )
-
         mem = _series(timeline, lambda g: fmt.ratio_percent(g.memory.used, g.memory.total))
-        self.query_one("#plot-mem", HistoryPlot).draw(
-            "memory used %",
-            [Series("mem", 14, mem)],
-            span=span,
-            ymax=100,
-            ylabel="%",
-            yticks=PERCENT_TICKS,
-            after=after,
-        )
+        for name, title, line in (
+            ("util", "GPU utilization %", Series("gpu", 10, util)),
+            ("mem", "memory used %", Series("mem", 14, mem)),
+        ):
+            chart(name, title, [line], ymax=100, ylabel="%", yticks=PERCENT_TICKS)
 
         tx = _series(timeline, lambda g: g.pcie.tx_bytes_per_s)
         rx = _series(timeline, lambda g: g.pcie.rx_bytes_per_s)
-        link = _max([p[1] for p in _series(timeline, lambda g: g.pcie.link_max_bytes_per_s)])
-        peak = max(_max([p[1] for p in tx + rx]) or 0.0, link or 0.0) or 1024.0**3
+        link = _peak(_series(timeline, lambda g: g.pcie.link_max_bytes_per_s))
+        peak = max(_peak(tx, rx) or 0.0, link or 0.0) or 1024.0**3
         unit, scale = rate_unit(peak)
-        self.query_one("#plot-pcie", HistoryPlot).draw(
-            "PCIe throughput",
-            [Series("TX to host", 13, tx), Series("RX to GPU", 12, rx)],
-            span=span,
-            ymax=peak / scale,
-            ylabel=unit,
-            scale=scale,
-            after=after,
-        )
+        pcie = [Series("TX to host", 13, tx), Series("RX to GPU", 12, rx)]
+        chart("pcie", "PCIe throughput", pcie, ymax=peak / scale, ylabel=unit, scale=scale)
 
         power = _series(timeline, lambda g: g.power_w)
-        limit = _max([p[1] for p in _series(timeline, lambda g: g.power_limit_w)])
-        top = max(limit or 0.0, _max([p[1] for p in power]) or 0.0) or 100.0
-        self.query_one("#plot-power", HistoryPlot).draw(
-            "power (W)" + (f", limit {limit:.0f} W" if limit else ""),
-            [Series("power", 11, power)],
-            span=span,
-            ymax=top,
-            ylabel="W",
-            after=after,
-        )
+        limit = _peak(_series(timeline, lambda g: g.power_limit_w))
+        top = max(limit or 0.0, _peak(power) or 0.0) or 100.0
+        title = "power (W)" + (f", limit {limit:.0f} W" if limit else "")
+        chart("power", title, [Series("power", 11, power)], ymax=top, ylabel="W")
