@@ -4,6 +4,7 @@ restructuring (``tests/json_golden.py`` says how they are made)."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,11 @@ def utc() -> Iterator[None]:
     time.tzset()
 
 
+#: What the P-state (added after the restructuring, on purpose) put into the documents:
+#: one JSON key per GPU and one word on the --once clock line.
+PSTATE = re.compile(r'^ *"performance_state": (?:\d+|null),\n|  Perf (?:P\d+|n/a)', re.M)
+
+
 def test_documents_are_byte_identical_to_the_recorded_ones(tmp_path: Path, utc: None) -> None:
     docs = json_golden.documents(tmp_path)
     assert sorted(docs) == sorted(p.stem for p in json_golden.HERE.glob("*.json"))
@@ -33,3 +39,16 @@ def test_documents_are_byte_identical_to_the_recorded_ones(tmp_path: Path, utc: 
         want = (json_golden.HERE / f"{name}.json").read_text()
         got = "\n".join(texts) + "\n"
         assert got == want, f"{name}: the document differs from the recorded one"
+
+
+def test_without_the_pstate_they_are_the_documents_of_before_the_restructuring(
+    tmp_path: Path, utc: None
+) -> None:
+    """``json_golden/before/`` holds the documents as the code gave them before the
+    restructuring began (6fada32); the only difference since is the P-state."""
+    docs = json_golden.documents(tmp_path)
+    for name, texts in docs.items():
+        before = (json_golden.HERE / "before" / f"{name}.json").read_text()
+        got = "\n".join(texts) + "\n"
+        assert PSTATE.search(got), name  # the P-state is there ...
+        assert PSTATE.sub("", got) == before, f"{name}: differs from before the restructuring"
