@@ -53,6 +53,7 @@ from gputop.model import (
 )
 from gputop.pcie import link_max_bytes_per_s
 from gputop.sources.bounds import check_gpus
+from gputop.sources.procfs import pid_max
 
 __all__ = [
     "CLOCK_EVENT_REASONS",
@@ -86,7 +87,6 @@ _SHARED_PARTS = (
 _NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
 #: Where the NVIDIA device nodes live; a GPU process holds one of them open.
 DEVICE_PREFIX = "/dev/nvidia"
-_PID_MAX_FALLBACK = 4_194_304  # 2**22, the largest pid_max Linux allows
 _KIB = 1024
 
 # nvmlReturn_t values (nvml.h); pynvml exposes the same numbers.
@@ -296,14 +296,6 @@ def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.St
     return [array[i] for i in range(count.value)]
 
 
-def read_pid_max() -> int:
-    try:
-        with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return _PID_MAX_FALLBACK
-
-
 class PidCheck:
     """Is a pid NVML listed a process that holds an NVIDIA device open?
 
@@ -469,7 +461,7 @@ class NvmlReader:
         self._nv: Any = None
         self.caps: Capabilities | None = None
         self._pid_check = pid_check if pid_check is not None else PidCheck()
-        self._pid_max = read_pid_max()
+        self._pid_max = pid_max()
         self._initialized = False
         self._closed = False
         self._count: int | None = None
