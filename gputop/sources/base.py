@@ -19,23 +19,19 @@ class Source(Protocol):
     #: "nvml", "host-only", "demo", "replay": shown in the header.
     kind: str
 
-    # ``can_signal`` (optional attribute): True only for a source whose pids are live
-    # processes of this machine, checked right before a signal (``LiveSource``). A source
-    # without the attribute (demo, replay, a remote host) offers no signal at all: read it
-    # with ``can_signal(source)``, never ``source.can_signal``.
+    # ``can_signal`` (optional): True only where the pids are this machine's live
+    # processes (``LiveSource``); read it with ``can_signal(source)``.
 
     def snapshot(self) -> Snapshot:
-        """Sample everything once. Must not raise for a metric, a GPU or a process going
-        wrong: record it in ``Snapshot.errors`` and carry on."""
+        """Must not raise for a metric, a GPU or a process going wrong: record it in
+        ``Snapshot.errors`` and carry on."""
         ...
 
-    def close(self) -> None:
-        """Release what the source holds (NVML is shut down here)."""
-        ...
+    def close(self) -> None: ...
 
 
 def can_signal(source: object) -> bool:
-    """Whether ``source``'s processes may be offered to a signal: only when it says so."""
+    """Only when ``source`` says so."""
     return getattr(source, "can_signal", False) is True
 
 

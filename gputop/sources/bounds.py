@@ -1,12 +1,8 @@
 """Values a GPU cannot report truly: the one place where NVML's numbers are bounded.
 
-Buggy drivers, vGPU guests and Jetson boards return garbage (``0xFFFFFFFF`` for a
-percentage, used memory above the total). Such a value becomes None (n/a) and a
-:class:`SampleError` names it; it is never shown as if it were true. The bounds of each
-scalar are declared in the metric table (``GpuMetric.bounds`` in
-:data:`gputop.model.GPU_METRICS`, listed in docs/metrics.md); memory is bounded here by
-its own total: total above 0; used, free and reserved at most the total (used above it:
-used and free become n/a, the total stays).
+Such a value becomes None (n/a) and a :class:`SampleError` names it (docs/drivers.md,
+"Values gputop refuses"). The bounds of each scalar are ``GpuMetric.bounds`` in
+:data:`gputop.model.GPU_METRICS`; memory is bounded here by its own total.
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ from gputop.model import GPU_METRICS, GpuSample, SampleError
 
 SOURCE = "nvml"
 
-#: (field path, low, high, unit) of each bounded scalar, from the metric table.
+#: (field path, low, high, unit)
 BOUNDS: tuple[tuple[str, float, float, str], ...] = tuple(
     (m.field, *m.bounds, m.unit) for m in GPU_METRICS if m.bounds is not None
 )
@@ -39,7 +35,7 @@ def _shown(value: float) -> str:
 
 
 def check_gpu(sample: GpuSample) -> tuple[GpuSample, list[SampleError]]:
-    """``sample`` with every impossible value replaced by None, and an error for each."""
+    """``sample`` with every impossible value None, and an error for each."""
     if sample.lost:
         return sample, []
     errors: list[SampleError] = []
@@ -95,7 +91,7 @@ def check_gpu(sample: GpuSample) -> tuple[GpuSample, list[SampleError]]:
 def check_gpus(
     samples: list[GpuSample] | tuple[GpuSample, ...], errors: list[SampleError]
 ) -> list[GpuSample]:
-    """:func:`check_gpu` for each sample; the errors are appended to ``errors``."""
+    """:func:`check_gpu` for each sample, appending to ``errors``."""
     out = []
     for sample in samples:
         checked, found = check_gpu(sample)

@@ -1,19 +1,11 @@
-"""Processes that hold a GPU device file open but that NVML does not list.
+"""Processes that hold a GPU device file open but that NVML does not list (docs/json.md).
 
-Scans ``/proc/<pid>/fd/*`` for links to ``/dev/nvidia<N>`` (N digits only: ``nvidiactl``,
-``nvidia-uvm``, ``nvidia-modeset`` and ``nvidia-caps/*`` are shared control devices and
-say nothing about which GPU is held). Such a process may be a job in another PID
-namespace, a process that has not created a CUDA context yet, a stuck one that lost its
-context, or a daemon (``nvidia-persistenced`` holds every GPU open by design).
-
-Cost: one ``readlink`` per open file descriptor of every process not already listed, so it
-grows with the host (``HolderScan.seconds`` and ``HolderScan.fds`` give the live figure).
-Run it on a slower cadence than the main tick: every ``RECOMMENDED_INTERVAL_S`` seconds.
-
-``/proc/<pid>/fd`` of another user's process cannot be read without privileges (root or
-CAP_SYS_PTRACE): those processes are skipped and counted in ``HolderScan.denied`` so the
-UI can say the list may be incomplete. The calling process itself (NVML keeps the device
-files open in gputop) is never reported when scanning the real ``/proc``.
+Only ``/dev/nvidia<N>`` counts: ``nvidiactl``, ``nvidia-uvm`` and the like are shared
+control devices and say nothing about which GPU is held. The scan costs one ``readlink``
+per descriptor of every process not listed, so it runs on a slower cadence than the tick.
+Another user's ``/proc/<pid>/fd`` is closed without privileges: counted in
+``HolderScan.denied``, so the UI can say the list may be incomplete. gputop itself (NVML
+keeps the device files open) is never reported when scanning the real ``/proc``.
 """
 
 from __future__ import annotations
@@ -29,7 +21,6 @@ from gputop.fmt import clean_text
 from gputop.model import UnlistedHolder
 from gputop.sources import procfs
 
-#: A sampler should run the scan at most this often (seconds); see the module docstring.
 RECOMMENDED_INTERVAL_S = 5.0
 
 _CMDLINE_READ_LIMIT = 16384
@@ -56,15 +47,14 @@ def _read(path: str, limit: int = 4096) -> bytes | None:
         return None
 
 
-#: Holders are few and their users fewer: a name lookup (NSS: LDAP, sssd) once per uid.
+#: A name lookup (NSS: LDAP, sssd) once per uid.
 _user_name = functools.lru_cache(maxsize=256)(procfs.user_name)
 
 
 def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int], int | None]:
     """(minor numbers of the /dev/nvidia<N> files ``pid`` holds open, descriptors read),
-    None for the count where its fd directory is closed to us. Each link is read
-    relative to the open fd directory (``readlinkat``): the kernel walks one name, not
-    the whole ``/proc/<pid>/fd/<n>`` path, for every descriptor."""
+    None for the count where its fd directory is closed to us. ``readlinkat``: the kernel
+    walks one name per descriptor, not the whole path."""
     try:
         fd_dir = os.open(f"{pid}/fd", os.O_RDONLY | os.O_DIRECTORY, dir_fd=root)
     except PermissionError:
@@ -98,10 +88,7 @@ def scan_holders(
     device_dir: str = "/dev",
 ) -> HolderScan:
     """``find_unlisted_holders`` with the cost of the scan. Never raises.
-
-    ``device_dir`` lets a test match ``<dir>/nvidia<N>`` files it can create.
-    One ``UnlistedHolder`` per (process, minor number) pair, sorted by pid then minor.
-    """
+    ``device_dir``: for a test's own ``<dir>/nvidia<N>`` files."""
     start = time.perf_counter()
     pattern = _device_pattern(device_dir)
     listed = set(listed_pids)
@@ -171,9 +158,5 @@ def find_unlisted_holders(
     listed_pids: Collection[int],
     proc_root: str = "/proc",
 ) -> tuple[UnlistedHolder, ...]:
-    """Processes holding ``/dev/nvidia<N>`` open that are not in ``listed_pids``.
-
-    ``gpu`` is ``minor_to_gpu.get(N)``: None when no GPU has that minor number.
-    Unreadable fd directories (permission) are skipped; see ``scan_holders`` for counts.
-    """
+    """One per (process, minor number), sorted; ``gpu`` None where no GPU has that minor."""
     return scan_holders(minor_to_gpu, listed_pids, proc_root).holders

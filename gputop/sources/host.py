@@ -1,46 +1,21 @@
 """psutil and /proc -> ``HostSample`` and per-process rows (``ProcessInfo``).
 
 One ``HostReader`` lives in the sampler's worker thread and is called once per tick.
-Every rate and percentage is computed from counter deltas between two calls over the
-monotonic time between them, so the first call only primes: it returns ``None`` for
-those values (never 0). Nothing here raises: a value that cannot be read is ``None``,
-and what went wrong is listed in ``HostReader.last_errors`` for the sampler to report.
+Rates and percentages are counter deltas between two calls, so the first call returns
+``None`` for them (never 0). Nothing here raises: a value that cannot be read is
+``None``, and what went wrong is in ``HostReader.last_errors``.
 
-Host-wide values are psutil's, read straight from /proc (``procfs.parse_*``): each
-file once a tick and only the fields shown (/proc/stat for the total and per-CPU times,
-/proc/meminfo for memory and swap, /proc/cpuinfo, /proc/diskstats, /proc/net/dev), with
-psutil's formulas; tests/test_procfs_host.py compares them with psutil on the same bytes.
-Where a file cannot be read or has a shape the parsers do not know (an old kernel
-without ``MemAvailable``, a 2.6.x /proc/diskstats...), psutil is asked. ``cpu_count``
-is asked of psutil once, and again when the number of CPUs in /proc/stat changes.
+Host-wide values are psutil's, read straight from /proc (``procfs.parse_*``), each file
+once a tick, with psutil's formulas (tests/test_procfs_host.py compares them on the same
+bytes); psutil itself where a file cannot be read or has a shape the parsers do not know.
+What the values mean (physical disks only, every interface but ``lo``): docs/json.md.
+A counter that goes backwards makes that value ``None`` for the tick (a CPU field counts
+0, as psutil does); a device that appears or disappears is left out of that tick's sum.
 
-Choices worth knowing:
-
-- CPU %: from CPU time deltas (the same formula as ``psutil.cpu_percent``, but with our
-  own state, so other users of psutil's module-level state do not disturb it). A single
-  CPU field that goes backwards (the kernel's iowait counter can) counts as 0 for that
-  tick, as psutil does.
-- Disk rate: per-device deltas of /proc/diskstats (psutil's ``disk_io_counters``),
-  summed over *physical* disks only: block devices in ``/sys/block`` that have a ``device`` link
-  (sda, nvme0n1, vda, xvda...). Partitions are not in ``/sys/block``; device-mapper
-  (LVM, dm-crypt), md RAID, loop, zram and ram devices have no ``device`` link, so their
-  I/O, which also shows on the disks beneath them, is not counted twice. Without
-  ``/sys/block`` (unusual container), whole-disk names are recognised by pattern.
-- Network rate: every interface except ``lo`` (bridges, veth and ifb devices on
-  container hosts can make the same bytes count more than once).
-- A disk or network counter that goes backwards (wrap, device removed and re-added)
-  makes that direction ``None`` for the tick. A device that appears or disappears
-  between two ticks is left out of that tick's sum.
-
-Processes: ``read_processes(pids)`` returns a row for every given pid and for all of
-its descendants. Descendants come from one pass over ``/proc/<pid>/stat`` (a ppid map,
-with each process's start time), cheaper than ``psutil.process_iter``.
-``psutil.Process`` objects are cached between ticks keyed by (pid, start time in clock
-ticks since boot) - the kernel's exact process identity, from which psutil derives
-``create_time`` - so a reused pid never inherits another process's CPU or I/O history.
-Entries for processes no longer asked for are dropped every tick. A row equal to the
-previous tick's row of the same process is that same object, and an unchanged command
-line, name or user is the same string: the sampler's history shares them.
+Processes: ``read_processes(pids)`` gives a row for every given pid and its descendants,
+found by one pass over ``/proc/<pid>/stat``. State is kept per (pid, start time), so a
+reused pid never inherits another process's CPU or I/O history. An unchanged row (and
+an unchanged command line, name or user) is the same object: the history shares them.
 """
 
 from __future__ import annotations
@@ -70,16 +45,9 @@ SYS_CPU = "/sys/devices/system/cpu"
 _WHOLE_DISK = re.compile(r"^(?:[shv]d[a-z]+|xvd[a-z]+|nvme\d+n\d+|mmcblk\d+)$")
 
 
-#: The pass over every process's /proc/<pid>/stat (the process tree) runs at most this
-#: often, and at once when NVML lists a pid it has not seen; in between, only the
-#: processes of the GPU jobs are read. The pass costs in proportion to the host's
-#: processes; a new dataloader worker shows within this delay. It does not run while
-#: every listed pid has exited (NVML may keep listing such pids): an exited process has
-#: no tree to show.
+#: The pass over every process (the tree) runs at most this often, and at once when NVML
+#: lists a pid it has not seen: a new dataloader worker shows within this delay.
 RESCAN_SECONDS = 3.0
-
-
-# --- small helpers ---------------------------------------------------------------------
 
 
 def _rate(delta: float | None, dt: float | None) -> float | None:
@@ -91,7 +59,7 @@ def _rate(delta: float | None, dt: float | None) -> float | None:
 def _sum_deltas(
     old: Mapping[str, tuple[int, int]], new: Mapping[str, tuple[int, int]], i: int
 ) -> int | None:
-    """Sum of counter i's increase over keys present in both; None if any went backwards."""
+    """Over keys present in both; None if any went backwards."""
     total = 0
     for key, values in new.items():
         before = old.get(key)
@@ -109,7 +77,6 @@ def _counter_rates(
     new: Mapping[str, tuple[int, int]] | None,
     dt: float | None,
 ) -> tuple[float | None, float | None]:
-    """Both counters' summed rates between two readings; None without either reading."""
     if old is None or new is None:
         return None, None
     return _rate(_sum_deltas(old, new, 0), dt), _rate(_sum_deltas(old, new, 1), dt)
@@ -128,9 +95,8 @@ def _cpu_layout(names: tuple[str, ...]) -> tuple[int | None, int | None, int | N
 def _cpu_percents(
     old: CpuTimes, new: CpuTimes, names: tuple[str, ...]
 ) -> tuple[float | None, float | None]:
-    """(busy %, iowait %) between two readings of one CPU (or of all), psutil's
-    ``cpu_percent`` formula: a field that went backwards counts 0; on Linux "user" and
-    "nice" already include guest time, so guest and guest_nice leave the total."""
+    """(busy %, iowait %), psutil's ``cpu_percent`` formula: "user" and "nice" already
+    include guest time, so guest and guest_nice leave the total."""
     idle, iowait, guest, guest_nice = _cpu_layout(names)
     d = [max(0.0, v - o) for v, o in zip(new, old, strict=True)]
     total = sum(d) - (0.0 if guest is None else d[guest])
@@ -145,6 +111,7 @@ def _cpu_percents(
 
 
 def _is_physical_disk(name: str, sys_block: str) -> bool:
+    # dm, md, loop, zram have no ``device`` link: their I/O shows on the disks beneath
     sysname = name.replace("/", "!")
     if os.path.isdir(sys_block):
         return os.path.exists(os.path.join(sys_block, sysname, "device"))
@@ -163,16 +130,13 @@ def _scan_with_psutil() -> dict[int, _Stat]:
 
 @dataclass(slots=True)
 class _Tracked:
-    """What we keep about one process between ticks."""
-
     pid: int
     proc: psutil.Process | None = None  # only where there is no Linux /proc
     time: float | None = None  # monotonic time of the last read
     cpu_seconds: float | None = None  # user + system at the last read
     io: tuple[int, int] | None = None  # read_bytes, write_bytes at the last read
     row: ProcessInfo | None = None  # the row given out last time (shared when unchanged)
-    # The raw command line and comm last read, and what was made of them (cleaning a
-    # long command line costs more than reading it: done again only when it changed).
+    # what was made of the last raw command line and comm: cleaned again only on change
     raw_cmdline: bytes | None = None
     comm: str | None = None
     command: str | None = None
@@ -182,8 +146,8 @@ class _Tracked:
 def _advance(
     tracked: _Tracked, now: float, cpu_seconds: float | None, io: tuple[int, int] | None
 ) -> tuple[float | None, float | None, float | None]:
-    """(CPU % of one core, read bytes/s, write bytes/s) since the process's last read,
-    None where either read lacks the counter; then this read becomes the last one."""
+    """(CPU % of one core, read bytes/s, write bytes/s) since the last read, which this
+    read becomes."""
     cpu_percent = read_rate = write_rate = None
     dt = None if tracked.time is None else now - tracked.time
     if cpu_seconds is not None and tracked.cpu_seconds is not None:
@@ -200,20 +164,15 @@ class _Gone(Exception):
     """The process exited while its row was being read."""
 
 
-#: The inode of the kernel's initial PID namespace (PROC_PID_INIT_INO, linux/proc_ns.h).
+#: PROC_PID_INIT_INO (linux/proc_ns.h)
 INIT_PID_NS_INODE = 0xEFFFFFFC
-
-
-#: Overrides the detection: ``host`` (gputop sees the driver's pids) or ``other``.
 PID_NAMESPACE_ENV = "GPUTOP_PID_NAMESPACE"
 
 
 def shares_driver_pid_namespace(path: str = "/proc/self/ns/pid") -> bool | None:
-    """Whether gputop runs in the initial PID namespace, the one whose pids the NVIDIA
-    driver reports. True: a pid NVML lists that /proc lacks has exited. False (in a
-    container without ``--pid=host``): it may live in another namespace. None: unknown.
-    ``GPUTOP_PID_NAMESPACE=host|other`` overrides the detection (a driver or a fake
-    library that reports pids of another namespace)."""
+    """Whether gputop sees the driver's pids (the initial PID namespace): then a listed
+    pid that /proc lacks has exited. None: unknown. ``GPUTOP_PID_NAMESPACE=host|other``
+    overrides the detection."""
     override = os.environ.get(PID_NAMESPACE_ENV, "").strip().lower()
     if override in ("host", "other"):
         return override == "host"
@@ -224,16 +183,12 @@ def shares_driver_pid_namespace(path: str = "/proc/self/ns/pid") -> bool | None:
 
 
 def _exited_row(pid: int, ppid: int | None = None) -> ProcessInfo:
-    """A pid seen in this namespace that has exited: visible, status "dead", rest None."""
     return ProcessInfo(pid=pid, visible=True, ppid=ppid, status=psutil.STATUS_DEAD)
 
 
 def _shared(row: ProcessInfo, last: ProcessInfo | None) -> ProcessInfo:
-    """``row``, or ``last`` when equal; else ``row`` reusing ``last``'s equal strings.
-
-    Snapshots are immutable, so consecutive ones may share objects: an hour of history
-    then holds one copy of a command line, not 3,600 (see bench/bench_scale.py).
-    """
+    """``row``, or ``last`` when equal; else ``row`` reusing ``last``'s equal strings, so
+    the history holds one copy of a command line."""
     if last is None:
         return row
     if row == last:
@@ -241,20 +196,13 @@ def _shared(row: ProcessInfo, last: ProcessInfo | None) -> ProcessInfo:
     same = {}
     for name in ("user", "name", "command", "status"):
         value, before = getattr(row, name), getattr(last, name)
-        # Already the same object (the reader keeps unchanged strings): nothing to take.
         if value is not None and value is not before and value == before:
             same[name] = before
     return replace(row, **same) if same else row
 
 
-# --- the reader ------------------------------------------------------------------------
-
-
 class HostReader:
-    """Host-wide and per-process sampling with state between calls.
-
-    Not thread-safe: call from one thread (the sampler's worker).
-    """
+    """Host-wide and per-process sampling with state between calls; one thread only."""
 
     def __init__(
         self,
@@ -265,13 +213,8 @@ class HostReader:
         sys_cpu: str = SYS_CPU,
         cpu_freq: bool = True,
     ) -> None:
-        """``shared_pid_namespace``: whether this process sees the driver's pids (default:
-        :func:`shares_driver_pid_namespace`); then a listed pid missing here has exited.
-
-        ``cpu_freq=False``: the CPU frequency is not read (``cpu_freq_mhz`` is None), for a
-        consumer that does not show it: /proc/cpuinfo is the host sample's costliest file
-        on a many-core host (the kernel writes about 1 KB a CPU, and kernels 4.13 to 5.17
-        interrupt every CPU to measure its frequency for it)."""
+        """``cpu_freq=False``: ``cpu_freq_mhz`` is None, for a consumer that does not show
+        it: /proc/cpuinfo is the costliest host file (some kernels interrupt every CPU)."""
         self._read_freq = cpu_freq
         self._rescan_seconds = rescan_seconds
         self._pid_max: int | None = None
@@ -279,8 +222,7 @@ class HostReader:
             shares_driver_pid_namespace() if shared_pid_namespace is None else shared_pid_namespace
         )
         self._last_scan: dict[int, _Stat] | None = None  # the last pass over all of /proc
-        self._last_scan_at = 0.0  # its monotonic time
-        # A pass and its parent -> children map, made once per pass (not once per call).
+        self._last_scan_at = 0.0
         self._children: tuple[dict[int, _Stat], dict[int, list[int]]] | None = None
         self._host_time: float | None = None
         self._proc = proc_root
@@ -298,7 +240,6 @@ class HostReader:
         self._invisible: dict[int, ProcessInfo] = {}  # last tick's rows of invisible pids
         self._exited: dict[int, ProcessInfo] = {}  # ...and of given pids that have exited
         self._users: dict[int, str | None] = {}
-        #: Messages about what could not be read during the last call (either method).
         self.last_errors: tuple[str, ...] = ()
         self._errors: list[str] = []
         self._use_proc = True
@@ -314,7 +255,6 @@ class HostReader:
             return None
 
     def read_host(self) -> HostSample:
-        """Sample the whole host. The first call primes: rates and percentages are None."""
         self._errors = []
         now = time.monotonic()
         dt = None if self._host_time is None else now - self._host_time
@@ -366,14 +306,13 @@ class HostReader:
         )
 
     def _read_proc(self, name: str) -> bytes | None:
-        """A host-wide /proc file, or None where it cannot be read (then psutil is asked)."""
         try:
             return procfs.read_all(f"{self._proc}/{name}")
         except OSError:
             return None
 
     def _cpu_times(self) -> tuple[tuple[str, ...], CpuTimes, list[CpuTimes]]:
-        """(field names, all CPUs, per CPU): /proc/stat read once, or psutil's two reads."""
+        """(field names, all CPUs, per CPU)."""
         data = self._read_proc("stat")
         parsed = None if data is None else procfs.parse_cpu_times(data)
         if parsed is not None:
@@ -386,8 +325,7 @@ class HostReader:
     def _count_cpus(
         self, cpu: tuple[tuple[str, ...], CpuTimes, list[CpuTimes]] | None
     ) -> int | None:
-        """psutil's ``cpu_count()`` (online logical CPUs), asked again only when the number
-        of per-CPU lines in /proc/stat (the online CPUs) changed: CPU hotplug."""
+        """psutil's ``cpu_count()``, asked again when /proc/stat's CPUs change (hotplug)."""
         cores = None if cpu is None else len(cpu[2])
         if self._cpu_count is None or cores is None or cores != self._cpu_cores:
             self._cpu_count = psutil.cpu_count()
@@ -395,9 +333,7 @@ class HostReader:
         return self._cpu_count
 
     def _cpu_freq_mhz(self) -> float | None:
-        """psutil's ``cpu_freq().current`` (the mean over CPUs of /proc/cpuinfo's "cpu
-        MHz"; with cpufreq in sysfs, each truncated to kHz when there is one cpufreq
-        policy per CPU), read as :mod:`procfs` says."""
+        """psutil's ``cpu_freq().current``, from /proc/cpuinfo where psutil reads it there."""
         if self._cpufreq_sysfs is None:  # psutil makes the same test once, on import
             self._cpufreq_sysfs = os.path.exists(f"{self._sys_cpu}/cpufreq/policy0") or (
                 os.path.exists(f"{self._sys_cpu}/cpu0/cpufreq")
@@ -426,8 +362,6 @@ class HostReader:
         return current / float(len(freqs))
 
     def _memory(self) -> tuple[MemoryStat, SwapStat]:
-        """Memory and swap from one read of /proc/meminfo; psutil where the file cannot be
-        read or psutil would work the values out another way."""
         data = self._read_proc("meminfo")
         mem = None if data is None else procfs.parse_meminfo(data)
         if mem is None:
@@ -459,8 +393,7 @@ class HostReader:
                 physical = self._physical[name] = _is_physical_disk(name, SYS_BLOCK)
             if physical:
                 out[name] = counters
-        # Forget devices that went away (hotplug); a re-added one is classified again.
-        if len(self._physical) != len(raw):
+        if len(self._physical) != len(raw):  # forget removed devices (hotplug)
             for name in [n for n in self._physical if n not in raw]:
                 del self._physical[name]
         return out
@@ -490,20 +423,16 @@ class HostReader:
         self, given: list[int]
     ) -> tuple[dict[int, _Stat], bool, dict[int, _Stat | None]]:
         """(pid -> stat of every process, whether that pass is fresh, the given pids
-        probed meanwhile): the last pass while it is recent enough and knows every given
-        pid (see ``RESCAN_SECONDS``). A given pid that had exited on the last call (NVML
-        may keep listing a pid that has exited) is probed by its own ``stat``: still gone,
-        it needs no new pass; there again (a reused pid), the tree is read again now, so
-        the new process comes with its descendants and ancestors. While every given pid
-        is such a pid (or not a real one), no pass runs at all: (an empty map, not fresh)."""
+        probed meanwhile): the last pass while it is recent and knows every given pid. A
+        given pid that had exited (NVML may keep listing it) is probed alone: still gone,
+        it needs no pass; back (reused), the tree is read now."""
         now = time.monotonic()
         last = self._last_scan
         probed: dict[int, _Stat | None] = {}
         if self._use_proc and all(
             pid <= 0 or (pid in self._gone and self._probe(pid, probed) is None) for pid in given
         ):
-            # Every given pid had exited and is still gone: there is no tree to read (an
-            # exited process has no descendants; its children were given a new parent).
+            # every given pid is still gone: an exited process has no tree
             return {}, False, probed
         if (
             last is not None
@@ -552,16 +481,12 @@ class HostReader:
     ) -> tuple[ProcessInfo, ...]:
         """Rows for every given pid (in the given order) and then their descendants.
 
-        With ``ancestors``, also the ancestor chain of each given pid up to, not including,
-        pid 1: a torchrun/mpirun launcher is not a GPU process, yet it is the root of the job.
-
-        A given pid that does not exist in this PID namespace gives
-        ``ProcessInfo(pid, visible=False)``. A given pid that this reader saw before (on
-        an earlier call, or in this call's /proc scan) and that is gone now has exited
-        (a process cannot leave its PID namespace): ``ProcessInfo(pid, status="dead")``,
-        visible, every other field None. A process that exits while its row is read keeps
-        what was read, with status "dead". A descendant that exits before it is read is
-        left out (it is no longer anyone's descendant).
+        With ``ancestors``, also each given pid's ancestors below pid 1 (a torchrun
+        launcher is not a GPU process, yet it is the root of the job). A given pid this
+        PID namespace lacks is ``visible=False``; one seen here before (a process cannot
+        leave its namespace) has exited: status "dead", every other field None. A process
+        that exits while read keeps what was read, as "dead"; a descendant that exits
+        before it is read is left out.
         """
         self._errors = []
         rows: list[ProcessInfo] = []
@@ -672,20 +597,15 @@ class HostReader:
         self._invisible = invisible
 
     def _boot_time(self) -> float:
-        """psutil's boot time (whole seconds of /proc/stat ``btime``), read again every
-        minute: a clock step moves it, and create times must match psutil's for the
-        identity check before a kill."""
+        """psutil's boot time, read again every minute (a clock step moves it): create
+        times must match psutil's for the identity check before a kill."""
         now = time.monotonic()
         if self._boot is None or now - self._boot[0] >= 60.0:
             self._boot = (now, psutil.boot_time())
         return self._boot[1]
 
     def _read_one_proc(self, tracked: _Tracked, st: _Stat) -> tuple[ProcessInfo, bool]:
-        """One row from /proc (see procfs); (row, still alive).
-
-        ``stat`` comes from this tick's scan; ``status`` (the user), ``cmdline`` and
-        ``io`` are read now. A process gone meanwhile keeps what was read, as dead.
-        """
+        """(row from /proc, still alive); ``st`` comes from the scan."""
         pid = tracked.pid
         now = time.monotonic()
         fields = procfs.parse_stat_fields(st.raw)
@@ -735,8 +655,8 @@ class HostReader:
         return row, alive
 
     def _proc_field(self, pid: int, what: str, read: Callable[[], T]) -> T | None:
-        """One /proc read: None when closed to us or unreadable (said in last_errors
-        unless it is a permission), ``_Gone`` when the process no longer exists."""
+        """None when closed to us or unreadable (an error unless a permission); raises
+        ``_Gone`` when the process no longer exists."""
         try:
             return read()
         except (FileNotFoundError, ProcessLookupError):
@@ -748,8 +668,7 @@ class HostReader:
             return None
 
     def _read_one(self, tracked: _Tracked, st: _Stat) -> tuple[ProcessInfo, bool]:
-        """One row through psutil (no Linux /proc); (row, still alive). Vanishing
-        mid-read keeps what was read."""
+        """(row through psutil where there is no Linux /proc, still alive)."""
         p = tracked.proc
         assert p is not None
         pid = p.pid
@@ -826,7 +745,7 @@ class HostReader:
         return self._users[uid]
 
     def close(self) -> None:
-        """Forget all state (cached process objects, previous counters)."""
+        """Forget all state."""
         self._tracked.clear()
         self._last_scan = self._children = None
         self._gone.clear()

@@ -1,27 +1,14 @@
 """The live source: NVML + host (psutil, /proc) + the /dev/nvidia holder scan, one
-snapshot per call.
+snapshot per call. Never raises: a reader's exception becomes a ``SampleError``.
 
-- ``kind`` is ``"nvml"``, or ``"host-only"`` when NVML could not be initialised (no
-  driver or no library): then ``gpus`` is empty and ``driver.error`` says why. It never
-  falls back to the demo.
+- ``kind`` is ``"nvml"``, or ``"host-only"`` when NVML could not be initialised (then
+  ``driver.error`` says why); never the demo.
 - Each GPU process gets the host's view of its pid joined in (``GpuProcess.host``);
-  ``Snapshot.processes`` holds the host view of every GPU pid and of its descendants
-  (dataloader workers, ...).
-- The holder scan walks every ``/proc/*/fd``: it runs on the first tick and then on
-  the first tick at least ``holder_interval`` seconds (a time, not a tick count, so a
-  short interval does not scan every tick) after the previous scan, or
-  ``HOLDER_SCAN_COST_FACTOR`` times the CPU time that scan took when that is longer (a
-  big host); in between the last result is reused, minus the pids NVML now lists. The
-  pids passed as "listed" are the GPU pids and their descendants: a dataloader worker
-  forked from a CUDA process inherits its ``/dev/nvidia*`` descriptors but is not the
-  kind of holder worth reporting.
-- It never raises: an exception from a reader becomes a ``SampleError`` and the rest of
-  the snapshot is still produced.
-- Every GPU is sampled; choosing GPUs to show is the views' business.
-- The hostname is ``os.uname().nodename`` (what ``socket.gethostname()`` returns on
-  Linux): gputop never imports ``socket`` and opens no network connection.
-- ``tick_seconds`` / ``tick_cpu_seconds``: wall time and CPU time (``time.thread_time``,
-  the calling thread's own CPU) of the whole call.
+  ``Snapshot.processes`` holds it for every GPU pid, its descendants and ancestors.
+- The holder scan runs by time, not by tick count (see ``HOLDER_SCAN_COST_FACTOR``); in
+  between, the last result minus the pids now listed. A dataloader worker inherits its
+  parent's ``/dev/nvidia*`` descriptors: the GPU pids' descendants count as listed.
+- The hostname is ``os.uname().nodename``: gputop never imports ``socket``.
 """
 
 from __future__ import annotations
@@ -50,13 +37,10 @@ from gputop.model import (
 )
 from gputop.sources.holders import RECOMMENDED_INTERVAL_S, find_unlisted_holders
 
-#: The parts of the host sample given out again when equal to last tick's.
 _HOST_PARTS = ("cpu_per_core", "load_average", "memory", "swap", "disk", "net")
 
-#: The holder scan waits at least ``holder_interval`` seconds between two runs (the
-#: first tick always scans), or this many times the CPU time the last scan took when
-#: that is longer: the scan reads every descriptor of every process, so its share of one
-#: core stays fixed instead of growing with the host, inside the exporter's CPU budget.
+#: The holder scan waits ``holder_interval`` seconds between two runs, or this many times
+#: the CPU time the last scan took when longer: its share of one core stays fixed.
 HOLDER_SCAN_COST_FACTOR = 400.0
 
 
@@ -78,7 +62,6 @@ class HostReaderLike(Protocol):
     def close(self) -> None: ...
 
 
-#: Said when the holder scan cannot read other users' processes (gputop is not root).
 HOLDERS_OF_OTHERS = SampleError(
     "holders",
     "holders of other users not visible (run as root to see them)",
@@ -93,7 +76,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-#: A joined process row and the two rows it was made of (NVML's, the host's).
+#: (NVML's row, the host's row, the joined row)
 _Joined = tuple[GpuProcess, ProcessInfo | None, GpuProcess]
 
 
@@ -127,7 +110,6 @@ class LiveSource:
         self._host: HostReaderLike = host
         self._holders: HolderScan = find_unlisted_holders if holders is None else holders
         self._holder_interval = holder_interval
-        #: The wait before the next holder scan: the interval, or more after a costly scan.
         self.holder_wait = holder_interval
         self._last_scan: float | None = None
         self._cpu_clock = cpu_clock
@@ -136,13 +118,11 @@ class LiveSource:
         self._hostname = clean_text(hostname or os.uname().nodename, 255) or "?"
         self._last_holders: tuple[UnlistedHolder, ...] = ()
         self._holder_error: SampleError | None = None
-        #: Whether the holder scan can read every user's /proc/PID/fd (root). When not,
-        #: the snapshot says so: an empty holder list must not read as "nobody".
+        #: When not, the snapshot says so: an empty holder list must not read as "nobody".
         self.sees_all_holders = os.geteuid() == 0
-        # last tick's joined rows: (gpu, pid) -> (NVML row, host row, joined row)
+        # last tick's: (gpu, pid) -> joined row; GPU index -> (NVML's sample, joined)
         self._joined: dict[tuple[int, int], _Joined] = {}
         self._joined_next: dict[tuple[int, int], _Joined] = {}
-        # last tick's GPU samples with their joined rows: index -> (NVML's sample, joined)
         self._gpus_out: dict[int, tuple[GpuSample, GpuSample]] = {}
         self._gpus_out_next: dict[int, tuple[GpuSample, GpuSample]] = {}
         self._last_processes: tuple[ProcessInfo, ...] = ()
@@ -228,7 +208,7 @@ class LiveSource:
         )
 
     def _joined_gpu(self, g: GpuSample, by_pid: Mapping[int, ProcessInfo]) -> GpuSample:
-        """``g`` with its rows joined; last tick's joined sample when nothing changed."""
+        """Last tick's joined sample when nothing changed."""
         processes = self._join(g.index, g.processes, by_pid)
         before = self._gpus_out.get(g.index)
         if before is not None and before[0] is g and same_objects(processes, before[1].processes):
@@ -245,8 +225,7 @@ class LiveSource:
     def _join(
         self, gpu: int, processes: tuple[GpuProcess, ...], by_pid: Mapping[int, ProcessInfo]
     ) -> tuple[GpuProcess, ...]:
-        """The rows with their host view; a row equal to last tick's is that same object
-        (the readers reuse unchanged objects too: the sampler's history shares them)."""
+        """A row equal to last tick's is that same object (the history shares it)."""
         out = []
         joined, joined_next = self._joined, self._joined_next
         for p in processes:
@@ -259,8 +238,7 @@ class LiveSource:
                 row = before[2]  # the same parts: the same row, without building it again
             else:
                 row = with_host(p, info)
-                # Only a row whose own host part changed could equal the last one (the
-                # NVML reader gives none): compared only then.
+                # only a row with a host part of its own could equal the last one
                 if p.host is not None and before is not None and before[2] == row:
                     row = before[2]
             joined_next[key] = (p, info, row)
@@ -285,11 +263,9 @@ class LiveSource:
                 )
             cost = self._cpu_clock() - cpu0
             self.holder_wait = max(self._holder_interval, HOLDER_SCAN_COST_FACTOR * cost)
-        # Between scans: drop holders that NVML (or the process tree) now accounts for.
         return tuple(h for h in self._last_holders if h.pid not in listed)
 
     def _host_errors(self, metric: str | None = None) -> list[SampleError]:
-        """What the host reader could not read during its last call (it does not raise)."""
         messages = getattr(self._host, "last_errors", ())
         return [
             SampleError("host", clean_text(str(m), 300) or "?", metric=metric)

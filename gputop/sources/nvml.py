@@ -1,63 +1,26 @@
 """NVML (through pynvml) -> ``GpuSample`` tuples. Every metric optional, every failure contained.
 
 ``NvmlReader`` initialises NVML once and never raises: when NVML cannot start, ``driver``
-says why (``available=False``) and ``read()`` returns nothing (host-only mode).
+says why (``available=False``) and ``read()`` returns nothing (host-only mode). Identity
+and limits are read once per GPU, and again when a lost GPU comes back.
 
-Per GPU and tick it reads memory (v2, falling back to v1), utilization, temperature,
-power and its enforced limit, fan, SM and memory clocks, clock-event reasons, the
-performance state (P0-P15; NVML's "unknown" is n/a), the current
-PCIe link, PCIe TX/RX throughput, encoder/decoder utilization, MIG mode, uncorrected ECC
-errors, the compute and graphics process lists and per-process utilization. Identity and
-limits (name, UUID, bus id, minor number, max clocks, max PCIe link) are read once per
-GPU, and again when a lost GPU comes back.
+Failure policy (tests/test_nvml_source.py; what the user sees: docs/troubleshooting.md):
 
-Failure policy (see tests/test_nvml_source.py):
+- ``NotSupported`` or a missing symbol: the metric is None on that GPU and not asked
+  again until the GPU is re-attached (these answers do not change while a GPU stays up).
+- ``NoPermission`` and other errors: None and a ``SampleError``, every tick (they may go away).
+- ``GpuIsLost``, ``Unknown``, ``ResetRequired``: that GPU is ``lost`` (identity kept, so one
+  can tell which GPU fell off), its handle fetched again every tick; the others keep updating.
+- Driver generations are probed once per library (``Capabilities``; docs/drivers.md).
+- A process entry that cannot be a real process is never shown, so never signalled.
+- A process list that cannot be read sets ``processes_unavailable``, so that an empty
+  ``processes`` is not mistaken for "no processes".
 
-- ``NotSupported`` or a missing symbol (``FunctionNotFound``, pynvml's
-  ``NVMLLibraryMismatchError``): the metric is None on that GPU and is not asked again
-  until the GPU is re-attached (these answers do not change while a GPU stays up).
-- ``NoPermission`` and other errors: the metric is None and a ``SampleError`` says so,
-  every tick (they may go away).
-- ``GpuIsLost``, ``Unknown``, ``ResetRequired`` from any call: that GPU is reported as
-  ``lost`` (identity kept, so one can tell which GPU fell off; every metric None); the
-  others keep updating. Its handle is dropped and fetched again on every later tick; when
-  that works its static information is read afresh and it is reported normally again.
-- Driver generations: what the library has is probed once per library (``Capabilities``):
-  the process lists use ``_v3``, else ``_v2``, else the unversioned v1 call, per list; a
-  library with ``_v3`` and ``nvmlDeviceGetConfComputeMemSizeInfo`` but without
-  ``nvmlDeviceGetRunningProcessDetailList`` is 535.43-535.86, whose ``_v3`` fills 32-byte
-  entries: they are read as such. Memory ``_v2`` falls back to v1, clock-event reasons to
-  throttle reasons, ``nvmlDeviceGetTemperatureV`` to ``nvmlDeviceGetTemperature``.
-- A process entry that cannot be a real process is never shown (so never offered to a
-  signal): pid 0 or 2**32-1, a pid above the kernel's ``pid_max``, the same pid twice in
-  one list (same MIG instance), or, where it can be checked (``/dev/nvidia*`` exists and
-  the pid's ``/proc/<pid>/fd`` is readable), a process holding no ``/dev/nvidia*``
-  descriptor. A SampleError says how many were left out and why.
-- A process list (compute or graphics) that cannot be read (not supported, no permission,
-  the driver lacks every variant of the call) sets ``GpuSample.processes_unavailable``
-  ("compute list: no permission", "process list unavailable: driver lacks ..."), so that an
-  empty ``processes`` is not mistaken for "no processes".
-- MIG: on a GPU whose MIG mode is on, each MIG device (``nvmlDeviceGetMigDeviceHandleByIndex``)
-  gives its UUID, name (profile), GPU/compute instance ids and memory: ``mig_devices``.
-
-Units and choices:
-
-- PCIe throughput: NVML answers in "KB/s" measured over a short window; like nvidia-smi
-  and nvitop, gputop takes KB as 1024 bytes. Each call blocks for that window, so TX and
-  RX of every GPU run at once, each on a persistent thread of its own (ctypes releases the
-  GIL), while the other metrics are read; the tick waits for them at most ``PCIE_WAIT_S``.
-  Handing a thread its call is a lock release and collecting the answer a lock acquire
-  (:class:`_PcieCall`), cheaper than a thread pool's futures. A slower answer is used by
-  the next tick (no new call is started while one is pending) and the value is None
-  meanwhile, with a SampleError.
-- ECC: the *volatile* uncorrected count (since the driver was loaded): what changed on
-  this boot; the aggregate lifetime count would flag a GPU forever for an old error.
-- Per-process SM and memory-bandwidth %: the mean of the samples NVML recorded since the
-  newest sample seen on the previous tick (NVML timestamps, so clocks never need to
-  agree). A listed process with no new sample (NVML answers ``NotFound`` when there are
-  none at all) was sampled as doing nothing: 0 %. When the call is not supported or not
-  permitted the values are None (unknown), never 0.
-- Power: milliwatts -> watts. CUDA driver version 12040 -> "12.4".
+Units and choices (docs/json.md, "What the numbers mean"): PCIe KB/s is 1024 bytes, each
+call blocks for the driver's window, so TX and RX of every GPU run at once on threads of
+their own (``_PcieCall``) and a slow answer is used by the next tick; ECC is the volatile
+count (an old error would otherwise flag a GPU forever); per-process SM % is the mean of
+the samples since the last tick by NVML's timestamps, 0 for a process with no new sample.
 """
 
 from __future__ import annotations
@@ -90,6 +53,7 @@ from gputop.model import (
 )
 from gputop.pcie import link_max_bytes_per_s
 from gputop.sources.bounds import check_gpus
+from gputop.sources.procfs import pid_max
 
 __all__ = [
     "CLOCK_EVENT_REASONS",
@@ -109,7 +73,7 @@ PCIE_WAIT_S = 0.5
 #: On close(), how long to wait for PCIe calls still running before shutting NVML down.
 CLOSE_WAIT_S = 1.0
 
-#: The parts of a GPU sample given out again when equal to the last read's.
+#: Given out again when equal to the last read's.
 _SHARED_PARTS = (
     "memory",
     "utilization",
@@ -123,7 +87,6 @@ _SHARED_PARTS = (
 _NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
 #: Where the NVIDIA device nodes live; a GPU process holds one of them open.
 DEVICE_PREFIX = "/dev/nvidia"
-_PID_MAX_FALLBACK = 4_194_304  # 2**22, the largest pid_max Linux allows
 _KIB = 1024
 
 # nvmlReturn_t values (nvml.h); pynvml exposes the same numbers.
@@ -239,20 +202,14 @@ class _ProcV3Legacy(ctypes.Structure):
 
 @dataclass(frozen=True)
 class ProcessCall:
-    """The C symbol a process list is read with, and the entry layout it fills."""
-
     symbol: str
     layout: type[ctypes.Structure]
     label: str  # "v3", "v3 (535.43-535.86 layout)", "v2", "v1"
 
 
 class Capabilities:
-    """What one ``libnvidia-ml.so.1`` offers, probed once per library (after nvmlInit).
-
-    A call an older driver lacks is a missing symbol; pynvml finds symbols lazily and
-    raises FunctionNotFound at the call. Probing here answers the question once, so each
-    tick makes only calls that exist, and the reader can say what it fell back to.
-    """
+    """What one ``libnvidia-ml.so.1`` offers, probed once per library (after nvmlInit),
+    so each tick makes only calls that exist and the reader can say what it fell back to."""
 
     def __init__(self, nv: Any) -> None:
         self._nv = nv
@@ -260,6 +217,7 @@ class Capabilities:
         self._process_calls: dict[str, ProcessCall | None] = {}
 
     def has(self, symbol: str) -> bool:
+        # pynvml finds symbols lazily and raises FunctionNotFound only at the call
         found = self._has.get(symbol)
         if found is None:
             try:
@@ -271,19 +229,19 @@ class Capabilities:
         return found
 
     def drop(self, symbol: str) -> None:
-        """``symbol`` exists but answered FunctionNotFound: treat it as missing."""
+        """``symbol`` exists but answered FunctionNotFound."""
         self._has[symbol] = False
         self._process_calls.clear()
 
     @property
     def legacy_v3(self) -> bool:
-        """535.43-535.86: ``_v3`` fills 32-byte entries (the pattern nvitop detects)."""
+        """535.43-535.86: ``_v3`` fills 32-byte entries (docs/drivers.md)."""
         return self.has("nvmlDeviceGetConfComputeMemSizeInfo") and not self.has(
             "nvmlDeviceGetRunningProcessDetailList"
         )
 
     def process_call(self, kind: str) -> ProcessCall | None:
-        """``kind`` "Compute" or "Graphics": the newest variant this library has."""
+        """The newest variant of the "Compute" or "Graphics" list call this library has."""
         if kind not in self._process_calls:
             base = f"nvmlDeviceGet{kind}RunningProcesses"
             call: ProcessCall | None = None
@@ -322,7 +280,7 @@ class Capabilities:
 
 
 def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.Structure]:
-    """One process-list call the way pynvml makes it, with the entry layout ``call`` says."""
+    """The list as pynvml reads it, with the entry layout ``call`` says."""
     fn = nv._nvmlGetFunctionPointer(call.symbol)
     count = ctypes.c_uint(0)
     ret = fn(handle, ctypes.byref(count), None)
@@ -338,29 +296,14 @@ def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.St
     return [array[i] for i in range(count.value)]
 
 
-def read_pid_max() -> int:
-    """The kernel's largest pid (``/proc/sys/kernel/pid_max``)."""
-    try:
-        with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return _PID_MAX_FALLBACK
-
-
 class PidCheck:
     """Is a pid NVML listed a process that holds an NVIDIA device open?
 
     ``holds_device(pid)``: True or False where that can be checked, None where it cannot
-    (no ``/dev/nvidia*`` on this machine, e.g. a container without the nodes; the pid not
-    in this PID namespace; another user's descriptors). A positive answer is remembered per
-    (pid, start time), so a steady process is checked once.
-
-    Where the kernel has pidfds (Linux 5.3), a process found holding is also held by a
-    pidfd: while that pidfd does not report an exit, the pid is still that very process, so
-    one ``poll()`` a tick answers for every remembered process instead of a read of each
-    one's ``/proc/PID/stat`` (128 GPU processes: one syscall instead of 128 opens and
-    reads). A pidfd that reports an exit (a zombie too) sends that pid back to the
-    start-time comparison; the answers are the same either way.
+    (no ``/dev/nvidia*`` here, the pid not in this PID namespace, another user's
+    descriptors). A positive answer is remembered per (pid, start time). Where the kernel
+    has pidfds, one ``poll()`` a tick over pidfds of the remembered processes replaces a
+    ``/proc/PID/stat`` read of each; the answers are the same either way.
     """
 
     #: At most this many pidfds are held (past it, the start-time comparison alone).
@@ -396,7 +339,8 @@ class PidCheck:
         return fields[19] if len(fields) > 19 else None
 
     def _still_the_same(self, pid: int) -> bool:
-        """Whether a pidfd holds ``pid``'s process and has not reported its exit."""
+        """Whether a pidfd holds ``pid``'s process and has not reported its exit (a
+        zombie's counts as an exit: back to the start-time comparison)."""
         if pid not in self._pidfds or self._poll is None:
             return False
         if self._exited is None:  # once a tick (forget_except ends the tick)
@@ -457,7 +401,7 @@ class PidCheck:
         return False
 
     def forget_except(self, pids: set[int]) -> None:
-        """End of a tick: forget the pids not listed now."""
+        """End of a tick."""
         for pid in [p for p in self._ok if p not in pids]:
             del self._ok[pid]
             self._drop_pidfd(pid)
@@ -476,8 +420,6 @@ class _Lost(Exception):
 
 @dataclass
 class _Gpu:
-    """What the reader keeps per GPU index between ticks."""
-
     index: int
     handle: Any = None
     lost_reason: str | None = None  # set while the GPU is lost
@@ -493,11 +435,9 @@ class _Gpu:
     # metrics that answered NotSupported / FunctionNotFound: not asked again
     unsupported: set[str] = field(default_factory=set)
     missing: set[str] = field(default_factory=set)  # ...of which FunctionNotFound
-    # per metric, index of the first call variant that exists (fallback chains)
-    variant: dict[str, int] = field(default_factory=dict)
+    variant: dict[str, int] = field(default_factory=dict)  # metric -> first working call
     last_sample_us: int = 0  # newest per-process utilization timestamp seen
-    # this handle's PCIe throughput calls (TX, RX), each on its own thread
-    pcie_calls: tuple[_PcieCall, _PcieCall] | None = None
+    pcie_calls: tuple[_PcieCall, _PcieCall] | None = None  # (TX, RX) of this handle
     # last read's rows by pid: an unchanged row is given out again (snapshots share it)
     last_processes: dict[int, GpuProcess] = field(default_factory=dict)
 
@@ -521,7 +461,7 @@ class NvmlReader:
         self._nv: Any = None
         self.caps: Capabilities | None = None
         self._pid_check = pid_check if pid_check is not None else PidCheck()
-        self._pid_max = read_pid_max()
+        self._pid_max = pid_max()
         self._initialized = False
         self._closed = False
         self._count: int | None = None
@@ -583,12 +523,11 @@ class NvmlReader:
         return None
 
     def close(self) -> None:
-        """Shut NVML down (once). PCIe calls still running get ``CLOSE_WAIT_S`` to finish."""
+        """Shut NVML down (once); PCIe calls still running get ``CLOSE_WAIT_S`` in all,
+        never a wait on a call NVML does not answer."""
         if self._closed:
             return
         self._closed = True
-        # idle threads end at once; one in a call ends when NVML answers: wait for that
-        # at most CLOSE_WAIT_S in all, never on a call NVML does not answer
         deadline = time.monotonic() + CLOSE_WAIT_S
         for call in self._pcie_calls:
             call.retire()
@@ -613,8 +552,7 @@ class NvmlReader:
         except Exception as exc:  # a bug of ours: say so, keep the app alive
             errors.append(SampleError(SOURCE, f"NVML read failed: {_describe(self._nv, exc)}"))
             return (), tuple(errors)
-        # What did not change since the last read is the last read's object (the
-        # sampler's history then shares it): equal values, one copy.
+        # what did not change is the last read's object: the history holds one copy
         last = self._last_samples
         shared = tuple(reuse_equal(g, last.get(g.index), _SHARED_PARTS) for g in samples)
         self._last_samples = {g.index: g for g in shared}
@@ -627,8 +565,7 @@ class NvmlReader:
                 self._attach(gpu, errors)
         started = time.monotonic()
         self._start_pcie()
-        # Each GPU's values are read now, while the PCIe calls run; its sample is made
-        # once their answers are in (one GpuSample per GPU and tick, no copies).
+        # the values are read while the PCIe calls run; samples are made once they answer
         readings: list[dict[str, Any] | GpuSample] = []
         for gpu in self._gpus:
             if gpu.handle is None:
@@ -671,8 +608,6 @@ class NvmlReader:
     def _sample(
         self, gpu: _Gpu, reading: dict[str, Any], rates: tuple[float | None, float | None] | None
     ) -> GpuSample:
-        """The GPU's sample of this tick from its reading and PCIe rates; each part that
-        equals the last read's is that part (the history then holds one copy)."""
         tx, rx = (None, None) if rates is None else rates
         reading["pcie"] = Pcie(
             gen=reading.pop("pcie_gen"),
@@ -708,7 +643,7 @@ class NvmlReader:
     # ------------------------------------------------------------------ attach / lost
 
     def _attach(self, gpu: _Gpu, errors: list[SampleError]) -> None:
-        """Get the handle and the static information; on failure the GPU stays detached."""
+        """Handle and static information; on failure the GPU stays detached."""
         nv = self._nv
         gpu.reset()
         try:
@@ -786,7 +721,7 @@ class NvmlReader:
         errors: list[SampleError],
         denied: str | None = None,
     ) -> T | None:
-        """One NVML call for one metric: its value, or None (raises _Lost for a lost GPU)."""
+        """The value, or None (raises _Lost for a lost GPU)."""
         if metric in gpu.unsupported:
             return None
         try:
@@ -853,7 +788,7 @@ class NvmlReader:
     # ------------------------------------------------------------------ per GPU
 
     def _read_gpu(self, gpu: _Gpu, errors: list[SampleError]) -> dict[str, Any]:
-        """This tick's values of one GPU: the fields of its GpuSample but ``pcie``."""
+        """The fields of the GPU's GpuSample but ``pcie``."""
         nv = self._nv
         h = gpu.handle
         get = self._getter(gpu, h, errors)
@@ -1015,8 +950,6 @@ class NvmlReader:
                     if used_or_none is not None and (row[1] is None or used_or_none > row[1]):
                         row[1] = used_or_none
         if merged and self._pid_check.checkable():
-            # a pid that does not hold /dev/nvidia* (checked where it can be; the host
-            # check costs a readdir per new process)
             for pid in list(merged):
                 if self._pid_check.holds_device(pid) is False:
                     del merged[pid]
@@ -1088,7 +1021,7 @@ class NvmlReader:
     def _read_list(
         self, gpu: _Gpu, h: Any, metric: str, family: str, what: str, errors: list[SampleError]
     ) -> list[Any] | str:
-        """One process list with the newest call the library has; or why not, in words."""
+        """One process list with the newest call the library has, or why not in words."""
         caps = self.caps
         assert caps is not None
         while True:
@@ -1192,8 +1125,7 @@ class NvmlReader:
             return None
         if not samples:
             return {}
-        # The fields through the structure's own descriptors: pynvml's structures
-        # override __getattribute__, which is far slower than a plain field.
+        # the structure's own descriptors: pynvml's structures override __getattribute__
         layout = type(samples[0])
         pid_of, time_of = layout.pid.__get__, layout.timeStamp.__get__
         sm_of, mem_of = layout.smUtil.__get__, layout.memUtil.__get__
@@ -1236,8 +1168,7 @@ class NvmlReader:
     def _pcie_rates(
         self, gpu: _Gpu, deadline: float, errors: list[SampleError]
     ) -> tuple[float | None, float | None] | None:
-        """This tick's PCIe (TX, RX) bytes/s of one GPU, waiting for the answers until
-        ``deadline``; None when no call was asked or NVML has not answered (raises _Lost)."""
+        """(TX, RX) bytes/s, waiting until ``deadline``; None: not asked or not answered."""
         calls = gpu.pcie_calls
         if gpu.handle is None or calls is None or not calls[0].pending:
             return None
@@ -1262,13 +1193,9 @@ class NvmlReader:
 
 
 class _PcieCall:
-    """One GPU's PCIe throughput in one direction, asked on a thread of its own.
-
-    The thread lives as long as the GPU's handle and sleeps on a lock between ticks:
-    ``start`` hands it the call (a lock release), ``wait`` takes the answer in (a lock
-    acquire), ``result`` gives it. ``pending``: asked and not collected yet, so a call that
-    outlasts a tick is collected by a later one and never asked twice at once.
-    """
+    """One GPU's PCIe throughput in one direction, on a thread that lives as long as the
+    handle and sleeps on a lock between ticks (cheaper than a pool's futures).
+    ``pending``: asked and not collected, so a slow call is never asked twice at once."""
 
     def __init__(self, nv: Any, handle: Any, counter: int, name: str) -> None:
         self._nv = nv
@@ -1304,13 +1231,12 @@ class _PcieCall:
         self._go.release()
 
     def wait(self, timeout: float) -> bool:
-        """Whether the answer is in, waiting at most ``timeout`` seconds for it."""
         if not self._answered:
             self._answered = self._done.acquire(timeout=max(0.0, timeout))
         return self._answered
 
     def result(self) -> int:
-        """The answer (after ``wait`` said it is in); raises what the call raised."""
+        """After ``wait`` said it is in; raises what the call raised."""
         self.pending = self._answered = False
         if self._error is not None:
             raise self._error
@@ -1320,8 +1246,7 @@ class _PcieCall:
         """End the thread: at once when idle, else as soon as NVML answers its call."""
         if not self._retired:
             self._retired = True
-            # unlocked already when start() just handed a call over: the thread takes it,
-            # sees it is retired and ends without calling
+            # already unlocked when start() just handed a call over: the thread ends anyway
             with contextlib.suppress(RuntimeError):
                 self._go.release()
 
@@ -1332,14 +1257,12 @@ class _PcieCall:
         self._thread.join(timeout)
 
 
-#: The whole percentages as one float object each (see _percent).
 _WHOLE_PERCENTS = tuple(float(k) for k in range(101))
 
 
 def _percent(value: float | None) -> float | None:
-    """``value`` itself, or the one shared float of a whole percentage: the history holds
-    many per-process percentages, mostly whole numbers (the mean of one sample), and
-    each would otherwise be an object of its own."""
+    """The one shared float of a whole percentage (mostly the mean of one sample), so
+    the history does not hold one object per process and tick."""
     if value is None or not value.is_integer() or not 0.0 <= value <= 100.0:
         return value
     return _WHOLE_PERCENTS[int(value)]
@@ -1359,7 +1282,6 @@ def _code(nv: Any, exc: BaseException) -> int | None:
 
 
 def _raise_if_lost(nv: Any, exc: BaseException) -> int | None:
-    """The nvmlReturn_t behind ``exc``; raises _Lost when it says the GPU is lost."""
     code = _code(nv, exc)
     if code in _LOST_REASONS:
         raise _Lost(_LOST_REASONS[code]) from exc

@@ -1,9 +1,7 @@
 """Linux ``/proc/<pid>`` files read and parsed directly: the per-tick process hot path.
 
-``HostReader`` reads every process of a GPU job once a tick. psutil reads more for each
-(five files, decorators, a pid-reuse check that reads ``stat`` again); here ``stat`` is
-read once (shared with the tick's scan of all processes), then ``status``, ``cmdline``
-and ``io``. The values are the ones psutil gives (same files, same formulas): psutil
+``stat`` is read once (shared with the tick's scan of all processes), then ``status``,
+``cmdline`` and ``io``; the values are psutil's (same files, same formulas), psutil
 remains the fallback where there is no Linux ``/proc``.
 
 Every reader raises ``OSError`` as the kernel gives it: ``FileNotFoundError`` or
@@ -41,8 +39,7 @@ STATUSES = {
 
 
 class Stat(NamedTuple):
-    """What the scan of all processes keeps of one: its parent and identity, and the
-    line itself, parsed further (``parse_stat_fields``) only for the processes shown."""
+    """``raw`` is parsed further (``parse_stat_fields``) only for the processes shown."""
 
     ppid: int
     starttime: int  # clock ticks since boot: with the pid, the process identity
@@ -60,7 +57,7 @@ class StatFields(NamedTuple):
 
 
 def read_file(path: str, size: int = 8192) -> bytes:
-    """One read of a /proc file (os.open/os.read: cheaper than open())."""
+    """One read of a /proc file (os.open/os.read: no file object)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         return os.read(fd, size)
@@ -98,7 +95,6 @@ def parse_stat_fields(data: bytes) -> StatFields | None:
 
 
 def read_stat(pid: int, proc_root: str = PROC_ROOT) -> Stat | None:
-    """The stat line of one process, or None when it cannot be read (gone)."""
     try:
         data = read_file(f"{proc_root}/{pid}/stat", 4096)
     except OSError:
@@ -107,15 +103,9 @@ def read_stat(pid: int, proc_root: str = PROC_ROOT) -> Stat | None:
 
 
 def pid_exists(pid: int, proc_root: str = PROC_ROOT) -> bool:
-    """Whether ``/proc/<pid>`` exists (no exception raised for a missing one: cheaper
-    than a failed ``read_stat``).
-
-    For the real /proc, ``kill(pid, 0)`` first: "no such process" (ESRCH) means no
-    process has that pid in gputop's PID namespace, the one its /proc shows, and costs
-    less than the ``access()``. A process that is there (or a ``kill`` that
-    cannot tell) is looked for in /proc itself: with ``hidepid`` another user's process
-    is not there.
-    """
+    """Whether ``/proc/<pid>`` exists. ``kill(pid, 0)`` answers "no such process" for
+    the real /proc; a process that is there is looked for in /proc itself (with
+    ``hidepid`` another user's process is not)."""
     if proc_root == PROC_ROOT and 0 < pid <= 0x7FFFFFFF:
         try:
             os.kill(pid, 0)
@@ -131,7 +121,6 @@ PID_MAX_LIMIT = 1 << 22
 
 
 def pid_max() -> int:
-    """The kernel's largest pid (``/proc/sys/kernel/pid_max``)."""
     try:
         with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
             return int(f.read().strip())
@@ -140,10 +129,7 @@ def pid_max() -> int:
 
 
 def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, Stat]:
-    """{pid: Stat} for every process in one pass over /proc/<pid>/stat.
-
-    Raises OSError when ``proc_root`` cannot be listed (the caller falls back to psutil).
-    """
+    """Raises OSError when ``proc_root`` cannot be listed (the caller falls back to psutil)."""
     out: dict[int, Stat] = {}
     for name in os.listdir(proc_root):
         if not name.isdigit():
@@ -155,7 +141,6 @@ def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, Stat]:
 
 
 def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
-    """The real uid (the first of the ``Uid:`` line of status, as psutil's ``uids``)."""
     data = read_file(f"{proc_root}/{pid}/status", 16384)
     at = data.find(b"\nUid:")
     if at < 0:
@@ -167,8 +152,7 @@ def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
 
 
 def user_name(uid: int) -> str | None:
-    """The name of ``uid``: the uid itself where it has none (as ps shows it), None when
-    the lookup fails."""
+    """The uid itself where it has no name (as ps shows it), None when the lookup fails."""
     try:
         return clean_text(pwd.getpwuid(uid).pw_name)
     except KeyError:
@@ -177,15 +161,13 @@ def user_name(uid: int) -> str | None:
         return None
 
 
-#: Bytes of a command line read at most: the table shows a few hundred characters and
-#: keeps 4,096 (clean_text's limit); a 2 MB command line is neither read nor kept whole.
+#: More than clean_text keeps: a 2 MB command line is never read whole.
 CMDLINE_READ_LIMIT = 8192
 
 
 def read_cmdline(pid: int, proc_root: str = PROC_ROOT, limit: int = CMDLINE_READ_LIMIT) -> bytes:
-    """The raw command line: arguments each ended by NUL (empty for a zombie or a
-    kernel thread), its first ``limit`` bytes only. A cut NUL-separated command line
-    still ends with NUL (its last argument is cut), so it splits as the whole would."""
+    """The first ``limit`` bytes; a cut NUL-separated one still ends with NUL, so it
+    splits as the whole would."""
     fd = os.open(f"{proc_root}/{pid}/cmdline", os.O_RDONLY)
     try:
         data = b""
@@ -217,8 +199,7 @@ def split_cmdline(data: bytes) -> list[str]:
 
 
 def read_io(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int] | None:
-    """(read_bytes, write_bytes) from /proc/<pid>/io: what reached the block layer, as
-    psutil's ``io_counters`` read_bytes/write_bytes. None when the fields are missing."""
+    """(read_bytes, write_bytes), as psutil's ``io_counters``; None when missing."""
     data = read_file(f"{proc_root}/{pid}/io", 4096)
     read = _line_number(data, b"read_bytes:")
     write = _line_number(data, b"write_bytes:")
@@ -239,19 +220,12 @@ def process_name(comm: str, argv: list[str]) -> str:
 
 # --- host-wide files (HostReader.read_host) -------------------------------------------
 #
-# psutil reads /proc/stat twice a tick (total and per-core times), /proc/meminfo twice
-# (memory and swap, plus /proc/vmstat for swap-in/out counters gputop does not use), and
-# parses every line of each into named tuples; its ``cpu_freq`` parses every line of
-# /proc/cpuinfo (about 1 KB a core) and, where cpufreq is in sysfs, reads two more files
-# a core. The parsers here read each file once and pick out only what gputop shows, with
-# psutil's formulas: the values are psutil's (tests/test_procfs.py compares them on this
-# machine and on kernel-shaped samples). Each returns None where the file has a shape
-# they do not know; then the caller asks psutil, which knows the rarer shapes.
+# Each file read once a tick, only what gputop shows picked out, with psutil's formulas
+# (tests/test_procfs.py compares them). None for a shape they do not know: psutil then.
 
 
 def read_all(path: str) -> bytes:
-    """A whole /proc file (read until end of file: a big host's /proc/stat or
-    /proc/cpuinfo is more than one read)."""
+    """A whole /proc file (a big host's /proc/stat is more than one read)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         chunks = [os.read(fd, 65536)]
@@ -280,10 +254,8 @@ CpuTimes = tuple[float, ...]
 
 
 def parse_cpu_times(data: bytes) -> tuple[CpuTimes, list[CpuTimes]] | None:
-    """(all CPUs, one tuple per CPU) from /proc/stat: seconds in ``CPU_FIELDS`` order,
-    as many columns as the first line has (7 to 10: older kernels lack steal, guest,
-    guest_nice), as psutil's ``cpu_times()`` and ``cpu_times(percpu=True)`` give them
-    (``float(column) / CLOCK_TICKS``). None for a file of another shape."""
+    """(all CPUs, one tuple per CPU): seconds in ``CPU_FIELDS`` order, as many columns
+    as the first line has (older kernels lack the last ones), as psutil gives them."""
     end = data.find(b"\n")
     first = data[: None if end < 0 else end].split()
     n = min(len(first) - 1, len(CPU_FIELDS))
@@ -334,9 +306,8 @@ class Meminfo(NamedTuple):
 
 
 def parse_meminfo(data: bytes) -> Meminfo | None:
-    """/proc/meminfo with psutil's formulas (kB x 1024). None where psutil would
-    estimate the available memory itself (no ``MemAvailable``, before Linux 3.14, or a
-    0 there) or where MemTotal or MemFree are missing."""
+    """None where psutil would estimate the available memory itself (no or a 0
+    ``MemAvailable``) or where MemTotal or MemFree are missing."""
     total = _line_number(data, b"MemTotal:")
     free = _line_number(data, b"MemFree:")
     available = _line_number(data, b"MemAvailable:")
@@ -363,8 +334,7 @@ def parse_meminfo(data: bytes) -> Meminfo | None:
 
 
 def parse_net_dev(data: bytes) -> dict[str, tuple[int, int]] | None:
-    """{interface: (bytes received, bytes sent)} from /proc/net/dev, as psutil's
-    ``net_io_counters(pernic=True)``. None for a line of another shape."""
+    """{interface: (bytes received, bytes sent)}, as psutil's ``net_io_counters``."""
     out: dict[str, tuple[int, int]] = {}
     for line in data.split(b"\n")[2:]:
         if not line:
@@ -385,18 +355,14 @@ SECTOR_SIZE = 512
 
 
 def parse_diskstats(data: bytes) -> dict[str, tuple[int, int]] | None:
-    """{device: (bytes read, bytes written)} from /proc/diskstats, as psutil's
-    ``disk_io_counters(perdisk=True)`` reads its three line shapes (Linux 2.4's 15
-    fields; 2.6+'s 14, or 18 and more since 4.18; a 2.6 partition's 7). None for a line
-    of another shape."""
+    """{device: (bytes read, bytes written)}, from the three line shapes psutil reads."""
     out: dict[str, tuple[int, int]] = {}
     for line in data.split(b"\n"):
         fields = line.split()
         n = len(fields)
         if n == 0:
             continue
-        # Where the name, the sectors read and the sectors written are in this shape.
-        if n == 15:
+        if n == 15:  # columns of the name, the sectors read and written
             name, read, written = 3, 5, 9
         elif n == 14 or n >= 18:
             name, read, written = 2, 5, 9
@@ -413,9 +379,8 @@ def parse_diskstats(data: bytes) -> dict[str, tuple[int, int]] | None:
 
 
 def parse_cpuinfo_mhz(data: bytes) -> list[float] | None:
-    """The value of every line that starts with "cpu MHz" (any case) in /proc/cpuinfo,
-    as psutil reads them (none on most non-x86 machines). None for such a line without
-    a ':' or a number after it."""
+    """Every "cpu MHz" line's value (any case), as psutil reads them (none on most
+    non-x86 machines)."""
     lower = data.lower()
     out: list[float] = []
     at = 0 if lower.startswith(b"cpu mhz") else lower.find(b"\ncpu mhz")
