@@ -232,8 +232,8 @@ class Context:
     history: list[Snapshot]  # the full history, oldest first
     window: list[Snapshot]  # a suffix of ``history``
     ticks: list[Tick]  # one per window snapshot
-    base: int = 0  # sequence number of history[0] (idle-holder run memo)
-    runs: Runs | None = None
+    base: int  # sequence number of history[0] (idle-holder run memo)
+    runs: Runs
     # its job tracks are valid while its generation is still ``generation``
     carried: Carried | None = None
     generation: int = 0
@@ -376,12 +376,6 @@ class Context:
     def run_start(self, gpus: tuple[int, ...], pids: frozenset[int] | None) -> int:
         """Index of the first snapshot of the idle-and-held run ending the history
         (``len(history)``: none)."""
-        n = len(self.history)
-        if self.runs is not None:
-            return self.runs.start(
-                (gpus, pids), n, self.base, lambda i: self.idle_and_held(i, gpus, pids)
-            )
-        start = n
-        while start > 0 and self.idle_and_held(start - 1, gpus, pids):
-            start -= 1
-        return start
+        return self.runs.start(
+            (gpus, pids), len(self.history), self.base, lambda i: self.idle_and_held(i, gpus, pids)
+        )
