@@ -101,8 +101,8 @@ def idle_holder(
     procs: dict[int, ProcessInfo],
     pids: Sequence[int],
 ) -> Finding | None:
-    """The finding when the run from history[start] is long enough, or covers the whole
-    history while every holder in ``pids`` is old enough."""
+    """When the run from history[start] is long enough, or is all the history while every
+    holder in ``pids`` is old enough."""
     if start == len(history):
         return None
     idle_for = history[-1].time - history[start].time

@@ -110,8 +110,7 @@ def _is_root_marker(info: ProcessInfo) -> bool:
 
 
 def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
-    """pid -> the host's view of it: ``Snapshot.processes``, then the GPU processes' own
-    ``host`` (a source may fill only one of the two)."""
+    """pid -> ``Snapshot.processes``' row, else the GPU process's own ``host``."""
     index: dict[int, ProcessInfo] = {}
     for info in snapshot.processes:
         index.setdefault(info.pid, info)

@@ -237,8 +237,7 @@ class Analyzer:
         return len(self._older)
 
     def _restart(self) -> tuple[int, bool]:
-        """Number a history that does not continue the previous one above every number
-        given so far; drop the carried runs."""
+        """A history that does not continue the previous one: new numbers, no runs."""
         self._runs = Runs()
         return self._base + len(self._full) + 1, False
 

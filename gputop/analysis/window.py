@@ -49,8 +49,7 @@ class Tick:
     )
 
     def __init__(self, snap: Snapshot, previous: Tick | None = None) -> None:
-        """``previous``: the snapshot before's tick, whose jobs are taken over when the
-        input is the same (``_same_jobs``), or their structure when only values moved."""
+        """``previous``: the tick before, whose jobs (or their structure) may be reused."""
         self.snap = snap
         self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
@@ -293,8 +292,7 @@ class Context:
         return done
 
     def group_of_parts(self, gpus: tuple[int, ...], present: tuple[bool, ...]) -> Group:
-        """``group_of`` the parts, or the last call's group when judged from the same
-        parts, tick count and span."""
+        """``group_of`` the parts, or the last call's group when judged from the same."""
         parts = [p if here else None for p, here in zip(self.gpu_parts(gpus), present, strict=True)]
         ticks = [tk.time for tk, here in zip(self.ticks, present, strict=True) if here]
         span = ticks[-1] - ticks[0] if ticks else 0.0
@@ -374,8 +372,7 @@ class Context:
         return idle_and_held(self.history[i], gpus, pids, self.t)
 
     def run_start(self, gpus: tuple[int, ...], pids: frozenset[int] | None) -> int:
-        """Index of the first snapshot of the idle-and-held run ending the history
-        (``len(history)``: none)."""
+        """Where the idle-and-held run ending the history starts (``len(history)``: none)."""
         return self.runs.start(
             (gpus, pids), len(self.history), self.base, lambda i: self.idle_and_held(i, gpus, pids)
         )
