@@ -1,30 +1,11 @@
-"""Diagnosis: the one place where a snapshot and its history become jobs and verdicts.
+"""Diagnosis: the one place where a snapshot and its history become jobs and verdicts
+(docs/architecture.md); consumers only present what a :class:`Diagnosis` holds.
 
-Data flows one way::
-
-    source -> sampler (history) -> diagnosis -> consumers
-                                               (dashboard, --once, --stream, recorder,
-                                                replay, exporter, fleet)
-
-Consumers only present what a :class:`Diagnosis` holds; none of them calls the analysis
-(:mod:`gputop.analysis`) on its own.
-
-API: ``Diagnoser(thresholds).push(*snapshots)`` (one per stream of snapshots, pushed in
-time order) and the one-shot :func:`diagnose`; both give a :class:`Diagnosis`.
-
-- :class:`Diagnoser` wraps the incremental :class:`~gputop.analysis.verdict.Analyzer`:
-  snapshots are pushed to it in time order (one a tick, or a whole look-back at once: a
-  replay after a jump); a push costs about its new snapshots' work. It keeps the history
-  the verdicts need itself: the window's snapshots whole, the rest of the last
-  :func:`lookback_seconds` in the compact look-back form, so that its memory and cost
-  stay flat however long it runs. One call at a time (a lock). It never raises for a bug
-  in the analysis: the :class:`Diagnosis` then carries ``error`` and no verdicts. Only
-  :mod:`gputop.pipeline` builds and drives one (every consumer takes its frames).
-- :class:`Diagnosis` is immutable (its mappings are read-only views) and safe to hand
-  to other threads.
-
-The JSON form of a snapshot with its diagnosis (``--json``, ``--stream``) is
-:func:`gputop.present.to_json_dict`.
+:class:`Diagnoser` (built and driven by :mod:`gputop.pipeline` only) keeps the window's
+snapshots whole and the rest of :func:`lookback_seconds` as look-back forms, so its memory
+and cost stay flat however long it runs. It never raises for a bug in the analysis: the
+diagnosis then carries ``error`` and no verdicts. A :class:`Diagnosis` is immutable and
+safe to hand to other threads.
 """
 
 from __future__ import annotations
@@ -66,9 +47,8 @@ class Diagnosis:
         return next((j for j in self.jobs if j.id == job_id), None)
 
     def only(self, indices: Collection[int] | None) -> Diagnosis:
-        """Narrowed to the GPUs ``indices`` (None: unchanged). A job is kept when it uses
-        one of them; it stays whole (all its GPUs, the verdict judged on all of them), so
-        the same job has the same verdict in every view."""
+        """Narrowed to the GPUs ``indices`` (None: unchanged). A job on one of them stays
+        whole, so the same job has the same verdict in every view."""
         if indices is None:
             return self
         keep = frozenset(indices)
@@ -83,10 +63,8 @@ class Diagnosis:
 
 
 def lookback_seconds(thresholds: Thresholds) -> float:
-    """How much history the verdicts are given: the window judges most verdicts, "idle
-    memory holder" needs IDLE_HOLDER_SECONDS more. Handing the analysis only this much
-    keeps its cost flat however long gputop runs (an idle holder's evidence then says
-    "for 10:00" at most with the defaults: a lower bound)."""
+    """How much history the verdicts are given ("idle memory holder" reaches furthest);
+    bounded so the cost stays flat (an idle holder's duration is then a lower bound)."""
     return 2.0 * max(thresholds.window_seconds, thresholds.idle_holder_seconds)
 
 
@@ -99,8 +77,8 @@ def recent(history: Sequence[Snapshot], seconds: float) -> Sequence[Snapshot]:
 
 
 class Diagnoser:
-    """Turns a history into the :class:`Diagnosis` of its newest snapshot, carrying the
-    analysis' per-snapshot work from one call to the next (see the module docstring)."""
+    """Turns a history into the :class:`Diagnosis` of its newest snapshot. One call at a
+    time (a lock)."""
 
     def __init__(self, thresholds: Thresholds = DEFAULT) -> None:
         self.thresholds = thresholds
@@ -110,18 +88,11 @@ class Diagnoser:
         self._analyzer = Analyzer(thresholds, carry=lookback_seconds(thresholds))
 
     def push(self, *snapshots: Snapshot, judge_jobs: bool = True) -> Diagnosis:
-        """The diagnosis of the newest of ``snapshots``, given in time order after those
-        pushed before: the verdicts of the whole history pushed (its last
-        ``lookback_seconds``). Several at once (a replay's look-back) are judged once, on
-        all of them. Only the window's snapshots are kept whole; the rest of the look-back
-        ("idle memory holder", the disk peak) is kept in the compact form the verdicts
-        read from it (far smaller than its process rows and host processes). A snapshot
-        older than the one before (the wall clock stepped back) starts the history afresh:
-        the verdicts warm up again. Raises ValueError for no snapshot.
-
-        ``judge_jobs=False``: for a consumer that never presents a job's verdict (the
-        exporter without ``--jobs``): the jobs and the GPU verdicts are the same, the job
-        verdicts are left empty instead of judged."""
+        """The diagnosis of the newest of ``snapshots`` (in time order, after those pushed
+        before), judged on the last ``lookback_seconds`` pushed; several at once (a
+        replay's look-back) are judged once. A snapshot older than the one before starts
+        afresh. Raises ValueError for none. ``judge_jobs=False``: job verdicts left empty
+        (a consumer that never shows them)."""
         if not snapshots:
             raise ValueError("nothing to diagnose: the history is empty")
         with self._lock:
@@ -133,11 +104,9 @@ class Diagnoser:
                     new = 0
                 kept.append(snapshot)
                 new += 1
-            # Only what the window takes (its own rule: the last window_seconds, at
-            # least MIN_SAMPLES) stays whole. What the analyzer had before becomes its
-            # look-back form now (but the newest of it: what is given must overlap what
-            # was, or the analyzer starts afresh); new snapshots must be given whole once
-            # (a batch), so those outside the window go after this judge.
+            # Only the window stays whole. What the analyzer had before may go now (but
+            # its newest: what is given must overlap, or the analyzer starts afresh); new
+            # snapshots must be given whole once, so those outside the window go after.
             drop = len(kept) - len(window(kept, self.thresholds))
             now = min(drop, max(0, len(kept) - new - 1))
             for _ in range(now):
@@ -177,7 +146,6 @@ class Diagnoser:
 
 
 def diagnose(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> Diagnosis:
-    """One-shot: the diagnosis of the newest of ``history`` judged on it (its last
-    ``lookback_seconds``), by a fresh :class:`Diagnoser`."""
+    """One-shot: the diagnosis of the newest of ``history``, by a fresh :class:`Diagnoser`."""
     ordered = sorted(history, key=lambda s: s.time)
     return Diagnoser(thresholds).push(*recent(ordered, lookback_seconds(thresholds)))

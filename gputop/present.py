@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from gputop.analysis.jobs import job_to_dict
-from gputop.analysis.verdict import verdict_to_dict
+from gputop.analysis.kinds import verdict_to_dict
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuSample, ProcessInfo, Snapshot, replace
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 
 from gputop import __version__, cells, fmt
-from gputop.analysis.verdict import LABELS, WARMING_UP
+from gputop.analysis.kinds import LABELS, WARMING_UP
 from gputop.cells import fit as pad
 from gputop.diagnosis import Diagnosis
 from gputop.model import LABELLED_METRICS, GpuSample, ProcessInfo, Snapshot, Verdict

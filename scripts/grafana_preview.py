@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from grafana_dashboard import COLOURS  # noqa: E402
 
-from gputop.analysis.verdict import KINDS, LABELS  # noqa: E402
+from gputop.analysis.kinds import KINDS, LABELS  # noqa: E402
 from tests.helpers.exporter import DASHBOARD, exporter, prometheus  # noqa: E402
 
 GRAFANA = {  # Grafana's named colours used by the dashboard

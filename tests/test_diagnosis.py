@@ -9,6 +9,7 @@ import pytest
 
 from gputop.analysis import verdict as vd
 from gputop.analysis.jobs import build_jobs
+from gputop.analysis.kinds import WARMING_UP
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.diagnosis import Diagnoser, Diagnosis, diagnose, lookback_seconds, recent
 from gputop.model import Snapshot
@@ -39,7 +40,7 @@ def test_incremental_and_one_shot_agree_tick_after_tick() -> None:
     gpus, jobs = vd.all_verdicts(history)
     assert dict(live.gpus) == gpus and dict(live.job_verdicts) == jobs
     assert [j.id for j in live.jobs] == [j.id for j in build_jobs(history[-1])]
-    assert _kinds(live)[0][0] != vd.WARMING_UP  # the demo has real verdicts by now
+    assert _kinds(live)[0][0] != WARMING_UP  # the demo has real verdicts by now
 
 
 def test_a_jump_in_time_is_judged_as_if_fresh() -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from gputop.analysis import verdict as V
+from gputop.analysis import kinds as V
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.analysis.verdict import all_verdicts
 from gputop.cells import is_wide
 from gputop.cli import EXIT_USAGE
 from gputop.diagnosis import diagnose
@@ -330,7 +331,7 @@ def ten_minutes() -> dict[str, Any]:
         history.append(src.snapshot())
         if tick % 3:
             continue
-        gpus, jobs = V.all_verdicts(history)
+        gpus, jobs = all_verdicts(history)
         for index, v in gpus.items():
             primary[index].add(v.kind)
             also[index].update(v.also)
@@ -380,7 +381,7 @@ def test_demo_verdicts_tell_each_gpus_story(ten_minutes: dict[str, Any]) -> None
 
 def test_idle_holder_after_ten_minutes(ten_minutes: dict[str, Any]) -> None:
     history = ten_minutes["history"]
-    gpus, jobs = V.all_verdicts(history)
+    gpus, jobs = all_verdicts(history)
     v = gpus[3]
     assert v.kind == V.IDLE_HOLDER and "for 9:59" in v.evidence, v.evidence
     (kernel,) = [j for j in build_jobs(history[-1]) if j.gpus == (3,)]

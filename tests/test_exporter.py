@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.exposition import generate_latest
 
-from gputop.analysis.verdict import KINDS
+from gputop.analysis.kinds import KINDS
 from gputop.diagnosis import diagnose
 from gputop.exporter import parse_listen
 from gputop.exporter.metrics import METRIC_NAMES, METRICS, Totals, build, job_rows, markdown_table

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.analysis.verdict import KINDS
+from gputop.analysis.kinds import KINDS
 from tests.fakenvml import FakeGpu, FakeMig, FakeProcess, GiB, Scenario, subprocess_env
 from tests.helpers.exporter import (
     DASHBOARD,

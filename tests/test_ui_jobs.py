@@ -12,8 +12,9 @@ from textual.app import App
 from textual.geometry import Region
 from textual.widget import Widget
 
-from gputop.analysis import verdict as vd
+from gputop.analysis import kinds as vd
 from gputop.analysis.thresholds import Thresholds
+from gputop.analysis.verdict import Analyzer
 from gputop.diagnosis import lookback_seconds, recent
 from gputop.model import ProcessInfo, Snapshot, Verdict, replace
 from gputop.pipeline import Feed
@@ -164,7 +165,7 @@ async def test_a_failing_analysis_falls_back_to_the_mem_idle_marker(
     def broken(*_a: object, **_k: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(vd.Analyzer, "update", broken)
+    monkeypatch.setattr(Analyzer, "update", broken)
     app = GpuTopApp(snapshots=demo(30))
     async with app.run_test(size=SMALL):
         assert app.verdict_error == "boom"

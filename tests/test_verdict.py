@@ -15,8 +15,7 @@ import pytest
 
 from gputop.analysis import thresholds as th
 from gputop.analysis.jobs import build_jobs
-from gputop.analysis.thresholds import ThresholdError, Thresholds
-from gputop.analysis.verdict import (
+from gputop.analysis.kinds import (
     GPU_BOUND,
     IDLE,
     IDLE_HOLDER,
@@ -34,13 +33,10 @@ from gputop.analysis.verdict import (
     UNDERUSED,
     UNKNOWN,
     WARMING_UP,
-    Analyzer,
-    all_verdicts,
-    gpu_verdicts,
-    job_verdicts,
     verdict_to_dict,
-    window,
 )
+from gputop.analysis.thresholds import ThresholdError, Thresholds
+from gputop.analysis.verdict import Analyzer, all_verdicts, gpu_verdicts, job_verdicts, window
 from gputop.model import Pcie, ProcessInfo, Snapshot, UnlistedHolder, Verdict, replace
 from gputop.sources.demo import DemoSource
 from tests.analysis_fixtures import (

@@ -29,8 +29,9 @@ import psutil
 import pytest
 
 from gputop.analysis.jobs import Job, build_jobs
+from gputop.analysis.kinds import INPUT_CPU, INPUT_MAIN
 from gputop.analysis.thresholds import Thresholds
-from gputop.analysis.verdict import INPUT_CPU, INPUT_MAIN, gpu_verdicts, job_verdicts
+from gputop.analysis.verdict import gpu_verdicts, job_verdicts
 from gputop.model import Snapshot, Verdict
 from tests.conftest import FakeNvml
 from tests.fakenvml import FakeGpu, FakeProcess, Scenario

@@ -1,9 +1,7 @@
 """The GPU rules: lost, memory nearly full, idle, and the GPU group (utilization,
-throttle, link, PCIe) that every verdict on the same GPUs and ticks shares.
-
-Each snapshot's share of the window loops is a :class:`GpuTick`, made once per snapshot
-and GPU set (:mod:`gputop.analysis.window` keeps it); the rules add the window's parts
-up. ``tests/analysis_oracle.py`` holds the same rules over the window's samples.
+throttle, link, PCIe) shared by every verdict on the same GPUs and ticks. Each snapshot's
+share is a :class:`GpuTick`; the rules add the window's parts up (the plain loops over
+the samples, the oracle, are in ``tests/analysis_oracle.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from gputop.fmt import bytes_, rate
 from gputop.model import CLOCK_EVENT_EFFECTS, GpuSample, Snapshot
 from gputop.pcie import lane_bytes_per_s
 
-# The rows of the kind table (kinds.KIND_SPECS) these rules give findings of.
 LOST = RULES["lost"]
 IDLE = RULES["idle"]
 WARMING_UP = RULES["warming_up"]
@@ -93,10 +90,8 @@ def link_capacity(gpu: GpuSample) -> float | None:
 
 
 class GpuTick:
-    """One snapshot's share of the GPU rules' window loops, for one GPU set: the values
-    those loops compute per sample, and per-tick counts of them. The rules merge the
-    counts and sets, and add the floats in window order, as the loops over the samples
-    do (``tests/analysis_oracle.py``)."""
+    """One snapshot's share of the GPU rules' window loops, for one GPU set: per-sample
+    values and per-tick counts, which the rules merge in window order."""
 
     __slots__ = (
         "degraded",
@@ -117,7 +112,7 @@ class GpuTick:
 
     def __init__(self, snap: Snapshot, samples: Sequence[GpuSample], t: Thresholds) -> None:
         self.samples = samples  # for the rare early findings (``unknown_util``)
-        self.n = len(samples)  # a lost GPU has none
+        self.n = len(samples)
         self.util = util_of(samples)
         # every sample in MIG mode without utilization
         self.mig_unknown = bool(samples) and all(
@@ -250,8 +245,7 @@ def memory_full(samples: Sequence[GpuSample], t: Thresholds) -> Finding | None:
 
 
 def idle(parts: Sequence[GpuTick], span: float) -> Finding | None:
-    """Idle: no process, no held memory, util <= IDLE_UTIL in every window tick where
-    the GPUs have samples."""
+    """No process, no held memory, util <= IDLE_UTIL in every tick with samples."""
     present = [p for p in parts if p.n]
     if not present or not all(p.quiet for p in present):
         return None
@@ -265,8 +259,7 @@ def idle_finding(util: Stats | None, span: float) -> Finding:
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """The GPU side of a verdict: depends only on the GPUs and the window ticks judged
-    (shared by every job with the same GPUs present in the same ticks)."""
+    """The GPU side of a verdict: depends only on the GPUs and the window ticks judged."""
 
     early: Finding | None  # "warming up" or "unknown": the verdict stops there
     base: str
@@ -284,8 +277,7 @@ def group_of(
     ticks: list[float],
     span: float,
 ) -> Group:
-    """The group from each window tick's part (None: a tick not judged) and the times of
-    the ticks judged."""
+    """The group from each window tick's part (None: not judged) and the judged times."""
     early: Finding | None = None
     base = ""
     busy = starved = False
@@ -338,7 +330,6 @@ def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -
 
 
 def warming(n: int, span: float, t: Thresholds) -> Finding:
-    """Too few samples, or too short a span, for a verdict yet."""
     return finding(
         WARMING_UP,
         f"{n} samples over {span:.1f} s; need {t.min_samples} samples and {t.min_seconds:g} s",
@@ -349,8 +340,7 @@ def warming(n: int, span: float, t: Thresholds) -> Finding:
 def util_reading(
     util: Stats, span: float, gpus: tuple[int, ...], t: Thresholds
 ) -> tuple[str, bool, bool, str]:
-    """(the utilization text every finding of a group starts with, busy, starved,
-    severity)."""
+    """(the utilization text a group's findings start with, busy, starved, severity)."""
     base = (
         f"util mean {pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f}) over {seconds(span)}"
     )

@@ -1,10 +1,7 @@
-"""The idle memory holder: GPUs idle while something holds them, for the whole run of
-such snapshots that ends the history (which reaches back beyond the window).
-
-- :func:`idle_and_held`: one snapshot's part;
-- :class:`Runs`: each scope's run, carried between calls and extended by new snapshots;
-- :func:`lookback_form`: a snapshot outside the window reduced to what this rule reads;
-- :func:`idle_holder`: the rule.
+"""The idle memory holder: GPUs idle while something holds them, over the run of such
+snapshots that ends the history (reaching back beyond the window). :class:`Runs` carries
+each scope's run between calls; :func:`lookback_form` reduces a snapshot outside the
+window to what this rule (and the disk peak) reads.
 """
 
 from __future__ import annotations
@@ -53,12 +50,9 @@ RunKey = tuple[tuple[int, ...], frozenset[int] | None]
 
 
 class Runs:
-    """Memo of the idle-and-held runs between calls: scope -> (sequence number of the
-    snapshot it was computed at, sequence number of the run's first snapshot or None,
-    exact). ``exact`` is False when the run reached the start of the history it was
-    computed on (it may have begun earlier). Sequence numbers are given by the
-    analyzer: consecutive in a history that only grows at the end and is cut at the
-    start; never reused."""
+    """Scope -> (sequence number computed at, the run's first or None, exact); not
+    ``exact`` when the run reached the start of its history (it may have begun earlier).
+    The analyzer's sequence numbers are consecutive in a continued history, never reused."""
 
     __slots__ = ("memo",)
 
@@ -66,9 +60,8 @@ class Runs:
         self.memo: dict[RunKey, tuple[int, int | None, bool]] = {}
 
     def start(self, key: RunKey, n: int, base: int, idle_held: Callable[[int], bool]) -> int:
-        """Index of the first snapshot of the run that ends a history of ``n`` snapshots
-        numbered from ``base`` (``n`` when there is none); ``idle_held(i)``: whether
-        history[i] is idle and held."""
+        """Index of the first snapshot of the run ending a history of ``n`` snapshots
+        numbered from ``base`` (``n``: none); ``idle_held(i)``: history[i] is in a run."""
         latest = base + n - 1
         memo = self.memo.get(key)
         if (
@@ -108,8 +101,8 @@ def idle_holder(
     procs: dict[int, ProcessInfo],
     pids: Sequence[int],
 ) -> Finding | None:
-    """The finding when the run from history[start] is long enough, or covers the whole
-    history while every holder (``pids``, looked up in ``procs``) is old enough."""
+    """When the run from history[start] is long enough, or is all the history while every
+    holder in ``pids`` is old enough."""
     if start == len(history):
         return None
     idle_for = history[-1].time - history[start].time
@@ -141,8 +134,7 @@ def idle_holder(
 
 # --- the look-back form ----------------------------------------------------------------
 
-# The forms' shared parts: no per-form Clocks() and Pcie() (the defaults), and one
-# Utilization per whole percentage (what NVML gives).
+# Parts shared by the forms: one Utilization per whole percentage (what NVML gives).
 _NO_CLOCKS = Clocks()
 _NO_PCIE = Pcie()
 _NO_UTIL = Utilization()
@@ -173,11 +165,8 @@ def _form_memory(memory: GpuMemory, before: GpuSample | None) -> GpuMemory:
 
 
 def lookback_form(snap: Snapshot, before: Snapshot | None) -> Snapshot:
-    """``snap`` reduced to what the verdicts read from a snapshot outside the window: its
-    time, the host disk read rate (``disk_peak``) and what ``idle_and_held`` reads (each
-    GPU's index, lost flag, utilization and memory, the pids on it, the unlisted
-    holders). ``before``: the form of the snapshot before, whose parts are shared where
-    they are equal."""
+    """``snap`` reduced to what the verdicts read outside the window (docs/architecture.md,
+    "The look-back form"), sharing equal parts with ``before``, the form before it."""
     prev = {} if before is None else {g.index: g for g in before.gpus}
     rows: dict[int, GpuProcess] | None = None  # pid -> the form before's bare row
     gpus: list[GpuSample] = []

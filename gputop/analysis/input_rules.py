@@ -1,8 +1,6 @@
 """The input-bound rules: the GPU waits while a job's DataLoader workers, its main
-process or the disk are at their limit, or the host CPU is saturated.
-
-Each snapshot's share is one :class:`JobTick` per job; a job's :class:`Track` carries
-its window from one call to the next; :class:`JobSignals` are what the rules read.
+process or the disk are at their limit, or the host CPU is saturated. A snapshot's share
+is a :class:`JobTick` per job; a :class:`Track` carries a job's window between calls.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from dataclasses import dataclass
 
 from gputop.analysis.gpu_rules import mean, pct
 from gputop.analysis.jobs import Job
-from gputop.analysis.kinds import RULES, Finding, finding
+from gputop.analysis.kinds import RULES, Finding, KindSpec, finding
 from gputop.analysis.thresholds import Thresholds
 from gputop.fmt import rate
 from gputop.model import ProcessInfo, Snapshot
@@ -50,7 +48,6 @@ class JobTick:
 def _known_cpu(
     pids: tuple[int, ...], index: dict[int, ProcessInfo]
 ) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    """(pids, CPU %) of those of ``pids`` whose CPU is known."""
     out_pids: list[int] = []
     out_cpu: list[float] = []
     for pid in pids:
@@ -135,10 +132,9 @@ def signals_of(feats: Sequence[JobTick]) -> JobSignals:
 
 
 class Track:
-    """One job across the window, kept up to date from one call to the next by the
-    analyzer (a tick in: ``push``; the oldest out: ``pop``), so that its signals cost
-    O(its processes) per call instead of O(window). The means are still sums over the
-    window's values in window order: exactly what :func:`signals_of` computes."""
+    """One job across the window, pushed and popped as the window slides, so its signals
+    cost O(its processes) per call instead of O(window); the means are the same sums in
+    window order as :func:`signals_of`."""
 
     __slots__ = ("_memo", "cause", "dsleep", "feats", "mcols", "reads", "run", "same", "wcols")
 
@@ -151,18 +147,15 @@ class Track:
         self.mcols: list[deque[float]] = []
         self.reads: deque[float] = deque()  # known reads, oldest first
         self.dsleep = 0
-        # The newest ``same`` feats are one object (a job whose input did not change);
-        # while that is all of them, the signals are a function of that object and the
-        # count, kept in ``_memo``.
+        # The newest ``same`` feats are one object; while that is all of them, the
+        # signals depend on it and the count only (``_memo``).
         self.same = 0
         self._memo: tuple[JobTick, int, JobSignals] | None = None
-        # The rules' reading of the signals (``cause_flags``): kept with the signals'
-        # object it was made from, so valid while ``signals()`` gives that object.
+        # ``cause_flags`` of the signals object it was made from
         self.cause: tuple[JobSignals, int] | None = None
 
     def steady(self, f: JobTick | None) -> bool:
-        """Whether ``pop()`` then ``push(f)`` would leave this track as it is: every tick
-        in it is ``f``."""
+        """Whether ``pop()`` then ``push(f)`` would leave it unchanged (every tick is ``f``)."""
         feats = self.feats
         return self.same == len(feats) and bool(feats) and feats[-1] is f
 
@@ -227,8 +220,8 @@ class Track:
 
 
 class HostView:
-    """The host side of the window, the same for every scope of one call; the peak disk
-    read rate is looked for in the whole history when a rule first asks."""
+    """The host side of the window, shared by every scope of one call; the disk peak is
+    looked up in the whole history on first use."""
 
     __slots__ = ("_history", "_peak", "cpu", "disk_now", "iowait_high", "saturated", "suffix")
 
@@ -311,13 +304,17 @@ def input_causes(
     starved: bool,
     severity: str,
 ) -> list[Finding]:
-    """The host-side causes of the scope's jobs (their signals and ``cause_flags``), in
-    job order. ``own``: the scope is the job itself (a GPU's verdict names the job). A
-    finding of a rank an earlier job already gave is left out: it could never come
-    first, and adds no kind to ``also``."""
+    """The host-side causes of the scope's jobs, in job order. ``own``: the scope is the
+    job itself (a GPU's verdict names the job). A rank an earlier job gave is skipped: it
+    could never come first nor add a kind to ``also``."""
     host_cpu, host_suffix, disk_now = host.cpu, host.suffix, host.disk_now
     out: list[Finding] = []
     found: set[int] = set()  # ranks given
+
+    def add(spec: KindSpec, evidence: str, advice: str, waiting: bool = True) -> None:
+        found.add(spec.rank)
+        out.append(finding(spec, evidence, advice, severity if waiting else None))
+
     for got in causes:
         if got is None:
             continue
@@ -335,33 +332,26 @@ def input_causes(
             elif host.iowait_high and flags & READING:
                 evidence = f"{base}; {_who(own, sig)}{_read_text(read)}{host_suffix}"
             if evidence is not None:
-                found.add(DISK_STRONG.rank)
-                out.append(
-                    finding(
-                        DISK_STRONG,
-                        evidence,
-                        "Storage is too slow: copy the data set to local NVMe or RAM, use a "
-                        "sharded/streaming format, or raise prefetch_factor",
-                        severity=severity,
-                    )
+                add(
+                    DISK_STRONG,
+                    evidence,
+                    "Storage is too slow: copy the data set to local NVMe or RAM, use a "
+                    "sharded/streaming format, or raise prefetch_factor",
                 )
 
         # workers near a full core each
         if flags & BUSY_WORKERS and WORKERS.rank not in found:
             assert sig.worker_cpu is not None
-            found.add(WORKERS.rank)
-            out.append(
-                finding(
-                    WORKERS,
-                    f"{base}; {_who(own, sig)}{sig.workers} workers at "
-                    f"{pct(sig.worker_cpu)} of a core each{host_suffix}",
-                    "DataLoader workers are maxed out: raise num_workers (if cores are free) or "
-                    "make preprocessing cheaper (decode/augment on GPU, e.g. DALI)",
-                    severity=severity,
-                )
+            add(
+                WORKERS,
+                f"{base}; {_who(own, sig)}{sig.workers} workers at "
+                f"{pct(sig.worker_cpu)} of a core each{host_suffix}",
+                "DataLoader workers are maxed out: raise num_workers (if cores are free) or "
+                "make preprocessing cheaper (decode/augment on GPU, e.g. DALI)",
             )
 
-        # main process near a full core, workers idle or none (only when starved)
+        # main process near a full core, workers idle or none; only when starved, since
+        # CUDA syncs spin the main thread on a busy GPU
         if starved and flags & BUSY_MAIN and MAIN.rank not in found:
             assert sig.main_cpu is not None
             workers_text = (
@@ -369,30 +359,24 @@ def input_causes(
                 if sig.workers == 0
                 else f"{sig.workers} workers at {pct(sig.worker_cpu or 0.0)} of a core each"
             )
-            found.add(MAIN.rank)
-            out.append(
-                finding(
-                    MAIN,
-                    f"{base}; {_who(own, sig)}main process {sig.main_pid} at "
-                    f"{pct(sig.main_cpu)} of a core, {workers_text}{host_suffix}",
-                    "The Python loop is the bottleneck: move preprocessing into DataLoader "
-                    "workers, avoid .item()/.cpu() host syncs each step, use larger batches",
-                )
+            add(
+                MAIN,
+                f"{base}; {_who(own, sig)}main process {sig.main_pid} at "
+                f"{pct(sig.main_cpu)} of a core, {workers_text}{host_suffix}",
+                "The Python loop is the bottleneck: move preprocessing into DataLoader "
+                "workers, avoid .item()/.cpu() host syncs each step, use larger batches",
+                waiting=False,
             )
 
         # host CPU saturated
         if host.saturated and HOST_CPU.rank not in found:
             assert host_cpu is not None
-            found.add(HOST_CPU.rank)
-            out.append(
-                finding(
-                    HOST_CPU,
-                    f"{base}; host CPU saturated ({pct(host_cpu)}); {_who(own, sig)}{sig.workers} "
-                    f"workers, tree at {pct(sig.job.cpu_percent or 0.0)} of a core",
-                    "The host has no CPU left: cheaper preprocessing, fewer competing "
-                    "processes, or preprocess the data set offline",
-                    severity=severity,
-                )
+            add(
+                HOST_CPU,
+                f"{base}; host CPU saturated ({pct(host_cpu)}); {_who(own, sig)}{sig.workers} "
+                f"workers, tree at {pct(sig.job.cpu_percent or 0.0)} of a core",
+                "The host has no CPU left: cheaper preprocessing, fewer competing "
+                "processes, or preprocess the data set offline",
             )
 
         # disk, weak: host disk reads near the highest rate seen, while the job reads
@@ -405,16 +389,12 @@ def input_causes(
             and disk_peak > 0
             and disk_now >= t.disk_near_peak * disk_peak
         ):
-            found.add(DISK_WEAK.rank)
-            out.append(
-                finding(
-                    DISK_WEAK,
-                    f"{base}; {_who(own, sig)}{_read_text(read)}; disk reads {rate(disk_now)}, "
-                    f"{100 * disk_now / disk_peak:.0f} % of the peak {rate(disk_peak)} seen"
-                    f"{host_suffix}",
-                    "Reads run at the disk's limit: cache the data set in RAM or local NVMe, "
-                    "or use a compressed/sharded format",
-                    severity=severity,
-                )
+            add(
+                DISK_WEAK,
+                f"{base}; {_who(own, sig)}{_read_text(read)}; disk reads {rate(disk_now)}, "
+                f"{100 * disk_now / disk_peak:.0f} % of the peak {rate(disk_peak)} seen"
+                f"{host_suffix}",
+                "Reads run at the disk's limit: cache the data set in RAM or local NVMe, "
+                "or use a compressed/sharded format",
             )
     return out

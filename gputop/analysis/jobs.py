@@ -1,39 +1,15 @@
-"""Process trees -> jobs: what a user launched, across all the GPUs it uses.
+"""Process trees -> jobs: what a user launched, across all the GPUs it uses (docs/verdicts.md).
 
-A job is a root process and everything under it: the GPU processes (one per rank on a
-multi-GPU launch), their DataLoader workers and any launcher in between.
+A GPU process's root is found by climbing its parents while the parent is known, visible,
+not pid 0/1, of the same user and not ``NEVER_ROOT``; a Jupyter kernel is a root on its
+own. Without the launcher's row in the snapshot each rank is its own job (correct per
+process, just not grouped). Every known process belongs to the job of its nearest root
+ancestor unless its user differs; workers are non-GPU, non-zombie members below a GPU
+process. Sums skip unknown values (all unknown: None).
 
-How the root is found, for each GPU process: climb the parent chain through processes
-the snapshot knows (``Snapshot.processes``, then ``GpuProcess.host``) while the parent
-
-- is known and visible in this PID namespace, and is not pid 1 (nor 0);
-- has the same user (an unknown user on either side stops the climb too);
-- is not a session or supervisor process that is never a job's root (``NEVER_ROOT``:
-  shells, tmux, screen, sshd, init/systemd, container shims and inits, su/sudo, login,
-  nohup, cron, slurmstepd, supervisors...);
-
-and stop at a process whose command line marks it as a root on its own (a Jupyter
-kernel: two notebooks under one Jupyter server are two jobs). The highest process
-reached is the root. So ``torchrun`` (or accelerate, deepspeed, mpirun, a Lightning
-rank 0) that starts 4 ranks is one job with 4 GPU entries -- *if* the launcher's row is
-in the snapshot. The host source reads GPU pids and their descendants only: for a
-launcher that is not itself a GPU process the sampler must add the ancestor chain of
-each GPU pid (up to, not including, pid 1). Without those rows every rank is its own
-job (the degraded result: correct per process, just not grouped).
-
-Membership: every known process belongs to the job of its nearest ancestor (or itself)
-that is a job root, unless its user differs from the job's user (both known). Workers
-are members below a GPU process that are not GPU processes themselves and not zombies.
-
-Sums are None-aware: the sum of values that are all unknown is None; when only some
-are unknown, the sum of the known ones (a lower bound). Pure and deterministic.
-
-The grouping is done in two steps: the structure (which jobs, their members, workers and
-GPU entries) and then the values (sums, means, the id and age). On a busy server every
-value moves every tick and the process tree does not: ``build_jobs_reusing`` (what the
-diagnosis calls, once per snapshot) compares a key of what the structure step reads with
-the one of the snapshot before, and when they are equal only sums the values again. Its
-jobs are exactly ``build_jobs``'s (``tests/test_jobs_reuse.py``).
+Grouping is two steps, the structure (shapes) then the values: ``build_jobs_reusing``
+reuses the snapshot before's shapes when the process tree did not change, since on a busy
+server every value moves every tick and the tree does not.
 """
 
 from __future__ import annotations
@@ -45,8 +21,7 @@ from typing import Any, NamedTuple
 
 from gputop.model import INVALID_PIDS, GpuSample, ProcessInfo, Snapshot, Verdict
 
-# Never a job's root: climbing stops below them. Matched on the process name, lower
-# case, without a leading "-" (login shells) or a ":" suffix ("tmux: server").
+# Never a job's root: climbing stops below them (matched on ``process_name``).
 _NEVER_ROOT_WORDS = (
     # shells
     "sh bash zsh fish dash ksh mksh tcsh csh ash busybox "
@@ -63,8 +38,7 @@ _NEVER_ROOT_WORDS = (
 NEVER_ROOT: frozenset[str] = frozenset(_NEVER_ROOT_WORDS.split())
 _NEVER_ROOT_PREFIXES = ("containerd-shim", "systemd-")
 
-# A process whose command line contains one of these is always a root (never climbed
-# past): each Jupyter kernel is its own job even though they share a server parent.
+# Always a root: each Jupyter kernel is its own job though they share a server parent.
 ROOT_COMMAND_MARKERS: tuple[str, ...] = ("ipykernel_launcher", "ipykernel")
 
 
@@ -136,8 +110,7 @@ def _is_root_marker(info: ProcessInfo) -> bool:
 
 
 def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
-    """pid -> the host's view of it: ``Snapshot.processes``, then the GPU processes' own
-    ``host`` (a source may fill only one of the two)."""
+    """pid -> ``Snapshot.processes``' row, else the GPU process's own ``host``."""
     index: dict[int, ProcessInfo] = {}
     for info in snapshot.processes:
         index.setdefault(info.pid, info)
@@ -168,9 +141,8 @@ def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
 
 
 def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, int, tuple[int, int]]]:
-    """The GPU entries as (GPU index, pid, (position in ``snapshot.gpus``, position in its
-    ``processes``)), sorted by (GPU index, pid). Of duplicate entries the first counts;
-    lost GPUs and INVALID_PIDS are left out."""
+    """(GPU index, pid, (GPU position, process position)) sorted by (GPU index, pid); the
+    first of duplicates, without lost GPUs and INVALID_PIDS."""
     entries: dict[tuple[int, int], tuple[int, int]] = {}
     for at_gpu, gpu in enumerate(snapshot.gpus):
         if gpu.lost:
@@ -206,13 +178,12 @@ def build_jobs(snapshot: Snapshot) -> tuple[Job, ...]:
 
 
 def _shapes(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> tuple[_Shape, ...]:
-    """The snapshot's jobs without their values, in ``build_jobs`` order. Reads only what
+    """The jobs without their values, in ``build_jobs`` order; reads only what
     ``_structure_key`` holds."""
     entries = _gpu_entries(snapshot)
     gpu_pids = {pid for _, pid, _ in entries}
 
-    # Root of each GPU pid. A pid the host knows nothing about, or that is not visible,
-    # is its own root (and its own job).
+    # A pid the host knows nothing about, or that is not visible, is its own root.
     root_of: dict[int, int] = {}
     for pid in sorted(gpu_pids):
         info = index.get(pid)
@@ -338,8 +309,7 @@ def _shape(
 def _jobs(
     snapshot: Snapshot, index: dict[int, ProcessInfo], shapes: tuple[_Shape, ...]
 ) -> tuple[Job, ...]:
-    """The jobs of ``shapes`` (from this snapshot or one of the same structure) with this
-    snapshot's values."""
+    """The jobs of ``shapes`` (of this snapshot's structure) with this snapshot's values."""
     gpus = snapshot.gpus
     gpu_util = {g.index: g.utilization.gpu for g in gpus if not g.lost}
     return tuple([_job(s, snapshot.time, gpus, index, gpu_util) for s in shapes])
@@ -405,8 +375,8 @@ _StructureKey = tuple[list[int], list[Any], list[int], list[tuple[int, bool, tup
 
 
 def _structure_key(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> _StructureKey:
-    """Everything ``_shapes`` reads of the snapshot (two snapshots with equal keys have the
-    same shapes), read in C-level passes where it can: this runs every tick."""
+    """Everything ``_shapes`` reads (equal keys: the same shapes), in C-level passes where
+    it can: this runs every tick."""
     rows = index.values()
     statuses = list(map(_STATUS, rows))
     zombies = (
@@ -424,8 +394,7 @@ def _structure_key(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> _Struct
 
 @dataclass(frozen=True, slots=True, eq=False)
 class JobStructure:
-    """The structure of a snapshot's jobs (``build_jobs_reusing``): what of the snapshot
-    the grouping reads (the key) and the jobs it made of it, without their values."""
+    """What the grouping read of a snapshot (the key) and the jobs it made, without values."""
 
     key: _StructureKey
     shapes: tuple[_Shape, ...]
@@ -436,10 +405,8 @@ def build_jobs_reusing(
     before: JobStructure | None,
     index: dict[int, ProcessInfo] | None = None,
 ) -> tuple[tuple[Job, ...], JobStructure]:
-    """``build_jobs(snapshot)``, and the structure of these jobs. ``before``: the structure
-    of an earlier snapshot's jobs: when its key (``_structure_key``) equals this
-    snapshot's, its shapes are taken over and only the values are summed again.
-    ``index``: ``process_index(snapshot)``, when the caller has it."""
+    """``build_jobs(snapshot)`` and its structure; ``before``'s shapes are taken over when
+    its key equals this snapshot's. ``index``: ``process_index(snapshot)``, if known."""
     if index is None:
         index = process_index(snapshot)
     key = _structure_key(snapshot, index)

@@ -1,12 +1,7 @@
-"""The verdict kinds, declared once (:data:`KIND_SPECS`), and how findings become a
-:class:`Verdict`.
-
-Each row of :data:`KIND_SPECS` is one rule's finding: its rank (lower wins), the kind
-it gives, its severity, the label and short word people see, its legend meaning and
-when it applies. ``KINDS``, ``LABELS``, ``VERDICT_WORDS``, the help legend and the
-table in ``docs/verdicts.md`` are made from it (``python -m gputop.analysis.kinds
---markdown`` prints that table). Two rules may give one kind (a strong and a weak
-cause); a kind's label and word are those of its first row.
+"""The verdict kinds, declared once (:data:`KIND_SPECS`: one row per rule's finding), and
+how findings become a :class:`Verdict`. ``KINDS``, ``LABELS``, the short words, the help
+legend and the docs' tables (``python -m gputop.analysis.kinds --markdown``) are made
+from it; two rules may give one kind, whose label and word are its first row's.
 """
 
 from __future__ import annotations
@@ -34,8 +29,7 @@ MEMORY_FULL = "memory nearly full"
 UNKNOWN = "unknown"
 
 SEVERITIES = ("ok", "info", "warn", "bad")
-#: The severity of a finding that waits on a cause: "warn" when the GPU is starved
-#: (util low or oscillating), "info" when its use is steady and moderate.
+#: A waiting finding's severity: "warn" when the GPU is starved, "info" when steady.
 WAITING = "warn or info"
 
 
@@ -162,14 +156,12 @@ for _spec in KIND_SPECS:
 KINDS: tuple[str, ...] = tuple(_FIRST)
 #: Kind -> the verdict's label.
 LABELS: dict[str, str] = {kind: s.label for kind, s in _FIRST.items()}
-#: Kind -> the short word of a compact GPU line (the first row's; a view may show a
-#: later row's word, as the power cap's).
+#: Kind -> the short word of a compact GPU line (a view may show a later row's word).
 VERDICT_WORDS: dict[str, str] = {kind: s.word for kind, s in _FIRST.items()}
 
 
 def legend() -> tuple[tuple[str, str], ...]:
-    """(word, meaning) of every row with a meaning, kind by kind (in ``KINDS`` order),
-    each kind's rows by rank: the help screen's verdict legend."""
+    """The help screen's verdict legend: (word, meaning) of each row with one, by kind."""
     return tuple(
         (s.word, s.meaning) for kind in KINDS for s in KIND_SPECS if s.kind == kind and s.meaning
     )
@@ -186,8 +178,7 @@ def markdown_table() -> str:
 
 
 def short_markdown_table() -> str:
-    """The README's short table: word, kind and meaning of each legend line, kind by kind
-    (a kind without a legend line, as ``lost``, says when it applies)."""
+    """The README's short table (a kind without a legend line says when it applies)."""
     lines = ["| word | kind | means |", "|---|---|---|"]
     for kind in KINDS:
         rows = [s for s in KIND_SPECS if s.kind == kind]

@@ -1,10 +1,6 @@
-"""Every number the verdicts compare against, named, documented and overridable.
-
-Each threshold is declared once, as a field of :class:`Thresholds`: its default, the
-kind of its range and its meaning (``--help``, ``docs/verdicts.md`` and :data:`DOCS` are
-made from it). ``Thresholds.from_overrides({"util_high": 90})`` or
-``from_overrides({"UTIL_HIGH": "90"})`` (what ``--threshold UTIL_HIGH=90`` gives) returns
-a copy with those values changed, after checking names, types, ranges and consistency.
+"""Every number the verdicts compare against: each declared once as a field of
+:class:`Thresholds` (default, kind of range, meaning), from which ``--help``,
+``docs/verdicts.md`` and :data:`DOCS` are made; overrides are checked before use.
 """
 
 from __future__ import annotations
@@ -21,8 +17,7 @@ class ThresholdError(ValueError):
 
 
 def _t(default: float, kind: str, meaning: str) -> Any:
-    """A threshold's field: its default, the kind of its range (percent, fraction,
-    bytes, seconds, count) and its meaning."""
+    """A threshold's field; ``kind``: percent, fraction, bytes, seconds or count."""
     return dataclasses.field(default=default, metadata={"kind": kind, "meaning": meaning})
 
 
@@ -117,12 +112,9 @@ class Thresholds:
     def from_overrides(
         cls, overrides: Mapping[str, Any], base: Thresholds | None = None
     ) -> Thresholds:
-        """``base`` (default: the defaults) with ``overrides`` applied.
-
-        Names are case-insensitive and may use ``-`` for ``_`` (``UTIL_HIGH``,
-        ``util-high``). Values may be numbers or strings. Raises ``ThresholdError`` with
-        a message for people on an unknown name, a bad value or inconsistent values.
-        """
+        """``base`` (default: the defaults) with ``overrides`` applied: names
+        case-insensitive, ``-`` for ``_``; values numbers or strings. Raises
+        ``ThresholdError`` (a message for people) on a bad name or value."""
         start = base if base is not None else cls()
         known = {f.name: f for f in dataclasses.fields(cls)}
         changes: dict[str, Any] = {}

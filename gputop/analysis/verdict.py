@@ -1,33 +1,11 @@
 """Recent history -> one verdict per GPU and per job: is it bound by the GPU or by its input?
 
-Pure and deterministic: the same history and thresholds give the same verdicts.
-
-The history is a sequence of snapshots, oldest first (sorted here by ``time`` anyway).
-Most findings look at the *window*: the snapshots no older than ``WINDOW_SECONDS``
-before the newest, or the newest ``MIN_SAMPLES`` snapshots when that reaches further
-back (slow sampling intervals). A job is judged on the window ticks it existed in.
-"idle memory holder" looks at the whole history given, and the process start times.
-
-Every condition that applies becomes a finding with a rank; the lowest rank is the
-verdict's ``kind``, the other kinds are listed in ``also`` (by rank). The ranks, and
-when each kind applies, are declared once in :data:`gputop.analysis.kinds.KIND_SPECS`.
-
-Layout, each module importing only those above it:
-
-- :mod:`~gputop.analysis.kinds`, :mod:`~gputop.analysis.thresholds`,
-  :mod:`~gputop.analysis.jobs`: the kind table, the thresholds, process trees -> jobs;
-- :mod:`~gputop.analysis.gpu_rules`, :mod:`~gputop.analysis.holders`,
-  :mod:`~gputop.analysis.input_rules`: each rule family, its per-tick part beside the
-  rules that add the window's parts up;
-- :mod:`~gputop.analysis.window`: the cache (per-snapshot ticks, what one call judges
-  with, what is carried between calls);
-- this module: the order in which the families judge a scope, :class:`Analyzer`, and
-  the API (every public name is importable from here).
-
-"util low or oscillating" (starved): mean < UTIL_LOW, or mean < UTIL_HIGH with standard
-deviation >= UTIL_OSCILLATION. Findings for a GPU below UTIL_HIGH but not starved
-(steady, moderate use) carry severity "info" instead of "warn". A busy main thread alone
-proves nothing on a busy GPU (CUDA syncs spin), hence its stricter condition.
+Pure and deterministic. Most findings judge the window (the last ``WINDOW_SECONDS``, at
+least ``MIN_SAMPLES`` snapshots); a job only the window ticks it existed in; "idle memory
+holder" the whole history given. The lowest-ranked finding is the verdict, the other
+kinds go to ``also`` (ranks: :data:`gputop.analysis.kinds.KIND_SPECS`). This module
+orders the rule families for a scope and holds :class:`Analyzer` and the API; the
+modules it imports sit below it (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -42,64 +20,10 @@ from gputop.analysis.gpu_rules import idle, lost_finding
 from gputop.analysis.holders import Runs, idle_holder, lookback_form
 from gputop.analysis.input_rules import JobTick, Track, input_causes
 from gputop.analysis.jobs import Job
-from gputop.analysis.kinds import (
-    GPU_BOUND,
-    IDLE,
-    IDLE_HOLDER,
-    INPUT_CPU,
-    INPUT_DISK,
-    INPUT_MAIN,
-    KINDS,
-    LABELS,
-    LINK_DEGRADED,
-    LOST,
-    MEMORY_FULL,
-    MODERATE,
-    RULES,
-    SEVERITIES,
-    THROTTLED,
-    TRANSFER_PCIE,
-    UNDERUSED,
-    UNKNOWN,
-    WARMING_UP,
-    Finding,
-    finding,
-    verdict_of,
-    verdict_to_dict,
-)
+from gputop.analysis.kinds import RULES, Finding, finding, verdict_of
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.window import Carried, Context, Tick, split_window
 from gputop.model import Snapshot, Verdict
-
-__all__ = [
-    "GPU_BOUND",
-    "IDLE",
-    "IDLE_HOLDER",
-    "INPUT_CPU",
-    "INPUT_DISK",
-    "INPUT_MAIN",
-    "KINDS",
-    "LABELS",
-    "LINK_DEGRADED",
-    "LOST",
-    "MEMORY_FULL",
-    "MODERATE",
-    "SEVERITIES",
-    "THROTTLED",
-    "TRANSFER_PCIE",
-    "UNDERUSED",
-    "UNKNOWN",
-    "WARMING_UP",
-    "Analysis",
-    "Analyzer",
-    "JobVerdicts",
-    "all_verdicts",
-    "gpu_verdicts",
-    "job_verdicts",
-    "verdict_to_dict",
-    "window",
-]
-
 
 # --- judging one scope ---------------------------------------------------------------------
 
@@ -138,8 +62,7 @@ def _judge(ctx: Context, scope: _Scope) -> Verdict:
         if idle_found is not None:
             return verdict_of([idle_found])
 
-    # The GPU side, shared by every scope on the same GPUs and ticks. A job is judged on
-    # the ticks it existed in only.
+    # The GPU side, shared by every scope on the same GPUs and ticks.
     group = ctx.group(gpus, None if scope.job is None else ctx.present(scope.job.id))
     if group.early is not None:
         findings.append(group.early)
@@ -247,12 +170,8 @@ def window(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> lis
 
 
 class JobVerdicts(Mapping[str, Verdict]):
-    """Job id -> verdict, each judged the first time it is read (then kept).
-
-    What :meth:`Analyzer.update` returns: the GPU verdicts need every job's signals
-    anyway, but a view that shows a few jobs only pays for those. ``dict(...)`` judges
-    them all. Bound to the history it was made from: reading it later gives the same
-    verdicts (it keeps that window alive while referenced)."""
+    """Job id -> verdict, each judged the first time it is read (then kept): a view that
+    shows a few jobs pays for those only. Bound to the history it was made from."""
 
     __slots__ = ("_ctx", "_done", "_jobs")
 
@@ -291,26 +210,14 @@ class Analysis(NamedTuple):
 
 
 class Analyzer:
-    """The verdicts of a history that grows one snapshot at a time, at the cost of the
-    new snapshot plus the window's aggregation (the dashboard's path).
+    """The verdicts of a history that grows one snapshot at a time: exactly those of
+    :func:`all_verdicts`, at the cost of the new snapshot plus the window's aggregation.
+    Per-snapshot work, job tracks, GPU groups and idle-holder runs are carried between
+    calls, and dropped when a history does not continue the previous one. Not thread-safe.
 
-    What the verdicts compute from one snapshot alone is kept while it is in the window
-    (:class:`~gputop.analysis.window.Tick`, keyed by the snapshot object); each job's
-    track, each GPU group and each scope's idle-holder run are carried from one call to
-    the next. The results are exactly those of :func:`all_verdicts` on the same history,
-    whatever history each call is given: when it is not the previous one cut at the start
-    and extended at the end, the carried state is dropped. Not thread-safe.
-
-    ``carry`` (seconds; :meth:`gputop.diagnosis.Diagnoser.push`): the caller gives only
-    the window's snapshots (and a few more); the analyzer keeps ``carry`` seconds of the
-    look-back beyond them itself, each snapshot in its look-back form. None: the history
-    given is the whole history.
-
-    ::
-
-        analyzer = Analyzer(thresholds)
-        gpu_v, job_v, jobs = analyzer.update(history)   # each tick, history oldest first
-    """
+    ``carry`` (seconds): the caller gives only the window (and a few more); the analyzer
+    keeps ``carry`` seconds of look-back forms beyond it itself. None: the history given
+    is the whole history."""
 
     def __init__(self, thresholds: Thresholds = DEFAULT, *, carry: float | None = None) -> None:
         self.thresholds = thresholds
@@ -330,22 +237,18 @@ class Analyzer:
         return len(self._older)
 
     def _restart(self) -> tuple[int, bool]:
-        """A history that does not continue the previous one: its numbering starts above
-        every number given so far, and the runs carried between calls are dropped."""
+        """A history that does not continue the previous one: new numbers, no runs."""
         self._runs = Runs()
         return self._base + len(self._full) + 1, False
 
     def _sequence(self, full: list[Snapshot]) -> tuple[int, bool]:
-        """(the sequence number of full[0], whether it continues the previous call's
-        numbering: ``full`` is the previous history cut at the start and extended)."""
+        """(the sequence number of full[0], whether it continues the previous numbering)."""
         cut = _continues(self._full, full)
         return self._restart() if cut is None else (self._base + cut, True)
 
     def _carried(self, given: list[Snapshot]) -> tuple[list[Snapshot], int, bool]:
-        """Carry mode: the snapshots cut from the start of the previous history given are
-        kept in their look-back form, as long as ``carry`` seconds. Returns (the full
-        history: those forms then ``given``, its sequence number, whether it continues
-        the previous call's numbering)."""
+        """Carry mode: keep the snapshots cut from the previous history given as look-back
+        forms, ``carry`` seconds of them. (full history, its sequence number, continued)."""
         prev, older = self._given, self._older
         self._given = given
         cut = _continues(prev, given)
@@ -363,8 +266,8 @@ class Analyzer:
         return [*older, *given], self._base + popped, True
 
     def _slide(self, first: int, ticks: list[Tick], continued: bool) -> None:
-        """Bring the job tracks to the window ``ticks`` (sequence numbers from ``first``):
-        drop the ticks that left it, add the new ones; rebuild when it did not slide."""
+        """Bring the job tracks to the window ``ticks`` (numbered from ``first``); rebuild
+        them when the window did not slide."""
         tracks = self.memory.tracks
         last = first + len(ticks) - 1
         pfirst, pticks = self._window
@@ -392,8 +295,7 @@ class Analyzer:
             _push(tracks, ticks[seq - first].feats, steady)
 
     def context(self, history: Sequence[Snapshot], track: bool = True) -> Context | None:
-        """The context one call judges with; ``track``: keep the job tracks (worth it
-        when called again with the next history)."""
+        """The context one call judges with; ``track``: keep the job tracks for the next."""
         if not history:
             return None
         t = self.thresholds
@@ -427,10 +329,8 @@ class Analyzer:
         history: Sequence[Snapshot],
         jobs: Sequence[Job] | Mapping[str, Job] | None = None,
     ) -> Analysis:
-        """``(gpu_verdicts, job_verdicts, jobs)`` for ``history`` (oldest first; sorted by
-        time anyway): what ``build_jobs(history[-1])`` and ``all_verdicts(history, jobs,
-        thresholds)`` give. ``jobs``: the jobs to judge (default: the newest snapshot's).
-        The job verdicts are judged when read (:class:`JobVerdicts`)."""
+        """What ``build_jobs(history[-1])`` and ``all_verdicts(history, jobs)`` give; the
+        job verdicts are judged when read. ``jobs`` defaults to the newest snapshot's."""
         ctx = self.context(history)
         if ctx is None:
             return Analysis({}, JobVerdicts(None, {}), ())
@@ -452,8 +352,8 @@ def _push(
 
 
 def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
-    """How many of ``prev``'s first snapshots ``given`` cut when it is ``prev`` cut at the
-    start and extended at the end (the same objects); None when it is not."""
+    """How many snapshots ``given`` cut from the start of ``prev`` when it is ``prev`` cut
+    and extended (the same objects); None when it is not."""
     if not prev:
         return None
     last = prev[-1]
@@ -467,8 +367,7 @@ def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
 
 
 def _context(history: Sequence[Snapshot], t: Thresholds) -> Context | None:
-    """A context with nothing cached (the plain functions): a throwaway :class:`Analyzer`
-    that keeps no job tracks (they would be built for one use)."""
+    """A context with nothing cached, for the one-shot functions."""
     return Analyzer(t).context(history, track=False)
 
 
@@ -495,8 +394,7 @@ def all_verdicts(
     jobs: Sequence[Job] | Mapping[str, Job] | None = None,
     thresholds: Thresholds = DEFAULT,
 ) -> tuple[dict[int, Verdict], dict[str, Verdict]]:
-    """``(gpu_verdicts, job_verdicts)`` in one pass (the window's jobs are built once).
-    Over a growing history, :class:`Analyzer` gives the same for a fraction of the cost."""
+    """``(gpu_verdicts, job_verdicts)`` in one pass (the window's jobs are built once)."""
     ctx = _context(history, thresholds)
     if ctx is None:
         return {}, {}

@@ -1,7 +1,5 @@
-"""The window cache: what the verdicts compute from one snapshot alone (a :class:`Tick`,
-kept while the snapshot is in the window), what the analyzer carries from one call to
-the next (:class:`Carried`), and what one call judges with (:class:`Context`: the
-window, its ticks, and the rule families' parts memoized for the call).
+"""The window cache: one snapshot's work (:class:`Tick`), what the analyzer carries
+between calls (:class:`Carried`), and what one call judges with (:class:`Context`).
 """
 
 from __future__ import annotations
@@ -29,10 +27,8 @@ from gputop.model import GpuSample, ProcessInfo, Snapshot
 
 
 class Tick:
-    """The per-snapshot work of the verdicts, done once per snapshot: the pid index, the
-    jobs and their :class:`JobTick`, and (memoized per GPU set) the scope samples, their
-    :class:`GpuTick` and idle-holder flags. Depends on the snapshot and the thresholds
-    only."""
+    """The verdicts' work on one snapshot, done once: the pid index, the jobs and their
+    :class:`JobTick`, and per GPU set the samples, :class:`GpuTick` and idle flags."""
 
     __slots__ = (
         "_ageless",
@@ -53,9 +49,7 @@ class Tick:
     )
 
     def __init__(self, snap: Snapshot, previous: Tick | None = None) -> None:
-        """``previous``: the tick of the snapshot before, whose jobs are taken over when
-        this snapshot gives ``build_jobs`` the same input (see ``_same_jobs``), and whose
-        jobs' structure is reused when only their values moved (``build_jobs_reusing``)."""
+        """``previous``: the tick before, whose jobs (or their structure) may be reused."""
         self.snap = snap
         self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
@@ -81,8 +75,7 @@ class Tick:
             self.feats = {job_id: JobTick.of(job, index) for job_id, job in self.jobs.items()}
         self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
         self._gpu: dict[tuple[int, ...], GpuTick] = {}
-        # The snapshot before's GPU parts, samples and unlisted holders: a part made of
-        # the very same samples is shared (``gpu``). Its maps only, not its tick.
+        # The maps only, not the tick: a part of the very same samples is shared (``gpu``).
         self._before = (
             None
             if previous is None
@@ -93,8 +86,7 @@ class Tick:
         self._pids: dict[tuple[int, ...], frozenset[int]] = {}
 
     def job_ids_by_gpu(self) -> dict[int, tuple[str, ...]]:
-        """GPU index -> the ids of the jobs on it, by GPU memory (most first), then root
-        pid (memoized, and taken over with the jobs)."""
+        """GPU index -> the ids of the jobs on it, by GPU memory (most first), root pid."""
         if self._by_gpu is None:
             by_gpu: dict[int, list[Job]] = {}
             for j in self.jobs.values():
@@ -109,8 +101,7 @@ class Tick:
         return self._by_gpu
 
     def ageless(self) -> bool:
-        """Whether no job here knows its start, so none has an age that moves on with
-        the time (memoized, and taken over with the jobs)."""
+        """Whether no job here knows its start (so no age moves on with the time)."""
         if self._ageless is None:
             self._ageless = all(j.create_time is None for j in self.jobs.values())
         return self._ageless
@@ -123,8 +114,7 @@ class Tick:
         return out
 
     def gpu(self, gpus: tuple[int, ...], t: Thresholds) -> GpuTick:
-        """The :class:`GpuTick` of ``gpus``, memoized; the snapshot before's when made of
-        the very same sample objects."""
+        """The :class:`GpuTick` of ``gpus``; the snapshot before's when of the same samples."""
         out = self._gpu.get(gpus)
         if out is None:
             samples = self.samples(gpus)
@@ -171,10 +161,8 @@ class Tick:
 
 
 def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
-    """Whether ``build_jobs(snap)`` is ``previous``'s jobs: it reads only the process rows,
-    each GPU's index, lost flag, process rows and utilization, and the time (a job's
-    ``age``). The sources give an unchanged row, process tuple or GPU sample as the same
-    object from tick to tick, so this is a few identity checks."""
+    """Whether ``build_jobs(snap)`` is ``previous``'s jobs. Sources give an unchanged row,
+    process tuple or GPU sample as the same object, so this is a few identity checks."""
     before = previous.snap
     if snap.processes is not before.processes or len(snap.gpus) != len(before.gpus):
         return False
@@ -217,9 +205,8 @@ KeptGroup = tuple[list[GpuTick | None], float, int, Group]
 
 
 class Carried:
-    """What the analyzer carries from one call to the next that the rules read: each
-    job's track over the window (valid for the call of its ``generation``), and the GPU
-    groups of the last call and of this one."""
+    """Carried between calls: each job's track (valid for its ``generation``'s call) and
+    the GPU groups of the last call and this one."""
 
     __slots__ = ("generation", "groups_before", "groups_now", "tracks")
 
@@ -244,10 +231,9 @@ class Context:
     history: list[Snapshot]  # the full history, oldest first
     window: list[Snapshot]  # a suffix of ``history``
     ticks: list[Tick]  # one per window snapshot
-    base: int = 0  # sequence number of history[0] (idle-holder run memo)
-    runs: Runs | None = None
-    # What the analyzer carries; its job tracks are valid while its generation is still
-    # ``generation``.
+    base: int  # sequence number of history[0] (idle-holder run memo)
+    runs: Runs
+    # its job tracks are valid while its generation is still ``generation``
     carried: Carried | None = None
     generation: int = 0
     groups: dict[tuple[tuple[int, ...], tuple[bool, ...]], Group] = field(default_factory=dict)
@@ -295,8 +281,8 @@ class Context:
         return out
 
     def group(self, gpus: tuple[int, ...], present: tuple[bool, ...] | None) -> Group:
-        """The GPU side of the verdict on ``gpus`` over the window ticks where ``present``
-        (None: a GPU scope, judged on the ticks where its GPUs have samples)."""
+        """The GPU side on ``gpus`` over the ticks where ``present`` (None: where they have
+        samples)."""
         if present is None:
             # the group of a scope present in exactly those ticks is the same group
             present = tuple(p.n > 0 for p in self.gpu_parts(gpus))
@@ -306,9 +292,7 @@ class Context:
         return done
 
     def group_of_parts(self, gpus: tuple[int, ...], present: tuple[bool, ...]) -> Group:
-        """``group_of`` the parts, or the last call's group when it was judged from the
-        same parts, number of ticks and span (a GPU whose samples did not change shares
-        one part between snapshots, see ``Tick.gpu``)."""
+        """``group_of`` the parts, or the last call's group when judged from the same."""
         parts = [p if here else None for p, here in zip(self.gpu_parts(gpus), present, strict=True)]
         ticks = [tk.time for tk, here in zip(self.ticks, present, strict=True) if here]
         span = ticks[-1] - ticks[0] if ticks else 0.0
@@ -356,8 +340,8 @@ class Context:
         return self.job_window(job_id).present
 
     def causes_of(self, job_id: str) -> tuple[JobSignals, int] | None:
-        """The job's window signals and their ``cause_flags`` (memoized for the call, and
-        in the job's track while its signals are the same object)."""
+        """The job's window signals and their ``cause_flags`` (memoized, and kept in its
+        track while the signals are the same object)."""
         causes = self.causes
         if job_id in causes:
             return causes[job_id]
@@ -388,14 +372,7 @@ class Context:
         return idle_and_held(self.history[i], gpus, pids, self.t)
 
     def run_start(self, gpus: tuple[int, ...], pids: frozenset[int] | None) -> int:
-        """Index of the first snapshot of the idle-and-held run that ends the history
-        (``len(history)`` when the newest snapshot is not idle-and-held)."""
-        n = len(self.history)
-        if self.runs is not None:
-            return self.runs.start(
-                (gpus, pids), n, self.base, lambda i: self.idle_and_held(i, gpus, pids)
-            )
-        start = n
-        while start > 0 and self.idle_and_held(start - 1, gpus, pids):
-            start -= 1
-        return start
+        """Where the idle-and-held run ending the history starts (``len(history)``: none)."""
+        return self.runs.start(
+            (gpus, pids), len(self.history), self.base, lambda i: self.idle_and_held(i, gpus, pids)
+        )

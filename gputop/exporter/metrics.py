@@ -34,7 +34,7 @@ from prometheus_client.samples import Sample
 
 from gputop import __version__
 from gputop.analysis.jobs import Job
-from gputop.analysis.verdict import KINDS
+from gputop.analysis.kinds import KINDS
 from gputop.model import CLOCK_EVENT_REASONS, GPU_METRICS, GpuMetric, GpuSample, Snapshot, Verdict
 
 #: Default cap on the number of job series sets (``--max-jobs``).

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gputop.analysis import verdict as vd
+from gputop.analysis import kinds as vd
 from gputop.cells import cell_width, fit
 from gputop.model import Verdict
 from gputop.sources.remote import GpuCell

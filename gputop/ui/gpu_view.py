@@ -10,7 +10,6 @@ from functools import lru_cache
 
 from gputop import fmt
 from gputop.analysis import kinds
-from gputop.analysis import verdict as vd
 from gputop.cells import cell_width, fit
 from gputop.model import (
     CLOCK_EVENT_WORDS,
@@ -149,7 +148,7 @@ JUDGING_MARK = VerdictMark("judging", "judging", "judging from the recording…"
 def verdict_mark(verdict: Verdict) -> VerdictMark:
     word = VERDICT_WORDS.get(verdict.kind, verdict.kind[:VERDICT_WIDTH])
     label = verdict.label
-    if verdict.kind == vd.THROTTLED and verdict.severity == "info":
+    if verdict.kind == kinds.THROTTLED and verdict.severity == "info":
         word, label = POWER_CAP_WORD, POWER_CAP_LABEL
     return VerdictMark(verdict.kind, word, label, SEVERITY_ROLES.get(verdict.severity, ""))
 
@@ -192,7 +191,7 @@ def gpu_marker(
 
 def _holds_idle(gpu: GpuSample, verdict: str | VerdictMark | None) -> bool:
     if isinstance(verdict, VerdictMark):
-        return verdict.kind == vd.IDLE_HOLDER
+        return verdict.kind == kinds.IDLE_HOLDER
     return not verdict and is_mem_idle(gpu)
 
 

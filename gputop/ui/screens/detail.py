@@ -27,7 +27,7 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from gputop import fmt
-from gputop.analysis.verdict import LABELS
+from gputop.analysis.kinds import LABELS
 from gputop.model import GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot, Verdict
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
