@@ -215,14 +215,12 @@ class Player:
 
     _mark = 0.0  # wall (monotonic) time the cursor was last advanced by playing
 
-    def _tick_seconds(self) -> float:
-        return min(1.0, max(0.2, self._interval / self.speed))
-
     def _run(self) -> None:
         self._move(self._pos)  # completes what tick_now began (cheap when it is decoded)
         self._mark = self._monotonic()
         while not self._stopping.is_set():
-            self._wake.wait(self._tick_seconds() if self.playing else None)
+            tick = min(1.0, max(0.2, self._interval / self.speed))
+            self._wake.wait(tick if self.playing else None)
             self._wake.clear()
             if self._stopping.is_set():
                 break
@@ -279,16 +277,14 @@ class Player:
         if history is None:
             history = rec.window(pos, self.lookback, cached_only=True)
             assert history is not None
-            complete = rec.is_cached(self._lookback_blocks(history[-1].time))
+            t = history[-1].time
+            complete = rec.is_cached(rec.blocks_between(t - self.lookback, t))
         frame = Frame(self._generation, history[-1], history, complete, after)
         with self._lock:
             self._pos = pos
             self._frame = frame
         self.at_end = pos == len(rec) - 1
         return frame
-
-    def _lookback_blocks(self, t: float) -> range:
-        return self.recording.blocks_between(t - self.lookback, t)
 
     def _hand_over(self, frame: Frame) -> None:
         callback = self.on_snapshot

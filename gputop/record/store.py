@@ -11,6 +11,7 @@ import bisect
 import contextlib
 import fcntl
 import gc
+import itertools
 import json
 import os
 import re
@@ -235,7 +236,7 @@ class Recorder:
             self._segment.close()
             self._segment = None
 
-    def apply_retention(self) -> None:
+    def apply_retention(self) -> list[str]:
         """Delete whole segments by age (``retain``) and total size (``max_size``)."""
         now = self.clock()
         active = None if self._segment is None else self._segment.path
@@ -266,6 +267,7 @@ class Recorder:
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / name).unlink()
         self.deleted.extend(gone)
+        return gone
 
     def close(self) -> None:
         """Flush what waits, close the segment and release the lock."""
@@ -313,15 +315,12 @@ def _read_header(path: Path, data: bytes) -> tuple[dict[str, Any], int]:
         )
     if version < 1:
         raise RecordingError(f"{path} is not a gputop recording (format {version})")
-    start = _FILE_HEAD.size
-    end = start + head_len
-    head = data[start:end]
-    if len(data) < end + _CRC.size or _CRC.unpack_from(data, end)[0] != zlib.crc32(head):
-        raise RecordingError(f"{path}: the recording's header is damaged")
-    try:
-        header = json.loads(head)
-    except ValueError:
-        raise RecordingError(f"{path}: the recording's header is damaged") from None
+    end = _FILE_HEAD.size + head_len
+    head = data[_FILE_HEAD.size : end]
+    header = None
+    if len(data) >= end + _CRC.size and _CRC.unpack_from(data, end)[0] == zlib.crc32(head):
+        with contextlib.suppress(ValueError):
+            header = json.loads(head)
     if not isinstance(header, dict):
         raise RecordingError(f"{path}: the recording's header is damaged")
     return header, end + _CRC.size
@@ -393,9 +392,7 @@ class Recording:
         self.blocks: list[BlockRef] = blocks
         self._starts = [b.first for b in blocks]
         # Global position of each block's first snapshot.
-        self._offsets = [0]
-        for b in blocks:
-            self._offsets.append(self._offsets[-1] + b.count)
+        self._offsets = [0, *itertools.accumulate(b.count for b in blocks)]
         if not blocks:
             raise RecordingError(f"{path}: nothing recorded yet (no complete block)")
         self._cache: OrderedDict[int, list[Snapshot]] = OrderedDict()

@@ -143,6 +143,8 @@ def build_hosts(
         gpu = hosts.setdefault(host, {}).setdefault(
             index, {"index": index, "memory": {}, "utilization": {}, "lost": False}
         )
+        if name.startswith("DCGM_"):
+            dcgm.add(host)
         if name == "gputop_gpu_info":
             gpu["name"] = _label(metric, "name")
             gpu["uuid"] = _label(metric, "uuid")
@@ -160,15 +162,12 @@ def build_hosts(
                 severity = _label(metric, "severity") or "info"
                 gpu["verdict"] = {"kind": kind, "label": kind, "severity": severity}
         elif name == "DCGM_FI_DEV_GPU_UTIL":
-            dcgm.add(host)
             gpu["utilization"]["gpu"] = v
             gpu.setdefault("name", _label(metric, "modelName"))
             gpu.setdefault("uuid", _label(metric, "UUID"))
         elif name == "DCGM_FI_DEV_FB_USED":
-            dcgm.add(host)
             gpu["_fb_used"] = v
         elif name == "DCGM_FI_DEV_FB_FREE":
-            dcgm.add(host)
             gpu["_fb_free"] = v
     out: dict[str, dict[str, Any]] = {}
     for host, gpus in hosts.items():
