@@ -131,7 +131,7 @@ class Player:
         self._generation += 1
         history = self.recording.window(pos, self.lookback)
         after = self.recording.after(pos, self.after_seconds)
-        assert after is not None
+        assert history is not None and after is not None  # not cancellable
         return self._set_frame(pos, history, after)
 
     # --- keys ------------------------------------------------------------------------------

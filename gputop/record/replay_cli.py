@@ -125,6 +125,7 @@ def print_once(
         print(f"gputop replay: the recording starts later, at {stamp}", file=sys.stderr)
         return EXIT_USAGE
     history = recording.window(pos, lookback_seconds(thresholds))
+    assert history is not None  # not cancellable
     diagnosis = Feed(thresholds).frame(history).diagnosis
     if as_json:
         out = render_json(snap, diagnosis)

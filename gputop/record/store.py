@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO
 
 from gputop import __version__
 from gputop.model import Snapshot
@@ -430,19 +430,6 @@ class Recording:
             raise IndexError(pos)
         i = bisect.bisect_right(self._offsets, pos) - 1
         return self.block(i)[pos - self._offsets[i]]
-
-    @overload
-    def window(self, pos: int, seconds: float) -> tuple[Snapshot, ...]: ...
-
-    @overload
-    def window(
-        self,
-        pos: int,
-        seconds: float,
-        *,
-        cancelled: Callable[[], bool] | None = None,
-        cached_only: bool = False,
-    ) -> tuple[Snapshot, ...] | None: ...
 
     def window(
         self,

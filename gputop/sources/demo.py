@@ -129,7 +129,6 @@ class _Proc:
     ppid: int
     user: str
     command: str
-    age: float  # seconds before the simulation starts
     cpu: _Walk
     rss: int
     threads: int
@@ -409,7 +408,6 @@ class DemoSource:
             ppid=spec.ppid,
             user=user,
             command=spec.command or command,
-            age=spec.age,
             cpu=self._walk(mu, sigma, lo, hi, tau=5.0),
             rss=spec.rss + i * spec.rss_step,
             threads=spec.threads,
