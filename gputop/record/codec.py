@@ -1,26 +1,8 @@
 """Block codec: a run of snapshots <-> one compressed, column-encoded payload.
 
-A snapshot is taken in its JSON form (``Snapshot.to_dict()``, the ``--json`` schema),
-flattened into leaves (a path of keys and list positions -> a scalar; a list also gives
-its length under ``<path>/#``), and the leaves of all the block's snapshots are stored
-column by column: a value that stays the same is stored once, integers and decimal
-numbers as differences, other floats as the XOR of consecutive IEEE doubles, each with
-its bytes regrouped by position ("byte shuffle"), strings and anything else as JSON.
-Then the whole payload is compressed with zstandard, optionally against a dictionary
-(the segment's first block, so that what every block repeats - commands, names, the
-paths - costs almost nothing).
-
-Everything is exact: decoding gives back ``Snapshot.from_dict`` of the very same
-dicts, so ``decode(encode(s)) == s`` (a float is kept bit for bit; a decimal column is
-used only where dividing the integer gives back the very same float).
-
-Decoding builds the snapshots straight from the columns (``decode_snapshots``: no dict
-per row; a part that is the same in every row of the block is built once and shared),
-falling back to the rows' dicts for a block whose paths it does not know.
-
-One more step before flattening: a GPU process row repeats the host fields of its pid
-(``user``, ``command``, ...), which ``Snapshot.processes`` already holds. Where the two
-agree the row keeps only ``"host_ref": true`` and decoding copies them back.
+The encoding is described in docs/recording.md ("Format"). Decoding is exact:
+``decode(encode(s)) == s``, floats bit for bit (a decimal column is used only where the
+division gives back the very same float).
 """
 
 from __future__ import annotations
@@ -48,8 +30,7 @@ from gputop.model import (
     type_hints,
 )
 
-#: zstandard level: small files at a compression cost the recorder barely notices
-#: (bench/bench_record.py measures it).
+#: zstandard level: small files at a compression cost the recorder barely notices.
 LEVEL = 15
 
 _LEN = "#"  # path element of a list's length
@@ -65,7 +46,7 @@ class CodecError(ValueError):
 
 def _share_hosts(d: dict[str, Any]) -> dict[str, Any]:
     """Replace a GPU process's host fields by ``host_ref`` where they equal the
-    snapshot's own entry for that pid (in place; ``d`` is a fresh ``to_dict()``)."""
+    snapshot's own entry for that pid (in place)."""
     procs = {p.get("pid"): p for p in d.get("processes") or ()}
     for gpu in d.get("gpus") or ():
         for row in gpu.get("processes") or ():
@@ -81,18 +62,7 @@ def _share_hosts(d: dict[str, Any]) -> dict[str, Any]:
 
 
 # The GpuProcess fields of its own (not the host's); anything else in a row is a host field.
-_ROW_KEYS = frozenset(
-    {
-        "pid",
-        "type",
-        "gpu_memory",
-        "sm_percent",
-        "memory_bandwidth_percent",
-        "gpu_instance_id",
-        "compute_instance_id",
-        "host_ref",
-    }
-)
+_ROW_KEYS = frozenset({f.name for f in dataclasses.fields(GpuProcess)} - {"host"} | {"host_ref"})
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -114,7 +84,7 @@ def _unshare_hosts(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def flatten(snapshot: Snapshot) -> dict[tuple[Any, ...], Any]:
-    """The snapshot's leaves: path -> scalar (see the module docstring)."""
+    """The snapshot's leaves: path -> scalar (a list's length under ``#``)."""
     out: dict[tuple[Any, ...], Any] = {}
     _flatten(_share_hosts(snapshot.to_dict()), (), out)
     return out
@@ -153,8 +123,8 @@ _WIDTHS = (("b", 1, 2**7), ("h", 2, 2**15), ("i", 4, 2**31), ("q", 8, 2**63))
 
 
 def _ints(values: list[int]) -> tuple[str, bytes] | None:
-    """Integers as differences (or as they are, when that is smaller), in the narrowest
-    of 1, 2, 4 or 8 bytes that holds them all. None: some do not fit in 8 bytes."""
+    """Integers as differences (or as they are, when smaller) in the narrowest width
+    that holds them all; None when some do not fit in 8 bytes."""
     deltas = [values[0], *map(operator.sub, values[1:], values[:-1])]
     use, mode = (deltas, "d") if sum(map(abs, deltas)) <= sum(map(abs, values)) else (values, "a")
     low, high = min(use), max(use)
@@ -172,9 +142,8 @@ def _decode_ints(mode: str, data: bytes, n: int) -> list[int]:
 
 
 def _decimal(values: list[float]) -> tuple[int, list[int]] | None:
-    """Floats that are k-digit decimals (k <= 3): the integers and k. Only when the
-    decoder's division gives back each float exactly (and no -0.0, whose sign would
-    be lost)."""
+    """Floats that are k-digit decimals (k <= 3): k and the integers; None unless the
+    division gives back each float exactly (and no -0.0, whose sign would be lost)."""
     for k in range(4):
         scale = 10**k
         ints = []
@@ -194,7 +163,7 @@ def _encode_column(values: list[Any]) -> tuple[list[Any], bytes]:
     """(descriptor, data) for the values of the rows where the leaf is present."""
     first = values[0]
     t = type(first)
-    if all(type(v) is t and (v == first or (v != v and first != first)) for v in values):
+    if all(_same(v, first) for v in values):
         if t is float and not math.isfinite(first):
             return ["cf", repr(first)], b""
         return ["c", first], b""
@@ -278,7 +247,7 @@ def _decode_columns(
     payload: bytes,
 ) -> tuple[int, list[tuple[Any, ...]], list[list[Any]], list[tuple[bool, bool]]]:
     """Rows, paths, one full column per path (``_MISSING`` where a row lacks it), and
-    per column: (the same value in every row, every value present is a float)."""
+    per column (constant, float)."""
     try:
         (size,) = struct.unpack_from("<I", payload, 0)
         head = json.loads(payload[4 : 4 + size])
@@ -319,8 +288,7 @@ def _decode_columns(
 
 
 class _Plan:
-    """How to rebuild one row's dict from the columns: each column's parent container
-    (by number) and name, compiled once per block."""
+    """Rebuilds one row's dict from the columns (compiled once per block)."""
 
     def __init__(self, keys: list[tuple[Any, ...]]) -> None:
         ids: dict[tuple[Any, ...], int] = {(): 0}
@@ -383,9 +351,8 @@ class _Plan:
 
 
 def decode_snapshots(payload: bytes) -> list[Snapshot]:
-    """The snapshots of an uncompressed payload: built straight from the columns
-    (:class:`_Direct`), or, for a payload whose paths that does not know, through the
-    rows' dicts (:func:`decode_rows`); both give ``Snapshot.from_dict`` of the rows."""
+    """The snapshots of an uncompressed payload: straight from the columns, or through
+    the rows' dicts for paths :class:`_Direct` does not know (the same result)."""
     n, keys, columns, flags = _decode_columns(payload)
     try:
         return _Direct(n, keys, columns, flags).snapshots()
@@ -422,12 +389,9 @@ def decompress(data: bytes, dictionary: bytes | None = None) -> bytes:
 
 
 # --- straight from the columns ------------------------------------------------------------
-# The same result as building each row's dict and then ``Snapshot.from_dict``, without the
-# dicts: the paths become a tree; each node of it is built for all the block's rows at
-# once, column by column, by its model type (a dataclass: one generated constructor
-# mapped over its fields' columns; a tuple: the element columns zipped). A node whose
-# every leaf is the same in all rows is built once and shared by every row (immutable).
-# Anything this does not know raises _Fallback, and the dict path decodes the block.
+# ``Snapshot.from_dict`` of each row without the dicts: each node of the path tree is built
+# for all rows at once by its model type; a node constant over the block is built once and
+# shared. Anything unknown raises _Fallback and the dict path decodes the block.
 
 
 class _Fallback(Exception):
@@ -468,8 +432,7 @@ _MAKERS: dict[type, Callable[..., Any]] = {}
 
 def _maker(cls: type) -> Callable[..., Any]:
     """A positional constructor of the frozen, slotted dataclass ``cls`` that sets the
-    slots directly (what its ``__init__`` does, without the per-field
-    ``object.__setattr__`` lookups; the model's classes have no ``__post_init__``)."""
+    slots directly (``__init__`` without its per-field ``object.__setattr__``)."""
     found = _MAKERS.get(cls)
     if found is not None:
         return found
@@ -536,7 +499,7 @@ class _Direct:
             raise _Fallback
         return col
 
-    # Each builder returns (the node's value in each row, the same object in every row).
+    # Each builder returns (the node's value in each row, whether it is one shared object).
 
     def _build(self, node: _Node | None, tp: Any) -> tuple[list[Any], bool]:
         if node is None:
@@ -640,13 +603,10 @@ class _Direct:
         return self._merge_own(node, rows, False)
 
     def _gpu_processes(self, node: _Node) -> list[Any]:
-        """GpuProcess: its own fields column by column; its host read by the model's
-        :func:`~gputop.model.host_decoder` from the row's flattened host fields, or
-        (``host_ref``) its snapshot's own ProcessInfo of that pid (shared, not a copy)."""
+        """GpuProcess: its own fields by column; its host from the row's host fields, or
+        (``host_ref``) the snapshot's own ProcessInfo of that pid (shared)."""
         hints = type_hints(GpuProcess)
-        allowed = {f.name for f in dataclasses.fields(GpuProcess)} - {"host"}
-        allowed |= {*HOST_FIELDS, "host_ref"}
-        if not allowed.issuperset(node.children) or "pid" not in node.children:
+        if not _ROW_KEYS.union(HOST_FIELDS).issuperset(node.children) or "pid" not in node.children:
             raise _Fallback
         n = self.n
         missing = _MISSING
@@ -665,8 +625,6 @@ class _Direct:
                 hosts[r] = info if self._has_host(visible) else None
         ref = node.children.get("host_ref")
         if ref is not None:
-            # The row held its snapshot's entry for that pid, field for field (see
-            # _share_hosts), so that entry is its host if it has one.
             for r, is_ref in enumerate(self._leaf(ref)):
                 if is_ref is not missing and is_ref:
                     info = self._info(r, pids[r])
@@ -685,8 +643,7 @@ class _Direct:
         return list(map(_maker(GpuProcess), *cols))
 
     def _has_host(self, visible: Any) -> bool:
-        """Whether a process row with this ``visible`` value has a host: the model's
-        :func:`~gputop.model.host_decoder` asked once per value."""
+        """Whether a row with this ``visible`` value has a host (asked once per value)."""
         has = self._hosts.get(visible)
         if has is None:
             probe = {"pid": 0} if visible is _MISSING else {"pid": 0, "visible": visible}

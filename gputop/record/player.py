@@ -1,25 +1,12 @@
 """The replay source: plays a :class:`~gputop.record.store.Recording` to the dashboard
-the way the sampler plays a live source.
+with the interface of a :class:`~gputop.sampler.Sampler`, never ``can_signal`` (a
+replay's pids may be anyone's now).
 
-It offers what the dashboard uses of a :class:`~gputop.sampler.Sampler` (``latest``,
-``history``, ``on_snapshot``, ``interval``, ``start``/``stop``...), and never
-``can_signal``: a replay shows processes of the past, whose pids may be anyone's now.
-
-- A worker thread moves a cursor through the recording: while playing, by the wall
-  time elapsed times ``speed`` (1x to 600x), skipping gaps (recorder stopped) longer
-  than a minute; every move hands the snapshot at the cursor to ``on_snapshot``.
-- A move shows the frame first: where the look-back before the new cursor is not
-  decoded yet (a jump), the snapshot at the cursor is handed over at once (only its own
-  block is decoded: :attr:`Frame.complete` False, no verdicts may be judged from it),
-  then the look-back is decoded (``lookback`` seconds: what the verdicts judge) and the
-  frame handed over again, complete; then the snapshots after the cursor (``after``
-  seconds, for the detail charts: the window around the cursor). Each stage is a
-  :class:`Frame` of one ``generation``; a newer request (a key) supersedes the move in
-  progress: its decoding stops at the next block and its later stages never come.
-  Memory: that window plus a few decoded blocks.
-- Keys only ask (:meth:`step`, :meth:`jump`, :meth:`goto`, :meth:`newest`,
-  :meth:`toggle`): the move is made on the worker thread, one at a time.
-- At the newest snapshot playing stops (``at_end``).
+A worker thread moves a cursor: while playing by wall time times ``speed``, skipping
+gaps over a minute; on keys by request. A move shows the frame first (the cursor's own
+block: :attr:`Frame.complete` False), then decodes the look-back and hands the frame
+over again, complete, then the snapshots ``after`` it (the detail charts). A newer
+request supersedes the move in progress at its next block (docs/recording.md).
 """
 
 from __future__ import annotations
@@ -41,14 +28,10 @@ GAP_SECONDS = 60.0
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """What the player shows now: the snapshot at the cursor and the recorded window
-    around it, as far as it is decoded.
+    """The snapshot at the cursor and the window around it, as far as it is decoded.
 
-    ``history`` ends with ``snapshot``; when ``complete`` it is the whole look-back
-    (what live judged the verdicts on), else only what was at hand (no verdicts may be
-    judged from it). ``after``: the snapshots recorded after the cursor (the detail
-    charts' other half; empty until decoded). ``generation`` counts the moves: a frame
-    of an older one is out of date."""
+    ``history`` ends with ``snapshot``; only when ``complete`` is it the whole look-back
+    the verdicts may be judged on. A frame of an older ``generation`` is out of date."""
 
     generation: int
     snapshot: Snapshot
@@ -93,17 +76,10 @@ class Player:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self.moves = 0  # moves made (each hands over one to three frames)
         self.superseded = 0  # moves whose decoding stopped for a newer request
-        # What the last move cost (wall, from its start): to its first frame handed over
-        # (the cursor's snapshot on screen), and to its complete frame handed over (the
-        # look-back decoded; with the dashboard's callback, its verdicts judged too).
-        self.last_frame_seconds: float | None = None
-        self.last_move_seconds: float | None = None
 
     def _size_cache(self) -> None:
-        """Keep enough decoded blocks for the whole window (look-back, cursor, after),
-        so that playing decodes each block once."""
+        """Keep enough decoded blocks for the whole window: playing decodes each once."""
         rec = self.recording
         sample = rec.blocks[-min(len(rec.blocks), 8) :]
         span = max([b.last - b.first for b in sample] + [0.0]) + self._interval
@@ -114,7 +90,6 @@ class Player:
 
     @property
     def interval(self) -> float:
-        """The recording's sampling interval."""
         return self._interval
 
     @interval.setter
@@ -131,11 +106,9 @@ class Player:
 
     @property
     def generation(self) -> int:
-        """Moves begun so far (a frame of an older one is out of date)."""
         return self._generation
 
     def frame(self) -> Frame | None:
-        """The frame shown now (None before the first)."""
         with self._lock:
             return self._frame
 
@@ -148,19 +121,17 @@ class Player:
             return () if self._frame is None else self._frame.history
 
     def tick_now(self) -> Snapshot:
-        """Load the snapshot at the cursor (its block only: the frame, not complete
-        unless the look-back is decoded already) without handing it over; the worker
-        completes it when started (:meth:`load` for the whole window at once)."""
+        """The frame at the cursor from its own block, not handed over; the worker
+        completes it when started."""
         return self._set_frame(self._pos, None).snapshot
 
     def load(self, pos: int) -> Frame:
-        """Decode the whole window at ``pos`` (look-back and after) and make it the
-        frame, without handing it over (scripts, benchmarks)."""
+        """The complete frame at ``pos``, not handed over (scripts, benchmarks)."""
         pos = max(0, min(pos, len(self.recording) - 1))
         self._generation += 1
         history = self.recording.window(pos, self.lookback)
         after = self.recording.after(pos, self.after_seconds)
-        assert after is not None
+        assert history is not None and after is not None  # not cancellable
         return self._set_frame(pos, history, after)
 
     # --- keys ------------------------------------------------------------------------------
@@ -244,14 +215,12 @@ class Player:
 
     _mark = 0.0  # wall (monotonic) time the cursor was last advanced by playing
 
-    def _tick_seconds(self) -> float:
-        return min(1.0, max(0.2, self._interval / self.speed))
-
     def _run(self) -> None:
         self._move(self._pos)  # completes what tick_now began (cheap when it is decoded)
         self._mark = self._monotonic()
         while not self._stopping.is_set():
-            self._wake.wait(self._tick_seconds() if self.playing else None)
+            tick = min(1.0, max(0.2, self._interval / self.speed))
+            self._wake.wait(tick if self.playing else None)
             self._wake.clear()
             if self._stopping.is_set():
                 break
@@ -301,14 +270,15 @@ class Player:
         history: tuple[Snapshot, ...] | None,
         after: tuple[Snapshot, ...] = (),
     ) -> Frame:
-        """Make the frame at ``pos``: ``history`` the complete look-back, or None for the
-        frame only (what is decoded already, from the cursor back)."""
+        """Make the frame at ``pos``: ``history`` the complete look-back, or None for
+        what is decoded already."""
         rec = self.recording
         complete = history is not None
         if history is None:
             history = rec.window(pos, self.lookback, cached_only=True)
             assert history is not None
-            complete = rec.is_cached(self._lookback_blocks(history[-1].time))
+            t = history[-1].time
+            complete = rec.is_cached(rec.blocks_between(t - self.lookback, t))
         frame = Frame(self._generation, history[-1], history, complete, after)
         with self._lock:
             self._pos = pos
@@ -316,46 +286,31 @@ class Player:
         self.at_end = pos == len(rec) - 1
         return frame
 
-    def _lookback_blocks(self, t: float) -> range:
-        return self.recording.blocks_between(t - self.lookback, t)
-
-    def _hand_over(self, frame: Frame, start: float) -> None:
-        """Hand ``frame`` over; the move's first frame, and its first complete one, set
-        what the move (begun at ``start``) cost until then."""
+    def _hand_over(self, frame: Frame) -> None:
         callback = self.on_snapshot
         if callback is not None:
             callback(frame.snapshot)
-        took = time.perf_counter() - start
-        if self.last_frame_seconds is None:
-            self.last_frame_seconds = took
-        if frame.complete and self.last_move_seconds is None:
-            self.last_move_seconds = took
 
     def _move(self, pos: int) -> None:
-        """Move the cursor to ``pos``: the frame first, then (unless a newer request
-        comes first) its look-back, then the snapshots after it; each stage handed over
-        as it is ready, and only what changed."""
-        start = time.perf_counter()
+        """Move the cursor to ``pos``: each stage handed over as it is ready."""
         rec = self.recording
         pos = max(0, min(pos, len(rec) - 1))
         self._generation += 1
-        self.moves += 1
         self.last_error = None
-        self.last_frame_seconds = self.last_move_seconds = None
         frame = self._set_frame(pos, None)
         t = frame.snapshot.time
         after_blocks = rec.blocks_between(t, t + self.after_seconds)
         if not frame.complete:
-            self._hand_over(frame, start)
+            self._hand_over(frame)
             history = rec.window(pos, self.lookback, cancelled=self._superseded)
             if history is None:
                 self.superseded += 1
                 return
             frame = self._set_frame(pos, history)
         if not rec.is_cached(after_blocks):
-            self._hand_over(frame, start)  # the verdicts need no more than the look-back
+            self._hand_over(frame)  # the verdicts need no more than the look-back
         after = rec.after(pos, self.after_seconds, cancelled=self._superseded)
         if after is None:
             self.superseded += 1
             return
-        self._hand_over(self._set_frame(pos, frame.history, after), start)
+        self._hand_over(self._set_frame(pos, frame.history, after))

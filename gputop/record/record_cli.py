@@ -1,9 +1,5 @@
-"""``gputop record``: sample every interval and write the snapshots to a recording
-until stopped (SIGINT, SIGTERM, SIGHUP: what is waiting is flushed, exit 0).
-
-Exit codes: 0 stopped; 1 writing failed (disk full, directory not writable: one line
-on stderr); 2 bad argument.
-"""
+"""``gputop record``: sample and write to a recording until SIGINT/SIGTERM/SIGHUP (what
+waits is flushed). Exit 0 stopped, 1 writing failed (one line), 2 bad argument."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""``gputop replay [DIR|FILE]``: the dashboard on a recording, or one snapshot / a
-range printed for scripts.
+"""``gputop replay [DIR|FILE]``: the dashboard on a recording, or one snapshot
+(``--once``) or a range (``--from/--to``, JSON lines) printed, judged exactly as live.
 
-- ``--at TIME``: start there (the dashboard) or print that moment (``--once``).
-- ``--once [--json]``: the snapshot at TIME (default: the newest) in the ``--once``
-  formats, with the verdicts judged on the recorded history before it, exactly as
-  live (same diagnosis, same lookback).
-- ``--from T1 --to T2 --json``: every snapshot of the range as JSON lines (the
-  ``--stream`` form: the snapshot with its jobs and verdicts).
-
-Exit codes: 0 ok; 1 unexpected failure; 2 bad argument or input that is not a readable
-recording (one line). Damage (a segment cut short or corrupted) is said on stderr, one
-line per segment, and what could be read is shown.
+Exit 0 ok, 1 unexpected failure, 2 bad argument or not a readable recording (one line).
+Damage is said on stderr, one line per segment, and what could be read is shown.
 """
 
 from __future__ import annotations
@@ -22,15 +14,12 @@ import time
 from pathlib import Path
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.argtypes import Parser, ascii_number
+from gputop.argtypes import EXIT_USAGE, Parser, ascii_number
 from gputop.config import ConfigError, load_config, with_overrides
 from gputop.diagnosis import lookback_seconds
-from gputop.model import Snapshot
 from gputop.pipeline import Feed
 from gputop.record.store import Recording, RecordingError, default_dir
 from gputop.record.when import parse_time
-
-EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,12 +112,6 @@ def main(argv: list[str]) -> int:
         return 0
 
 
-def history_at(recording: Recording, pos: int, thresholds: Thresholds) -> tuple[Snapshot, ...]:
-    """What a live dashboard held when the snapshot at ``pos`` arrived, as far as the
-    verdicts look back."""
-    return recording.window(pos, lookback_seconds(thresholds))
-
-
 def print_once(
     recording: Recording, at: float | None, thresholds: Thresholds = DEFAULT, *, as_json: bool
 ) -> int:
@@ -141,7 +124,9 @@ def print_once(
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(recording.start))
         print(f"gputop replay: the recording starts later, at {stamp}", file=sys.stderr)
         return EXIT_USAGE
-    diagnosis = Feed(thresholds).frame(history_at(recording, pos, thresholds)).diagnosis
+    history = recording.window(pos, lookback_seconds(thresholds))
+    assert history is not None  # not cancellable
+    diagnosis = Feed(thresholds).frame(history).diagnosis
     if as_json:
         out = render_json(snap, diagnosis)
     else:

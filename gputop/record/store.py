@@ -1,37 +1,8 @@
 """Recording store: segment files in a directory, written by :class:`Recorder`, read by
-:class:`Recording`.
+:class:`Recording`. The file format, retention and crash safety: docs/recording.md.
 
-Format (version 1)
-------------------
-A recording is a directory of segment files ``gputop-YYYYMMDDTHHMMSSZ.rec`` (UTC start
-of the segment; ``-N`` added when that name is taken). A segment covers at most one
-clock hour (``segment_seconds``); a recorder never appends to a file it did not create,
-so a restart begins a new segment. Each file::
-
-    magic      8 bytes   b"GPUTOPR\\n"
-    version    u16 LE    1
-    head_len   u32 LE
-    head       JSON      {"format": 1, "host": ..., "interval": s, "gputop": "0.1.0",
-                          "started": epoch s, "segment_seconds": 3600}
-    head_crc   u32 LE    CRC-32 of head
-    block*               one per flush (at most every 60 s)
-
-    block:
-    magic      4 bytes   b"BLK1"
-    length     u32 LE    bytes of payload
-    count      u16 LE    snapshots in the block
-    first      f64 LE    time of its first snapshot (epoch s)
-    last       f64 LE    time of its last snapshot
-    crc        u32 LE    CRC-32 of the 26 bytes above and of payload
-    payload    a zstandard frame of the column-encoded snapshots (:mod:`.codec`);
-               every block but a segment's first is compressed against the first
-               block's uncompressed payload (a raw-content dictionary)
-
-Reading stops at the first block that is cut short or fails its CRC: what comes
-before it is the readable prefix, the rest is counted as bytes that could not be read.
-
-Crash safety: a block is written whole, flushed and fsync'd; a SIGKILL or power loss
-loses at most the snapshots not yet flushed (``flush_seconds``, at most 60).
+Reading stops at the first block that is cut short or fails its CRC: what comes before
+it is the readable prefix, the rest is counted as bytes that could not be read.
 """
 
 from __future__ import annotations
@@ -40,6 +11,7 @@ import bisect
 import contextlib
 import fcntl
 import gc
+import itertools
 import json
 import os
 import re
@@ -51,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO
 
 from gputop import __version__
 from gputop.model import Snapshot
@@ -170,19 +142,10 @@ def parse_duration(text: str) -> float:
 
 
 class Recorder:
-    """Takes snapshots one at a time (:meth:`add`) and writes them to ``directory``.
-
-    - Snapshots wait in memory until ``flush_seconds`` of recorded time have passed
-      since the first one waiting (or the segment ends, or :meth:`close`): then they
-      are written as one block.
-    - A new segment starts at each ``segment_seconds`` boundary of the snapshots'
-      time (UTC clock hours by default) and at every start of a Recorder.
-    - Retention runs at start and at each new segment: segments that ended more than
-      ``retain`` seconds before ``clock()`` are deleted, then the oldest while the
-      directory holds more than ``max_size`` bytes (never the segment being written).
-    - One recorder per directory (an flock on ``DIR/.lock``).
-    - Errors raise :class:`RecordWriteError` (one line); the caller decides.
-    """
+    """Writes snapshots (:meth:`add`) to ``directory``, one block per ``flush_seconds``
+    of recorded time, one segment per ``segment_seconds`` boundary and per start.
+    One recorder per directory (an flock on ``DIR/.lock``); errors raise
+    :class:`RecordWriteError`."""
 
     def __init__(
         self,
@@ -240,7 +203,6 @@ class Recorder:
         self._last = t
 
     def flush(self) -> None:
-        """Write what waits as one block (nothing when nothing waits)."""
         if not self._rows:
             return
         if self._segment is None:
@@ -308,7 +270,7 @@ class Recorder:
         return gone
 
     def close(self) -> None:
-        """Flush what waits and close the segment (the lock too)."""
+        """Flush what waits, close the segment and release the lock."""
         try:
             self.flush()
         finally:
@@ -353,23 +315,19 @@ def _read_header(path: Path, data: bytes) -> tuple[dict[str, Any], int]:
         )
     if version < 1:
         raise RecordingError(f"{path} is not a gputop recording (format {version})")
-    start = _FILE_HEAD.size
-    end = start + head_len
-    head = data[start:end]
-    if len(data) < end + _CRC.size or _CRC.unpack_from(data, end)[0] != zlib.crc32(head):
-        raise RecordingError(f"{path}: the recording's header is damaged")
-    try:
-        header = json.loads(head)
-    except ValueError:
-        raise RecordingError(f"{path}: the recording's header is damaged") from None
+    end = _FILE_HEAD.size + head_len
+    head = data[_FILE_HEAD.size : end]
+    header = None
+    if len(data) >= end + _CRC.size and _CRC.unpack_from(data, end)[0] == zlib.crc32(head):
+        with contextlib.suppress(ValueError):
+            header = json.loads(head)
     if not isinstance(header, dict):
         raise RecordingError(f"{path}: the recording's header is damaged")
     return header, end + _CRC.size
 
 
 def index_segment(path: Path) -> SegmentIndex:
-    """Read a segment's header and block headers, checking each block's CRC; stop at
-    the first damaged or cut-short block."""
+    """A segment's header and its blocks up to the first damaged or cut-short one."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -399,11 +357,8 @@ def index_segment(path: Path) -> SegmentIndex:
 
 
 class Recording:
-    """A recording (a directory of segments, or one segment file) opened for reading.
-
-    Only the block index (offsets, counts, first and last times) is kept in memory;
-    blocks are decoded on demand, the last few kept (``cache_blocks``).
-    """
+    """A recording (a directory of segments, or one segment file) opened for reading:
+    only the block index is kept in memory, the last ``cache_blocks`` decoded blocks."""
 
     def __init__(self, path: Path | str, *, cache_blocks: int = 16) -> None:
         path = Path(path)
@@ -437,9 +392,7 @@ class Recording:
         self.blocks: list[BlockRef] = blocks
         self._starts = [b.first for b in blocks]
         # Global position of each block's first snapshot.
-        self._offsets = [0]
-        for b in blocks:
-            self._offsets.append(self._offsets[-1] + b.count)
+        self._offsets = [0, *itertools.accumulate(b.count for b in blocks)]
         if not blocks:
             raise RecordingError(f"{path}: nothing recorded yet (no complete block)")
         self._cache: OrderedDict[int, list[Snapshot]] = OrderedDict()
@@ -464,8 +417,7 @@ class Recording:
         return max(b.last for b in self.blocks)
 
     def position(self, t: float) -> int:
-        """The position of the newest snapshot at or before ``t`` (0 when ``t`` is
-        before the first)."""
+        """The position of the newest snapshot at or before ``t`` (else 0)."""
         i = bisect.bisect_right(self._starts, t) - 1
         if i < 0:
             return 0
@@ -479,19 +431,6 @@ class Recording:
         i = bisect.bisect_right(self._offsets, pos) - 1
         return self.block(i)[pos - self._offsets[i]]
 
-    @overload
-    def window(self, pos: int, seconds: float) -> tuple[Snapshot, ...]: ...
-
-    @overload
-    def window(
-        self,
-        pos: int,
-        seconds: float,
-        *,
-        cancelled: Callable[[], bool] | None = None,
-        cached_only: bool = False,
-    ) -> tuple[Snapshot, ...] | None: ...
-
     def window(
         self,
         pos: int,
@@ -500,12 +439,9 @@ class Recording:
         cancelled: Callable[[], bool] | None = None,
         cached_only: bool = False,
     ) -> tuple[Snapshot, ...] | None:
-        """The snapshots from ``seconds`` before the one at ``pos`` up to it.
-
-        ``cancelled``: asked before each block that has to be decoded; when it says so,
-        the work stops and the answer is None. ``cached_only``: only as far back as the
-        decoded blocks in the cache reach without a gap (never decodes but ``pos``'s own
-        block)."""
+        """The snapshots from ``seconds`` before the one at ``pos`` up to it; None when
+        ``cancelled()`` (asked before each block to decode) says so. ``cached_only``: only
+        as far back as the cache reaches without a gap."""
         end = self[pos]
         i = bisect.bisect_right(self._offsets, pos) - 1
         out: list[Snapshot] = list(self.block(i)[: pos - self._offsets[i] + 1])
@@ -528,8 +464,7 @@ class Recording:
     def after(
         self, pos: int, seconds: float, *, cancelled: Callable[[], bool] | None = None
     ) -> tuple[Snapshot, ...] | None:
-        """The snapshots after the one at ``pos``, up to ``seconds`` after it (the other
-        side of :meth:`window`; None when ``cancelled`` said so)."""
+        """The snapshots up to ``seconds`` after the one at ``pos`` (None: cancelled)."""
         if seconds <= 0 or pos >= len(self) - 1:
             return ()
         start = self[pos].time
@@ -552,12 +487,10 @@ class Recording:
         return range(i, max(i, j))
 
     def is_cached(self, blocks: range) -> bool:
-        """Whether every block in ``blocks`` is decoded (in the cache) now."""
         return all(i in self._cache for i in blocks)
 
     @property
     def cache_blocks(self) -> int:
-        """How many decoded blocks are kept (least recently used dropped first)."""
         return self._cache_blocks
 
     @cache_blocks.setter
@@ -613,9 +546,8 @@ class Recording:
 
     def _decode(self, b: BlockRef) -> list[Snapshot]:
         raw = self._read(b.path, b.offset, b.length)
-        # A block is thousands of new objects and no reference cycle: the cyclic
-        # collector would only walk them (and, on its fuller passes, everything held)
-        # again and again while they are made. It waits until the block is built.
+        # A block is many new objects and no reference cycle: the cyclic collector
+        # would only walk them again and again while they are made.
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -629,9 +561,8 @@ class Recording:
 
 
 class BackgroundRecorder:
-    """A :class:`Recorder` for a consumer that must keep running (the dashboard's
-    ``--record``): it never raises. The first failure (at start or while writing)
-    stops the recording and stays in :attr:`error`, one line for the header."""
+    """A :class:`Recorder` that never raises (the dashboard's ``--record``): the first
+    failure stops the recording and stays in :attr:`error`."""
 
     def __init__(self, directory: Path, *, interval: float, **kwargs: Any) -> None:
         self.directory = Path(directory)
@@ -664,7 +595,6 @@ class BackgroundRecorder:
                 os.close(recorder._lock_fd)
 
     def close(self) -> None:
-        """Flush what waits and close (a failure is kept in ``error``)."""
         with self._lock:
             recorder, self._recorder = self._recorder, None
             if recorder is None:

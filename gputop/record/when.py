@@ -1,9 +1,5 @@
-"""Times as people type them (local time): ``2026-11-30 03:00``, ``03:00``, ``2h ago``,
-``yesterday 23:10``, ``today 9:30``, ``now``, ``90s ago``, an ISO date-time
-(``2026-11-30T03:00:05``) or epoch seconds (``@1764471600``).
-
-A bare clock time (``03:00``) is the most recent such moment that is not in the future.
-"""
+"""Times as people type them, in local time (the forms: docs/recording.md, "TIME").
+A bare clock time (``03:00``) is the most recent such moment not in the future."""
 
 from __future__ import annotations
 

@@ -1,44 +1,15 @@
-"""A seeded, simulated GPU server: eight H100s and the jobs people run on them.
+"""A seeded, simulated GPU server (``gpu-node-07``: 64 cores, 1 TiB RAM, 8 x H100 80GB
+HBM3 on PCIe gen5 x16) and the jobs people run on it, declared as data in :data:`JOBS`.
 
-``DemoSource`` produces the same :class:`~gputop.model.Snapshot` objects as the live
-source, with the same gaps a real source has (the first snapshot has no rates: a
-real source needs two readings for a rate), so that the dashboard cannot tell the two
-apart except by ``Snapshot.source == "demo"``.
+:class:`DemoSource` produces the same snapshots as the live source, with the same gaps
+(the first snapshot has no rates), so the dashboard tells them apart only by
+``Snapshot.source == "demo"``. Over a few minutes it shows every verdict kind but "lost",
+"underused", "moderate" and "unknown" (tests/test_diagnosis_cli.py checks it).
 
-The fleet (host ``gpu-node-07``, 64 cores, 1 TiB RAM, 8 x H100 80GB HBM3, PCIe gen5 x16):
-
-====  ===========================================================================
-GPU   what runs there
-====  ===========================================================================
-0-1   alice: ``torchrun`` launcher -> 2 ranks (one per GPU) -> 4 dataloader workers
-      each. GPU-bound: util ~97 %, 620-690 W, workers lightly used. GPU 1's link
-      retrains at x8 for a while (``LINK_FLAP``, every ``CYCLE_S``): link degraded.
-2     bob: data-starved ResNet trainer. Util swings 20-60 % while its 8 dataloader
-      workers each burn ~95 % of a core. Each epoch (``EPOCH_S``) first streams its
-      shards from disk (``STREAM_S``: ~130 MB/s per worker, some workers in
-      ``disk-sleep``: input-bound on disk), then reads them from the page cache
-      (little disk traffic, workers still at a full core: input-bound on CPU workers).
-3     carol: idle Jupyter kernel holding 75 GiB for 9 hours, util 0.
-4     free: no processes, idle link (PCIe drops to gen1 to save power, as real GPUs do).
-5     alice: ZeRO-3 fine-tune offloading to host memory: PCIe RX near the gen5 x16
-      maximum, util lowish.
-6     carol: Mixtral trainer at 98 % of GPU memory (near OOM) on a badly cooled GPU:
-      hot (~88 C), at its 700 W power cap, clocks slowed (``sw power cap``,
-      ``sw thermal``). An orphaned dataloader worker of her previous run
-      (crashed, OOM) still holds ``/dev/nvidia6``: an unlisted holder.
-7     bob: PPO trainer bound by its main process (one core at ~100 %, workers idle,
-      util ~20 %) on a degraded link (gen4 x8 while the GPU is busy; max gen5 x16),
-      plus a process from another PID namespace (a container): not visible.
-====  ===========================================================================
-
-Over a few minutes the fleet shows every verdict kind of :mod:`gputop.analysis.verdict`
-but "lost", "underused", "moderate" and "unknown" (tests/test_diagnosis_cli.py checks it).
-
-Time: with ``clock=None`` a virtual clock starts at ``start_time`` (a fixed date when
-not given) and advances by ``step`` seconds on every :meth:`DemoSource.snapshot` call;
-with a clock (e.g. ``time.time``) the simulation advances by the real time between
-calls. Everything random comes from one ``random.Random(seed)``: the same seed and the
-same sequence of times give identical snapshots.
+Time: with ``clock=None`` a virtual clock starts at ``start_time`` (default
+:data:`DEMO_EPOCH`) and advances ``step`` seconds per snapshot; with a clock the
+simulation follows the real time between calls. Everything random comes from one
+``random.Random(seed)``: the same seed and times give identical snapshots.
 """
 
 from __future__ import annotations
@@ -158,7 +129,6 @@ class _Proc:
     ppid: int
     user: str
     command: str
-    age: float  # seconds before the simulation starts
     cpu: _Walk
     rss: int
     threads: int
@@ -258,7 +228,7 @@ _TORCHRUN = ProcSpec(
     f"train.py --config {_LLAMA}",
 )
 JOBS: tuple[JobSpec, ...] = (
-    # GPU 0-1: alice's torchrun job, GPU-bound, one rank per GPU.
+    # GPU 0-1: alice's torchrun job, GPU-bound, one rank per GPU (GPU 1's link flaps).
     *(
         JobSpec(
             rank, "alice", f"/usr/bin/python3 -u train.py --config {_LLAMA}",
@@ -275,7 +245,8 @@ JOBS: tuple[JobSpec, ...] = (
         )
         for rank in range(2)
     ),
-    # GPU 2: bob's data-starved trainer.
+    # GPU 2: bob's data-starved trainer: input-bound on disk while its workers stream the
+    # epoch's shards, then on the CPU workers (_set_phase).
     JobSpec(
         2, "bob",
         "python train.py --config configs/resnet152_imagenet.yaml --batch-size 512 --workers 8",
@@ -298,7 +269,7 @@ JOBS: tuple[JobSpec, ...] = (
         util=(0.0, 0.0, 0.0, 0.0),
         memory=(76_800 * MiB, 0.0, 76_800 * MiB, 76_800 * MiB),
     ),
-    # GPU 4: free.
+    # GPU 4: free (its idle link drops to gen1, as real GPUs do).
     # GPU 5: alice's offloading fine-tune, PCIe-bound.
     JobSpec(
         5, "alice",
@@ -314,9 +285,9 @@ JOBS: tuple[JobSpec, ...] = (
         tx=(0.38 * LINK_MAX, 0.05 * LINK_MAX, 0.1 * LINK_MAX, 0.6 * LINK_MAX, 2.0),
         mem_util_ratio=0.6, power_gain=560.0,
     ),
-    # GPU 6: carol's near-OOM Mixtral trainer on a hot, power-capped GPU (it wants more
-    # than the 700 W cap; poor cooling); the orphaned worker's context (HOLDERS) uses
-    # memory no listed process accounts for.
+    # GPU 6: carol's near-OOM Mixtral trainer on a hot, power-capped GPU, clocks slowed
+    # (it wants more than the 700 W cap; poor cooling); the orphaned worker's context
+    # (HOLDERS) uses memory no listed process accounts for.
     JobSpec(
         6, "carol", "python train_llm.py --model mixtral-8x7b --micro-batch 6 --grad-ckpt",
         ProcSpec(70533, 70502, 5 * 3600 + 2 * 60, (97.0, 2.0, 85.0, 101.0), 31 * GiB, 41,
@@ -437,7 +408,6 @@ class DemoSource:
             ppid=spec.ppid,
             user=user,
             command=spec.command or command,
-            age=spec.age,
             cpu=self._walk(mu, sigma, lo, hi, tau=5.0),
             rss=spec.rss + i * spec.rss_step,
             threads=spec.threads,
@@ -563,7 +533,7 @@ class DemoSource:
     # --- simulation --------------------------------------------------------------------
 
     def _set_phase(self, elapsed: float) -> None:
-        """Scripted changes over time (see the module docstring)."""
+        """Scripted changes over time (LINK_FLAP, EPOCH_S)."""
         in_cycle = elapsed % CYCLE_S
         flapping = LINK_FLAP[0] <= in_cycle < LINK_FLAP[1]
         self._gpus[1].busy_width = 8 if flapping else 16

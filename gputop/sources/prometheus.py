@@ -1,31 +1,7 @@
-"""The fleet from Prometheus: the metrics of ``gputop export`` (or NVIDIA's dcgm-exporter)
-read through Prometheus's HTTP API, for fleets too big for one ssh stream per host.
-
-Every interval one instant query (``/api/v1/query``) fetches all the series the fleet
-screen needs at once::
-
-    {__name__=~"up|gputop_gpu_info|gputop_gpu_utilization_ratio|...|DCGM_FI_DEV_FB_FREE"}
-
-and groups them by host (the ``instance`` label by default: the scrape target). A host's
-age is ``gputop_last_sample_timestamp_seconds`` (when its exporter last sampled; an
-instant query's own timestamps are always "now"); dcgm hosts have only ``up``. Each
-host becomes a schema-1 snapshot dict like a ``gputop --stream`` line (time, hostname,
-GPUs with utilization, memory, lost and the verdict) so the fleet screen and the opened
-host's dashboard read it exactly as a stream line (:mod:`gputop.sources.remote`).
-``history(host)`` reads the last minutes with ``/api/v1/query_range`` (the dashboard's
-utilization and memory histories when a host is opened).
-
-- gputop export: ``gputop_gpu_utilization_ratio`` (0-1), ``gputop_gpu_memory_used_bytes``,
-  ``gputop_gpu_memory_total_bytes``, ``gputop_gpu_lost``, ``gputop_gpu_verdict{kind,
-  severity}`` (1 for the current one), ``gputop_gpu_info{name,uuid}``.
-- dcgm-exporter: ``DCGM_FI_DEV_GPU_UTIL`` (percent), ``DCGM_FI_DEV_FB_USED`` and
-  ``DCGM_FI_DEV_FB_FREE`` (MiB; total = used + free). No verdicts: those hosts show n/a.
-- ``up == 0`` for a host seen before: unreachable ("Prometheus cannot scrape it").
-- Prometheus itself unreachable or answering garbage: every host says so, the screen
-  keeps going, the poll retries with backoff.
-
-Only the standard library's ``urllib`` speaks HTTP; every answer is size-capped and
-type-checked, and every label is cleaned before it reaches the screen.
+"""The fleet from Prometheus: ``gputop export``'s (or dcgm-exporter's) metrics through
+Prometheus's HTTP API, one instant query per interval for the whole fleet, grouped by
+host (docs/fleet.md, "Over Prometheus"). Each host becomes a schema-1 snapshot dict that
+the fleet screen reads exactly as a ``--stream`` line (:mod:`gputop.sources.remote`).
 """
 
 from __future__ import annotations
@@ -45,8 +21,6 @@ from gputop.fmt import clean_text
 from gputop.model import SCHEMA_VERSION
 from gputop.sources.remote import LineError, parse_line, summarize
 from gputop.sources.streams import MAX_BACKOFF_S, HostView
-
-__all__ = ["PrometheusError", "PrometheusFleet", "check_url", "query"]
 
 #: An answer above this many bytes is refused.
 MAX_ANSWER_BYTES = 32 * 2**20
@@ -141,9 +115,7 @@ def _gpu_key(metric: dict[str, Any]) -> int | None:
 def build_hosts(
     series: list[dict[str, Any]], host_label: str = "instance"
 ) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
-    """Group an instant vector by host: (host -> snapshot dict, host -> up).
-
-    The dicts have the ``--json`` shape (schema 1) with only what Prometheus knows."""
+    """Group an instant vector by host: (host -> ``--json``-shaped dict, host -> up)."""
     hosts: dict[str, dict[int, dict[str, Any]]] = {}
     times: dict[str, float] = {}
     up: dict[str, bool] = {}
@@ -161,8 +133,7 @@ def build_hosts(
             up[host] = up.get(host, False) or v == 1
             continue
         if name == "gputop_last_sample_timestamp_seconds":
-            # When the exporter last sampled: the host's real age (an instant query's own
-            # timestamps are the evaluation time, always "now").
+            # The host's real age: an instant query's own timestamps are always "now".
             sampled[host] = v
             continue
         index = _gpu_key(metric)
@@ -172,6 +143,8 @@ def build_hosts(
         gpu = hosts.setdefault(host, {}).setdefault(
             index, {"index": index, "memory": {}, "utilization": {}, "lost": False}
         )
+        if name.startswith("DCGM_"):
+            dcgm.add(host)
         if name == "gputop_gpu_info":
             gpu["name"] = _label(metric, "name")
             gpu["uuid"] = _label(metric, "uuid")
@@ -189,15 +162,12 @@ def build_hosts(
                 severity = _label(metric, "severity") or "info"
                 gpu["verdict"] = {"kind": kind, "label": kind, "severity": severity}
         elif name == "DCGM_FI_DEV_GPU_UTIL":
-            dcgm.add(host)
             gpu["utilization"]["gpu"] = v
             gpu.setdefault("name", _label(metric, "modelName"))
             gpu.setdefault("uuid", _label(metric, "UUID"))
         elif name == "DCGM_FI_DEV_FB_USED":
-            dcgm.add(host)
             gpu["_fb_used"] = v
         elif name == "DCGM_FI_DEV_FB_FREE":
-            dcgm.add(host)
             gpu["_fb_free"] = v
     out: dict[str, dict[str, Any]] = {}
     for host, gpus in hosts.items():
@@ -219,10 +189,8 @@ def build_hosts(
 
 
 class PrometheusFleet:
-    """The fleet's hosts from Prometheus; the same interface as ``StreamSet``.
-
-    Hosts appear as Prometheus reports them (sorted by name) and stay listed once seen.
-    """
+    """The fleet's hosts from Prometheus (a :class:`~gputop.sources.streams.FleetSource`);
+    hosts are sorted by name and stay listed once seen."""
 
     def __init__(
         self,
@@ -245,7 +213,6 @@ class PrometheusFleet:
         self._thread: threading.Thread | None = None
         self.error: str | None = None  # Prometheus itself failed: why
         self.failures = 0
-        self.polls = 0
 
     def views(self) -> tuple[HostView, ...]:
         with self._lock:
@@ -284,7 +251,6 @@ class PrometheusFleet:
 
     def poll(self) -> None:
         """One instant query; every host's view updated (also when Prometheus fails)."""
-        self.polls += 1
         now_mono, now_wall = self._clock(), time.time()
         try:
             series = query(self.url, "/api/v1/query", {"query": SELECTOR})
@@ -352,8 +318,7 @@ class PrometheusFleet:
                 callback()
 
     def history(self, host: str, seconds: float = 600.0) -> list[dict[str, Any]]:
-        """The host's recent utilization and memory as snapshot dicts, oldest first
-        (``/api/v1/query_range``, one point per interval)."""
+        """The host's recent snapshot dicts, oldest first, one per interval."""
         end = time.time()
         step = max(1.0, self.interval)
         label = self.host_label

@@ -1,27 +1,10 @@
 """One line of a remote ``gputop --stream`` (or ``--json``), read as untrusted data.
 
-A remote host is just another source: its lines are the ``--json`` document (a schema-1
-snapshot with a ``verdict`` on each GPU and a ``jobs`` list), one per line. Nothing in a
-line is trusted:
-
-- a line longer than :data:`MAX_LINE_BYTES` is refused (:class:`LineError`);
-- it must be a JSON object with an integer ``schema``: a newer schema than this gputop
-  reads is a :class:`FutureSchema` (the host is marked, the others keep going); a line
-  that is not a snapshot is a :class:`LineError`;
-- every value is type-checked against the model: a number where a number belongs
-  (finite, else n/a), a string where a string belongs (control characters and escape
-  sequences stripped by :func:`gputop.fmt.clean_text`, length capped), anything else is
-  dropped to its n/a default; unknown keys are ignored; list lengths are capped.
-
-Two readings of a line, for two costs:
-
-- :func:`summarize` (every line of every host, the fleet screen): only what a fleet row
-  shows, a :class:`HostReport`; much cheaper than a full parse;
-- :func:`to_snapshot` (only the host opened in the full dashboard): the whole
-  :class:`~gputop.model.Snapshot`, checked field by field.
-
-Only the model is imported (the architecture rule for sources); a verdict is read back
-into the model's :class:`~gputop.model.Verdict`.
+A line over :data:`MAX_LINE_BYTES` or not a snapshot is a :class:`LineError`, a newer
+schema a :class:`FutureSchema`; every value is type-checked against the model (a wrong
+type is n/a, strings cleaned and capped, lists capped). Two readings, for two costs:
+:func:`summarize` (every line, only what a fleet row shows) and :func:`to_snapshot`
+(the host opened in the dashboard: the whole :class:`~gputop.model.Snapshot`).
 """
 
 from __future__ import annotations
@@ -32,23 +15,12 @@ from typing import Any
 
 from gputop.model import MAX_ITEMS, SCHEMA_VERSION, Snapshot, Verdict, clean_text, decoder
 
-__all__ = [
-    "MAX_LINE_BYTES",
-    "FutureSchema",
-    "GpuCell",
-    "HostReport",
-    "LineError",
-    "parse_line",
-    "summarize",
-    "to_snapshot",
-]
-
 #: A line above this many bytes is refused (far above what a real host writes).
 MAX_LINE_BYTES = 8 * 2**20
 
 
 class LineError(ValueError):
-    """A line that is not a gputop snapshot; the message is one short line for people."""
+    """A line that is not a gputop snapshot (the message: one short line)."""
 
 
 class FutureSchema(LineError):
@@ -210,8 +182,8 @@ def summarize(data: dict[str, Any]) -> HostReport:
 
 
 def to_snapshot(data: dict[str, Any]) -> Snapshot:
-    """The whole snapshot of a parsed line, every field checked (see the module doc).
-    Raises LineError when even the required fields (time, hostname, driver) are unusable."""
+    """The whole snapshot of a parsed line, every field checked; LineError when even
+    time, hostname or driver is unusable."""
     data = dict(data)
     data.setdefault("driver", {"available": False, "error": "not reported"})
     data.setdefault("hostname", "?")

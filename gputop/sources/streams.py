@@ -1,28 +1,8 @@
-"""Many hosts' ``gputop --stream`` at once: one child process per host, one reader thread.
+"""Many hosts' ``gputop --stream`` at once: one child process per host (the system's
+``ssh``, :func:`ssh_command`), one reader thread for all (:class:`StreamSet`).
 
-Each host runs one long-lived command whose standard output is ``gputop --stream``'s
-JSON lines; over SSH (the default, :func:`ssh_command`) that is::
-
-    ssh -o BatchMode=yes -o ServerAliveInterval=5 -o ConnectTimeout=10 HOST \
-        gputop --stream --interval S
-
-through the system's OpenSSH client, so the user's ``~/.ssh/config``, ProxyJump,
-ControlMaster and agent all apply. No SSH library, no protocol of our own.
-
-- **One thread** (:class:`StreamSet`) reads every child's stdout and stderr with
-  non-blocking reads in a ``selectors`` loop: a slow or silent host never delays the
-  others, and the UI thread never waits for a host.
-- Every line is untrusted (:mod:`gputop.sources.remote`): over-long lines, garbage and
-  newer schemas mark that host only.
-- **States** (:func:`status`): ``live`` (a line within 3 intervals), ``stale Ns`` (no
-  line for longer, or the connection just dropped), ``unreachable`` (the last attempt
-  failed: the ssh error's last line says why), ``connecting``, ``no gputop`` (the remote
-  shell said command not found: the install command is shown), ``bad data``.
-- **Reconnects by itself** with exponential backoff (1 s after a drop; 2, 4, ... 60 s
-  after failed attempts, with jitter); a connection that gives no line within
-  ``first_line_timeout`` is killed and counted as failed (a host that hangs).
-- **Nothing left behind**: each child starts in its own process group (session);
-  :meth:`StreamSet.close` sends the group SIGTERM, then SIGKILL, and reaps it.
+States, reconnects and process groups are described in docs/fleet.md ("Over SSH");
+every line is untrusted (:mod:`gputop.sources.remote`).
 """
 
 from __future__ import annotations
@@ -51,17 +31,6 @@ from gputop.sources.remote import (
     summarize,
 )
 
-__all__ = [
-    "INSTALL_HINT",
-    "STALE_INTERVALS",
-    "FleetSource",
-    "HostView",
-    "StreamSet",
-    "local_command",
-    "ssh_command",
-    "status",
-]
-
 #: A host is stale when its newest line is older than this many intervals.
 STALE_INTERVALS = 3
 #: What to run on a host without gputop (shown on its row). No release is on PyPI yet,
@@ -84,8 +53,8 @@ def ssh_command(
     ssh_config: str | None = None,
     options: Sequence[str] = (),
 ) -> list[str]:
-    """The argv that streams ``host``: the system's ssh running ``remote_command
-    --stream --interval S`` there (one string: the remote shell parses it)."""
+    """The system's ssh running ``remote_command --stream`` on ``host`` (one string:
+    the remote shell parses it)."""
     argv = [ssh]
     if ssh_config:
         argv += ["-F", ssh_config]
@@ -111,8 +80,7 @@ def local_command(remote_command: str, interval: float) -> list[str]:
 
 
 def expand(template: str, host: str, n: int) -> str:
-    """``{host}`` and ``{n}`` (the host's position, from 0) in a remote command; the host
-    name is shell-quoted. Other braces are left alone."""
+    """``{host}`` (shell-quoted) and ``{n}`` (its position) in a remote command."""
     return template.replace("{host}", shlex.quote(host)).replace("{n}", str(n))
 
 
@@ -155,10 +123,7 @@ class HostView:
 
 
 def status(view: HostView, now: float, interval: float) -> tuple[str, str, str | None]:
-    """(state word, what the row shows, detail) of a host at monotonic time ``now``.
-
-    States: "live", "stale", "connecting", "unreachable", "no-gputop", "schema",
-    "bad-data". The shown text carries the age for stale ("stale 12s")."""
+    """(state word, what the row shows, detail) of a host at monotonic time ``now``."""
     age = None if view.received is None else max(0.0, now - view.received)
     fresh = age is not None and age <= STALE_INTERVALS * interval
     if view.problem == "no-gputop":
@@ -198,10 +163,8 @@ class _Conn:
 class StreamSet:
     """One stream per host; the reader thread owns everything but :meth:`views`.
 
-    ``command(name, n)`` gives the argv for host ``name`` (position ``n``).
-    ``on_change()`` is called from the reader thread, at most every ``NOTIFY_EVERY_S``,
-    when a host's view changed; read the views with :meth:`views` (never blocks long).
-    """
+    ``command(name, n)`` gives host ``name``'s argv; ``on_change()`` is called from the
+    reader thread, at most every ``NOTIFY_EVERY_S``, when a view changed."""
 
     def __init__(
         self,
@@ -238,13 +201,10 @@ class StreamSet:
         self._thread: threading.Thread | None = None
         self._dirty = False
         self._last_notify = 0.0
-        self.lines = 0  # good lines, all hosts
-        self.cpu_seconds = 0.0  # the reader thread's CPU time (bench)
 
     # --- public ---------------------------------------------------------------------------
 
     def views(self) -> tuple[HostView, ...]:
-        """Every host's view, in the order given."""
         with self._lock:
             return tuple(self._views[h] for h in self.hosts)
 
@@ -268,8 +228,7 @@ class StreamSet:
         self._wake()
 
     def close(self, timeout: float = 3.0) -> None:
-        """Stop the reader thread and end every child's process group (TERM, then KILL),
-        reaping them: no ssh process is left behind."""
+        """Stop the reader and end every child's process group (TERM, then KILL)."""
         self._stop.set()
         self._wake()
         thread = self._thread
@@ -315,7 +274,6 @@ class StreamSet:
         return view
 
     def _run(self) -> None:
-        cpu0 = time.thread_time()
         try:
             while not self._stop.is_set():
                 now = self._clock()
@@ -329,7 +287,6 @@ class StreamSet:
                         continue
                     self._readable(key.fd)
                 self._notify()
-                self.cpu_seconds = time.thread_time() - cpu0
         except Exception as exc:  # a bug here must not leave children running unseen
             for h in self.hosts:
                 self._set(h, error=f"reader failed: {exc}")
@@ -411,8 +368,7 @@ class StreamSet:
         )
 
     def _check_hung(self, now: float) -> None:
-        """A connection with no good line after ``first_line_timeout`` is ended (the host
-        hangs: a black-holed address, a remote that never starts)."""
+        """End a connection with no good line after ``first_line_timeout`` (a hang)."""
         for name, conn in list(self._conns.items()):
             view = self._views[name]
             started = view.started
@@ -491,7 +447,6 @@ class StreamSet:
             self._bad(name, f"unreadable line: {type(exc).__name__}")
             return
         conn.good += 1
-        self.lines += 1
         view = self._views[name]
         self._set(
             name,
@@ -508,8 +463,7 @@ class StreamSet:
         self._set(name, problem="bad-data", error=clean_text(why, 200))
 
     def _end(self, name: str, conn: _Conn, why: str | None) -> None:
-        """The connection is over (EOF, or ended here): reap it, record why, schedule the
-        next attempt."""
+        """The connection is over (EOF, or ended here): reap it, schedule the next try."""
         self._conns.pop(name, None)
         for fd in (conn.out, conn.err):
             if fd in self._by_fd:
@@ -567,6 +521,5 @@ def _last_line(buf: bytes | bytearray) -> str | None:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    """Signal the child's whole process group (it leads its own session)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
