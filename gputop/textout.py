@@ -74,14 +74,7 @@ def _verdict_lines(verdict: Verdict | None, indent: int) -> list[str]:
     return lines
 
 
-def _gpu_lines(g: GpuSample, diagnosis: Diagnosis | None = None) -> list[str]:
-    lines = _gpu_rows(g)
-    if diagnosis is not None:
-        lines.extend(_verdict_lines(diagnosis.gpus.get(g.index), 5))
-    return lines
-
-
-def _gpu_rows(g: GpuSample) -> list[str]:
+def _gpu_lines(g: GpuSample) -> list[str]:
     name = g.name or fmt.NA
     if g.lost:
         reason = g.lost_reason or "fell off the bus"
@@ -352,7 +345,9 @@ def render_text(
             f"{'Temp':>5} {'Power/cap':>11}"
         )
         for g in snapshot.gpus:
-            lines.extend(_gpu_lines(g, diagnosis))
+            lines.extend(_gpu_lines(g))
+            if diagnosis is not None:
+                lines.extend(_verdict_lines(diagnosis.gpus.get(g.index), 5))
         lines.append("")
         lines.append("Processes:")
         lines.extend(_process_lines(snapshot))

@@ -164,8 +164,7 @@ def verdict_parts(verdict: Verdict) -> tuple[Parts, Parts, Parts]:
     )
 
 
-def verdict_legend() -> tuple[tuple[str, str], ...]:
-    return kinds.legend()
+verdict_legend = kinds.legend
 
 
 def gpu_marker(

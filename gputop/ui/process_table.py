@@ -31,8 +31,8 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from gputop.cells import fit
+from gputop.ui.process_view import ProcRow, column_widths, visible_columns
 from gputop.ui.roles import rich_styles
-from gputop.ui.views import ProcRow, column_widths, visible_columns
 
 Cell = tuple[str, str]  # (text as shown, style key)
 RowCells = tuple[Cell, ...]

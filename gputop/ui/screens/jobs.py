@@ -25,9 +25,10 @@ from gputop.analysis.jobs import Job, process_index
 from gputop.cells import fit
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot, Verdict
-from gputop.ui.parts import gpu_ranges
+from gputop.ui.gpu_view import verdict_mark, verdict_parts
+from gputop.ui.parts import Part, Parts, gpu_ranges, safe
+from gputop.ui.process_view import INVISIBLE, Column
 from gputop.ui.roles import rich_styles
-from gputop.ui.views import INVISIBLE, Column, Part, Parts, safe, verdict_mark, verdict_parts
 
 #: From this width the job lines carry every number and the verdict's full label.
 WIDE_WIDTH = 150
