@@ -1,15 +1,10 @@
 """Signalling processes, with the guards that make it safe to do from a dashboard.
 
-A row on screen is a picture of the past: by the time someone presses a key, the process
-may have exited and its pid been given to something else. So every signal is preceded by
-an identity check: the pid must still belong to a process started at the same moment
-(``create_time``) as the one that was shown. A target whose identity is unknown is refused.
-
-Never signalled: pid 0, 1 and negatives (process groups, init), pids above the kernel's
-``pid_max`` (2**32-1 is what some drivers report for "no pid"), gputop itself and its parent.
-Read-only mode refuses everything. Only SIGTERM, SIGINT and SIGKILL are offered.
-
-This module does not import Textual: the UI calls it, and tests call it directly.
+A row on screen is a picture of the past: the pid may since belong to another process.
+So the pid must still belong to a process started at the same moment (``create_time``)
+as the one shown; an unknown identity is refused. Pids 0, 1, negatives, pids above
+``pid_max`` (some drivers report 2**32-1 for "no pid"), gputop and its parent are never
+signalled; read-only mode refuses everything.
 """
 
 from __future__ import annotations
@@ -28,12 +23,9 @@ from gputop.sources.procfs import pid_max
 
 #: Signals the kill dialog offers, the default first.
 SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)
-DEFAULT_SIGNAL = signal.SIGTERM
 
-#: Two readings of a process's start time are the same process within this many seconds:
-#: half a clock tick. psutil derives it from the start time in clock ticks since boot
-#: (1/100 s on Linux), so one process always reads the same value, and a process started
-#: one tick later differs by a whole tick: a tolerance of one tick would let it pass.
+#: Half a clock tick: psutil's start time is in clock ticks since boot, so one process
+#: always reads the same value and one started a tick later must not pass.
 CREATE_TIME_TOLERANCE_S = 0.5 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
 
@@ -71,11 +63,8 @@ def target_from_info(
 
 
 def target_from_snapshot(snapshot: Snapshot, pid: int, gpu: int | None = None) -> KillTarget:
-    """A kill target for ``pid`` as ``snapshot`` shows it.
-
-    The host view comes from the GPU's process row or, when the source left it empty, from
-    ``snapshot.processes``. ``gpu`` None: the first GPU the pid is on (memory of that GPU).
-    """
+    """A kill target for ``pid`` as ``snapshot`` shows it; ``gpu`` None: the first GPU
+    the pid is on."""
     row: GpuProcess | None = None
     on_gpu: int | None = gpu
     for g in snapshot.gpus:
@@ -115,10 +104,8 @@ def _owner(proc: psutil.Process | None, target: KillTarget) -> str:
 
 
 def refusal(target: KillTarget, sig: signal.Signals, *, readonly: bool = False) -> str | None:
-    """Why ``target`` must not be signalled, in words, or None when the static checks pass.
-
-    The live identity check happens in :func:`send_signal`, right before the signal.
-    """
+    """Why ``target`` must not be signalled, in words, or None when the static checks
+    pass (the live identity check is :func:`send_signal`'s)."""
     pid = target.pid
     if readonly:
         return f"read-only mode: pid {pid} not signalled"

@@ -1,9 +1,6 @@
 """Terminal cell widths: the one place that decides how many columns text takes.
 
-CJK and emoji (East Asian Wide and Fullwidth) take two cells, combining marks and
-format characters none, everything else one. Every view that lines text up (the
-``--once`` text, the dashboard's panels and tables) measures, cuts and pads with these.
-Imports nothing of gputop.
+CJK and emoji take two cells, combining marks and format characters none.
 """
 
 from __future__ import annotations
@@ -15,7 +12,6 @@ ELLIPSIS = "…"
 
 
 def is_wide(ch: str) -> bool:
-    """Whether ``ch`` takes two cells (East Asian Wide or Fullwidth)."""
     return unicodedata.east_asian_width(ch) in ("W", "F")
 
 
@@ -30,7 +26,6 @@ def char_cells(ch: str) -> int:
 
 
 def cell_width(text: str) -> int:
-    """Terminal cells ``text`` takes."""
     if text.isascii():
         return len(text)
     return sum(map(char_cells, text))

@@ -1,8 +1,6 @@
 """The one place where values become short strings for people.
 
 ``None`` always becomes ``NA`` ("n/a"): a missing value is never shown as 0.
-Untrusted text (process names, command lines, user names, GPU names) goes through
-``clean_text`` at the source and through ``rich.markup.escape`` (UI only) before markup.
 """
 
 from __future__ import annotations

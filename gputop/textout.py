@@ -1,15 +1,6 @@
-"""The ``--once`` text table (GPU selection, filtering and the JSON document are
-:mod:`gputop.present`'s): the plain 80-column layout, its table headers and the words
-only text output uses, over the pure views' computations (:mod:`gputop.ui.gpu_view`,
-:mod:`gputop.ui.parts`, which import no Textual).
-
-It can carry a :class:`~gputop.diagnosis.Diagnosis` (see :mod:`gputop.diagnosis`,
-narrowed with ``only()`` to the GPUs shown): a verdict for each GPU shown and the jobs
-on those GPUs, each with its verdict.
-
-Text output is plain ASCII layout (the data itself may hold any cleaned Unicode), fits
-80 columns (wide characters count as two), and formats every number with
-:mod:`gputop.fmt`: a missing value reads "n/a", never 0.
+"""The ``--once`` text table: a plain ASCII layout in 80 columns (wide characters count
+as two), with a verdict per GPU and a "Jobs" section when given a diagnosis. Selection,
+filtering and the JSON document are :mod:`gputop.present`'s.
 """
 
 from __future__ import annotations
@@ -29,16 +20,12 @@ from gputop.ui.parts import gpu_ranges, used_total
 
 WIDTH = 80
 
-# --- text ----------------------------------------------------------------------------
-
 
 def fit(text: str, width: int = WIDTH) -> str:
-    """Cut ``text`` to ``width`` terminal cells, ending with '…' when cut."""
     return cells.truncate(text, width)
 
 
 def _wrap(text: str, indent: int = 0, width: int = WIDTH) -> list[str]:
-    """Wrap long text (messages) over several lines instead of cutting it."""
     pad = " " * indent
     return [
         fit(line)
@@ -59,8 +46,7 @@ def _share(share: float | None) -> str:
 
 
 def _short_command(command: str | None) -> str:
-    """The command line with its program's directory dropped: '/usr/bin/python3 x' ->
-    'python3 x'."""
+    """'/usr/bin/python3 x' -> 'python3 x'."""
     if not command:
         return fmt.NA
     first, _, rest = command.partition(" ")
@@ -75,8 +61,8 @@ def _also(verdict: Verdict) -> str:
 
 
 def _verdict_lines(verdict: Verdict | None, indent: int) -> list[str]:
-    """'Verdict: label (also: ...): evidence' and 'Advice: ...', wrapped. A warming-up
-    verdict is its label only: the note under the tables says what it waits for."""
+    """Verdict and advice, wrapped. A warming-up verdict is its label only: the note
+    under the tables says what it waits for."""
     if verdict is None:
         return [fit(" " * indent + "Verdict: n/a")]
     head = f"Verdict: {verdict.label}{_also(verdict)}"
@@ -88,14 +74,7 @@ def _verdict_lines(verdict: Verdict | None, indent: int) -> list[str]:
     return lines
 
 
-def _gpu_lines(g: GpuSample, diagnosis: Diagnosis | None = None) -> list[str]:
-    lines = _gpu_rows(g)
-    if diagnosis is not None:
-        lines.extend(_verdict_lines(diagnosis.gpus.get(g.index), 5))
-    return lines
-
-
-def _gpu_rows(g: GpuSample) -> list[str]:
+def _gpu_lines(g: GpuSample) -> list[str]:
     name = g.name or fmt.NA
     if g.lost:
         reason = g.lost_reason or "fell off the bus"
@@ -253,8 +232,7 @@ def _holder_lines(snapshot: Snapshot) -> list[str]:
 
 
 def _job_command(command: str | None) -> str:
-    """The root's command line, short: 'python3 /usr/local/bin/torchrun --x' ->
-    'torchrun --x' (an interpreter running a script shows as the script)."""
+    """'python3 /usr/local/bin/torchrun --x' -> 'torchrun --x'."""
     short = _short_command(command)
     first, _, rest = short.partition(" ")
     if first.startswith("python") and rest and not rest.startswith("-"):
@@ -338,8 +316,8 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
 
 
 def rates_note(seconds: float | None) -> str:
-    """Which window the rates cover: ``--once`` takes its two readings a short time
-    apart, so its CPU % (and disk, network, per-process figures) are over that window."""
+    """Which window the rates cover (``--once`` takes its two readings a short time
+    apart)."""
     if seconds is None:
         return "Rates (CPU %, disk, network, per process): not known yet (one reading)"
     return f"Rates (CPU %, disk, network, per process) over the last {seconds:.2f} s"
@@ -348,8 +326,7 @@ def rates_note(seconds: float | None) -> str:
 def render_text(
     snapshot: Snapshot, *, total_gpus: int | None = None, diagnosis: Diagnosis | None = None
 ) -> str:
-    """The ``--once`` table. ``total_gpus``: how many GPUs there were before filtering.
-    With a diagnosis: a verdict under each GPU and a "Jobs" section."""
+    """``total_gpus``: how many GPUs there were before filtering."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.time))
     d = snapshot.driver
     lines = [fit(f"gputop {__version__}  {snapshot.hostname}  {stamp}  source: {snapshot.source}")]
@@ -368,7 +345,9 @@ def render_text(
             f"{'Temp':>5} {'Power/cap':>11}"
         )
         for g in snapshot.gpus:
-            lines.extend(_gpu_lines(g, diagnosis))
+            lines.extend(_gpu_lines(g))
+            if diagnosis is not None:
+                lines.extend(_verdict_lines(diagnosis.gpus.get(g.index), 5))
         lines.append("")
         lines.append("Processes:")
         lines.extend(_process_lines(snapshot))

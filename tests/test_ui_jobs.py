@@ -20,9 +20,10 @@ from gputop.model import ProcessInfo, Snapshot, Verdict, replace
 from gputop.pipeline import Feed
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_legend, run_app
+from gputop.ui.parts import gpu_ranges
 from gputop.ui.screens.detail import DetailScreen, verdict_history
 from gputop.ui.screens.help import HelpScreen
-from gputop.ui.screens.jobs import JobsScreen, gpus_text, job_entries
+from gputop.ui.screens.jobs import JobsScreen, job_entries
 from tests import ui_fixtures as fx
 
 WIDE = (200, 50)
@@ -443,9 +444,9 @@ def test_job_entries_group_workers_under_their_gpu_process() -> None:
         "41262",
         "41263",
     ]
-    assert gpus_text((0, 1, 2, 3, 6)) == "0-3,6"
-    assert gpus_text((0, 1)) == "0,1"
-    assert gpus_text(()) == "-"
+    assert gpu_ranges((0, 1, 2, 3, 6)) == "0-3,6"
+    assert gpu_ranges((0, 1)) == "0,1"
+    assert gpu_ranges(()) == "-"
 
 
 # --- detail, help, palette ------------------------------------------------------------------

@@ -1,6 +1,4 @@
-"""The GPU panel's view: one GPU sample (and its verdict) in, one or two lines of parts
-out; the verdict marks (words, labels, legend) every screen shows. No Textual here.
-"""
+"""The GPU panel's view, and the verdict marks every screen shows. No Textual here."""
 
 from __future__ import annotations
 
@@ -60,7 +58,6 @@ def memory_percent(gpu: GpuSample) -> float | None:
 
 
 def is_mem_idle(gpu: GpuSample) -> bool:
-    """Memory nearly full while the GPU hardly runs kernels: someone holds it idle."""
     mem = memory_percent(gpu)
     util = gpu.utilization.gpu
     if gpu.lost or mem is None or util is None:
@@ -96,15 +93,15 @@ def pcie_downgrade(gpu: GpuSample) -> str | None:
 
 
 def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
-    """Active clock event reasons in words, without "idle" (clocks lowered because there is
-    no work are not a throttle); None when unknown, '' when none (or only idle)."""
+    """Active clock event reasons in words, without "idle" (not a throttle); None when
+    unknown, '' when none."""
     if reasons is None:
         return None
     words: list[str] = []
     for r in reasons:
         name = safe(r, 64)
         if name == "idle":
-            continue  # idle clocks are not throttling: an idle GPU is not at fault
+            continue
         word = CLOCK_EVENT_WORDS.get(name, name.replace("_", " "))
         if word not in words:
             words.append(word)
@@ -112,7 +109,6 @@ def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
 
 
 def _shown(gpu: GpuSample, field: str) -> str:
-    """One metric of ``gpu`` as the metric table formats it."""
     m = GPU_METRIC[field]
     return fmt.shown(m.of(gpu), m.text)
 
@@ -128,15 +124,12 @@ SEVERITY_ROLES: dict[str, str] = {"ok": "ok", "info": "dim", "warn": "warn", "ba
 
 @dataclass(frozen=True, slots=True)
 class VerdictMark:
-    """How a verdict shows in a GPU line: a short word, a longer label, a role."""
-
     kind: str
     word: str  # at most VERDICT_WIDTH characters
     label: str  # the full label (wide layout, when it fits)
     role: str
 
     def text(self, width: int) -> str:
-        """The label when it fits ``width``, else the short word."""
         return self.label if len(self.label) <= width else self.word
 
 
@@ -154,8 +147,7 @@ def verdict_mark(verdict: Verdict) -> VerdictMark:
 
 
 def verdict_parts(verdict: Verdict) -> tuple[Parts, Parts, Parts]:
-    """A verdict in full, as three lines: "verdict: label (severity)  also: ...",
-    "evidence: ...", "advice: ..." (the jobs panel and the detail screen)."""
+    """A verdict in full: the verdict, evidence and advice lines."""
     mark = verdict_mark(verdict)
     head: list[Part] = [
         ("verdict: ", "label"),
@@ -171,9 +163,7 @@ def verdict_parts(verdict: Verdict) -> tuple[Parts, Parts, Parts]:
     )
 
 
-def verdict_legend() -> tuple[tuple[str, str], ...]:
-    """(word, meaning) of every verdict word, for the help screen."""
-    return kinds.legend()
+verdict_legend = kinds.legend
 
 
 def gpu_marker(
@@ -197,8 +187,6 @@ def _holds_idle(gpu: GpuSample, verdict: str | VerdictMark | None) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class GpuView:
-    """What one GPU block shows: one line (compact) or two (wide)."""
-
     index: int
     lines: tuple[Parts, ...]
     lost: bool
@@ -217,8 +205,7 @@ BAR_HISTORY = 36
 
 @lru_cache(maxsize=64)
 def wide_line_width(bar_width: int, verdict_width: int) -> int:
-    """Cells of the wide layout's first line: measured on that line (every GPU's line
-    is as wide: fixed-width parts), so it follows whatever the line is made of."""
+    """Cells of the wide layout's first line, measured on it (every GPU's is as wide)."""
     line = gpu_view(
         GpuSample(index=0), compact=False, bar_width=bar_width, verdict_width=verdict_width
     ).lines[0]
@@ -316,7 +303,6 @@ def gpu_view(
 
 
 def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
-    """One line per MIG device (wide layout): profile, GI/CI ids, memory, processes."""
     out: list[Parts] = []
     for m in gpu.mig_devices:
         procs = gpu.processes_of(m)
@@ -345,7 +331,6 @@ def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
 
 
 def mig_summary(gpu: GpuSample) -> Parts:
-    """The compact layout's one line for a GPU's MIG devices."""
     items = []
     for m in gpu.mig_devices:
         n = len(gpu.processes_of(m))
@@ -357,7 +342,6 @@ def mig_summary(gpu: GpuSample) -> Parts:
 
 
 def bar_width_for(width: int, compact: bool) -> int:
-    """Bar width for a GPU panel ``width`` cells wide, leaving room for the history."""
     if compact:
         return 8 if width >= 78 else 5
     spare = width - wide_line_width(0, VERDICT_WIDTH) - HISTORY_FRAME - BAR_HISTORY

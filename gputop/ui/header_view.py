@@ -29,8 +29,7 @@ def header_parts(
     compact: bool = False,
     error: str | None = None,
 ) -> Parts:
-    """The header line; ``compact`` drops the program name and shortens the labels.
-    ``error``: why the last sample failed (the screen then shows older data)."""
+    """``error``: why the last sample failed (the screen then shows older data)."""
     gap = " " if compact else "  "
     parts: list[Part] = [] if compact else [("gputop ", "title")]
     if snapshot is None:

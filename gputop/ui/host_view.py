@@ -6,18 +6,13 @@ from collections.abc import Sequence
 
 from gputop import fmt
 from gputop.model import HostSample
-from gputop.ui.parts import Parts, bar, level, pct4
+from gputop.ui.parts import Parts, bar, level, pct4, used_total
 
 #: iowait from which the host panel marks it.
 IOWAIT_WARN_PERCENT = 20.0
 
 
-def _used_total(used: int | None, total: int | None) -> str:
-    return f"{fmt.bytes_(used)}/{fmt.bytes_(total)}"
-
-
 def host_lines(host: HostSample | None, width: int, *, compact: bool) -> tuple[Parts, ...]:
-    """Host panel lines: totals, I/O, then per-core cells wrapped to ``width``."""
     if host is None:
         return ((("host: n/a (no host sample)", "dim"),),)
     digits = 1 if compact else 2
@@ -42,10 +37,10 @@ def host_lines(host: HostSample | None, width: int, *, compact: bool) -> tuple[P
     )
     ram: Parts = (
         ("  RAM ", "label"),
-        (f"{_used_total(mem.used, mem.total)} {fmt.percent(mem_pct)}", ""),
+        (f"{used_total(mem.used, mem.total)} {fmt.percent(mem_pct)}", ""),
     )
     swap_used = (
-        fmt.bytes_(host.swap.used) if compact else _used_total(host.swap.used, host.swap.total)
+        fmt.bytes_(host.swap.used) if compact else used_total(host.swap.used, host.swap.total)
     )
     swap: Parts = (("swap ", "label"), (f"{swap_used} {fmt.percent(swap_pct)}", ""))
     io: Parts = (

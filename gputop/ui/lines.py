@@ -1,11 +1,8 @@
 """A widget of styled lines drawn one by one: a line repaints only when its parts change.
 
-Textual's partial update renders every widget inside the bounding box of all the regions
-that changed in a frame (the header and the process table changing together take in the
-whole screen), so what each widget costs when it did *not* change matters as much as
-what it costs when it did. One widget holding many lines (the GPU panel: every GPU's
-text and history) costs one call per frame instead of three per GPU, and its unchanged
-lines come from caches (this widget's strips, then Textual's styles cache).
+Textual repaints every widget inside the bounding box of a frame's changed regions, so
+an unchanged widget's cost matters: one widget holds many lines, and its unchanged lines
+come from caches.
 """
 
 from __future__ import annotations
@@ -25,10 +22,8 @@ from gputop.ui.views import Part, Parts, fit_parts, plain
 
 
 class PartsLines(Widget):
-    """Lines of view parts (text, role), styled with the theme as ``to_content`` does."""
+    """Lines of view parts, styled as ``to_content`` does; ``fit_parts`` cuts them."""
 
-    # No text-wrap/text-overflow here: a line is cut to the width, with an ellipsis, by
-    # ``fit_parts`` when it is drawn (or already fits: ``LINES_FIT_WIDTH``).
     DEFAULT_CSS = """
     PartsLines {
         height: auto;
@@ -36,8 +31,7 @@ class PartsLines(Widget):
     }
     """
 
-    #: Set by a subclass whose lines are exactly as wide as the widget already (cut and
-    #: padded by the view), so they are not measured and fitted again when drawn.
+    #: Set by a subclass whose lines the view already made exactly as wide as the widget.
     LINES_FIT_WIDTH: ClassVar[bool] = False
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -54,7 +48,6 @@ class PartsLines(Widget):
 
     @property
     def text(self) -> str:
-        """What the lines say, without styles."""
         return "\n".join(plain(line) for line in self._lines)
 
     def set_lines(self, lines: Sequence[Parts]) -> bool:
@@ -98,8 +91,7 @@ class PartsLines(Widget):
         return strip
 
     def _segment(self, part: Part) -> Segment:
-        """The styled segment of a part; parts repeat from tick to tick (labels, bars,
-        units), so they are kept until the styles change."""
+        """The styled segment of a part, kept until the styles change (parts repeat)."""
         segment = self._segments.get(part)
         if segment is None:
             if len(self._segments) > 4096:
@@ -108,9 +100,8 @@ class PartsLines(Widget):
         return segment
 
     def _role_style(self, role: str) -> Style:
-        """The Rich style of a role on this widget, exactly as Textual renders
-        ``to_content`` in a Static (theme variables, NO_COLOR, background); resolved
-        once per role until the styles change."""
+        """The Rich style of a role exactly as Textual renders ``to_content`` in a
+        Static (theme, NO_COLOR, background), once per role."""
         style = self._styles.get(role)
         if style is None:
             content = to_content((((" ", role),),))
@@ -122,6 +113,6 @@ class PartsLines(Widget):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._cache.clear()  # the theme or a class changed the styles
+        self._cache.clear()
         self._styles.clear()
         self._segments.clear()

@@ -1,9 +1,6 @@
-"""Parts: the text and roles every view is made of, and the small drawings (levels,
-bars) the panels share. No Textual here.
-
-A part is ``(text, role)``; the role is a word ("warn", "error", "dim", ...) that
-``gputop.ui.roles`` maps to theme colours, so the meaning always travels as words on
-screen too (never as colour alone).
+"""Parts, ``(text, role)``, that every view is made of, and the small drawings the
+panels share. A role is a word that ``gputop.ui.roles`` maps to theme colours, so the
+meaning always shows as words too. No Textual here.
 """
 
 from __future__ import annotations
@@ -32,23 +29,19 @@ NO_VALUE = "·"
 
 
 def plain(parts: Iterable[Part]) -> str:
-    """The text of some parts, without roles (what NO_COLOR shows)."""
     return "".join(text for text, _ in parts)
 
 
 @lru_cache(maxsize=4096)
 def safe(text: str | None, limit: int | None = 512) -> str:
-    """Untrusted text made safe to show: escape sequences and control characters dropped.
-
-    Sources clean text already; this is the UI's own line of defence (rich keeps ESC).
-    """
+    """Untrusted text without escape sequences and control characters: the UI's own
+    line of defence (sources clean text already; rich keeps ESC)."""
     cleaned = fmt.clean_text(text, limit)
     return fmt.NA if cleaned is None else cleaned
 
 
 def fit_parts(parts: Parts, width: int) -> Parts:
-    """Parts padded or cut to exactly ``width`` cells, as ``fit`` does one text: what is
-    cut ends with an ellipsis, and the roles of what is kept stay."""
+    """Parts padded or cut to exactly ``width`` cells, as ``fit`` does one text."""
     if width <= 0:
         return ()
     sizes = [cell_width(text) for text, _ in parts]
@@ -62,7 +55,6 @@ def fit_parts(parts: Parts, width: int) -> Parts:
             out.append((text, role))
             room -= cells
             continue
-        # The cut falls in this part (or just after it): end it with the ellipsis.
         out.append((fit(text + "…", room + 1) if cells > room else text + "…", role))
         break
     return tuple(out)
@@ -77,10 +69,8 @@ def level(value: float | None) -> str:
 
 
 def spark(values: Sequence[float | None], width: int) -> str:
-    """The last ``width`` values on a fixed 0-100 % scale, newest at the right.
-
-    Never rescales; left-padded with blanks when the history is shorter than the width.
-    """
+    """The last ``width`` values on a fixed 0-100 % scale (never rescaled), newest at
+    the right."""
     if width <= 0:
         return ""
     tail = values[-width:]
@@ -94,7 +84,6 @@ def bar_cells(percent: float | None, width: int) -> int:
 
 
 def bar(percent: float | None, width: int) -> Parts:
-    """A fixed-scale bar: filled cells, then free cells. Unknown: all dots."""
     if percent is None:
         return ((NO_VALUE * width, "dim"),)
     n = bar_cells(percent, width)
@@ -115,7 +104,7 @@ def memory_bar(used_pct: float | None, reserved_pct: float | None, width: int) -
 
 
 def used_total(used: float | None, total: float | None) -> str:
-    """Bytes used of a total: '1.5GiB/8.0GiB' ("n/a" for an unknown side)."""
+    """'1.5GiB/8.0GiB'."""
     return f"{fmt.bytes_(used)}/{fmt.bytes_(total)}"
 
 
@@ -133,5 +122,4 @@ def gpu_ranges(gpus: Iterable[int], empty: str = "-") -> str:
 
 
 def pct4(v: float | None) -> str:
-    """A percentage in 4 cells, right-aligned ("n/a" when unknown)."""
     return fit(fmt.percent(v), 4, ">")

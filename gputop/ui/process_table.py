@@ -1,19 +1,15 @@
 """The process table: rows keyed by (gpu, pid), fixed column widths, cheap refreshes.
 
-Per refresh (TEXTUAL_NOTES): nothing changed -> no work; the same rows in the same order
--> ``update_cell`` for the changed cells only; otherwise (rows came, went or reordered)
--> ``clear()`` + ``add_row`` and the cursor goes back to the same (gpu, pid).
-Cells are ``rich.text.Text`` objects: untrusted text is never parsed as markup.
+A refresh does the least it can: nothing, the changed cells only, a reorder of the same
+rows, or a rebuild (the cursor stays on the same (gpu, pid)). Cells are ``Text``, never
+markup.
 
-Rendering: DataTable renders every cell through Rich's console (``Padding`` + ``Styled``)
-and any ``update_cell`` throws away the whole table's render cache, so every visible row
-is rendered again on every tick (the TIME column changes every second): the largest
-share of the dashboard's CPU. Every cell here is already cut to its column's exact
-width, with one style and no spans, so
-:meth:`ProcessTable._render_line_in_row` builds a row from the cell texts directly and
-caches it by its cells: per tick only the rows that changed are built, a few segments
-each. (It overrides a private DataTable method: textual is pinned below 9, and
-tests/test_ui_table_render.py checks it draws what DataTable draws.)
+DataTable re-renders every visible row on every tick (any ``update_cell`` drops its
+whole render cache, and TIME changes every second). Every cell here is already cut to
+its column's width with one style, so ``_render_line_in_row`` builds a row from the cell
+texts directly and caches it by its cells. It overrides a private DataTable method:
+textual is pinned below 9, and tests/test_ui_table_render.py checks it draws what
+DataTable draws.
 """
 
 from __future__ import annotations
@@ -35,8 +31,8 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from gputop.cells import fit
+from gputop.ui.process_view import ProcRow, column_widths, visible_columns
 from gputop.ui.roles import rich_styles
-from gputop.ui.views import ProcRow, column_widths, visible_columns
 
 Cell = tuple[str, str]  # (text as shown, style key)
 RowCells = tuple[Cell, ...]
@@ -73,15 +69,12 @@ class ProcessTable(DataTable[Text]):
         self.rows_by_key: dict[str, ProcRow] = {}
         self.last_update = "none"  # "skip" | "cells" | "rebuild": what the last show() did
         self._styles: dict[str, Style] = {}
-        # Rendered body rows by (cells, row, width, styles, cursor, hover...): unchanged
-        # rows survive DataTable's whole-table cache flush on every update_cell.
+        # Rendered body rows by their cells and state: they survive DataTable's flushes.
         self._fast_rows: dict[tuple[object, ...], tuple[SegmentLines, SegmentLines]] = {}
         # Finished strips of fast rows: id(segments) -> (segments, width, strip).
         self._row_strips: dict[int, tuple[SegmentLines, int, Strip]] = {}
         self._frame_style: Style | None = None
         self._frame_width: int | None = None
-
-    # --- columns --------------------------------------------------------------------------
 
     def configure(self, width: int, *, compact: bool, sort_key: str, reverse: bool) -> None:
         """(Re)build the columns when the width or layout changed; a new sort column or
@@ -119,8 +112,6 @@ class ProcessTable(DataTable[Text]):
                 gap = ""
             labels[col.key] = Text(gap + text, style="bold")
         return labels
-
-    # --- rows -----------------------------------------------------------------------------
 
     @property
     def cursor_key(self) -> str | None:
@@ -167,9 +158,7 @@ class ProcessTable(DataTable[Text]):
         cells = {r.key: self._row_cells(r, r.key in tagged) for r in rows}
         self.rows_by_key = {r.key: r for r in rows}
         if order != self._order and self.row_count == len(order) and set(order) == set(self._order):
-            # The same rows in another order (a new sort key, a reverse, values that
-            # overtook each other): move the rows, keep them (far cheaper than a
-            # rebuild), then update the cells that changed.
+            # The same rows in another order: move them (cheaper than a rebuild).
             self._reorder(order)
             reordered = True
         else:
@@ -179,8 +168,7 @@ class ProcessTable(DataTable[Text]):
             if not changed:
                 self.last_update = "reorder" if reordered else "skip"
                 return self.last_update
-            # Same rows, same order: cells in place, even when every row changed (TIME
-            # ticks every second): a rebuild would re-measure every cell on idle.
+            # Cells in place even when every row changed: a rebuild re-measures them all.
             self._update_cells(changed, cells)
             self.last_update = "reorder" if reordered else "cells"
             return self.last_update
@@ -189,12 +177,8 @@ class ProcessTable(DataTable[Text]):
         return self.last_update
 
     def _update_cells(self, changed: list[str], cells: dict[str, RowCells]) -> None:
-        """New values for the cells of ``changed`` rows, repainting only those rows.
-
-        ``update_cell`` would repaint the whole table for each cell (``refresh()``), and
-        every line of it then goes through Textual's styling again; here the values go
-        in as ``update_cell`` puts them, and only the changed rows' lines are repainted.
-        """
+        """What ``update_cell`` does to the data, but repainting only the changed rows
+        (``update_cell`` repaints the whole table for each cell)."""
         keys = [ColumnKey(c.key) for c in visible_columns(self._compact)]
         data = self._data
         for k in changed:
@@ -204,8 +188,7 @@ class ProcessTable(DataTable[Text]):
                     row[col_key] = self._text(after)
         self._cells = cells
         self._update_count += 1  # what update_cell does: DataTable's caches start over
-        # Every row is one line high: row i is line header + i. Runs of changed rows
-        # are repainted as one region each.
+        # Every row is one line high; each run of changed rows is one region.
         locations = self._row_locations
         indexes = sorted(i for k in changed if (i := locations.get(RowKey(k))) is not None)
         top = self.header_height if self.show_header else 0
@@ -222,8 +205,7 @@ class ProcessTable(DataTable[Text]):
             prev = i
 
     def _reorder(self, order: list[str]) -> None:
-        """Put the existing rows in ``order`` (what ``DataTable.sort`` does, by our key);
-        the cursor stays on the same process."""
+        """``DataTable.sort`` by our order; the cursor stays on the same process."""
         cursor_key = self.cursor_key
         self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(order)})
         self._order = order
@@ -251,8 +233,7 @@ class ProcessTable(DataTable[Text]):
         self.move_cursor(row=row, animate=False)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # DataTable.render_line asks for ``rich_style`` on every line, and that walks the
-        # DOM each time: once per frame here.
+        # ``rich_style`` walks the DOM: once per frame, not once per line.
         self._frame_style = self.rich_style
         self._frame_width = self.size.width  # a property that computes regions
         try:
@@ -276,11 +257,9 @@ class ProcessTable(DataTable[Text]):
         return self._render_line(y, scroll_x, scroll_x + self._width_now(), base_style)
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
-        """A body row from the fast path (``_render_line_in_row``) as one strip, kept as
-        long as that row's segments are: DataTable's own line cache is keyed by its
-        update count, which every tick's new cells bump, and it crops and simplifies
-        every line again. A table scrolled sideways or with fixed columns goes the
-        DataTable way."""
+        """A fast-path row as one strip, kept as long as its segments are (DataTable's
+        line cache is dropped by every tick's update). Scrolled sideways or with fixed
+        columns: the DataTable way."""
         width = self._width_now()
         if x1 != 0 or x2 != width or self.fixed_columns:
             return super()._render_line(y, x1, x2, base_style)
@@ -317,11 +296,10 @@ class ProcessTable(DataTable[Text]):
     ) -> tuple[SegmentLines, SegmentLines]:
         """One body row as a few segments, cached by its cells (see the module docstring).
 
-        What DataTable's own path draws, with two differences: cells of the same style
-        are merged into one segment, and a body cell's click metadata names column 0
-        (the table selects whole rows, so the column never mattered). The header, a row
-        whose text does not fill its columns exactly (a wide character) and any table
-        setting this widget does not use go the normal way.
+        As DataTable draws it, except that same-style cells merge into one segment and a
+        cell's click metadata names column 0 (whole rows are selected). The header, a
+        row not exactly as wide as its columns (a wide character) and settings this
+        widget does not use go the normal way.
         """
         if (
             line_no != 0
@@ -335,7 +313,7 @@ class ProcessTable(DataTable[Text]):
                 row_key, line_no, base_style, cursor_location, hover_location
             )
         if row_key is self._header_row_key:
-            # The header changes only with the columns: DataTable's own rendering, kept.
+            # The header changes only with the columns: DataTable's rendering, cached.
             header_key = (
                 "header",
                 self._columns_key,
@@ -427,9 +405,8 @@ class ProcessTable(DataTable[Text]):
         self._row_strips.clear()
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        """DataTable measures every cell of every new row on idle (after every rebuild)
-        to size auto-width columns and auto-height rows. Here every column has a fixed
-        width and every row is one line: only the virtual size matters."""
+        """Fixed widths and one-line rows: only the virtual size, not DataTable's
+        measuring of every new cell."""
         width = sum(column.get_render_width(self) for column in self.columns.values())
         header = self.header_height if self.show_header else 0
         self.virtual_size = Size(width, self._total_row_height + header)

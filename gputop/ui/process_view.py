@@ -1,6 +1,5 @@
-"""The process table's view: a snapshot in, rows out (every GPU process and unlisted
-/dev/nvidia* holder), with the columns, filtering, sorting and the notes on what the
-table cannot show. No Textual here.
+"""The process table's view: a snapshot in, rows out, with the columns, filtering,
+sorting and the notes on what the table cannot show. No Textual here.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ COLUMNS: tuple[Column, ...] = (
     Column("command", "COMMAND", 0, 0),  # takes the rest of the width
 )
 SORT_KEYS = ("gpu", "pid", "user", "mem", "sm", "cpu", "rss", "read", "time", "command")
-COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
 MIN_COMMAND_WIDTH = 12
 
 
@@ -54,10 +52,8 @@ def visible_columns(compact: bool) -> tuple[Column, ...]:
 
 
 def column_widths(total_width: int, compact: bool) -> dict[str, int]:
-    """Fixed widths: every column has its own; COMMAND takes what is left.
-
-    Each cell carries its own one-cell gap (the table runs with ``cell_padding`` 0).
-    """
+    """Fixed widths; COMMAND takes what is left. Each cell carries its own one-cell gap
+    (the table runs with ``cell_padding`` 0)."""
     cols = visible_columns(compact)
     widths = {c.key: c.width(compact) for c in cols if c.key != "command"}
     gaps = len(cols) - 1  # one gap before every column but the first
@@ -129,7 +125,6 @@ INVISIBLE = "pid not visible (other PID namespace)"
 
 
 def _command_text(info: ProcessInfo | None) -> str:
-    """The COMMAND cell of a visible process: says when it has exited or is a zombie."""
     if info is None:
         return fmt.NA
     text = safe(info.command or info.name, 2048) if (info.command or info.name) else ""
@@ -155,7 +150,7 @@ def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list
     rows: list[ProcRow] = []
     seen: set[str] = set()
     now = snapshot.time
-    index = process_index(snapshot)  # one pass, not a scan of every process per row
+    index = process_index(snapshot)
     for g in snapshot.gpus:
         if gpus is not None and g.index not in gpus:
             continue
@@ -223,7 +218,6 @@ def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list
 
 
 def matches(row: ProcRow, text: str) -> bool:
-    """Case-insensitive substring match on command, user and pid."""
     needle = text.strip().lower()
     if not needle:
         return True
@@ -252,8 +246,7 @@ def table_rows(
     sort_key: str = "gpu",
     reverse: bool = False,
 ) -> list[ProcRow]:
-    """What the process table shows: the rows on ``gpus`` (None: every GPU) that match
-    ``text``, sorted by ``sort_key``."""
+    """The rows on ``gpus`` (None: every GPU) that match ``text``, sorted."""
     shown = [r for r in rows if (gpus is None or r.gpu in gpus) and matches(r, text)]
     return sort_rows(shown, sort_key, reverse)
 
@@ -283,10 +276,8 @@ def _process_note(metric: str | None, message: str) -> str:
 
 
 def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
-    """What the process table cannot show and why, one line per problem; () when none.
-
-    Identical problems on several GPUs share a line ("GPU 0,1: ...").
-    """
+    """What the process table cannot show and why, one line per problem (shared by the
+    GPUs it is on)."""
     if snapshot is None:
         return ()
     gpus_by_note: dict[str, list[int]] = {}

@@ -11,8 +11,7 @@ from textual.content import Content
 
 from gputop.ui.views import Parts
 
-#: Roles used by ``gputop.ui.views`` -> Textual styles. Theme variables only, so dark and
-#: light themes both work; NO_COLOR drops the colours and the words remain.
+#: Theme variables only, so dark and light themes both work.
 ROLE_STYLES: dict[str, str] = {
     "": "",
     "title": "bold",
@@ -42,9 +41,8 @@ ROLE_STYLES: dict[str, str] = {
 
 
 def rich_styles(theme_variables: Mapping[str, str]) -> dict[str, Style]:
-    """Every role as a Rich style, ``$name`` taken from the theme's variables. A colour
-    the theme lacks or that is not a plain colour (e.g. with alpha) is left out: the
-    words stay (NO_COLOR drops the colours the same way)."""
+    """Every role as a Rich style from the theme's variables; a colour the theme lacks
+    or that is not plain (alpha) is left out: the words stay."""
     out: dict[str, Style] = {}
     for role, spec in ROLE_STYLES.items():
         style = Style()
@@ -61,7 +59,7 @@ def rich_styles(theme_variables: Mapping[str, str]) -> dict[str, Style]:
 
 
 def to_content(lines: Iterable[Parts]) -> Content:
-    """Styled lines from view parts. Text is never parsed as markup."""
+    """Styled lines from view parts, never parsed as markup."""
     out: list[Content] = []
     for parts in lines:
         out.append(Content.assemble(*((text, ROLE_STYLES.get(role, "")) for text, role in parts)))

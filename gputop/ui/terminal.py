@@ -1,32 +1,10 @@
 """The dashboard's hold on the terminal: every way a session ends, ends the process.
 
-gputop lives for days in tmux panes reached over SSH links that drop and freeze. This
-module makes each of those endings quick and clean, working around Textual 8's
-``LinuxDriver`` where it is at fault (each place is marked ``Textual:``):
-
-- :class:`Ending`: the one place that knows that shutdown began and with which status.
-  Once begun, a watchdog thread ends the process with that status (``os._exit``) if the
-  orderly exit has not finished after :data:`GRACE_S`: a hung gputop is impossible.
-- :class:`GpuTopDriver`, a ``LinuxDriver``:
-  - Output goes through :class:`TerminalOut`, which never raises and never blocks the
-    app for good. Textual: its writer thread dies on the first failed write (EIO once the
-    terminal hung up); its 30-slot queue then fills and ``close()`` blocks forever in
-    ``Queue.put``. Here a failed write marks the terminal lost (the rest is dropped), and
-    once shutdown has begun, output the terminal does not take within
-    :data:`DRAIN_S` (a frozen link) is dropped.
-  - Input: Textual's input thread spins on a hung-up terminal (``read`` returns 0) or dies
-    on EIO (a "panic" with exit status 1). Here either is "terminal lost": exit 129.
-  - SIGTSTP (Ctrl-Z, ``kill -TSTP``) suspends on the event loop (Textual does it inside
-    the signal handler, wherever the main thread happened to be), and SIGCONT resumes
-    only what this driver suspended. Textual: every SIGCONT restarts application mode, so
-    ``kill -STOP``/``fg`` or a stray ``kill -CONT`` start a second input and writer
-    thread (a key then needs pressing twice) and save the raw tty modes as the ones to
-    restore (the shell is left in ``-icanon -echo``). Here a stray SIGCONT only puts the
-    terminal modes back and repaints; after shutdown began, SIGCONT does nothing.
-- :func:`install_signal_handlers`: SIGTERM, SIGHUP and SIGINT end the app with status
-  128 + the signal's number. The handlers are plain ``signal.signal`` handlers, not the
-  event loop's: with a frozen link the loop can be blocked in a write, and the handler
-  must still start the watchdog.
+gputop lives for days in tmux panes over SSH links that drop and freeze; what each
+ending does is in docs/troubleshooting.md. :class:`Ending` knows that shutdown began
+and with which status, and its watchdog ends the process after :data:`GRACE_S` should
+anything still block. :class:`GpuTopDriver` works around Textual 8's ``LinuxDriver``
+where it is at fault (each place is marked ``Textual:``).
 """
 
 from __future__ import annotations
@@ -77,18 +55,13 @@ _ENDED: list[Ending] = []
 
 def ended() -> Ending | None:
     """The ending of the dashboard that ran in this process, once it returned: the CLI
-    then leaves with ``os._exit`` (the terminal is already restored and NVML closed;
-    Python's own teardown of the UI is slow and does nothing the user sees)."""
+    then leaves with ``os._exit`` (Python's teardown of the UI is slow and unseen)."""
     return _ENDED[-1] if _ENDED else None
 
 
 class Ending:
     """Shutdown state shared by the app, its driver, the signal handlers and the CLI.
-
-    ``begin(status)`` records the first status and starts the watchdog (when armed);
-    ``on_timeout`` callbacks run on the watchdog thread just before it ends the process
-    (e.g. close NVML if no call is stuck in it).
-    """
+    ``on_timeout`` callbacks run on the watchdog thread just before it ends the process."""
 
     def __init__(self, *, watchdog: bool = False, grace: float = GRACE_S) -> None:
         self.begun = threading.Event()
@@ -104,9 +77,8 @@ class Ending:
     def begin(
         self, status: int, *, terminal_lost: bool = False, grace: float | None = None
     ) -> bool:
-        """Shutdown begins with ``status`` (the first caller's wins); the watchdog gives
-        it ``grace`` seconds (default :attr:`grace`). Returns whether this call began it.
-        Safe from a signal handler: ``_lock`` is only tried, never waited for."""
+        """Shutdown begins with ``status`` (the first caller's wins); returns whether this
+        call began it. Safe from a signal handler: ``_lock`` is only tried."""
         if terminal_lost:
             self.terminal_lost = True
         if self.begun.is_set():
@@ -143,22 +115,20 @@ class Ending:
 
 
 class TerminalOut:
-    """A file for Textual's writer thread, on the terminal's file descriptor.
+    """A file for Textual's writer thread that never raises and never blocks for good.
 
-    Writes whole strings with ``os.write`` (no Python buffer whose lock a stuck thread
-    could hold at exit). Never raises: a failed write means the terminal is gone
-    (:meth:`Ending.begin` with :data:`EXIT_TERMINAL_LOST`, the app is told) and every
-    later write is dropped. Never blocks for good: it waits for room in slices of 0.1 s,
-    and once shutdown has begun it gives the terminal :data:`DRAIN_S` to take the rest.
+    Textual: its writer thread dies on the first failed write, its queue then fills and
+    ``close()`` blocks forever. Here a failed write means the terminal is gone (the rest
+    is dropped), and once shutdown has begun the terminal gets :data:`DRAIN_S` to take
+    the rest. ``os.write``: no Python buffer whose lock a stuck thread could hold.
     """
 
     def __init__(
         self, fd: int, ending: Ending, lost: Callable[[], None], encoding: str | None = None
     ) -> None:
         self._fd = fd
-        # The terminal's encoding (PYTHONIOENCODING, the locale): what it lacks is drawn
-        # with ASCII look-alikes. Textual wrote through sys.__stderr__, whose
-        # "backslashreplace" put a literal \u2588 on the screen for each bar cell.
+        # What the terminal's encoding lacks is drawn with ASCII look-alikes (Textual's
+        # sys.__stderr__ "backslashreplace" put a literal \u2588 per bar cell).
         self._encoding = None if is_utf_encoding(encoding) else encoding
         self._ending = ending
         self._lost = lost
@@ -216,8 +186,8 @@ class TerminalOut:
 
 
 class GpuTopDriver(LinuxDriver):
-    """Textual's Linux driver, made to let go of a terminal that went away (see the module
-    docstring). The app must have an ``ending`` attribute (:class:`Ending`)."""
+    """Textual's Linux driver, made to let go of a terminal that went away. The app
+    must have an ``ending`` attribute (:class:`Ending`)."""
 
     def __init__(self, app: App[Any], **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
@@ -236,9 +206,8 @@ class GpuTopDriver(LinuxDriver):
         signal.signal(signal.SIGCONT, self._on_sigcont)
 
     def _get_terminal_size(self) -> tuple[int, int]:
-        """The terminal's own size. Textual asks ``shutil.get_terminal_size``, where
-        ``COLUMNS``/``LINES`` in the environment win: a stale ``COLUMNS=10`` pinned a
-        "too small" screen for good, whatever the window's real size."""
+        """The terminal's own size. Textual: ``shutil.get_terminal_size`` lets a stale
+        ``COLUMNS``/``LINES`` in the environment win over the window's real size."""
         for fd in (self._out.fileno(), self.fileno):
             try:
                 size = os.get_terminal_size(fd)
@@ -247,8 +216,6 @@ class GpuTopDriver(LinuxDriver):
             if size.columns > 0 and size.lines > 0:
                 return size.columns, size.lines
         return super()._get_terminal_size()
-
-    # --- shutdown --------------------------------------------------------------------------
 
     def _terminal_lost(self) -> None:
         """Any thread: the terminal hung up (EIO, EOF)."""
@@ -265,8 +232,6 @@ class GpuTopDriver(LinuxDriver):
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(callback, *args)
 
-    # --- application mode ------------------------------------------------------------------
-
     def start_application_mode(self) -> None:
         if self.ending.begun.is_set():
             return
@@ -279,10 +244,9 @@ class GpuTopDriver(LinuxDriver):
     def write(self, data: str) -> None:
         """Queue ``data`` for the writer thread without blocking the app for good.
 
-        Textual: ``Queue.put`` waits as long as the writer is stuck (a frozen link: the
-        terminal takes nothing), and the event loop with it, so a SIGTERM could never be
-        acted on. Here the wait is in slices of 0.1 s; once shutdown has begun (or the
-        terminal is gone), output that finds the queue full is dropped at once."""
+        Textual: ``Queue.put`` blocks the event loop as long as the writer is stuck (a
+        frozen link), so a SIGTERM is never acted on. Once shutdown has begun, output
+        that finds the queue full is dropped."""
         writer = self._writer_thread
         assert writer is not None, "Driver must be in application mode"
         queue = writer._queue  # Textual's WriterThread queue (30 slots)
@@ -299,9 +263,8 @@ class GpuTopDriver(LinuxDriver):
                     return
 
     def close(self) -> None:
-        """Stop the writer thread. Textual: ``WriterThread.stop`` puts into a full queue
-        and joins for ever when the writer is stuck; once shutdown has begun the writer
-        gets :data:`DRAIN_S` and is then left behind (a daemon thread)."""
+        """Textual: ``WriterThread.stop`` joins for ever when the writer is stuck; once
+        shutdown has begun the writer gets :data:`DRAIN_S`, then is left behind."""
         writer = self._writer_thread
         if writer is None or not self.ending.begun.is_set():
             super().close()
@@ -323,11 +286,9 @@ class GpuTopDriver(LinuxDriver):
             if select.select([], [fd], [], 0)[1]:
                 os.write(fd, b"\x1b[<u\x1b[?1000l\x1b[?1003l\x1b[?1006l\x1b[?1049l\x1b[?25h")
 
-    # --- input -----------------------------------------------------------------------------
-
     def run_input_thread(self) -> None:
-        """Textual's input loop, ending on a terminal that hung up (EOF or EIO) instead
-        of spinning on it or dying with a traceback."""
+        """Textual's input loop, ending on a terminal that hung up (EOF or EIO) with
+        :data:`EXIT_TERMINAL_LOST` instead of spinning on it or dying with a traceback."""
         fileno = self.fileno
         selector = selectors.SelectSelector()
         selector.register(fileno, selectors.EVENT_READ)
@@ -358,10 +319,9 @@ class GpuTopDriver(LinuxDriver):
                 for _event in parser.feed(""):
                     pass
 
-    # --- suspend and resume ----------------------------------------------------------------
-
     def _on_sigtstp(self, signum: int, frame: FrameType | None) -> None:
-        """Signal handler: suspend on the event loop, at a quiet moment."""
+        """Suspend on the event loop (Textual: inside the handler, wherever the main
+        thread happened to be)."""
         self._call_soon(self._suspend)
 
     def _suspend(self) -> None:
@@ -373,7 +333,9 @@ class GpuTopDriver(LinuxDriver):
         os.kill(os.getpid(), signal.SIGSTOP)
 
     def _on_sigcont(self, signum: int, frame: FrameType | None) -> None:
-        """Signal handler: resume on the event loop."""
+        """Textual: every SIGCONT restarts application mode, so a stray one starts a
+        second input thread and saves the raw tty modes as the ones to restore. Here it
+        resumes only what this driver suspended."""
         self._call_soon(self._resume)
 
     def _resume(self) -> None:
@@ -381,17 +343,12 @@ class GpuTopDriver(LinuxDriver):
             return
         if self._suspended:
             self._suspended = False
-            # New writer and input threads, and the alternate screen again: entering it
-            # clears it, and Textual repaints only what changes from then on (its resize
-            # event carries the same size, so it is dropped). Without a full repaint,
-            # lines that never change (the table's header, an idle GPU) stay blank.
-            # Queued after the mode's escapes, on the same writer, so it lands after them.
+            # Entering the alternate screen clears it: without a full repaint, lines
+            # that never change stay blank.
             self.resume_application_mode()
             self._app.refresh(repaint=True, layout=True)
             return
-        # A stray SIGCONT (kill -CONT, or kill -STOP then fg): application mode never
-        # stopped. The shell may have put its own tty modes back while we were stopped:
-        # set ours again, and repaint the whole screen.
+        # A stray SIGCONT: the shell may have put its own tty modes back; set ours.
         if self._app_attrs is not None:
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(self.fileno, termios.TCSANOW, self._app_attrs)
@@ -401,8 +358,8 @@ class GpuTopDriver(LinuxDriver):
 
 
 def install_signal_handlers(app: App[Any], ending: Ending) -> Callable[[], None]:
-    """SIGTERM, SIGHUP and SIGINT begin the ending (and its watchdog) at once, then ask
-    the app to exit on its loop. Returns a function that puts the old handlers back."""
+    """SIGTERM, SIGHUP and SIGINT begin the ending at once (plain handlers: the loop may
+    be blocked in a write), then ask the app to exit. Returns the undo."""
     loop = asyncio.get_running_loop()
     old: dict[int, Any] = {}
 
@@ -426,13 +383,9 @@ def install_signal_handlers(app: App[Any], ending: Ending) -> Callable[[], None]
 
 @contextlib.contextmanager
 def owning_terminal() -> Iterator[None]:
-    """Around ``app.run()`` of a full-screen app (the dashboard, the fleet screen).
-
-    While it owns the terminal, a log record printed to stderr would scribble over the
-    screen (the sampler logs from its own thread, where Textual's log handler cannot
-    reach the app): gputop's records are dropped instead; a failing tick is shown in the
-    header (``sampler.last_error``), a failing analysis as a notification. And the cyclic
-    GC is tuned for a long history (:mod:`gputop.gcpolicy`). Both are undone after."""
+    """Around ``app.run()`` of a full-screen app: gputop's log records are dropped (on
+    stderr they would scribble over the screen; failures show in the UI instead) and
+    the GC is tuned for a long history (:mod:`gputop.gcpolicy`)."""
     logger = logging.getLogger("gputop")
     quiet = logging.NullHandler()
     logger.addHandler(quiet)

@@ -1,49 +1,25 @@
-"""Pure views: a snapshot in, rows and styled text parts out. No Textual here.
-
-One module per panel, all re-exported here for the callers that draw several (the app,
-the screens, the tests):
-
-- :mod:`gputop.ui.parts`: ``Part``/``Parts`` (``(text, role)``), levels, bars, layout;
-- :mod:`gputop.ui.header_view`: the header line;
-- :mod:`gputop.ui.gpu_view`: the GPU lines and the verdict marks;
-- :mod:`gputop.ui.host_view`: the host panel;
-- :mod:`gputop.ui.process_view`: the process table's rows, columns, filter, sort, notes.
-
-Widgets turn the parts into styled text (:mod:`gputop.ui.roles`): the role is a word, so
-the meaning always travels as words on screen too (never as colour alone).
-"""
+"""Pure views (a snapshot in, rows and styled text parts out, no Textual): the names of
+the per-panel view modules that the app, the screens and the tests use, in one place."""
 
 from __future__ import annotations
 
 from gputop.ui.gpu_view import (
-    COMPACT_NAME_WIDTH,
     JUDGING_MARK,
     LONG_VERDICT_WIDTH,
     MEM_IDLE_MARKER,
-    MEM_IDLE_MEMORY_PERCENT,
-    MEM_IDLE_UTIL_PERCENT,
     MIN_WIDE_HISTORY,
-    PCIE_BUSY_TRAFFIC_PERCENT,
-    PCIE_BUSY_UTIL_PERCENT,
-    POWER_CAP_LABEL,
     POWER_CAP_WORD,
     SEVERITY_ROLES,
     VERDICT_WIDTH,
     VERDICT_WORDS,
-    WIDE_NAME_WIDTH,
     GpuView,
     VerdictMark,
     bar_width_for,
-    gpu_marker,
     gpu_view,
     host_only_message,
     is_mem_idle,
     memory_percent,
-    mig_lines,
-    mig_summary,
     pcie_downgrade,
-    pcie_percent,
-    short_name,
     throttle_words,
     verdict_for,
     verdict_legend,
@@ -51,105 +27,59 @@ from gputop.ui.gpu_view import (
     verdict_parts,
     verdict_width_for,
 )
-from gputop.ui.header_view import (
-    header_parts,
-    mode_text,
-)
-from gputop.ui.host_view import (
-    IOWAIT_WARN_PERCENT,
-    core_lines,
-    host_lines,
-)
+from gputop.ui.header_view import header_parts, mode_text
+from gputop.ui.host_view import core_lines, host_lines
 from gputop.ui.parts import (
-    BAR_FREE,
-    BAR_RESERVED,
-    BAR_USED,
     COMPACT_HEIGHT,
     COMPACT_WIDTH,
     INTERVAL_STEPS,
-    LEVELS,
     MIN_HEIGHT,
     MIN_WIDTH,
-    NO_VALUE,
     Part,
     Parts,
-    bar,
-    bar_cells,
     fit_parts,
     level,
     memory_bar,
-    pct4,
     plain,
     safe,
     spark,
 )
 from gputop.ui.process_view import (
-    COLUMN_BY_KEY,
-    COLUMNS,
-    INVISIBLE,
-    MAX_NOTES,
     MIN_COMMAND_WIDTH,
-    PROCESS_METRICS,
     SORT_KEYS,
-    Column,
-    ProcRow,
     column_widths,
     matches,
     process_notes,
     process_rows,
-    row_key,
     sort_rows,
     table_rows,
     visible_columns,
 )
 
 __all__ = [
-    "BAR_FREE",
-    "BAR_RESERVED",
-    "BAR_USED",
-    "COLUMNS",
-    "COLUMN_BY_KEY",
     "COMPACT_HEIGHT",
-    "COMPACT_NAME_WIDTH",
     "COMPACT_WIDTH",
     "INTERVAL_STEPS",
-    "INVISIBLE",
-    "IOWAIT_WARN_PERCENT",
     "JUDGING_MARK",
-    "LEVELS",
     "LONG_VERDICT_WIDTH",
-    "MAX_NOTES",
     "MEM_IDLE_MARKER",
-    "MEM_IDLE_MEMORY_PERCENT",
-    "MEM_IDLE_UTIL_PERCENT",
     "MIN_COMMAND_WIDTH",
     "MIN_HEIGHT",
     "MIN_WIDE_HISTORY",
     "MIN_WIDTH",
-    "NO_VALUE",
-    "PCIE_BUSY_TRAFFIC_PERCENT",
-    "PCIE_BUSY_UTIL_PERCENT",
-    "POWER_CAP_LABEL",
     "POWER_CAP_WORD",
-    "PROCESS_METRICS",
     "SEVERITY_ROLES",
     "SORT_KEYS",
     "VERDICT_WIDTH",
     "VERDICT_WORDS",
-    "WIDE_NAME_WIDTH",
-    "Column",
     "GpuView",
     "Part",
     "Parts",
-    "ProcRow",
     "VerdictMark",
-    "bar",
-    "bar_cells",
     "bar_width_for",
     "column_widths",
     "core_lines",
     "fit_parts",
-    "gpu_marker",
     "gpu_view",
     "header_parts",
     "host_lines",
@@ -159,18 +89,12 @@ __all__ = [
     "matches",
     "memory_bar",
     "memory_percent",
-    "mig_lines",
-    "mig_summary",
     "mode_text",
     "pcie_downgrade",
-    "pcie_percent",
-    "pct4",
     "plain",
     "process_notes",
     "process_rows",
-    "row_key",
     "safe",
-    "short_name",
     "sort_rows",
     "spark",
     "table_rows",

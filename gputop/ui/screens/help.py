@@ -36,7 +36,7 @@ LEGEND: tuple[tuple[str, str], ...] = (
 
 
 def help_table(bindings: Sequence[tuple[str, str]], legend: Sequence[tuple[str, str]]) -> Table:
-    """Keys, then markers, in one table so both columns line up. All plain text."""
+    """Keys, then markers, in one table so both columns line up."""
     table = Table(box=None, show_header=False, pad_edge=False, expand=True)
     table.add_column("key", style="bold", no_wrap=True)
     table.add_column("what", ratio=1)

@@ -1,14 +1,8 @@
-"""The jobs view (key j): what each user launched, across its GPUs, and why it is slow.
+"""The jobs view (key j): a tree job -> GPU processes -> DataLoader workers, and under
+it the selected job in full (numbers, verdict, evidence, advice).
 
-A tree: job -> its GPU processes -> their DataLoader workers. Under the tree, the
-selected job in full: every number, its verdict, the evidence behind it and what to try.
-
-The app hands over each new snapshot's ``Diagnosis`` (``update_history``) while this
-screen is on top and not paused. The tree is reconciled in place (labels of known
-nodes change, gone nodes go, new nodes are inserted where they belong), so the cursor
-stays on the same job or pid and folded nodes stay folded.
-
-All untrusted text (users, commands) goes into ``rich.text.Text`` objects, never markup.
+The tree is reconciled in place so the cursor and the user's folds survive each refresh.
+Untrusted text (users, commands) goes into ``rich.text.Text``, never markup.
 """
 
 from __future__ import annotations
@@ -31,8 +25,10 @@ from gputop.analysis.jobs import Job, process_index
 from gputop.cells import fit
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot, Verdict
+from gputop.ui.gpu_view import verdict_mark, verdict_parts
+from gputop.ui.parts import Part, Parts, gpu_ranges, safe
+from gputop.ui.process_view import INVISIBLE, Column
 from gputop.ui.roles import rich_styles
-from gputop.ui.views import INVISIBLE, Column, Part, Parts, safe, verdict_mark, verdict_parts
 
 #: From this width the job lines carry every number and the verdict's full label.
 WIDE_WIDTH = 150
@@ -65,21 +61,6 @@ GUIDE = 4  # Tree's guide_depth: cells of indentation per level
 MIN_COMMAND = 8
 
 
-def gpus_text(gpus: Sequence[int]) -> str:
-    """'0', '0,1', '0-3,6': consecutive GPUs as ranges."""
-    out: list[str] = []
-    i = 0
-    while i < len(gpus):
-        j = i
-        while j + 1 < len(gpus) and gpus[j + 1] == gpus[j] + 1:
-            j += 1
-        out.append(str(gpus[i]) if j - i < 2 else f"{gpus[i]}-{gpus[j]}")
-        if j - i == 1:
-            out.append(str(gpus[j]))
-        i = j + 1
-    return ",".join(out) or "-"
-
-
 def _cpu(value: float | None) -> str:
     return fmt.number(value, digits=1)
 
@@ -97,7 +78,7 @@ def job_command(job: Job) -> str:
 def job_cells(job: Job) -> dict[str, str]:
     return {
         "user": safe(job.user, 64),
-        "gpus": gpus_text(job.gpus),
+        "gpus": gpu_ranges(job.gpus),
         "mem": fmt.bytes_(job.gpu_memory),
         "cpu": _cpu(job.cpu_percent),
         "cores": _cores(job.cpu_percent),
@@ -116,7 +97,6 @@ def _columns(wide: bool) -> list[tuple[Column, int]]:
 
 
 def job_header(width: int) -> str:
-    """The column titles above the tree, aligned with the job lines."""
     wide = width >= WIDE_WIDTH
     cells = [fit(c.label, w, c.align) for c, w in _columns(wide)]
     return " " * TREE_ICON + " ".join(cells) + " COMMAND"
@@ -162,7 +142,6 @@ def _proc_command(info: ProcessInfo | None) -> tuple[str, str]:
 
 
 def _process_parts(head: str, info: ProcessInfo | None, room: int) -> Parts:
-    """A process line: ``head``, then the CPU, the status and the command in the rest."""
     status, status_role = _status(info)
     command, command_role = _proc_command(info)
     head += f"CPU {fit(_cpu(None if info is None else info.cpu_percent), 6, '>')} "
@@ -196,7 +175,6 @@ class Entry:
 
 
 def _parent_main(pid: int, mains: set[int], index: Mapping[int, ProcessInfo]) -> int | None:
-    """The nearest ancestor of ``pid`` that is one of the job's GPU processes."""
     seen = {pid}
     info = index.get(pid)
     while info is not None and info.ppid is not None and info.ppid not in seen:
@@ -215,10 +193,8 @@ def job_entries(
     *,
     fold_workers: bool = False,
 ) -> tuple[Entry, ...]:
-    """The whole tree, in the jobs' own order (first GPU, root pid).
-
-    ``fold_workers``: GPU processes start folded (small terminals: one line per process).
-    """
+    """The whole tree, in the jobs' own order; ``fold_workers``: GPU processes start
+    folded (small terminals)."""
     index = process_index(snapshot)
     gpu_procs = {(g.index, p.pid): p for g in snapshot.gpus for p in g.processes}
     out: list[Entry] = []
@@ -264,9 +240,8 @@ def job_entries(
 
 
 def job_facts(job: Job) -> str:
-    """Every number of a job in one sentence (the panel under the tree)."""
     return (
-        f"GPU{'s' if len(job.gpus) != 1 else ''} {gpus_text(job.gpus)} · "
+        f"GPU{'s' if len(job.gpus) != 1 else ''} {gpu_ranges(job.gpus)} · "
         f"GPU memory {fmt.bytes_(job.gpu_memory)} · "
         f"CPU {fmt.percent(job.cpu_percent, 1)} ({_cores(job.cpu_percent)} cores), "
         f"main {fmt.percent(job.main_cpu_percent, 1)} · "
@@ -279,8 +254,8 @@ def job_facts(job: Job) -> str:
 def job_detail_parts(
     job: Job, verdict: Verdict | None, width: int | None = None
 ) -> tuple[Parts, ...]:
-    """The selected job in full, as lines of parts. With ``width``, the first line (the
-    command) is cut to one line; the numbers, evidence and advice always wrap in full."""
+    """The selected job in full; with ``width`` the command line is cut to one line (the
+    rest always wraps in full)."""
     who = safe(job.user, 64)
     head = f"job {job.root_pid}"
     middle = f" · {who} · "
@@ -302,7 +277,7 @@ def job_detail_parts(
 
 
 def to_text(lines: Sequence[Parts], styles: Mapping[str, Style]) -> Text:
-    """Parts -> one rich Text; the text is taken as is (never parsed as markup)."""
+    """Parts -> one rich Text, never parsed as markup."""
     text = Text(no_wrap=False)
     for i, parts in enumerate(lines):
         if i:
@@ -332,7 +307,7 @@ class JobTree(Tree[str]):
         self.job_of: dict[str, str] = {}  # node key -> job id
 
     def reconcile(self, entries: Sequence[Entry], styles: Mapping[str, Style]) -> None:
-        """Make the tree show ``entries``; known nodes are kept (cursor and folds stay)."""
+        """Show ``entries``, keeping known nodes (so the cursor and folds stay)."""
         cursor = self.cursor_node
         cursor_key = None if cursor is None else cursor.data
         cursor_parents = []
@@ -410,7 +385,7 @@ class JobTree(Tree[str]):
 
 
 class JobsScreen(Screen[None]):
-    """Jobs as a tree with the selected job's verdict in full. Esc, j or q returns."""
+    """Esc, j or q returns."""
 
     DEFAULT_CSS = """
     JobsScreen #jobs-title {
@@ -488,7 +463,6 @@ class JobsScreen(Screen[None]):
             self._refresh(force=True)
 
     def update_history(self, history: Sequence[Snapshot]) -> None:
-        """Called by the app with each new snapshot while this screen is on top."""
         self._refresh()
 
     def action_close(self) -> None:
@@ -499,8 +473,6 @@ class JobsScreen(Screen[None]):
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
         self._show_detail()
-
-    # --- rendering ------------------------------------------------------------------------
 
     def _style_map(self) -> dict[str, Style]:
         theme = self.app.theme

@@ -1,8 +1,7 @@
 """The kill dialog: pick a signal for one or more processes, see what happened in words.
 
-Untrusted text (user names, command lines) is shown through rich ``Text`` objects, never
-markup. The dialog has no single-letter shortcuts on purpose: a stray key press in the main
-screen must not become a signal. Enter presses the focused button (SIGTERM at first).
+No single-letter shortcuts on purpose: a stray key press must not become a signal.
+Untrusted text (users, commands) goes into rich ``Text``, never markup.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ def _target_text(value: str | None, limit: int = COMMAND_LIMIT) -> Text:
 
 
 def targets_table(targets: Sequence[KillTarget]) -> Table:
-    """PID, user, GPU, GPU memory and command of each target, as plain (unmarked-up) text."""
     table = Table(box=None, expand=True, pad_edge=False, show_edge=False, header_style="bold")
     table.add_column("PID", justify="right", no_wrap=True)
     table.add_column("USER", no_wrap=True, max_width=16, overflow="ellipsis")
@@ -55,7 +53,6 @@ def targets_table(targets: Sequence[KillTarget]) -> Table:
 
 
 def outcomes_table(outcomes: Sequence[KillOutcome]) -> Table:
-    """One row per pid: "ok" or "refused", then what happened in words."""
     table = Table(box=None, show_header=False, pad_edge=False, expand=True)
     table.add_column("status", no_wrap=True)
     table.add_column("message", ratio=1)
@@ -66,7 +63,7 @@ def outcomes_table(outcomes: Sequence[KillOutcome]) -> Table:
 
 
 class KillScreen(ModalScreen[str | None]):
-    """Confirm and send SIGTERM / SIGINT / SIGKILL; dismisses with a summary, or None."""
+    """Dismisses with a summary of what was sent, or None."""
 
     DEFAULT_CSS = """
     KillScreen {
@@ -132,14 +129,11 @@ class KillScreen(ModalScreen[str | None]):
     ) -> None:
         super().__init__()
         self.targets = tuple(targets)
-        # no_signals: why this source offers no signal at all (demo, replay): every button
-        # is disabled and send() refuses, like read-only mode
+        # Why this source offers no signal at all (demo, replay): as read-only mode.
         self.no_signals = no_signals
         self.readonly = readonly or no_signals is not None
         self.outcomes: tuple[KillOutcome, ...] | None = None
         self.summary: str | None = None
-
-    # --- layout ---------------------------------------------------------------------------
 
     def _title(self) -> str:
         n = len({t.pid for t in self.targets})
@@ -194,8 +188,6 @@ class KillScreen(ModalScreen[str | None]):
         if self.readonly or not self.targets:
             self.query_one("#cancel", Button).focus()
 
-    # --- behaviour ------------------------------------------------------------------------
-
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         button = event.button.id
@@ -209,7 +201,6 @@ class KillScreen(ModalScreen[str | None]):
                     self.send(sig)
 
     def send(self, sig: signal.Signals) -> tuple[KillOutcome, ...]:
-        """Signal every target (through the guards of gputop.actions) and show the outcome."""
         outcomes = send_signals(self.targets, sig, readonly=self.readonly)
         self.outcomes = outcomes
         self.summary = summary(outcomes, sig)
@@ -218,7 +209,7 @@ class KillScreen(ModalScreen[str | None]):
         )
         self.query_one("#kill-result").display = True
         self.query_one("#kill-title", Static).update(Text(f"{sig.name}: what happened"))
-        # Room for the outcomes (each names its pid): the note and the table go.
+        # Room for the outcomes (each names its pid).
         self.query_one("#kill-note").display = False
         self.query_one("#kill-targets").display = False
         self.query_one("#kill-choices").display = False
