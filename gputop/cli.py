@@ -137,12 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--interval seconds, until stopped or --count lines"
         ),
     )
-    p.add_argument(
-        "--count",
-        type=_count,
-        metavar="N",
-        help="with --stream: stop after N lines",
-    )
+    p.add_argument("--count", type=_count, metavar="N", help="with --stream: stop after N lines")
     p.add_argument(
         "--gpus",
         type=argtypes.gpus,

@@ -113,8 +113,6 @@ def _read_regular_file(file: Path, shown: str) -> bytes:
             raise IsADirectoryError(errno.EISDIR, "is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise ConfigError(f"config file {shown} is not a regular file")
-        if info.st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
         size = 0
@@ -124,7 +122,7 @@ def _read_regular_file(file: Path, shown: str) -> bytes:
                 break
             chunks.append(chunk)
             size += len(chunk)
-        if size > MAX_CONFIG_BYTES:  # it grew while being read
+        if size > MAX_CONFIG_BYTES:
             raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
         return b"".join(chunks)
     finally:

@@ -54,13 +54,11 @@ def _ascii_table() -> dict[int, str]:
 _ASCII = _ascii_table()
 
 
+_UTF = frozenset({"utf8", "utf16", "utf32", "utf8sig"})
+
+
 def is_utf_encoding(encoding: str | None) -> bool:
-    return bool(encoding) and str(encoding).lower().replace("-", "").replace("_", "") in (
-        "utf8",
-        "utf16",
-        "utf32",
-        "utf8sig",
-    )
+    return bool(encoding) and str(encoding).lower().replace("-", "").replace("_", "") in _UTF
 
 
 def _look_alike(exc: UnicodeError) -> tuple[str, int]:

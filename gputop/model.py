@@ -282,16 +282,10 @@ class Snapshot:
         return snapshot
 
     def gpu(self, index: int) -> GpuSample | None:
-        for g in self.gpus:
-            if g.index == index:
-                return g
-        return None
+        return next((g for g in self.gpus if g.index == index), None)
 
     def process_info(self, pid: int) -> ProcessInfo | None:
-        for p in self.processes:
-            if p.pid == pid:
-                return p
-        return None
+        return next((p for p in self.processes if p.pid == pid), None)
 
 
 # --- JSON codec -------------------------------------------------------------------------

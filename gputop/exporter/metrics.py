@@ -10,12 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
-    Metric,
-)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.samples import Sample
 
 from gputop import __version__
@@ -32,6 +27,7 @@ REASONS: tuple[str, ...] = tuple(name for _, name in CLOCK_EVENT_REASONS)
 ERROR_SOURCES: tuple[str, ...] = ("nvml", "host")
 
 GPU = ("gpu",)
+MIG = ("gpu", "mig")
 JOB = ("user", "command", "gpus")
 
 #: (name, metric) of each per-GPU gauge the GPU metric table declares.
@@ -88,18 +84,10 @@ METRICS: tuple[MetricDef, ...] = (
         "A MIG device of a GPU in MIG mode (mig = its slot on the GPU); always 1",
     ),
     MetricDef(
-        "gputop_gpu_mig_memory_used_bytes",
-        "gauge",
-        "bytes",
-        ("gpu", "mig"),
-        "Memory used on the MIG device",
+        "gputop_gpu_mig_memory_used_bytes", "gauge", "bytes", MIG, "Memory used on the MIG device"
     ),
     MetricDef(
-        "gputop_gpu_mig_memory_total_bytes",
-        "gauge",
-        "bytes",
-        ("gpu", "mig"),
-        "Memory of the MIG device",
+        "gputop_gpu_mig_memory_total_bytes", "gauge", "bytes", MIG, "Memory of the MIG device"
     ),
     MetricDef(
         "gputop_gpu_verdict",
@@ -157,11 +145,7 @@ METRICS: tuple[MetricDef, ...] = (
         "When the latest sample was taken (Unix time): its age is time() - this",
     ),
     MetricDef(
-        "gputop_sample_duration_seconds",
-        "gauge",
-        "seconds",
-        (),
-        "Wall time the latest sample took",
+        "gputop_sample_duration_seconds", "gauge", "seconds", (), "Wall time the latest sample took"
     ),
     MetricDef(
         "gputop_read_errors_total",
@@ -298,10 +282,7 @@ def _job_name(job: Job) -> str:
 
 
 def job_rows(
-    jobs: Sequence[Job],
-    verdicts: Mapping[str, Verdict],
-    cpu_count: int | None,
-    max_jobs: int,
+    jobs: Sequence[Job], verdicts: Mapping[str, Verdict], cpu_count: int | None, max_jobs: int
 ) -> list[JobRow]:
     """Jobs merged by (user, command, gpus), the top ``max_jobs`` by GPU memory, CPU."""
     groups: dict[tuple[str, str, str], list[Job]] = {}
