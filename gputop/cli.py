@@ -28,6 +28,7 @@ from gputop.config import (
     ConfigError,
     check_window,
     load_config,
+    names_window,
     with_overrides,
 )
 from gputop.encoding import for_encoding, is_utf_encoding
@@ -78,10 +79,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     explicit = (
         args.window is not None
         or file.window != DEFAULT.window_seconds
-        or any(
-            t.split("=")[0].strip().lower().replace("-", "_") == "window_seconds"
-            for t in args.threshold or ()
-        )
+        or names_window(t.split("=")[0] for t in args.threshold or ())
     )
     return check_window(config, explicit=explicit)
 

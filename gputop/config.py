@@ -30,6 +30,7 @@ __all__ = [
     "check_window",
     "default_path",
     "load_config",
+    "names_window",
     "with_overrides",
 ]
 
@@ -198,8 +199,7 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
         raise ConfigError(f"[thresholds] {_one_line(str(exc), _THRESHOLD_ERROR_LIMIT)}") from None
     if "window" in data:
         window = _window(data["window"])
-        given = {str(k).strip().lower().replace("-", "_") for k in table}
-        if "window_seconds" in given and thresholds.window_seconds != window:
+        if names_window(table) and thresholds.window_seconds != window:
             raise ConfigError(
                 f"window = {window:g} and [thresholds] WINDOW_SECONDS = "
                 f"{thresholds.window_seconds:g} disagree; set one of them"
@@ -217,6 +217,11 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
         fleet_remote_command=remote_command,
         fleet_ssh_config=ssh_config,
     )
+
+
+def names_window(names: Iterable[object]) -> bool:
+    """Whether threshold ``names`` (either case, ``-`` or ``_``) hold WINDOW_SECONDS."""
+    return any(str(n).strip().lower().replace("-", "_") == "window_seconds" for n in names)
 
 
 def check_window(config: Config, *, explicit: bool = True) -> Config:

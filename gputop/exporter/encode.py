@@ -113,18 +113,18 @@ class TextEncoder(_Encoder):
 
     @staticmethod
     def prefix_of(name: str, labels: dict[str, str]) -> str:
-        escaped = escape_metric_name(name, UNDERSCORES)
-        if not labels:
-            return escaped + " "
-        return f"{escaped}{{{_pairs(labels)}}} "
+        return _prefix(escape_metric_name(name, UNDERSCORES), labels)
 
 
-def _pairs(labels: dict[str, str]) -> str:
-    """``a="x",b="y"``, label names sorted."""
-    return ",".join(
+def _prefix(escaped: str, labels: dict[str, str]) -> str:
+    """``name{a="x",b="y"} ``, label names sorted, as both library encoders write it."""
+    if not labels:
+        return f"{escaped} "
+    pairs = ",".join(
         f'{escape_label_name(k, UNDERSCORES)}="{_escape_value(v)}"'
         for k, v in sorted(labels.items())
     )
+    return f"{escaped}{{{pairs}}} "
 
 
 #: Per series (sample name, label values): its last value, line and ``name{labels} ``.
@@ -200,10 +200,7 @@ class OpenMetricsEncoder(_Encoder):
 
     @staticmethod
     def prefix_of(name: str, labels: dict[str, str]) -> str:
-        escaped = om._escape(name, UNDERSCORES, om._is_legacy_labelname_rune)
-        if not labels:
-            return f"{escaped} "
-        return f"{escaped}{{{_pairs(labels)}}} "
+        return _prefix(om._escape(name, UNDERSCORES, om._is_legacy_labelname_rune), labels)
 
     def head(self, metric: Any) -> tuple[str, str] | None:
         if metric.type not in _PLAIN_TYPES:
