@@ -8,6 +8,7 @@ nothing of gputop.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 import re
@@ -315,14 +316,10 @@ def _to_jsonable(obj: Any) -> Any:
     return obj
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
+@functools.cache
 def type_hints(cls: type) -> dict[str, Any]:
     """``typing.get_type_hints(cls)``, resolved once per class."""
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+    return typing.get_type_hints(cls)
 
 
 # C0 and C1 control characters and DEL; ESC starts ANSI/OSC sequences, which are dropped whole.
@@ -363,7 +360,6 @@ Decode = Callable[[Any], Any]
 #: A checked decoder's answer for a value it refuses.
 _INVALID: Any = object()
 _DECODERS: dict[tuple[Any, bool], Decode] = {}
-_HOSTS: dict[bool, Decode] = {}
 
 
 def decoder(tp: Any, *, checked: bool = False) -> Decode:
@@ -501,15 +497,9 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
     return made
 
 
+@functools.cache
 def host_decoder(*, checked: bool = False) -> Decode:
     """``GpuProcess.host`` from the process's flat JSON object (None: no ``visible``)."""
-    found = _HOSTS.get(checked)
-    if found is None:
-        found = _HOSTS[checked] = _flat_host(checked)
-    return found
-
-
-def _flat_host(checked: bool) -> Decode:
     visible = decoder(bool, checked=checked)
     info = decoder(ProcessInfo, checked=checked)
 
