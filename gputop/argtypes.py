@@ -1,10 +1,8 @@
-"""Argument types shared by ``gputop`` and every subcommand (record, replay, export, fleet).
+"""Argument types and exit codes shared by ``gputop`` and every subcommand.
 
-A bad argument is one line on stderr and exit 2 (:class:`Parser`), never argparse's usage
-block. Numbers are read from ASCII only: Python's ``float()`` and ``int()`` also read
-fullwidth ("３") and Arabic-Indic ("١") digits, and ``str.isdigit()`` accepts them too.
-This module imports nothing of gputop (a leaf every command line may use): the commands'
-types live here, not in one command that the others import.
+A bad argument is one line on stderr and exit 2 (:class:`Parser`). Numbers are read from
+ASCII only: ``float()``, ``int()`` and ``str.isdigit()`` also take fullwidth digits.
+Imports nothing of gputop.
 """
 
 from __future__ import annotations
@@ -14,17 +12,17 @@ import math
 from collections.abc import Callable
 from typing import NoReturn
 
+EXIT_OK = 0
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        """One line on stderr, exit 2 (argparse would also print the usage)."""
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def ascii_number(text: str) -> float:
-    """float() of ASCII text only."""
     if not text.strip().isascii():
         raise argparse.ArgumentTypeError(f"not a number (ASCII digits): {text[:20]!r}")
     try:
@@ -34,7 +32,6 @@ def ascii_number(text: str) -> float:
 
 
 def is_ascii_digits(text: str) -> bool:
-    """Only the digits 0-9 (at least one)."""
     return text.isascii() and text.isdigit()
 
 
@@ -46,7 +43,6 @@ def ascii_whole(text: str) -> int:
 
 
 def seconds_between(low: float, high: float) -> Callable[[str], float]:
-    """A type for a number of seconds from ``low`` to ``high`` (both allowed)."""
 
     def seconds(text: str) -> float:
         value = ascii_number(text)
@@ -62,26 +58,23 @@ def seconds_between(low: float, high: float) -> Callable[[str], float]:
 #: Bounds of ``--interval`` (and of the config file's ``interval``).
 MIN_INTERVAL = 0.1
 MAX_INTERVAL = 60.0
-#: ``--interval``: seconds between samples.
 interval = seconds_between(MIN_INTERVAL, MAX_INTERVAL)
 
 
 def window(text: str) -> float:
-    """``--window``: seconds of history the verdicts judge (above 0, finite)."""
     value = ascii_number(text)
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"{text}: seconds above 0 expected")
     return value
 
 
-#: A GPU index has at most this many digits (a node has far fewer than 10,000 GPUs).
+#: A node has far fewer than 10,000 GPUs.
 MAX_GPU_INDEX_DIGITS = 4
 
 
 def gpus(text: str) -> tuple[str, ...]:
-    """``--gpus``: '0, 2,GPU-ab..' -> ('0', '2', 'GPU-ab..'), indices or UUIDs separated
-    by commas (resolved against a snapshot later:
-    :func:`gputop.present.resolve_gpu_selection`)."""
+    """``--gpus``: '0, 2,GPU-ab..' -> ('0', '2', 'GPU-ab..'), resolved against a snapshot
+    later (:func:`gputop.present.resolve_gpu_selection`)."""
 
     def short(t: str) -> str:
         return t if len(t) <= 20 else t[:20] + "..."

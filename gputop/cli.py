@@ -1,17 +1,7 @@
 """Command line: parse arguments, pick the source, run the dashboard or print once.
 
-Exit codes: 0 ok; 1 unexpected failure; 2 bad argument; 3 no NVIDIA driver/library
-(``--once`` still prints the host part and says why on stderr).
-
-Textual is imported only on the dashboard path (``gputop.ui.app`` lazily): ``--once``,
-``--json``, ``--help`` and ``--version`` never pay for it.
-
-Subcommands (``gputop NAME ...``): each is one entry of :data:`SUBCOMMANDS`, name ->
-module path; the module exposes ``main(argv: list[str]) -> int`` (``argv``: the
-arguments after NAME; the return value is the exit status) and parses its own
-arguments (exit 2 with one line for bad ones). The module is imported only when its
-name is the first argument, so it may import what it needs at its top; the others'
-``--help`` never pays for it.
+Textual is imported only on the dashboard path. A subcommand (``gputop NAME ...``) is a
+module with ``main(argv) -> int``, imported only when NAME is the first argument.
 """
 
 from __future__ import annotations
@@ -29,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from gputop import __version__, argtypes, encoding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.argtypes import Parser, ascii_whole
+from gputop.argtypes import EXIT_FAILURE, EXIT_OK, Parser, ascii_whole
+from gputop.argtypes import EXIT_USAGE as EXIT_USAGE  # the exit codes are all here
 from gputop.config import (
     MAX_INTERVAL,
     MIN_INTERVAL,
@@ -37,6 +28,7 @@ from gputop.config import (
     ConfigError,
     check_window,
     load_config,
+    names_window,
     with_overrides,
 )
 from gputop.encoding import for_encoding, is_utf_encoding
@@ -47,17 +39,14 @@ from gputop.sources.base import Source
 if TYPE_CHECKING:
     from gputop.pipeline import Feed
 
-#: ``--once`` (and the first ``--stream`` line) takes a reading, waits this long, and
-#: prints a second one: rates (CPU %, disk, network, per-process CPU and I/O) need two
-#: readings, so they cover this short window (``host.rate_seconds`` says how long it
-#: really was). Short enough that the whole run stays well under a second.
+#: Seconds between ``--once``'s (and the first ``--stream`` line's) two readings: rates
+#: need two, and the run should stay well under a second.
 ONCE_WINDOW_S = 0.1
 
 #: How long the way out waits for a running tick (twice: the thread, then the source).
 STOP_TIMEOUT_S = 0.25
 
-#: ``gputop NAME ...`` -> ``importlib.import_module(SUBCOMMANDS[NAME]).main([...])``.
-#: One line per subcommand, kept sorted.
+#: ``gputop NAME ...`` -> the module whose ``main`` runs it.
 SUBCOMMANDS: dict[str, str] = {
     "export": "gputop.exporter",
     "fleet": "gputop.fleet",
@@ -65,14 +54,8 @@ SUBCOMMANDS: dict[str, str] = {
     "replay": "gputop.record.replay_cli",
 }
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 EXIT_NO_DRIVER = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
-
-
-_seed = ascii_whole
 
 
 def _count(text: str) -> int:
@@ -83,9 +66,7 @@ def _count(text: str) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    """The config file (``--config`` or the default path), then the flags that were given
-    on top of it: ``--readonly``, ``--interval``, ``--window`` (wins over any
-    WINDOW_SECONDS), each ``--threshold NAME=VALUE``, ``--theme``. Raises ConfigError."""
+    """The config file with the flags that were given on top. Raises ConfigError."""
     file = load_config(args.config)
     config = with_overrides(
         file,
@@ -98,16 +79,12 @@ def config_from_args(args: argparse.Namespace) -> Config:
     explicit = (
         args.window is not None
         or file.window != DEFAULT.window_seconds
-        or any(
-            t.split("=")[0].strip().lower().replace("-", "_") == "window_seconds"
-            for t in args.threshold or ()
-        )
+        or names_window(t.split("=")[0] for t in args.threshold or ())
     )
     return check_window(config, explicit=explicit)
 
 
 def _unknown_theme(name: str) -> str | None:
-    """Why ``name`` is not a theme the dashboard has (None: it is one): a bad argument."""
     from textual.theme import BUILTIN_THEMES
 
     if name in BUILTIN_THEMES:
@@ -117,15 +94,7 @@ def _unknown_theme(name: str) -> str | None:
     return f"--theme: unknown theme {shown!r} (from --theme or the config file); known: {known}"
 
 
-def _subcommands_text() -> str:
-    if not SUBCOMMANDS:
-        return ""
-    names = ", ".join(sorted(SUBCOMMANDS))
-    return f"subcommands: {names} (gputop NAME --help for each). "
-
-
 def run_subcommand(name: str, argv: Sequence[str]) -> int:
-    """Import the subcommand's module (only now) and run its ``main``."""
     module = importlib.import_module(SUBCOMMANDS[name])
     result: int = module.main(list(argv))
     return result
@@ -139,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
             "data pipeline or by the GPU?"
         ),
         epilog=(
-            _subcommands_text() + "exit codes: 0 ok, 1 unexpected failure, 2 bad argument, "
+            f"subcommands: {', '.join(sorted(SUBCOMMANDS))} (gputop NAME --help for each). "
+            "exit codes: 0 ok, 1 unexpected failure, 2 bad argument, "
             "3 no NVIDIA driver or library (--once still prints the host part)"
         ),
     )
@@ -165,12 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--interval seconds, until stopped or --count lines"
         ),
     )
-    p.add_argument(
-        "--count",
-        type=_count,
-        metavar="N",
-        help="with --stream: stop after N lines",
-    )
+    p.add_argument("--count", type=_count, metavar="N", help="with --stream: stop after N lines")
     p.add_argument(
         "--gpus",
         type=argtypes.gpus,
@@ -199,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--demo", action="store_true", help="show a simulated 8-GPU server")
-    p.add_argument("--seed", type=_seed, help="random seed of the demo (with --demo; default 0)")
+    p.add_argument(
+        "--seed", type=ascii_whole, help="random seed of the demo (with --demo; default 0)"
+    )
     p.add_argument(
         "--readonly", action="store_true", help="dashboard: never offer to signal processes"
     )
@@ -214,9 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _output_never_fails() -> None:
-    """Where stdout cannot take UTF-8 (``PYTHONIOENCODING=latin-1``, a Latin-1 locale),
-    what it lacks is escaped instead of raising: JSON stays valid (``\\u2026`` is a JSON
-    escape); the text output is made ASCII-friendly first (:func:`for_encoding`)."""
+    """Where stdout cannot take UTF-8, escape what it lacks instead of raising (JSON
+    stays valid); the text output is made ASCII-friendly first (:func:`for_encoding`)."""
     out = sys.stdout
     if out is None or is_utf_encoding(getattr(out, "encoding", None)):
         return
@@ -225,10 +191,8 @@ def _output_never_fails() -> None:
 
 
 def entry() -> int:
-    """The ``gputop`` command (and ``python -m gputop``): :func:`main`, then, after a
-    dashboard, straight out with its status. The terminal is restored and the sampler
-    stopped by then; the interpreter's slow teardown of the UI is skipped, and
-    a thread stuck in a hung NVML call cannot hold the process."""
+    """The ``gputop`` command: :func:`main`, then, after a dashboard, straight out (no
+    slow teardown of the UI; a thread stuck in a hung NVML call cannot hold the process)."""
     status = main()
     terminal = sys.modules.get("gputop.ui.terminal")  # imported only by a dashboard
     if terminal is not None and terminal.ended() is not None:
@@ -268,8 +232,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.thresholds = config.thresholds
     if not once and not stream:
         if not encoding.has_terminal():
-            # Without a terminal the dashboard would write escape codes into a file (or a
-            # pipe) for ever: say what to use instead.
             parser.error("not a terminal: use --once, --json or --stream")
         _preload_dashboard()
 
@@ -277,13 +239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.demo and once:
         from gputop.sources.demo import DemoSource
 
-        # No need to wait for a simulation: advance its clock by the window instead.
+        # The simulation's clock advances by the window instead of waiting for it.
         source = DemoSource(args.seed or 0, start_time=time.time(), step=ONCE_WINDOW_S)
     else:
         source = make_source(args.demo, args.seed)
 
-    # Each consumer's feed keeps what its verdicts look back on and what its views chart
-    # (``pipeline.Feed``): the sampler keeps the first pair only.
+    # Each consumer's feed keeps the history; the sampler keeps the first pair only.
     sampler = Sampler(source, interval=config.interval, history=2)
     try:
         if stream:
@@ -292,16 +253,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _once(sampler, args, parser)
         return _dashboard(sampler, args, parser, config)
     finally:
-        # A source call that never returns (a hung driver) must not hold the process:
-        # the sampler is a daemon thread, the source is then left open.
-        # A tick already stuck for two intervals is not waited for at all.
+        # A hung source call must not hold the process: a stale tick is not waited for.
         sampler.stop(timeout=0.0 if sampler.stale else STOP_TIMEOUT_S)
 
 
 def _preload_dashboard() -> None:
-    """Import the UI (mostly Textual, a noticeable wait) on a thread while NVML starts and the
-    first sample is taken: the first frame comes sooner. An import error is left for the
-    main thread's own import to report."""
+    """Import the UI on a thread while the first sample is taken (an import error is left
+    for the main thread to report)."""
 
     def load() -> None:
         with contextlib.suppress(Exception):
@@ -313,8 +271,7 @@ def _preload_dashboard() -> None:
 def _selection(
     args: argparse.Namespace, parser: argparse.ArgumentParser, snapshot: Snapshot
 ) -> frozenset[int] | None:
-    """The --gpus choice as indices; an unknown GPU is a bad argument (exit 2). Without
-    a driver there is nothing to choose from: the choice is ignored (exit 3 says why)."""
+    """The --gpus choice as indices (an unknown GPU: exit 2); ignored without a driver."""
     from gputop.present import resolve_gpu_selection
 
     if args.gpus is None or not snapshot.driver.available:
@@ -325,19 +282,13 @@ def _selection(
         parser.error(str(exc))
 
 
-def _load_output() -> None:
-    """What ``--once`` needs after its second reading, imported inside the window."""
-    importlib.import_module("gputop.present")
-    importlib.import_module("gputop.textout")
-
-
 def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     holder: list[Feed] = []
 
     def meanwhile() -> None:
-        """Inside the window: load the output code and do the first reading's share of
-        the (incremental) analysis, so that only the second's is left after it."""
-        _load_output()
+        """Inside the window: the output code and the first reading's analysis."""
+        importlib.import_module("gputop.present")
+        importlib.import_module("gputop.textout")
         from gputop.pipeline import Feed
 
         holder.append(Feed(args.thresholds))
@@ -356,7 +307,6 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
 
     selection = _selection(args, parser, snap)
     shown = filter_gpus(snap, selection)
-    # Two readings ONCE_WINDOW_S apart: the verdicts honestly say "warming up".
     diagnosis = holder[0].push(snap).diagnosis
     assert diagnosis is not None
     diagnosis = diagnosis.only(selection)
@@ -395,8 +345,7 @@ def _stream(sampler: Sampler, args: argparse.Namespace, parser: argparse.Argumen
 def _dashboard(
     sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser, config: Config
 ) -> int:
-    """The first snapshot is taken here (it validates --gpus); the sampler is handed
-    over not started: the app sets ``on_snapshot`` and calls ``start()``."""
+    """The first snapshot validates --gpus; the app starts the sampler."""
     selection = _selection(args, parser, sampler.tick_now())
     try:
         from gputop.ui.app import run_app

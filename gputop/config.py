@@ -1,28 +1,8 @@
-"""The configuration file: ``$XDG_CONFIG_HOME/gputop/config.toml``
-(``~/.config/gputop/config.toml`` when ``XDG_CONFIG_HOME`` is unset or not absolute).
+"""The configuration file (its format: README, "Configuration"; ``[fleet]``: docs/fleet.md).
 
-Format (TOML; every key optional)::
-
-    readonly = true        # never offer to signal processes
-    interval = 2.0         # seconds between samples, 0.1 to 60
-    window = 30            # seconds the verdicts judge (WINDOW_SECONDS)
-    theme = "gruvbox"      # a Textual theme name; the dashboard checks that it exists
-
-    [thresholds]           # any name of gputop.analysis.thresholds, either case
-    UTIL_HIGH = 90
-    worker_busy_cpu = 70
-
-    [fleet]                # gputop fleet: the hosts when none are named, and how to reach them
-    hosts = ["gpu-01", "gpu-02"]
-    remote_command = "/opt/gputop/.venv/bin/gputop"   # default "gputop"
-    ssh_config = "~/.ssh/fleet_config"               # ssh -F; default: ssh's own
-
-Rules: a missing default file is no error (defaults apply); a file named explicitly
-(``load_config(path)``, ``--config PATH``) must exist. Unknown keys, wrong types, values
-out of range and inconsistent thresholds raise :class:`ConfigError`, whose message is one
-line naming the file. ``window`` and ``[thresholds] WINDOW_SECONDS`` are the same
-setting: giving both with different values is an error. Command-line flags override the
-file: :func:`with_overrides` takes the flags that were given (None: not given).
+A missing default file is no error; a file named explicitly must exist. Anything unusable
+raises :class:`ConfigError`, one line naming the file. Flags override the file
+(:func:`with_overrides`).
 """
 
 from __future__ import annotations
@@ -50,11 +30,12 @@ __all__ = [
     "check_window",
     "default_path",
     "load_config",
+    "names_window",
     "with_overrides",
 ]
 
 DEFAULT_INTERVAL = 1.0
-#: A settings file is a few hundred bytes: larger is refused, not read.
+#: A settings file is a few hundred bytes: larger is refused.
 MAX_CONFIG_BYTES = 1 << 20
 
 _KEYS = ("readonly", "interval", "window", "theme", "thresholds", "fleet")
@@ -62,30 +43,23 @@ _FLEET_KEYS = ("hosts", "remote_command", "ssh_config")
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot be used; the message is one line for people."""
+    """A configuration that cannot be used (one line for people)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
     readonly: bool = False
     interval: float = DEFAULT_INTERVAL
-    #: The verdict window in seconds; always equal to ``thresholds.window_seconds``.
-    window: float = Thresholds().window_seconds
+    window: float = Thresholds().window_seconds  # always thresholds.window_seconds
     thresholds: Thresholds = field(default_factory=Thresholds)
-    #: A Textual theme name; None: the dashboard's default.
-    theme: str | None = None
-    #: The file the values came from; None: defaults only.
-    path: str | None = None
-    #: ``[fleet]``: hosts of ``gputop fleet`` when none are named on the command line.
-    fleet_hosts: tuple[str, ...] = ()
-    #: ``[fleet] remote_command``: what runs gputop on each host (None: "gputop").
-    fleet_remote_command: str | None = None
-    #: ``[fleet] ssh_config``: an ssh config file (``ssh -F``); None: ssh's own.
-    fleet_ssh_config: str | None = None
+    theme: str | None = None  # None: the dashboard's default
+    path: str | None = None  # the file the values came from; None: defaults only
+    fleet_hosts: tuple[str, ...] = ()  # [fleet] hosts
+    fleet_remote_command: str | None = None  # [fleet] remote_command (None: "gputop")
+    fleet_ssh_config: str | None = None  # [fleet] ssh_config (None: ssh's own)
 
 
 def default_path(environ: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CONFIG_HOME/gputop/config.toml``, or ``~/.config/gputop/config.toml``."""
     env = os.environ if environ is None else environ
     base = env.get("XDG_CONFIG_HOME", "")
     if not base or not os.path.isabs(base):  # the XDG spec ignores relative paths
@@ -103,7 +77,6 @@ _THRESHOLD_ERROR_LIMIT = 2000
 
 
 def load_config(path: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
-    """Read the configuration file. ``path`` None: the default file, if it exists."""
     explicit = path is not None
     file = Path(path) if path is not None else default_path(environ)
     shown = _one_line(str(file))
@@ -132,9 +105,8 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
 
 
 def _read_regular_file(file: Path, shown: str) -> bytes:
-    """At most :data:`MAX_CONFIG_BYTES` of a regular file. Opened without blocking (a
-    FIFO would wait for a writer for ever), then refused unless it is a regular file
-    (``/dev/zero`` would be read without end)."""
+    """At most :data:`MAX_CONFIG_BYTES` of a regular file, opened without blocking (a FIFO
+    or ``/dev/zero`` is refused, not waited on or read for ever)."""
     fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
@@ -142,8 +114,6 @@ def _read_regular_file(file: Path, shown: str) -> bytes:
             raise IsADirectoryError(errno.EISDIR, "is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise ConfigError(f"config file {shown} is not a regular file")
-        if info.st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
         size = 0
@@ -153,7 +123,7 @@ def _read_regular_file(file: Path, shown: str) -> bytes:
                 break
             chunks.append(chunk)
             size += len(chunk)
-        if size > MAX_CONFIG_BYTES:  # it grew while being read
+        if size > MAX_CONFIG_BYTES:
             raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
         return b"".join(chunks)
     finally:
@@ -220,7 +190,6 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
     if not isinstance(table, dict):
         raise ConfigError(f"thresholds must be a table ([thresholds]), not {_shown(table)}")
     for name, value in table.items():
-        # As for interval and window: a number, not a string that looks like one.
         if isinstance(value, bool) or not isinstance(value, int | float):
             shown_name = _one_line(str(name))[:40]
             raise ConfigError(f"[thresholds] {shown_name}: expected a number, not {_shown(value)}")
@@ -230,8 +199,7 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
         raise ConfigError(f"[thresholds] {_one_line(str(exc), _THRESHOLD_ERROR_LIMIT)}") from None
     if "window" in data:
         window = _window(data["window"])
-        given = {str(k).strip().lower().replace("-", "_") for k in table}
-        if "window_seconds" in given and thresholds.window_seconds != window:
+        if names_window(table) and thresholds.window_seconds != window:
             raise ConfigError(
                 f"window = {window:g} and [thresholds] WINDOW_SECONDS = "
                 f"{thresholds.window_seconds:g} disagree; set one of them"
@@ -251,11 +219,14 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
     )
 
 
+def names_window(names: Iterable[object]) -> bool:
+    """Whether threshold ``names`` (either case, ``-`` or ``_``) hold WINDOW_SECONDS."""
+    return any(str(n).strip().lower().replace("-", "_") == "window_seconds" for n in names)
+
+
 def check_window(config: Config, *, explicit: bool = True) -> Config:
-    """The verdict window must be able to leave "warming up": at least ``MIN_SECONDS``
-    long, and long enough for ``MIN_SAMPLES`` samples at the interval. A window the user
-    gave (``explicit``) that is not raises ConfigError; the default window is stretched to
-    ``MIN_SAMPLES`` x interval instead (``--interval 10`` alone must still start)."""
+    """A window too short to leave "warming up" (under MIN_SECONDS or MIN_SAMPLES samples)
+    raises ConfigError when ``explicit``; the default one is stretched instead."""
     t = config.thresholds
     window = t.window_seconds
     needed = t.min_samples * config.interval
@@ -316,11 +287,8 @@ def with_overrides(
     thresholds: Iterable[str] = (),
     theme: str | None = None,
 ) -> Config:
-    """The configuration with the command-line flags that were given (None / empty: not
-    given) applied on top: ``--readonly``, ``--interval``, ``--window``, repeated
-    ``--threshold NAME=VALUE`` (applied after the file's ``[thresholds]``) and
-    ``--theme``. ``--window`` wins over a ``WINDOW_SECONDS`` given in either place.
-    Raises ConfigError for a bad value (one line, no file name: the flag is to blame)."""
+    """The configuration with the flags that were given (None: not given) on top;
+    ``--window`` wins over any WINDOW_SECONDS. ConfigError names the flag, not the file."""
     changes: dict[str, Any] = {}
     if readonly is not None:
         changes["readonly"] = bool(readonly)

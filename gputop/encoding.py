@@ -1,7 +1,5 @@
-"""Output where UTF-8 cannot go: terminals and pipes in another encoding
-(``PYTHONIOENCODING=latin-1``, a Latin-1 locale). What the encoding lacks is shown as an
-ASCII look-alike (bars, sparklines, box drawing) or ``?``: never a literal ``\\u2588``,
-never a UnicodeEncodeError."""
+"""Output in an encoding other than UTF-8: what it lacks becomes an ASCII look-alike
+(bars, sparklines, box drawing) or ``?``, never a UnicodeEncodeError."""
 
 from __future__ import annotations
 
@@ -11,8 +9,7 @@ import unicodedata
 
 
 def has_terminal() -> bool:
-    """A dashboard reads keys from stdin and draws on stderr; stdout too must be the
-    terminal (``gputop > file`` means the user wanted text)."""
+    """Whether stdin, stdout and stderr are all a terminal (``gputop > file``: text)."""
     streams = (sys.stdin, sys.stdout, sys.stderr)
     try:
         return all(s is not None and s.isatty() for s in streams)
@@ -21,7 +18,6 @@ def has_terminal() -> bool:
 
 
 def _ascii_table() -> dict[int, str]:
-    """Bars, sparklines, box drawing and a few signs -> ASCII look-alikes."""
     table: dict[int, str] = {}
     for code in range(0x2500, 0x2580):  # box drawing
         name = unicodedata.name(chr(code), "")
@@ -58,13 +54,11 @@ def _ascii_table() -> dict[int, str]:
 _ASCII = _ascii_table()
 
 
+_UTF = frozenset({"utf8", "utf16", "utf32", "utf8sig"})
+
+
 def is_utf_encoding(encoding: str | None) -> bool:
-    return bool(encoding) and str(encoding).lower().replace("-", "").replace("_", "") in (
-        "utf8",
-        "utf16",
-        "utf32",
-        "utf8sig",
-    )
+    return bool(encoding) and str(encoding).lower().replace("-", "").replace("_", "") in _UTF
 
 
 def _look_alike(exc: UnicodeError) -> tuple[str, int]:
@@ -80,8 +74,7 @@ codecs.register_error(ASCII_LOOK_ALIKE, _look_alike)
 
 
 def encode_for(text: str, encoding: str | None) -> bytes:
-    """``text`` in ``encoding`` (UTF-8 when None or unknown): what the encoding lacks
-    becomes an ASCII look-alike (bars, sparklines, box drawing) or ``?``."""
+    """``text`` in ``encoding`` (UTF-8 when None or unknown), with look-alikes."""
     try:
         return text.encode(encoding or "utf-8", ASCII_LOOK_ALIKE)
     except LookupError:
@@ -89,9 +82,7 @@ def encode_for(text: str, encoding: str | None) -> bytes:
 
 
 def for_encoding(text: str, encoding: str | None) -> str:
-    """``text`` as it can be shown in ``encoding``: unchanged where the encoding has the
-    characters; bars, sparklines and box drawing it lacks become ASCII look-alikes and
-    anything else ``?`` (never a literal ``\\u2588``, never a UnicodeEncodeError)."""
+    """``text`` as it can be shown in ``encoding``, with look-alikes."""
     if is_utf_encoding(encoding) or text.isascii():
         return text
     try:

@@ -1,22 +1,8 @@
-"""``gputop fleet``: many hosts' GPUs and verdicts in one terminal.
+"""``gputop fleet``: many hosts' GPUs and verdicts in one terminal (docs/fleet.md).
 
-Hosts come from the command line, ``--hosts-file FILE`` (one per line, ``#`` comments),
-``--slurm [NODELIST]`` (expanded by ``scontrol show hostnames``; default
-``$SLURM_JOB_NODELIST``) or ``[fleet] hosts`` in the config file, in that order of
-precedence (the first that gives any host wins; command line and file add up).
-
-Sources:
-- SSH (default): one ``ssh -o BatchMode=yes -o ServerAliveInterval=5 HOST
-  REMOTE_COMMAND --stream --interval S`` per host through the system's OpenSSH client
-  (:mod:`gputop.sources.streams`). ``--remote-command`` says how gputop is started there
-  (default ``gputop``; e.g. ``/opt/gputop/.venv/bin/gputop``); ``{host}`` and ``{n}``
-  in it become the host's name and position.
-- ``--local``: the same command run on this machine, no ssh (demos and benchmarks:
-  ``gputop fleet --local --remote-command 'gputop --demo --seed {n}' a b c``).
-- ``--prometheus URL``: the metrics of ``gputop export`` (or dcgm-exporter) from a
-  Prometheus server's HTTP API (:mod:`gputop.sources.prometheus`).
-
-Exit codes: 0 ok, 2 bad argument (one line on stderr), 1 unexpected failure.
+Hosts: the command line and ``--hosts-file`` add up; else ``--slurm``; else ``[fleet]
+hosts`` of the config file. Each host is an ``ssh HOST REMOTE_COMMAND --stream``
+(``--local``: the command run here), or all come from ``--prometheus URL``.
 """
 
 from __future__ import annotations
@@ -30,13 +16,9 @@ from collections.abc import Sequence
 
 from gputop import argtypes
 from gputop.analysis.thresholds import Thresholds
-from gputop.argtypes import Parser, ascii_number
+from gputop.argtypes import EXIT_FAILURE, Parser, ascii_number
 from gputop.config import ConfigError, load_config, with_overrides
 from gputop.fmt import clean_text
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 DEFAULT_INTERVAL = 2.0
 PROMETHEUS_INTERVAL = 15.0

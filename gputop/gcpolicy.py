@@ -1,12 +1,8 @@
 """The cyclic garbage collector's settings for gputop's long-running processes.
 
-The dashboard, the fleet screen and the exporter hold a long history of immutable
-snapshots and allocate many short-lived objects per tick or frame. With Python's
-default thresholds (700, 10, 10) the collector runs dozens of times a second and its
-full passes walk the whole history. So, once started: the objects alive then (modules,
-NVML handles, the first snapshot) are frozen out of collection, and collections run
-less often. The history is bounded, so memory stays bounded (bench/bench_ui.py
-measures the saving).
+They hold a long, bounded history of immutable snapshots: with the default thresholds
+the collector would run often and its full passes walk all of it. So what is alive at
+start is frozen out of collection, and collections run less often.
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ def tune() -> None:
 
 @contextlib.contextmanager
 def tuned() -> Iterator[None]:
-    """:func:`tune` for the duration of the block; the settings before come back after."""
+    """:func:`tune` for the duration of the block."""
     before = gc.get_threshold()
     tune()
     try:

@@ -1,19 +1,14 @@
-"""The immutable snapshot model: what every source produces and every view reads.
+"""The immutable snapshot model every source produces and every view reads.
 
-Rules:
-- Every metric that can be unavailable is ``None`` ("n/a" on screen), never 0.
-- All objects are frozen; collections are tuples.
-- ``Snapshot.to_dict()`` / ``Snapshot.from_dict()`` round-trip losslessly through JSON.
-  The dict form is the ``--once --json`` schema (see README, "JSON schema").
-- This module imports nothing of gputop.
-
-Units: bytes, bytes per second, percent (0-100), watts, degrees Celsius, MHz,
-seconds since the Unix epoch for times.
+A metric that can be unavailable is ``None``, never 0; objects are frozen, collections
+tuples; the dict form is the ``--json`` schema (docs/json.md, units there). Imports
+nothing of gputop.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 import re
@@ -26,16 +21,12 @@ from typing import Any, TypeVar
 
 SCHEMA_VERSION = 1
 
-# Process types as NVML reports them: compute, graphics, or both.
-PROCESS_TYPES = ("C", "G", "C+G")
-
-#: PIDs NVML may list that are never a real process (drivers 535.43-535.86 reported
-#: them): no stage shows, groups or signals them.
+#: PIDs some drivers list that are never a real process: no stage shows, groups or
+#: signals them.
 INVALID_PIDS: frozenset[int] = frozenset({0, 2**32 - 1})
 
-#: The names ``GpuSample.clock_event_reasons`` holds: NVML's nvmlClocksEventReasons bits
-#: in bit order, each with the short word a view shows and what it says about a busy GPU:
-#: "hard" (heat or the hardware cuts the clocks), "soft" (the power cap), "" (nothing).
+#: NVML's clock-event reason bits in bit order: (bit, name in the JSON, short word, effect
+#: on a busy GPU: "hard" heat/hardware, "soft" the power cap, "" none).
 CLOCK_EVENT_REASON_TABLE: tuple[tuple[int, str, str, str], ...] = (
     (0x1, "idle", "idle", ""),
     (0x2, "applications clocks", "app clocks", ""),
@@ -47,13 +38,10 @@ CLOCK_EVENT_REASON_TABLE: tuple[tuple[int, str, str, str], ...] = (
     (0x80, "hw power brake", "HW power brake", "hard"),
     (0x100, "display clocks", "display clocks", ""),
 )
-#: (bit, name), in bit order.
 CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = tuple(
     (bit, name) for bit, name, _, _ in CLOCK_EVENT_REASON_TABLE
 )
-#: name -> short word for people.
 CLOCK_EVENT_WORDS: dict[str, str] = {name: word for _, name, word, _ in CLOCK_EVENT_REASON_TABLE}
-#: name -> "hard" | "soft" | "".
 CLOCK_EVENT_EFFECTS: dict[str, str] = {name: e for _, name, _, e in CLOCK_EVENT_REASON_TABLE}
 
 
@@ -74,15 +62,11 @@ class DriverInfo:
     driver_version: str | None = None
     cuda_version: str | None = None  # CUDA driver API version, e.g. "12.4"
     nvml_version: str | None = None
-    # What an older driver made gputop fall back to, in words ("compute process list read
-    # with nvmlDeviceGetComputeRunningProcesses (v1)"); () on a current driver.
     compat: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class MemoryStat:
-    """Host RAM."""
-
     total: int | None = None
     used: int | None = None
     available: int | None = None
@@ -118,19 +102,14 @@ class HostSample:
     swap: SwapStat = field(default_factory=SwapStat)
     disk: IoRate = field(default_factory=IoRate)
     net: NetRate = field(default_factory=NetRate)
-    # Seconds the rates and percentages cover (CPU, iowait, disk, network, and the
-    # processes' CPU and I/O): the time since the previous reading. None: the first
-    # reading, whose rates are not known yet (they are None too).
+    # Seconds every rate covers (host and processes); None on a first reading.
     rate_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessInfo:
-    """What the host (psutil, /proc) says about one pid.
-
-    ``visible`` is False when the pid does not exist in this PID namespace
-    (a container without ``--pid=host``): every other field is then None.
-    """
+    """What the host says about one pid; not ``visible`` (another PID namespace): the
+    other fields are None."""
 
     pid: int
     visible: bool = True
@@ -149,14 +128,10 @@ class ProcessInfo:
 
 @dataclass(frozen=True, slots=True)
 class GpuProcess:
-    """One process on one GPU: what NVML says, joined with what the host says.
-
-    Sources that read NVML leave ``host`` as None; the sampler fills it in.
-    In JSON the host fields are flattened into the process object.
-    """
+    """One process on one GPU: NVML's view joined with the host's (flattened in JSON)."""
 
     pid: int
-    type: str = "C"  # one of PROCESS_TYPES
+    type: str = "C"  # "C" compute, "G" graphics, "C+G"
     gpu_memory: int | None = None  # bytes; None when NVML says "not available"
     sm_percent: float | None = None  # per-process SM utilization since the last tick
     memory_bandwidth_percent: float | None = None
@@ -170,9 +145,8 @@ class GpuProcess:
 
 
 def with_host(p: GpuProcess, host: ProcessInfo | None) -> GpuProcess:
-    """``replace(p, host=host)`` without its generic machinery (it runs for every GPU
-    process row that changed, every tick). ``tests/test_host_source.py`` checks that
-    every field is passed."""
+    """``replace(p, host=host)`` without its generic machinery (a per-tick hot path);
+    a test checks that every field is passed."""
     return GpuProcess(
         pid=p.pid,
         type=p.type,
@@ -220,11 +194,7 @@ class Pcie:
 
 @dataclass(frozen=True, slots=True)
 class MigDevice:
-    """One MIG device (a GPU instance with one compute instance) of a GPU in MIG mode.
-
-    Its processes are the parent GPU's processes whose ``gpu_instance_id`` and
-    ``compute_instance_id`` match.
-    """
+    """One MIG device (a GPU instance with one compute instance) of a GPU in MIG mode."""
 
     index: int  # MIG device slot on the parent (nvmlDeviceGetMigDeviceHandleByIndex)
     uuid: str | None = None  # "MIG-..." (``--gpus`` accepts it)
@@ -259,15 +229,11 @@ class GpuSample:
     mig_mode: bool | None = None
     ecc_uncorrected: int | None = None
     processes: tuple[GpuProcess, ...] = ()
-    # Why NVML's process list (compute or graphics) could not be read: "not supported",
-    # "no permission"... ``processes`` is then incomplete or unknown, not "no processes".
-    # None: both lists were read.
+    # Why NVML's process list could not be read (``processes`` is then incomplete).
     processes_unavailable: str | None = None
-    # The MIG devices when ``mig_mode`` is on (empty otherwise, or when NVML lacks MIG).
     mig_devices: tuple[MigDevice, ...] = ()
 
     def processes_of(self, mig: MigDevice) -> tuple[GpuProcess, ...]:
-        """The processes on one MIG device: those with its GPU and compute instance ids."""
         return tuple(
             p
             for p in self.processes
@@ -295,8 +261,7 @@ class Snapshot:
     driver: DriverInfo
     host: HostSample | None = None
     gpus: tuple[GpuSample, ...] = ()
-    # Host view of every GPU process and of their descendants (dataloader workers, ...),
-    # keyed implicitly by pid; the analysis builds process trees from it.
+    # Every GPU process and its descendants (dataloader workers...), as the host sees them.
     processes: tuple[ProcessInfo, ...] = ()
     unlisted_holders: tuple[UnlistedHolder, ...] = ()
     errors: tuple[SampleError, ...] = ()
@@ -310,8 +275,7 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, checked: bool = False) -> Snapshot:
-        """The snapshot of its JSON form (``to_dict()``); unknown keys are ignored.
-        ``checked``: untrusted input, each value checked (see :func:`decoder`); raises
+        """The snapshot of its JSON form; ``checked``: untrusted input (see :func:`decoder`),
         ValueError when even the time, hostname or driver is unusable."""
         snapshot: Snapshot = decoder(cls, checked=checked)(data)
         if snapshot is _INVALID:
@@ -319,28 +283,18 @@ class Snapshot:
         return snapshot
 
     def gpu(self, index: int) -> GpuSample | None:
-        for g in self.gpus:
-            if g.index == index:
-                return g
-        return None
+        return next((g for g in self.gpus if g.index == index), None)
 
     def process_info(self, pid: int) -> ProcessInfo | None:
-        for p in self.processes:
-            if p.pid == pid:
-                return p
-        return None
+        return next((p for p in self.processes if p.pid == pid), None)
 
 
 # --- JSON codec -------------------------------------------------------------------------
-# Generic over the dataclasses above. One special case: GpuProcess.host is flattened into
-# the process object (scripts read ``proc["user"]``, not ``proc["host"]["user"]``), with
-# ``visible`` at the top.
+# Generic over the dataclasses; GpuProcess.host is flattened into the process object.
 
-#: The ProcessInfo fields flattened into a GPU process's JSON object (all but the pid).
 HOST_FIELDS = tuple(f.name for f in dataclasses.fields(ProcessInfo) if f.name != "pid")
-#: Checked decoding (untrusted input) cuts lists longer than this (GPUs, processes...)...
+#: Checked decoding cuts longer lists and strings.
 MAX_ITEMS = 4096
-#: ... and strings longer than this (command lines are the longest).
 MAX_TEXT = 4096
 T = TypeVar("T")
 
@@ -362,14 +316,10 @@ def _to_jsonable(obj: Any) -> Any:
     return obj
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
+@functools.cache
 def type_hints(cls: type) -> dict[str, Any]:
-    """``typing.get_type_hints(cls)``, resolved once per class (the decoders' hot path)."""
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+    """``typing.get_type_hints(cls)``, resolved once per class."""
+    return typing.get_type_hints(cls)
 
 
 # C0 and C1 control characters and DEL; ESC starts ANSI/OSC sequences, which are dropped whole.
@@ -380,12 +330,8 @@ _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 
 
 def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None:
-    """Strip escape sequences, control characters and bidi overrides from untrusted text.
-
-    Bytes are decoded as UTF-8 with replacement. Newlines, tabs and the Unicode line and
-    paragraph separators become spaces.
-    ``limit`` caps the length (a command line can be megabytes long).
-    """
+    """Untrusted text without escape sequences, control characters or bidi overrides,
+    line breaks and tabs as spaces, at most ``limit`` characters."""
     if text is None:
         return None
     if isinstance(text, bytes):
@@ -394,7 +340,6 @@ def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None
         text = text[: limit * 2]
     text = _ANSI.sub("", text)
     text = text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
-    # Unicode line and paragraph separators break lines too (str.splitlines, some terminals).
     text = text.replace("\u2028", " ").replace("\u2029", " ")
     text = _CONTROL.sub("", text)
     text = _BIDI.sub("", text)
@@ -407,28 +352,18 @@ def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None
 
 
 # --- the one decoder --------------------------------------------------------------------
-# ``decoder(tp)`` turns the JSON form of a value of model type ``tp`` back into it. It is
-# compiled once per type from the type hints into closures, since a replay decodes
-# hundreds of snapshots for one jump. Two modes:
-# - plain, for what gputop itself wrote: an int where a float belongs becomes a float,
-#   everything else is taken as it is;
-# - checked, for untrusted input (a remote host's lines): each value must be of its
-#   type (a number finite, an int within 64 bits, a string cleaned by clean_text and
-#   capped at MAX_TEXT, a list capped at MAX_ITEMS items); a value that is not becomes
-#   its field's default (n/a), and an object whose required field (a pid, an index, the
-#   time) is unusable is dropped as a whole. The checks of a value live in
-#   ``_checked_leaf``, the dropping in ``_dataclass_decoder``.
+# Compiled once per type into closures (a replay decodes hundreds of snapshots per jump).
+# Plain mode trusts what gputop wrote; checked mode (a remote host's lines) makes a value
+# of the wrong type n/a and drops an object whose required field is unusable.
 
 Decode = Callable[[Any], Any]
-#: What a checked decoder returns for a value it refuses (the field's default applies).
+#: A checked decoder's answer for a value it refuses.
 _INVALID: Any = object()
 _DECODERS: dict[tuple[Any, bool], Decode] = {}
-_HOSTS: dict[bool, Decode] = {}
 
 
 def decoder(tp: Any, *, checked: bool = False) -> Decode:
-    """The function from the JSON form of a ``tp`` (a model class, a tuple, an optional,
-    a scalar) to the value; in checked mode a refused optional value is None."""
+    """The function from the JSON form of a ``tp`` to the value."""
     found = _DECODERS.get((tp, checked))
     if found is None:
         found = _DECODERS[(tp, checked)] = _compile(tp, checked)
@@ -518,7 +453,7 @@ def _tuple_decoder(args: tuple[Any, ...], checked: bool) -> Decode:
 
 def _dataclass_decoder(cls: type, checked: bool) -> Decode:
     hints = type_hints(cls)
-    # (field, its decoder or None when the JSON value is the value, required)
+    # (field, its decoder or None for the identity, required)
     plan: list[tuple[str, Decode | None, bool]] = []
     host = host_decoder(checked=checked) if cls is GpuProcess else None
 
@@ -562,16 +497,9 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
     return made
 
 
+@functools.cache
 def host_decoder(*, checked: bool = False) -> Decode:
-    """``GpuProcess.host`` from the process's own JSON object, which holds its fields
-    (:data:`HOST_FIELDS`) beside the pid: no host when ``visible`` is absent or n/a."""
-    found = _HOSTS.get(checked)
-    if found is None:
-        found = _HOSTS[checked] = _flat_host(checked)
-    return found
-
-
-def _flat_host(checked: bool) -> Decode:
+    """``GpuProcess.host`` from the process's flat JSON object (None: no ``visible``)."""
     visible = decoder(bool, checked=checked)
     info = decoder(ProcessInfo, checked=checked)
 
@@ -585,18 +513,12 @@ def _flat_host(checked: bool) -> Decode:
 
 
 def replace(obj: T, **changes: Any) -> T:
-    """``dataclasses.replace`` with a name that reads well at call sites."""
     return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
 
 
 def reuse_equal(new: T, last: T | None, parts: tuple[str, ...] = ()) -> T:
-    """``last`` when it equals ``new``; else ``new`` with each field named in ``parts``
-    that equals ``last``'s taken from ``last``.
-
-    Snapshots are immutable, so consecutive ones may share what did not change: a
-    history of hundreds of snapshots then holds one copy of an unchanged GPU sample,
-    memory reading or process list instead of one per tick (the values are equal, so
-    nothing reported changes)."""
+    """``last`` when it equals ``new``; else ``new`` with each field in ``parts`` that
+    equals ``last``'s taken from ``last``: a history then shares what did not change."""
     if last is None or new is last:
         return new
     if new == last:
@@ -611,43 +533,31 @@ def reuse_equal(new: T, last: T | None, parts: tuple[str, ...] = ()) -> T:
 
 
 def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
-    """Whether ``a`` and ``b`` hold the very same objects, in order (no comparison of
-    values: what :func:`reuse_equal` shared stays shared)."""
+    """Whether ``a`` and ``b`` hold the very same objects, in order."""
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 # --- the GPU metric table ---------------------------------------------------------------
-# Each scalar GPU metric declared once, as data (as nvitop's SNAPSHOT_KEYS and dolphie's
-# MetricDefinitions do): the bounds check (sources/bounds.py), the exporter's per-GPU
-# series (exporter/metrics.py), the metrics that stand on their own in the panel, --once
-# and the detail screen, and the table in docs/metrics.md all read it. Adding a metric:
-# a GpuSample field, a row here, its NVML read (sources/nvml.py).
+# Each scalar GPU metric declared once; the bounds check, the exporter, the views and
+# docs/metrics.md read it. A new metric: a GpuSample field, a row here, its NVML read.
 
 
 @dataclass(frozen=True, slots=True)
 class GpuMetric:
-    """One scalar of a :class:`GpuSample`: where it is, how NVML gives it, which values
-    can be true, how people and Prometheus see it."""
+    """One scalar of a :class:`GpuSample`."""
 
     field: str  # the GpuSample attribute path ("utilization.gpu"), as in --json
     unit: str  # of the value in the model ("%", "°C", "W", "MHz", "bytes", "" for a count)
-    # The values a GPU can truly report (both ends included); anything else is the
-    # driver's garbage: n/a, with an error (sources/bounds.py). None: not bounded here.
+    # The values a GPU can truly report; anything else is n/a with an error. None: any.
     bounds: tuple[float, float] | None
-    # The format string of one value for people (fmt.shown); "" for none of its own.
-    text: str
-    # Its word where it stands on its own as "word value": the panel's second line,
-    # --once's clock line (capitalized) and the detail screen's line of current values.
-    # "": it shows only inside a combined item (power/limit, memory used/total, ...).
+    text: str  # the format of one value for people; "" for none of its own
+    # Its word where it stands alone as "word value"; "": only inside a combined item.
     label: str
-    # The exporter's gauge (None: not exported by itself) and its unit for people; the
-    # value is converted from ``unit`` to ``export_unit`` (exporter/metrics.py).
-    export: str | None
-    export_unit: str
+    export: str | None  # the exporter's gauge (None: not exported by itself)
+    export_unit: str  # the gauge's unit; the value is converted from ``unit``
     nvml: str  # the NVML call that reads it
     about: str  # what it means, in words (the docs table; an exported metric's help)
-    # What the demo's GPUs report for a metric the demo does not simulate (None: the
-    # demo sets it, or leaves it n/a). Only for fields of GpuSample itself (no dot).
+    # What the demo's GPUs report when the demo does not simulate it (fields without dot).
     demo: float | None = None
     get: Callable[[Any], Any] = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -655,7 +565,6 @@ class GpuMetric:
         object.__setattr__(self, "get", operator.attrgetter(self.field))
 
     def of(self, gpu: GpuSample) -> Any:
-        """This metric's value in ``gpu`` (None: n/a)."""
         return self.get(gpu)
 
 
@@ -733,9 +642,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
 # fmt: on
 
 
-#: field -> its row.
 GPU_METRIC: dict[str, GpuMetric] = {m.field: m for m in GPU_METRICS}
-#: The metrics with a ``label``: each stands on its own as "label value".
 LABELLED_METRICS: tuple[GpuMetric, ...] = tuple(m for m in GPU_METRICS if m.label)
 
 
@@ -759,8 +666,7 @@ def gpu_metrics_markdown() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """What the analysis concluded about one GPU or job; ``to_dict`` is its JSON form,
-    and a remote host's verdict is read back into the same class."""
+    """What the analysis concluded about one GPU or job (a remote host's too)."""
 
     kind: str  # one of gputop.analysis.kinds.KINDS
     label: str  # for people

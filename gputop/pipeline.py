@@ -1,23 +1,6 @@
-"""The pipeline: a feed turns the snapshots of one source into immutable frames.
-
-::
-
-    source -> (sampler | replay player | one fleet host's stream) -> Feed -> Frame -> subscribers
-                                                                            dashboard, --once,
-                                                                            --stream, exporter,
-                                                                            recorder
-
-A :class:`Feed` owns the :class:`~gputop.diagnosis.Diagnoser` of its stream of snapshots:
-it is the one place one is built and driven. Each snapshot (with the history the views
-chart) becomes a :class:`Frame`: the snapshot, that history, its diagnosis and, while a
-replay's look-back is still being read, why there are no verdicts yet. A frame is
-immutable and safe to hand to another thread: a dashboard posts it to its UI thread in
-one message and its widgets draw from it (as memray's live TUI does).
-
-API: ``Feed(thresholds)``, one per stream of snapshots; ``feed.subscribers`` are called
-with each frame on the pushing thread; ``feed.push(snapshot)`` for a stream (the feed
-keeps the views' history), ``feed.frame(history)`` for a history ending with its
-snapshot (replay, fleet, tests: only what is new is judged).
+"""The pipeline: a :class:`Feed` turns one stream's snapshots into immutable frames
+(docs/architecture.md). It is the one place a Diagnoser is built and driven; a frame is
+safe to hand to another thread.
 """
 
 from __future__ import annotations
@@ -64,15 +47,14 @@ class Feed:
 
     @property
     def kept(self) -> tuple[int, int]:
-        """What the diagnoser keeps: (snapshots kept whole, look-back forms)."""
+        """(snapshots the diagnoser keeps whole, look-back forms)."""
         return self._diagnoser.kept
 
     def push(
         self, snapshot: Snapshot, *, judge_jobs: bool | None = None, publish: bool = True
     ) -> Frame:
-        """The frame of ``snapshot``, the newest of a stream (the feed keeps the last
-        ``history`` snapshots for the views), handed to every subscriber (unless not
-        ``publish``: a first frame its caller takes itself)."""
+        """The frame of the stream's newest ``snapshot`` (with the last ``history`` ones),
+        handed to every subscriber when ``publish``."""
         with self._lock:
             history = self._history
             if history and not snapshot.time >= history[-1].time:
@@ -91,11 +73,8 @@ class Feed:
         after: Sequence[Snapshot] = (),
         generation: int | None = None,
     ) -> Frame:
-        """The frame of ``history[-1]`` (``history`` oldest first) without handing it to
-        the subscribers. Only the snapshots after the newest one judged so far are pushed
-        to the diagnoser; a history that does not continue it (a replay's jump, another
-        host) is judged afresh. ``judging``: why no verdict may be judged yet (a replay's
-        look-back not read): the frame then has none."""
+        """The frame of ``history[-1]``, not published; only what is new is judged.
+        ``judging``: why no verdict may be judged yet (the frame then has none)."""
         history = tuple(history)
         if any(a.time > b.time for a, b in itertools.pairwise(history)):
             history = tuple(sorted(history, key=lambda s: s.time))  # judged in time order
@@ -122,10 +101,8 @@ class Feed:
         return Frame(history[-1], history, done, None, after, generation)
 
     def _new(self, history: tuple[Snapshot, ...]) -> tuple[Snapshot, ...]:
-        """What of ``history`` the diagnoser has not had, when ``history`` continues the
-        one judged before (that one cut at the start, extended at the end): the
-        snapshots after it (none: the same frame again). Otherwise (a replay's jump,
-        another host, a gap) all of ``history``, to a fresh diagnoser."""
+        """The snapshots after the ones judged before, when ``history`` continues them;
+        otherwise (a replay's jump, another host) all of it, to a fresh diagnoser."""
         before = self._given
         if before:
             last = before[-1]

@@ -1,6 +1,5 @@
-"""What every consumer presents the same way, in one neutral place (no consumer imports
-another): GPU selection (``--gpus 0,2`` / UUIDs) and snapshot filtering, and the JSON
-document of a snapshot with its diagnosis (``--json``, ``--stream``, replay, fleet).
+"""What every consumer presents the same way: GPU selection and filtering, and the
+JSON document of a snapshot with its diagnosis.
 """
 
 from __future__ import annotations
@@ -19,16 +18,13 @@ from gputop.model import GpuSample, ProcessInfo, Snapshot, replace
 
 
 def _uuids(gpu: GpuSample) -> list[str]:
-    """The GPU's UUID and those of its MIG devices, lower case."""
     out = [gpu.uuid.lower()] if gpu.uuid else []
     return out + [m.uuid.lower() for m in gpu.mig_devices if m.uuid]
 
 
 def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> frozenset[int]:
-    """Turn indices / UUIDs into GPU indices. A UUID matches whole or by a unique
-    prefix (with or without the ``GPU-`` part), case-insensitively; a MIG device's UUID
-    (``MIG-...``) chooses the GPU it is part of. Raises ValueError
-    naming the first token that matches no GPU."""
+    """Indices / UUIDs (whole or a unique prefix, any case; a MIG device's chooses its
+    GPU) -> GPU indices. ValueError names the first token that matches no GPU."""
     gpus = tuple(gpus)
     by_index = {g.index: g for g in gpus}
     chosen: set[int] = set()
@@ -43,7 +39,6 @@ def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> f
         want = token.lower()
         if not want.startswith("gpu-") and not want.startswith("mig-"):
             want = "gpu-" + want
-        # a MIG device's UUID chooses the GPU it is part of
         uuids = [(g.index, u) for g in gpus for u in _uuids(g)]
         exact = sorted({i for i, u in uuids if u == want})
         matches = exact or sorted({i for i, u in uuids if u.startswith(want)})
@@ -55,8 +50,7 @@ def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> f
 
 
 def filter_gpus(snapshot: Snapshot, indices: Collection[int] | None) -> Snapshot:
-    """Keep only the chosen GPUs, their processes (with descendants), their unlisted
-    holders and the errors that concern them (or no GPU). ``None`` keeps everything."""
+    """Only the chosen GPUs and what concerns them (None: everything)."""
     if indices is None:
         return snapshot
     keep = frozenset(indices)
@@ -73,7 +67,6 @@ def filter_gpus(snapshot: Snapshot, indices: Collection[int] | None) -> Snapshot
 
 
 def children_of(processes: Iterable[ProcessInfo]) -> dict[int, list[int]]:
-    """Parent pid -> its children's pids."""
     children: dict[int, list[int]] = {}
     for p in processes:
         if p.ppid is not None and p.ppid != p.pid:
@@ -82,7 +75,7 @@ def children_of(processes: Iterable[ProcessInfo]) -> dict[int, list[int]]:
 
 
 def descendants(roots: set[int], children: dict[int, list[int]]) -> set[int]:
-    """``roots`` and every pid below them in ``children`` (:func:`children_of`)."""
+    """``roots`` and every pid below them."""
     seen = set(roots)
     stack = list(roots)
     while stack:
@@ -107,12 +100,8 @@ def _finite(value: Any) -> Any:
 
 
 def to_json_dict(snapshot: Snapshot, diagnosis: Diagnosis | None = None) -> dict[str, Any]:
-    """The ``--json`` document: ``Snapshot.to_dict()`` with NaN/inf turned into null.
-
-    With a diagnosis, two additive keys (``Snapshot.from_dict`` ignores them): a
-    ``verdict`` object on each GPU (null when there is none) and a top-level ``jobs``
-    list (``job_to_dict`` with the job's verdict); when the analysis failed, a
-    ``verdict_error`` string too (every verdict is then null)."""
+    """The ``--json`` document: ``Snapshot.to_dict()`` (NaN/inf as null), with the
+    diagnosis as each GPU's ``verdict``, the ``jobs`` list and any ``verdict_error``."""
     out: dict[str, Any] = snapshot.to_dict()
     if diagnosis is not None:
         for gpu in out["gpus"]:

@@ -1,15 +1,9 @@
 """The background sampler: one worker thread asks a source for a snapshot every interval.
 
-- Ticks never overlap: a slow tick delays the next one; it never stacks up.
-- Scheduling is on the monotonic clock: the next tick starts ``interval`` seconds after
-  the previous one *started*; when a tick overran, the next starts right away, and
-  missed ticks are never made up in a burst.
-- Consumers only get immutable snapshots. ``latest()`` and ``history()`` take a lock just
-  long enough to copy a reference or a tuple: they never wait for a tick.
-- ``on_snapshot`` is called from the worker thread (a Textual app wraps it with
-  ``call_from_thread``). ``tick_now()`` does not call it: it returns the snapshot.
-- An exception from the source (sources should not raise) is logged, kept in
-  ``last_error``, and the loop carries on.
+Ticks never overlap; the next starts ``interval`` after the previous one started (at
+once after an overrun, missed ones never made up). ``latest()`` and ``history()`` never
+wait for a tick. ``on_snapshot`` runs on the worker thread; a source's exception is
+logged, kept in ``last_error``, and the loop carries on.
 """
 
 from __future__ import annotations
@@ -85,7 +79,7 @@ class Sampler:
 
     @property
     def stale(self) -> bool:
-        """True when the running tick started more than two intervals ago."""
+        """Whether the running tick started more than two intervals ago."""
         started = self._tick_started
         return started is not None and time.monotonic() - started > 2 * self._interval
 
@@ -103,20 +97,16 @@ class Sampler:
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the worker thread (a daemon). Its first tick happens immediately, unless a
-        ``tick_now()`` ran less than one interval ago: then the schedule continues from
-        it (two readings a few milliseconds apart would give meaningless rates)."""
+        """Start the worker thread; its first tick comes one interval after a recent
+        ``tick_now()`` (readings milliseconds apart give meaningless rates)."""
         if self._thread is not None:
             raise RuntimeError("sampler already started")
         self._thread = threading.Thread(target=self._run, name="gputop-sampler", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the worker thread and close the source.
-
-        If a tick is stuck in the source for longer than ``timeout``, the source is left
-        open rather than closed under the running call.
-        """
+        """Stop the worker thread and close the source (left open under a tick stuck for
+        longer than ``timeout``)."""
         self._stopping.set()
         self._wake.set()
         thread = self._thread
@@ -138,11 +128,8 @@ class Sampler:
             log.error("a tick is still running after %.1fs: source left open", timeout)
 
     def tick_now(self) -> Snapshot:
-        """Take one snapshot synchronously (waits for a running tick to finish first).
-
-        Stores it like a worker tick but does not call ``on_snapshot``. An exception from
-        the source propagates to the caller.
-        """
+        """One snapshot now, kept like a worker tick, without ``on_snapshot``; the
+        source's exception propagates."""
         with self._tick_lock:
             if self._closed:
                 raise RuntimeError("sampler stopped")
@@ -156,10 +143,8 @@ class Sampler:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Snapshot:
-        """Two ``tick_now()`` readings whose starts are ``window`` seconds apart (back to
-        back when the first took longer); returns the second. Rates need two readings:
-        the second's cover about ``window`` (``host.rate_seconds`` says exactly).
-        ``meanwhile`` runs between the two, inside the window (e.g. imports)."""
+        """The second of two ``tick_now()`` readings ``window`` seconds apart (rates need
+        two); ``meanwhile`` runs between them, inside the window."""
         start = clock()
         self.tick_now()
         if meanwhile is not None:
@@ -172,7 +157,7 @@ class Sampler:
     # --- worker ------------------------------------------------------------------------
 
     def _tick(self) -> Snapshot:
-        """One tick; the caller holds ``_tick_lock``."""
+        # The caller holds _tick_lock.
         start = time.monotonic()
         cpu0 = time.thread_time()
         self._last_start = start
@@ -231,8 +216,7 @@ class Sampler:
 
 
 def make_source(demo: bool, seed: int | None, *, cpu_freq: bool = True) -> Source:
-    """What a command samples: the demo (``seed``, default 0, on the wall clock), or the
-    live host (``cpu_freq`` False: the CPU frequency is not read)."""
+    """What a command samples: the demo (on the wall clock), or the live host."""
     if demo:
         from gputop.sources.demo import DemoSource
 

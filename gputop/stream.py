@@ -1,22 +1,7 @@
-"""``gputop --stream``: JSON lines, one snapshot with its jobs and verdicts per line.
+"""``gputop --stream``: JSON lines, one ``--json`` document per tick (docs/json.md).
 
-A consumer like the others: source -> sampler -> diagnosis -> here. Each line is the
-``--json`` document of one snapshot (:func:`gputop.present.to_json_dict`: schema 1,
-each GPU's ``verdict``, the ``jobs`` list) on one line, written and flushed as soon as
-it is taken, every ``--interval`` seconds. This is also what a fleet view reads over
-SSH (``ssh host gputop --stream``).
-
-- The first line comes after two readings ``first_window`` seconds apart (rates need
-  two; the CLI uses ``--once``'s window): its rates cover that short window, every
-  later line's cover the interval. Each line says which in ``host.rate_seconds``.
-- Ticks run on this thread: a reader that does not keep up (a slow SSH link) delays
-  the next tick instead of piling lines up in memory; a late tick is never made up in a
-  burst. Nothing is dropped silently: each line is one tick, in order.
-- A closed pipe (``gputop --stream | head -3``) ends it quietly with status 0.
-- The diagnosis is incremental (a :class:`gputop.pipeline.Feed`): each snapshot is
-  pushed to it, and it keeps what the verdicts look back on (the window's snapshots
-  whole, the rest compact); the sampler keeps only the first pair.
-- Never imports Textual.
+Ticks run on the writing thread, so a slow reader delays the next tick instead of
+piling lines up in memory.
 """
 
 from __future__ import annotations
@@ -37,13 +22,12 @@ from gputop.sampler import Sampler
 
 
 def json_line(doc: dict[str, Any]) -> str:
-    """One compact JSON line (no newline) of a ``to_json_dict`` document."""
+    """One compact JSON line (no newline)."""
     return json.dumps(doc, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
 def _silence(out: TextIO) -> None:
-    """After a closed pipe: point the stream's descriptor at /dev/null, so that the
-    interpreter's last flush at exit does not complain about the pipe again."""
+    """Point a closed pipe's descriptor at /dev/null: the last flush at exit is quiet."""
     try:
         fd = out.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -71,12 +55,8 @@ def run(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Write lines until ``count`` lines (None: until stopped) or a closed pipe.
-
-    ``select``: the GPUs to keep, from the first snapshot (it may raise SystemExit for
-    a bad ``--gpus``, before any line). Returns 0, or 3 when the NVIDIA driver was not
-    available (the lines then carry the host part; the reason goes to stderr once).
-    """
+    """Write lines until ``count`` lines or a closed pipe; 0, or 3 without a driver.
+    ``select``: the GPUs to keep, from the first snapshot (may exit for a bad --gpus)."""
     out = sys.stdout if out is None else out
     feed = Feed(thresholds)
     first_start = clock()

@@ -1,14 +1,4 @@
-"""``gputop export``: a Prometheus exporter with verdicts and jobs.
-
-    gputop export [--listen 127.0.0.1:9867] [--interval S] [--jobs [--max-jobs N]]
-                  [--demo [--seed N]] [--gpus LIST]
-
-It binds loopback by default (any other address must be given); port in use or a bad
-argument is one line on stderr and exit 2. It never imports Textual. SIGTERM or SIGINT
-stop it cleanly (exit 0).
-
-Metrics: :mod:`gputop.exporter.metrics`. Serving: :mod:`gputop.exporter.server`.
-"""
+"""``gputop export``: a Prometheus exporter with verdicts and jobs (docs/exporter.md)."""
 
 from __future__ import annotations
 
@@ -22,19 +12,15 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from gputop import argtypes, gcpolicy
-from gputop.argtypes import Parser, ascii_whole, is_ascii_digits
+from gputop.argtypes import EXIT_OK, EXIT_USAGE, Parser, ascii_whole, is_ascii_digits
 
 if TYPE_CHECKING:
     from gputop.sources.base import Source
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """'127.0.0.1:9867', ':9867' (all interfaces, said explicitly), '[::1]:9867', '9867'
-    (loopback) -> (host, port)."""
+    """'127.0.0.1:9867', ':9867' (all interfaces), '[::1]:9867', '9867' (loopback) ->
+    (host, port)."""
     from gputop.exporter.server import DEFAULT_HOST
 
     host, sep, port_text = text.rpartition(":")
@@ -114,11 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_source(args: argparse.Namespace) -> Source:
-    """The source ``gputop export`` samples: the demo, or the live host."""
+    """The demo, or the live host without the CPU frequency (no metric carries it, and
+    reading it is costly on a many-core server)."""
     from gputop import sampler
 
-    # No metric carries the CPU frequency: it is not read (on a many-core server
-    # /proc/cpuinfo is large, and on some kernels reading it interrupts every CPU).
     return sampler.make_source(args.demo, args.seed, cpu_freq=False)
 
 
@@ -163,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, on_signal)
 
     source = make_source(args)
-    # The state's feed keeps the history the verdicts need (``pipeline.Feed``).
+    # The state's feed keeps the history the verdicts need.
     sampler = Sampler(source, interval=config.interval, history=1)
     bound_host, bound_port = str(server.server_address[0]), int(server.server_address[1])
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host

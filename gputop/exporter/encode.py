@@ -1,16 +1,9 @@
-"""Faster encoders for the Prometheus text format (0.0.4) and OpenMetrics 1.0.0, byte for
-byte the output of ``prometheus_client``'s ``generate_latest`` and
-``openmetrics.exposition.generate_latest``.
+"""Cached encoders for the Prometheus text format and OpenMetrics 1.0.0, byte for byte
+``prometheus_client``'s (the tests compare them); docs/exporter.md says how.
 
-Why: the library validates and escapes every label name and value of every sample on
-every scrape. The exporter's families (:class:`gputop.exporter.metrics.Family`) hold
-their series as (label values, value) pairs; for each series the encoder remembers its
-escaped ``name{labels} `` and its last line, and writes the line afresh only when the
-value changed. What is remembered is pruned to about the last scrape's series, so jobs
-coming and going cannot grow it. Other families (``process_*``) are encoded sample by
-sample with the prefix cached. Anything outside the plain cases (timestamps, exemplars,
-histograms, ``_created`` samples) falls back to the library for the whole scrape; the
-tests compare both encoders' bytes with the library's.
+The library escapes every label of every sample on every scrape; here each series'
+line is kept and written afresh only when its value changed. Anything outside the plain
+cases (timestamps, exemplars, histograms) falls back to the library for the whole scrape.
 """
 
 from __future__ import annotations
@@ -33,8 +26,7 @@ from gputop.exporter.metrics import Family
 
 _go_float = cast(Callable[[float], str], floatToGoString)
 
-#: Series prefixes of other families kept at most (label churn cannot grow the cache
-#: without bound: it is dropped and refilled when full).
+#: Series prefixes of other families kept at most (dropped and refilled when full).
 MAX_CACHED = 20_000
 
 _PLAIN_TYPES = {"gauge": "gauge", "counter": "counter", "info": "gauge"}
@@ -61,7 +53,6 @@ class _Encoder:
         return out
 
     def head(self, metric: Any) -> tuple[str, str] | None:
-        """(HELP/TYPE lines, the name of its plain samples); None: not a plain type."""
         raise NotImplementedError
 
     def _encode(self, metrics: Iterable[Any]) -> bytes | None:
@@ -122,19 +113,18 @@ class TextEncoder(_Encoder):
 
     @staticmethod
     def prefix_of(name: str, labels: dict[str, str]) -> str:
-        """``name{a="x",b="y"} `` exactly as generate_latest writes it (label names sorted)."""
-        escaped = escape_metric_name(name, UNDERSCORES)
-        if not labels:
-            return escaped + " "
-        return f"{escaped}{{{_pairs(labels)}}} "
+        return _prefix(escape_metric_name(name, UNDERSCORES), labels)
 
 
-def _pairs(labels: dict[str, str]) -> str:
-    """``a="x",b="y"``: label names sorted, as both library encoders write them."""
-    return ",".join(
+def _prefix(escaped: str, labels: dict[str, str]) -> str:
+    """``name{a="x",b="y"} ``, label names sorted, as both library encoders write it."""
+    if not labels:
+        return f"{escaped} "
+    pairs = ",".join(
         f'{escape_label_name(k, UNDERSCORES)}="{_escape_value(v)}"'
         for k, v in sorted(labels.items())
     )
+    return f"{escaped}{{{pairs}}} "
 
 
 #: Per series (sample name, label values): its last value, line and ``name{labels} ``.
@@ -144,10 +134,8 @@ _Lines = dict[tuple[str, tuple[str, ...]], tuple[float, str, str]]
 def _series(
     fam: Family, lines: _Lines, prefix_of: Callable[[str, dict[str, str]], str], out: list[str]
 ) -> None:
-    """Append the lines of a :class:`Family`'s series: a series whose value is the one it
-    had last time is the line written then (equal values write the same text, except
-    0.0 and -0.0: the sign is compared too; NaN never equals itself, so it is written
-    afresh)."""
+    """Append the lines of a :class:`Family`'s series, a line kept when its value is the
+    same (the sign too: 0.0 and -0.0 differ; NaN is never equal)."""
     name = fam.sample_name
     append = out.append
     for labels, value in fam.series:
@@ -167,8 +155,7 @@ def _series(
 
 
 def _pruned(lines: _Lines, families: list[Family]) -> _Lines:
-    """``lines`` without the series this scrape did not have, once they are as many as
-    those it had (jobs come and go: what is remembered stays about one scrape's worth)."""
+    """``lines`` without the series this scrape did not have, once they outnumber them."""
     count = sum(len(fam.series) for fam in families)
     if len(lines) <= 2 * count + 64:
         return lines
@@ -182,9 +169,8 @@ def _pruned(lines: _Lines, families: list[Family]) -> _Lines:
 
 
 def _value(value: float) -> str:
-    """``floatToGoString(value)``: Python's repr, except a positive number of 7 or more
-    integer digits, which Go writes with an exponent (the library's rule, written out
-    here so a byte count costs one repr, not two), and inf/NaN (the library's)."""
+    """``floatToGoString(value)`` with one repr: Go writes 7 or more integer digits with
+    an exponent."""
     d = float(value)
     if d - d:  # inf - inf and NaN - NaN are NaN; any finite d - d is 0.0
         return _go_float(d)
@@ -198,14 +184,13 @@ def _value(value: float) -> str:
 
 
 def _escape_value(value: str) -> str:
-    """A label value as generate_latest writes it (label values are UTF-8: only
-    backslash, newline and double quote are escaped)."""
+    """A label value as the library writes it."""
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
 class OpenMetricsEncoder(_Encoder):
     """``openmetrics.generate_latest(registry)`` (escaping "underscores", version 1.0.0:
-    what Prometheus asks for first) with the per-series text cached between scrapes."""
+    what Prometheus asks for first), cached."""
 
     closing = "# EOF\n"
 
@@ -215,11 +200,7 @@ class OpenMetricsEncoder(_Encoder):
 
     @staticmethod
     def prefix_of(name: str, labels: dict[str, str]) -> str:
-        """``name{a="x",b="y"} `` as openmetrics.generate_latest writes it."""
-        escaped = om._escape(name, UNDERSCORES, om._is_legacy_labelname_rune)
-        if not labels:
-            return f"{escaped} "
-        return f"{escaped}{{{_pairs(labels)}}} "
+        return _prefix(om._escape(name, UNDERSCORES, om._is_legacy_labelname_rune), labels)
 
     def head(self, metric: Any) -> tuple[str, str] | None:
         if metric.type not in _PLAIN_TYPES:
@@ -246,7 +227,7 @@ class OpenMetricsEncoder(_Encoder):
 
 
 class _Fixed(Collector):
-    """Metrics already collected, presented again as a collector (for the fallback)."""
+    """Metrics already collected, as a collector (for the fallback)."""
 
     def __init__(self, metrics: list[Any]) -> None:
         self._metrics = metrics

@@ -1,22 +1,8 @@
 """Snapshot + diagnosis -> Prometheus metric families (pure; no I/O, no NVML).
 
-Naming follows the Prometheus conventions: one ``gputop_`` prefix, base units in the
-name (``_bytes``, ``_celsius``, ``_watts``, ``_hertz``, ``_bytes_per_second``,
-``_seconds``), ratios from 0 to 1 as ``_ratio``, ``_total`` for counters, ``_info`` for
-metadata. :data:`METRICS` is the one table of every family this module can produce;
-the README's metric table and the Grafana dashboard test read it.
-
-Truth over tidiness:
-- a value gputop has as n/a (``None``) is a missing series, never 0;
-- a lost GPU keeps only ``gputop_gpu_info`` and ``gputop_gpu_lost``;
-- label values are the same words as the ``--json`` document (verdict kinds such as
-  ``input-bound: disk``, clock-event reasons such as ``sw power cap``).
-
-Per-job series (``--jobs``) are labelled ``{user, command, gpus}``: never a pid
-(cardinality), and ``command`` is the launch's short command name (``torchrun``,
-``python``). It is not called ``job``: Prometheus attaches its own ``job`` label (the
-scrape job) to every series and would rename ours to ``exported_job``. Jobs with the
-same three labels are summed into one series set.
+:data:`METRICS` is the one table of every family (docs/exporter.md is made from it). An
+n/a value is a missing series, never 0. The job label is ``command``, not ``job``:
+Prometheus would rename that to ``exported_job``.
 """
 
 from __future__ import annotations
@@ -24,12 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
-    Metric,
-)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.samples import Sample
 
 from gputop import __version__
@@ -37,7 +18,6 @@ from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import KINDS
 from gputop.model import CLOCK_EVENT_REASONS, GPU_METRICS, GpuMetric, GpuSample, Snapshot, Verdict
 
-#: Default cap on the number of job series sets (``--max-jobs``).
 DEFAULT_MAX_JOBS = 20
 
 #: Clock-event reason names, in bit order: every one gets a 0/1 series.
@@ -47,16 +27,15 @@ REASONS: tuple[str, ...] = tuple(name for _, name in CLOCK_EVENT_REASONS)
 ERROR_SOURCES: tuple[str, ...] = ("nvml", "host")
 
 GPU = ("gpu",)
+MIG = ("gpu", "mig")
 JOB = ("user", "command", "gpus")
 
-#: (name, metric) of each per-GPU gauge the metric table declares (``GpuMetric.export``),
-#: in its order.
+#: (name, metric) of each per-GPU gauge the GPU metric table declares.
 GPU_GAUGES: tuple[tuple[str, GpuMetric], ...] = tuple(
     (m.export, m) for m in GPU_METRICS if m.export
 )
 
-#: (unit in the model, exported unit) -> how a value becomes the exported one; the same
-#: number for every other pair.
+#: (unit in the model, exported unit) -> the conversion; none for every other pair.
 CONVERSIONS: dict[tuple[str, str], Callable[[float], float]] = {
     ("%", "0-1"): lambda v: v / 100.0,
     ("MHz", "hertz"): lambda v: v * 1_000_000,
@@ -105,18 +84,10 @@ METRICS: tuple[MetricDef, ...] = (
         "A MIG device of a GPU in MIG mode (mig = its slot on the GPU); always 1",
     ),
     MetricDef(
-        "gputop_gpu_mig_memory_used_bytes",
-        "gauge",
-        "bytes",
-        ("gpu", "mig"),
-        "Memory used on the MIG device",
+        "gputop_gpu_mig_memory_used_bytes", "gauge", "bytes", MIG, "Memory used on the MIG device"
     ),
     MetricDef(
-        "gputop_gpu_mig_memory_total_bytes",
-        "gauge",
-        "bytes",
-        ("gpu", "mig"),
-        "Memory of the MIG device",
+        "gputop_gpu_mig_memory_total_bytes", "gauge", "bytes", MIG, "Memory of the MIG device"
     ),
     MetricDef(
         "gputop_gpu_verdict",
@@ -174,11 +145,7 @@ METRICS: tuple[MetricDef, ...] = (
         "When the latest sample was taken (Unix time): its age is time() - this",
     ),
     MetricDef(
-        "gputop_sample_duration_seconds",
-        "gauge",
-        "seconds",
-        (),
-        "Wall time the latest sample took",
+        "gputop_sample_duration_seconds", "gauge", "seconds", (), "Wall time the latest sample took"
     ),
     MetricDef(
         "gputop_read_errors_total",
@@ -195,16 +162,15 @@ METRIC_NAMES: frozenset[str] = frozenset(m.name for m in METRICS)
 
 @dataclass
 class Totals:
-    """The counters, carried from tick to tick (monotonic while the exporter runs)."""
+    """The counters, carried from tick to tick."""
 
     verdict_seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # (gpu, kind)
     read_errors: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ERROR_SOURCES, 0))
     last_time: float | None = None  # the previous snapshot's time
 
     def add(self, snapshot: Snapshot, verdicts: Mapping[int, Verdict], max_step: float) -> None:
-        """Count one snapshot: its errors, and the time since the previous snapshot in the
-        verdict each GPU has now (at most ``max_step`` seconds: a sampler stalled for a
-        minute does not credit the whole minute to one verdict)."""
+        """Count one snapshot's errors and the time since the previous one in each GPU's
+        verdict (at most ``max_step``: a stalled sampler credits no verdict a minute)."""
         for err in snapshot.errors:
             self.read_errors[err.source] = self.read_errors.get(err.source, 0) + 1
         prev, self.last_time = self.last_time, snapshot.time
@@ -235,22 +201,14 @@ class JobRow:
 
 
 class Family(Metric):
-    """A metric family kept as its series: (label values in ``labelnames`` order, value).
-
-    The exporter's encoders (:mod:`gputop.exporter.encode`) write these series directly;
-    for anything else (prometheus_client's own encoders, other formats, tests)
-    :attr:`samples` gives exactly the samples the library's Gauge/Counter/InfoMetricFamily
-    would hold after ``add_metric`` of the same series (made by those very classes, on
-    first use): building the library's samples (a dict and a Sample each) every scrape
-    was a large part of its cost.
-    """
+    """A metric family kept as its series, (label values, value), which the encoders
+    write directly; :attr:`samples` builds the library's own samples on first use."""
 
     def __init__(
         self, name: str, documentation: str, typ: str, labelnames: Sequence[str], unit: str = ""
     ) -> None:
         super().__init__(name, documentation, typ, unit)
         self.labelnames: tuple[str, ...] = tuple(labelnames)
-        #: The name each sample carries (counters ``_total``, info ``_info``).
         self.sample_name = self.name + _SAMPLE_SUFFIX.get(typ, "")
         self.series: list[tuple[tuple[str, ...], float]] = []
         self._samples: list[Sample] | None = None
@@ -266,7 +224,6 @@ class Family(Metric):
         self._samples = value if value else None  # Metric.__init__ sets []
 
     def _library(self) -> Metric:
-        """The same family as prometheus_client's own class, series added one by one."""
         fam: GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily
         if self.type == "info":
             info = fam = InfoMetricFamily(self.name, self.documentation, labels=self.labelnames)
@@ -284,8 +241,7 @@ _SAMPLE_SUFFIX = {"counter": "_total", "info": "_info"}
 
 
 def markdown_table() -> str:
-    """Every exported family, as ``docs/exporter.md`` lists them (generated from
-    :data:`METRICS`; a test checks the docs)."""
+    """:data:`METRICS` as ``docs/exporter.md`` lists them."""
     lines = ["| metric | type | unit | labels | meaning |", "|---|---|---|---|---|"]
     for m in METRICS:
         about = f"{m.help} (`--jobs`)" if m.jobs else m.help
@@ -296,8 +252,7 @@ def markdown_table() -> str:
 
 
 def _family(name: str) -> Family:
-    """The empty family of a :data:`METRICS` entry (its scrape name: ``_total``/``_info``
-    off for the library's family name)."""
+    """The empty family of a :data:`METRICS` entry, named by its scrape name."""
     d = _DEFS[name]
     base = name.removesuffix(_SAMPLE_SUFFIX.get(d.type, ""))
     unit = "seconds" if d.type == "counter" and base.endswith("_seconds") else ""
@@ -305,7 +260,6 @@ def _family(name: str) -> Family:
 
 
 def _gpu_values(g: GpuSample) -> Iterable[tuple[str, float]]:
-    """(gauge, value) of each table gauge the GPU has a value for."""
     for name, get, convert in _GAUGE_READS:
         value = get(g)
         if value is not None:
@@ -319,8 +273,7 @@ _DEFS = {m.name: m for m in METRICS}
 
 
 def _job_name(job: Job) -> str:
-    """The launch's short command name: the root's program name, or the first word of its
-    command line without its directory."""
+    """The launch's short command name (``torchrun``, ``python``)."""
     if job.name:
         return job.name
     if job.command:
@@ -329,13 +282,9 @@ def _job_name(job: Job) -> str:
 
 
 def job_rows(
-    jobs: Sequence[Job],
-    verdicts: Mapping[str, Verdict],
-    cpu_count: int | None,
-    max_jobs: int,
+    jobs: Sequence[Job], verdicts: Mapping[str, Verdict], cpu_count: int | None, max_jobs: int
 ) -> list[JobRow]:
-    """Jobs -> series sets: merged by (user, command, gpus), the top ``max_jobs`` by GPU
-    memory then CPU."""
+    """Jobs merged by (user, command, gpus), the top ``max_jobs`` by GPU memory, CPU."""
     groups: dict[tuple[str, str, str], list[Job]] = {}
     for job in jobs:
         key = (job.user or "", _job_name(job), ",".join(str(i) for i in job.gpus))

@@ -1,16 +1,7 @@
 """The exporter: sampler -> diagnosis -> a Collector, served over HTTP.
 
-- The sampler's thread takes each snapshot, diagnoses it (:mod:`gputop.diagnosis`, the
-  same pipeline as every other view), adds it to the counters and bumps a generation.
-  That is all the work a tick does: nothing is formatted while nobody scrapes.
-- A scrape never calls NVML. The :class:`SnapshotCollector` builds the metric families
-  from the latest snapshot and diagnosis once per generation; the HTTP handler keeps
-  the encoded body per generation and format, so a second scrape in the same tick is a
-  copy of bytes. A stuck NVML call stalls the sampler, not the scrapes: they keep
-  answering with the last sample, and ``gputop_last_sample_timestamp_seconds`` shows
-  its age.
-- The HTTP server is a thread per connection (``ThreadingHTTPServer``) with a deep
-  listen backlog, so many scrapers at once neither fail nor wait for each other.
+A tick only diagnoses and counts; a scrape never calls NVML, and the families and the
+encoded body are built once per tick (docs/exporter.md, "How it works").
 """
 
 from __future__ import annotations
@@ -44,17 +35,14 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9867
 #: The name of the threads that serve connections.
 HANDLER = "gputop-http-conn"
-#: gzip level of a compressed scrape: the fastest level costs much less CPU than the
-#: default for a few more bytes.
+#: The fastest gzip level: much less CPU than the default for a few more bytes.
 GZIP_LEVEL = 1
 #: The OpenMetrics variant Prometheus asks for first (the cached encoder writes it).
 _OPENMETRICS_1 = {"escaping": UNDERSCORES, "version": "1.0.0"}
 
 
 class ExportState:
-    """What the sampler thread hands to the scrapes: latest snapshot, its diagnosis and
-    the counters. ``on_snapshot`` runs on the sampler thread; ``families`` on scrape
-    threads."""
+    """What the sampler thread (``on_snapshot``) hands to the scrapes (``families``)."""
 
     def __init__(
         self,
@@ -65,9 +53,7 @@ class ExportState:
         max_jobs: int = metrics.DEFAULT_MAX_JOBS,
         selection: Collection[int] | None = None,
     ) -> None:
-        # The feed keeps the history (the window whole, the look-back compact). Without
-        # --jobs no job verdict is presented: none is judged (the GPU verdicts, which the
-        # counters need every tick, are judged all the same).
+        # Without --jobs no job verdict is judged.
         self.feed = Feed(thresholds, judge_jobs=with_jobs)
         self.feed.subscribers.append(self.on_frame)
         self.interval = interval
@@ -82,16 +68,13 @@ class ExportState:
         self._totals = metrics.Totals()
         self.generation = 0
         self._built: tuple[int, list[Metric]] | None = None
-        self.diagnosis_error: str | None = None
 
     def on_snapshot(self, snapshot: Snapshot) -> None:
         self.feed.push(snapshot)
 
     def on_frame(self, frame: Frame) -> None:
-        """The feed's subscriber (the sampler's thread)."""
         assert frame.diagnosis is not None  # a live feed's frames are always judged
         diagnosis = frame.diagnosis.only(self.selection)
-        self.diagnosis_error = diagnosis.error
         shown = filter_gpus(frame.snapshot, self.selection)
         with self._lock:
             self._totals.add(shown, diagnosis.gpus, max_step=2.0 * self.interval)
@@ -102,7 +85,6 @@ class ExportState:
             self.generation += 1
 
     def families(self) -> list[Metric]:
-        """The families of the latest snapshot, built once per generation."""
         with self._lock:
             built = self._built
             if built is not None and built[0] == self.generation:
@@ -145,10 +127,8 @@ def make_registry(state: ExportState) -> CollectorRegistry:
 
 
 class _Server(ThreadingHTTPServer):
-    """A thread per connection, as ``ThreadingHTTPServer``, but a thread whose connection
-    ended waits a while for the next one instead of exiting: a client that connects once
-    per scrape (curl, most agents) then costs no thread start per scrape. A connection
-    never waits for a busy thread: with none idle, a new one starts."""
+    """A thread per connection, but one whose connection ended waits a while for the next
+    (no thread start per scrape); with none idle, a new one starts."""
 
     daemon_threads = True
     request_queue_size = 128
@@ -168,7 +148,6 @@ class _Server(ThreadingHTTPServer):
         # The library's bytes, with the series prefixes cached between scrapes.
         self._text = TextEncoder()
         self._openmetrics = OpenMetricsEncoder()
-        self.scrapes = 0
         self._pool_lock = threading.Lock()
         self._idle = 0  # threads waiting on _handoff, each for one connection
         self._handoff: queue.SimpleQueue[tuple[Any, Any] | None] = queue.SimpleQueue()
@@ -212,12 +191,10 @@ class _Server(ThreadingHTTPServer):
             self._idle = 0
 
     def body(self, accept: str, gzipped: bool) -> tuple[bytes, str]:
-        """The encoded scrape for this tick and format (cached per generation)."""
         encoder, content_type = choose_encoder(accept)
         key = (content_type, gzipped)
         generation = self.state.generation
         with self._cache_lock:
-            self.scrapes += 1
             hit = self._cache.get(key)
             if hit is not None and hit[0] == generation:
                 return hit[1], content_type
