@@ -40,7 +40,7 @@ from gputop.analysis.thresholds import DEFAULT  # noqa: E402
 from gputop.analysis.verdict import Analyzer, all_verdicts  # noqa: E402
 from gputop.model import Snapshot  # noqa: E402
 from gputop.sources.demo import DemoSource  # noqa: E402
-from tests.test_analysis_speed import fleet  # noqa: E402
+from tests.builders import busy_node_snapshots  # noqa: E402
 
 START = 1_700_000_000.0
 
@@ -53,9 +53,9 @@ def demo() -> Iterator[Snapshot]:
 
 SCENARIOS: dict[str, tuple[Callable[[], Iterator[Snapshot]], int]] = {
     "demo8-600s": (demo, 600),
-    "16x64-20s": (lambda: fleet(16, 64), int(DEFAULT.window_seconds) + 1),
-    "16x64-600s": (lambda: fleet(16, 64), 600),
-    "16x64r8-600s": (lambda: fleet(16, 64, ranks=8), 600),
+    "16x64-20s": (lambda: busy_node_snapshots(16, 64), int(DEFAULT.window_seconds) + 1),
+    "16x64-600s": (lambda: busy_node_snapshots(16, 64), 600),
+    "16x64r8-600s": (lambda: busy_node_snapshots(16, 64, ranks=8), 600),
 }
 
 
