@@ -14,8 +14,8 @@ last ``lookback_seconds`` = 600 s with the default thresholds), and the analysis
   verdicts are judged when read: the main screen shows GPU verdicts only).
 
 Scenarios: ``demo8-600s`` (the demo source: 8 GPUs, 600 s of history), and the
-synthetic big node of ``tests/test_analysis_speed.py`` (16 GPUs x 64 processes, two
-DataLoader workers each: 1,024 jobs, ~3,100 processes) with a full 20 s window only
+synthetic big node of ``tests/builders.py``'s ``busy_node_snapshots`` (16 GPUs x 64
+processes, two DataLoader workers each: 1,024 jobs, ~3,100 processes) with a full 20 s window only
 (``16x64-20s``) and with 600 s of history (``16x64-600s``, the dashboard's case), and
 the same node as 128 jobs of 8 ranks each (``16x64r8-600s``).
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Grouping a snapshot into jobs, per tick: plain ``build_jobs`` against
 ``build_jobs_reusing`` (what the diagnosis runs), on busy fleets whose values move every
-tick while their process tree does not (``tests/test_analysis_speed.py``'s ``fleet``).
+tick while their process tree does not (``tests/builders.py``'s ``busy_node_snapshots``).
 
     python bench/bench_jobs.py [--ticks 64] [--repeat 7]
 
