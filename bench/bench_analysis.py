@@ -14,8 +14,8 @@ last ``lookback_seconds`` = 600 s with the default thresholds), and the analysis
   verdicts are judged when read: the main screen shows GPU verdicts only).
 
 Scenarios: ``demo8-600s`` (the demo source: 8 GPUs, 600 s of history), and the
-synthetic big node of ``tests/test_analysis_speed.py`` (16 GPUs x 64 processes, two
-DataLoader workers each: 1,024 jobs, ~3,100 processes) with a full 20 s window only
+synthetic big node of ``tests/builders.py``'s ``busy_node_snapshots`` (16 GPUs x 64
+processes, two DataLoader workers each: 1,024 jobs, ~3,100 processes) with a full 20 s window only
 (``16x64-20s``) and with 600 s of history (``16x64-600s``, the dashboard's case), and
 the same node as 128 jobs of 8 ranks each (``16x64r8-600s``).
 
@@ -40,7 +40,7 @@ from gputop.analysis.thresholds import DEFAULT  # noqa: E402
 from gputop.analysis.verdict import Analyzer, all_verdicts  # noqa: E402
 from gputop.model import Snapshot  # noqa: E402
 from gputop.sources.demo import DemoSource  # noqa: E402
-from tests.test_analysis_speed import fleet  # noqa: E402
+from tests.builders import busy_node_snapshots  # noqa: E402
 
 START = 1_700_000_000.0
 
@@ -53,9 +53,9 @@ def demo() -> Iterator[Snapshot]:
 
 SCENARIOS: dict[str, tuple[Callable[[], Iterator[Snapshot]], int]] = {
     "demo8-600s": (demo, 600),
-    "16x64-20s": (lambda: fleet(16, 64), int(DEFAULT.window_seconds) + 1),
-    "16x64-600s": (lambda: fleet(16, 64), 600),
-    "16x64r8-600s": (lambda: fleet(16, 64, ranks=8), 600),
+    "16x64-20s": (lambda: busy_node_snapshots(16, 64), int(DEFAULT.window_seconds) + 1),
+    "16x64-600s": (lambda: busy_node_snapshots(16, 64), 600),
+    "16x64r8-600s": (lambda: busy_node_snapshots(16, 64, ranks=8), 600),
 }
 
 

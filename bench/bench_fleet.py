@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 from bench.bench_ui import cpu_seconds, memory_mib  # noqa: E402
-from tests.fleet_fixtures import FakeFleet, demo_datas  # noqa: E402
+from tests.builders import demo_host_lines  # noqa: E402
+from tests.helpers.fleet import FakeFleet  # noqa: E402
 
 INTERVAL = 2.0
 SOCKET = f"gputop-bench-fleet-{os.getpid()}"
@@ -56,7 +57,7 @@ def record(tmp: Path, hosts: int, lines: int = 30) -> list[Path]:
     for n in range(hosts):
         d = tmp / f"host{n:02d}"
         d.mkdir()
-        for i, data in enumerate(demo_datas(n, lines, start=1_800_000_000.0 + 977.0 * n)):
+        for i, data in enumerate(demo_host_lines(n, lines, start=1_800_000_000.0 + 977.0 * n)):
             (d / f"{i:03d}.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
         dirs.append(d)
     return dirs
@@ -131,7 +132,7 @@ async def key_latency(hosts: int, size: tuple[int, int], presses: int = 30) -> N
     names = [f"host{n:02d}" for n in range(hosts)]
     fleet = FakeFleet(names, interval=INTERVAL)
     for n, name in enumerate(names):
-        fleet.feed(name, demo_datas(n, 6, start=1_800_000_000.0 + 977.0 * n)[-1])
+        fleet.feed(name, demo_host_lines(n, 6, start=1_800_000_000.0 + 977.0 * n)[-1])
     app = FleetApp(fleet)  # type: ignore[arg-type]
     out: dict[str, list[float]] = {"s": [], "down": []}
     redraws: list[float] = []

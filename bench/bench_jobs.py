@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Grouping a snapshot into jobs, per tick: plain ``build_jobs`` against
 ``build_jobs_reusing`` (what the diagnosis runs), on busy fleets whose values move every
-tick while their process tree does not (``tests/test_analysis_speed.py``'s ``fleet``).
+tick while their process tree does not (``tests/builders.py``'s ``busy_node_snapshots``).
 
     python bench/bench_jobs.py [--ticks 64] [--repeat 7]
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from gputop.analysis import jobs as jobs_mod  # noqa: E402
 from gputop.model import Snapshot  # noqa: E402
-from tests.test_analysis_speed import fleet  # noqa: E402
+from tests.builders import busy_node_snapshots  # noqa: E402
 
 FLEETS = ((8, 16, 1), (16, 64, 1), (16, 64, 8))
 
@@ -83,7 +83,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     for gpus, procs, ranks in FLEETS:
-        snaps = list(itertools.islice(fleet(gpus, procs, ranks=ranks, seed=1), args.ticks))
+        snaps = list(
+            itertools.islice(busy_node_snapshots(gpus, procs, ranks=ranks, seed=1), args.ticks)
+        )
         figures = _figures(snaps, args.repeat)
         print(
             f"{gpus}x{procs} ranks {ranks} ({len(jobs_mod.build_jobs(snaps[0]))} jobs, "

@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 from scripts.screenshots import write  # noqa: E402
-from tests.fleet_fixtures import FakeFleet, demo_datas  # noqa: E402
+from tests.builders import demo_host_lines  # noqa: E402
+from tests.helpers.fleet import FakeFleet  # noqa: E402
 
 
 def fleet(count: int, problems: bool) -> FakeFleet:
@@ -34,7 +35,7 @@ def fleet(count: int, problems: bool) -> FakeFleet:
     # long enough for every verdict, idle memory holders included. Computed first, fed
     # together: a host's age is the time since it was fed.
     datas = {
-        name: demo_datas(n, 200, start=1_800_000_000.0 + 1_700.0 * n)[-1]
+        name: demo_host_lines(n, 200, start=1_800_000_000.0 + 1_700.0 * n)[-1]
         for n, name in enumerate(names)
         if not (problems and n in (5, 11))
     }

@@ -16,6 +16,7 @@ from gputop.sampler import Sampler
 from gputop.sources.live import LiveSource
 from gputop.sources.nvml import NvmlReader
 from gputop.ui.app import GpuTopApp
+from tests.helpers.screen import terminal_rows
 
 
 async def run(width: int, height: int) -> dict[str, object]:
@@ -32,8 +33,7 @@ async def run(width: int, height: int) -> dict[str, object]:
             await pilot.pause(0.1)
             out["gpus"] = {str(i): b.text for i, b in sorted(app.gpu_panel.blocks.items())}
             out["rows"] = sorted(app.table.rows_by_key)
-            strips = app.screen._compositor.render_strips()
-            out["screen"] = "\n".join(s.text for s in strips)
+            out["screen"] = "\n".join(terminal_rows(app))
             out["compat"] = list(source.driver.compat)
     finally:
         sampler.stop()

@@ -14,7 +14,7 @@ from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.diagnosis import Diagnoser, Diagnosis, diagnose, lookback_seconds, recent
 from gputop.model import Snapshot
 from gputop.pipeline import Feed
-from tests import ui_fixtures as fx
+from tests import builders as fx
 
 
 def _kinds(d: Diagnosis) -> tuple[dict[int, str], dict[str, str]]:

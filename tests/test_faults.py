@@ -144,11 +144,11 @@ def sleeper() -> Iterator[spawn.Child]:
         yield child
 
 
-# ---------------------------------------------------------------------------- 1. no driver
+# ------------------------------------------------------------------------------- no driver
 
 
 @pytest.mark.parametrize("case", ["no library", "driver not loaded", "version mismatch"])
-def test_1_no_driver_once_exits_3_with_host_and_reason(
+def test_no_driver_once_exits_3_with_host_and_reason(
     case: str, fake_nvml_env: MakeEnv, tmp_path: Path
 ) -> None:
     if case == "no library":
@@ -181,10 +181,10 @@ def test_1_no_driver_once_exits_3_with_host_and_reason(
     assert "Processes:" not in text
 
 
-# ---------------------------------------------------------------------------- 2. NotSupported
+# ------------------------------------------------------------------------------- NotSupported
 
 
-def test_2_every_optional_metric_not_supported(fake_nvml_env: MakeEnv) -> None:
+def test_unsupported_metrics_read_null_and_are_no_error(fake_nvml_env: MakeEnv) -> None:
     me = os.getpid()
     consumer = bare_gpu(name="GeForce RTX 4090", processes=[FakeProcess(me, None)])
     vgpu = bare_gpu(name="GRID A100-4C", processes=[FakeProcess(me, GiB)])
@@ -237,10 +237,12 @@ def test_2_every_optional_metric_not_supported(fake_nvml_env: MakeEnv) -> None:
     assert " 0%" not in text.split("Processes:")[0]  # no invented zero in the GPU part
 
 
-# ---------------------------------------------------------------------------- 3. NoPermission
+# ------------------------------------------------------------------------------- NoPermission
 
 
-def test_3_no_permission_on_process_lists_and_utilization(fake_nvml_env: MakeEnv) -> None:
+def test_no_permission_on_processes_is_an_error_and_the_rest_still_reads(
+    fake_nvml_env: MakeEnv,
+) -> None:
     me = os.getpid()
     denied_lists = FakeGpu(processes=[FakeProcess(me)])
     denied_lists.errors = {
@@ -276,7 +278,7 @@ def test_3_no_permission_on_process_lists_and_utilization(fake_nvml_env: MakeEnv
     assert mine.split()[3:5] == ["1.0GiB", "n/a"]
 
 
-# ---------------------------------------------------------------------------- 4. lost GPU
+# ------------------------------------------------------------------------------- lost GPU
 
 
 def _four(phase: int, lost: str | None) -> Scenario:
@@ -289,7 +291,7 @@ def _four(phase: int, lost: str | None) -> Scenario:
     return Scenario(gpus=gpus)
 
 
-def test_4_one_gpu_of_four_lost_mid_run_and_back(fake_nvml: FakeNvml) -> None:
+def test_a_gpu_lost_mid_run_reads_lost_then_comes_back(fake_nvml: FakeNvml) -> None:
     """A running sampler (its own thread) while the scenario changes under it."""
     fake_nvml.write(_four(1, None))
     sampler = Sampler(LiveSource(), interval=0.05, history=100)
@@ -339,7 +341,7 @@ def test_4_one_gpu_of_four_lost_mid_run_and_back(fake_nvml: FakeNvml) -> None:
         sampler.stop()
 
 
-# ---------------------------------------------------------------------------- 5. odd pids
+# ------------------------------------------------------------------------------- odd pids
 
 
 class SpyHost(HostReader):
@@ -358,7 +360,7 @@ class SpyHost(HostReader):
 INVALID = (0, 2**32 - 1)
 
 
-def test_5_pids_from_another_namespace_and_invalid_pids(
+def test_pids_of_another_namespace_are_not_visible_and_invalid_pids_left_out(
     fake_nvml_env: MakeEnv, fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ghost = free_high_pid()
@@ -404,7 +406,7 @@ def test_5_pids_from_another_namespace_and_invalid_pids(
     assert not outcome.ok and "not signalled" in outcome.message
 
 
-# ---------------------------------------------------------------------------- 6. exit races
+# ------------------------------------------------------------------------------- exit races
 
 
 def _kill_during_process_utilization(
@@ -435,7 +437,7 @@ def _kill_during_process_utilization(
 
 
 @pytest.mark.parametrize("reap", [True, False], ids=["exited", "zombie"])
-def test_6_process_exits_between_nvml_list_and_host_lookup(
+def test_a_process_exiting_mid_tick_keeps_its_row_and_cannot_be_signalled(
     fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch, reap: bool
 ) -> None:
     with spawn.running("sleep") as child:
@@ -477,10 +479,10 @@ def test_6_process_exits_between_nvml_list_and_host_lookup(
             source.close()
 
 
-# ---------------------------------------------------------------------------- 7/8. kill guards
+# --------------------------------------------------------------------------------- kill guards
 
 
-def test_7_create_time_one_clock_tick_apart_is_another_process(sleeper: spawn.Child) -> None:
+def test_create_time_one_clock_tick_apart_is_another_process(sleeper: spawn.Child) -> None:
     """The identity check must tell apart processes started one clock tick apart."""
     real = psutil.Process(sleeper.pid).create_time()
     tick = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -510,7 +512,7 @@ def _spawn_with_pid(pid: int, attempts: int = 200) -> subprocess.Popen[bytes] | 
 
 
 @pytest.mark.requires_root("needs root to choose the next pid")
-def test_7_real_pid_reuse_between_selection_and_kill_is_refused() -> None:
+def test_real_pid_reuse_between_selection_and_kill_is_refused() -> None:
     first = subprocess.Popen(["sleep", "60"])
     pid = first.pid
     info = psutil.Process(pid)
@@ -539,7 +541,7 @@ def test_7_real_pid_reuse_between_selection_and_kill_is_refused() -> None:
 # the refusal message and that the target lives.
 
 
-# ---------------------------------------------------------------------------- 9. hostile text
+# ------------------------------------------------------------------------------- hostile text
 
 HOSTILE_ARGS: list[bytes] = [
     b"[red]x[/red] [bold magenta]",
@@ -574,7 +576,7 @@ def hostile_child(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
         proc.wait()
 
 
-def test_9_hostile_text_in_once_and_json(
+def test_hostile_text_is_kept_as_text_and_capped_in_once_and_json(
     fake_nvml_env: MakeEnv, hostile_child: subprocess.Popen[bytes]
 ) -> None:
     evil_name = b"\x1b[31mEvil\xff [bold]GPU\xe2\x80\xae" + "宽".encode() * 40
@@ -610,7 +612,7 @@ def test_9_hostile_text_in_once_and_json(
         "ab\u2028cd",
     ],
 )
-def test_9_hostile_user_names_are_cleaned(raw: str) -> None:
+def test_hostile_user_names_are_cleaned(raw: str) -> None:
     cleaned = clean_text(raw)
     assert cleaned is not None
     assert not BAD_CHARS.search(cleaned)
@@ -618,7 +620,7 @@ def test_9_hostile_user_names_are_cleaned(raw: str) -> None:
     cleaned.encode("utf-8")  # always encodable for the terminal
 
 
-def test_9_text_columns_with_hostile_users_names_and_commands() -> None:
+def test_hostile_user_names_and_commands_keep_the_text_columns() -> None:
     hostile = [
         "用户名很长很长很长",
         "[red]admin[/red]",
@@ -661,10 +663,10 @@ def test_9_text_columns_with_hostile_users_names_and_commands() -> None:
     assert " [red]ad… " in text  # the user column: 8 cells of it, literally
 
 
-# ---------------------------------------------------------------------------- 10. scale
+# -------------------------------------------------------------------------------- scale
 
 
-def test_10_sixteen_gpus_with_64_processes_each(fake_nvml_env: MakeEnv) -> None:
+def test_sixteen_gpus_with_64_processes_each_are_all_listed(fake_nvml_env: MakeEnv) -> None:
     # pids without a process (tests/pids.py): another PID namespace
     ghosts = free_pids(16 * 64)
     env = fake_nvml_env(fakenvml.many_gpus(16, 64, pcie_sleep_ms=20, pids=ghosts))
@@ -692,7 +694,7 @@ def test_10_sixteen_gpus_with_64_processes_each(fake_nvml_env: MakeEnv) -> None:
     assert text.count("not visible (another PID namespace)") >= hidden
 
 
-def test_10_many_host_processes(fake_nvml_env: MakeEnv) -> None:
+def test_many_host_processes_are_all_in_the_process_tree(fake_nvml_env: MakeEnv) -> None:
     """500 real processes: a GPU process with 499 workers (the bench measures 2,000)."""
     with spawn.running("tree", "499") as tree:
         workers = tree.extra[:499]
@@ -710,7 +712,7 @@ def test_10_many_host_processes(fake_nvml_env: MakeEnv) -> None:
     assert data["tick_seconds"] < 5.0
 
 
-# ---------------------------------------------------------------------------- 12. slow NVML
+# -------------------------------------------------------------------------------- slow NVML
 
 
 class CountingSource:
@@ -739,7 +741,7 @@ class CountingSource:
         self.inner.close()
 
 
-def test_12_slow_nvml_call_does_not_stack_ticks(fake_nvml: FakeNvml) -> None:
+def test_slow_nvml_call_does_not_stack_ticks(fake_nvml: FakeNvml) -> None:
     fast = Scenario(gpus=[FakeGpu(util_gpu=11), FakeGpu(util_gpu=12)])
     slow = Scenario(gpus=[FakeGpu(util_gpu=21), FakeGpu(util_gpu=22)])
     slow.gpus[0].sleeps_ms = {"nvmlDeviceGetUtilizationRates": 2000}

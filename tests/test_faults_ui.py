@@ -2,7 +2,7 @@
 real Sampler over LiveSource on the in-process fake NVML (or by snapshots where the row
 is not about NVML). Every test asserts on what reaches the screen: the composited lines.
 
-Rows refer to the hardening issue's fault matrix (1-5, 9-12, 14 + --readonly).
+The faults are those docs/troubleshooting.md lists ("When things go wrong").
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from gputop.sources.nvml import NvmlReader
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp
 from gputop.ui.views import table_rows, visible_columns
-from tests import ui_fixtures as fx
+from tests import builders as fx
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, Scenario, many_gpus
 from tests.helpers.counting import count_calls
+from tests.helpers.screen import terminal_rows, terminal_strips, terminal_words
 from tests.pids import free_pid
 from tests.tmux_pane import TmuxPane
 
@@ -49,20 +50,10 @@ SMALL = (80, 24)
 # --- what is on screen ------------------------------------------------------------------
 
 
-def screen_lines(app: GpuTopApp) -> list[str]:
-    """The composited screen, one string per terminal row (what a terminal would show)."""
-    return [strip.text for strip in app.screen._compositor.render_strips()]
-
-
-def screen_text(app: GpuTopApp) -> str:
-    """The screen as one string, words re-joined across wrapped lines."""
-    return " ".join(" ".join(screen_lines(app)).split())
-
-
 def assert_layout_intact(app: GpuTopApp) -> None:
     """Every row fits the terminal and no escape character reaches it as text."""
     width, height = app.size
-    strips = app.screen._compositor.render_strips()
+    strips = terminal_strips(app)
     if os.environ.get("GPUTOP_TEST_SHOW_SCREEN"):  # debugging aid: print what is checked
         print("\n".join(strip.text for strip in strips))
     assert len(strips) == height
@@ -114,7 +105,7 @@ def me() -> int:
     return os.getpid()
 
 
-# --- row 1: no library / driver not loaded / version mismatch -----------------------------
+# --- no library / driver not loaded / version mismatch ------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -124,7 +115,7 @@ def me() -> int:
         ("LIB_RM_VERSION_MISMATCH", "driver/library version mismatch"),
     ],
 )
-async def test_row1_driver_fault_shows_host_only_and_why(
+async def test_driver_fault_shows_host_only_and_why(
     fake_nvml: FakeNvml, init: str, words: str
 ) -> None:
     fake_nvml.write(Scenario(init_result=init))
@@ -132,7 +123,7 @@ async def test_row1_driver_fault_shows_host_only_and_why(
         assert sampler.source.kind == "host-only"
         await wait_for(pilot, ticks_after(sampler, 1))
         await pilot.pause()
-        text = screen_text(app)
+        text = terminal_words(app)
         assert "HOST-ONLY" in text
         assert words in text
         assert "Host metrics" in text and "CPU" in text
@@ -140,7 +131,7 @@ async def test_row1_driver_fault_shows_host_only_and_why(
         assert_layout_intact(app)
 
 
-def test_row1_no_library_at_all_json_fed_to_the_dashboard(tmp_path: Path) -> None:
+def test_no_library_json_fed_to_the_dashboard(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("FAKE_NVML_SCENARIO",)}
     env["LD_LIBRARY_PATH"] = str(tmp_path)  # nothing there: no libnvidia-ml.so.1
     out = subprocess.run(
@@ -163,7 +154,7 @@ def test_row1_no_library_at_all_json_fed_to_the_dashboard(tmp_path: Path) -> Non
         async with app.run_test(size=SMALL) as pilot:
             await pilot.pause()
             assert_layout_intact(app)
-            return screen_text(app)
+            return terminal_words(app)
 
     text = asyncio.run(run())
     assert "HOST-ONLY" in text
@@ -172,7 +163,7 @@ def test_row1_no_library_at_all_json_fed_to_the_dashboard(tmp_path: Path) -> Non
     assert re.search(r"(?i)library|not found|not installed", text), text
 
 
-# --- row 2: every optional metric NotSupported on every GPU ------------------------------
+# --- every optional metric NotSupported on every GPU -------------------------------------
 
 # A value the screen made up where NVML gave nothing: 0 with a unit.
 _INVENTED_ZERO = re.compile(r"(?<![\d.])0(\.0+)?(%|W\b|°C|B/s|MiB|B\b|KiB|MHz)")
@@ -213,7 +204,7 @@ def _bare_gpu(**kw: object) -> FakeGpu:
 
 
 @pytest.mark.parametrize("size", [WIDE, SMALL], ids=["wide", "compact"])
-async def test_row2_every_metric_not_supported_shows_na_never_zero(
+async def test_every_metric_not_supported_shows_na_never_zero(
     fake_nvml: FakeNvml, size: tuple[int, int]
 ) -> None:
     not_supported = {"nvmlDeviceGetProcessUtilization": "NOT_SUPPORTED"}
@@ -246,17 +237,17 @@ async def test_row2_every_metric_not_supported_shows_na_never_zero(
         assert cells[columns.index("mem")] == "n/a"
         assert cells[columns.index("sm")] == "n/a"
         # and on the screen itself: no GPU line shows a made-up zero
-        lines = screen_lines(app)
+        lines = terminal_rows(app)
         gpu_lines = [ln for ln in lines if "H100" in ln]
         assert len(gpu_lines) == 2
         for ln in gpu_lines:
             assert not _INVENTED_ZERO.search(ln), ln
 
 
-# --- row 3: NoPermission on the process lists and process utilization --------------------
+# --- NoPermission on the process lists and process utilization ---------------------------
 
 
-async def test_row3_no_permission_on_processes_is_said_on_screen(fake_nvml: FakeNvml) -> None:
+async def test_no_permission_on_processes_is_said_on_screen(fake_nvml: FakeNvml) -> None:
     denied: dict[str, int | str] = {
         "nvmlDeviceGetComputeRunningProcesses": "NO_PERMISSION",
         "nvmlDeviceGetGraphicsRunningProcesses": "NO_PERMISSION",
@@ -274,11 +265,11 @@ async def test_row3_no_permission_on_processes_is_said_on_screen(fake_nvml: Fake
         assert_layout_intact(app)
         assert app.table.row_count == 0
         said = re.compile(r"(?i)process info not permitted")
-        await wait_for(pilot, lambda: bool(said.search(screen_text(app))), what="the note")
-        assert "GPU 0,1:" in screen_text(app)  # both GPUs named, one line
+        await wait_for(pilot, lambda: bool(said.search(terminal_words(app))), what="the note")
+        assert "GPU 0,1:" in terminal_words(app)  # both GPUs named, one line
 
 
-async def test_row3_no_permission_on_process_utilization_only_gives_na(
+async def test_no_permission_on_process_utilization_only_gives_na(
     fake_nvml: FakeNvml,
 ) -> None:
     fake_nvml.write(
@@ -295,10 +286,10 @@ async def test_row3_no_permission_on_process_utilization_only_gives_na(
         cells = [c.plain.strip() for c in app.table.get_row(f"0:{me()}")]
         assert cells[columns.index("sm")] == "n/a"
         said = re.compile(r"(?i)per-process GPU utilization not permitted")
-        await wait_for(pilot, lambda: bool(said.search(screen_text(app))), what="the note")
+        await wait_for(pilot, lambda: bool(said.search(terminal_words(app))), what="the note")
 
 
-# --- row 4: one GPU of four lost mid-run, then back ---------------------------------------
+# --- one GPU of four lost mid-run, then back ----------------------------------------------
 
 
 def _four(util0: int, lost: bool) -> Scenario:
@@ -310,17 +301,17 @@ def _four(util0: int, lost: bool) -> Scenario:
 
 def _gpu_line(app: GpuTopApp, index: int) -> str:
     """The screen row of GPU ``index`` ("" while not on screen, e.g. still mounting)."""
-    for line in screen_lines(app):
+    for line in terminal_rows(app):
         if re.match(rf"^ ?{index} \S", line):
             return line
     return ""
 
 
-async def test_row4_one_gpu_lost_mid_run_and_back(fake_nvml: FakeNvml) -> None:
+async def test_one_gpu_lost_mid_run_shows_lost_then_comes_back(fake_nvml: FakeNvml) -> None:
     fake_nvml.write(_four(util0=11, lost=False))
     async with live_app(SMALL) as (app, pilot, _sampler):
         await wait_for(pilot, lambda: "11%" in _gpu_line(app, 0), what="GPU 0 at 11%")
-        assert "LOST" not in screen_text(app)
+        assert "LOST" not in terminal_words(app)
 
         fake_nvml.write(_four(util0=77, lost=True))
         await wait_for(pilot, lambda: "LOST" in _gpu_line(app, 2), what="GPU 2 LOST")
@@ -345,7 +336,7 @@ async def test_row4_one_gpu_lost_mid_run_and_back(fake_nvml: FakeNvml) -> None:
         assert_layout_intact(app)
 
 
-# --- row 5: invisible pids, pid 0 and 4294967295 -------------------------------------------
+# --- invisible pids, pid 0 and 4294967295 --------------------------------------------------
 
 
 def _free_pid() -> int:
@@ -354,7 +345,9 @@ def _free_pid() -> int:
     return free_pid()
 
 
-async def test_row5_invisible_and_invalid_pids(fake_nvml: FakeNvml) -> None:
+async def test_invisible_pids_are_shown_as_such_and_invalid_pids_left_out(
+    fake_nvml: FakeNvml,
+) -> None:
     hidden = _free_pid()
     fake_nvml.write(
         Scenario(
@@ -375,25 +368,25 @@ async def test_row5_invisible_and_invalid_pids(fake_nvml: FakeNvml) -> None:
         assert_layout_intact(app)
         keys = sorted(app.table.rows_by_key)
         assert keys == sorted([f"0:{hidden}", f"1:{me()}"])  # 0 and 4294967295 dropped
-        lines = screen_lines(app)
+        lines = terminal_rows(app)
         row = next(ln for ln in lines if f" {hidden} " in ln)
         assert "not visible" in row
         assert "3072MiB" in row  # what NVML does know is still shown
         assert not any(re.search(r"\s4294967295\s", ln) for ln in lines)
         # the driver bug is said in words
         await wait_for(
-            pilot, lambda: "cannot be a real process" in screen_text(app), what="the note"
+            pilot, lambda: "cannot be a real process" in terminal_words(app), what="the note"
         )
         # k on the invisible row: refused with a notice, no kill dialog
         assert app.table.cursor_key == f"0:{hidden}"
         await pilot.press("k")
         await pilot.pause()
         assert app.screen is app.screen_stack[0]
-        await wait_for(pilot, lambda: "not visible" in screen_text(app).split("Enter Detail")[0])
+        await wait_for(pilot, lambda: "not visible" in terminal_words(app).split("Enter Detail")[0])
         assert any("cannot be signalled" in n.message for n in app._notifications)
 
 
-# --- row 9: hostile text ------------------------------------------------------------------
+# --- hostile text -------------------------------------------------------------------------
 
 HOSTILE_ARGV0 = "[red]x[/]"
 HOSTILE_ARGS = [
@@ -433,14 +426,14 @@ def hostile_child() -> Iterator[subprocess.Popen[bytes]]:
 
 def _assert_no_injected_style(app: GpuTopApp) -> None:
     """Markup never interpreted: segments carrying the literal tags have no link/blink."""
-    for strip in app.screen._compositor.render_strips():
+    for strip in terminal_strips(app):
         for seg in strip:
             if "[" in seg.text and seg.style is not None:
                 assert not seg.style.link and not seg.style.blink, (seg.text, seg.style)
 
 
 @pytest.mark.parametrize("size", [(200, 40), SMALL], ids=["wide", "compact"])
-async def test_row9_hostile_command_and_gpu_name_render_literally(
+async def test_hostile_command_and_gpu_name_render_literally(
     fake_nvml: FakeNvml, size: tuple[int, int]
 ) -> None:
     with hostile_child() as child:
@@ -469,7 +462,7 @@ async def test_row9_hostile_command_and_gpu_name_render_literally(
             assert re.search(r"[?\ufffd]+-not-utf8", command), command[:300]
             assert not any(0xD800 <= ord(c) <= 0xDFFF for c in command)
             assert len(command) <= 2048  # the 100 kB argument is cut
-            text = "\n".join(screen_lines(app))
+            text = "\n".join(terminal_rows(app))
             assert "[red]x[/]" in text  # on screen, literally
             gpu = _gpu_line(app, 0) if size == SMALL else text
             assert "[red]Evil[/]" in gpu
@@ -477,20 +470,20 @@ async def test_row9_hostile_command_and_gpu_name_render_literally(
                 assert "[link=http://x]y[/link]" in text and "[bold]B" in text
 
 
-async def test_row9_hostile_user_names_keep_the_columns_aligned() -> None:
+async def test_hostile_user_names_keep_the_columns_aligned() -> None:
     names = ["[i]eve[/]", "漢字漢字漢字漢字", "🚀🚀🚀🚀🚀🚀", "שלום\u202eעולם", "\x1b[31mred"]
     procs = [
-        fx.proc(2000 + i, user=name, command=f"{name} train.py 漢字 🚀 שלום")
+        fx.full_gpu_process(2000 + i, user=name, command=f"{name} train.py 漢字 🚀 שלום")
         for i, name in enumerate(names)
     ]
-    snap = fx.snapshot([fx.gpu(0, processes=procs, name="漢字 GPU 🚀 [b]x[/b]")])
+    snap = fx.full_snapshot([fx.full_gpu_sample(0, processes=procs, name="漢字 GPU 🚀 [b]x[/b]")])
     for size in ((200, 40), SMALL, (60, 20)):
         app = GpuTopApp(snapshots=[snap])
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
             assert_layout_intact(app)
             _assert_no_injected_style(app)
-            lines = screen_lines(app)
+            lines = terminal_rows(app)
             rows = [ln for ln in lines if re.match(r"\s*0\s+20\d\d\s", ln)]
             assert len(rows) == len(names), lines
             # the column after USER starts at the same cell on every row
@@ -507,7 +500,7 @@ async def test_row9_hostile_user_names_keep_the_columns_aligned() -> None:
                 assert "…" not in gpu_line  # and nothing after it is cut
 
 
-# --- row 10: scale --------------------------------------------------------------------------
+# --- scale ----------------------------------------------------------------------------------
 
 
 def live_snapshots(scenario: Scenario, fake: FakeNvml, n: int = 2) -> list[Snapshot]:
@@ -570,7 +563,7 @@ async def press_sort_keys(app: GpuTopApp, pilot: Pilot[int], n: int) -> None:
     [(16, 64, (200, 50)), (8, 8, SMALL)],
     ids=["16x64-200x50", "8x8-80x24"],
 )
-async def test_row10_scale_renders_and_a_key_redraws_only(
+async def test_many_gpus_render_and_a_sort_key_redraws_only(
     fake_nvml: FakeNvml,
     monkeypatch: pytest.MonkeyPatch,
     gpus: int,
@@ -587,7 +580,7 @@ async def test_row10_scale_renders_and_a_key_redraws_only(
         assert_layout_intact(app)
         assert len(app.gpu_panel.blocks) == gpus
         assert app.table.row_count == gpus * procs
-        lines = screen_lines(app)
+        lines = terminal_rows(app)
         assert any(re.match(r"^ ?0 H100", ln) for ln in lines)  # the first GPU is on screen
         frames, diagnoses = app.frames, len(app.verdict_seconds)
         builds = count_calls(monkeypatch, analysis_window, "build_jobs_reusing")
@@ -614,7 +607,7 @@ class _CountingProcesses(tuple[ProcessInfo, ...]):
         return super().__getitem__(index)
 
 
-async def test_row10_two_thousand_host_processes_are_read_a_bounded_number_of_times(
+async def test_two_thousand_host_processes_are_read_a_bounded_number_of_times(
     fake_nvml: FakeNvml,
 ) -> None:
     """Work counted, not timed: a frame with 2,000 host processes beside the 64 GPU ones
@@ -658,7 +651,7 @@ async def test_row10_two_thousand_host_processes_are_read_a_bounded_number_of_ti
         assert_layout_intact(app)
 
 
-async def test_row10_16x64_with_a_full_verdict_window_judges_the_new_snapshot_only(
+async def test_16x64_with_a_full_verdict_window_judges_the_new_snapshot_only(
     fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Work counted, not timed: with a full verdict window at 16x64, each new snapshot is
@@ -686,10 +679,10 @@ async def test_row10_16x64_with_a_full_verdict_window_judges_the_new_snapshot_on
         assert_layout_intact(app)
 
 
-# --- row 11: resize storms ----------------------------------------------------------------
+# --- resize storms ------------------------------------------------------------------------
 
 
-async def test_row11_resize_storm(fake_nvml: FakeNvml) -> None:
+async def test_a_resize_storm_keeps_the_layout_intact(fake_nvml: FakeNvml) -> None:
     from textual.events import Resize
     from textual.geometry import Size
 
@@ -710,7 +703,7 @@ async def test_row11_resize_storm(fake_nvml: FakeNvml) -> None:
         assert app.size == Size(120, 40)
         assert not app.too_small and not app.compact
         assert_layout_intact(app)
-        lines = screen_lines(app)
+        lines = terminal_rows(app)
         assert lines[0].startswith("gputop node-1")
         assert sorted(app.gpu_panel.blocks) == [0, 1, 2, 3]
         assert sum(1 for ln in lines if re.match(r"^ ?\d H100", ln)) == 4
@@ -719,19 +712,19 @@ async def test_row11_resize_storm(fake_nvml: FakeNvml) -> None:
         assert "READ/s" in header  # the wide table's columns
         await pilot.resize_terminal(40, 12)
         assert app.too_small
-        assert "terminal too small" in screen_text(app)
+        assert "terminal too small" in terminal_words(app)
         assert_layout_intact(app)
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert not app.too_small and app.compact
-        assert "terminal too small" not in screen_text(app)
+        assert "terminal too small" not in terminal_words(app)
         assert_layout_intact(app)
 
 
-# --- row 12: slow NVML ----------------------------------------------------------------------
+# --- slow NVML ------------------------------------------------------------------------------
 
 
-async def test_row12_slow_nvml_keeps_keys_responsive_and_says_stale(fake_nvml: FakeNvml) -> None:
+async def test_slow_nvml_keeps_keys_responsive_and_says_stale(fake_nvml: FakeNvml) -> None:
     """Keys are handled while a tick hangs in NVML: deterministic, not timed. The slow
     tick is held (after its 2 s NVML calls) until the keys were handled, and the keys
     must be handled while it is still held: a UI that waited for the tick would never
@@ -762,14 +755,14 @@ async def test_row12_slow_nvml_keeps_keys_responsive_and_says_stale(fake_nvml: F
             stuck = sampler.ticks
             await press_sort_keys(app, pilot, 4)
             assert sampler.ticks == stuck and sampler.stale  # all while the tick hung
-            await wait_for(pilot, lambda: "STALE" in screen_lines(app)[0], what="STALE shown")
+            await wait_for(pilot, lambda: "STALE" in terminal_rows(app)[0], what="STALE shown")
             assert_layout_intact(app)
         finally:
             source.snapshot = real  # type: ignore[method-assign]
             fake_nvml.write(fast)
             release.set()
         await wait_for(
-            pilot, lambda: "STALE" not in screen_lines(app)[0], timeout=30, what="STALE gone"
+            pilot, lambda: "STALE" not in terminal_rows(app)[0], timeout=30, what="STALE gone"
         )
 
 
@@ -800,7 +793,7 @@ async def test_readonly_k_says_signals_are_disabled_and_signals_nothing(
             await pilot.press("k")
             await pilot.pause()
             assert isinstance(app.screen, KillScreen)
-            text = screen_text(app)
+            text = terminal_words(app)
             assert "Signals are disabled" in text and "nothing will be signalled" in text
             await pilot.press("enter")
             await pilot.pause()
@@ -814,10 +807,10 @@ async def test_readonly_k_says_signals_are_disabled_and_signals_nothing(
         child.wait(10)
 
 
-# --- row 14: clean exit ---------------------------------------------------------------------
+# --- clean exit -----------------------------------------------------------------------------
 
 
-async def test_row14_q_returns_and_nvml_is_shut_down(
+async def test_q_returns_and_nvml_is_shut_down(
     fake_nvml: FakeNvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = tmp_path / "nvml.log"
@@ -835,7 +828,7 @@ async def test_row14_q_returns_and_nvml_is_shut_down(
 
 @pytest.mark.parametrize("path", ["message", "direct", "stale-timer"])
 @pytest.mark.parametrize("moment", ["shutdown-begins", "widgets-gone", "exit-called"])
-async def test_row14_nothing_is_applied_once_shutdown_begins(moment: str, path: str) -> None:
+async def test_nothing_is_applied_once_shutdown_begins(moment: str, path: str) -> None:
     """Deterministic: a snapshot (or the stale check) arrives at an exact moment of the
     teardown, by each path that applies one: the sampler's message handler, a direct
     ``apply_snapshot`` call, and the once-a-second stale timer.
@@ -846,8 +839,8 @@ async def test_row14_nothing_is_applied_once_shutdown_begins(moment: str, path: 
     '#header', exit status 1: about 1 run in 4 under load)."""
     from gputop.ui.app import FrameArrived
 
-    first = fx.fleet(2)
-    second = fx.fleet(2, time=first.time + 1)
+    first = fx.multi_gpu_snapshot(2)
+    second = fx.multi_gpu_snapshot(2, time=first.time + 1)
     app = GpuTopApp(snapshots=[first])
     fed: list[str] = []
 
@@ -886,7 +879,7 @@ async def test_row14_nothing_is_applied_once_shutdown_begins(moment: str, path: 
         assert app.stale  # the check did not run
 
 
-def test_row14_snapshots_arriving_during_shutdown_are_dropped(fake_nvml: FakeNvml) -> None:
+def test_snapshots_arriving_during_shutdown_are_dropped(fake_nvml: FakeNvml) -> None:
     """A snapshot handled while the app tears down must not touch removed widgets (it
     raised NoMatches / ScreenStackError and made the exit status 1 in about half the runs).
     Each run in a fresh event loop, as a real start of gputop."""
@@ -925,7 +918,7 @@ def _wait_path(path: Path, timeout: float) -> None:
         "sighup",
     ],
 )
-def test_row14_gputop_in_tmux_exits_cleanly_and_shuts_nvml_down(
+def test_gputop_in_tmux_exits_cleanly_and_shuts_nvml_down(
     fake_nvml_env: Callable[..., dict[str, str]], tmp_path: Path, how: str
 ) -> None:
     import shlex

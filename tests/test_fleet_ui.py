@@ -1,4 +1,4 @@
-"""The fleet screen in Pilot, fed by demo host views (tests/fleet_fixtures.py)."""
+"""The fleet screen in Pilot, fed by demo host views (tests/helpers/fleet.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from gputop.ui.fleet import FleetApp, shown_names
 from gputop.ui.lines import PartsLines
-from tests.fleet_fixtures import demo_fleet
+from tests.helpers.fleet import demo_fleet
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 

@@ -6,7 +6,7 @@ import json
 
 from gputop.analysis.jobs import Job, build_jobs, is_never_root, job_to_dict
 from gputop.model import GpuProcess, ProcessInfo, Verdict, replace
-from tests.analysis_fixtures import T0, GiB, gproc, gpu, proc, snapshot
+from tests.builders import T0, GiB, gpu_process, gpu_sample, process_info, snapshot
 
 
 def _one(jobs: tuple[Job, ...]) -> Job:
@@ -16,22 +16,26 @@ def _one(jobs: tuple[Job, ...]) -> Job:
 
 def _torchrun(with_launcher: bool = True) -> list[ProcessInfo]:
     rows = [
-        proc(5, 1, user="root", name="sshd"),
-        proc(10, 5, name="bash", command="-bash"),
-        proc(20, 10, name="torchrun", command="torchrun --nproc-per-node 4 train.py", cpu=2.0),
+        process_info(5, 1, user="root", name="sshd"),
+        process_info(10, 5, name="bash", command="-bash"),
+        process_info(
+            20, 10, name="torchrun", command="torchrun --nproc-per-node 4 train.py", cpu=2.0
+        ),
     ]
     if not with_launcher:
         rows = []
     for r in range(4):
         rank = 21 + r
-        rows.append(proc(rank, 20, command="python -u train.py", cpu=100.0 + r))
+        rows.append(process_info(rank, 20, command="python -u train.py", cpu=100.0 + r))
         for w in range(2):
-            rows.append(proc(100 + 10 * r + w, rank, command="python -u train.py", cpu=90.0))
+            rows.append(
+                process_info(100 + 10 * r + w, rank, command="python -u train.py", cpu=90.0)
+            )
     return rows
 
 
 def _torchrun_snapshot(with_launcher: bool = True, time: float = T0) -> object:
-    gpus = [gpu(r, 80.0 + r, [gproc(21 + r, mem=10 * GiB, sm=70.0)]) for r in range(4)]
+    gpus = [gpu_sample(r, 80.0 + r, [gpu_process(21 + r, mem=10 * GiB, sm=70.0)]) for r in range(4)]
     return snapshot(time, gpus, _torchrun(with_launcher))
 
 
@@ -74,11 +78,11 @@ def test_job_id_is_stable_across_ticks() -> None:
 
 def test_shell_parent_is_not_the_root() -> None:
     rows = [
-        proc(10, 1, name="bash"),
-        proc(11, 10, command="python train.py"),
-        proc(12, 11, command="python train.py"),
+        process_info(10, 1, name="bash"),
+        process_info(11, 10, command="python train.py"),
+        process_info(12, 11, command="python train.py"),
     ]
-    job = _one(build_jobs(snapshot(T0, [gpu(0, 50, [gproc(11)])], rows)))
+    job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 50, [gpu_process(11)])], rows)))
     assert job.root_pid == 11
     assert job.command == "python train.py"
     assert job.pids == (11, 12)
@@ -87,17 +91,17 @@ def test_shell_parent_is_not_the_root() -> None:
 
 def test_tmux_and_sshd_chain_stop_the_climb() -> None:
     rows = [
-        proc(2, 1, user="root", name="sshd", command="sshd: /usr/sbin/sshd -D"),
-        proc(3, 2, user="root", name="sshd-session"),
-        proc(4, 3, name="sshd-session", command="sshd: alice@pts/0"),
-        proc(5, 4, name="-bash"),
-        proc(6, 5, name="tmux: client"),
-        proc(30, 1, name="tmux: server", command="tmux new -s train"),
-        proc(31, 30, name="zsh"),
-        proc(32, 31, command="python train.py"),
-        proc(33, 32, command="python train.py"),
+        process_info(2, 1, user="root", name="sshd", command="sshd: /usr/sbin/sshd -D"),
+        process_info(3, 2, user="root", name="sshd-session"),
+        process_info(4, 3, name="sshd-session", command="sshd: alice@pts/0"),
+        process_info(5, 4, name="-bash"),
+        process_info(6, 5, name="tmux: client"),
+        process_info(30, 1, name="tmux: server", command="tmux new -s train"),
+        process_info(31, 30, name="zsh"),
+        process_info(32, 31, command="python train.py"),
+        process_info(33, 32, command="python train.py"),
     ]
-    job = _one(build_jobs(snapshot(T0, [gpu(0, 50, [gproc(32)])], rows)))
+    job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 50, [gpu_process(32)])], rows)))
     assert job.root_pid == 32
     assert job.pids == (32, 33)
 
@@ -105,11 +109,11 @@ def test_tmux_and_sshd_chain_stop_the_climb() -> None:
 def test_a_plain_launcher_parent_is_the_root() -> None:
     # make -> python: make is neither a shell nor a session process: it is what was launched
     rows = [
-        proc(10, 1, name="bash"),
-        proc(11, 10, name="make", command="make train"),
-        proc(12, 11, command="python train.py"),
+        process_info(10, 1, name="bash"),
+        process_info(11, 10, name="make", command="make train"),
+        process_info(12, 11, command="python train.py"),
     ]
-    job = _one(build_jobs(snapshot(T0, [gpu(0, 50, [gproc(12)])], rows)))
+    job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 50, [gpu_process(12)])], rows)))
     assert job.root_pid == 11
     assert job.command == "make train"
     assert job.workers == 0
@@ -118,15 +122,15 @@ def test_a_plain_launcher_parent_is_the_root() -> None:
 def test_two_users_never_merge() -> None:
     rows = [
         # alice's launcher starts a process that runs as bob (setuid helper, sudo -u ...)
-        proc(40, 1, user="alice", command="python launch.py"),
-        proc(41, 40, user="bob", command="python train.py"),
-        proc(42, 41, user="bob", command="python train.py", cpu=50.0),
-        proc(43, 41, user="carol", command="helper", cpu=70.0),  # another user below bob's
+        process_info(40, 1, user="alice", command="python launch.py"),
+        process_info(41, 40, user="bob", command="python train.py"),
+        process_info(42, 41, user="bob", command="python train.py", cpu=50.0),
+        process_info(43, 41, user="carol", command="helper", cpu=70.0),  # another user below bob's
         # two separate users' jobs on the same GPU
-        proc(50, 1, user="alice", command="python a.py"),
-        proc(60, 1, user="dave", command="python d.py"),
+        process_info(50, 1, user="alice", command="python a.py"),
+        process_info(60, 1, user="dave", command="python d.py"),
     ]
-    g = gpu(0, 90, [gproc(41), gproc(50), gproc(60)])
+    g = gpu_sample(0, 90, [gpu_process(41), gpu_process(50), gpu_process(60)])
     jobs = build_jobs(snapshot(T0, [g], rows))
     by_root = {j.root_pid: j for j in jobs}
     assert set(by_root) == {41, 50, 60}
@@ -140,16 +144,24 @@ def test_two_users_never_merge() -> None:
 
 
 def test_unknown_parent_user_stops_the_climb() -> None:
-    rows = [proc(40, 1, user=None, command="launcher"), proc(41, 40, command="python t.py")]
-    assert _one(build_jobs(snapshot(T0, [gpu(0, 50, [gproc(41)])], rows))).root_pid == 41
+    rows = [
+        process_info(40, 1, user=None, command="launcher"),
+        process_info(41, 40, command="python t.py"),
+    ]
+    assert (
+        _one(build_jobs(snapshot(T0, [gpu_sample(0, 50, [gpu_process(41)])], rows))).root_pid == 41
+    )
 
 
 def test_lightning_ddp_rank0_is_the_root() -> None:
-    rows = [proc(10, 1, name="bash"), proc(60, 10, command="python train.py", cpu=100.0)]
-    rows += [proc(60 + r, 60, command="python train.py", cpu=100.0) for r in (1, 2, 3)]
+    rows = [
+        process_info(10, 1, name="bash"),
+        process_info(60, 10, command="python train.py", cpu=100.0),
+    ]
+    rows += [process_info(60 + r, 60, command="python train.py", cpu=100.0) for r in (1, 2, 3)]
     for rank in (60, 61, 62, 63):
-        rows += [proc(1000 + 10 * (rank - 60) + w, rank, cpu=5.0) for w in range(3)]
-    gpus = [gpu(r, 90, [gproc(60 + r)]) for r in range(4)]
+        rows += [process_info(1000 + 10 * (rank - 60) + w, rank, cpu=5.0) for w in range(3)]
+    gpus = [gpu_sample(r, 90, [gpu_process(60 + r)]) for r in range(4)]
     job = _one(build_jobs(snapshot(T0, gpus, rows)))
     assert job.root_pid == 60
     assert job.gpus == (0, 1, 2, 3)
@@ -160,8 +172,8 @@ def test_lightning_ddp_rank0_is_the_root() -> None:
 
 
 def test_gpu_process_with_unknown_ancestors_is_its_own_root() -> None:
-    rows = [proc(70, 999, command="python train.py"), proc(71, 70)]
-    job = _one(build_jobs(snapshot(T0, [gpu(0, 50, [gproc(70)])], rows)))
+    rows = [process_info(70, 999, command="python train.py"), process_info(71, 70)]
+    job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 50, [gpu_process(70)])], rows)))
     assert job.root_pid == 70
     assert job.pids == (70, 71)
     assert job.workers == 1
@@ -169,8 +181,8 @@ def test_gpu_process_with_unknown_ancestors_is_its_own_root() -> None:
 
 def test_invisible_pid_is_its_own_job_with_unknown_user() -> None:
     host = ProcessInfo(pid=80, visible=False)
-    g = gpu(0, 50, [replace(gproc(80, mem=3 * GiB), host=host), gproc(81)])
-    rows = [host, proc(81, 1, command="python mine.py", cpu=12.0)]
+    g = gpu_sample(0, 50, [replace(gpu_process(80, mem=3 * GiB), host=host), gpu_process(81)])
+    rows = [host, process_info(81, 1, command="python mine.py", cpu=12.0)]
     jobs = build_jobs(snapshot(T0, [g], rows))
     by_root = {j.root_pid: j for j in jobs}
     hidden = by_root[80]
@@ -184,7 +196,7 @@ def test_invisible_pid_is_its_own_job_with_unknown_user() -> None:
 
 
 def test_gpu_process_the_host_knows_nothing_about() -> None:
-    job = _one(build_jobs(snapshot(T0, [gpu(0, 50, [gproc(90)])], [])))
+    job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 50, [gpu_process(90)])], [])))
     assert job.root_pid == 90
     assert job.visible is None
     assert job.user is None
@@ -192,8 +204,8 @@ def test_gpu_process_the_host_knows_nothing_about() -> None:
 
 
 def test_host_info_on_the_gpu_process_is_used_when_processes_lacks_it() -> None:
-    info = proc(91, 1, command="python t.py", cpu=33.0)
-    g = gpu(0, 50, [GpuProcess(pid=91, gpu_memory=GiB, host=info)])
+    info = process_info(91, 1, command="python t.py", cpu=33.0)
+    g = gpu_sample(0, 50, [GpuProcess(pid=91, gpu_memory=GiB, host=info)])
     job = _one(build_jobs(snapshot(T0, [g], [])))
     assert job.user == "alice"
     assert job.cpu_percent == 33.0
@@ -201,11 +213,11 @@ def test_host_info_on_the_gpu_process_is_used_when_processes_lacks_it() -> None:
 
 def test_none_aware_sums() -> None:
     rows = [
-        proc(100, 1, cpu=None, rss=None, read=None),
-        proc(101, 100, cpu=40.0, rss=None, read=None),
-        proc(102, 100, cpu=None, rss=None, read=None),
+        process_info(100, 1, cpu=None, rss=None, read=None),
+        process_info(101, 100, cpu=40.0, rss=None, read=None),
+        process_info(102, 100, cpu=None, rss=None, read=None),
     ]
-    g = gpu(0, 50, [GpuProcess(pid=100, gpu_memory=None, sm_percent=None)])
+    g = gpu_sample(0, 50, [GpuProcess(pid=100, gpu_memory=None, sm_percent=None)])
     job = _one(build_jobs(snapshot(T0, [g], rows)))
     assert job.cpu_percent == 40.0  # partial: the known ones
     assert job.main_cpu_percent is None  # the only GPU process's CPU is unknown
@@ -215,12 +227,12 @@ def test_none_aware_sums() -> None:
 
 def test_disk_sleep_zombies_and_reads() -> None:
     rows = [
-        proc(100, 1, status="running", read=1e6),
-        proc(101, 100, status="disk-sleep", read=5e6),
-        proc(102, 100, status="disk-sleep", read=None),
-        proc(103, 100, status="zombie", cpu=None, read=None),
+        process_info(100, 1, status="running", read=1e6),
+        process_info(101, 100, status="disk-sleep", read=5e6),
+        process_info(102, 100, status="disk-sleep", read=None),
+        process_info(103, 100, status="zombie", cpu=None, read=None),
     ]
-    job = _one(build_jobs(snapshot(T0, [gpu(0, 50, [gproc(100)])], rows)))
+    job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 50, [gpu_process(100)])], rows)))
     assert job.disk_sleep == 2
     assert job.read_bytes_per_s == 6e6
     assert job.workers == 2  # the zombie is a member, not a worker
@@ -228,8 +240,11 @@ def test_disk_sleep_zombies_and_reads() -> None:
 
 
 def test_one_process_on_two_gpus_counts_once() -> None:
-    rows = [proc(100, 1, cpu=80.0)]
-    gpus = [gpu(0, 40, [gproc(100, mem=GiB)]), gpu(1, 60, [gproc(100, mem=2 * GiB)])]
+    rows = [process_info(100, 1, cpu=80.0)]
+    gpus = [
+        gpu_sample(0, 40, [gpu_process(100, mem=GiB)]),
+        gpu_sample(1, 60, [gpu_process(100, mem=2 * GiB)]),
+    ]
     job = _one(build_jobs(snapshot(T0, gpus, rows)))
     assert job.gpus == (0, 1)
     assert job.gpu_pids == ((0, 100), (1, 100))
@@ -242,39 +257,45 @@ def test_one_process_on_two_gpus_counts_once() -> None:
 
 def test_jupyter_kernels_under_one_server_are_separate_jobs() -> None:
     rows = [
-        proc(10, 1, name="bash"),
-        proc(20, 10, command="/usr/bin/python3 /usr/local/bin/jupyter-lab"),
-        proc(21, 20, command="python -m ipykernel_launcher -f /run/kernel-1.json"),
-        proc(22, 20, command="python -m ipykernel_launcher -f /run/kernel-2.json"),
+        process_info(10, 1, name="bash"),
+        process_info(20, 10, command="/usr/bin/python3 /usr/local/bin/jupyter-lab"),
+        process_info(21, 20, command="python -m ipykernel_launcher -f /run/kernel-1.json"),
+        process_info(22, 20, command="python -m ipykernel_launcher -f /run/kernel-2.json"),
     ]
-    gpus = [gpu(0, 10, [gproc(21)]), gpu(1, 10, [gproc(22)])]
+    gpus = [gpu_sample(0, 10, [gpu_process(21)]), gpu_sample(1, 10, [gpu_process(22)])]
     assert [j.root_pid for j in build_jobs(snapshot(T0, gpus, rows))] == [21, 22]
 
 
 def test_sudo_and_containers_are_never_roots() -> None:
     rows = [
-        proc(5, 1, user="root", name="containerd-shim-runc-v2"),
-        proc(6, 5, user="root", name="tini", command="/usr/bin/tini -- sudo python t.py"),
-        proc(7, 6, user="root", name="sudo", command="sudo python t.py"),
-        proc(8, 7, user="root", command="python t.py"),
+        process_info(5, 1, user="root", name="containerd-shim-runc-v2"),
+        process_info(6, 5, user="root", name="tini", command="/usr/bin/tini -- sudo python t.py"),
+        process_info(7, 6, user="root", name="sudo", command="sudo python t.py"),
+        process_info(8, 7, user="root", command="python t.py"),
     ]
-    job = _one(build_jobs(snapshot(T0, [gpu(0, 50, [gproc(8)])], rows)))
+    job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 50, [gpu_process(8)])], rows)))
     assert job.root_pid == 8
     for name in ("-bash", "tmux: server", "/usr/sbin/sshd", "systemd", "dumb-init", "nohup"):
-        assert is_never_root(proc(1, 0, name=name)), name
-    assert not is_never_root(proc(1, 0, name="torchrun"))
-    assert not is_never_root(proc(1, 0, name="python3"))
+        assert is_never_root(process_info(1, 0, name=name)), name
+    assert not is_never_root(process_info(1, 0, name="torchrun"))
+    assert not is_never_root(process_info(1, 0, name="python3"))
 
 
 def test_invalid_pids_and_lost_gpus_are_skipped() -> None:
-    gpus = [gpu(0, 50, [gproc(0), gproc(2**32 - 1), gproc(100)]), gpu(1, lost=True)]
-    job = _one(build_jobs(snapshot(T0, gpus, [proc(100)])))
+    gpus = [
+        gpu_sample(0, 50, [gpu_process(0), gpu_process(2**32 - 1), gpu_process(100)]),
+        gpu_sample(1, lost=True),
+    ]
+    job = _one(build_jobs(snapshot(T0, gpus, [process_info(100)])))
     assert job.root_pid == 100
 
 
 def test_jobs_sorted_by_first_gpu_then_root_pid() -> None:
-    rows = [proc(300), proc(200), proc(100)]
-    gpus = [gpu(0, 1, [gproc(300), gproc(200)]), gpu(1, 1, [gproc(100)])]
+    rows = [process_info(300), process_info(200), process_info(100)]
+    gpus = [
+        gpu_sample(0, 1, [gpu_process(300), gpu_process(200)]),
+        gpu_sample(1, 1, [gpu_process(100)]),
+    ]
     assert [j.root_pid for j in build_jobs(snapshot(T0, gpus, rows))] == [200, 300, 100]
 
 

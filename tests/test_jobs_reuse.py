@@ -19,8 +19,15 @@ import pytest
 
 from gputop.analysis.jobs import Job, JobStructure, build_jobs, build_jobs_reusing, process_index
 from gputop.model import GpuProcess, ProcessInfo, Snapshot, replace
-from tests.analysis_fixtures import T0, GiB, gproc, gpu, proc, snapshot
-from tests.test_analysis_speed import fleet
+from tests.builders import (
+    T0,
+    GiB,
+    busy_node_snapshots,
+    gpu_process,
+    gpu_sample,
+    process_info,
+    snapshot,
+)
 from tests.verdict_scenarios import SCENARIOS
 
 
@@ -56,7 +63,9 @@ def test_every_tick_of_the_verdict_scenarios(name: str) -> None:
 )
 def test_busy_fleets_reuse_every_tick(gpus: int, procs: int, workers: int, ranks: int) -> None:
     """Every value moves every tick, the structure never: built once, then reused."""
-    snaps = itertools.islice(fleet(gpus, procs, workers=workers, ranks=ranks, seed=3), 40)
+    snaps = itertools.islice(
+        busy_node_snapshots(gpus, procs, workers=workers, ranks=ranks, seed=3), 40
+    )
     assert _check(snaps) == (39, 0)
 
 
@@ -175,7 +184,9 @@ def _random_change(first: Snapshot, rng: random.Random) -> Change:
     if kind == 19:  # a new child process (a worker of someone, or of nobody known)
         new_pid = 700_000 + rng.randrange(1000)
         user = rng.choice(("alice", "bob", None))
-        row = proc(new_pid, rng.choice((other, 999_999)), user=user, name="pt_data_worker", cpu=5.0)
+        row = process_info(
+            new_pid, rng.choice((other, 999_999)), user=user, name="pt_data_worker", cpu=5.0
+        )
         return lambda s: replace(s, processes=(*s.processes, row))
     if kind == 20:  # the rows in another order (same structure, another index order)
         return lambda s: replace(s, processes=s.processes[::-1])
@@ -238,7 +249,7 @@ def _changing(snaps: Iterator[Snapshot], seed: int, ticks: int) -> Iterator[Snap
 def test_random_structural_changes(seed: int) -> None:
     shapes = [(3, 4, 2, 1), (4, 4, 1, 2), (2, 6, 3, 3)][seed % 3]
     gpus, procs, workers, ranks = shapes
-    snaps = fleet(gpus, procs, workers=workers, ranks=ranks, seed=seed)
+    snaps = busy_node_snapshots(gpus, procs, workers=workers, ranks=ranks, seed=seed)
     reused, rebuilt = _check(_changing(snaps, seed, 1000))
     assert reused > 100 and rebuilt > 40, (reused, rebuilt)
 
@@ -249,16 +260,19 @@ def test_random_structural_changes(seed: int) -> None:
 def _tree(**changes: object) -> Snapshot:
     """A launcher (pid 20) under a shell, two ranks on GPUs 0 and 1, two workers each."""
     rows = [
-        proc(10, 5, name="bash", command="-bash"),
-        proc(20, 10, name="torchrun", command="torchrun train.py"),
-        proc(21, 20, command="python train.py"),
-        proc(22, 20, command="python train.py"),
-        proc(31, 21, name="pt_data_worker"),
-        proc(32, 21, name="pt_data_worker"),
-        proc(41, 22, name="pt_data_worker"),
-        proc(42, 22, name="pt_data_worker"),
+        process_info(10, 5, name="bash", command="-bash"),
+        process_info(20, 10, name="torchrun", command="torchrun train.py"),
+        process_info(21, 20, command="python train.py"),
+        process_info(22, 20, command="python train.py"),
+        process_info(31, 21, name="pt_data_worker"),
+        process_info(32, 21, name="pt_data_worker"),
+        process_info(41, 22, name="pt_data_worker"),
+        process_info(42, 22, name="pt_data_worker"),
     ]
-    gpus = [gpu(0, 90.0, [gproc(21, sm=50.0)]), gpu(1, 80.0, [gproc(22, sm=40.0)])]
+    gpus = [
+        gpu_sample(0, 90.0, [gpu_process(21, sm=50.0)]),
+        gpu_sample(1, 80.0, [gpu_process(22, sm=40.0)]),
+    ]
     snap = snapshot(T0, gpus, rows)
     for field_pid, value in changes.items():  # "user_41": the user of pid 41
         field, pid = field_pid.rsplit("_", 1)
@@ -347,7 +361,7 @@ def test_a_host_row_that_moves_or_names_another_pid_builds_the_structure_again()
     """GPU processes without a row in ``Snapshot.processes`` are known by their own host
     row. The host row moves to the other GPU process (the rows are the same, the pids they
     are indexed under are not), or names another pid than its GPU process's."""
-    row = proc(50, 1, command="python train.py")
+    row = process_info(50, 1, command="python train.py")
 
     def snap(host_at: int, host_pid: int) -> Snapshot:
         procs = [
@@ -356,7 +370,7 @@ def test_a_host_row_that_moves_or_names_another_pid_builds_the_structure_again()
             else GpuProcess(pid=21 + i, gpu_memory=GiB)
             for i in range(2)
         ]
-        return snapshot(T0, [gpu(0, 50.0, procs)], [])
+        return snapshot(T0, [gpu_sample(0, 50.0, procs)], [])
 
     for before, after in [(snap(0, 21), snap(1, 21)), (snap(0, 21), snap(0, 50))]:
         _, structure = build_jobs_reusing(before, None)

@@ -27,7 +27,7 @@ from gputop.model import (
 from gputop.sources.bounds import BOUNDS, check_gpu
 from gputop.ui import gpu_view as gv
 from gputop.ui.parts import plain
-from tests import ui_fixtures as fx
+from tests import builders as fx
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 BEGIN = "<!-- BEGIN generated: gpu-metrics -->\n"
@@ -44,7 +44,7 @@ def test_the_docs_table_is_the_generated_one() -> None:
 
 
 def test_every_row_names_a_field_of_the_sample_and_of_its_json() -> None:
-    sample = fx.gpu(0)
+    sample = fx.full_gpu_sample(0)
     document = Snapshot(0.0, "h", DriverInfo(True), gpus=(sample,)).to_dict()["gpus"][0]
     assert len(GPU_METRIC) == len(GPU_METRICS)  # one row per field
     for m in GPU_METRICS:
@@ -63,13 +63,13 @@ def test_the_bounds_are_the_tables() -> None:
             continue
         low, high = m.bounds
         head, _, tail = m.field.rpartition(".")
-        part = getattr(fx.gpu(0), head) if head else None
+        part = getattr(fx.full_gpu_sample(0), head) if head else None
         bad = high + 1
         if part is None:
-            sample = dataclasses.replace(fx.gpu(0), **{tail: bad})
+            sample = dataclasses.replace(fx.full_gpu_sample(0), **{tail: bad})
         else:
             sample = dataclasses.replace(
-                fx.gpu(0), **{head: dataclasses.replace(part, **{tail: bad})}
+                fx.full_gpu_sample(0), **{head: dataclasses.replace(part, **{tail: bad})}
             )
         checked, errors = check_gpu(sample)
         assert m.of(checked) is None, m.field
@@ -89,7 +89,7 @@ def test_every_gauge_of_the_table_is_exported_as_declared() -> None:
 
 def test_a_labelled_metric_stands_on_its_own_in_the_panel_and_in_once() -> None:
     assert LABELLED_METRICS  # the rule below is about something real
-    g = dataclasses.replace(fx.gpu(0), fan_percent=30.0)
+    g = dataclasses.replace(fx.full_gpu_sample(0), fan_percent=30.0)
     panel = plain(gv.gpu_view(g, compact=False, bar_width=10).lines[1])
     once = textout.render_text(Snapshot(0.0, "h", DriverInfo(True), gpus=(g,)))
     for m in LABELLED_METRICS:
@@ -101,7 +101,9 @@ def test_a_labelled_metric_stands_on_its_own_in_the_panel_and_in_once() -> None:
 def test_the_wide_line_width_is_measured_on_the_line() -> None:
     for bar in (0, 6, 13, 20):
         for slot in (0, gv.VERDICT_WIDTH, gv.LONG_VERDICT_WIDTH):
-            line = gv.gpu_view(fx.gpu(3), compact=False, bar_width=bar, verdict_width=slot)
+            line = gv.gpu_view(
+                fx.full_gpu_sample(3), compact=False, bar_width=bar, verdict_width=slot
+            )
             assert gv.wide_line_width(bar, slot) == len(plain(line.lines[0]))
     for width in range(100, 300, 7):
         bar = gv.bar_width_for(width, False)

@@ -13,7 +13,7 @@ from gputop.model import DriverInfo, Snapshot, UnlistedHolder, replace
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_bindings
 from gputop.ui.gpu_panel import GpuBlock, GpuLines
-from tests import ui_fixtures as fx
+from tests import builders as fx
 
 WIDE = (200, 50)
 SMALL = (80, 24)
@@ -59,7 +59,7 @@ def row_texts(app: GpuTopApp, key: str) -> list[str]:
 
 
 async def test_q_quits() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(2)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)])
     async with app.run_test(size=SMALL) as pilot:
         await pilot.press("q")
         await pilot.pause()
@@ -68,7 +68,7 @@ async def test_q_quits() -> None:
 
 
 async def test_first_frame_shows_gpus_host_and_processes() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(3)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)])
     async with app.run_test(size=WIDE):
         assert sorted(app.gpu_panel.blocks) == [0, 1, 2]
         assert "H100 80GB HBM3" in app.gpu_panel.blocks[0].text
@@ -79,7 +79,7 @@ async def test_first_frame_shows_gpus_host_and_processes() -> None:
 
 
 async def test_digit_shows_one_gpu_and_a_restores_the_cli_filter() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(4)], gpu_filter=["0", "2"])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(4)], gpu_filter=["0", "2"])
     async with app.run_test(size=WIDE) as pilot:
         assert sorted(app.gpu_panel.blocks) == [0, 2]
         assert {p // 10 for p in table_pids(app)} == {100, 102}
@@ -94,10 +94,10 @@ async def test_digit_shows_one_gpu_and_a_restores_the_cli_filter() -> None:
 
 
 async def test_a_gpu_filter_of_uuids_resolves_as_the_cli_does() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(4)], gpu_filter=["GPU-00000002", "3"])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(4)], gpu_filter=["GPU-00000002", "3"])
     async with app.run_test(size=WIDE):
         assert sorted(app.gpu_panel.blocks) == [2, 3]
-    app = GpuTopApp(snapshots=[fx.fleet(4)], gpu_filter=["7"])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(4)], gpu_filter=["7"])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         assert sorted(app.gpu_panel.blocks) == [0, 1, 2, 3]  # unknown: every GPU, said
@@ -105,12 +105,12 @@ async def test_a_gpu_filter_of_uuids_resolves_as_the_cli_does() -> None:
 
 
 async def test_a_shows_all_gpus_without_cli_filter() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(3)], gpu_filter=frozenset({1}))
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)], gpu_filter=frozenset({1}))
     async with app.run_test(size=WIDE) as pilot:
         assert sorted(app.gpu_panel.blocks) == [1]
         await pilot.press("0")
         assert sorted(app.gpu_panel.blocks) == [0]
-    app = GpuTopApp(snapshots=[fx.fleet(3)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("1", "a")
         assert sorted(app.gpu_panel.blocks) == [0, 1, 2]
@@ -122,7 +122,7 @@ async def test_keys_typed_right_after_slash_go_to_the_filter() -> None:
     paste, a loaded machine: a tmux test saw "/x" lose its x): they go to the filter."""
     from textual import events
 
-    app = GpuTopApp(snapshots=[fx.fleet(3)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         for key, char in (("slash", "/"), ("v", "v"), ("1", "1")):
@@ -135,7 +135,7 @@ async def test_keys_typed_right_after_slash_go_to_the_filter() -> None:
 
 
 async def test_slash_filters_and_escape_clears() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(3)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)])
     async with app.run_test(size=WIDE) as pilot:
         box = app.query_one("#filter", Input)
         assert not box.display
@@ -158,7 +158,7 @@ async def test_slash_filters_and_escape_clears() -> None:
 
 
 async def test_sort_cycles_and_reverses() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(3)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)])
     async with app.run_test(size=WIDE) as pilot:
         assert app.sort_key == "gpu"
         await pilot.press("s")
@@ -174,7 +174,7 @@ async def test_sort_cycles_and_reverses() -> None:
 
 
 async def test_sort_key_skips_columns_the_compact_table_hides() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(2)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)])
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.compact
         shown = {c.key for c in views.visible_columns(compact=True)}
@@ -187,7 +187,7 @@ async def test_sort_key_skips_columns_the_compact_table_hides() -> None:
 
 
 async def test_clicking_a_header_sorts_and_again_reverses() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(3)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)])
     async with app.run_test(size=WIDE) as pilot:
         widths = views.column_widths(WIDE[0] - 1, compact=False)
         x = widths["tag"] + widths["gpu"] + 1 + widths["pid"] + 1 + 3  # inside USER
@@ -201,7 +201,7 @@ async def test_clicking_a_header_sorts_and_again_reverses() -> None:
 
 
 async def test_clicking_a_row_selects_it() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(3)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.click("#procs", offset=(20, header_y(app) + 3))
         assert app.table.cursor_row == 2
@@ -209,14 +209,14 @@ async def test_clicking_a_row_selects_it() -> None:
 
 
 async def test_pause_holds_snapshots_back() -> None:
-    sampler = FakeSampler([fx.fleet(2)])
+    sampler = FakeSampler([fx.multi_gpu_snapshot(2)])
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE) as pilot:
         assert sampler.on_snapshot is not None
         await pilot.press("p")
         assert app.paused and sampler.paused
         assert "PAUSED" in app.header.text
-        newer = fx.fleet(3, time=fx.T0 + 1)
+        newer = fx.multi_gpu_snapshot(3, time=fx.FULL_T0 + 1)
         assert app.apply_snapshot(newer, (newer,)) is False
         assert app.pending and sorted(app.gpu_panel.blocks) == [0, 1]
         await pilot.press("s")  # keys still act on what is shown
@@ -228,7 +228,7 @@ async def test_pause_holds_snapshots_back() -> None:
 
 
 async def test_plus_minus_change_the_interval_within_bounds() -> None:
-    sampler = FakeSampler([fx.fleet(1)])
+    sampler = FakeSampler([fx.multi_gpu_snapshot(1)])
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("plus")
@@ -243,7 +243,7 @@ async def test_plus_minus_change_the_interval_within_bounds() -> None:
 
 
 async def test_space_tags_and_untags_rows() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(2)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("space")
         assert app.tagged == {"0:1000"}
@@ -289,7 +289,7 @@ async def test_resize_compact_too_small_and_back() -> None:
 
 
 async def test_cursor_stays_on_the_same_process_when_rows_reorder() -> None:
-    first = fx.fleet(3)
+    first = fx.multi_gpu_snapshot(3)
     app = GpuTopApp(snapshots=[first])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("s", "s", "s", "s", "s")  # cpu
@@ -306,7 +306,7 @@ async def test_cursor_stays_on_the_same_process_when_rows_reorder() -> None:
                 assert p.host is not None
                 procs.append(replace(p, host=replace(p.host, cpu_percent=10_000.0 - p.pid)))
             gpus.append(replace(g, processes=tuple(procs)))
-        second = replace(first, gpus=tuple(gpus), time=fx.T0 + 1)
+        second = replace(first, gpus=tuple(gpus), time=fx.FULL_T0 + 1)
         app.apply_snapshot(second, (first, second))
         await pilot.pause()
         assert app.table.last_update == "reorder"  # the same rows moved, not rebuilt
@@ -320,7 +320,7 @@ async def test_cursor_stays_on_the_same_process_when_rows_reorder() -> None:
 
 
 async def test_table_diffing_skips_updates_cells_or_rebuilds() -> None:
-    first = fx.fleet(4)
+    first = fx.multi_gpu_snapshot(4)
     app = GpuTopApp(snapshots=[first])
     async with app.run_test(size=WIDE):
         app.apply_snapshot(replace(first, time=first.time), (first,))
@@ -332,18 +332,18 @@ async def test_table_diffing_skips_updates_cells_or_rebuilds() -> None:
         app.apply_snapshot(second, (first, second))
         assert app.table.last_update == "cells"
         assert row_texts(app, "0:1000")[views.SORT_KEYS.index("sm") + 2].strip() == "1%"
-        app.apply_snapshot(fx.fleet(2), None)
+        app.apply_snapshot(fx.multi_gpu_snapshot(2), None)
         assert app.table.last_update == "rebuild"
 
 
 async def test_markup_and_escape_sequences_in_untrusted_text_show_literally() -> None:
     evil_cmd = "python [bold red]x[/] \x1b[31mred\x1b[0m [link=http://e]y[/link]"
-    g = fx.gpu(
+    g = fx.full_gpu_sample(
         0,
         name="[blink]Evil[/] GPU",
-        processes=[fx.proc(4242, command=evil_cmd, user="[i]eve[/]")],
+        processes=[fx.full_gpu_process(4242, command=evil_cmd, user="[i]eve[/]")],
     )
-    app = GpuTopApp(snapshots=[fx.snapshot([g])])
+    app = GpuTopApp(snapshots=[fx.full_snapshot([g])])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         cells = app.table.get_row("0:4242")
@@ -367,11 +367,11 @@ async def test_markup_and_escape_sequences_in_untrusted_text_show_literally() ->
 async def test_host_only_mode_explains_and_still_shows_host_and_holders() -> None:
     driver = DriverInfo(available=False, error="NVIDIA driver is not loaded")
     holder = UnlistedHolder(pid=777, gpu=None, minor_number=0, user="bob", command="python x.py")
-    snap = fx.snapshot(
+    snap = fx.full_snapshot(
         driver=driver,
         source="host-only",
         holders=[holder],
-        processes=[fx.host_info(777, user="bob", command="python x.py")],
+        processes=[fx.full_process_info(777, user="bob", command="python x.py")],
     )
     app = GpuTopApp(snapshots=[snap])
     async with app.run_test(size=SMALL):
@@ -387,7 +387,9 @@ async def test_host_only_mode_explains_and_still_shows_host_and_holders() -> Non
 
 
 async def test_lost_gpu_shows_lost_and_others_keep_updating() -> None:
-    snap = fx.snapshot([fx.gpu(0), fx.gpu(1, lost=True), fx.gpu(2)])
+    snap = fx.full_snapshot(
+        [fx.full_gpu_sample(0), fx.full_gpu_sample(1, lost=True), fx.full_gpu_sample(2)]
+    )
     app = GpuTopApp(snapshots=[snap])
     async with app.run_test(size=SMALL):
         assert "LOST" in app.gpu_panel.blocks[1].text
@@ -397,8 +399,10 @@ async def test_lost_gpu_shows_lost_and_others_keep_updating() -> None:
 
 
 async def test_invisible_pid_row_and_kill_refused_for_it() -> None:
-    g = fx.gpu(0, processes=[fx.proc(999_999, visible=False, memory=3 * fx.GiB)])
-    app = GpuTopApp(snapshots=[fx.snapshot([g])])
+    g = fx.full_gpu_sample(
+        0, processes=[fx.full_gpu_process(999_999, visible=False, memory=3 * fx.GiB)]
+    )
+    app = GpuTopApp(snapshots=[fx.full_snapshot([g])])
     async with app.run_test(size=WIDE) as pilot:
         texts = [t.strip() for t in row_texts(app, "0:999999")]
         assert texts[-1].startswith("pid not visible")
@@ -413,7 +417,7 @@ async def test_invisible_pid_row_and_kill_refused_for_it() -> None:
 async def test_kill_opens_the_dialog_with_tagged_targets() -> None:
     from gputop.ui.screens.kill import KillScreen
 
-    app = GpuTopApp(snapshots=[fx.fleet(2)], readonly=True)
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)], readonly=True)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("k")
         await pilot.pause()
@@ -434,14 +438,14 @@ async def test_kill_opens_the_dialog_with_tagged_targets() -> None:
 async def test_enter_opens_the_detail_screen_and_it_gets_new_history() -> None:
     from gputop.ui.screens.detail import DetailScreen
 
-    first = fx.fleet(3)
+    first = fx.multi_gpu_snapshot(3)
     app = GpuTopApp(snapshots=[first])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("down", "down", "enter")
         await pilot.pause()
         assert isinstance(app.screen, DetailScreen)
         assert app.screen.gpu_index == 1
-        second = fx.fleet(4, time=fx.T0 + 1)
+        second = fx.multi_gpu_snapshot(4, time=fx.FULL_T0 + 1)
         assert app.apply_snapshot(second, (first, second)) is False  # main screen hidden
         assert app.screen.history == (first, second)
         await pilot.press("escape")
@@ -453,7 +457,7 @@ async def test_enter_opens_the_detail_screen_and_it_gets_new_history() -> None:
 async def test_help_screen_lists_the_keys() -> None:
     from gputop.ui.screens.help import HelpScreen
 
-    app = GpuTopApp(snapshots=[fx.fleet(1)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(1)])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("question_mark")
         await pilot.pause()
@@ -468,7 +472,7 @@ async def test_help_screen_lists_the_keys() -> None:
 
 
 async def test_command_palette_offers_the_actions() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(1)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(1)])
     async with app.run_test(size=WIDE):
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for title in ("Pause (p)", "Filter (/)", "Kill (k)", "Sort (s)", "Detail (Enter)"):
@@ -476,11 +480,11 @@ async def test_command_palette_offers_the_actions() -> None:
 
 
 async def test_snapshots_from_the_sampler_thread_are_applied() -> None:
-    sampler = FakeSampler([fx.fleet(1)])
+    sampler = FakeSampler([fx.multi_gpu_snapshot(1)])
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE) as pilot:
         assert sorted(app.gpu_panel.blocks) == [0]
-        newer = fx.fleet(2, time=fx.T0 + 1)
+        newer = fx.multi_gpu_snapshot(2, time=fx.FULL_T0 + 1)
         sampler.push(newer)
         callback = sampler.on_snapshot
         assert callback is not None
@@ -494,7 +498,7 @@ async def test_snapshots_from_the_sampler_thread_are_applied() -> None:
 
 
 async def test_stale_marker_follows_the_sampler() -> None:
-    sampler = FakeSampler([fx.fleet(1)])
+    sampler = FakeSampler([fx.multi_gpu_snapshot(1)])
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE):
         assert "STALE" not in app.header.text
@@ -507,7 +511,7 @@ async def test_stale_marker_follows_the_sampler() -> None:
 
 
 async def test_a_failing_tick_is_said_in_the_header() -> None:
-    sampler = FakeSampler([fx.fleet(1)])
+    sampler = FakeSampler([fx.multi_gpu_snapshot(1)])
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE):
         sampler.last_error = "RuntimeError: [bold]boom[/]"
@@ -519,10 +523,10 @@ async def test_a_failing_tick_is_said_in_the_header() -> None:
 
 
 async def test_the_verdicts_are_judged_on_the_sampler_thread() -> None:
-    sampler = FakeSampler([fx.fleet(1)])
+    sampler = FakeSampler([fx.multi_gpu_snapshot(1)])
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE) as pilot:
-        newer = fx.fleet(2, time=fx.T0 + 1)
+        newer = fx.multi_gpu_snapshot(2, time=fx.FULL_T0 + 1)
         sampler.push(newer)
         callback = sampler.on_snapshot
         assert callback is not None
@@ -549,7 +553,7 @@ async def test_the_verdicts_are_judged_on_the_sampler_thread() -> None:
 
 
 async def test_a_sampler_not_yet_running_is_started() -> None:
-    sampler = FakeSampler([fx.fleet(1)])
+    sampler = FakeSampler([fx.multi_gpu_snapshot(1)])
     sampler.running = False
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE):
@@ -558,7 +562,10 @@ async def test_a_sampler_not_yet_running_is_started() -> None:
 
 
 async def test_history_widget_draws_fixed_scale_series() -> None:
-    history = [fx.snapshot([fx.gpu(0, util=u)], time=fx.T0 + i) for i, u in enumerate([0, 50, 100])]
+    history = [
+        fx.full_snapshot([fx.full_gpu_sample(0, util=u)], time=fx.FULL_T0 + i)
+        for i, u in enumerate([0, 50, 100])
+    ]
     app = GpuTopApp(snapshots=history)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
@@ -573,7 +580,10 @@ async def test_history_widget_draws_fixed_scale_series() -> None:
 
 
 async def test_history_repaints_only_rows_whose_cells_changed() -> None:
-    history = [fx.snapshot([fx.gpu(0, util=u)], time=fx.T0 + i) for i, u in enumerate([0, 50, 100])]
+    history = [
+        fx.full_snapshot([fx.full_gpu_sample(0, util=u)], time=fx.FULL_T0 + i)
+        for i, u in enumerate([0, 50, 100])
+    ]
     app = GpuTopApp(snapshots=history)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
@@ -627,7 +637,7 @@ async def test_demo_frames_judge_each_snapshot_once(
 
 
 async def test_interval_outside_the_steps_only_moves_towards_them() -> None:
-    sampler = FakeSampler([fx.fleet(1)])
+    sampler = FakeSampler([fx.multi_gpu_snapshot(1)])
     sampler.interval = 0.1  # --interval 0.1
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE) as pilot:
@@ -635,7 +645,7 @@ async def test_interval_outside_the_steps_only_moves_towards_them() -> None:
         assert sampler.interval == 0.1
         await pilot.press("plus")
         assert sampler.interval == 0.25
-    sampler = FakeSampler([fx.fleet(1)])
+    sampler = FakeSampler([fx.multi_gpu_snapshot(1)])
     sampler.interval = 30.0
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
     async with app.run_test(size=WIDE) as pilot:
@@ -646,7 +656,7 @@ async def test_interval_outside_the_steps_only_moves_towards_them() -> None:
 
 
 async def test_a_tag_goes_away_with_its_process() -> None:
-    first = fx.fleet(2)
+    first = fx.multi_gpu_snapshot(2)
     app = GpuTopApp(snapshots=[first])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("space")
@@ -660,7 +670,7 @@ async def test_a_tag_goes_away_with_its_process() -> None:
 
 
 async def test_theme_change_restyles_the_table() -> None:
-    app = GpuTopApp(snapshots=[fx.fleet(1)])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(1)])
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("space")
         before = app.table.get_row("0:1000")[0].style

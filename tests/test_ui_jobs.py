@@ -8,9 +8,6 @@ from functools import cache
 from typing import Any
 
 import pytest
-from textual.app import App
-from textual.geometry import Region
-from textual.widget import Widget
 
 from gputop.analysis import kinds as vd
 from gputop.analysis.thresholds import Thresholds
@@ -24,7 +21,8 @@ from gputop.ui.parts import gpu_ranges
 from gputop.ui.screens.detail import DetailScreen, verdict_history
 from gputop.ui.screens.help import HelpScreen
 from gputop.ui.screens.jobs import JobsScreen, job_entries
-from tests import ui_fixtures as fx
+from tests import builders as fx
+from tests.helpers.screen import widgets_words
 
 WIDE = (200, 50)
 SMALL = (80, 24)
@@ -33,18 +31,6 @@ SMALL = (80, 24)
 @cache
 def demo(n: int) -> tuple[Snapshot, ...]:
     return tuple(fx.demo_snapshots(n))
-
-
-def _text(widget: Widget) -> str:
-    size = widget.outer_size  # border and padding included
-    region = Region(0, 0, size.width, size.height)
-    return "\n".join(strip.text for strip in widget.render_lines(region))
-
-
-def screen_text(app: App[Any]) -> str:
-    """Every text widget on screen as rendered, whitespace (and so line wrapping) collapsed."""
-    shown = app.screen.query("Static, PartsLines")
-    return " ".join(" ".join(_text(w) for w in shown if w.display).split())
 
 
 def gpu_line(app: GpuTopApp, index: int) -> str:
@@ -122,13 +108,13 @@ async def test_no_color_keeps_the_words(monkeypatch: pytest.MonkeyPatch) -> None
     async with app.run_test(size=SMALL) as pilot:
         assert app.no_color
         await pilot.pause()
-        text = screen_text(app)
+        text = widgets_words(app)
         for word in ("GPU-bnd", "disk-bnd", "idle", "PCIe-bnd", "main-bnd"):
             assert word in text, word
         await pilot.press("j")
         await pilot.pause()
         assert isinstance(app.screen, JobsScreen)
-        assert "verdict: GPU-bound (ok)" in screen_text(app)
+        assert "verdict: GPU-bound (ok)" in widgets_words(app)
 
 
 def test_verdict_words_fit_the_compact_slot() -> None:
@@ -152,7 +138,9 @@ def test_the_wide_slot_widens_only_when_the_history_keeps_room() -> None:
         bar = views.bar_width_for(width, False)
         slot = views.verdict_width_for(width, False, bar)
         assert views.VERDICT_WIDTH <= slot <= views.LONG_VERDICT_WIDTH
-        line = views.gpu_view(fx.gpu(0), compact=False, bar_width=bar, verdict_width=slot)
+        line = views.gpu_view(
+            fx.full_gpu_sample(0), compact=False, bar_width=bar, verdict_width=slot
+        )
         text = len(views.plain(line.lines[0]))
         if slot > views.VERDICT_WIDTH:
             assert width - text - 7 >= views.MIN_WIDE_HISTORY
@@ -264,11 +252,11 @@ async def test_j_opens_the_jobs_tree_navigates_and_closes(size: tuple[int, int])
         lines = tree_lines(screen)
         # The torchrun job: 2 GPU processes, 8 workers, its verdict in words.
         assert "alice" in lines[0] and "python3" in lines[0]
-        assert "torchrun" in screen_text(app)  # the full command, in the panel
+        assert "torchrun" in widgets_words(app)  # the full command, in the panel
         assert sum("GPU 0 pid 41201" in line for line in lines) == 1
         assert sum("worker pid 4126" in line for line in lines) == 8
-        assert "Jobs · 7 jobs on 7 GPUs" in screen_text(app)
-        text = screen_text(app)
+        assert "Jobs · 7 jobs on 7 GPUs" in widgets_words(app)
+        text = widgets_words(app)
         assert "verdict: GPU-bound (ok)" in text
         assert "util mean" in text and "advice:" in text
         assert "8 workers" in text
@@ -279,13 +267,13 @@ async def test_j_opens_the_jobs_tree_navigates_and_closes(size: tuple[int, int])
         await pilot.pause()
         job = screen.selected_job()
         assert job is not None and job.root_pid == 52840
-        text = screen_text(app)
+        text = widgets_words(app)
         assert "verdict: input-bound: disk (warn)" in text
         assert "D state" in text and "Storage is too slow" in text
         await pilot.press("down")
         await pilot.pause()
         assert str(tree.cursor_key).startswith("gpu:52840:")
-        assert "GPU process 52840" in screen_text(app)
+        assert "GPU process 52840" in widgets_words(app)
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, JobsScreen)
@@ -321,7 +309,7 @@ async def test_jobs_view_updates_keeps_the_selection_and_skips_when_paused() -> 
             await pilot.pause()
         assert screen.updates == updates + 3
         assert screen.job_tree.cursor_key == key
-        assert "job 52840" in screen_text(app)
+        assert "job 52840" in widgets_words(app)
 
         await pilot.press("p")
         app.apply_snapshot(history[33], history[:34])
@@ -387,14 +375,16 @@ async def test_main_screen_keys_do_nothing_under_the_jobs_view() -> None:
 
 
 async def test_untrusted_text_in_the_jobs_view_is_shown_literally() -> None:
-    snap = fx.snapshot(
+    snap = fx.full_snapshot(
         [
-            fx.gpu(
+            fx.full_gpu_sample(
                 0,
                 processes=[
-                    fx.proc(
+                    fx.full_gpu_process(
                         500,
-                        info=fx.host_info(500, user="[b]eve[/b]", command="python [red]x[/red] t"),
+                        info=fx.full_process_info(
+                            500, user="[b]eve[/b]", command="python [red]x[/red] t"
+                        ),
                     )
                 ],
             )
@@ -413,19 +403,21 @@ async def test_untrusted_text_in_the_jobs_view_is_shown_literally() -> None:
         lines = "\n".join(tree_lines(screen))
         assert "python [red]x[/red] t" in lines
         assert "[link=x]w[/link]" in lines
-        assert "[b]eve[/b]" in screen_text(app)
+        assert "[b]eve[/b]" in widgets_words(app)
 
 
 async def test_host_only_jobs_view_says_why_it_is_empty() -> None:
     from gputop.model import DriverInfo
 
-    snap = fx.snapshot(driver=DriverInfo(available=False, error="no driver"), source="host-only")
+    snap = fx.full_snapshot(
+        driver=DriverInfo(available=False, error="no driver"), source="host-only"
+    )
     app = GpuTopApp(snapshots=[snap])
     async with app.run_test(size=SMALL) as pilot:
         await pilot.press("j")
         await pilot.pause()
         assert isinstance(app.screen, JobsScreen)
-        assert "No jobs: no GPU data (host-only)" in screen_text(app)
+        assert "No jobs: no GPU data (host-only)" in widgets_words(app)
 
 
 def test_job_entries_group_workers_under_their_gpu_process() -> None:
@@ -462,7 +454,7 @@ async def test_detail_screen_shows_the_verdict_and_its_history() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, DetailScreen)
-        text = screen_text(app)
+        text = widgets_words(app)
         assert "verdict: input-bound: disk (warn)" in text
         assert "evidence: util mean" in text and "advice: Storage is too slow" in text
         assert "verdict history, last 10s (11 samples): input-bound: disk 100 %" in text
@@ -486,7 +478,7 @@ async def test_help_and_palette_list_the_jobs_view() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        text = screen_text(app)
+        text = widgets_words(app)
         assert "Jobs" in text
         for word in ("MEM IDLE", "GPU-bnd", "disk-bnd", "warming", "pwr cap"):
             assert word in text, word

@@ -12,9 +12,8 @@ from typing import Any
 import psutil
 import pytest
 from textual.app import App, ComposeResult
-from textual.geometry import Region
 from textual.screen import Screen
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, Label
 
 from gputop.actions import KillTarget, pid_max
 from gputop.model import (
@@ -29,6 +28,7 @@ from gputop.model import (
 )
 from gputop.ui.screens import DetailScreen, HelpScreen, KillScreen
 from gputop.ui.screens.detail import HistoryPlot, downsample, runs
+from tests.helpers.screen import widgets_text
 
 GiB = 2**30
 HIDDEN_PID = pid_max() - 1  # a pid not visible here: identity unknown
@@ -47,16 +47,6 @@ class Host(App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(self.screen_under_test, self.results.append)
-
-
-def _text(widget: Static) -> str:
-    """What a widget shows on screen right now, as plain text (lines joined by newlines)."""
-    region = Region(0, 0, widget.size.width, widget.size.height)
-    return "\n".join(strip.text for strip in widget.render_lines(region))
-
-
-def _screen_text(app: App[Any]) -> str:
-    return "\n".join(_text(w) for w in app.screen.query(Static) if w.display)
 
 
 @pytest.fixture
@@ -84,12 +74,12 @@ async def test_sigterm_button_kills_the_child(child: subprocess.Popen[bytes]) ->
         screen = app.screen
         assert isinstance(screen, KillScreen)
         assert screen.focused is not None and screen.focused.id == "sigterm"
-        shown = _screen_text(app)
+        shown = widgets_text(app)
         assert str(child.pid) in shown and "sleep 60" in shown and "3072MiB" in shown
         await pilot.press("enter")  # the focused button: SIGTERM
         await pilot.pause()
         assert child.wait(timeout=5) == -signal.SIGTERM
-        assert f"SIGTERM sent to pid {child.pid}" in _screen_text(app)
+        assert f"SIGTERM sent to pid {child.pid}" in widgets_text(app)
         assert app.screen is screen  # the outcome stays until a key is pressed
         await pilot.press("space")
         await pilot.pause()
@@ -113,7 +103,7 @@ async def test_changed_create_time_is_refused(child: subprocess.Popen[bytes]) ->
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.click("#sigkill")
         await pilot.pause()
-        shown = _screen_text(app)
+        shown = widgets_text(app)
         assert f"pid {child.pid} is now a different process; not signalled" in shown
         assert "refused" in shown
         await pilot.press("enter")
@@ -135,7 +125,7 @@ async def test_permission_denied_is_reported(
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("enter")
         await pilot.pause()
-        shown = _screen_text(app)
+        shown = widgets_text(app)
         assert f"permission denied: pid {child.pid} belongs to alice (you are" in shown
         await pilot.press("escape")
         await pilot.pause()
@@ -146,7 +136,7 @@ async def test_permission_denied_is_reported(
 async def test_markup_in_the_command_is_shown_literally(child: subprocess.Popen[bytes]) -> None:
     app = Host(KillScreen([_target(child, command="evil [bold red]x[/] \x1b[31mred")]))
     async with app.run_test(size=(100, 30)) as pilot:
-        shown = _screen_text(app)
+        shown = widgets_text(app)
         assert "[bold red]x[/]" in shown
         assert "\x1b" not in shown
         await pilot.press("escape")
@@ -159,7 +149,7 @@ async def test_cancel_and_several_targets(child: subprocess.Popen[bytes]) -> Non
     hidden = KillTarget(HIDDEN_PID, None, None, None, 7, None)
     app = Host(KillScreen([_target(child), hidden]))
     async with app.run_test(size=(80, 24)) as pilot:
-        shown = _screen_text(app)
+        shown = widgets_text(app)
         assert "these 2 processes" in shown and "identity unknown" in shown
         await pilot.press("right", "right", "right")  # SIGTERM -> SIGINT -> SIGKILL -> Cancel
         assert app.screen.focused is not None and app.screen.focused.id == "cancel"
@@ -176,7 +166,7 @@ async def test_several_targets_outcomes(child: subprocess.Popen[bytes]) -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert child.wait(timeout=5) == -signal.SIGTERM
-        shown = _screen_text(app)
+        shown = widgets_text(app)
         assert f"identity of pid {HIDDEN_PID} unknown" in shown
         await pilot.press("x")
         await pilot.pause()
@@ -190,7 +180,7 @@ async def test_readonly_dialog(child: subprocess.Popen[bytes]) -> None:
     app = Host(KillScreen([_target(child)], readonly=True))
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
-        assert "Signals are disabled (read-only mode)" in _screen_text(app)
+        assert "Signals are disabled (read-only mode)" in widgets_text(app)
         assert all(
             screen.query_one(f"#{n}", Button).disabled for n in ("sigterm", "sigint", "sigkill")
         )
@@ -210,7 +200,7 @@ async def test_help_lists_keys_and_closes(close_key: str) -> None:
     keys = [("q", "quit"), ("k", "send a signal to the selected process"), ("[b]x[/b]", "literal")]
     app = Host(HelpScreen(keys))
     async with app.run_test(size=(100, 30)) as pilot:
-        shown = _screen_text(app)
+        shown = widgets_text(app)
         for key, what in keys:
             assert key in shown and what in shown
         for marker in ("MEM IDLE", "LOST", "not visible", "link degraded"):
@@ -306,7 +296,7 @@ async def test_detail_renders_and_updates() -> None:
     app = Host(screen)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
-        shown = _screen_text(app)
+        shown = widgets_text(app)
         assert "GPU 0" in shown and "[red]x[/]" in shown  # the name is not markup
         assert "util 60%" in shown and "mem 49.0GiB / 80.0GiB (61%)" in shown
         assert "power 329W / 700W" in shown
@@ -317,8 +307,8 @@ async def test_detail_renders_and_updates() -> None:
             assert plot.render().plain.strip()
         screen.update_history(_history(60))
         await pilot.pause()
-        assert "last 59 s, 60 samples" in _screen_text(app)
-        assert "power 359W / 700W" in _screen_text(app)
+        assert "last 59 s, 60 samples" in widgets_text(app)
+        assert "power 359W / 700W" in widgets_text(app)
         await pilot.press("q")
         await pilot.pause()
         assert app.screen is not screen
@@ -330,12 +320,12 @@ async def test_detail_lost_gpu_and_gaps() -> None:
     app = Host(screen)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert "GPU 1 is LOST (GPU is lost)" in _screen_text(app)
+        assert "GPU 1 is LOST (GPU is lost)" in widgets_text(app)
         for plot in screen.query(HistoryPlot):
             assert plot.render().plain.strip()
         screen.update_history(())
         await pilot.pause()
-        assert "no samples yet" in _screen_text(app)
+        assert "no samples yet" in widgets_text(app)
         screen.update_history(_history(1, gaps=True))  # one sample, all gaps
         await pilot.pause()
         for plot in screen.query(HistoryPlot):
@@ -350,7 +340,7 @@ async def test_detail_gpu_missing_from_latest_snapshot() -> None:
     app = Host(screen)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert "GPU 5 is not in the latest snapshot" in _screen_text(app)
+        assert "GPU 5 is not in the latest snapshot" in widgets_text(app)
 
 
 async def test_many_targets_fit_at_80x24(child: subprocess.Popen[bytes]) -> None:

@@ -16,7 +16,7 @@ from textual.widgets import Input
 
 from gputop.model import DriverInfo, UnlistedHolder
 from gputop.ui.app import GpuTopApp
-from tests import ui_fixtures as fx
+from tests import builders as fx
 
 SnapCompare = Callable[..., bool]
 
@@ -60,11 +60,11 @@ def test_demo_light_theme_filter_tag_sort_80x24(snap_compare: SnapCompare) -> No
 def test_host_only_100x30(snap_compare: SnapCompare) -> None:
     driver = DriverInfo(available=False, error="NVML library not found (libnvidia-ml.so.1)")
     holder = UnlistedHolder(pid=4321, gpu=None, minor_number=0, user="bob", command="python x.py")
-    snap = fx.snapshot(
+    snap = fx.full_snapshot(
         driver=driver,
         source="host-only",
         holders=[holder],
-        processes=[fx.host_info(4321, user="bob", command="python x.py")],
+        processes=[fx.full_process_info(4321, user="bob", command="python x.py")],
     )
     app = GpuTopApp(snapshots=[snap])
     assert snap_compare(app, terminal_size=(100, 30), run_before=_steady)

@@ -20,7 +20,7 @@ from textual.widgets import DataTable
 from gputop.model import UnlistedHolder
 from gputop.ui.app import GpuTopApp
 from gputop.ui.process_table import ProcessTable
-from tests import ui_fixtures as fx
+from tests import builders as fx
 
 Cell = tuple[str, tuple[object, ...] | None]
 
@@ -43,15 +43,15 @@ def _cells(strips: list[Strip]) -> list[list[Cell]]:
 
 
 def _snapshot() -> Any:
-    snap = fx.fleet(3)
+    snap = fx.multi_gpu_snapshot(3)
     holder = UnlistedHolder(pid=777, gpu=1, minor_number=1, user="bob", command="python x.py")
-    hidden = fx.proc(4242, visible=False)
+    hidden = fx.full_gpu_process(4242, visible=False)
     g0 = replace(snap.gpus[0], processes=(*snap.gpus[0].processes, hidden))
     return replace(
         snap,
         gpus=(g0, *snap.gpus[1:]),
         unlisted_holders=(holder,),
-        processes=(fx.host_info(777, user="bob", command="python x.py"),),
+        processes=(fx.full_process_info(777, user="bob", command="python x.py"),),
     )
 
 
@@ -123,7 +123,7 @@ async def test_fast_rows_look_exactly_like_datatable_rows(
 
 
 async def test_only_changed_rows_are_repainted_and_a_click_still_selects() -> None:
-    first = fx.fleet(3)
+    first = fx.multi_gpu_snapshot(3)
     app = GpuTopApp(snapshots=[first])
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.table

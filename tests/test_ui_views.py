@@ -8,7 +8,7 @@ import pytest
 
 from gputop.model import DriverInfo, UnlistedHolder
 from gputop.ui import views
-from tests import ui_fixtures as fx
+from tests import builders as fx
 
 
 def test_views_module_does_not_import_textual() -> None:
@@ -49,10 +49,10 @@ def test_memory_bar_shows_used_reserved_free_as_characters() -> None:
 
 
 def test_mem_idle_marker_thresholds() -> None:
-    idle = fx.gpu(0, util=5.0, used=70 * fx.GiB, total=80 * fx.GiB)
-    busy = fx.gpu(1, util=50.0, used=70 * fx.GiB, total=80 * fx.GiB)
-    empty = fx.gpu(2, util=0.0, used=1 * fx.GiB, total=80 * fx.GiB)
-    unknown = fx.gpu(3, util=None, used=70 * fx.GiB, total=80 * fx.GiB)
+    idle = fx.full_gpu_sample(0, util=5.0, used=70 * fx.GiB, total=80 * fx.GiB)
+    busy = fx.full_gpu_sample(1, util=50.0, used=70 * fx.GiB, total=80 * fx.GiB)
+    empty = fx.full_gpu_sample(2, util=0.0, used=1 * fx.GiB, total=80 * fx.GiB)
+    unknown = fx.full_gpu_sample(3, util=None, used=70 * fx.GiB, total=80 * fx.GiB)
     assert views.is_mem_idle(idle)
     assert not views.is_mem_idle(busy)
     assert not views.is_mem_idle(empty)
@@ -65,7 +65,7 @@ def test_mem_idle_marker_thresholds() -> None:
 
 
 def test_verdict_word_takes_the_slot() -> None:
-    idle = fx.gpu(0, util=5.0, used=70 * fx.GiB)
+    idle = fx.full_gpu_sample(0, util=5.0, used=70 * fx.GiB)
     view = views.gpu_view(idle, compact=True, bar_width=8, verdict="INPUT")
     line = views.plain(view.lines[0])
     assert line.rstrip().endswith("INPUT")
@@ -73,9 +73,9 @@ def test_verdict_word_takes_the_slot() -> None:
 
 
 def test_gpu_lines_have_fixed_widths() -> None:
-    a = fx.gpu(0, util=0.0, used=0)
-    b = fx.gpu(12, util=100.0, used=80 * fx.GiB, name="x" * 60)
-    c = fx.gpu(3, util=None, used=None)
+    a = fx.full_gpu_sample(0, util=0.0, used=0)
+    b = fx.full_gpu_sample(12, util=100.0, used=80 * fx.GiB, name="x" * 60)
+    c = fx.full_gpu_sample(3, util=None, used=None)
     for compact in (True, False):
         widths = {
             len(views.plain(views.gpu_view(g, compact=compact, bar_width=10).lines[0]))
@@ -85,7 +85,7 @@ def test_gpu_lines_have_fixed_widths() -> None:
 
 
 def test_compact_gpu_line_fits_80_columns_with_room_for_history() -> None:
-    g = fx.gpu(0)
+    g = fx.full_gpu_sample(0)
     bw = views.bar_width_for(80, compact=True)
     line = views.plain(views.gpu_view(g, compact=True, bar_width=bw).lines[0])
     assert len(line) <= 66
@@ -94,7 +94,7 @@ def test_compact_gpu_line_fits_80_columns_with_room_for_history() -> None:
 
 
 def test_wide_gpu_lines_say_everything() -> None:
-    g = fx.gpu(1, util=80.0, gen=4, width=8, reasons=("sw power cap", "hw thermal"))
+    g = fx.full_gpu_sample(1, util=80.0, gen=4, width=8, reasons=("sw power cap", "hw thermal"))
     lines = [views.plain(p) for p in views.gpu_view(g, compact=False, bar_width=20).lines]
     assert "H100 80GB HBM3" in lines[0]
     assert "40.0GiB/80.0GiB" in lines[0] and "50%" in lines[0] and "80%" in lines[0]
@@ -106,12 +106,12 @@ def test_wide_gpu_lines_say_everything() -> None:
 
 
 def test_pcie_downgrade_only_matters_while_busy() -> None:
-    idle = fx.gpu(0, util=0.0, gen=1, width=16)
+    idle = fx.full_gpu_sample(0, util=0.0, gen=1, width=16)
     idle = views_replace_pcie_traffic(idle, 0.0)
     assert views.pcie_downgrade(idle) is None
-    busy = fx.gpu(0, util=90.0, gen=3, width=16)
+    busy = fx.full_gpu_sample(0, util=90.0, gen=3, width=16)
     assert views.pcie_downgrade(busy) == "LINK gen3x16<gen5x16"
-    full = fx.gpu(0, util=90.0)
+    full = fx.full_gpu_sample(0, util=90.0)
     assert views.pcie_downgrade(full) is None
 
 
@@ -122,7 +122,7 @@ def views_replace_pcie_traffic(g, value):  # type: ignore[no-untyped-def]
 
 
 def test_lost_gpu_says_lost() -> None:
-    lost = fx.gpu(2, lost=True)
+    lost = fx.full_gpu_sample(2, lost=True)
     for compact in (True, False):
         view = views.gpu_view(lost, compact=compact, bar_width=8)
         assert view.lost
@@ -131,7 +131,7 @@ def test_lost_gpu_says_lost() -> None:
 
 
 def test_none_values_show_na_never_zero() -> None:
-    g = fx.gpu(0, util=None, used=None)
+    g = fx.full_gpu_sample(0, util=None, used=None)
     line = views.plain(views.gpu_view(g, compact=True, bar_width=8).lines[0])
     assert line.count("n/a") == 2
     assert " 0%" not in line
@@ -147,24 +147,24 @@ def test_throttle_words() -> None:
 
 
 def test_header_parts() -> None:
-    snap = fx.snapshot([fx.gpu(0)])
+    snap = fx.full_snapshot([fx.full_gpu_sample(0)])
     text = views.plain(views.header_parts(snap, interval=0.5, paused=True, stale=True))
     for word in ("node-1", "550.90.07", "CUDA 12.4", "0.5s", "live", "PAUSED", "STALE", "12ms"):
         assert word in text, word
-    host_only = fx.snapshot(
+    host_only = fx.full_snapshot(
         driver=DriverInfo(available=False, error="NVML library not found"), source="host-only"
     )
     text = views.plain(views.header_parts(host_only, interval=1, paused=False, stale=False))
     assert "HOST-ONLY (NVML library not found)" in text
     assert "PAUSED" not in text and "STALE" not in text
-    demo = fx.snapshot([fx.gpu(0)], source="demo")
+    demo = fx.full_snapshot([fx.full_gpu_sample(0)], source="demo")
     text = views.plain(views.header_parts(demo, interval=1, paused=False, stale=False))
     assert "DEMO" in text
     assert "waiting" in views.plain(views.header_parts(None, interval=1, paused=False, stale=False))
 
 
 def test_host_lines() -> None:
-    lines = [views.plain(p) for p in views.host_lines(fx.host(), 80, compact=False)]
+    lines = [views.plain(p) for p in views.host_lines(fx.full_host_sample(), 80, compact=False)]
     text = "\n".join(lines)
     for word in ("CPU  25%", "iowait 2%", "load 1.50 1.25 1.00", "RAM 16.0GiB/64.0GiB 25%"):
         assert word in text, word
@@ -185,9 +185,11 @@ def test_core_cells_wrap_and_say_how_many_are_hidden() -> None:
 
 
 def test_process_rows_cover_invisible_pids_and_unlisted_holders() -> None:
-    g0 = fx.gpu(0, processes=[fx.proc(100), fx.proc(200, visible=False)])
+    g0 = fx.full_gpu_sample(
+        0, processes=[fx.full_gpu_process(100), fx.full_gpu_process(200, visible=False)]
+    )
     holder = UnlistedHolder(pid=300, gpu=0, minor_number=0, user="eve", command="python zombie.py")
-    snap = fx.snapshot([g0], holders=[holder])
+    snap = fx.full_snapshot([g0], holders=[holder])
     rows = {r.key: r for r in views.process_rows(snap)}
     assert set(rows) == {"0:100", "0:200", "0:300"}
     hidden = rows["0:200"]
@@ -203,7 +205,7 @@ def test_process_rows_cover_invisible_pids_and_unlisted_holders() -> None:
 
 
 def test_process_rows_respect_the_gpu_filter() -> None:
-    snap = fx.fleet(3)
+    snap = fx.multi_gpu_snapshot(3)
     rows = views.process_rows(snap, frozenset({1}))
     assert {r.gpu for r in rows} == {1}
     assert len(rows) == 2
@@ -211,14 +213,20 @@ def test_process_rows_respect_the_gpu_filter() -> None:
 
 def test_untrusted_text_is_cleaned() -> None:
     evil = "\x1b[31mred\x1b[0m [bold red]x[/] \x07bell\u202e"
-    snap = fx.snapshot([fx.gpu(0, processes=[fx.proc(1, command=evil, user="\x1b]0;t\x07bob")])])
+    snap = fx.full_snapshot(
+        [
+            fx.full_gpu_sample(
+                0, processes=[fx.full_gpu_process(1, command=evil, user="\x1b]0;t\x07bob")]
+            )
+        ]
+    )
     (row,) = views.process_rows(snap)
     assert row.command == "red [bold red]x[/] bell"
     assert row.cell_text("user", compact=False) == "bob"
 
 
 def test_text_filter_matches_command_user_and_pid() -> None:
-    snap = fx.fleet(2)
+    snap = fx.multi_gpu_snapshot(2)
     rows = views.process_rows(snap)
     assert {r.pid for r in rows if views.matches(r, "v1")} == {1011}
     assert {r.pid for r in rows if views.matches(r, "1000")} == {1000}
@@ -227,7 +235,7 @@ def test_text_filter_matches_command_user_and_pid() -> None:
 
 
 def test_sort_puts_unknown_last_both_ways() -> None:
-    snap = fx.fleet(3)
+    snap = fx.multi_gpu_snapshot(3)
     rows = views.process_rows(snap)
     by_sm = [r.pid for r in views.sort_rows(rows, "sm")]
     assert by_sm == [1000, 1010, 1020, 1001, 1011, 1021]
@@ -252,8 +260,11 @@ def test_history_cells_of_each_snapshot() -> None:
     lost or missing GPU is an empty cell, never 0."""
     from gputop.ui.gpu_panel import _NO_POINT, _snapshot_points
 
-    history = [fx.snapshot([fx.gpu(0, util=float(i))], time=fx.T0 + i) for i in range(10)]
-    history.append(fx.snapshot([fx.gpu(0, lost=True)], time=fx.T0 + 10))
+    history = [
+        fx.full_snapshot([fx.full_gpu_sample(0, util=float(i))], time=fx.FULL_T0 + i)
+        for i in range(10)
+    ]
+    history.append(fx.full_snapshot([fx.full_gpu_sample(0, lost=True)], time=fx.FULL_T0 + 10))
     points = [_snapshot_points(s) for s in history[-4:]]
     util = [p.get(0, _NO_POINT)[0] for p in points]
     mem = [p.get(0, _NO_POINT)[1] for p in points]
@@ -264,7 +275,7 @@ def test_history_cells_of_each_snapshot() -> None:
 
 
 def test_table_rows_filters_and_sorts() -> None:
-    snap = fx.fleet(3)
+    snap = fx.multi_gpu_snapshot(3)
     every = views.process_rows(snap)
     rows = views.table_rows(every, gpus=frozenset({0, 2}), text="u", sort_key="pid", reverse=True)
     assert [r.pid for r in rows] == [1020, 1000]
@@ -274,7 +285,7 @@ def test_an_unsupported_process_list_is_said_not_shown_as_no_processes() -> None
     from gputop.model import SampleError, replace
     from gputop.textout import render_text
 
-    snap = fx.fleet(2)
+    snap = fx.multi_gpu_snapshot(2)
     g0, g1 = snap.gpus
     why = "compute list: not supported; graphics list: not supported"
     snap = replace(
@@ -299,7 +310,7 @@ def test_an_unsupported_process_list_is_said_not_shown_as_no_processes() -> None
 def test_exited_and_zombie_processes_say_so_in_the_command_column() -> None:
     from gputop.model import replace
 
-    snap = fx.fleet(1)
+    snap = fx.multi_gpu_snapshot(1)
     (g,) = snap.gpus
     a, b = g.processes[:2]
     assert a.host is not None and b.host is not None

@@ -39,19 +39,19 @@ from gputop.analysis.thresholds import ThresholdError, Thresholds
 from gputop.analysis.verdict import Analyzer, all_verdicts, gpu_verdicts, job_verdicts, window
 from gputop.model import Pcie, ProcessInfo, Snapshot, UnlistedHolder, Verdict, replace
 from gputop.sources.demo import DemoSource
-from tests.analysis_fixtures import (
+from tests.builders import (
     GEN4_X16,
     T0,
     GiB,
     MiB,
-    gproc,
-    gpu,
-    history,
-    proc,
+    busy_node_snapshots,
+    gpu_process,
+    gpu_sample,
+    process_info,
     snapshot,
-    trainer,
+    snapshot_history,
+    trainer_processes,
 )
-from tests.test_analysis_speed import fleet
 
 N = 20  # samples, 1 s apart: 19 s, inside the default 20 s window
 
@@ -79,7 +79,7 @@ def jv(snaps: list[Snapshot], t: Thresholds = th.DEFAULT) -> Verdict:
 
 
 def test_gpu_bound_when_util_high() -> None:
-    snaps = history(around(95, 3), tree=trainer(worker_cpu=30))
+    snaps = snapshot_history(around(95, 3), tree=trainer_processes(worker_cpu=30))
     v = gv(snaps)
     assert (v.kind, v.severity, v.label) == (GPU_BOUND, "ok", "GPU-bound")
     assert v.evidence == "util mean 95 % (min 92, max 98) over 19 s"
@@ -88,8 +88,8 @@ def test_gpu_bound_when_util_high() -> None:
 
 
 def test_util_high_boundary() -> None:
-    at = history(steady(85.0), tree=trainer(worker_cpu=95))
-    below = history(steady(84.9), tree=trainer(worker_cpu=95))
+    at = snapshot_history(steady(85.0), tree=trainer_processes(worker_cpu=95))
+    below = snapshot_history(steady(84.9), tree=trainer_processes(worker_cpu=95))
     assert gv(at).kind == GPU_BOUND
     v = gv(below)
     assert v.kind == INPUT_CPU
@@ -97,17 +97,17 @@ def test_util_high_boundary() -> None:
 
 
 def test_util_low_boundary_without_cause() -> None:
-    quiet = trainer(worker_cpu=30, main_cpu=30)
-    v_low = gv(history(steady(49.9), tree=quiet))
-    v_mid = gv(history(steady(50.0), tree=quiet))
+    quiet = trainer_processes(worker_cpu=30, main_cpu=30)
+    v_low = gv(snapshot_history(steady(49.9), tree=quiet))
+    v_mid = gv(snapshot_history(steady(50.0), tree=quiet))
     assert (v_low.kind, v_low.severity) == (UNDERUSED, "warn")
     assert (v_mid.kind, v_mid.severity) == (MODERATE, "info")
 
 
 def test_oscillation_boundary() -> None:
-    quiet = trainer(worker_cpu=30, main_cpu=30)
-    steady_enough = gv(history(around(70, 14.9), tree=quiet))
-    oscillating = gv(history(around(70, 15.0), tree=quiet))
+    quiet = trainer_processes(worker_cpu=30, main_cpu=30)
+    steady_enough = gv(snapshot_history(around(70, 14.9), tree=quiet))
+    oscillating = gv(snapshot_history(around(70, 15.0), tree=quiet))
     assert steady_enough.kind == MODERATE
     assert oscillating.kind == UNDERUSED
     assert "oscillating (sd 15)" in oscillating.evidence
@@ -118,8 +118,8 @@ def test_oscillation_boundary() -> None:
 
 def test_starved_gpu_with_busy_workers() -> None:
     utils = [12, 61, 38, 40, 25, 55, 38, 30, 45, 36] * 2
-    tree = trainer(workers=8, worker_cpu=96, main_cpu=40)
-    snaps = history(utils, tree=tree, host_kw={"cpu": 71.0})
+    tree = trainer_processes(workers=8, worker_cpu=96, main_cpu=40)
+    snaps = snapshot_history(utils, tree=tree, host_kw={"cpu": 71.0})
     v = gv(snaps)
     assert (v.kind, v.severity) == (INPUT_CPU, "warn")
     assert v.evidence == (
@@ -134,8 +134,8 @@ def test_starved_gpu_with_busy_workers() -> None:
 
 
 def test_worker_busy_boundary() -> None:
-    busy = gv(history(steady(30), tree=trainer(worker_cpu=80.0)))
-    not_busy = gv(history(steady(30), tree=trainer(worker_cpu=79.9)))
+    busy = gv(snapshot_history(steady(30), tree=trainer_processes(worker_cpu=80.0)))
+    not_busy = gv(snapshot_history(steady(30), tree=trainer_processes(worker_cpu=79.9)))
     assert busy.kind == INPUT_CPU
     assert not_busy.kind == UNDERUSED
 
@@ -143,18 +143,18 @@ def test_worker_busy_boundary() -> None:
 def test_one_busy_worker_of_four_is_not_busy_workers() -> None:
     """The workers' CPU is their mean, not the busiest one's: 1 worker at a full core and
     3 idle (mean 26 %) do not make the job "input-bound: cpu workers"."""
-    tree = trainer(workers=4, worker_cpu=2.0, main_cpu=30)
+    tree = trainer_processes(workers=4, worker_cpu=2.0, main_cpu=30)
     tree[1] = replace(tree[1], cpu_percent=100.0)  # worker 101 spins, 102-104 idle
-    snaps = history(steady(30), tree=tree)
+    snaps = snapshot_history(steady(30), tree=tree)
     for v in (gv(snaps), jv(snaps)):
         assert v.kind == UNDERUSED, (v.kind, v.evidence)
         assert INPUT_CPU not in v.also
 
 
 def test_host_cpu_saturated_boundary() -> None:
-    tree = trainer(worker_cpu=50, main_cpu=50)
-    saturated = gv(history(steady(30), tree=tree, host_kw={"cpu": 90.0}))
-    not_quite = gv(history(steady(30), tree=tree, host_kw={"cpu": 89.9}))
+    tree = trainer_processes(worker_cpu=50, main_cpu=50)
+    saturated = gv(snapshot_history(steady(30), tree=tree, host_kw={"cpu": 90.0}))
+    not_quite = gv(snapshot_history(steady(30), tree=tree, host_kw={"cpu": 89.9}))
     assert saturated.kind == INPUT_CPU
     assert "host CPU saturated (90 %)" in saturated.evidence
     assert not_quite.kind == UNDERUSED
@@ -164,31 +164,43 @@ def test_host_cpu_saturated_boundary() -> None:
 
 
 def test_main_process_bound() -> None:
-    v = gv(history(steady(30), tree=trainer(worker_cpu=5, main_cpu=99)))
+    v = gv(snapshot_history(steady(30), tree=trainer_processes(worker_cpu=5, main_cpu=99)))
     assert (v.kind, v.severity) == (INPUT_MAIN, "warn")
     assert "main process 100 at 99 % of a core, 4 workers at 5 % of a core each" in v.evidence
     assert ".item()" in v.advice
 
 
 def test_main_process_without_workers() -> None:
-    v = gv(history(steady(30), tree=trainer(workers=0, main_cpu=100)))
+    v = gv(snapshot_history(steady(30), tree=trainer_processes(workers=0, main_cpu=100)))
     assert v.kind == INPUT_MAIN
     assert "no workers" in v.evidence
 
 
 def test_main_busy_boundary() -> None:
-    assert gv(history(steady(30), tree=trainer(worker_cpu=5, main_cpu=90.0))).kind == INPUT_MAIN
-    assert gv(history(steady(30), tree=trainer(worker_cpu=5, main_cpu=89.9))).kind == UNDERUSED
+    assert (
+        gv(snapshot_history(steady(30), tree=trainer_processes(worker_cpu=5, main_cpu=90.0))).kind
+        == INPUT_MAIN
+    )
+    assert (
+        gv(snapshot_history(steady(30), tree=trainer_processes(worker_cpu=5, main_cpu=89.9))).kind
+        == UNDERUSED
+    )
 
 
 def test_worker_idle_boundary_for_main_process() -> None:
-    assert gv(history(steady(30), tree=trainer(worker_cpu=20.0, main_cpu=99))).kind == INPUT_MAIN
-    assert gv(history(steady(30), tree=trainer(worker_cpu=20.1, main_cpu=99))).kind == UNDERUSED
+    assert (
+        gv(snapshot_history(steady(30), tree=trainer_processes(worker_cpu=20.0, main_cpu=99))).kind
+        == INPUT_MAIN
+    )
+    assert (
+        gv(snapshot_history(steady(30), tree=trainer_processes(worker_cpu=20.1, main_cpu=99))).kind
+        == UNDERUSED
+    )
 
 
 def test_busy_main_on_a_steady_moderate_gpu_is_not_main_bound() -> None:
     # CUDA syncs spin: a busy main thread alone proves nothing unless util is low/oscillating
-    v = gv(history(steady(70), tree=trainer(worker_cpu=5, main_cpu=100)))
+    v = gv(snapshot_history(steady(70), tree=trainer_processes(worker_cpu=5, main_cpu=100)))
     assert v.kind == MODERATE
 
 
@@ -198,29 +210,33 @@ def test_busy_main_on_a_steady_moderate_gpu_is_not_main_bound() -> None:
 def _dsleep_tree(n_sleeping: int) -> object:
     def make(i: int, t: float) -> list[ProcessInfo]:
         status = "disk-sleep" if i < n_sleeping else "sleeping"
-        return trainer(worker_cpu=10, worker_status=status, worker_read=5 * MiB)
+        return trainer_processes(worker_cpu=10, worker_status=status, worker_read=5 * MiB)
 
     return make
 
 
 def test_disk_sleep_fraction_boundary() -> None:
-    v = gv(history(steady(30), tree=_dsleep_tree(10)))  # type: ignore[arg-type]
+    v = gv(snapshot_history(steady(30), tree=_dsleep_tree(10)))  # type: ignore[arg-type]
     assert (v.kind, v.severity) == (INPUT_DISK, "warn")
     assert "disk wait (D state) in 10 of 20 samples" in v.evidence
-    assert gv(history(steady(30), tree=_dsleep_tree(9))).kind == UNDERUSED  # type: ignore[arg-type]
+    assert gv(snapshot_history(steady(30), tree=_dsleep_tree(9))).kind == UNDERUSED  # type: ignore[arg-type]
 
 
 def test_iowait_boundary_needs_the_job_to_read() -> None:
     def tree(read: float) -> list[ProcessInfo]:
-        return trainer(worker_cpu=10, worker_read=read)
+        return trainer_processes(worker_cpu=10, worker_read=read)
 
     reading = tree(th.DEFAULT.disk_min_read / 4)  # 4 workers: the job reads exactly DISK_MIN_READ
-    v = gv(history(steady(30), tree=reading, host_kw={"iowait": 20.0}))
+    v = gv(snapshot_history(steady(30), tree=reading, host_kw={"iowait": 20.0}))
     assert v.kind == INPUT_DISK
     assert "iowait 20 %" in v.evidence
-    assert gv(history(steady(30), tree=reading, host_kw={"iowait": 19.9})).kind == UNDERUSED
+    assert (
+        gv(snapshot_history(steady(30), tree=reading, host_kw={"iowait": 19.9})).kind == UNDERUSED
+    )
     trickle = tree(th.DEFAULT.disk_min_read / 4 - 1)
-    assert gv(history(steady(30), tree=trickle, host_kw={"iowait": 50.0})).kind == UNDERUSED
+    assert (
+        gv(snapshot_history(steady(30), tree=trickle, host_kw={"iowait": 50.0})).kind == UNDERUSED
+    )
 
 
 def test_disk_near_observed_peak() -> None:
@@ -233,8 +249,8 @@ def test_disk_near_observed_peak() -> None:
         def host_kw(i: int, t: float) -> dict[str, float]:
             return {"disk_read": peak if i < 20 else peak * now_fraction}
 
-        tree = trainer(worker_cpu=30, worker_read=job_read / 4)
-        return gv(history(utils, tree=tree, host_kw=host_kw))
+        tree = trainer_processes(worker_cpu=30, worker_read=job_read / 4)
+        return gv(snapshot_history(utils, tree=tree, host_kw=host_kw))
 
     near = run(0.8, 50 * MiB)
     assert near.kind == INPUT_DISK
@@ -245,9 +261,9 @@ def test_disk_near_observed_peak() -> None:
 
 def test_disk_wait_outranks_busy_workers() -> None:
     def make(i: int, t: float) -> list[ProcessInfo]:
-        return trainer(worker_cpu=95, worker_status="disk-sleep", worker_read=MiB)
+        return trainer_processes(worker_cpu=95, worker_status="disk-sleep", worker_read=MiB)
 
-    v = gv(history(steady(30), tree=make))
+    v = gv(snapshot_history(steady(30), tree=make))
     assert v.kind == INPUT_DISK
     assert INPUT_CPU in v.also
 
@@ -271,27 +287,37 @@ def _pcie_kw(rx_fraction: float, gen: int = 4) -> dict[str, Pcie]:
 
 
 def test_pcie_near_max_boundary() -> None:
-    tree = trainer(worker_cpu=30)
-    v = gv(history(steady(40), tree=tree, gpu_kw=_pcie_kw(0.701)))
+    tree = trainer_processes(worker_cpu=30)
+    v = gv(snapshot_history(steady(40), tree=tree, gpu_kw=_pcie_kw(0.701)))
     assert (v.kind, v.severity) == (TRANSFER_PCIE, "warn")
     assert "70 % of the link on GPU 0" in v.evidence
-    assert gv(history(steady(40), tree=tree, gpu_kw=_pcie_kw(0.699))).kind == UNDERUSED
+    assert gv(snapshot_history(steady(40), tree=tree, gpu_kw=_pcie_kw(0.699))).kind == UNDERUSED
 
 
 def test_pcie_capacity_follows_a_degraded_link() -> None:
     # gen3: 70 % of the *current* (gen3) capacity is only 35 % of the gen4 maximum
-    v = gv(history(steady(40), tree=trainer(worker_cpu=30), gpu_kw=_pcie_kw(0.701, gen=3)))
+    v = gv(
+        snapshot_history(
+            steady(40), tree=trainer_processes(worker_cpu=30), gpu_kw=_pcie_kw(0.701, gen=3)
+        )
+    )
     assert v.kind == TRANSFER_PCIE
 
 
 def test_busy_gpu_with_a_full_link_is_gpu_bound() -> None:
-    v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw=_pcie_kw(0.9)))
+    v = gv(
+        snapshot_history(steady(95), tree=trainer_processes(worker_cpu=30), gpu_kw=_pcie_kw(0.9))
+    )
     assert v.kind == GPU_BOUND
 
 
 def test_link_degraded_while_busy() -> None:
     degraded = Pcie(gen=3, width=8, max_gen=4, max_width=16, link_max_bytes_per_s=GEN4_X16)
-    v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw={"pcie": degraded}))
+    v = gv(
+        snapshot_history(
+            steady(95), tree=trainer_processes(worker_cpu=30), gpu_kw={"pcie": degraded}
+        )
+    )
     assert (v.kind, v.severity) == (LINK_DEGRADED, "warn")
     assert "link gen3 x8, max gen4 x16" in v.evidence
     assert v.also == (GPU_BOUND,)
@@ -304,12 +330,12 @@ def test_link_degraded_fraction_boundary_and_idle_gpus() -> None:
     def kw(n: int) -> object:
         return lambda i, t: {"pcie": degraded if i < n else full}
 
-    tree = trainer(worker_cpu=30)
-    assert gv(history(steady(95), tree=tree, gpu_kw=kw(10))).kind == LINK_DEGRADED  # type: ignore[arg-type]
-    assert gv(history(steady(95), tree=tree, gpu_kw=kw(9))).kind == GPU_BOUND  # type: ignore[arg-type]
+    tree = trainer_processes(worker_cpu=30)
+    assert gv(snapshot_history(steady(95), tree=tree, gpu_kw=kw(10))).kind == LINK_DEGRADED  # type: ignore[arg-type]
+    assert gv(snapshot_history(steady(95), tree=tree, gpu_kw=kw(9))).kind == GPU_BOUND  # type: ignore[arg-type]
     # an idle GPU drops its link to save power: not degraded
     low = Pcie(gen=1, width=16, max_gen=4, max_width=16, link_max_bytes_per_s=GEN4_X16)
-    assert gv(history(steady(0), gpu_pids=(), gpu_kw={"pcie": low})).kind == IDLE
+    assert gv(snapshot_history(steady(0), gpu_pids=(), gpu_kw={"pcie": low})).kind == IDLE
 
 
 # --- throttled, memory ----------------------------------------------------------------------
@@ -317,7 +343,7 @@ def test_link_degraded_fraction_boundary_and_idle_gpus() -> None:
 
 def test_thermal_throttle_while_busy() -> None:
     kw = {"reasons": ("sw thermal", "sw power cap")}
-    v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw=kw))
+    v = gv(snapshot_history(steady(95), tree=trainer_processes(worker_cpu=30), gpu_kw=kw))
     assert (v.kind, v.severity) == (THROTTLED, "bad")
     assert "sw thermal in 20 of 20 busy samples on GPU 0" in v.evidence
     assert GPU_BOUND in v.also
@@ -327,23 +353,27 @@ def test_throttle_fraction_boundary() -> None:
     def kw(n: int) -> object:
         return lambda i, t: {"reasons": ("hw slowdown",) if i < n else ("idle",)}
 
-    tree = trainer(worker_cpu=30)
-    assert gv(history(steady(95), tree=tree, gpu_kw=kw(10))).kind == THROTTLED  # type: ignore[arg-type]
-    assert gv(history(steady(95), tree=tree, gpu_kw=kw(9))).kind == GPU_BOUND  # type: ignore[arg-type]
+    tree = trainer_processes(worker_cpu=30)
+    assert gv(snapshot_history(steady(95), tree=tree, gpu_kw=kw(10))).kind == THROTTLED  # type: ignore[arg-type]
+    assert gv(snapshot_history(steady(95), tree=tree, gpu_kw=kw(9))).kind == GPU_BOUND  # type: ignore[arg-type]
 
 
 def test_power_cap_alone_is_a_secondary_flag() -> None:
-    v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw={"reasons": ("sw power cap",)}))
+    v = gv(
+        snapshot_history(
+            steady(95), tree=trainer_processes(worker_cpu=30), gpu_kw={"reasons": ("sw power cap",)}
+        )
+    )
     assert (v.kind, v.severity) == (GPU_BOUND, "ok")
     assert v.also == (THROTTLED,)
 
 
 def test_memory_nearly_full_boundary() -> None:
-    tree = trainer(worker_cpu=30)
-    full = gv(history(steady(95), tree=tree, gpu_kw={"used": int(0.95 * 80 * GiB)}))
+    tree = trainer_processes(worker_cpu=30)
+    full = gv(snapshot_history(steady(95), tree=tree, gpu_kw={"used": int(0.95 * 80 * GiB)}))
     assert full.kind == GPU_BOUND
     assert full.also == (MEMORY_FULL,)
-    roomy = gv(history(steady(95), tree=tree, gpu_kw={"used": int(0.94 * 80 * GiB)}))
+    roomy = gv(snapshot_history(steady(95), tree=tree, gpu_kw={"used": int(0.94 * 80 * GiB)}))
     assert roomy.also == ()
 
 
@@ -351,23 +381,23 @@ def test_memory_nearly_full_boundary() -> None:
 
 
 def test_idle_gpu_even_from_one_sample() -> None:
-    assert gv(history(steady(0), gpu_pids=())).kind == IDLE
-    v = gv(history([0.0], gpu_pids=()))
+    assert gv(snapshot_history(steady(0), gpu_pids=())).kind == IDLE
+    v = gv(snapshot_history([0.0], gpu_pids=()))
     assert (v.kind, v.severity) == (IDLE, "ok")
     assert v.evidence.startswith("no processes, util max 0 %")
 
 
 def test_idle_util_boundary_without_processes() -> None:
-    assert gv(history(steady(5.0), gpu_pids=())).kind == IDLE
-    v = gv(history(steady(5.1), gpu_pids=()))
+    assert gv(snapshot_history(steady(5.0), gpu_pids=())).kind == IDLE
+    v = gv(snapshot_history(steady(5.1), gpu_pids=()))
     assert v.kind == UNDERUSED
     assert "no process listed" in v.evidence
 
 
 def _holder_history(seconds: float, interval: float = 10.0, age: float = 1000) -> list[Snapshot]:
     n = int(seconds / interval) + 1
-    return history(
-        steady(0, n), interval=interval, tree=trainer(workers=2, worker_cpu=0, main_cpu=0,
+    return snapshot_history(
+        steady(0, n), interval=interval, tree=trainer_processes(workers=2, worker_cpu=0, main_cpu=0,
                                                       create_time=T0 - age)
     )  # fmt: skip
 
@@ -392,17 +422,19 @@ def test_idle_memory_holder_from_process_age() -> None:
 
 def test_a_busy_past_in_history_is_not_idle_holding() -> None:
     utils = steady(90, 5) + steady(0, 11)
-    snaps = history(utils, interval=10.0, tree=trainer(worker_cpu=0, main_cpu=0))
+    snaps = snapshot_history(utils, interval=10.0, tree=trainer_processes(worker_cpu=0, main_cpu=0))
     assert gv(snaps).kind != IDLE_HOLDER
 
 
 def test_unlisted_holder_memory_counts_as_held() -> None:
     snaps = [
         replace(s, unlisted_holders=(UnlistedHolder(pid=4242, gpu=0),))
-        for s in history(steady(0, 31), interval=10.0, gpu_pids=())
+        for s in snapshot_history(steady(0, 31), interval=10.0, gpu_pids=())
     ]
     assert gv(snaps).kind == IDLE_HOLDER
-    by_memory = history(steady(0, 31), interval=10.0, gpu_pids=(), gpu_kw={"used": 20 * GiB})
+    by_memory = snapshot_history(
+        steady(0, 31), interval=10.0, gpu_pids=(), gpu_kw={"used": 20 * GiB}
+    )
     assert gv(by_memory).kind == IDLE_HOLDER
 
 
@@ -410,26 +442,26 @@ def test_unlisted_holder_memory_counts_as_held() -> None:
 
 
 def test_warming_up_boundaries() -> None:
-    tree = trainer(worker_cpu=95)
-    few = gv(history(steady(30, 4), tree=tree))
+    tree = trainer_processes(worker_cpu=95)
+    few = gv(snapshot_history(steady(30, 4), tree=tree))
     assert (few.kind, few.severity) == (WARMING_UP, "info")
     assert few.evidence == "4 samples over 3.0 s; need 5 samples and 4 s"
-    assert gv(history(steady(30, 5), tree=tree)).kind == INPUT_CPU  # 5 samples, 4.0 s
-    short = gv(history(steady(30, 5), interval=0.975, tree=tree))  # 5 samples, 3.9 s
+    assert gv(snapshot_history(steady(30, 5), tree=tree)).kind == INPUT_CPU  # 5 samples, 4.0 s
+    short = gv(snapshot_history(steady(30, 5), interval=0.975, tree=tree))  # 5 samples, 3.9 s
     assert short.kind == WARMING_UP
 
 
 def test_warming_up_still_reports_memory_nearly_full() -> None:
-    v = gv(history(steady(95, 2), tree=trainer(), gpu_kw={"used": 79 * GiB}))
+    v = gv(snapshot_history(steady(95, 2), tree=trainer_processes(), gpu_kw={"used": 79 * GiB}))
     assert v.kind == WARMING_UP
     assert v.also == (MEMORY_FULL,)
 
 
 def test_a_new_job_warms_up_on_a_gpu_with_long_history() -> None:
     def tree(i: int, t: float) -> list[ProcessInfo]:
-        return trainer(worker_cpu=95) if i >= 17 else []
+        return trainer_processes(worker_cpu=95) if i >= 17 else []
 
-    snaps = history(steady(30), tree=tree)
+    snaps = snapshot_history(steady(30), tree=tree)
     # the GPU has 20 samples; the job (host rows) only 3, so the job is warming up
     assert jv(snaps).kind == WARMING_UP
 
@@ -437,17 +469,17 @@ def test_a_new_job_warms_up_on_a_gpu_with_long_history() -> None:
 def test_a_job_is_judged_on_the_ticks_it_existed() -> None:
     # GPU idle for 10 s before the job started; then 10 s at 95 %: the job is gpu-bound
     def tree(i: int, t: float) -> list[ProcessInfo]:
-        return trainer(worker_cpu=30) if i >= 10 else []
+        return trainer_processes(worker_cpu=30) if i >= 10 else []
 
-    snaps = history(steady(0, 10) + steady(95, 10), tree=tree)
+    snaps = snapshot_history(steady(0, 10) + steady(95, 10), tree=tree)
     v = jv(snaps)
     assert v.kind == GPU_BOUND
     assert v.evidence == "util mean 95 % (min 95, max 95) over 9 s"
 
 
 def test_lost_gpu() -> None:
-    snaps = history(steady(95), tree=trainer())
-    snaps.append(snapshot(T0 + N, [gpu(0, lost=True)], trainer()))
+    snaps = snapshot_history(steady(95), tree=trainer_processes())
+    snaps.append(snapshot(T0 + N, [gpu_sample(0, lost=True)], trainer_processes()))
     v = gv(snaps)
     assert (v.kind, v.severity, v.evidence) == (LOST, "bad", "GPU 0 is lost: GPU is lost")
 
@@ -455,10 +487,10 @@ def test_lost_gpu() -> None:
 def test_lost_gpu_makes_its_job_lost() -> None:
     snaps = []
     for i in range(N):
-        gpus = [gpu(0, 90, [gproc(21)]), gpu(1, 90, [gproc(22)])]
+        gpus = [gpu_sample(0, 90, [gpu_process(21)]), gpu_sample(1, 90, [gpu_process(22)])]
         if i == N - 1:
-            gpus = [gpu(0, 90, [gproc(21)]), gpu(1, lost=True)]
-        rows = [proc(20, 1, command="torchrun"), proc(21, 20), proc(22, 20)]
+            gpus = [gpu_sample(0, 90, [gpu_process(21)]), gpu_sample(1, lost=True)]
+        rows = [process_info(20, 1, command="torchrun"), process_info(21, 20), process_info(22, 20)]
         snaps.append(snapshot(T0 + i, gpus, rows))
     g = gpu_verdicts(snaps)
     assert g[0].kind == GPU_BOUND and g[1].kind == LOST
@@ -469,29 +501,29 @@ def test_lost_gpu_makes_its_job_lost() -> None:
 
 
 def test_unknown_utilization() -> None:
-    v = gv(history([None] * N, tree=trainer()))
+    v = gv(snapshot_history([None] * N, tree=trainer_processes()))
     assert v.kind == UNKNOWN
     assert "not reported" in v.evidence
 
 
 def test_invisible_processes_still_judged_on_gpu_metrics() -> None:
     hidden = ProcessInfo(pid=100, visible=False)
-    v = gv(history(steady(30), tree=[hidden]))
+    v = gv(snapshot_history(steady(30), tree=[hidden]))
     assert v.kind == UNDERUSED
     assert "not visible from here" in v.evidence
-    assert gv(history(steady(95), tree=[hidden])).kind == GPU_BOUND
+    assert gv(snapshot_history(steady(95), tree=[hidden])).kind == GPU_BOUND
 
 
 def test_multi_gpu_job_verdict() -> None:
     def rows() -> list[ProcessInfo]:
-        out = [proc(20, 1, command="torchrun train.py")]
+        out = [process_info(20, 1, command="torchrun train.py")]
         for r in range(4):
-            out += [proc(21 + r, 20, cpu=40.0)]
-            out += [proc(100 + 10 * r + w, 21 + r, cpu=97.0) for w in range(2)]
+            out += [process_info(21 + r, 20, cpu=40.0)]
+            out += [process_info(100 + 10 * r + w, 21 + r, cpu=97.0) for w in range(2)]
         return out
 
     snaps = [
-        snapshot(T0 + i, [gpu(r, 35.0, [gproc(21 + r)]) for r in range(4)], rows())
+        snapshot(T0 + i, [gpu_sample(r, 35.0, [gpu_process(21 + r)]) for r in range(4)], rows())
         for i in range(N)
     ]
     v = jv(snaps)
@@ -504,9 +536,11 @@ def test_multi_gpu_job_verdict() -> None:
 
 def test_shared_gpu_verdict_names_the_job() -> None:
     def rows(i: int, t: float) -> list[ProcessInfo]:
-        return trainer(100, worker_cpu=5, main_cpu=5) + trainer(200, worker_cpu=95)
+        return trainer_processes(100, worker_cpu=5, main_cpu=5) + trainer_processes(
+            200, worker_cpu=95
+        )
 
-    snaps = history(steady(30), tree=rows, gpu_pids=(100, 200))
+    snaps = snapshot_history(steady(30), tree=rows, gpu_pids=(100, 200))
     v = gv(snaps)
     assert v.kind == INPUT_CPU
     assert "job 200: 4 workers at 95 %" in v.evidence
@@ -515,14 +549,14 @@ def test_shared_gpu_verdict_names_the_job() -> None:
 
 
 def test_window_ignores_older_snapshots() -> None:
-    snaps = history(steady(10, 30) + steady(95, 21), tree=trainer(worker_cpu=30))
+    snaps = snapshot_history(steady(10, 30) + steady(95, 21), tree=trainer_processes(worker_cpu=30))
     assert len(window(snaps)) == 21
     assert gv(snaps).kind == GPU_BOUND
     assert gv(snaps, Thresholds.from_overrides({"window_seconds": 60})).kind != GPU_BOUND
 
 
 def test_pure_and_deterministic() -> None:
-    snaps = history(around(38, 20), tree=trainer(worker_cpu=96))
+    snaps = snapshot_history(around(38, 20), tree=trainer_processes(worker_cpu=96))
     shuffled = list(snaps)
     random.Random(7).shuffle(shuffled)
     assert gpu_verdicts(snaps) == gpu_verdicts(shuffled) == gpu_verdicts(list(snaps))
@@ -533,7 +567,11 @@ def test_pure_and_deterministic() -> None:
 
 
 def test_verdict_to_dict_shape() -> None:
-    v = gv(history(steady(95), tree=trainer(worker_cpu=30), gpu_kw={"reasons": ("sw power cap",)}))
+    v = gv(
+        snapshot_history(
+            steady(95), tree=trainer_processes(worker_cpu=30), gpu_kw={"reasons": ("sw power cap",)}
+        )
+    )
     d = verdict_to_dict(v)
     assert json.loads(json.dumps(d)) == d
     assert d == {
@@ -551,7 +589,7 @@ def test_verdict_to_dict_shape() -> None:
 
 
 def test_threshold_overrides_change_verdicts() -> None:
-    snaps = history(steady(87), tree=trainer(worker_cpu=95))
+    snaps = snapshot_history(steady(87), tree=trainer_processes(worker_cpu=95))
     assert gv(snaps).kind == GPU_BOUND
     strict = Thresholds.from_overrides({"util_high": 90})
     assert strict.util_high == 90.0
@@ -601,7 +639,7 @@ def test_defaults_are_documented_in_docs_verdicts() -> None:
 
 def test_slow_sampling_window_keeps_min_samples() -> None:
     # one sample every 10 s: the 20 s window would hold 3; it is widened to MIN_SAMPLES
-    snaps = history(steady(30, 8), interval=10.0, tree=trainer(worker_cpu=95))
+    snaps = snapshot_history(steady(30, 8), interval=10.0, tree=trainer_processes(worker_cpu=95))
     assert len(window(snaps)) == th.DEFAULT.min_samples
     v = gv(snaps)
     assert v.kind == INPUT_CPU
@@ -675,7 +713,7 @@ def test_analyzer_matches_with_processes_coming_and_going() -> None:
     t = Thresholds.from_overrides({"window_seconds": 8})
     analyzer = Analyzer(t)
     hist: list[Snapshot] = []
-    for tick, snap in enumerate(fleet(4, 8, ranks=2, seed=4)):
+    for tick, snap in enumerate(busy_node_snapshots(4, 8, ranks=2, seed=4)):
         if tick == 120:
             break
         procs = []
@@ -729,7 +767,7 @@ def test_jobs_are_built_again_only_when_their_input_changed(
     def run(rows: Sequence[ProcessInfo], change_at: int | None = None) -> list[float]:
         """The times of the snapshots whose jobs the analyzer built, tick after tick."""
         rows_t = tuple(rows)
-        g = gpu(0, 30.0, [gproc(100)])
+        g = gpu_sample(0, 30.0, [gpu_process(100)])
         hist: list[Snapshot] = []
         analyzer = Analyzer()
         built.clear()
@@ -747,11 +785,11 @@ def test_jobs_are_built_again_only_when_their_input_changed(
         return during
 
     # Ages unknown (no create time: e.g. pids of another PID namespace): built once.
-    unknown_age = [replace(r, create_time=None) for r in trainer(100, 2)]
+    unknown_age = [replace(r, create_time=None) for r in trainer_processes(100, 2)]
     assert run(unknown_age) == [T0]
     assert run(unknown_age, change_at=7) == [T0, T0 + 7]  # the change, and nothing else
     # Known create times: each tick's jobs have a new age, so each tick builds them.
-    assert run(trainer(100, 2)) == [T0 + i for i in range(12)]
+    assert run(trainer_processes(100, 2)) == [T0 + i for i in range(12)]
 
 
 def test_a_job_track_of_one_unchanged_tick_keeps_its_signals_and_stays_exact() -> None:
@@ -760,8 +798,12 @@ def test_a_job_track_of_one_unchanged_tick_keeps_its_signals_and_stays_exact() -
     and they are always what a track built afresh from the same ticks gives."""
     from gputop.analysis.input_rules import JobTick, Track
 
-    a_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=90.0))
-    b_snap = snapshot(T0, [gpu(0, 30.0, [gproc(100)])], trainer(100, 2, worker_cpu=10.0))
+    a_snap = snapshot(
+        T0, [gpu_sample(0, 30.0, [gpu_process(100)])], trainer_processes(100, 2, worker_cpu=90.0)
+    )
+    b_snap = snapshot(
+        T0, [gpu_sample(0, 30.0, [gpu_process(100)])], trainer_processes(100, 2, worker_cpu=10.0)
+    )
     a, b = (Analyzer().context([s]).ticks[-1].feats for s in (a_snap, b_snap))  # type: ignore[union-attr]
     fa, fb = next(iter(a.values())), next(iter(b.values()))
     assert isinstance(fa, JobTick) and isinstance(fb, JobTick)

@@ -66,22 +66,22 @@ def demo_mig() -> Scenario:
 
 
 def busy_node() -> Scenario:
-    from tests.test_analysis_speed import fleet
+    from tests.builders import busy_node_snapshots
 
-    return DEFAULT, _grow(fleet(8, 16, seed=1), 60)
+    return DEFAULT, _grow(busy_node_snapshots(8, 16, seed=1), 60)
 
 
 def coming_and_going() -> Scenario:
     """Processes vanish and come back, CPU readings go missing, GPUs are lost, throttle
     (hardware), run on a degraded link or near the link's maximum, lose utilization (now
     and then, for a while, in MIG mode)."""
-    from tests.test_analysis_speed import fleet
+    from tests.builders import busy_node_snapshots
 
     rng = random.Random(7)
     t = Thresholds.from_overrides({"window_seconds": 8})
 
     def snaps() -> Iterator[Snapshot]:
-        for tick, snap in enumerate(fleet(4, 8, ranks=2, seed=4)):
+        for tick, snap in enumerate(busy_node_snapshots(4, 8, ranks=2, seed=4)):
             procs = []
             for p in snap.processes:
                 r = rng.random()
@@ -123,9 +123,9 @@ def steady_objects() -> Scenario:
     sources share unchanged ones), only the time moves; ages unknown, so jobs are taken
     over. At known ticks something changes: a process's CPU, a GPU's utilization, a job
     leaves, a GPU is lost and comes back; each change then stays for a while."""
-    from tests.test_analysis_speed import fleet
+    from tests.builders import busy_node_snapshots
 
-    first = next(fleet(4, 6, seed=5))
+    first = next(busy_node_snapshots(4, 6, seed=5))
     rows = tuple(replace(p, create_time=None) for p in first.processes)
     gpus = tuple(
         replace(g, processes=tuple(replace(p, host=None) for p in g.processes)) for g in first.gpus

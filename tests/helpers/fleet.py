@@ -1,32 +1,17 @@
 """A fleet of demo hosts without processes or threads: host views built from demo lines
-(each host its own seed), for Pilot tests, screenshots and benchmarks."""
+(each host its own seed, tests/builders.demo_host_lines), for Pilot tests, screenshots and
+benchmarks."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gputop.pipeline import Feed
-from gputop.present import to_json_dict
-from gputop.sources.demo import DemoSource
-from gputop.sources.remote import parse_line, summarize
+from gputop.sources.remote import summarize
 from gputop.sources.streams import HostView
-
-
-def demo_datas(seed: int, ticks: int, start: float = 1_800_000_000.0) -> list[dict[str, Any]]:
-    """``ticks`` stream lines of a demo host (parsed), one second apart."""
-    source = DemoSource(seed, start_time=start, step=1.0)
-    diagnoser = Feed()
-    history = []
-    out = []
-    for _ in range(ticks):
-        history.append(source.snapshot())
-        line = json.dumps(to_json_dict(history[-1], diagnoser.frame(history).diagnosis))
-        out.append(parse_line(line))
-    return out
+from tests.builders import demo_host_lines
 
 
 class FakeFleet:
@@ -102,6 +87,6 @@ def demo_fleet(
     fleet = FakeFleet(names, interval)
     datas = {}
     for n, name in enumerate(names):
-        datas[name] = demo_datas(n, ticks)
+        datas[name] = demo_host_lines(n, ticks)
         fleet.feed(name, datas[name][-1])
     return fleet, datas
