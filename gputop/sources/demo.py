@@ -1,15 +1,6 @@
-"""A seeded, simulated GPU server (``gpu-node-07``: 64 cores, 1 TiB RAM, 8 x H100 80GB
-HBM3 on PCIe gen5 x16) and the jobs people run on it, declared as data in :data:`JOBS`.
-
-:class:`DemoSource` produces the same snapshots as the live source, with the same gaps
-(the first snapshot has no rates), so the dashboard tells them apart only by
-``Snapshot.source == "demo"``. Over a few minutes it shows every verdict kind but "lost",
-"underused", "moderate" and "unknown" (tests/test_diagnosis_cli.py checks it).
-
-Time: with ``clock=None`` a virtual clock starts at ``start_time`` (default
-:data:`DEMO_EPOCH`) and advances ``step`` seconds per snapshot; with a clock the
-simulation follows the real time between calls. Everything random comes from one
-``random.Random(seed)``: the same seed and times give identical snapshots.
+"""A seeded, simulated GPU server (``gpu-node-07``: 8 x H100) and its jobs, declared as
+data in :data:`JOBS`. Same snapshots and gaps as the live source; with ``clock=None`` a
+virtual clock advances ``step`` seconds per snapshot. Same seed and times: same snapshots.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Processes that hold a GPU device file open but that NVML does not list (docs/json.md).
+"""Processes that hold a ``/dev/nvidia<N>`` open but that NVML does not list (docs/json.md).
 
-Only ``/dev/nvidia<N>`` counts: ``nvidiactl``, ``nvidia-uvm`` and the like are shared
-control devices and say nothing about which GPU is held. The scan costs one ``readlink``
-per descriptor of every process not listed, so it runs on a slower cadence than the tick.
-Another user's ``/proc/<pid>/fd`` is closed without privileges: counted in
-``HolderScan.denied``, so the UI can say the list may be incomplete. gputop itself (NVML
-keeps the device files open) is never reported when scanning the real ``/proc``.
+Control devices (``nvidiactl``, ``nvidia-uvm``) say nothing about which GPU is held. A closed
+``/proc/<pid>/fd`` counts in ``HolderScan.denied``; gputop itself is never reported.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """psutil and /proc -> ``HostSample`` and per-process rows (``ProcessInfo``).
 
-One ``HostReader`` lives in the sampler's worker thread and is called once per tick.
-Rates and percentages are counter deltas between two calls, so the first call returns
-``None`` for them (never 0). Nothing here raises: a value that cannot be read is
-``None``, and what went wrong is in ``HostReader.last_errors``.
-
-Host-wide values are psutil's, read straight from /proc (``procfs.parse_*``), each file
-once a tick, with psutil's formulas (tests/test_procfs_host.py compares them on the same
-bytes); psutil itself where a file cannot be read or has a shape the parsers do not know.
-What the values mean (physical disks only, every interface but ``lo``): docs/json.md.
-A counter that goes backwards makes that value ``None`` for the tick (a CPU field counts
-0, as psutil does); a device that appears or disappears is left out of that tick's sum.
-
-Processes: ``read_processes(pids)`` gives a row for every given pid and its descendants,
-found by one pass over ``/proc/<pid>/stat``. State is kept per (pid, start time), so a
-reused pid never inherits another process's CPU or I/O history. An unchanged row (and
-an unchanged command line, name or user) is the same object: the history shares them.
+Rates are counter deltas between two calls (the first gives None, never 0); a value that
+cannot be read is None and why is in ``HostReader.last_errors``. Process state is kept per
+(pid, start time), so a reused pid never inherits another process's history.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The live source: NVML + host (psutil, /proc) + the /dev/nvidia holder scan, one
 snapshot per call. Never raises: a reader's exception becomes a ``SampleError``.
-
-- ``kind`` is ``"nvml"``, or ``"host-only"`` when NVML could not be initialised (then
-  ``driver.error`` says why); never the demo.
-- Each GPU process gets the host's view of its pid joined in (``GpuProcess.host``);
-  ``Snapshot.processes`` holds it for every GPU pid, its descendants and ancestors.
-- The holder scan runs by time, not by tick count (see ``HOLDER_SCAN_COST_FACTOR``); in
-  between, the last result minus the pids now listed. A dataloader worker inherits its
-  parent's ``/dev/nvidia*`` descriptors: the GPU pids' descendants count as listed.
-- The hostname is ``os.uname().nodename``: gputop never imports ``socket``.
+``kind`` is "nvml", or "host-only" when NVML could not start (``driver.error`` says why).
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""NVML (through pynvml) -> ``GpuSample`` tuples. Every metric optional, every failure contained.
+"""NVML (through pynvml) -> ``GpuSample`` tuples. Never raises: every metric optional.
 
-``NvmlReader`` initialises NVML once and never raises: when NVML cannot start, ``driver``
-says why (``available=False``) and ``read()`` returns nothing (host-only mode). Identity
-and limits are read once per GPU, and again when a lost GPU comes back.
-
-Failure policy (tests/test_nvml_source.py; what the user sees: docs/troubleshooting.md):
-
-- ``NotSupported`` or a missing symbol: the metric is None on that GPU and not asked
-  again until the GPU is re-attached (these answers do not change while a GPU stays up).
-- ``NoPermission`` and other errors: None and a ``SampleError``, every tick (they may go away).
-- ``GpuIsLost``, ``Unknown``, ``ResetRequired``: that GPU is ``lost`` (identity kept, so one
-  can tell which GPU fell off), its handle fetched again every tick; the others keep updating.
-- Driver generations are probed once per library (``Capabilities``; docs/drivers.md).
-- A process entry that cannot be a real process is never shown, so never signalled.
-- A process list that cannot be read sets ``processes_unavailable``, so that an empty
-  ``processes`` is not mistaken for "no processes".
-
-Units and choices (docs/json.md, "What the numbers mean"): PCIe KB/s is 1024 bytes, each
-call blocks for the driver's window, so TX and RX of every GPU run at once on threads of
-their own (``_PcieCall``) and a slow answer is used by the next tick; ECC is the volatile
-count (an old error would otherwise flag a GPU forever); per-process SM % is the mean of
-the samples since the last tick by NVML's timestamps, 0 for a process with no new sample.
+Failure policy (NotSupported asked once per attach, other errors every tick, GpuIsLost and
+the like mark the GPU lost) and units: docs/troubleshooting.md, docs/drivers.md,
+docs/json.md; tests/test_nvml_source.py holds it.
 """
 
 from __future__ import annotations
@@ -54,15 +36,6 @@ from gputop.model import (
 from gputop.pcie import link_max_bytes_per_s
 from gputop.sources.bounds import check_gpus
 from gputop.sources.procfs import pid_max
-
-__all__ = [
-    "CLOCK_EVENT_REASONS",
-    "PCIE_WAIT_S",
-    "NvmlReader",
-    "cuda_version_string",
-    "decode_clock_event_reasons",
-    "link_max_bytes_per_s",
-]
 
 T = TypeVar("T")
 

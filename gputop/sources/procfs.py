@@ -1,12 +1,6 @@
-"""Linux ``/proc/<pid>`` files read and parsed directly: the per-tick process hot path.
-
-``stat`` is read once (shared with the tick's scan of all processes), then ``status``,
-``cmdline`` and ``io``; the values are psutil's (same files, same formulas), psutil
-remains the fallback where there is no Linux ``/proc``.
-
-Every reader raises ``OSError`` as the kernel gives it: ``FileNotFoundError`` or
-``ProcessLookupError`` when the process is gone, ``PermissionError`` where another
-user's file is closed to us (``io``).
+"""Linux ``/proc/<pid>`` files parsed directly, with psutil's formulas (psutil is the
+fallback where there is no Linux ``/proc``). Readers raise ``OSError`` as the kernel
+gives it: gone (``FileNotFoundError``/``ProcessLookupError``) or closed (``PermissionError``).
 """
 
 from __future__ import annotations
