@@ -102,17 +102,9 @@ _INIT_ERRORS = {
 def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
     """Bitmask -> names in bit order; unknown bits as hex. 0 -> () (nothing holds clocks)."""
     names = [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
-    known = 0
-    for bit, _ in CLOCK_EVENT_REASONS:
-        known |= bit
-    rest = mask & ~known
-    bit = 1
-    while rest:
-        if rest & bit:
-            names.append(hex(bit))
-            rest &= ~bit
-        bit <<= 1
-    return tuple(names)
+    known = {bit for bit, _ in CLOCK_EVENT_REASONS}
+    unknown = (1 << k for k in range(mask.bit_length()) if mask & (1 << k))
+    return (*names, *(hex(bit) for bit in unknown if bit not in known))
 
 
 def mig_profile(name: str | None) -> str | None:
@@ -591,12 +583,6 @@ class NvmlReader:
             tx_bytes_per_s=tx,
             rx_bytes_per_s=rx,
         )
-        last = self._last_samples.get(gpu.index)
-        if last is not None:
-            for name in _SHARED_PARTS:
-                old = getattr(last, name)
-                if reading[name] == old:
-                    reading[name] = old
         return GpuSample(**reading)
 
     def _ensure_count(self, errors: list[SampleError]) -> None:
@@ -605,11 +591,8 @@ class NvmlReader:
         try:
             self._count = int(self._nv.nvmlDeviceGetCount())
         except Exception as exc:
-            errors.append(
-                SampleError(
-                    SOURCE, f"cannot count GPUs: {_describe(self._nv, exc)}", metric="count"
-                )
-            )
+            message = f"cannot count GPUs: {_describe(self._nv, exc)}"
+            errors.append(SampleError(SOURCE, message, metric="count"))
             return
         self._gpus = [_Gpu(i) for i in range(self._count)]
 
@@ -962,32 +945,20 @@ class NvmlReader:
             else:
                 sm, bw = usage.get(pid, (0.0, 0.0))
             before = last.get(pid)
-            if (  # the same row as on the last read: given out again, not made anew
-                before is not None
-                and before.type == kind
-                and before.gpu_memory == memory
-                and before.sm_percent == sm
-                and before.memory_bandwidth_percent == bw
-                and before.gpu_instance_id == gi
-                and before.compute_instance_id == ci
-            ):
-                out.append(before)
-                continue
-            if before is not None:  # the values that did not change: the same objects
+            if before is not None:  # what did not change stays the same object
                 pid = before.pid
                 if before.gpu_memory == memory:
                     memory = before.gpu_memory
-            out.append(
-                GpuProcess(
-                    pid=pid,
-                    type=kind,
-                    gpu_memory=memory,
-                    sm_percent=_percent(sm),
-                    memory_bandwidth_percent=_percent(bw),
-                    gpu_instance_id=gi,
-                    compute_instance_id=ci,
-                )
+            row = GpuProcess(
+                pid=pid,
+                type=kind,
+                gpu_memory=memory,
+                sm_percent=_percent(sm),
+                memory_bandwidth_percent=_percent(bw),
+                gpu_instance_id=gi,
+                compute_instance_id=ci,
             )
+            out.append(reuse_equal(row, before))
         gpu.last_processes = {p.pid: p for p in out}
         return tuple(out), unavailable
 
