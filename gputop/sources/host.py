@@ -18,7 +18,15 @@ from typing import Any, TypeVar
 import psutil
 
 from gputop.fmt import clean_text
-from gputop.model import HostSample, IoRate, MemoryStat, NetRate, ProcessInfo, SwapStat, replace
+from gputop.model import (
+    HostSample,
+    IoRate,
+    MemoryStat,
+    NetRate,
+    ProcessInfo,
+    SwapStat,
+    reuse_equal,
+)
 from gputop.sources import procfs
 from gputop.sources.procfs import CPU_FIELDS, PROC_ROOT, CpuTimes, scan_processes
 from gputop.sources.procfs import Stat as _Stat
@@ -35,6 +43,9 @@ _WHOLE_DISK = re.compile(r"^(?:[shv]d[a-z]+|xvd[a-z]+|nvme\d+n\d+|mmcblk\d+)$")
 #: The pass over every process (the tree) runs at most this often, and at once when NVML
 #: lists a pid it has not seen: a new dataloader worker shows within this delay.
 RESCAN_SECONDS = 3.0
+
+#: A changed row takes these from the last row when equal: the history holds one copy.
+SHARED_STRINGS = ("user", "name", "command", "status")
 
 
 def _rate(delta: float | None, dt: float | None) -> float | None:
@@ -171,21 +182,6 @@ def shares_driver_pid_namespace(path: str = "/proc/self/ns/pid") -> bool | None:
 
 def _exited_row(pid: int, ppid: int | None = None) -> ProcessInfo:
     return ProcessInfo(pid=pid, visible=True, ppid=ppid, status=psutil.STATUS_DEAD)
-
-
-def _shared(row: ProcessInfo, last: ProcessInfo | None) -> ProcessInfo:
-    """``row``, or ``last`` when equal; else ``row`` reusing ``last``'s equal strings, so
-    the history holds one copy of a command line."""
-    if last is None:
-        return row
-    if row == last:
-        return last
-    same = {}
-    for name in ("user", "name", "command", "status"):
-        value, before = getattr(row, name), getattr(last, name)
-        if value is not None and value is not before and value == before:
-            same[name] = before
-    return replace(row, **same) if same else row
 
 
 class HostReader:
@@ -466,15 +462,9 @@ class HostReader:
     def read_processes(
         self, pids: Iterable[int], *, ancestors: bool = False
     ) -> tuple[ProcessInfo, ...]:
-        """Rows for every given pid (in the given order) and then their descendants.
-
-        With ``ancestors``, also each given pid's ancestors below pid 1 (a torchrun
-        launcher is not a GPU process, yet it is the root of the job). A given pid this
-        PID namespace lacks is ``visible=False``; one seen here before (a process cannot
-        leave its namespace) has exited: status "dead", every other field None. A process
-        that exits while read keeps what was read, as "dead"; a descendant that exits
-        before it is read is left out.
-        """
+        """Rows for every given pid (in order), then their descendants; with ``ancestors``
+        also each given pid's ancestors below pid 1 (a torchrun launcher roots the job).
+        A given pid seen here before and now missing has exited (status "dead")."""
         self._errors = []
         rows: list[ProcessInfo] = []
         try:
@@ -570,7 +560,7 @@ class HostReader:
                 row, alive = self._read_one_proc(tracked, st)
             else:
                 row, alive = self._read_one(tracked, st)
-            row = _shared(row, tracked.row)
+            row = reuse_equal(row, tracked.row, SHARED_STRINGS)
             tracked.row = row
             if alive:
                 keep[key] = tracked
@@ -665,9 +655,7 @@ class HostReader:
         def field(name: str, fn: Callable[[], Any]) -> Any:
             try:
                 value = fn()
-            except psutil.ZombieProcess:
-                return None  # e.g. cmdline of a zombie: not available
-            except psutil.AccessDenied:
+            except (psutil.ZombieProcess, psutil.AccessDenied):  # before NoSuchProcess
                 return None
             except psutil.NoSuchProcess:
                 raise
