@@ -949,7 +949,7 @@ class NvmlReader:
                 pid = before.pid
                 if before.gpu_memory == memory:
                     memory = before.gpu_memory
-            row = GpuProcess(
+            made = GpuProcess(
                 pid=pid,
                 type=kind,
                 gpu_memory=memory,
@@ -958,7 +958,7 @@ class NvmlReader:
                 gpu_instance_id=gi,
                 compute_instance_id=ci,
             )
-            out.append(reuse_equal(row, before))
+            out.append(reuse_equal(made, before))
         gpu.last_processes = {p.pid: p for p in out}
         return tuple(out), unavailable
 
