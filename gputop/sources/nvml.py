@@ -173,8 +173,8 @@ class ProcessCall:
 
 
 class Capabilities:
-    """What one ``libnvidia-ml.so.1`` offers, probed once per library (after nvmlInit),
-    so each tick makes only calls that exist and the reader can say what it fell back to."""
+    """What one ``libnvidia-ml.so.1`` offers, probed once (after nvmlInit): each tick makes
+    only calls that exist."""
 
     def __init__(self, nv: Any) -> None:
         self._nv = nv
@@ -262,14 +262,9 @@ def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.St
 
 
 class PidCheck:
-    """Is a pid NVML listed a process that holds an NVIDIA device open?
-
-    ``holds_device(pid)``: True or False where that can be checked, None where it cannot
-    (no ``/dev/nvidia*`` here, the pid not in this PID namespace, another user's
-    descriptors). A positive answer is remembered per (pid, start time). Where the kernel
-    has pidfds, one ``poll()`` a tick over pidfds of the remembered processes replaces a
-    ``/proc/PID/stat`` read of each; the answers are the same either way.
-    """
+    """Is a pid NVML listed a process that holds an NVIDIA device open? (None: cannot
+    tell.) A yes is remembered per (pid, start time); where the kernel has pidfds, one
+    ``poll()`` a tick replaces a ``/proc/PID/stat`` read of each, with the same answers."""
 
     #: At most this many pidfds are held (past it, the start-time comparison alone).
     MAX_PIDFDS = 1024
