@@ -35,7 +35,7 @@ from gputop.model import (
 )
 from gputop.pcie import link_max_bytes_per_s
 from gputop.sources.bounds import check_gpus
-from gputop.sources.procfs import pid_max
+from gputop.sources.procfs import pid_max, read_stat
 
 T = TypeVar("T")
 
@@ -272,7 +272,7 @@ class PidCheck:
     def __init__(self, device_prefix: str = DEVICE_PREFIX, proc: str = "/proc") -> None:
         self.device_prefix = device_prefix
         self.proc = proc
-        self._ok: dict[int, bytes] = {}  # pid -> its /proc stat start field, found holding
+        self._ok: dict[int, int] = {}  # pid -> its start time, found holding
         self._checkable: bool | None = None
         self._pidfds: dict[int, int] = {}  # pid -> pidfd, of pids in _ok
         self._fd_pids: dict[int, int] = {}  # pidfd -> pid
@@ -289,14 +289,9 @@ class PidCheck:
                 self._checkable = False
         return self._checkable
 
-    def _start(self, pid: int) -> bytes | None:
-        try:
-            with open(f"{self.proc}/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            return None
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        return fields[19] if len(fields) > 19 else None
+    def _start(self, pid: int) -> int | None:
+        st = read_stat(pid, self.proc)
+        return None if st is None else st.starttime
 
     def _still_the_same(self, pid: int) -> bool:
         """Whether a pidfd holds ``pid``'s process and has not reported its exit (a
