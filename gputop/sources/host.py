@@ -347,15 +347,12 @@ class HostReader:
     def _memory(self) -> tuple[MemoryStat, SwapStat]:
         data = self._read_proc("meminfo")
         mem = None if data is None else procfs.parse_meminfo(data)
-        if mem is None:
-            vm = self._try("virtual_memory", psutil.virtual_memory)
-            memory = (
-                MemoryStat()
-                if vm is None
-                else MemoryStat(total=vm.total, used=vm.used, available=vm.available)
-            )
-        else:
-            memory = MemoryStat(total=mem.total, used=mem.used, available=mem.available)
+        vm = mem if mem is not None else self._try("virtual_memory", psutil.virtual_memory)
+        memory = (
+            MemoryStat()
+            if vm is None
+            else MemoryStat(total=vm.total, used=vm.used, available=vm.available)
+        )
         if mem is None or mem.swap_total is None:
             sw = self._try("swap_memory", psutil.swap_memory)
             return memory, SwapStat() if sw is None else SwapStat(total=sw.total, used=sw.used)
@@ -412,22 +409,17 @@ class HostReader:
         now = time.monotonic()
         last = self._last_scan
         probed: dict[int, _Stat | None] = {}
-        if self._use_proc and all(
-            pid <= 0 or (pid in self._gone and self._probe(pid, probed) is None) for pid in given
-        ):
-            # every given pid is still gone: an exited process has no tree
-            return {}, False, probed
+
+        def still_gone(pid: int) -> bool:
+            return pid <= 0 or (pid in self._gone and self._probe(pid, probed) is None)
+
+        if self._use_proc and all(still_gone(pid) for pid in given):
+            return {}, False, probed  # an exited process has no tree
         if (
             last is not None
             and self._use_proc
             and now - self._last_scan_at < self._rescan_seconds
-            and all(
-                pid in last
-                or pid in self._invisible
-                or pid <= 0
-                or (pid in self._gone and self._probe(pid, probed) is None)
-                for pid in given
-            )
+            and all(pid in last or pid in self._invisible or still_gone(pid) for pid in given)
         ):
             return last, False, probed
         scan = self._scan()
