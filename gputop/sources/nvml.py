@@ -532,9 +532,8 @@ class NvmlReader:
                 self._mark_lost(gpu, lost.reason, errors)
                 readings.append(self._unreadable(gpu))
             except Exception as exc:
-                errors.append(
-                    self._error(gpu, "gpu", f"reading failed: {_describe(self._nv, exc)}")
-                )
+                message = f"reading failed: {_describe(self._nv, exc)}"
+                errors.append(self._error(gpu, "gpu", message))
                 readings.append(self._identity(gpu))
         self._pid_check.forget_except(
             {p.pid for r in readings if isinstance(r, dict) for p in r["processes"]}
@@ -904,14 +903,11 @@ class NvmlReader:
         if dropped:
             n = sum(dropped.values())
             reasons = ", ".join(f"{count} x {why}" for why, count in dropped.items())
-            errors.append(
-                self._error(
-                    gpu,
-                    "processes",
-                    f"NVML listed {n} process entr{'y' if n == 1 else 'ies'} that cannot be a "
-                    f"real process ({reasons}); not shown, never signalled",
-                )
+            message = (
+                f"NVML listed {n} process entr{'y' if n == 1 else 'ies'} that cannot be a "
+                f"real process ({reasons}); not shown, never signalled"
             )
+            errors.append(self._error(gpu, "processes", message))
             if not merged and not unreadable:
                 unreadable.append(
                     f"process list unavailable: all {listed} entries NVML listed are "
@@ -1110,13 +1106,8 @@ class NvmlReader:
         if not (
             tx_call.wait(deadline - time.monotonic()) and rx_call.wait(deadline - time.monotonic())
         ):
-            errors.append(
-                self._error(
-                    gpu,
-                    "pcie_throughput",
-                    f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s",
-                )
-            )
+            message = f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s"
+            errors.append(self._error(gpu, "pcie_throughput", message))
             return None
         tx = self._get(gpu, "pcie_throughput", tx_call.result, errors)
         rx = self._get(gpu, "pcie_throughput", rx_call.result, errors)
