@@ -468,13 +468,8 @@ class NvmlReader:
     def _cuda_version(self) -> int | None:
         nv = self._nv
         for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
-            fn = getattr(nv, name, None)
-            if fn is None:
-                continue
-            try:
-                return int(fn())
-            except Exception:
-                continue
+            with contextlib.suppress(Exception):  # missing, or failing: the older one
+                return int(getattr(nv, name)())
         return None
 
     def close(self) -> None:
