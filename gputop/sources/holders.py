@@ -6,7 +6,6 @@ Control devices (``nvidiactl``, ``nvidia-uvm``) say nothing about which GPU is h
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import time
@@ -41,10 +40,6 @@ def _read(path: str, limit: int = 4096) -> bytes | None:
             return f.read(limit)
     except OSError:
         return None
-
-
-#: A name lookup (NSS: LDAP, sssd) once per uid.
-_user_name = functools.lru_cache(maxsize=256)(procfs.user_name)
 
 
 def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int], int | None]:
@@ -131,7 +126,7 @@ def scan_holders(
                         pid=pid,
                         gpu=minor_to_gpu.get(minor),
                         minor_number=minor,
-                        user=None if uid is None else _user_name(uid),
+                        user=None if uid is None else procfs.user_name(uid),
                         name=None if comm is None else clean_text(comm.rstrip(b"\n")),
                         command=command,
                     )

@@ -222,7 +222,6 @@ class HostReader:
         self._gone: set[int] = set()  # given pids seen here before that have exited
         self._invisible: dict[int, ProcessInfo] = {}  # last tick's rows of invisible pids
         self._exited: dict[int, ProcessInfo] = {}  # ...and of given pids that have exited
-        self._users: dict[int, str | None] = {}
         self.last_errors: tuple[str, ...] = ()
         self._errors: list[str] = []
         self._use_proc = True
@@ -588,7 +587,7 @@ class HostReader:
         try:
             uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid, root))
             if uid is not None:
-                user = self._username(uid)
+                user = procfs.user_name(uid)
             raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid, root))
             if raw is None:
                 tracked.raw_cmdline = tracked.command = None
@@ -674,7 +673,7 @@ class HostReader:
                 field("num_threads", p.num_threads)
                 uids = field("uids", p.uids)
                 if uids is not None:
-                    got["user"] = self._username(uids.real)
+                    got["user"] = procfs.user_name(uids.real)
                 cmd = field("cmdline", p.cmdline)
                 if cmd is not None:
                     got["command"] = clean_text(" ".join(cmd))
@@ -705,12 +704,6 @@ class HostReader:
         )
         return row, alive
 
-    def _username(self, uid: int) -> str | None:
-        # Cached: a getpwuid through NSS (LDAP, sssd) can be slow, and uids are few.
-        if uid not in self._users:
-            self._users[uid] = procfs.user_name(uid)
-        return self._users[uid]
-
     def close(self) -> None:
         """Forget all state."""
         self._tracked.clear()
@@ -718,7 +711,6 @@ class HostReader:
         self._gone.clear()
         self._exited.clear()
         self._invisible.clear()
-        self._users.clear()
         self._physical.clear()
         self._cpu = self._disk = self._net = None
         self._cpu_count = self._cpu_cores = None

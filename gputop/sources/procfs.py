@@ -5,6 +5,7 @@ gives it: gone (``FileNotFoundError``/``ProcessLookupError``) or closed (``Permi
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 from typing import NamedTuple
@@ -145,6 +146,7 @@ def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
         return None
 
 
+@functools.lru_cache(maxsize=256)  # a lookup through NSS (LDAP, sssd) can be slow
 def user_name(uid: int) -> str | None:
     """The uid itself where it has no name (as ps shows it), None when the lookup fails."""
     try:
