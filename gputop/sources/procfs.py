@@ -214,10 +214,7 @@ def process_name(comm: str, argv: list[str]) -> str:
     return comm
 
 
-# --- host-wide files (HostReader.read_host) -------------------------------------------
-#
-# Each file read once a tick, only what gputop shows picked out, with psutil's formulas
-# (tests/test_procfs.py compares them). None for a shape they do not know: psutil then.
+# --- host-wide files (HostReader.read_host): None for a shape psutil must read instead
 
 
 def read_all(path: str) -> bytes:
