@@ -83,25 +83,20 @@ STREAM_S = 180.0  # ...streams from disk for this long, then reads from the page
 _AMBIENT_C = 24.0  # inlet air
 
 
+@dataclass
 class _Walk:
     """A mean-reverting random walk (Ornstein-Uhlenbeck), clamped to [lo, hi]."""
 
-    def __init__(
-        self,
-        rng: random.Random,
-        mu: float,
-        sigma: float,
-        lo: float,
-        hi: float,
-        tau: float = 10.0,
-    ) -> None:
-        self.rng = rng
-        self.mu = mu
-        self.sigma = sigma  # stationary standard deviation
-        self.lo = lo
-        self.hi = hi
-        self.tau = tau  # seconds to forget
-        self.value = min(hi, max(lo, mu + rng.gauss(0.0, sigma)))
+    rng: random.Random
+    mu: float
+    sigma: float  # stationary standard deviation
+    lo: float
+    hi: float
+    tau: float = 10.0  # seconds to forget
+    value: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.value = min(self.hi, max(self.lo, self.mu + self.rng.gauss(0.0, self.sigma)))
 
     def advance(self, dt: float, mu: float | None = None) -> float:
         if mu is not None:
