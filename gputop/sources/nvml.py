@@ -662,13 +662,7 @@ class NvmlReader:
         denied: str | None = None,
     ) -> T | None:
         """The value, or None (raises _Lost for a lost GPU)."""
-        if metric in gpu.unsupported:
-            return None
-        try:
-            return call()
-        except Exception as exc:
-            self._failed(gpu, metric, exc, errors, denied)
-            return None
+        return self._get_first(gpu, metric, (call,), errors, denied=denied)
 
     def _get_first(
         self,
