@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from gputop.model import ProcessInfo, replace
+from gputop.model import ProcessInfo, replace, reuse_equal
 from gputop.sources import host as host_mod
 from gputop.sources import procfs
 from gputop.sources.host import HostReader
@@ -699,19 +699,23 @@ def test_pid_exists_in_this_namespace_and_in_a_given_proc(tmp_path: Path) -> Non
     assert procfs.pid_exists(77, str(tmp_path)) and not procfs.pid_exists(78, str(tmp_path))
 
 
+def _share(row: ProcessInfo, last: ProcessInfo) -> ProcessInfo:
+    return reuse_equal(row, last, host_mod.SHARED_STRINGS)
+
+
 def test_a_changed_row_shares_the_last_rows_equal_strings() -> None:
     """A busy process's row changes every tick (its CPU %): its unchanged strings are the
     last row's objects, whether the reader kept them (then the row is not copied) or read
     them afresh (then it is rebuilt with the last row's)."""
     last = ProcessInfo(pid=5, user="alice", name="python", command="python train.py",
                        status="running", cpu_percent=99.0)  # fmt: skip
-    assert host_mod._shared(replace(last), last) is last  # equal: the last row itself
+    assert _share(replace(last), last) is last  # equal: the last row itself
     kept = replace(last, cpu_percent=98.0)  # the same string objects
-    assert host_mod._shared(kept, last) is kept
+    assert _share(kept, last) is kept
     fresh = replace(kept, user="".join(["al", "ice"]), command="".join(["python ", "train.py"]))
     assert fresh.user is not last.user and fresh.command is not last.command
-    out = host_mod._shared(fresh, last)
+    out = _share(fresh, last)
     assert out == fresh
     assert out.user is last.user and out.command is last.command and out.name is last.name
-    other = host_mod._shared(replace(fresh, command="python eval.py"), last)
+    other = _share(replace(fresh, command="python eval.py"), last)
     assert other.command == "python eval.py" and other.user is last.user

@@ -1,8 +1,6 @@
-"""Values a GPU cannot report truly: the one place where NVML's numbers are bounded.
-
-Such a value becomes None (n/a) and a :class:`SampleError` names it (docs/drivers.md,
-"Values gputop refuses"). The bounds of each scalar are ``GpuMetric.bounds`` in
-:data:`gputop.model.GPU_METRICS`; memory is bounded here by its own total.
+"""The one place where NVML's numbers are bounded: an impossible value becomes None (n/a)
+and a :class:`SampleError` names it (docs/drivers.md, "Values gputop refuses"). Scalars:
+``GpuMetric.bounds``; memory is bounded by its own total.
 """
 
 from __future__ import annotations
@@ -41,14 +39,9 @@ def check_gpu(sample: GpuSample) -> tuple[GpuSample, list[SampleError]]:
     errors: list[SampleError] = []
 
     def bad(metric: str, value: float, why: str) -> None:
+        message = f"GPU {sample.index}: the driver reported {metric} = {_shown(value)}, {why}"
         errors.append(
-            SampleError(
-                SOURCE,
-                f"GPU {sample.index}: the driver reported {metric} = {_shown(value)}, "
-                f"{why}: shown as n/a",
-                gpu=sample.index,
-                metric=metric,
-            )
+            SampleError(SOURCE, f"{message}: shown as n/a", gpu=sample.index, metric=metric)
         )
 
     changes: dict[str, object] = {}
@@ -92,9 +85,6 @@ def check_gpus(
     samples: list[GpuSample] | tuple[GpuSample, ...], errors: list[SampleError]
 ) -> list[GpuSample]:
     """:func:`check_gpu` for each sample, appending to ``errors``."""
-    out = []
-    for sample in samples:
-        checked, found = check_gpu(sample)
-        out.append(checked)
-        errors.extend(found)
-    return out
+    checked = [check_gpu(sample) for sample in samples]
+    errors.extend(error for _, found in checked for error in found)
+    return [sample for sample, _ in checked]

@@ -1,15 +1,6 @@
-"""A seeded, simulated GPU server (``gpu-node-07``: 64 cores, 1 TiB RAM, 8 x H100 80GB
-HBM3 on PCIe gen5 x16) and the jobs people run on it, declared as data in :data:`JOBS`.
-
-:class:`DemoSource` produces the same snapshots as the live source, with the same gaps
-(the first snapshot has no rates), so the dashboard tells them apart only by
-``Snapshot.source == "demo"``. Over a few minutes it shows every verdict kind but "lost",
-"underused", "moderate" and "unknown" (tests/test_diagnosis_cli.py checks it).
-
-Time: with ``clock=None`` a virtual clock starts at ``start_time`` (default
-:data:`DEMO_EPOCH`) and advances ``step`` seconds per snapshot; with a clock the
-simulation follows the real time between calls. Everything random comes from one
-``random.Random(seed)``: the same seed and times give identical snapshots.
+"""A seeded, simulated GPU server (``gpu-node-07``: 8 x H100) and its jobs, declared as
+data in :data:`JOBS`. Same snapshots and gaps as the live source; with ``clock=None`` a
+virtual clock advances ``step`` seconds per snapshot. Same seed and times: same snapshots.
 """
 
 from __future__ import annotations
@@ -92,25 +83,20 @@ STREAM_S = 180.0  # ...streams from disk for this long, then reads from the page
 _AMBIENT_C = 24.0  # inlet air
 
 
+@dataclass
 class _Walk:
     """A mean-reverting random walk (Ornstein-Uhlenbeck), clamped to [lo, hi]."""
 
-    def __init__(
-        self,
-        rng: random.Random,
-        mu: float,
-        sigma: float,
-        lo: float,
-        hi: float,
-        tau: float = 10.0,
-    ) -> None:
-        self.rng = rng
-        self.mu = mu
-        self.sigma = sigma  # stationary standard deviation
-        self.lo = lo
-        self.hi = hi
-        self.tau = tau  # seconds to forget
-        self.value = min(hi, max(lo, mu + rng.gauss(0.0, sigma)))
+    rng: random.Random
+    mu: float
+    sigma: float  # stationary standard deviation
+    lo: float
+    hi: float
+    tau: float = 10.0  # seconds to forget
+    value: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.value = min(self.hi, max(self.lo, self.mu + self.rng.gauss(0.0, self.sigma)))
 
     def advance(self, dt: float, mu: float | None = None) -> float:
         if mu is not None:

@@ -1,16 +1,11 @@
-"""Processes that hold a GPU device file open but that NVML does not list (docs/json.md).
+"""Processes that hold a ``/dev/nvidia<N>`` open but that NVML does not list (docs/json.md).
 
-Only ``/dev/nvidia<N>`` counts: ``nvidiactl``, ``nvidia-uvm`` and the like are shared
-control devices and say nothing about which GPU is held. The scan costs one ``readlink``
-per descriptor of every process not listed, so it runs on a slower cadence than the tick.
-Another user's ``/proc/<pid>/fd`` is closed without privileges: counted in
-``HolderScan.denied``, so the UI can say the list may be incomplete. gputop itself (NVML
-keeps the device files open) is never reported when scanning the real ``/proc``.
+Control devices (``nvidiactl``, ``nvidia-uvm``) say nothing about which GPU is held. A closed
+``/proc/<pid>/fd`` counts in ``HolderScan.denied``; gputop itself is never reported.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import time
@@ -45,10 +40,6 @@ def _read(path: str, limit: int = 4096) -> bytes | None:
             return f.read(limit)
     except OSError:
         return None
-
-
-#: A name lookup (NSS: LDAP, sssd) once per uid.
-_user_name = functools.lru_cache(maxsize=256)(procfs.user_name)
 
 
 def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int], int | None]:
@@ -135,7 +126,7 @@ def scan_holders(
                         pid=pid,
                         gpu=minor_to_gpu.get(minor),
                         minor_number=minor,
-                        user=None if uid is None else _user_name(uid),
+                        user=None if uid is None else procfs.user_name(uid),
                         name=None if comm is None else clean_text(comm.rstrip(b"\n")),
                         command=command,
                     )

@@ -1,21 +1,8 @@
 """psutil and /proc -> ``HostSample`` and per-process rows (``ProcessInfo``).
 
-One ``HostReader`` lives in the sampler's worker thread and is called once per tick.
-Rates and percentages are counter deltas between two calls, so the first call returns
-``None`` for them (never 0). Nothing here raises: a value that cannot be read is
-``None``, and what went wrong is in ``HostReader.last_errors``.
-
-Host-wide values are psutil's, read straight from /proc (``procfs.parse_*``), each file
-once a tick, with psutil's formulas (tests/test_procfs_host.py compares them on the same
-bytes); psutil itself where a file cannot be read or has a shape the parsers do not know.
-What the values mean (physical disks only, every interface but ``lo``): docs/json.md.
-A counter that goes backwards makes that value ``None`` for the tick (a CPU field counts
-0, as psutil does); a device that appears or disappears is left out of that tick's sum.
-
-Processes: ``read_processes(pids)`` gives a row for every given pid and its descendants,
-found by one pass over ``/proc/<pid>/stat``. State is kept per (pid, start time), so a
-reused pid never inherits another process's CPU or I/O history. An unchanged row (and
-an unchanged command line, name or user) is the same object: the history shares them.
+Rates are counter deltas between two calls (the first gives None, never 0); a value that
+cannot be read is None and why is in ``HostReader.last_errors``. Process state is kept per
+(pid, start time), so a reused pid never inherits another process's history.
 """
 
 from __future__ import annotations
@@ -31,7 +18,15 @@ from typing import Any, TypeVar
 import psutil
 
 from gputop.fmt import clean_text
-from gputop.model import HostSample, IoRate, MemoryStat, NetRate, ProcessInfo, SwapStat, replace
+from gputop.model import (
+    HostSample,
+    IoRate,
+    MemoryStat,
+    NetRate,
+    ProcessInfo,
+    SwapStat,
+    reuse_equal,
+)
 from gputop.sources import procfs
 from gputop.sources.procfs import CPU_FIELDS, PROC_ROOT, CpuTimes, scan_processes
 from gputop.sources.procfs import Stat as _Stat
@@ -48,6 +43,9 @@ _WHOLE_DISK = re.compile(r"^(?:[shv]d[a-z]+|xvd[a-z]+|nvme\d+n\d+|mmcblk\d+)$")
 #: The pass over every process (the tree) runs at most this often, and at once when NVML
 #: lists a pid it has not seen: a new dataloader worker shows within this delay.
 RESCAN_SECONDS = 3.0
+
+#: A changed row takes these from the last row when equal: the history holds one copy.
+SHARED_STRINGS = ("user", "name", "command", "status")
 
 
 def _rate(delta: float | None, dt: float | None) -> float | None:
@@ -186,21 +184,6 @@ def _exited_row(pid: int, ppid: int | None = None) -> ProcessInfo:
     return ProcessInfo(pid=pid, visible=True, ppid=ppid, status=psutil.STATUS_DEAD)
 
 
-def _shared(row: ProcessInfo, last: ProcessInfo | None) -> ProcessInfo:
-    """``row``, or ``last`` when equal; else ``row`` reusing ``last``'s equal strings, so
-    the history holds one copy of a command line."""
-    if last is None:
-        return row
-    if row == last:
-        return last
-    same = {}
-    for name in ("user", "name", "command", "status"):
-        value, before = getattr(row, name), getattr(last, name)
-        if value is not None and value is not before and value == before:
-            same[name] = before
-    return replace(row, **same) if same else row
-
-
 class HostReader:
     """Host-wide and per-process sampling with state between calls; one thread only."""
 
@@ -239,7 +222,6 @@ class HostReader:
         self._gone: set[int] = set()  # given pids seen here before that have exited
         self._invisible: dict[int, ProcessInfo] = {}  # last tick's rows of invisible pids
         self._exited: dict[int, ProcessInfo] = {}  # ...and of given pids that have exited
-        self._users: dict[int, str | None] = {}
         self.last_errors: tuple[str, ...] = ()
         self._errors: list[str] = []
         self._use_proc = True
@@ -364,15 +346,12 @@ class HostReader:
     def _memory(self) -> tuple[MemoryStat, SwapStat]:
         data = self._read_proc("meminfo")
         mem = None if data is None else procfs.parse_meminfo(data)
-        if mem is None:
-            vm = self._try("virtual_memory", psutil.virtual_memory)
-            memory = (
-                MemoryStat()
-                if vm is None
-                else MemoryStat(total=vm.total, used=vm.used, available=vm.available)
-            )
-        else:
-            memory = MemoryStat(total=mem.total, used=mem.used, available=mem.available)
+        vm = mem if mem is not None else self._try("virtual_memory", psutil.virtual_memory)
+        memory = (
+            MemoryStat()
+            if vm is None
+            else MemoryStat(total=vm.total, used=vm.used, available=vm.available)
+        )
         if mem is None or mem.swap_total is None:
             sw = self._try("swap_memory", psutil.swap_memory)
             return memory, SwapStat() if sw is None else SwapStat(total=sw.total, used=sw.used)
@@ -429,22 +408,17 @@ class HostReader:
         now = time.monotonic()
         last = self._last_scan
         probed: dict[int, _Stat | None] = {}
-        if self._use_proc and all(
-            pid <= 0 or (pid in self._gone and self._probe(pid, probed) is None) for pid in given
-        ):
-            # every given pid is still gone: an exited process has no tree
-            return {}, False, probed
+
+        def still_gone(pid: int) -> bool:
+            return pid <= 0 or (pid in self._gone and self._probe(pid, probed) is None)
+
+        if self._use_proc and all(still_gone(pid) for pid in given):
+            return {}, False, probed  # an exited process has no tree
         if (
             last is not None
             and self._use_proc
             and now - self._last_scan_at < self._rescan_seconds
-            and all(
-                pid in last
-                or pid in self._invisible
-                or pid <= 0
-                or (pid in self._gone and self._probe(pid, probed) is None)
-                for pid in given
-            )
+            and all(pid in last or pid in self._invisible or still_gone(pid) for pid in given)
         ):
             return last, False, probed
         scan = self._scan()
@@ -479,15 +453,9 @@ class HostReader:
     def read_processes(
         self, pids: Iterable[int], *, ancestors: bool = False
     ) -> tuple[ProcessInfo, ...]:
-        """Rows for every given pid (in the given order) and then their descendants.
-
-        With ``ancestors``, also each given pid's ancestors below pid 1 (a torchrun
-        launcher is not a GPU process, yet it is the root of the job). A given pid this
-        PID namespace lacks is ``visible=False``; one seen here before (a process cannot
-        leave its namespace) has exited: status "dead", every other field None. A process
-        that exits while read keeps what was read, as "dead"; a descendant that exits
-        before it is read is left out.
-        """
+        """Rows for every given pid (in order), then their descendants; with ``ancestors``
+        also each given pid's ancestors below pid 1 (a torchrun launcher roots the job).
+        A given pid seen here before and now missing has exited (status "dead")."""
         self._errors = []
         rows: list[ProcessInfo] = []
         try:
@@ -583,7 +551,7 @@ class HostReader:
                 row, alive = self._read_one_proc(tracked, st)
             else:
                 row, alive = self._read_one(tracked, st)
-            row = _shared(row, tracked.row)
+            row = reuse_equal(row, tracked.row, SHARED_STRINGS)
             tracked.row = row
             if alive:
                 keep[key] = tracked
@@ -619,7 +587,7 @@ class HostReader:
         try:
             uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid, root))
             if uid is not None:
-                user = self._username(uid)
+                user = procfs.user_name(uid)
             raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid, root))
             if raw is None:
                 tracked.raw_cmdline = tracked.command = None
@@ -678,9 +646,7 @@ class HostReader:
         def field(name: str, fn: Callable[[], Any]) -> Any:
             try:
                 value = fn()
-            except psutil.ZombieProcess:
-                return None  # e.g. cmdline of a zombie: not available
-            except psutil.AccessDenied:
+            except (psutil.ZombieProcess, psutil.AccessDenied):  # before NoSuchProcess
                 return None
             except psutil.NoSuchProcess:
                 raise
@@ -707,7 +673,7 @@ class HostReader:
                 field("num_threads", p.num_threads)
                 uids = field("uids", p.uids)
                 if uids is not None:
-                    got["user"] = self._username(uids.real)
+                    got["user"] = procfs.user_name(uids.real)
                 cmd = field("cmdline", p.cmdline)
                 if cmd is not None:
                     got["command"] = clean_text(" ".join(cmd))
@@ -738,12 +704,6 @@ class HostReader:
         )
         return row, alive
 
-    def _username(self, uid: int) -> str | None:
-        # Cached: a getpwuid through NSS (LDAP, sssd) can be slow, and uids are few.
-        if uid not in self._users:
-            self._users[uid] = procfs.user_name(uid)
-        return self._users[uid]
-
     def close(self) -> None:
         """Forget all state."""
         self._tracked.clear()
@@ -751,7 +711,6 @@ class HostReader:
         self._gone.clear()
         self._exited.clear()
         self._invisible.clear()
-        self._users.clear()
         self._physical.clear()
         self._cpu = self._disk = self._net = None
         self._cpu_count = self._cpu_cores = None

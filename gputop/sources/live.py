@@ -1,14 +1,6 @@
 """The live source: NVML + host (psutil, /proc) + the /dev/nvidia holder scan, one
 snapshot per call. Never raises: a reader's exception becomes a ``SampleError``.
-
-- ``kind`` is ``"nvml"``, or ``"host-only"`` when NVML could not be initialised (then
-  ``driver.error`` says why); never the demo.
-- Each GPU process gets the host's view of its pid joined in (``GpuProcess.host``);
-  ``Snapshot.processes`` holds it for every GPU pid, its descendants and ancestors.
-- The holder scan runs by time, not by tick count (see ``HOLDER_SCAN_COST_FACTOR``); in
-  between, the last result minus the pids now listed. A dataloader worker inherits its
-  parent's ``/dev/nvidia*`` descriptors: the GPU pids' descendants count as listed.
-- The hostname is ``os.uname().nodename``: gputop never imports ``socket``.
+``kind`` is "nvml", or "host-only" when NVML could not start (``driver.error`` says why).
 """
 
 from __future__ import annotations
@@ -164,13 +156,8 @@ class LiveSource:
                 # Ancestors too: a torchrun/mpirun launcher is the root of its ranks' job.
                 infos = self._host.read_processes(gpu_pids, ancestors=True)
             except Exception as exc:
-                errors.append(
-                    SampleError(
-                        "host",
-                        f"reading the GPU processes failed: {_describe(exc)}",
-                        metric="processes",
-                    )
-                )
+                message = f"reading the GPU processes failed: {_describe(exc)}"
+                errors.append(SampleError("host", message, metric="processes"))
             errors.extend(self._host_errors("processes"))
         by_pid = {info.pid: info for info in infos}
         if by_pid:
@@ -232,15 +219,10 @@ class LiveSource:
             info = by_pid.get(p.pid)
             key = (gpu, p.pid)
             before = joined.get(key)
-            if before is not None and (
-                (before[0] is p and before[1] is info) or (before[0] == p and before[1] == info)
-            ):
+            if before is not None and before[0] is p and before[1] is info:
                 row = before[2]  # the same parts: the same row, without building it again
             else:
-                row = with_host(p, info)
-                # only a row with a host part of its own could equal the last one
-                if p.host is not None and before is not None and before[2] == row:
-                    row = before[2]
+                row = reuse_equal(with_host(p, info), None if before is None else before[2])
             joined_next[key] = (p, info, row)
             out.append(row)
         return tuple(out)

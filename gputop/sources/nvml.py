@@ -1,26 +1,8 @@
-"""NVML (through pynvml) -> ``GpuSample`` tuples. Every metric optional, every failure contained.
+"""NVML (through pynvml) -> ``GpuSample`` tuples. Never raises: every metric optional.
 
-``NvmlReader`` initialises NVML once and never raises: when NVML cannot start, ``driver``
-says why (``available=False``) and ``read()`` returns nothing (host-only mode). Identity
-and limits are read once per GPU, and again when a lost GPU comes back.
-
-Failure policy (tests/test_nvml_source.py; what the user sees: docs/troubleshooting.md):
-
-- ``NotSupported`` or a missing symbol: the metric is None on that GPU and not asked
-  again until the GPU is re-attached (these answers do not change while a GPU stays up).
-- ``NoPermission`` and other errors: None and a ``SampleError``, every tick (they may go away).
-- ``GpuIsLost``, ``Unknown``, ``ResetRequired``: that GPU is ``lost`` (identity kept, so one
-  can tell which GPU fell off), its handle fetched again every tick; the others keep updating.
-- Driver generations are probed once per library (``Capabilities``; docs/drivers.md).
-- A process entry that cannot be a real process is never shown, so never signalled.
-- A process list that cannot be read sets ``processes_unavailable``, so that an empty
-  ``processes`` is not mistaken for "no processes".
-
-Units and choices (docs/json.md, "What the numbers mean"): PCIe KB/s is 1024 bytes, each
-call blocks for the driver's window, so TX and RX of every GPU run at once on threads of
-their own (``_PcieCall``) and a slow answer is used by the next tick; ECC is the volatile
-count (an old error would otherwise flag a GPU forever); per-process SM % is the mean of
-the samples since the last tick by NVML's timestamps, 0 for a process with no new sample.
+Failure policy (NotSupported asked once per attach, other errors every tick, GpuIsLost and
+the like mark the GPU lost) and units: docs/troubleshooting.md, docs/drivers.md,
+docs/json.md; tests/test_nvml_source.py holds it.
 """
 
 from __future__ import annotations
@@ -53,16 +35,7 @@ from gputop.model import (
 )
 from gputop.pcie import link_max_bytes_per_s
 from gputop.sources.bounds import check_gpus
-from gputop.sources.procfs import pid_max
-
-__all__ = [
-    "CLOCK_EVENT_REASONS",
-    "PCIE_WAIT_S",
-    "NvmlReader",
-    "cuda_version_string",
-    "decode_clock_event_reasons",
-    "link_max_bytes_per_s",
-]
+from gputop.sources.procfs import pid_max, read_stat
 
 T = TypeVar("T")
 
@@ -129,17 +102,9 @@ _INIT_ERRORS = {
 def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
     """Bitmask -> names in bit order; unknown bits as hex. 0 -> () (nothing holds clocks)."""
     names = [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
-    known = 0
-    for bit, _ in CLOCK_EVENT_REASONS:
-        known |= bit
-    rest = mask & ~known
-    bit = 1
-    while rest:
-        if rest & bit:
-            names.append(hex(bit))
-            rest &= ~bit
-        bit <<= 1
-    return tuple(names)
+    known = {bit for bit, _ in CLOCK_EVENT_REASONS}
+    unknown = (1 << k for k in range(mask.bit_length()) if mask & (1 << k))
+    return (*names, *(hex(bit) for bit in unknown if bit not in known))
 
 
 def mig_profile(name: str | None) -> str | None:
@@ -208,8 +173,8 @@ class ProcessCall:
 
 
 class Capabilities:
-    """What one ``libnvidia-ml.so.1`` offers, probed once per library (after nvmlInit),
-    so each tick makes only calls that exist and the reader can say what it fell back to."""
+    """What one ``libnvidia-ml.so.1`` offers, probed once (after nvmlInit): each tick makes
+    only calls that exist."""
 
     def __init__(self, nv: Any) -> None:
         self._nv = nv
@@ -297,14 +262,9 @@ def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.St
 
 
 class PidCheck:
-    """Is a pid NVML listed a process that holds an NVIDIA device open?
-
-    ``holds_device(pid)``: True or False where that can be checked, None where it cannot
-    (no ``/dev/nvidia*`` here, the pid not in this PID namespace, another user's
-    descriptors). A positive answer is remembered per (pid, start time). Where the kernel
-    has pidfds, one ``poll()`` a tick over pidfds of the remembered processes replaces a
-    ``/proc/PID/stat`` read of each; the answers are the same either way.
-    """
+    """Is a pid NVML listed a process that holds an NVIDIA device open? (None: cannot
+    tell.) A yes is remembered per (pid, start time); where the kernel has pidfds, one
+    ``poll()`` a tick replaces a ``/proc/PID/stat`` read of each, with the same answers."""
 
     #: At most this many pidfds are held (past it, the start-time comparison alone).
     MAX_PIDFDS = 1024
@@ -312,7 +272,7 @@ class PidCheck:
     def __init__(self, device_prefix: str = DEVICE_PREFIX, proc: str = "/proc") -> None:
         self.device_prefix = device_prefix
         self.proc = proc
-        self._ok: dict[int, bytes] = {}  # pid -> its /proc stat start field, found holding
+        self._ok: dict[int, int] = {}  # pid -> its start time, found holding
         self._checkable: bool | None = None
         self._pidfds: dict[int, int] = {}  # pid -> pidfd, of pids in _ok
         self._fd_pids: dict[int, int] = {}  # pidfd -> pid
@@ -329,14 +289,9 @@ class PidCheck:
                 self._checkable = False
         return self._checkable
 
-    def _start(self, pid: int) -> bytes | None:
-        try:
-            with open(f"{self.proc}/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            return None
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        return fields[19] if len(fields) > 19 else None
+    def _start(self, pid: int) -> int | None:
+        st = read_stat(pid, self.proc)
+        return None if st is None else st.starttime
 
     def _still_the_same(self, pid: int) -> bool:
         """Whether a pidfd holds ``pid``'s process and has not reported its exit (a
@@ -513,13 +468,8 @@ class NvmlReader:
     def _cuda_version(self) -> int | None:
         nv = self._nv
         for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
-            fn = getattr(nv, name, None)
-            if fn is None:
-                continue
-            try:
-                return int(fn())
-            except Exception:
-                continue
+            with contextlib.suppress(Exception):  # missing, or failing: the older one
+                return int(getattr(nv, name)())
         return None
 
     def close(self) -> None:
@@ -577,9 +527,8 @@ class NvmlReader:
                 self._mark_lost(gpu, lost.reason, errors)
                 readings.append(self._unreadable(gpu))
             except Exception as exc:
-                errors.append(
-                    self._error(gpu, "gpu", f"reading failed: {_describe(self._nv, exc)}")
-                )
+                message = f"reading failed: {_describe(self._nv, exc)}"
+                errors.append(self._error(gpu, "gpu", message))
                 readings.append(self._identity(gpu))
         self._pid_check.forget_except(
             {p.pid for r in readings if isinstance(r, dict) for p in r["processes"]}
@@ -618,12 +567,6 @@ class NvmlReader:
             tx_bytes_per_s=tx,
             rx_bytes_per_s=rx,
         )
-        last = self._last_samples.get(gpu.index)
-        if last is not None:
-            for name in _SHARED_PARTS:
-                old = getattr(last, name)
-                if reading[name] == old:
-                    reading[name] = old
         return GpuSample(**reading)
 
     def _ensure_count(self, errors: list[SampleError]) -> None:
@@ -632,11 +575,8 @@ class NvmlReader:
         try:
             self._count = int(self._nv.nvmlDeviceGetCount())
         except Exception as exc:
-            errors.append(
-                SampleError(
-                    SOURCE, f"cannot count GPUs: {_describe(self._nv, exc)}", metric="count"
-                )
-            )
+            message = f"cannot count GPUs: {_describe(self._nv, exc)}"
+            errors.append(SampleError(SOURCE, message, metric="count"))
             return
         self._gpus = [_Gpu(i) for i in range(self._count)]
 
@@ -722,13 +662,7 @@ class NvmlReader:
         denied: str | None = None,
     ) -> T | None:
         """The value, or None (raises _Lost for a lost GPU)."""
-        if metric in gpu.unsupported:
-            return None
-        try:
-            return call()
-        except Exception as exc:
-            self._failed(gpu, metric, exc, errors, denied)
-            return None
+        return self._get_first(gpu, metric, (call,), errors, denied=denied)
 
     def _get_first(
         self,
@@ -958,14 +892,11 @@ class NvmlReader:
         if dropped:
             n = sum(dropped.values())
             reasons = ", ".join(f"{count} x {why}" for why, count in dropped.items())
-            errors.append(
-                self._error(
-                    gpu,
-                    "processes",
-                    f"NVML listed {n} process entr{'y' if n == 1 else 'ies'} that cannot be a "
-                    f"real process ({reasons}); not shown, never signalled",
-                )
+            message = (
+                f"NVML listed {n} process entr{'y' if n == 1 else 'ies'} that cannot be a "
+                f"real process ({reasons}); not shown, never signalled"
             )
+            errors.append(self._error(gpu, "processes", message))
             if not merged and not unreadable:
                 unreadable.append(
                     f"process list unavailable: all {listed} entries NVML listed are "
@@ -989,32 +920,20 @@ class NvmlReader:
             else:
                 sm, bw = usage.get(pid, (0.0, 0.0))
             before = last.get(pid)
-            if (  # the same row as on the last read: given out again, not made anew
-                before is not None
-                and before.type == kind
-                and before.gpu_memory == memory
-                and before.sm_percent == sm
-                and before.memory_bandwidth_percent == bw
-                and before.gpu_instance_id == gi
-                and before.compute_instance_id == ci
-            ):
-                out.append(before)
-                continue
-            if before is not None:  # the values that did not change: the same objects
+            if before is not None:  # what did not change stays the same object
                 pid = before.pid
                 if before.gpu_memory == memory:
                     memory = before.gpu_memory
-            out.append(
-                GpuProcess(
-                    pid=pid,
-                    type=kind,
-                    gpu_memory=memory,
-                    sm_percent=_percent(sm),
-                    memory_bandwidth_percent=_percent(bw),
-                    gpu_instance_id=gi,
-                    compute_instance_id=ci,
-                )
+            made = GpuProcess(
+                pid=pid,
+                type=kind,
+                gpu_memory=memory,
+                sm_percent=_percent(sm),
+                memory_bandwidth_percent=_percent(bw),
+                gpu_instance_id=gi,
+                compute_instance_id=ci,
             )
+            out.append(reuse_equal(made, before))
         gpu.last_processes = {p.pid: p for p in out}
         return tuple(out), unavailable
 
@@ -1176,13 +1095,8 @@ class NvmlReader:
         if not (
             tx_call.wait(deadline - time.monotonic()) and rx_call.wait(deadline - time.monotonic())
         ):
-            errors.append(
-                self._error(
-                    gpu,
-                    "pcie_throughput",
-                    f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s",
-                )
-            )
+            message = f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s"
+            errors.append(self._error(gpu, "pcie_throughput", message))
             return None
         tx = self._get(gpu, "pcie_throughput", tx_call.result, errors)
         rx = self._get(gpu, "pcie_throughput", rx_call.result, errors)

@@ -1,16 +1,11 @@
-"""Linux ``/proc/<pid>`` files read and parsed directly: the per-tick process hot path.
-
-``stat`` is read once (shared with the tick's scan of all processes), then ``status``,
-``cmdline`` and ``io``; the values are psutil's (same files, same formulas), psutil
-remains the fallback where there is no Linux ``/proc``.
-
-Every reader raises ``OSError`` as the kernel gives it: ``FileNotFoundError`` or
-``ProcessLookupError`` when the process is gone, ``PermissionError`` where another
-user's file is closed to us (``io``).
+"""Linux ``/proc/<pid>`` files parsed directly, with psutil's formulas (psutil is the
+fallback where there is no Linux ``/proc``). Readers raise ``OSError`` as the kernel
+gives it: gone (``FileNotFoundError``/``ProcessLookupError``) or closed (``PermissionError``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 from typing import NamedTuple
@@ -151,6 +146,7 @@ def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
         return None
 
 
+@functools.lru_cache(maxsize=256)  # a lookup through NSS (LDAP, sssd) can be slow
 def user_name(uid: int) -> str | None:
     """The uid itself where it has no name (as ps shows it), None when the lookup fails."""
     try:
@@ -218,10 +214,7 @@ def process_name(comm: str, argv: list[str]) -> str:
     return comm
 
 
-# --- host-wide files (HostReader.read_host) -------------------------------------------
-#
-# Each file read once a tick, only what gputop shows picked out, with psutil's formulas
-# (tests/test_procfs.py compares them). None for a shape they do not know: psutil then.
+# --- host-wide files (HostReader.read_host): None for a shape psutil must read instead
 
 
 def read_all(path: str) -> bytes:
