@@ -1,11 +1,5 @@
-"""Recent history -> one verdict per GPU and per job: is it bound by the GPU or by its input?
-
-Pure and deterministic. Most findings judge the window (the last ``WINDOW_SECONDS``, at
-least ``MIN_SAMPLES`` snapshots); a job only the window ticks it existed in; "idle memory
-holder" the whole history given. The lowest-ranked finding is the verdict, the other
-kinds go to ``also`` (ranks: :data:`gputop.analysis.kinds.KIND_SPECS`). This module
-orders the rule families for a scope and holds :class:`Analyzer` and the API; the
-modules it imports sit below it (docs/architecture.md).
+"""Recent history -> one verdict per GPU and per job (docs/verdicts.md): the rule families
+in order for a scope, :class:`Analyzer` and the API.
 """
 
 from __future__ import annotations
@@ -197,9 +191,6 @@ class JobVerdicts(Mapping[str, Verdict]):
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._jobs
 
-    def __repr__(self) -> str:
-        return f"JobVerdicts({len(self._jobs)} jobs, {len(self._done)} judged)"
-
 
 class Analysis(NamedTuple):
     """What :meth:`Analyzer.update` returns (unpacks as a 3-tuple)."""
@@ -210,14 +201,9 @@ class Analysis(NamedTuple):
 
 
 class Analyzer:
-    """The verdicts of a history that grows one snapshot at a time: exactly those of
-    :func:`all_verdicts`, at the cost of the new snapshot plus the window's aggregation.
-    Per-snapshot work, job tracks, GPU groups and idle-holder runs are carried between
-    calls, and dropped when a history does not continue the previous one. Not thread-safe.
-
-    ``carry`` (seconds): the caller gives only the window (and a few more); the analyzer
-    keeps ``carry`` seconds of look-back forms beyond it itself. None: the history given
-    is the whole history."""
+    """:func:`all_verdicts` of a history that grows one snapshot at a time, carrying the
+    work between calls. ``carry``: seconds of look-back forms kept beyond the history
+    given (None: the history given is the whole history). Not thread-safe."""
 
     def __init__(self, thresholds: Thresholds = DEFAULT, *, carry: float | None = None) -> None:
         self.thresholds = thresholds
@@ -247,8 +233,7 @@ class Analyzer:
         return self._restart() if cut is None else (self._base + cut, True)
 
     def _carried(self, given: list[Snapshot]) -> tuple[list[Snapshot], int, bool]:
-        """Carry mode: keep the snapshots cut from the previous history given as look-back
-        forms, ``carry`` seconds of them. (full history, its sequence number, continued)."""
+        """Carry mode: (the history with look-back forms, its sequence number, continued)."""
         prev, older = self._given, self._older
         self._given = given
         cut = _continues(prev, given)
@@ -280,8 +265,7 @@ class Analyzer:
             return
         steady: set[str] = set()
         if first == pfirst + 1 and last == plast + 1:
-            # One tick left, one came: a job whose track is all one object, the one that
-            # came (its input did not change), would be popped and pushed back unchanged.
+            # a track all of the one object that came would be popped and pushed back as is
             came = ticks[-1].feats
             steady = {j for j in pticks[0].feats if tracks[j].steady(came.get(j))}
         for seq in range(pfirst, min(first, plast + 1)):
@@ -329,8 +313,8 @@ class Analyzer:
         history: Sequence[Snapshot],
         jobs: Sequence[Job] | Mapping[str, Job] | None = None,
     ) -> Analysis:
-        """What ``build_jobs(history[-1])`` and ``all_verdicts(history, jobs)`` give; the
-        job verdicts are judged when read. ``jobs`` defaults to the newest snapshot's."""
+        """``build_jobs(history[-1])`` and ``all_verdicts(history, jobs)``, jobs judged when
+        read."""
         ctx = self.context(history)
         if ctx is None:
             return Analysis({}, JobVerdicts(None, {}), ())
@@ -352,8 +336,7 @@ def _push(
 
 
 def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
-    """How many snapshots ``given`` cut from the start of ``prev`` when it is ``prev`` cut
-    and extended (the same objects); None when it is not."""
+    """How many snapshots ``given`` cut from ``prev``'s start, if it continues it; else None."""
     if not prev:
         return None
     last = prev[-1]
