@@ -1,7 +1,5 @@
-"""The GPU rules: lost, memory nearly full, idle, and the GPU group (utilization,
-throttle, link, PCIe) shared by every verdict on the same GPUs and ticks. Each snapshot's
-share is a :class:`GpuTick`; the rules add the window's parts up (the plain loops over
-the samples, the oracle, are in ``tests/analysis_oracle.py``).
+"""The GPU rules: lost, memory nearly full, idle, and the GPU group (utilization, throttle,
+link, PCIe); each snapshot's share is a :class:`GpuTick` (oracle: tests/analysis_oracle.py).
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ def scope_samples(snap: Snapshot, gpus: Sequence[int]) -> list[GpuSample]:
 
 
 def held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
-    """Whether something holds the GPU: a process, an unlisted holder, or memory in use."""
     if gpu.processes:
         return True
     if any(h.gpu == gpu.index for h in snap.unlisted_holders):
@@ -90,8 +87,7 @@ def link_capacity(gpu: GpuSample) -> float | None:
 
 
 class GpuTick:
-    """One snapshot's share of the GPU rules' window loops, for one GPU set: per-sample
-    values and per-tick counts, which the rules merge in window order."""
+    """One snapshot's share of the GPU rules' window loops, for one GPU set."""
 
     __slots__ = (
         "degraded",
@@ -111,28 +107,22 @@ class GpuTick:
     )
 
     def __init__(self, snap: Snapshot, samples: Sequence[GpuSample], t: Thresholds) -> None:
-        self.samples = samples  # for the rare early findings (``unknown_util``)
+        self.samples = samples  # for ``unknown_util``
         self.n = len(samples)
         self.util = util_of(samples)
-        # every sample in MIG mode without utilization
         self.mig_unknown = bool(samples) and all(
             g.mig_mode and g.utilization.gpu is None for g in samples
         )
-        # ``idle``: no sample held or above IDLE_UTIL
         self.quiet = not any(
             held(snap, g, t) or (g.utilization.gpu is not None and g.utilization.gpu > t.idle_util)
             for g in samples
         )
-        # ``throttle``: busy samples, those with a hard / soft reason, the hard reasons
-        # and the GPUs they were on
         busy = hard_n = soft_n = 0
         hard_names: set[str] = set()
         where: set[int] = set()
-        # ``link``: busy samples with a known link, those below the max, the last one
         link_busy = degraded = 0
         worst: GpuSample | None = None
-        # ``pcie``: (index, (RX / capacity, RX), (TX / capacity, TX)) of each sample with
-        # a rate and a capacity, in sample order (None: that direction not known)
+        # (index, (RX / capacity, RX), (TX / capacity, TX)); None: direction unknown
         pcie: list[tuple[int, tuple[float, float] | None, tuple[float, float] | None]] = []
         for g in samples:
             util = g.utilization.gpu
@@ -201,7 +191,7 @@ def pct(value: float) -> str:
 
 
 def seconds(value: float) -> str:
-    """'19 s', '9 s'; a fraction below 10 s keeps its tenth ('0.5 s', a one-shot window)."""
+    """Below 10 s a fraction keeps its tenth ('0.5 s')."""
     if value >= 10 or round(value, 1) == round(value):
         return f"{value:.0f} s"
     return f"{value:.1f} s"
@@ -225,7 +215,6 @@ def lost_finding(g: GpuSample) -> Finding:
 
 
 def memory_full(samples: Sequence[GpuSample], t: Thresholds) -> Finding | None:
-    """The first of the newest samples with its memory nearly full."""
     for g in samples:
         used, total = g.memory.used, g.memory.total
         if (
@@ -245,7 +234,6 @@ def memory_full(samples: Sequence[GpuSample], t: Thresholds) -> Finding | None:
 
 
 def idle(parts: Sequence[GpuTick], span: float) -> Finding | None:
-    """No process, no held memory, util <= IDLE_UTIL in every tick with samples."""
     present = [p for p in parts if p.n]
     if not present or not all(p.quiet for p in present):
         return None
@@ -277,7 +265,6 @@ def group_of(
     ticks: list[float],
     span: float,
 ) -> Group:
-    """The group from each window tick's part (None: not judged) and the judged times."""
     early: Finding | None = None
     base = ""
     busy = starved = False
@@ -286,7 +273,7 @@ def group_of(
     pcie_found: list[Finding] = []
     util = None
 
-    def window() -> list[Sequence[GpuSample]]:  # for the rare early findings only
+    def window() -> list[Sequence[GpuSample]]:
         return [() if p is None else p.samples for p in parts]
 
     latest = next((p for p in reversed(parts) if p is not None and p.n), None)
@@ -308,7 +295,6 @@ def group_of(
 
 
 def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -> Finding:
-    """No utilization in the window: why, in words (MIG mode says so itself)."""
     latest = next((samples for samples in reversed(window) if samples), ())
     mig = [g for g in latest if g.mig_mode]
     if mig:
@@ -340,7 +326,7 @@ def warming(n: int, span: float, t: Thresholds) -> Finding:
 def util_reading(
     util: Stats, span: float, gpus: tuple[int, ...], t: Thresholds
 ) -> tuple[str, bool, bool, str]:
-    """(the utilization text a group's findings start with, busy, starved, severity)."""
+    """(the text a group's findings start with, busy, starved, severity)."""
     base = (
         f"util mean {pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f}) over {seconds(span)}"
     )
