@@ -14,17 +14,6 @@ from gputop.fmt import bytes_, rate
 from gputop.model import CLOCK_EVENT_EFFECTS, GpuSample, Snapshot
 from gputop.pcie import lane_bytes_per_s
 
-LOST = RULES["lost"]
-IDLE = RULES["idle"]
-WARMING_UP = RULES["warming_up"]
-THROTTLE_HARD = RULES["throttle_hard"]
-THROTTLE_SOFT = RULES["throttle_soft"]
-PCIE = RULES["pcie"]
-LINK = RULES["link"]
-MEMORY_FULL = RULES["memory_full"]
-UNKNOWN = RULES["unknown"]
-
-
 # --- per sample ------------------------------------------------------------------------
 
 
@@ -208,7 +197,7 @@ def gpus_text(gpus: Sequence[int]) -> str:
 
 def lost_finding(g: GpuSample) -> Finding:
     return finding(
-        LOST,
+        RULES["lost"],
         f"GPU {g.index} is lost: {g.lost_reason or 'no reason given'}",
         "Check dmesg for Xid errors; a lost GPU usually needs a reset or reboot",
     )
@@ -224,7 +213,7 @@ def memory_full(samples: Sequence[GpuSample], t: Thresholds) -> Finding | None:
             and used / total >= t.mem_nearly_full
         ):
             return finding(
-                MEMORY_FULL,
+                RULES["memory_full"],
                 f"GPU {g.index} memory {bytes_(used)} of {bytes_(total)} "
                 f"({100 * used / total:.0f} %)",
                 "Close to out of memory: lower the batch size or enable activation "
@@ -242,7 +231,9 @@ def idle(parts: Sequence[GpuTick], span: float) -> Finding | None:
 
 def idle_finding(util: Stats | None, span: float) -> Finding:
     util_text = "util n/a" if util is None else f"util max {util.high:.0f} %"
-    return finding(IDLE, f"no processes, {util_text} over {seconds(span)}", "Free for work")
+    return finding(
+        RULES["idle"], f"no processes, {util_text} over {seconds(span)}", "Free for work"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +291,7 @@ def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -
     if mig:
         devices = sum(len(g.mig_devices) for g in mig)
         return finding(
-            UNKNOWN,
+            RULES["unknown"],
             f"{gpus_text(tuple(g.index for g in mig))} in MIG mode"
             + (f" ({devices} MIG devices)" if devices else "")
             + ": NVML gives no GPU utilization for a partitioned GPU, so busy or starved "
@@ -309,7 +300,7 @@ def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -
             "profiling (GPM) metrics",
         )
     return finding(
-        UNKNOWN,
+        RULES["unknown"],
         f"{gpus_text(gpus)}: GPU utilization not reported (vGPU or an old driver?)",
         "Use per-process SM % or DCGM profiling metrics instead",
     )
@@ -317,7 +308,7 @@ def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -
 
 def warming(n: int, span: float, t: Thresholds) -> Finding:
     return finding(
-        WARMING_UP,
+        RULES["warming_up"],
         f"{n} samples over {span:.1f} s; need {t.min_samples} samples and {t.min_seconds:g} s",
         "Wait a few seconds for a verdict",
     )
@@ -370,7 +361,7 @@ def throttle_finding(
     if hard_n >= t.throttle_fraction * busy:
         return [
             finding(
-                THROTTLE_HARD,
+                RULES["throttle_hard"],
                 f"{', '.join(sorted(hard_names))} in {hard_n} of {busy} busy samples on "
                 f"{gpus_text(sorted(where))}; {base}",
                 "Clocks are cut by heat or a hardware slowdown: check cooling, fans, airflow",
@@ -379,7 +370,7 @@ def throttle_finding(
     if hard_n + soft_n >= t.throttle_fraction * busy:
         return [
             finding(
-                THROTTLE_SOFT,
+                RULES["throttle_soft"],
                 f"power cap in {hard_n + soft_n} of {busy} busy samples; {base}",
                 "Running at its power limit: normal at full load; raise the limit only if "
                 "cooling allows",
@@ -410,7 +401,7 @@ def link_finding(
     p = worst.pcie
     return [
         finding(
-            LINK,
+            RULES["link"],
             f"GPU {worst.index} link gen{p.gen} x{p.width}, max gen{p.max_gen} x{p.max_width}, "
             f"in {degraded} of {busy} busy samples; {base}",
             "Reseat the card or riser, check BIOS PCIe settings and the slot",
@@ -451,7 +442,7 @@ def pcie_finding(
     words = "host->GPU (RX)" if direction == "rx" else "GPU->host (TX)"
     return [
         finding(
-            PCIE,
+            RULES["pcie"],
             f"{base}; PCIe {words} {rate(mean_rate)} = {100 * ratio:.0f} % of the link"
             f" on GPU {index}",
             "Copies saturate PCIe: pin memory with non_blocking copies, send smaller dtypes "

@@ -23,8 +23,6 @@ from gputop.model import (
     Utilization,
 )
 
-IDLE_HOLDER = RULES["idle_holder"]
-
 
 def all_idle(samples: Sequence[GpuSample], t: Thresholds) -> bool:
     return all(g.utilization.gpu is not None and g.utilization.gpu <= t.idle_util for g in samples)
@@ -119,7 +117,7 @@ def idle_holder(
     else:
         return None
     return finding(
-        IDLE_HOLDER,
+        RULES["idle_holder"],
         evidence,
         "Holds GPU memory without using the GPU: stop it if it is finished or stuck",
     )

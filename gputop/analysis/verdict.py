@@ -21,10 +21,6 @@ from gputop.model import Snapshot, Verdict
 
 # --- judging one scope ---------------------------------------------------------------------
 
-_GPU_BOUND = RULES["gpu_bound"]
-_UNDERUSED = RULES["underused"]
-_MODERATE = RULES["moderate"]
-
 
 @dataclass(frozen=True, slots=True)
 class _Scope:
@@ -35,11 +31,9 @@ class _Scope:
 
 def _judge(ctx: Context, scope: _Scope) -> Verdict:
     gpus = scope.gpus
-    lost = ctx.ticks[-1].lost
-    if lost:
-        for g in lost:
-            if g.index in gpus:
-                return verdict_of([lost_finding(g)])
+    for g in ctx.ticks[-1].lost:
+        if g.index in gpus:
+            return verdict_of([lost_finding(g)])
 
     findings: list[Finding] = []
     full = ctx.memory_full(gpus)
@@ -75,31 +69,26 @@ def _judge(ctx: Context, scope: _Scope) -> Verdict:
     if group.busy:
         findings.append(
             finding(
-                _GPU_BOUND,
+                RULES["gpu_bound"],
                 base,
                 "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
                 "model side (mixed precision, torch.compile, larger batch)",
             )
         )
     elif not causes:
-        note = _no_host_view_note(ctx, scope)
-        if group.starved:
-            findings.append(
-                finding(
-                    _UNDERUSED,
-                    base + note,
-                    "The GPU waits but no host cause is visible: profile a step "
-                    "(torch.profiler) to see what it waits for",
-                )
+        spec, advice = (
+            (
+                RULES["underused"],
+                "The GPU waits but no host cause is visible: profile a step "
+                "(torch.profiler) to see what it waits for",
             )
-        else:
-            findings.append(
-                finding(
-                    _MODERATE,
-                    base + note,
-                    "Steady partial use: profile a step (torch.profiler) if you expected more",
-                )
+            if group.starved
+            else (
+                RULES["moderate"],
+                "Steady partial use: profile a step (torch.profiler) if you expected more",
             )
+        )
+        findings.append(finding(spec, base + _no_host_view_note(ctx, scope), advice))
     return verdict_of(findings)
 
 
@@ -227,11 +216,6 @@ class Analyzer:
         self._runs = Runs()
         return self._base + len(self._full) + 1, False
 
-    def _sequence(self, full: list[Snapshot]) -> tuple[int, bool]:
-        """(the sequence number of full[0], whether it continues the previous numbering)."""
-        cut = _continues(self._full, full)
-        return self._restart() if cut is None else (self._base + cut, True)
-
     def _carried(self, given: list[Snapshot]) -> tuple[list[Snapshot], int, bool]:
         """Carry mode: (the history with look-back forms, its sequence number, continued)."""
         prev, older = self._given, self._older
@@ -286,8 +270,9 @@ class Analyzer:
         full, window = split_window(history, t)
         if self._carry is not None:  # the window is a suffix of what was given
             full, base, continued = self._carried(full)
-        else:
-            base, continued = self._sequence(full)
+        else:  # full[0]'s sequence number, whether it continues the previous numbering
+            cut = _continues(self._full, full)
+            base, continued = self._restart() if cut is None else (self._base + cut, True)
         ticks: list[Tick] = []
         for s in window:  # a new snapshot may take its jobs over from the one before
             tick = self._ticks.get(id(s))

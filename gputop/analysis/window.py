@@ -265,10 +265,9 @@ class Context:
         return out
 
     def memory_full(self, gpus: tuple[int, ...]) -> Finding | None:
-        if gpus in self.memory:
-            return self.memory[gpus]
-        out = self.memory[gpus] = memory_full(self.ticks[-1].samples(gpus), self.t)
-        return out
+        if gpus not in self.memory:
+            self.memory[gpus] = memory_full(self.ticks[-1].samples(gpus), self.t)
+        return self.memory[gpus]
 
     def group(self, gpus: tuple[int, ...], present: tuple[bool, ...] | None) -> Group:
         """The GPU side on ``gpus`` over the ticks where ``present`` (None: with samples)."""
