@@ -94,11 +94,6 @@ _ROOT_MARKER_RE = re.compile(
 )
 
 
-def _is_root_marker(info: ProcessInfo) -> bool:
-    command = info.command
-    return command is not None and _ROOT_MARKER_RE.search(command) is not None
-
-
 def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
     """pid -> ``Snapshot.processes``' row, else the GPU process's own ``host``."""
     index: dict[int, ProcessInfo] = {}
@@ -114,7 +109,7 @@ def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
 def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
     cur = index[pid]
     seen = {pid}
-    while not _is_root_marker(cur):
+    while not (cur.command and _ROOT_MARKER_RE.search(cur.command)):
         ppid = cur.ppid
         if ppid is None or ppid <= 1 or ppid in seen:
             break

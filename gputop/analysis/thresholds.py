@@ -112,9 +112,8 @@ class Thresholds:
     def from_overrides(
         cls, overrides: Mapping[str, Any], base: Thresholds | None = None
     ) -> Thresholds:
-        """``base`` (default: the defaults) with ``overrides`` applied: names
-        case-insensitive, ``-`` for ``_``; values numbers or strings. Raises
-        ``ThresholdError`` (a message for people) on a bad name or value."""
+        """``base`` (default: the defaults) with ``overrides`` applied (names
+        case-insensitive, ``-`` for ``_``); ThresholdError on a bad name or value."""
         start = base if base is not None else cls()
         known = {f.name: f for f in dataclasses.fields(cls)}
         changes: dict[str, Any] = {}

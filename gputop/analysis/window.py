@@ -211,8 +211,6 @@ class Carried:
 
 @dataclass(frozen=True, slots=True)
 class JobWindow:
-    """One job across the window: its per-tick features (None where absent)."""
-
     present: tuple[bool, ...]
     feats: list[JobTick | None]
 
