@@ -126,8 +126,7 @@ def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
 
 
 def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, int, tuple[int, int]]]:
-    """(GPU index, pid, (GPU position, process position)) sorted by (GPU index, pid); the
-    first of duplicates, without lost GPUs and INVALID_PIDS."""
+    """Sorted (GPU index, pid, (GPU position, process position)), no lost GPU or invalid pid."""
     entries: dict[tuple[int, int], tuple[int, int]] = {}
     for at_gpu, gpu in enumerate(snapshot.gpus):
         if gpu.lost:
@@ -376,8 +375,7 @@ def build_jobs_reusing(
     before: JobStructure | None,
     index: dict[int, ProcessInfo] | None = None,
 ) -> tuple[tuple[Job, ...], JobStructure]:
-    """``build_jobs(snapshot)`` and its structure, reusing ``before``'s shapes when its key
-    equals this snapshot's."""
+    """``build_jobs(snapshot)`` and its structure, reusing ``before``'s shapes if they fit."""
     if index is None:
         index = process_index(snapshot)
     key = _structure_key(snapshot, index)

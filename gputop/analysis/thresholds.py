@@ -1,7 +1,5 @@
-"""Every number the verdicts compare against: each declared once as a field of
-:class:`Thresholds` (default, kind of range, meaning), from which ``--help``,
-``docs/verdicts.md`` and :data:`DOCS` are made; overrides are checked before use.
-"""
+"""Every number the verdicts compare against, declared once as a field of :class:`Thresholds`
+(default, kind of range, meaning), from which ``--help``, the docs and :data:`DOCS` are made."""
 
 from __future__ import annotations
 

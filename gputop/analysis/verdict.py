@@ -126,12 +126,8 @@ def gpu_verdicts_of(ctx: Context) -> dict[int, Verdict]:
 
 def jobs_to_judge(ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None) -> dict[str, Job]:
     if jobs is None:
-        todo = list(ctx.latest_jobs.values())
-    elif isinstance(jobs, Mapping):
-        todo = list(jobs.values())
-    else:
-        todo = list(jobs)
-    return {job.id: job for job in todo}
+        jobs = ctx.latest_jobs
+    return {job.id: job for job in (jobs.values() if isinstance(jobs, Mapping) else jobs)}
 
 
 def job_verdict(ctx: Context, job: Job) -> Verdict:
@@ -298,8 +294,7 @@ class Analyzer:
         history: Sequence[Snapshot],
         jobs: Sequence[Job] | Mapping[str, Job] | None = None,
     ) -> Analysis:
-        """``build_jobs(history[-1])`` and ``all_verdicts(history, jobs)``, jobs judged when
-        read."""
+        """``build_jobs(history[-1])`` and ``all_verdicts(history, jobs)`` (jobs judged lazily)."""
         ctx = self.context(history)
         if ctx is None:
             return Analysis({}, JobVerdicts(None, {}), ())
