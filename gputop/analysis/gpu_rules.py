@@ -339,10 +339,9 @@ def throttle(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding
         total += p.n
         busy += p.throttle_busy
         soft_n += p.soft_n
-        if p.hard_n:
-            hard_n += p.hard_n
-            hard_names.update(p.hard_names)
-            where.update(p.where)
+        hard_n += p.hard_n
+        hard_names.update(p.hard_names)
+        where.update(p.where)
     return throttle_finding(t, total, busy, hard_n, soft_n, hard_names, where, base)
 
 

@@ -77,12 +77,6 @@ def per_pid_means(
     pids: list[tuple[int, ...]], cpus: list[tuple[float, ...]]
 ) -> list[tuple[int, float]]:
     """(pid, mean CPU over the ticks it has one), pids in order of first appearance."""
-    first = pids[0]
-    if all(p == first for p in pids):  # the usual case: the same processes every tick
-        return [
-            (pid, sum(col) / len(col))
-            for pid, col in zip(first, zip(*cpus, strict=True), strict=True)
-        ]
     per_pid: dict[int, list[float]] = {}
     for tick_pids, tick_cpus in zip(pids, cpus, strict=True):
         for pid, cpu in zip(tick_pids, tick_cpus, strict=True):

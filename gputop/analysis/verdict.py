@@ -99,10 +99,9 @@ def _idle_holder(ctx: Context, scope: _Scope) -> Finding | None:
     job = scope.job
     samples = tick.samples(scope.gpus)
     start = ctx.run_start(scope.gpus, None if job is None else frozenset(job.main_pids))
-    if job is not None:
-        holders: Sequence[int] = job.main_pids
-    else:
-        holders = [p.pid for g in samples for p in g.processes]
+    holders: Sequence[int] = (
+        job.main_pids if job is not None else [p.pid for g in samples for p in g.processes]
+    )
     return idle_holder(ctx.t, ctx.history, start, samples, tick.procs, holders)
 
 
