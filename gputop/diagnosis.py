@@ -1,11 +1,6 @@
-"""Diagnosis: the one place where a snapshot and its history become jobs and verdicts
-(docs/architecture.md); consumers only present what a :class:`Diagnosis` holds.
-
-:class:`Diagnoser` (built and driven by :mod:`gputop.pipeline` only) keeps the window's
-snapshots whole and the rest of :func:`lookback_seconds` as look-back forms, so its memory
-and cost stay flat however long it runs. It never raises for a bug in the analysis: the
-diagnosis then carries ``error`` and no verdicts. A :class:`Diagnosis` is immutable and
-safe to hand to other threads.
+"""Diagnosis: the one place a snapshot and its history become jobs and verdicts
+(docs/architecture.md). :class:`Diagnoser` never raises for an analysis bug: the
+diagnosis then carries ``error`` and no verdicts.
 """
 
 from __future__ import annotations
@@ -23,8 +18,6 @@ from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Analyzer, window
 from gputop.model import Snapshot, Verdict
-
-__all__ = ["Diagnoser", "Diagnosis", "diagnose", "lookback_seconds", "recent"]
 
 _NO_VERDICTS: Mapping[int, Verdict] = MappingProxyType({})
 _NO_JOB_VERDICTS: Mapping[str, Verdict] = MappingProxyType({})
@@ -77,8 +70,7 @@ def recent(history: Sequence[Snapshot], seconds: float) -> Sequence[Snapshot]:
 
 
 class Diagnoser:
-    """Turns a history into the :class:`Diagnosis` of its newest snapshot. One call at a
-    time (a lock)."""
+    """Turns a history into the :class:`Diagnosis` of its newest snapshot (one call at a time)."""
 
     def __init__(self, thresholds: Thresholds = DEFAULT) -> None:
         self.thresholds = thresholds
@@ -88,11 +80,9 @@ class Diagnoser:
         self._analyzer = Analyzer(thresholds, carry=lookback_seconds(thresholds))
 
     def push(self, *snapshots: Snapshot, judge_jobs: bool = True) -> Diagnosis:
-        """The diagnosis of the newest of ``snapshots`` (in time order, after those pushed
-        before), judged on the last ``lookback_seconds`` pushed; several at once (a
-        replay's look-back) are judged once. A snapshot older than the one before starts
-        afresh. Raises ValueError for none. ``judge_jobs=False``: job verdicts left empty
-        (a consumer that never shows them)."""
+        """The diagnosis of the newest of ``snapshots`` (time-ordered, after those pushed
+        before), judged once on the last ``lookback_seconds``; an older snapshot starts
+        afresh. ``judge_jobs=False``: job verdicts left empty."""
         if not snapshots:
             raise ValueError("nothing to diagnose: the history is empty")
         with self._lock:
@@ -104,9 +94,8 @@ class Diagnoser:
                     new = 0
                 kept.append(snapshot)
                 new += 1
-            # Only the window stays whole. What the analyzer had before may go now (but
-            # its newest: what is given must overlap, or the analyzer starts afresh); new
-            # snapshots must be given whole once, so those outside the window go after.
+            # Only the window stays whole; the analyzer must see an overlap and every new
+            # snapshot once, so the old ones go before judging and the new ones after.
             drop = len(kept) - len(window(kept, self.thresholds))
             now = min(drop, max(0, len(kept) - new - 1))
             for _ in range(now):

@@ -1,6 +1,5 @@
-"""The pipeline: a :class:`Feed` turns one stream's snapshots into immutable frames
-(docs/architecture.md). It is the one place a Diagnoser is built and driven; a frame is
-safe to hand to another thread.
+"""The pipeline: a :class:`Feed` turns one stream's snapshots into immutable frames, the one
+place a Diagnoser is driven (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ from dataclasses import dataclass
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.diagnosis import Diagnoser, Diagnosis
 from gputop.model import Snapshot
-
-__all__ = ["Feed", "Frame"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -53,8 +50,7 @@ class Feed:
     def push(
         self, snapshot: Snapshot, *, judge_jobs: bool | None = None, publish: bool = True
     ) -> Frame:
-        """The frame of the stream's newest ``snapshot`` (with the last ``history`` ones),
-        handed to every subscriber when ``publish``."""
+        """The frame of the stream's newest ``snapshot``, handed to subscribers if ``publish``."""
         with self._lock:
             history = self._history
             if history and not snapshot.time >= history[-1].time:
@@ -73,8 +69,7 @@ class Feed:
         after: Sequence[Snapshot] = (),
         generation: int | None = None,
     ) -> Frame:
-        """The frame of ``history[-1]``, not published; only what is new is judged.
-        ``judging``: why no verdict may be judged yet (the frame then has none)."""
+        """The frame of ``history[-1]``, not published; only what is new is judged."""
         history = tuple(history)
         if any(a.time > b.time for a, b in itertools.pairwise(history)):
             history = tuple(sorted(history, key=lambda s: s.time))  # judged in time order
@@ -101,8 +96,8 @@ class Feed:
         return Frame(history[-1], history, done, None, after, generation)
 
     def _new(self, history: tuple[Snapshot, ...]) -> tuple[Snapshot, ...]:
-        """The snapshots after the ones judged before, when ``history`` continues them;
-        otherwise (a replay's jump, another host) all of it, to a fresh diagnoser."""
+        """The snapshots after those judged before if ``history`` continues them, else all
+        of it, to a fresh diagnoser."""
         before = self._given
         if before:
             last = before[-1]

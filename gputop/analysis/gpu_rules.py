@@ -1,7 +1,5 @@
-"""The GPU rules: lost, memory nearly full, idle, and the GPU group (utilization,
-throttle, link, PCIe) shared by every verdict on the same GPUs and ticks. Each snapshot's
-share is a :class:`GpuTick`; the rules add the window's parts up (the plain loops over
-the samples, the oracle, are in ``tests/analysis_oracle.py``).
+"""The GPU rules: lost, memory nearly full, idle, and the GPU group (utilization, throttle,
+link, PCIe); each snapshot's share is a :class:`GpuTick` (oracle: tests/analysis_oracle.py).
 """
 
 from __future__ import annotations
@@ -16,17 +14,6 @@ from gputop.fmt import bytes_, rate
 from gputop.model import CLOCK_EVENT_EFFECTS, GpuSample, Snapshot
 from gputop.pcie import lane_bytes_per_s
 
-LOST = RULES["lost"]
-IDLE = RULES["idle"]
-WARMING_UP = RULES["warming_up"]
-THROTTLE_HARD = RULES["throttle_hard"]
-THROTTLE_SOFT = RULES["throttle_soft"]
-PCIE = RULES["pcie"]
-LINK = RULES["link"]
-MEMORY_FULL = RULES["memory_full"]
-UNKNOWN = RULES["unknown"]
-
-
 # --- per sample ------------------------------------------------------------------------
 
 
@@ -35,7 +22,6 @@ def scope_samples(snap: Snapshot, gpus: Sequence[int]) -> list[GpuSample]:
 
 
 def held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
-    """Whether something holds the GPU: a process, an unlisted holder, or memory in use."""
     if gpu.processes:
         return True
     if any(h.gpu == gpu.index for h in snap.unlisted_holders):
@@ -90,8 +76,7 @@ def link_capacity(gpu: GpuSample) -> float | None:
 
 
 class GpuTick:
-    """One snapshot's share of the GPU rules' window loops, for one GPU set: per-sample
-    values and per-tick counts, which the rules merge in window order."""
+    """One snapshot's share of the GPU rules' window loops, for one GPU set."""
 
     __slots__ = (
         "degraded",
@@ -111,28 +96,22 @@ class GpuTick:
     )
 
     def __init__(self, snap: Snapshot, samples: Sequence[GpuSample], t: Thresholds) -> None:
-        self.samples = samples  # for the rare early findings (``unknown_util``)
+        self.samples = samples  # for ``unknown_util``
         self.n = len(samples)
         self.util = util_of(samples)
-        # every sample in MIG mode without utilization
         self.mig_unknown = bool(samples) and all(
             g.mig_mode and g.utilization.gpu is None for g in samples
         )
-        # ``idle``: no sample held or above IDLE_UTIL
         self.quiet = not any(
             held(snap, g, t) or (g.utilization.gpu is not None and g.utilization.gpu > t.idle_util)
             for g in samples
         )
-        # ``throttle``: busy samples, those with a hard / soft reason, the hard reasons
-        # and the GPUs they were on
         busy = hard_n = soft_n = 0
         hard_names: set[str] = set()
         where: set[int] = set()
-        # ``link``: busy samples with a known link, those below the max, the last one
         link_busy = degraded = 0
         worst: GpuSample | None = None
-        # ``pcie``: (index, (RX / capacity, RX), (TX / capacity, TX)) of each sample with
-        # a rate and a capacity, in sample order (None: that direction not known)
+        # (index, (RX / capacity, RX), (TX / capacity, TX)); None: direction unknown
         pcie: list[tuple[int, tuple[float, float] | None, tuple[float, float] | None]] = []
         for g in samples:
             util = g.utilization.gpu
@@ -201,7 +180,7 @@ def pct(value: float) -> str:
 
 
 def seconds(value: float) -> str:
-    """'19 s', '9 s'; a fraction below 10 s keeps its tenth ('0.5 s', a one-shot window)."""
+    """Below 10 s a fraction keeps its tenth ('0.5 s')."""
     if value >= 10 or round(value, 1) == round(value):
         return f"{value:.0f} s"
     return f"{value:.1f} s"
@@ -218,14 +197,13 @@ def gpus_text(gpus: Sequence[int]) -> str:
 
 def lost_finding(g: GpuSample) -> Finding:
     return finding(
-        LOST,
+        RULES["lost"],
         f"GPU {g.index} is lost: {g.lost_reason or 'no reason given'}",
         "Check dmesg for Xid errors; a lost GPU usually needs a reset or reboot",
     )
 
 
 def memory_full(samples: Sequence[GpuSample], t: Thresholds) -> Finding | None:
-    """The first of the newest samples with its memory nearly full."""
     for g in samples:
         used, total = g.memory.used, g.memory.total
         if (
@@ -235,7 +213,7 @@ def memory_full(samples: Sequence[GpuSample], t: Thresholds) -> Finding | None:
             and used / total >= t.mem_nearly_full
         ):
             return finding(
-                MEMORY_FULL,
+                RULES["memory_full"],
                 f"GPU {g.index} memory {bytes_(used)} of {bytes_(total)} "
                 f"({100 * used / total:.0f} %)",
                 "Close to out of memory: lower the batch size or enable activation "
@@ -245,7 +223,6 @@ def memory_full(samples: Sequence[GpuSample], t: Thresholds) -> Finding | None:
 
 
 def idle(parts: Sequence[GpuTick], span: float) -> Finding | None:
-    """No process, no held memory, util <= IDLE_UTIL in every tick with samples."""
     present = [p for p in parts if p.n]
     if not present or not all(p.quiet for p in present):
         return None
@@ -254,7 +231,9 @@ def idle(parts: Sequence[GpuTick], span: float) -> Finding | None:
 
 def idle_finding(util: Stats | None, span: float) -> Finding:
     util_text = "util n/a" if util is None else f"util max {util.high:.0f} %"
-    return finding(IDLE, f"no processes, {util_text} over {seconds(span)}", "Free for work")
+    return finding(
+        RULES["idle"], f"no processes, {util_text} over {seconds(span)}", "Free for work"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +256,6 @@ def group_of(
     ticks: list[float],
     span: float,
 ) -> Group:
-    """The group from each window tick's part (None: not judged) and the judged times."""
     early: Finding | None = None
     base = ""
     busy = starved = False
@@ -286,7 +264,7 @@ def group_of(
     pcie_found: list[Finding] = []
     util = None
 
-    def window() -> list[Sequence[GpuSample]]:  # for the rare early findings only
+    def window() -> list[Sequence[GpuSample]]:
         return [() if p is None else p.samples for p in parts]
 
     latest = next((p for p in reversed(parts) if p is not None and p.n), None)
@@ -308,13 +286,12 @@ def group_of(
 
 
 def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -> Finding:
-    """No utilization in the window: why, in words (MIG mode says so itself)."""
     latest = next((samples for samples in reversed(window) if samples), ())
     mig = [g for g in latest if g.mig_mode]
     if mig:
         devices = sum(len(g.mig_devices) for g in mig)
         return finding(
-            UNKNOWN,
+            RULES["unknown"],
             f"{gpus_text(tuple(g.index for g in mig))} in MIG mode"
             + (f" ({devices} MIG devices)" if devices else "")
             + ": NVML gives no GPU utilization for a partitioned GPU, so busy or starved "
@@ -323,7 +300,7 @@ def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -
             "profiling (GPM) metrics",
         )
     return finding(
-        UNKNOWN,
+        RULES["unknown"],
         f"{gpus_text(gpus)}: GPU utilization not reported (vGPU or an old driver?)",
         "Use per-process SM % or DCGM profiling metrics instead",
     )
@@ -331,7 +308,7 @@ def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -
 
 def warming(n: int, span: float, t: Thresholds) -> Finding:
     return finding(
-        WARMING_UP,
+        RULES["warming_up"],
         f"{n} samples over {span:.1f} s; need {t.min_samples} samples and {t.min_seconds:g} s",
         "Wait a few seconds for a verdict",
     )
@@ -340,7 +317,7 @@ def warming(n: int, span: float, t: Thresholds) -> Finding:
 def util_reading(
     util: Stats, span: float, gpus: tuple[int, ...], t: Thresholds
 ) -> tuple[str, bool, bool, str]:
-    """(the utilization text a group's findings start with, busy, starved, severity)."""
+    """(the text a group's findings start with, busy, starved, severity)."""
     base = (
         f"util mean {pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f}) over {seconds(span)}"
     )
@@ -362,10 +339,9 @@ def throttle(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding
         total += p.n
         busy += p.throttle_busy
         soft_n += p.soft_n
-        if p.hard_n:
-            hard_n += p.hard_n
-            hard_names.update(p.hard_names)
-            where.update(p.where)
+        hard_n += p.hard_n
+        hard_names.update(p.hard_names)
+        where.update(p.where)
     return throttle_finding(t, total, busy, hard_n, soft_n, hard_names, where, base)
 
 
@@ -384,7 +360,7 @@ def throttle_finding(
     if hard_n >= t.throttle_fraction * busy:
         return [
             finding(
-                THROTTLE_HARD,
+                RULES["throttle_hard"],
                 f"{', '.join(sorted(hard_names))} in {hard_n} of {busy} busy samples on "
                 f"{gpus_text(sorted(where))}; {base}",
                 "Clocks are cut by heat or a hardware slowdown: check cooling, fans, airflow",
@@ -393,7 +369,7 @@ def throttle_finding(
     if hard_n + soft_n >= t.throttle_fraction * busy:
         return [
             finding(
-                THROTTLE_SOFT,
+                RULES["throttle_soft"],
                 f"power cap in {hard_n + soft_n} of {busy} busy samples; {base}",
                 "Running at its power limit: normal at full load; raise the limit only if "
                 "cooling allows",
@@ -424,7 +400,7 @@ def link_finding(
     p = worst.pcie
     return [
         finding(
-            LINK,
+            RULES["link"],
             f"GPU {worst.index} link gen{p.gen} x{p.width}, max gen{p.max_gen} x{p.max_width}, "
             f"in {degraded} of {busy} busy samples; {base}",
             "Reseat the card or riser, check BIOS PCIe settings and the slot",
@@ -465,7 +441,7 @@ def pcie_finding(
     words = "host->GPU (RX)" if direction == "rx" else "GPU->host (TX)"
     return [
         finding(
-            PCIE,
+            RULES["pcie"],
             f"{base}; PCIe {words} {rate(mean_rate)} = {100 * ratio:.0f} % of the link"
             f" on GPU {index}",
             "Copies saturate PCIe: pin memory with non_blocking copies, send smaller dtypes "

@@ -1,7 +1,5 @@
-"""The idle memory holder: GPUs idle while something holds them, over the run of such
-snapshots that ends the history (reaching back beyond the window). :class:`Runs` carries
-each scope's run between calls; :func:`lookback_form` reduces a snapshot outside the
-window to what this rule (and the disk peak) reads.
+"""The idle memory holder: GPUs idle while held, over the run of such snapshots ending the
+history; :func:`lookback_form` reduces a snapshot outside the window to what it reads.
 """
 
 from __future__ import annotations
@@ -25,8 +23,6 @@ from gputop.model import (
     Utilization,
 )
 
-IDLE_HOLDER = RULES["idle_holder"]
-
 
 def all_idle(samples: Sequence[GpuSample], t: Thresholds) -> bool:
     return all(g.utilization.gpu is not None and g.utilization.gpu <= t.idle_util for g in samples)
@@ -35,8 +31,7 @@ def all_idle(samples: Sequence[GpuSample], t: Thresholds) -> bool:
 def idle_and_held(
     snap: Snapshot, gpus: tuple[int, ...], pids: frozenset[int] | None, t: Thresholds
 ) -> bool:
-    """GPUs ``gpus`` idle in ``snap`` while held: by the pids ``pids`` (a job), or by
-    anything (``pids`` None: a GPU)."""
+    """``gpus`` idle in ``snap`` while held by ``pids`` (None: by anything)."""
     samples = scope_samples(snap, gpus)
     if not samples or not all_idle(samples, t):
         return False
@@ -50,9 +45,8 @@ RunKey = tuple[tuple[int, ...], frozenset[int] | None]
 
 
 class Runs:
-    """Scope -> (sequence number computed at, the run's first or None, exact); not
-    ``exact`` when the run reached the start of its history (it may have begun earlier).
-    The analyzer's sequence numbers are consecutive in a continued history, never reused."""
+    """Scope -> (sequence number computed at, the run's first or None, exact: the run did
+    not reach the start of its history)."""
 
     __slots__ = ("memo",)
 
@@ -60,8 +54,7 @@ class Runs:
         self.memo: dict[RunKey, tuple[int, int | None, bool]] = {}
 
     def start(self, key: RunKey, n: int, base: int, idle_held: Callable[[int], bool]) -> int:
-        """Index of the first snapshot of the run ending a history of ``n`` snapshots
-        numbered from ``base`` (``n``: none); ``idle_held(i)``: history[i] is in a run."""
+        """Index of the first snapshot of the run ending the history (``n``: none)."""
         latest = base + n - 1
         memo = self.memo.get(key)
         if (
@@ -87,7 +80,6 @@ class Runs:
         return n if first is None else max(0, first - base)
 
     def prune(self, oldest: int) -> None:
-        """Forget the scopes last computed before sequence number ``oldest``."""
         stale = [k for k, v in self.memo.items() if v[0] < oldest]
         for k in stale:
             del self.memo[k]
@@ -101,8 +93,7 @@ def idle_holder(
     procs: dict[int, ProcessInfo],
     pids: Sequence[int],
 ) -> Finding | None:
-    """When the run from history[start] is long enough, or is all the history while every
-    holder in ``pids`` is old enough."""
+    """When the run is long enough, or all the history while every holder is old enough."""
     if start == len(history):
         return None
     idle_for = history[-1].time - history[start].time
@@ -126,7 +117,7 @@ def idle_holder(
     else:
         return None
     return finding(
-        IDLE_HOLDER,
+        RULES["idle_holder"],
         evidence,
         "Holds GPU memory without using the GPU: stop it if it is finished or stuck",
     )

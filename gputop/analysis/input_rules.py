@@ -77,12 +77,6 @@ def per_pid_means(
     pids: list[tuple[int, ...]], cpus: list[tuple[float, ...]]
 ) -> list[tuple[int, float]]:
     """(pid, mean CPU over the ticks it has one), pids in order of first appearance."""
-    first = pids[0]
-    if all(p == first for p in pids):  # the usual case: the same processes every tick
-        return [
-            (pid, sum(col) / len(col))
-            for pid, col in zip(first, zip(*cpus, strict=True), strict=True)
-        ]
     per_pid: dict[int, list[float]] = {}
     for tick_pids, tick_cpus in zip(pids, cpus, strict=True):
         for pid, cpu in zip(tick_pids, tick_cpus, strict=True):
@@ -132,26 +126,22 @@ def signals_of(feats: Sequence[JobTick]) -> JobSignals:
 
 
 class Track:
-    """One job across the window, pushed and popped as the window slides, so its signals
-    cost O(its processes) per call instead of O(window); the means are the same sums in
-    window order as :func:`signals_of`."""
+    """One job across the window, pushed and popped as it slides: :func:`signals_of`'s
+    sums, without going over the window."""
 
     __slots__ = ("_memo", "cause", "dsleep", "feats", "mcols", "reads", "run", "same", "wcols")
 
     def __init__(self) -> None:
         self.feats: deque[JobTick] = deque()  # one per window tick it is in
-        # The newest ``run`` feats list the same worker and main pids; wcols/mcols hold
-        # the CPU of each of those pids over them, oldest first.
+        # the newest ``run`` feats have the same pids; w/mcols: each pid's CPU over them
         self.run = 0
         self.wcols: list[deque[float]] = []
         self.mcols: list[deque[float]] = []
         self.reads: deque[float] = deque()  # known reads, oldest first
         self.dsleep = 0
-        # The newest ``same`` feats are one object; while that is all of them, the
-        # signals depend on it and the count only (``_memo``).
+        # the newest ``same`` feats are one object (all of them: ``_memo`` holds)
         self.same = 0
         self._memo: tuple[JobTick, int, JobSignals] | None = None
-        # ``cause_flags`` of the signals object it was made from
         self.cause: tuple[JobSignals, int] | None = None
 
     def steady(self, f: JobTick | None) -> bool:
@@ -220,8 +210,7 @@ class Track:
 
 
 class HostView:
-    """The host side of the window, shared by every scope of one call; the disk peak is
-    looked up in the whole history on first use."""
+    """The host side of the window, shared by every scope of one call."""
 
     __slots__ = ("_history", "_peak", "cpu", "disk_now", "iowait_high", "saturated", "suffix")
 
@@ -304,9 +293,8 @@ def input_causes(
     starved: bool,
     severity: str,
 ) -> list[Finding]:
-    """The host-side causes of the scope's jobs, in job order. ``own``: the scope is the
-    job itself (a GPU's verdict names the job). A rank an earlier job gave is skipped: it
-    could never come first nor add a kind to ``also``."""
+    """The host-side causes of the scope's jobs, in job order; a rank already given is
+    skipped (it could change nothing). ``own``: the scope is the job itself."""
     host_cpu, host_suffix, disk_now = host.cpu, host.suffix, host.disk_now
     out: list[Finding] = []
     found: set[int] = set()  # ranks given

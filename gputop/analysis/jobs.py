@@ -1,15 +1,5 @@
 """Process trees -> jobs: what a user launched, across all the GPUs it uses (docs/verdicts.md).
-
-A GPU process's root is found by climbing its parents while the parent is known, visible,
-not pid 0/1, of the same user and not ``NEVER_ROOT``; a Jupyter kernel is a root on its
-own. Without the launcher's row in the snapshot each rank is its own job (correct per
-process, just not grouped). Every known process belongs to the job of its nearest root
-ancestor unless its user differs; workers are non-GPU, non-zombie members below a GPU
-process. Sums skip unknown values (all unknown: None).
-
-Grouping is two steps, the structure (shapes) then the values: ``build_jobs_reusing``
-reuses the snapshot before's shapes when the process tree did not change, since on a busy
-server every value moves every tick and the tree does not.
+Grouping is two steps, the structure (shapes) then the values, so an unchanged tree is reused.
 """
 
 from __future__ import annotations
@@ -82,7 +72,7 @@ class Job:
 
 
 def process_name(info: ProcessInfo) -> str | None:
-    """The name used for NEVER_ROOT: lower case, no leading '-', no ': suffix', no path."""
+    """The name matched against NEVER_ROOT (lower case, no path, no ': suffix')."""
     name = info.name
     if not name and info.command:
         name = info.command.split(" ", 1)[0]
@@ -104,11 +94,6 @@ _ROOT_MARKER_RE = re.compile(
 )
 
 
-def _is_root_marker(info: ProcessInfo) -> bool:
-    command = info.command
-    return command is not None and _ROOT_MARKER_RE.search(command) is not None
-
-
 def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
     """pid -> ``Snapshot.processes``' row, else the GPU process's own ``host``."""
     index: dict[int, ProcessInfo] = {}
@@ -124,7 +109,7 @@ def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
 def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
     cur = index[pid]
     seen = {pid}
-    while not _is_root_marker(cur):
+    while not (cur.command and _ROOT_MARKER_RE.search(cur.command)):
         ppid = cur.ppid
         if ppid is None or ppid <= 1 or ppid in seen:
             break
@@ -141,8 +126,7 @@ def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
 
 
 def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, int, tuple[int, int]]]:
-    """(GPU index, pid, (GPU position, process position)) sorted by (GPU index, pid); the
-    first of duplicates, without lost GPUs and INVALID_PIDS."""
+    """Sorted (GPU index, pid, (GPU position, process position)), no lost GPU or invalid pid."""
     entries: dict[tuple[int, int], tuple[int, int]] = {}
     for at_gpu, gpu in enumerate(snapshot.gpus):
         if gpu.lost:
@@ -178,8 +162,7 @@ def build_jobs(snapshot: Snapshot) -> tuple[Job, ...]:
 
 
 def _shapes(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> tuple[_Shape, ...]:
-    """The jobs without their values, in ``build_jobs`` order; reads only what
-    ``_structure_key`` holds."""
+    """The jobs without their values; reads only what ``_structure_key`` holds."""
     entries = _gpu_entries(snapshot)
     gpu_pids = {pid for _, pid, _ in entries}
 
@@ -266,18 +249,8 @@ def _shape(
     index: dict[int, ProcessInfo],
     all_gpu_pids: set[int],
 ) -> _Shape:
-    gpus: tuple[int, ...]
-    gpu_pids: tuple[tuple[int, int], ...]
-    mains: tuple[int, ...]
-    entries_at: tuple[tuple[int, int], ...]
-    if len(entries) == 1:
-        gpu, pid, at = entries[0]
-        gpus, gpu_pids, mains, entries_at = (gpu,), ((gpu, pid),), (pid,), (at,)
-    else:
-        gpus = tuple(sorted({g for g, _, _ in entries}))
-        gpu_pids = tuple([(g, pid) for g, pid, _ in entries])
-        mains = tuple(sorted({pid for _, pid, _ in entries}))
-        entries_at = tuple([at for _, _, at in entries])
+    gpus = tuple(sorted({g for g, _, _ in entries}))
+    mains = tuple(sorted({pid for _, pid, _ in entries}))
     main_set = set(mains)
     known: list[int] = []
     workers: list[int] = []  # in pid order: ``pids`` is sorted
@@ -296,11 +269,11 @@ def _shape(
     return _Shape(
         root_pid=root,
         gpus=gpus,
-        gpu_pids=gpu_pids,
+        gpu_pids=tuple([(g, pid) for g, pid, _ in entries]),
         main_pids=mains,
         worker_pids=tuple(workers),
         pids=tuple(pids),
-        entries_at=entries_at,
+        entries_at=tuple([at for _, _, at in entries]),
         known=tuple(known),
         known_mains=tuple([p for p in mains if p in index]),
     )
@@ -329,7 +302,6 @@ def _job(
     utils = [u for u in map(gpu_util.get, shape.gpus) if u is not None]
     statuses = [i.status for i in infos if i.status is not None]
     create_time = None if root_info is None else root_info.create_time
-    # None-aware sums, as list comprehensions: this runs once per job per tick.
     memory = [p.gpu_memory for p in entries if p.gpu_memory is not None]
     sm = [p.sm_percent for p in entries if p.sm_percent is not None]
     cpu = [i.cpu_percent for i in infos if i.cpu_percent is not None]
@@ -364,8 +336,7 @@ def _job(
 
 # --- the same structure, new values -------------------------------------------------------
 
-# What of a pid index row the shapes read: its pid, visibility, parent, user, and name and
-# command line (NEVER_ROOT, the root markers); and whether it is a zombie (never a worker).
+# What of a pid index row the shapes read (status apart: only zombies matter).
 _ROW_STRUCTURE = operator.attrgetter("pid", "visible", "ppid", "user", "name", "command")
 _STATUS = operator.attrgetter("status")
 _PID = operator.attrgetter("pid")
@@ -375,8 +346,7 @@ _StructureKey = tuple[list[int], list[Any], list[int], list[tuple[int, bool, tup
 
 
 def _structure_key(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> _StructureKey:
-    """Everything ``_shapes`` reads (equal keys: the same shapes), in C-level passes where
-    it can: this runs every tick."""
+    """Everything ``_shapes`` reads (equal keys: the same shapes); runs every tick."""
     rows = index.values()
     statuses = list(map(_STATUS, rows))
     zombies = (
@@ -405,8 +375,7 @@ def build_jobs_reusing(
     before: JobStructure | None,
     index: dict[int, ProcessInfo] | None = None,
 ) -> tuple[tuple[Job, ...], JobStructure]:
-    """``build_jobs(snapshot)`` and its structure; ``before``'s shapes are taken over when
-    its key equals this snapshot's. ``index``: ``process_index(snapshot)``, if known."""
+    """``build_jobs(snapshot)`` and its structure, reusing ``before``'s shapes if they fit."""
     if index is None:
         index = process_index(snapshot)
     key = _structure_key(snapshot, index)

@@ -1,7 +1,5 @@
-"""The verdict kinds, declared once (:data:`KIND_SPECS`: one row per rule's finding), and
-how findings become a :class:`Verdict`. ``KINDS``, ``LABELS``, the short words, the help
-legend and the docs' tables (``python -m gputop.analysis.kinds --markdown``) are made
-from it; two rules may give one kind, whose label and word are its first row's.
+"""The verdict kinds, declared once (:data:`KIND_SPECS`, one row per rule's finding; a
+kind's label and word are its first row's), and how findings become a :class:`Verdict`.
 """
 
 from __future__ import annotations
@@ -218,7 +216,7 @@ def finding(spec: KindSpec, evidence: str, advice: str, severity: str | None = N
 
 
 def verdict_of(findings: list[Finding]) -> Verdict:
-    """The verdict of a scope's findings: the lowest rank's, the other kinds in ``also``."""
+    """The lowest rank's finding, the other kinds in ``also``."""
     if len(findings) == 1:
         first = findings[0]
         return Verdict(first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity)

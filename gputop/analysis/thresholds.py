@@ -1,7 +1,5 @@
-"""Every number the verdicts compare against: each declared once as a field of
-:class:`Thresholds` (default, kind of range, meaning), from which ``--help``,
-``docs/verdicts.md`` and :data:`DOCS` are made; overrides are checked before use.
-"""
+"""Every number the verdicts compare against, declared once as a field of :class:`Thresholds`
+(default, kind of range, meaning), from which ``--help``, the docs and :data:`DOCS` are made."""
 
 from __future__ import annotations
 
@@ -112,9 +110,8 @@ class Thresholds:
     def from_overrides(
         cls, overrides: Mapping[str, Any], base: Thresholds | None = None
     ) -> Thresholds:
-        """``base`` (default: the defaults) with ``overrides`` applied: names
-        case-insensitive, ``-`` for ``_``; values numbers or strings. Raises
-        ``ThresholdError`` (a message for people) on a bad name or value."""
+        """``base`` (default: the defaults) with ``overrides`` applied (names
+        case-insensitive, ``-`` for ``_``); ThresholdError on a bad name or value."""
         start = base if base is not None else cls()
         known = {f.name: f for f in dataclasses.fields(cls)}
         changes: dict[str, Any] = {}

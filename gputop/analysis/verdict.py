@@ -1,11 +1,5 @@
-"""Recent history -> one verdict per GPU and per job: is it bound by the GPU or by its input?
-
-Pure and deterministic. Most findings judge the window (the last ``WINDOW_SECONDS``, at
-least ``MIN_SAMPLES`` snapshots); a job only the window ticks it existed in; "idle memory
-holder" the whole history given. The lowest-ranked finding is the verdict, the other
-kinds go to ``also`` (ranks: :data:`gputop.analysis.kinds.KIND_SPECS`). This module
-orders the rule families for a scope and holds :class:`Analyzer` and the API; the
-modules it imports sit below it (docs/architecture.md).
+"""Recent history -> one verdict per GPU and per job (docs/verdicts.md): the rule families
+in order for a scope, :class:`Analyzer` and the API.
 """
 
 from __future__ import annotations
@@ -27,10 +21,6 @@ from gputop.model import Snapshot, Verdict
 
 # --- judging one scope ---------------------------------------------------------------------
 
-_GPU_BOUND = RULES["gpu_bound"]
-_UNDERUSED = RULES["underused"]
-_MODERATE = RULES["moderate"]
-
 
 @dataclass(frozen=True, slots=True)
 class _Scope:
@@ -41,11 +31,9 @@ class _Scope:
 
 def _judge(ctx: Context, scope: _Scope) -> Verdict:
     gpus = scope.gpus
-    lost = ctx.ticks[-1].lost
-    if lost:
-        for g in lost:
-            if g.index in gpus:
-                return verdict_of([lost_finding(g)])
+    for g in ctx.ticks[-1].lost:
+        if g.index in gpus:
+            return verdict_of([lost_finding(g)])
 
     findings: list[Finding] = []
     full = ctx.memory_full(gpus)
@@ -81,31 +69,26 @@ def _judge(ctx: Context, scope: _Scope) -> Verdict:
     if group.busy:
         findings.append(
             finding(
-                _GPU_BOUND,
+                RULES["gpu_bound"],
                 base,
                 "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
                 "model side (mixed precision, torch.compile, larger batch)",
             )
         )
     elif not causes:
-        note = _no_host_view_note(ctx, scope)
-        if group.starved:
-            findings.append(
-                finding(
-                    _UNDERUSED,
-                    base + note,
-                    "The GPU waits but no host cause is visible: profile a step "
-                    "(torch.profiler) to see what it waits for",
-                )
+        spec, advice = (
+            (
+                RULES["underused"],
+                "The GPU waits but no host cause is visible: profile a step "
+                "(torch.profiler) to see what it waits for",
             )
-        else:
-            findings.append(
-                finding(
-                    _MODERATE,
-                    base + note,
-                    "Steady partial use: profile a step (torch.profiler) if you expected more",
-                )
+            if group.starved
+            else (
+                RULES["moderate"],
+                "Steady partial use: profile a step (torch.profiler) if you expected more",
             )
+        )
+        findings.append(finding(spec, base + _no_host_view_note(ctx, scope), advice))
     return verdict_of(findings)
 
 
@@ -116,10 +99,9 @@ def _idle_holder(ctx: Context, scope: _Scope) -> Finding | None:
     job = scope.job
     samples = tick.samples(scope.gpus)
     start = ctx.run_start(scope.gpus, None if job is None else frozenset(job.main_pids))
-    if job is not None:
-        holders: Sequence[int] = job.main_pids
-    else:
-        holders = [p.pid for g in samples for p in g.processes]
+    holders: Sequence[int] = (
+        job.main_pids if job is not None else [p.pid for g in samples for p in g.processes]
+    )
     return idle_holder(ctx.t, ctx.history, start, samples, tick.procs, holders)
 
 
@@ -143,12 +125,8 @@ def gpu_verdicts_of(ctx: Context) -> dict[int, Verdict]:
 
 def jobs_to_judge(ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None) -> dict[str, Job]:
     if jobs is None:
-        todo = list(ctx.latest_jobs.values())
-    elif isinstance(jobs, Mapping):
-        todo = list(jobs.values())
-    else:
-        todo = list(jobs)
-    return {job.id: job for job in todo}
+        jobs = ctx.latest_jobs
+    return {job.id: job for job in (jobs.values() if isinstance(jobs, Mapping) else jobs)}
 
 
 def job_verdict(ctx: Context, job: Job) -> Verdict:
@@ -197,9 +175,6 @@ class JobVerdicts(Mapping[str, Verdict]):
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._jobs
 
-    def __repr__(self) -> str:
-        return f"JobVerdicts({len(self._jobs)} jobs, {len(self._done)} judged)"
-
 
 class Analysis(NamedTuple):
     """What :meth:`Analyzer.update` returns (unpacks as a 3-tuple)."""
@@ -210,14 +185,9 @@ class Analysis(NamedTuple):
 
 
 class Analyzer:
-    """The verdicts of a history that grows one snapshot at a time: exactly those of
-    :func:`all_verdicts`, at the cost of the new snapshot plus the window's aggregation.
-    Per-snapshot work, job tracks, GPU groups and idle-holder runs are carried between
-    calls, and dropped when a history does not continue the previous one. Not thread-safe.
-
-    ``carry`` (seconds): the caller gives only the window (and a few more); the analyzer
-    keeps ``carry`` seconds of look-back forms beyond it itself. None: the history given
-    is the whole history."""
+    """:func:`all_verdicts` of a history that grows one snapshot at a time, carrying the
+    work between calls. ``carry``: seconds of look-back forms kept beyond the history
+    given (None: the history given is the whole history). Not thread-safe."""
 
     def __init__(self, thresholds: Thresholds = DEFAULT, *, carry: float | None = None) -> None:
         self.thresholds = thresholds
@@ -241,14 +211,8 @@ class Analyzer:
         self._runs = Runs()
         return self._base + len(self._full) + 1, False
 
-    def _sequence(self, full: list[Snapshot]) -> tuple[int, bool]:
-        """(the sequence number of full[0], whether it continues the previous numbering)."""
-        cut = _continues(self._full, full)
-        return self._restart() if cut is None else (self._base + cut, True)
-
     def _carried(self, given: list[Snapshot]) -> tuple[list[Snapshot], int, bool]:
-        """Carry mode: keep the snapshots cut from the previous history given as look-back
-        forms, ``carry`` seconds of them. (full history, its sequence number, continued)."""
+        """Carry mode: (the history with look-back forms, its sequence number, continued)."""
         prev, older = self._given, self._older
         self._given = given
         cut = _continues(prev, given)
@@ -280,8 +244,7 @@ class Analyzer:
             return
         steady: set[str] = set()
         if first == pfirst + 1 and last == plast + 1:
-            # One tick left, one came: a job whose track is all one object, the one that
-            # came (its input did not change), would be popped and pushed back unchanged.
+            # a track all of the one object that came would be popped and pushed back as is
             came = ticks[-1].feats
             steady = {j for j in pticks[0].feats if tracks[j].steady(came.get(j))}
         for seq in range(pfirst, min(first, plast + 1)):
@@ -302,8 +265,9 @@ class Analyzer:
         full, window = split_window(history, t)
         if self._carry is not None:  # the window is a suffix of what was given
             full, base, continued = self._carried(full)
-        else:
-            base, continued = self._sequence(full)
+        else:  # full[0]'s sequence number, whether it continues the previous numbering
+            cut = _continues(self._full, full)
+            base, continued = self._restart() if cut is None else (self._base + cut, True)
         ticks: list[Tick] = []
         for s in window:  # a new snapshot may take its jobs over from the one before
             tick = self._ticks.get(id(s))
@@ -329,8 +293,7 @@ class Analyzer:
         history: Sequence[Snapshot],
         jobs: Sequence[Job] | Mapping[str, Job] | None = None,
     ) -> Analysis:
-        """What ``build_jobs(history[-1])`` and ``all_verdicts(history, jobs)`` give; the
-        job verdicts are judged when read. ``jobs`` defaults to the newest snapshot's."""
+        """``build_jobs(history[-1])`` and ``all_verdicts(history, jobs)`` (jobs judged lazily)."""
         ctx = self.context(history)
         if ctx is None:
             return Analysis({}, JobVerdicts(None, {}), ())
@@ -352,8 +315,7 @@ def _push(
 
 
 def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
-    """How many snapshots ``given`` cut from the start of ``prev`` when it is ``prev`` cut
-    and extended (the same objects); None when it is not."""
+    """How many snapshots ``given`` cut from ``prev``'s start, if it continues it; else None."""
     if not prev:
         return None
     last = prev[-1]

@@ -27,8 +27,7 @@ from gputop.model import GpuSample, ProcessInfo, Snapshot
 
 
 class Tick:
-    """The verdicts' work on one snapshot, done once: the pid index, the jobs and their
-    :class:`JobTick`, and per GPU set the samples, :class:`GpuTick` and idle flags."""
+    """The verdicts' work on one snapshot, done once (jobs, and per GPU set the parts)."""
 
     __slots__ = (
         "_ageless",
@@ -49,7 +48,6 @@ class Tick:
     )
 
     def __init__(self, snap: Snapshot, previous: Tick | None = None) -> None:
-        """``previous``: the tick before, whose jobs (or their structure) may be reused."""
         self.snap = snap
         self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
@@ -58,7 +56,7 @@ class Tick:
         self.feats: dict[str, JobTick]
         self._ageless: bool | None = None
         self._by_gpu: dict[int, tuple[str, ...]] | None = None
-        self.structure: JobStructure  # of the jobs: the next snapshot's may reuse it
+        self.structure: JobStructure
         if previous is not None and _same_jobs(previous, snap):
             self.procs = previous.procs
             self.jobs = previous.jobs
@@ -75,7 +73,7 @@ class Tick:
             self.feats = {job_id: JobTick.of(job, index) for job_id, job in self.jobs.items()}
         self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
         self._gpu: dict[tuple[int, ...], GpuTick] = {}
-        # The maps only, not the tick: a part of the very same samples is shared (``gpu``).
+        # the maps only, not the tick (which would chain every tick before)
         self._before = (
             None
             if previous is None
@@ -107,14 +105,12 @@ class Tick:
         return self._ageless
 
     def samples(self, gpus: tuple[int, ...]) -> list[GpuSample]:
-        """``scope_samples(snap, gpus)``, memoized (callers never change the list)."""
         out = self._samples.get(gpus)
         if out is None:
             out = self._samples[gpus] = scope_samples(self.snap, gpus)
         return out
 
     def gpu(self, gpus: tuple[int, ...], t: Thresholds) -> GpuTick:
-        """The :class:`GpuTick` of ``gpus``; the snapshot before's when of the same samples."""
         out = self._gpu.get(gpus)
         if out is None:
             samples = self.samples(gpus)
@@ -135,7 +131,6 @@ class Tick:
         return out
 
     def idle(self, gpus: tuple[int, ...], t: Thresholds) -> bool:
-        """Whether ``gpus`` have samples here and all are idle (memoized)."""
         idle = self._idle.get(gpus)
         if idle is None:
             samples = self.samples(gpus)
@@ -145,7 +140,6 @@ class Tick:
     def idle_and_held(
         self, gpus: tuple[int, ...], pids: frozenset[int] | None, t: Thresholds
     ) -> bool:
-        """``idle_and_held`` on this snapshot, from memoized parts."""
         if not self.idle(gpus, t):
             return False
         samples = self.samples(gpus)
@@ -161,8 +155,7 @@ class Tick:
 
 
 def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
-    """Whether ``build_jobs(snap)`` is ``previous``'s jobs. Sources give an unchanged row,
-    process tuple or GPU sample as the same object, so this is a few identity checks."""
+    """Whether ``build_jobs(snap)`` is ``previous``'s jobs (sources reuse unchanged objects)."""
     before = previous.snap
     if snap.processes is not before.processes or len(snap.gpus) != len(before.gpus):
         return False
@@ -205,8 +198,7 @@ KeptGroup = tuple[list[GpuTick | None], float, int, Group]
 
 
 class Carried:
-    """Carried between calls: each job's track (valid for its ``generation``'s call) and
-    the GPU groups of the last call and this one."""
+    """Carried between calls: the job tracks and the GPU groups of the last call and this."""
 
     __slots__ = ("generation", "groups_before", "groups_now", "tracks")
 
@@ -219,8 +211,6 @@ class Carried:
 
 @dataclass(frozen=True, slots=True)
 class JobWindow:
-    """One job across the window: its per-tick features (None where absent)."""
-
     present: tuple[bool, ...]
     feats: list[JobTick | None]
 
@@ -258,7 +248,6 @@ class Context:
 
     @property
     def host(self) -> HostView:
-        """The host side of the window (made once)."""
         done = self._host
         if done is None:
             done = self._host = HostView(self.window, self.history, self.t)
@@ -267,7 +256,6 @@ class Context:
     # --- the GPU side -------------------------------------------------------------------
 
     def gpu_parts(self, gpus: tuple[int, ...]) -> list[GpuTick]:
-        """Each window tick's :class:`GpuTick` of ``gpus``."""
         out = self.parts.get(gpus)
         if out is None:
             t = self.t
@@ -275,14 +263,12 @@ class Context:
         return out
 
     def memory_full(self, gpus: tuple[int, ...]) -> Finding | None:
-        if gpus in self.memory:
-            return self.memory[gpus]
-        out = self.memory[gpus] = memory_full(self.ticks[-1].samples(gpus), self.t)
-        return out
+        if gpus not in self.memory:
+            self.memory[gpus] = memory_full(self.ticks[-1].samples(gpus), self.t)
+        return self.memory[gpus]
 
     def group(self, gpus: tuple[int, ...], present: tuple[bool, ...] | None) -> Group:
-        """The GPU side on ``gpus`` over the ticks where ``present`` (None: where they have
-        samples)."""
+        """The GPU side on ``gpus`` over the ticks where ``present`` (None: with samples)."""
         if present is None:
             # the group of a scope present in exactly those ticks is the same group
             present = tuple(p.n > 0 for p in self.gpu_parts(gpus))
@@ -340,8 +326,7 @@ class Context:
         return self.job_window(job_id).present
 
     def causes_of(self, job_id: str) -> tuple[JobSignals, int] | None:
-        """The job's window signals and their ``cause_flags`` (memoized, and kept in its
-        track while the signals are the same object)."""
+        """The job's window signals and their ``cause_flags``, memoized."""
         causes = self.causes
         if job_id in causes:
             return causes[job_id]
