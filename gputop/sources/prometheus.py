@@ -188,6 +188,17 @@ def build_hosts(
     return out, up
 
 
+def _scraped(old: HostView, ok: bool) -> HostView:
+    """``old`` after one more scrape, as Prometheus's ``up`` says it went."""
+    return replace(
+        old,
+        connected=ok,
+        failures=0 if ok else old.failures + 1,
+        error=None if ok else "Prometheus cannot scrape it (up == 0)",
+        attempts=old.attempts + 1,
+    )
+
+
 class PrometheusFleet:
     """The fleet's hosts from Prometheus (a :class:`~gputop.sources.streams.FleetSource`);
     hosts are sorted by name and stay listed once seen."""
@@ -278,28 +289,17 @@ class PrometheusFleet:
                 age = max(0.0, now_wall - float(data["time"]))
                 fresh = old.report is None or report.time != old.report.time
                 self._views[host] = replace(
-                    old,
+                    _scraped(old, up.get(host, True)),
                     report=report,
                     data=data,
                     seq=old.seq + 1 if fresh else old.seq,
                     received=now_mono - age,
-                    connected=up.get(host, True),
-                    failures=0 if up.get(host, True) else old.failures + 1,
-                    error=None if up.get(host, True) else "Prometheus cannot scrape it (up == 0)",
-                    attempts=old.attempts + 1,
                     problem=None,
                 )
             for host, ok in up.items():
-                if host in hosts or host not in self._views:
-                    continue  # a target without GPU metrics is not a GPU host
-                old = self._views[host]
-                self._views[host] = replace(
-                    old,
-                    connected=ok,
-                    failures=0 if ok else old.failures + 1,
-                    error=None if ok else "Prometheus cannot scrape it (up == 0)",
-                    attempts=old.attempts + 1,
-                )
+                if host not in hosts and host in self._views:
+                    # (a target without GPU metrics is not a GPU host: never added)
+                    self._views[host] = _scraped(self._views[host], ok)
             for host, old in self._views.items():
                 if host not in hosts and host not in up:
                     self._views[host] = replace(
