@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -20,7 +19,7 @@ from typing import Any
 from gputop.fmt import clean_text
 from gputop.model import SCHEMA_VERSION
 from gputop.sources.remote import LineError, parse_line, summarize
-from gputop.sources.streams import MAX_BACKOFF_S, HostView
+from gputop.sources.streams import MAX_BACKOFF_S, HostView, HostViews
 
 #: An answer above this many bytes is refused.
 MAX_ANSWER_BYTES = 32 * 2**20
@@ -199,9 +198,11 @@ def _scraped(old: HostView, ok: bool) -> HostView:
     )
 
 
-class PrometheusFleet:
+class PrometheusFleet(HostViews):
     """The fleet's hosts from Prometheus (a :class:`~gputop.sources.streams.FleetSource`);
     hosts are sorted by name and stay listed once seen."""
+
+    thread_name = "gputop-prometheus"
 
     def __init__(
         self,
@@ -213,43 +214,20 @@ class PrometheusFleet:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.url = check_url(url)
-        self.interval = float(interval)
+        super().__init__(interval, on_change, clock)
         self.host_label = host_label
-        self.on_change = on_change
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._views: dict[str, HostView] = {}
-        self.hosts: tuple[str, ...] = ()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.error: str | None = None  # Prometheus itself failed: why
         self.failures = 0
 
-    def views(self) -> tuple[HostView, ...]:
-        with self._lock:
-            return tuple(self._views[h] for h in self.hosts)
-
-    def view(self, name: str) -> HostView:
-        with self._lock:
-            return self._views.get(name) or HostView(name)
-
     def pids(self) -> list[int]:
         return []
-
-    def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("already started")
-        self._thread = threading.Thread(target=self._run, name="gputop-prometheus", daemon=True)
-        self._thread.start()
 
     def retry_now(self, name: str | None = None) -> None:
         self.failures = 0
 
     def close(self, timeout: float = 3.0) -> None:
         self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        self._join(timeout)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -273,7 +251,7 @@ class PrometheusFleet:
                     self._views[h] = replace(
                         v, connected=False, failures=self.failures, error=self.error
                     )
-            self._notify()
+            self._call_back()
             return
         self.failures = 0
         self.error = None
@@ -309,13 +287,7 @@ class PrometheusFleet:
                         error="no longer in Prometheus",
                     )
             self.hosts = tuple(sorted(self._views))
-        self._notify()
-
-    def _notify(self) -> None:
-        callback = self.on_change
-        if callback is not None:
-            with contextlib.suppress(Exception):
-                callback()
+        self._call_back()
 
     def history(self, host: str, seconds: float = 600.0) -> list[dict[str, Any]]:
         """The host's recent snapshot dicts, oldest first, one per interval."""
