@@ -263,18 +263,10 @@ class StreamSet(HostViews):
         self._wake()
         self._join(timeout)
         # The thread ended (or hangs, which it should not): end the children from here.
-        conns = list(self._conns.items())
+        conns = list(self._conns.values())
         self._conns.clear()
-        for _, conn in conns:
-            _signal_group(conn.proc, signal.SIGTERM)
-        deadline = time.monotonic() + 1.0
-        for _, conn in conns:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                conn.proc.wait(max(0.0, deadline - time.monotonic()))
-        for _, conn in conns:
-            _signal_group(conn.proc, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                conn.proc.wait(2.0)
+        _end_groups([c.proc for c in conns])
+        for conn in conns:
             for fd in (conn.out, conn.err):
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -494,13 +486,7 @@ class StreamSet(HostViews):
             if fd in self._by_fd:
                 self._unregister(fd)
         if why is not None or conn.proc.poll() is None:
-            _signal_group(conn.proc, signal.SIGTERM)
-            try:
-                conn.proc.wait(1.0)
-            except subprocess.TimeoutExpired:
-                _signal_group(conn.proc, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    conn.proc.wait(2.0)
+            _end_groups([conn.proc])
         code = conn.proc.returncode
         _signal_group(conn.proc, signal.SIGKILL)  # anything it left in its group
         last = _last_line(conn.errbuf)
@@ -543,6 +529,20 @@ def _last_line(buf: bytes | bytearray) -> str | None:
         if text and text.strip():
             return text.strip()
     return None
+
+
+def _end_groups(procs: list[subprocess.Popen[bytes]]) -> None:
+    """TERM each child's process group, wait a second for them all, then KILL and reap."""
+    for proc in procs:
+        _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + 1.0
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        _signal_group(proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(2.0)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
