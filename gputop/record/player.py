@@ -201,8 +201,7 @@ class Player:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def close(self) -> None:
-        self.stop()
+    close = stop
 
     # --- worker ------------------------------------------------------------------------
 
