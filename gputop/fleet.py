@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 
 from gputop import argtypes
-from gputop.analysis.thresholds import Thresholds
 from gputop.argtypes import EXIT_FAILURE, Parser, ascii_number
 from gputop.config import ConfigError, load_config, with_overrides
 from gputop.fmt import clean_text
@@ -163,14 +162,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.prometheus:
         # Prometheus's data is as fresh as its scrapes (15 s by default): ask that often.
         interval = args.interval or PROMETHEUS_INTERVAL
-        from gputop.sources.prometheus import PrometheusError, check_url
+        from gputop.sources.prometheus import PrometheusError, PrometheusFleet, check_url
 
         try:
             url = check_url(args.prometheus)
         except PrometheusError as exc:
             parser.error(str(exc))
         _need_terminal(parser)
-        return _run_prometheus(url, interval, config.theme, config.thresholds)
+        from gputop.ui.fleet import run_fleet
+
+        fleet = PrometheusFleet(url, interval=interval)
+        return run_fleet(
+            fleet,
+            via=f"prometheus {url}",
+            thresholds=config.thresholds,
+            theme=config.theme,
+            watchdog=True,
+        )
     try:
         hosts = list(args.hosts)
         if args.hosts_file:
@@ -224,14 +232,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     return run_fleet(
         streams, via=via, thresholds=config.thresholds, theme=config.theme, watchdog=True
-    )
-
-
-def _run_prometheus(url: str, interval: float, theme: str | None, thresholds: Thresholds) -> int:
-    from gputop.sources.prometheus import PrometheusFleet
-    from gputop.ui.fleet import run_fleet
-
-    fleet = PrometheusFleet(url, interval=interval)
-    return run_fleet(
-        fleet, via=f"prometheus {url}", thresholds=thresholds, theme=theme, watchdog=True
     )

@@ -452,13 +452,6 @@ def _maker(cls: type) -> Callable[..., Any]:
     return made
 
 
-def _optional(tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        return next(a for a in typing.get_args(tp) if a is not type(None))
-    return tp
-
-
 _KINDS: dict[Any, tuple[int, Any]] = {}
 
 
@@ -466,7 +459,9 @@ def _classify(tp: Any) -> tuple[int, Any]:
     """(1: a dataclass, 2: a tuple, 0: a value; the type without its Optional)."""
     found = _KINDS.get(tp)
     if found is None:
-        bare = _optional(tp)
+        bare = tp
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):  # Optional: its type
+            bare = next(a for a in typing.get_args(tp) if a is not type(None))
         if isinstance(bare, type) and dataclasses.is_dataclass(bare):
             found = (1, bare)
         elif typing.get_origin(bare) is tuple:
@@ -625,7 +620,9 @@ class _Direct:
                 hosts[r] = info if self._has_host(visible) else None
         ref = node.children.get("host_ref")
         if ref is not None:
-            for r, is_ref in enumerate(self._leaf(ref)):
+            if ref.own is None or ref.children or ref.length is not None:
+                raise _Fallback
+            for r, is_ref in enumerate(self.columns[ref.own]):
                 if is_ref is not missing and is_ref:
                     info = self._info(r, pids[r])
                     hosts[r] = info if self._has_host(info.visible) else None
@@ -649,11 +646,6 @@ class _Direct:
             probe = {"pid": 0} if visible is _MISSING else {"pid": 0, "visible": visible}
             has = self._hosts[visible] = host_decoder()(probe) is not None
         return has
-
-    def _leaf(self, node: _Node) -> list[Any]:
-        if node.own is None or node.children or node.length is not None:
-            raise _Fallback
-        return self.columns[node.own]
 
     def _info(self, r: int, pid: Any) -> ProcessInfo:
         index = self._by_pid[r]

@@ -1,13 +1,6 @@
 """The replay source: plays a :class:`~gputop.record.store.Recording` to the dashboard
-with the interface of a :class:`~gputop.sampler.Sampler`, never ``can_signal`` (a
-replay's pids may be anyone's now).
-
-A worker thread moves a cursor: while playing by wall time times ``speed``, skipping
-gaps over a minute; on keys by request. A move shows the frame first (the cursor's own
-block: :attr:`Frame.complete` False), then decodes the look-back and hands the frame
-over again, complete, then the snapshots ``after`` it (the detail charts). A newer
-request supersedes the move in progress at its next block (docs/recording.md).
-"""
+as a :class:`~gputop.sampler.Sampler` would, never ``can_signal`` (a replay's pids may be
+anyone's now). How a move is decoded and handed over in stages: docs/recording.md."""
 
 from __future__ import annotations
 
@@ -208,8 +201,7 @@ class Player:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def close(self) -> None:
-        self.stop()
+    close = stop
 
     # --- worker ------------------------------------------------------------------------
 

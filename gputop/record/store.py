@@ -1,9 +1,5 @@
 """Recording store: segment files in a directory, written by :class:`Recorder`, read by
-:class:`Recording`. The file format, retention and crash safety: docs/recording.md.
-
-Reading stops at the first block that is cut short or fails its CRC: what comes before
-it is the readable prefix, the rest is counted as bytes that could not be read.
-"""
+:class:`Recording`. The file format, retention and crash safety: docs/recording.md."""
 
 from __future__ import annotations
 
@@ -113,10 +109,6 @@ class SegmentWriter:
             self._file.close()
 
 
-def segment_name(start: float) -> str:
-    return "gputop-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(start)) + SUFFIX
-
-
 def parse_size(text: str) -> int:
     """'2G', '500M', '10k', '1024' -> bytes (powers of 1024). Raises ValueError."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
@@ -213,7 +205,7 @@ class Recorder:
         self._segment.write_block(rows, times[0], times[-1])
 
     def _open_segment(self, start: float) -> None:
-        base = segment_name(start)
+        base = "gputop-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(start)) + SUFFIX
         path = self.directory / base
         n = 1
         while path.exists():
@@ -397,7 +389,7 @@ class Recording:
             raise RecordingError(f"{path}: nothing recorded yet (no complete block)")
         self._cache: OrderedDict[int, list[Snapshot]] = OrderedDict()
         self._dicts: OrderedDict[Path, bytes] = OrderedDict()
-        self._cache_blocks = cache_blocks
+        self.cache_blocks = cache_blocks
 
     # --- index ---
 
@@ -489,14 +481,6 @@ class Recording:
     def is_cached(self, blocks: range) -> bool:
         return all(i in self._cache for i in blocks)
 
-    @property
-    def cache_blocks(self) -> int:
-        return self._cache_blocks
-
-    @cache_blocks.setter
-    def cache_blocks(self, n: int) -> None:
-        self._cache_blocks = max(1, int(n))
-
     def between(self, t1: float, t2: float) -> Iterator[Snapshot]:
         """Every snapshot with ``t1 <= time <= t2``, oldest first, one block at a time."""
         i = max(0, bisect.bisect_right(self._starts, t1) - 1)
@@ -519,7 +503,7 @@ class Recording:
             return cached
         snaps = self._decode(self.blocks[i])
         self._cache[i] = snaps
-        while len(self._cache) > self._cache_blocks:
+        while len(self._cache) > self.cache_blocks:
             self._cache.popitem(last=False)
         return snaps
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -20,7 +19,7 @@ from typing import Any
 from gputop.fmt import clean_text
 from gputop.model import SCHEMA_VERSION
 from gputop.sources.remote import LineError, parse_line, summarize
-from gputop.sources.streams import MAX_BACKOFF_S, HostView
+from gputop.sources.streams import MAX_BACKOFF_S, HostView, HostViews
 
 #: An answer above this many bytes is refused.
 MAX_ANSWER_BYTES = 32 * 2**20
@@ -188,9 +187,22 @@ def build_hosts(
     return out, up
 
 
-class PrometheusFleet:
+def _scraped(old: HostView, ok: bool) -> HostView:
+    """``old`` after one more scrape, as Prometheus's ``up`` says it went."""
+    return replace(
+        old,
+        connected=ok,
+        failures=0 if ok else old.failures + 1,
+        error=None if ok else "Prometheus cannot scrape it (up == 0)",
+        attempts=old.attempts + 1,
+    )
+
+
+class PrometheusFleet(HostViews):
     """The fleet's hosts from Prometheus (a :class:`~gputop.sources.streams.FleetSource`);
     hosts are sorted by name and stay listed once seen."""
+
+    thread_name = "gputop-prometheus"
 
     def __init__(
         self,
@@ -202,43 +214,20 @@ class PrometheusFleet:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.url = check_url(url)
-        self.interval = float(interval)
+        super().__init__(interval, on_change, clock)
         self.host_label = host_label
-        self.on_change = on_change
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._views: dict[str, HostView] = {}
-        self.hosts: tuple[str, ...] = ()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.error: str | None = None  # Prometheus itself failed: why
         self.failures = 0
 
-    def views(self) -> tuple[HostView, ...]:
-        with self._lock:
-            return tuple(self._views[h] for h in self.hosts)
-
-    def view(self, name: str) -> HostView:
-        with self._lock:
-            return self._views.get(name) or HostView(name)
-
     def pids(self) -> list[int]:
         return []
-
-    def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("already started")
-        self._thread = threading.Thread(target=self._run, name="gputop-prometheus", daemon=True)
-        self._thread.start()
 
     def retry_now(self, name: str | None = None) -> None:
         self.failures = 0
 
     def close(self, timeout: float = 3.0) -> None:
         self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        self._join(timeout)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -262,7 +251,7 @@ class PrometheusFleet:
                     self._views[h] = replace(
                         v, connected=False, failures=self.failures, error=self.error
                     )
-            self._notify()
+            self._call_back()
             return
         self.failures = 0
         self.error = None
@@ -278,28 +267,17 @@ class PrometheusFleet:
                 age = max(0.0, now_wall - float(data["time"]))
                 fresh = old.report is None or report.time != old.report.time
                 self._views[host] = replace(
-                    old,
+                    _scraped(old, up.get(host, True)),
                     report=report,
                     data=data,
                     seq=old.seq + 1 if fresh else old.seq,
                     received=now_mono - age,
-                    connected=up.get(host, True),
-                    failures=0 if up.get(host, True) else old.failures + 1,
-                    error=None if up.get(host, True) else "Prometheus cannot scrape it (up == 0)",
-                    attempts=old.attempts + 1,
                     problem=None,
                 )
             for host, ok in up.items():
-                if host in hosts or host not in self._views:
-                    continue  # a target without GPU metrics is not a GPU host
-                old = self._views[host]
-                self._views[host] = replace(
-                    old,
-                    connected=ok,
-                    failures=0 if ok else old.failures + 1,
-                    error=None if ok else "Prometheus cannot scrape it (up == 0)",
-                    attempts=old.attempts + 1,
-                )
+                if host not in hosts and host in self._views:
+                    # (a target without GPU metrics is not a GPU host: never added)
+                    self._views[host] = _scraped(self._views[host], ok)
             for host, old in self._views.items():
                 if host not in hosts and host not in up:
                     self._views[host] = replace(
@@ -309,13 +287,7 @@ class PrometheusFleet:
                         error="no longer in Prometheus",
                     )
             self.hosts = tuple(sorted(self._views))
-        self._notify()
-
-    def _notify(self) -> None:
-        callback = self.on_change
-        if callback is not None:
-            with contextlib.suppress(Exception):
-                callback()
+        self._call_back()
 
     def history(self, host: str, seconds: float = 600.0) -> list[dict[str, Any]]:
         """The host's recent snapshot dicts, oldest first, one per interval."""

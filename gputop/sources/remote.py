@@ -1,11 +1,6 @@
-"""One line of a remote ``gputop --stream`` (or ``--json``), read as untrusted data.
-
-A line over :data:`MAX_LINE_BYTES` or not a snapshot is a :class:`LineError`, a newer
-schema a :class:`FutureSchema`; every value is type-checked against the model (a wrong
-type is n/a, strings cleaned and capped, lists capped). Two readings, for two costs:
-:func:`summarize` (every line, only what a fleet row shows) and :func:`to_snapshot`
-(the host opened in the dashboard: the whole :class:`~gputop.model.Snapshot`).
-"""
+"""One line of a remote ``gputop --stream`` (or ``--json``), read as untrusted data: every
+value type-checked against the model. :func:`summarize` reads what a fleet row shows (every
+line), :func:`to_snapshot` the whole snapshot (the host opened in the dashboard)."""
 
 from __future__ import annotations
 

@@ -160,11 +160,60 @@ class _Conn:
     good: int = 0  # good lines on this connection
 
 
-class StreamSet:
+class HostViews:
+    """What both fleet sources share: the hosts' views under a lock, and one worker thread
+    (``_run``) that tells ``on_change()`` when they changed."""
+
+    thread_name = "gputop-fleet"
+
+    def __init__(
+        self, interval: float, on_change: Callable[[], None] | None, clock: Callable[[], float]
+    ) -> None:
+        self.interval = float(interval)
+        self.on_change = on_change
+        self.hosts: tuple[str, ...] = ()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._views: dict[str, HostView] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def views(self) -> tuple[HostView, ...]:
+        with self._lock:
+            return tuple(self._views[h] for h in self.hosts)
+
+    def view(self, name: str) -> HostView:
+        with self._lock:
+            return self._views.get(name) or HostView(name)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("already started")
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _join(self, timeout: float) -> None:
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _call_back(self) -> None:
+        callback = self.on_change
+        if callback is not None:
+            with contextlib.suppress(Exception):
+                callback()
+
+
+class StreamSet(HostViews):
     """One stream per host; the reader thread owns everything but :meth:`views`.
 
     ``command(name, n)`` gives host ``name``'s argv; ``on_change()`` is called from the
     reader thread, at most every ``NOTIFY_EVERY_S``, when a view changed."""
+
+    thread_name = "gputop-streams"
 
     def __init__(
         self,
@@ -180,16 +229,13 @@ class StreamSet:
     ) -> None:
         if not hosts:
             raise ValueError("no hosts")
+        super().__init__(interval, on_change, clock)
         self.hosts = tuple(hosts)
-        self.interval = float(interval)
-        self.on_change = on_change
         self.first_line_timeout = first_line_timeout
         self._command = command
-        self._clock = clock
         self._rng = rng or random.Random()
         self._env = env
-        self._lock = threading.Lock()
-        self._views: dict[str, HostView] = {h: HostView(h) for h in self.hosts}
+        self._views = {h: HostView(h) for h in self.hosts}
         self._conns: dict[str, _Conn] = {}
         self._by_fd: dict[int, tuple[str, _Conn]] = {}
         self._sel = selectors.DefaultSelector()
@@ -197,26 +243,10 @@ class StreamSet:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._dirty = False
         self._last_notify = 0.0
 
     # --- public ---------------------------------------------------------------------------
-
-    def views(self) -> tuple[HostView, ...]:
-        with self._lock:
-            return tuple(self._views[h] for h in self.hosts)
-
-    def view(self, name: str) -> HostView:
-        with self._lock:
-            return self._views[name]
-
-    def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("already started")
-        self._thread = threading.Thread(target=self._run, name="gputop-streams", daemon=True)
-        self._thread.start()
 
     def retry_now(self, name: str | None = None) -> None:
         """Try a host (None: every host not connected) at once, whatever its backoff."""
@@ -231,22 +261,12 @@ class StreamSet:
         """Stop the reader and end every child's process group (TERM, then KILL)."""
         self._stop.set()
         self._wake()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        self._join(timeout)
         # The thread ended (or hangs, which it should not): end the children from here.
-        conns = list(self._conns.items())
+        conns = list(self._conns.values())
         self._conns.clear()
-        for _, conn in conns:
-            _signal_group(conn.proc, signal.SIGTERM)
-        deadline = time.monotonic() + 1.0
-        for _, conn in conns:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                conn.proc.wait(max(0.0, deadline - time.monotonic()))
-        for _, conn in conns:
-            _signal_group(conn.proc, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                conn.proc.wait(2.0)
+        _end_groups([c.proc for c in conns])
+        for conn in conns:
             for fd in (conn.out, conn.err):
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -310,10 +330,7 @@ class StreamSet:
             return
         self._dirty = False
         self._last_notify = now
-        callback = self.on_change
-        if callback is not None:
-            with contextlib.suppress(Exception):
-                callback()
+        self._call_back()
 
     def _start_due(self, now: float) -> None:
         for n, name in enumerate(self.hosts):
@@ -469,13 +486,7 @@ class StreamSet:
             if fd in self._by_fd:
                 self._unregister(fd)
         if why is not None or conn.proc.poll() is None:
-            _signal_group(conn.proc, signal.SIGTERM)
-            try:
-                conn.proc.wait(1.0)
-            except subprocess.TimeoutExpired:
-                _signal_group(conn.proc, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    conn.proc.wait(2.0)
+            _end_groups([conn.proc])
         code = conn.proc.returncode
         _signal_group(conn.proc, signal.SIGKILL)  # anything it left in its group
         last = _last_line(conn.errbuf)
@@ -518,6 +529,20 @@ def _last_line(buf: bytes | bytearray) -> str | None:
         if text and text.strip():
             return text.strip()
     return None
+
+
+def _end_groups(procs: list[subprocess.Popen[bytes]]) -> None:
+    """TERM each child's process group, wait a second for them all, then KILL and reap."""
+    for proc in procs:
+        _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + 1.0
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        _signal_group(proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(2.0)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
