@@ -1,13 +1,8 @@
 """One GPU in detail: longer history charts (plotext) and a line of current values.
 
-The charts are rebuilt only when the app hands over a new history (``update_history``),
-never on a timer of their own. A value that was unavailable is a gap in the line, not a
-zero. Percentages use a fixed 0-100 scale; the x axis is seconds before the newest sample.
-
-In a replay the charts cover the window around the cursor: the look-back before it (what
-the verdicts are judged on) and what was recorded after it (``after``), with the cursor
-marked by a vertical line at 0; the verdict is still judged on the history up to the
-cursor only.
+Charts are rebuilt only when the app hands over a new history; an unavailable value is
+a gap, not a zero. In a replay they cover the window around the cursor (marked at 0);
+the verdict is still judged on the history up to the cursor only.
 """
 
 from __future__ import annotations
@@ -79,10 +74,7 @@ def downsample(
     points: Sequence[Point], span: float, columns: int, *, right: float = 0.0
 ) -> Sequence[Point]:
     """At most ``columns`` points over ``[right - span, right]``: the mean of the known
-    values in each time bucket.
-
-    A bucket with no known value stays a gap. Shorter series are returned unchanged.
-    """
+    values in each time bucket (a bucket with none stays a gap)."""
     if columns < 1 or len(points) <= columns or span <= 0:
         return points
     sums = [0.0] * columns
