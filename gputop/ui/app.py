@@ -104,12 +104,7 @@ _HELP_EXTRA: tuple[tuple[str, str], ...] = (
 def key_bindings(keys: Iterable[Key]) -> list[BindingType]:
     return [
         Binding(
-            k.keys,
-            k.action,
-            k.description,
-            show=k.show,
-            key_display=k.display,
-            priority=k.priority,
+            k.keys, k.action, k.description, show=k.show, key_display=k.display, priority=k.priority
         )
         for k in keys
     ]
@@ -843,11 +838,7 @@ def run_app(
 
 
 def run_in_terminal(
-    app: GpuTopApp,
-    *,
-    watchdog: bool,
-    on_timeout: Callable[[], None],
-    cleanup: Callable[[], None],
+    app: GpuTopApp, *, watchdog: bool, on_timeout: Callable[[], None], cleanup: Callable[[], None]
 ) -> int:
     """Run ``app`` owning the terminal, the signals handled; returns the exit status.
     ``on_timeout`` runs before the watchdog ends a process hanging on its way out."""

@@ -15,14 +15,7 @@ from gputop.cells import cell_width, fit
 from gputop.model import Verdict
 from gputop.sources.remote import GpuCell
 from gputop.sources.streams import HostView, status
-from gputop.ui.views import (
-    POWER_CAP_WORD,
-    SEVERITY_ROLES,
-    VERDICT_WORDS,
-    Part,
-    Parts,
-    safe,
-)
+from gputop.ui.views import POWER_CAP_WORD, SEVERITY_ROLES, VERDICT_WORDS, Part, Parts, safe
 
 #: From this width a host's prefix (name, state, GPU count) is one line.
 WIDE_WIDTH = 120

@@ -42,16 +42,12 @@ class ProcessTable(DataTable[Text]):
 
     # Enter belongs to the app (detail screen), not to DataTable's "select".
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "app.detail", "Detail", key_display="Enter"),
+        Binding("enter", "app.detail", "Detail", key_display="Enter")
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(
-            id=id,
-            cursor_type="row",
-            cell_padding=0,
-            zebra_stripes=False,
-            show_row_labels=False,
+            id=id, cursor_type="row", cell_padding=0, zebra_stripes=False, show_row_labels=False
         )
         self._columns_key: tuple[object, ...] | None = None
         self._widths: dict[str, int] = {}

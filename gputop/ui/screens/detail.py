@@ -64,8 +64,7 @@ def gpu_timeline(
 
 
 def _series(
-    timeline: Sequence[tuple[float, GpuSample | None]],
-    value: Callable[[GpuSample], float | None],
+    timeline: Sequence[tuple[float, GpuSample | None]], value: Callable[[GpuSample], float | None]
 ) -> tuple[Point, ...]:
     return tuple((x, None if g is None else value(g)) for x, g in timeline)
 
@@ -369,8 +368,7 @@ class DetailScreen(Screen[None]):
         if gpu.lost:
             reason = fmt.clean_text(gpu.lost_reason, 200) or "no reason given"
             return Text(
-                f"GPU {self.gpu_index} is LOST ({reason}); its values are unknown",
-                style="bold red",
+                f"GPU {self.gpu_index} is LOST ({reason}); its values are unknown", style="bold red"
             )
         mem = gpu.memory
         mem_pct = fmt.ratio_percent(mem.used, mem.total)
