@@ -33,11 +33,7 @@ RowCells = tuple[Cell, ...]
 
 class ProcessTable(DataTable[Text]):
     DEFAULT_CSS = """
-    ProcessTable {
-        height: 1fr;
-        width: 1fr;
-        scrollbar-size-vertical: 1;
-    }
+    ProcessTable { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }
     """
 
     # Enter belongs to the app (detail screen), not to DataTable's "select".

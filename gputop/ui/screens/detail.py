@@ -23,7 +23,8 @@ from textual_plotext import PlotextPlot
 
 from gputop import fmt
 from gputop.analysis.kinds import LABELS
-from gputop.model import GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot, Verdict
+from gputop.model import LABELLED_METRICS, GpuSample, Snapshot, Verdict
+from gputop.ui.gpu_view import metric_text
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
 from gputop.ui.views import Parts, verdict_parts
@@ -158,20 +159,11 @@ def verdict_lines(
     return tuple(lines)
 
 
-def _shown(gpu: GpuSample, field: str) -> str:
-    """One metric of ``gpu`` as the metric table formats it."""
-    m = GPU_METRIC[field]
-    return fmt.shown(m.of(gpu), m.text)
-
-
 class HistoryPlot(PlotextPlot):
     """A plotext chart whose data only changes when ``draw`` is called."""
 
     DEFAULT_CSS = """
-    HistoryPlot {
-        height: 1fr;
-        width: 1fr;
-    }
+    HistoryPlot { height: 1fr; width: 1fr; }
     """
 
     _last_draw: tuple[str, tuple[Series, ...], dict[str, Any]] | None = None
@@ -243,24 +235,10 @@ class DetailScreen(Screen[None]):
     """History charts of one GPU. Esc or q returns to the dashboard."""
 
     DEFAULT_CSS = """
-    DetailScreen #detail-title {
-        height: 1;
-        text-style: bold;
-        padding: 0 1;
-    }
-    DetailScreen #detail-now {
-        height: auto;
-        padding: 0 1;
-    }
-    DetailScreen #detail-verdict {
-        height: auto;
-        max-height: 8;
-        padding: 0 1;
-    }
-    DetailScreen #detail-charts {
-        grid-size: 2 2;
-        height: 1fr;
-    }
+    DetailScreen #detail-title { height: 1; text-style: bold; padding: 0 1; }
+    DetailScreen #detail-now { height: auto; padding: 0 1; }
+    DetailScreen #detail-verdict { height: auto; max-height: 8; padding: 0 1; }
+    DetailScreen #detail-charts { grid-size: 2 2; height: 1fr; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -373,11 +351,11 @@ class DetailScreen(Screen[None]):
         mem = gpu.memory
         mem_pct = fmt.ratio_percent(mem.used, mem.total)
         parts = [
-            f"util {_shown(gpu, 'utilization.gpu')}",
+            f"util {metric_text(gpu, 'utilization.gpu')}",
             f"mem {fmt.bytes_(mem.used)} / {fmt.bytes_(mem.total)} ({fmt.percent(mem_pct)})",
             f"PCIe tx {fmt.rate(gpu.pcie.tx_bytes_per_s)} rx {fmt.rate(gpu.pcie.rx_bytes_per_s)}",
-            f"power {_shown(gpu, 'power_w')} / {_shown(gpu, 'power_limit_w')}",
-            f"temp {_shown(gpu, 'temperature_c')}",
+            f"power {metric_text(gpu, 'power_w')} / {metric_text(gpu, 'power_limit_w')}",
+            f"temp {metric_text(gpu, 'temperature_c')}",
             f"SM {fmt.number(gpu.clocks.sm_mhz, ' MHz')}",
             *(f"{m.label} {fmt.shown(m.of(gpu), m.text)}" for m in LABELLED_METRICS),
         ]

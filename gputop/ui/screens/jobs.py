@@ -289,11 +289,7 @@ def to_text(lines: Sequence[Parts], styles: Mapping[str, Style]) -> Text:
 
 class JobTree(Tree[str]):
     DEFAULT_CSS = """
-    JobTree {
-        height: 1fr;
-        width: 1fr;
-        scrollbar-size-vertical: 1;
-    }
+    JobTree { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
