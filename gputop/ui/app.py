@@ -55,14 +55,12 @@ class Key:
     priority: bool = False
 
 
-#: Every key of the main screen: the bindings, the footer, the help screen and the
-#: command palette are all built from this one table.
+#: Every key of the main screen: bindings, footer, help and palette derive from it.
 KEYS: tuple[Key, ...] = (
     Key("q", "quit", "Quit", "q"),
     Key("question_mark", "help", "Help", "?"),
     Key("j", "jobs", "Jobs", "j"),
-    # Priority: handled as it comes, so that the keys typed right after it (queued
-    # already: a fast typist, a paste) reach the box and not the table.
+    # Priority: the keys typed (or pasted) right after it must reach the box.
     Key("slash", "filter", "Filter", "/", priority=True),
     Key("s", "sort", "Sort", "s"),
     Key("r", "reverse", "Reverse sort", "r", show=False),
@@ -171,8 +169,7 @@ class GpuTopApp(App[int]):
         self._theme_name = theme  # applied on mount: an unknown name is said, not fatal
         self.sampler = sampler
         self.readonly = readonly
-        # Why no signal is offered whatever the user asks (the demo, a replay, snapshots
-        # with no live source); None: the source's pids are this machine's live processes.
+        # Why no signal is offered at all (demo, replay, snapshots); None: live pids.
         self.no_signal_reason = no_signal_reason(getattr(sampler, "source", None))
         # GPU index -> a fixed word for the verdict slot; None: the diagnosis fills it.
         self.verdicts: Mapping[int, str | views.VerdictMark] | None = verdicts
@@ -181,23 +178,19 @@ class GpuTopApp(App[int]):
             base = replace(base, window_seconds=float(window))
             base.check()
         self.thresholds = base
-        # Judges each snapshot once, on the sampler's thread (or on the UI thread for
-        # snapshots given directly: tests, the first frame), and keeps the charts' history.
+        # Judges each snapshot once and keeps the charts' history.
         self.feed = Feed(base, history=max(HISTORY, len(snapshots)))
         self.frame: Frame | None = None  # the newest frame taken
         self._diagnosis: Diagnosis | None = None
         # The GPU lines' verdict marks of self._diagnosis.
         self._marks: Mapping[int, views.VerdictMark] = {}
         self.verdict_error: str | None = None  # the analysis failed on the newest snapshot
-        # (time, GPU index -> verdict kind) of each diagnosed snapshot: the detail screen's
-        # verdict history.
+        # (time, GPU index -> verdict kind) per diagnosis: the detail screen's history.
         self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(
             maxlen=max(HISTORY, len(snapshots))
         )
         self.verdict_seconds: list[float] = []  # what each diagnosis cost
-        # run_app sets it: SIGTERM / SIGHUP / SIGINT then end the app the normal way
-        # (terminal restored, exit status 128 + the signal's number), watched by
-        # `ending`'s watchdog when run_app arms it (gputop.ui.terminal).
+        # run_app sets it: SIGTERM / SIGHUP / SIGINT then end the app the normal way.
         self.handle_signals = False
         self.ending = Ending()  # exit() was called, a signal came, the terminal went
         self._restore_signals: Callable[[], None] | None = None
@@ -525,8 +518,7 @@ class GpuTopApp(App[int]):
     # --- layout ---------------------------------------------------------------------------
 
     def on_resize(self, event: events.Resize) -> None:
-        # After a hang-up the kernel sends SIGCONT too, and a Resize may follow: nothing
-        # is laid out or mounted once the app is closing.
+        # A hang-up may still send a Resize: nothing is laid out once closing.
         if self.closing:
             return
         self._set_layout(event.size)
