@@ -1,14 +1,7 @@
-"""The live dashboard: wiring, keys, and applying snapshots to the widgets.
+"""The live dashboard: wiring, keys, and applying frames to the widgets.
 
-Data comes as :class:`~gputop.pipeline.Frame` s, all ending in :meth:`GpuTopApp.apply_frame`:
-- live: the sampler's worker thread pushes each snapshot to the app's feed, which judges it
-  there and hands the frame over; the app posts itself a replaceable message (a backlog
-  collapses into the newest frame);
-- tests: ``GpuTopApp(snapshots=[...])`` or direct ``apply_snapshot(snapshot, history)``
-  calls (the feed judges them on the calling thread), with no thread and no timer.
-
-Nothing is drawn while paused, while another screen is on top, or while the terminal
-is too small: the newest snapshot is kept and drawn when that ends.
+Every frame ends in :meth:`GpuTopApp.apply_frame`; nothing is drawn while paused, while
+another screen is on top, or while the terminal is too small (the newest is kept).
 """
 
 from __future__ import annotations
@@ -62,14 +55,12 @@ class Key:
     priority: bool = False
 
 
-#: Every key of the main screen: the bindings, the footer, the help screen and the
-#: command palette are all built from this one table.
+#: Every key of the main screen: bindings, footer, help and palette derive from it.
 KEYS: tuple[Key, ...] = (
     Key("q", "quit", "Quit", "q"),
     Key("question_mark", "help", "Help", "?"),
     Key("j", "jobs", "Jobs", "j"),
-    # Priority: handled as it comes, so that the keys typed right after it (queued
-    # already: a fast typist, a paste) reach the box and not the table.
+    # Priority: the keys typed (or pasted) right after it must reach the box.
     Key("slash", "filter", "Filter", "/", priority=True),
     Key("s", "sort", "Sort", "s"),
     Key("r", "reverse", "Reverse sort", "r", show=False),
@@ -111,12 +102,7 @@ _HELP_EXTRA: tuple[tuple[str, str], ...] = (
 def key_bindings(keys: Iterable[Key]) -> list[BindingType]:
     return [
         Binding(
-            k.keys,
-            k.action,
-            k.description,
-            show=k.show,
-            key_display=k.display,
-            priority=k.priority,
+            k.keys, k.action, k.description, show=k.show, key_display=k.display, priority=k.priority
         )
         for k in keys
     ]
@@ -143,8 +129,7 @@ def _bindings() -> list[BindingType]:
 
 
 class FrameArrived(Message):
-    """Posted from the feed's thread with a frame judged there (off the UI thread); only
-    the newest one waiting matters."""
+    """A frame judged on the feed's thread; only the newest one waiting matters."""
 
     def __init__(self, frame: Frame) -> None:
         super().__init__()
@@ -184,8 +169,7 @@ class GpuTopApp(App[int]):
         self._theme_name = theme  # applied on mount: an unknown name is said, not fatal
         self.sampler = sampler
         self.readonly = readonly
-        # Why no signal is offered whatever the user asks (the demo, a replay, snapshots
-        # with no live source); None: the source's pids are this machine's live processes.
+        # Why no signal is offered at all (demo, replay, snapshots); None: live pids.
         self.no_signal_reason = no_signal_reason(getattr(sampler, "source", None))
         # GPU index -> a fixed word for the verdict slot; None: the diagnosis fills it.
         self.verdicts: Mapping[int, str | views.VerdictMark] | None = verdicts
@@ -194,23 +178,19 @@ class GpuTopApp(App[int]):
             base = replace(base, window_seconds=float(window))
             base.check()
         self.thresholds = base
-        # Judges each snapshot once, on the sampler's thread (or on the UI thread for
-        # snapshots given directly: tests, the first frame), and keeps the charts' history.
+        # Judges each snapshot once and keeps the charts' history.
         self.feed = Feed(base, history=max(HISTORY, len(snapshots)))
         self.frame: Frame | None = None  # the newest frame taken
         self._diagnosis: Diagnosis | None = None
         # The GPU lines' verdict marks of self._diagnosis.
         self._marks: Mapping[int, views.VerdictMark] = {}
         self.verdict_error: str | None = None  # the analysis failed on the newest snapshot
-        # (time, GPU index -> verdict kind) of each diagnosed snapshot: the detail screen's
-        # verdict history.
+        # (time, GPU index -> verdict kind) per diagnosis: the detail screen's history.
         self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(
             maxlen=max(HISTORY, len(snapshots))
         )
         self.verdict_seconds: list[float] = []  # what each diagnosis cost
-        # run_app sets it: SIGTERM / SIGHUP / SIGINT then end the app the normal way
-        # (terminal restored, exit status 128 + the signal's number), watched by
-        # `ending`'s watchdog when run_app arms it (gputop.ui.terminal).
+        # run_app sets it: SIGTERM / SIGHUP / SIGINT then end the app the normal way.
         self.handle_signals = False
         self.ending = Ending()  # exit() was called, a signal came, the terminal went
         self._restore_signals: Callable[[], None] | None = None
@@ -284,7 +264,7 @@ class GpuTopApp(App[int]):
 
     def on_mount(self) -> None:
         if self.handle_signals:
-            self._install_signal_handlers()
+            self._restore_signals = install_signal_handlers(self, self.ending)
         if self._theme_name:
             if self._theme_name in self.available_themes:
                 self.theme = self._theme_name
@@ -317,9 +297,6 @@ class GpuTopApp(App[int]):
         if latest is not None:
             self.apply_frame(self.feed.push(latest, publish=False))
 
-    def _install_signal_handlers(self) -> None:
-        self._restore_signals = install_signal_handlers(self, self.ending)
-
     def restore_signal_handlers(self) -> None:
         if self._restore_signals is not None:
             self._restore_signals()
@@ -334,9 +311,8 @@ class GpuTopApp(App[int]):
         self.refresh_view()
 
     def _from_sampler_thread(self, snapshot: Snapshot) -> None:
-        """Runs on the sampler's worker thread: the feed judges the snapshot here (pure
-        analysis, so the UI thread only draws) and hands the frame to its subscribers
-        (:meth:`_post_frame`, ``--record``'s recorder); never touch widgets here."""
+        """On the sampler's thread: the feed judges here so the UI thread only draws;
+        never touch widgets here."""
         self.feed.push(snapshot)
 
     def _post_frame(self, frame: Frame) -> None:
@@ -353,11 +329,8 @@ class GpuTopApp(App[int]):
 
     @property
     def closing(self) -> bool:
-        """Shutdown has begun, by any path: ``exit()`` (q, Ctrl-C, SIGTERM/SIGHUP) or
-        Textual tearing the app down without it (its message loop ended, or ``run_test``
-        calling ``_shutdown()``: then the app no longer runs while its widgets are still
-        being removed). From then on no snapshot is applied: the widgets are going or gone.
-        """
+        """Shutdown has begun, by ``exit()`` or by Textual tearing the app down without
+        it; from then on nothing is applied: the widgets are going or gone."""
         return self.ending.begun.is_set() or not self.is_running
 
     def _check_stale(self) -> None:
@@ -375,20 +348,14 @@ class GpuTopApp(App[int]):
     # --- applying snapshots ---------------------------------------------------------------
 
     def apply_snapshot(self, snapshot: Snapshot, history: Sequence[Snapshot] | None = None) -> bool:
-        """Take ``snapshot`` (and the history ending with it), judged by the app's feed on
-        this thread (tests, a fleet host): :meth:`apply_frame`."""
+        """Judge ``snapshot`` on this thread (tests, a fleet host) and apply it."""
         if self.closing:
             return False
         return self.apply_frame(self.feed.frame(_ending_with(history or (), snapshot)))
 
     def apply_frame(self, frame: Frame) -> bool:
-        """Take a new frame; draw it unless held back. A frame still ``judging`` (a
-        replay's look-back not read yet) has no verdicts and none are shown until a later
-        frame brings them.
-
-        Every frame comes through here (the feed's messages, the first frame, tests): once
-        the app is closing, it is dropped, untaken. Returns whether it was drawn.
-        """
+        """Take a new frame; draw it unless held back (dropped once closing). Returns
+        whether it was drawn."""
         if self.closing:
             return False
         self.frame = frame
@@ -402,11 +369,8 @@ class GpuTopApp(App[int]):
             self._base_gpus = self._resolve_gpus([str(s) for s in spec], snapshot)
             self._base_resolved = True
             self.shown_gpus = self._base_gpus
-        top = self.screen
-        update_history = getattr(top, "update_history", None)
-        if top is not self._main_screen and callable(update_history) and not self.paused:
-            update_history(self.history)
-        if self.paused or self.too_small or top is not self._main_screen:
+        self._update_top_screen()
+        if self.paused or self.too_small or self.screen is not self._main_screen:
             self.pending = True
             return False
         self._render()
@@ -431,9 +395,7 @@ class GpuTopApp(App[int]):
     # --- diagnosis ------------------------------------------------------------------------
 
     def diagnosis(self) -> Diagnosis | None:
-        """The verdicts for the newest frame (None while it is judging, or before one).
-        Should the analysis fail, the failure is logged and said once, and the GPU lines
-        fall back to the MEM IDLE heuristic; the dashboard carries on."""
+        """The verdicts for the newest frame (None while it is judging, or before one)."""
         return None if self.frame is None else self.frame.diagnosis
 
     @property
@@ -545,8 +507,7 @@ class GpuTopApp(App[int]):
         table.show(rows, self.tagged)
 
     def refresh_view(self) -> None:
-        """Redraw from the newest snapshot now (after a key changed what is shown).
-        Nothing is drawn once the app is closing: its widgets are going."""
+        """Redraw from the newest snapshot now (after a key changed what is shown)."""
         if self.closing:
             return
         if self.too_small or self.screen is not self._main_screen:
@@ -557,8 +518,7 @@ class GpuTopApp(App[int]):
     # --- layout ---------------------------------------------------------------------------
 
     def on_resize(self, event: events.Resize) -> None:
-        # After a hang-up the kernel sends SIGCONT too, and a Resize may follow: nothing
-        # is laid out or mounted once the app is closing.
+        # A hang-up may still send a Resize: nothing is laid out once closing.
         if self.closing:
             return
         self._set_layout(event.size)
@@ -658,10 +618,13 @@ class GpuTopApp(App[int]):
             self.refresh_view()
         else:
             self._render_header()
+        self._update_top_screen()  # a view held still while paused catches up
+
+    def _update_top_screen(self) -> None:
         top = self.screen
         update_history = getattr(top, "update_history", None)
         if not self.paused and top is not self._main_screen and callable(update_history):
-            update_history(self.history)  # a view held still while paused catches up
+            update_history(self.history)
 
     def action_interval(self, step: int) -> None:
         steps = views.INTERVAL_STEPS
@@ -755,15 +718,7 @@ class GpuTopApp(App[int]):
         if not rows:
             return
         targets = [
-            KillTarget(
-                pid=r.pid,
-                create_time=r.create_time,
-                user=r.user,
-                command=r.command,
-                gpu=r.gpu,
-                gpu_memory=r.gpu_memory,
-            )
-            for r in rows
+            KillTarget(r.pid, r.create_time, r.user, r.command, r.gpu, r.gpu_memory) for r in rows
         ]
 
         def done(outcome: str | None) -> None:
@@ -852,13 +807,7 @@ def run_app(
     subscribers: Sequence[Callable[[Frame], None]] = (),
 ) -> int:
     """Run the dashboard until the user quits; starts the sampler if it is not running.
-
-    ``app_class``: a subclass of GpuTopApp to run instead (the replay's).
-    ``record_status``: ``--record``'s failure, if any (shown in the header).
-    ``subscribers``: more takers of the app's frames, on the sampler's thread (the
-    recorder). ``watchdog`` (the CLI sets it): see :func:`run_in_terminal`.
-    ``window`` (seconds) overrides the thresholds' WINDOW_SECONDS.
-    """
+    ``subscribers`` take the frames on the sampler's thread (the recorder)."""
     app = (app_class or GpuTopApp)(
         sampler,
         gpu_filter=gpu_filter,
@@ -881,15 +830,10 @@ def run_app(
 
 
 def run_in_terminal(
-    app: GpuTopApp,
-    *,
-    watchdog: bool,
-    on_timeout: Callable[[], None],
-    cleanup: Callable[[], None],
+    app: GpuTopApp, *, watchdog: bool, on_timeout: Callable[[], None], cleanup: Callable[[], None]
 ) -> int:
-    """Run ``app`` owning the terminal, the signals handled; ``on_timeout``: what the
-    watchdog does before it ends a process that hangs on its way out; ``cleanup`` runs
-    once the app returned, however it ended. Returns the exit status."""
+    """Run ``app`` owning the terminal, the signals handled; returns the exit status.
+    ``on_timeout`` runs before the watchdog ends a process hanging on its way out."""
     app.handle_signals = True
     app.driver_class = GpuTopDriver
     app.ending.watchdog = watchdog

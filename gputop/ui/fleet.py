@@ -1,15 +1,8 @@
 """``gputop fleet``: every host's GPUs and verdicts on one screen; Enter opens one host.
 
-The app is the dashboard itself (:class:`~gputop.ui.app.GpuTopApp`, read-only) with the
-fleet screen on top of it. Enter takes the fleet screen away and feeds the dashboard
-from that host's stream (the lines already arriving; no second connection); Esc puts
-the fleet screen back. Inside a host every key keeps its meaning (``0-9`` one GPU,
-``j`` jobs, Enter detail...), but nothing can be signalled: only a live local source may.
-
-Threads: :class:`~gputop.sources.streams.StreamSet` reads every host on its own thread
-and only posts a replaceable :class:`FleetChanged` message; the UI thread draws from its
-immutable host views. A line is turned into a whole snapshot (the expensive parse) only
-for the host that is open.
+The app is the read-only dashboard with the fleet screen on top; Enter feeds it from
+that host's stream, Esc puts the fleet screen back. Hosts are read on their own threads,
+which only post a replaceable :class:`FleetChanged`; only the open host is parsed whole.
 """
 
 from __future__ import annotations
@@ -453,8 +446,7 @@ def run_fleet(
         streams.on_change = None
         streams.close()
 
-    # Should the app hang on its way out, the watchdog ends the process: the ssh
-    # processes are ended first (their groups are killed), never left behind.
+    # A hang on the way out: the ssh processes are ended before the watchdog ends us.
     return run_in_terminal(
         app, watchdog=watchdog, on_timeout=lambda: streams.close(timeout=0.5), cleanup=cleanup
     )

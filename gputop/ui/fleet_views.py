@@ -1,12 +1,8 @@
 """Pure views of the fleet screen: host views in, styled lines out. No Textual here.
 
-A host takes one line when all its GPU cells fit beside its name and state (wide
-terminals), else its cells wrap; below :data:`WIDE_WIDTH` columns every host takes two
-lines (name above, state below) and four cells per line: 8 hosts x 8 GPUs fit 80x24.
-
-A GPU cell is ``util mem verdict``: utilization and memory used in percent, then the
-verdict word the host itself judged (the same words as the dashboard's GPU lines). The
-word always carries the meaning; colour only repeats it (NO_COLOR-safe).
+Below :data:`WIDE_WIDTH` every host takes two lines and four cells per line (8 hosts x
+8 GPUs fit 80x24). A GPU cell is ``util mem verdict``; the word carries the meaning,
+colour only repeats it (NO_COLOR-safe).
 """
 
 from __future__ import annotations
@@ -19,14 +15,7 @@ from gputop.cells import cell_width, fit
 from gputop.model import Verdict
 from gputop.sources.remote import GpuCell
 from gputop.sources.streams import HostView, status
-from gputop.ui.views import (
-    POWER_CAP_WORD,
-    SEVERITY_ROLES,
-    VERDICT_WORDS,
-    Part,
-    Parts,
-    safe,
-)
+from gputop.ui.views import POWER_CAP_WORD, SEVERITY_ROLES, VERDICT_WORDS, Part, Parts, safe
 
 #: From this width a host's prefix (name, state, GPU count) is one line.
 WIDE_WIDTH = 120

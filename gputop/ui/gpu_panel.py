@@ -1,9 +1,7 @@
 """One block per GPU: text (bars, temperature, power, PCIe, throttling) + a fixed-scale history.
 
-Wide layout: two lines per GPU, utilization and memory history on the right.
-Compact layout: one line per GPU, utilization history only.
-Blocks are rebuilt only when the set of GPUs shown or the layout changes; otherwise each
-block repaints in place without a relayout.
+Wide: two lines per GPU with utilization and memory history; compact: one line. Blocks
+are rebuilt only when the GPUs shown or the layout change; else each repaints in place.
 """
 
 from __future__ import annotations
@@ -87,9 +85,8 @@ def history_parts(series: Series, cells: int, label_width: int) -> Parts:
 
 
 class GpuLines(PartsLines):
-    """Every shown GPU, line by line: its text cut or padded to one width, a space, then
-    its fixed-scale history filling the rest of the line. A line repaints only when
-    what it shows changed: the history of a steady GPU shifted by one sample does not."""
+    """Every shown GPU, line by line: its text, a space, then its fixed-scale history;
+    a line repaints only when what it shows changed."""
 
     LINES_FIT_WIDTH = True  # composed for the widget's width (again on each resize)
 
@@ -204,9 +201,8 @@ class GpuPanel(VerticalScroll):
         self._lines.set_blocks(blocks, text_width)
 
     def _points(self, history: Sequence[Snapshot]) -> list[dict[int, Point]]:
-        """{GPU index: (util cell, memory cell)} of each snapshot (``_snapshot_points``);
-        computed once per snapshot (each tick adds one) instead of once per GPU
-        per snapshot per tick."""
+        """{GPU index: (util cell, memory cell)} of each snapshot, computed once per
+        snapshot."""
         cache = self._point_cache
         out: list[dict[int, Point]] = []
         fresh: dict[int, tuple[Snapshot, dict[int, Point]]] = {}

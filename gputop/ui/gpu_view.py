@@ -17,15 +17,7 @@ from gputop.model import (
     Snapshot,
     Verdict,
 )
-from gputop.ui.parts import (
-    Part,
-    Parts,
-    bar,
-    memory_bar,
-    pct4,
-    safe,
-    used_total,
-)
+from gputop.ui.parts import Part, Parts, bar, memory_bar, pct4, safe, used_total
 
 #: "Memory full, utilization low": memory used at least this share of the total...
 MEM_IDLE_MEMORY_PERCENT = 80.0
@@ -108,7 +100,8 @@ def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
     return ", ".join(words)
 
 
-def _shown(gpu: GpuSample, field: str) -> str:
+def metric_text(gpu: GpuSample, field: str) -> str:
+    """One metric of ``gpu`` as the metric table formats it."""
     m = GPU_METRIC[field]
     return fmt.shown(m.of(gpu), m.text)
 
@@ -250,8 +243,8 @@ def gpu_view(
             ("U", "label"),
             *bar(util, bar_width),
             (pct4(util) + " ", pct_role),
-            (fit(_shown(gpu, "temperature_c"), 5, ">") + " ", ""),
-            (fit(_shown(gpu, "power_w"), 4, ">") + " ", ""),
+            (fit(metric_text(gpu, "temperature_c"), 5, ">") + " ", ""),
+            (fit(metric_text(gpu, "power_w"), 4, ">") + " ", ""),
             marker,
         )
         if gpu.mig_mode:
@@ -273,9 +266,9 @@ def gpu_view(
     )
     parts: list[Part] = [
         ("   ", ""),
-        (_shown(gpu, "temperature_c"), ""),
+        (metric_text(gpu, "temperature_c"), ""),
         (" ", ""),
-        (f"{_shown(gpu, 'power_w')}/{_shown(gpu, 'power_limit_w')}", ""),
+        (f"{metric_text(gpu, 'power_w')}/{metric_text(gpu, 'power_limit_w')}", ""),
     ]
     for m in LABELLED_METRICS:
         parts += [(f" {m.label} ", "label"), (fmt.shown(m.of(gpu), m.text), "")]

@@ -1,15 +1,8 @@
 """The process table: rows keyed by (gpu, pid), fixed column widths, cheap refreshes.
 
-A refresh does the least it can: nothing, the changed cells only, a reorder of the same
-rows, or a rebuild (the cursor stays on the same (gpu, pid)). Cells are ``Text``, never
-markup.
-
-DataTable re-renders every visible row on every tick (any ``update_cell`` drops its
-whole render cache, and TIME changes every second). Every cell here is already cut to
-its column's width with one style, so ``_render_line_in_row`` builds a row from the cell
-texts directly and caches it by its cells. It overrides a private DataTable method:
-textual is pinned below 9, and tests/test_ui_table_render.py checks it draws what
-DataTable draws.
+A refresh does the least it can (nothing, changed cells, a reorder, or a rebuild keeping
+the cursor). Cells are ``Text`` cut to their width, so ``_render_line_in_row`` (a private
+DataTable method; tests/test_ui_table_render.py checks it) builds rows from them, cached.
 """
 
 from __future__ import annotations
@@ -40,25 +33,17 @@ RowCells = tuple[Cell, ...]
 
 class ProcessTable(DataTable[Text]):
     DEFAULT_CSS = """
-    ProcessTable {
-        height: 1fr;
-        width: 1fr;
-        scrollbar-size-vertical: 1;
-    }
+    ProcessTable { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }
     """
 
     # Enter belongs to the app (detail screen), not to DataTable's "select".
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "app.detail", "Detail", key_display="Enter"),
+        Binding("enter", "app.detail", "Detail", key_display="Enter")
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(
-            id=id,
-            cursor_type="row",
-            cell_padding=0,
-            zebra_stripes=False,
-            show_row_labels=False,
+            id=id, cursor_type="row", cell_padding=0, zebra_stripes=False, show_row_labels=False
         )
         self._columns_key: tuple[object, ...] | None = None
         self._widths: dict[str, int] = {}
@@ -257,9 +242,8 @@ class ProcessTable(DataTable[Text]):
         return self._render_line(y, scroll_x, scroll_x + self._width_now(), base_style)
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
-        """A fast-path row as one strip, kept as long as its segments are (DataTable's
-        line cache is dropped by every tick's update). Scrolled sideways or with fixed
-        columns: the DataTable way."""
+        """A fast-path row as one strip, kept as long as its segments are; scrolled
+        sideways or with fixed columns: the DataTable way."""
         width = self._width_now()
         if x1 != 0 or x2 != width or self.fixed_columns:
             return super()._render_line(y, x1, x2, base_style)
@@ -294,13 +278,8 @@ class ProcessTable(DataTable[Text]):
         cursor_location: Coordinate,
         hover_location: Coordinate,
     ) -> tuple[SegmentLines, SegmentLines]:
-        """One body row as a few segments, cached by its cells (see the module docstring).
-
-        As DataTable draws it, except that same-style cells merge into one segment and a
-        cell's click metadata names column 0 (whole rows are selected). The header, a
-        row not exactly as wide as its columns (a wide character) and settings this
-        widget does not use go the normal way.
-        """
+        """One body row as a few segments, cached by its cells: as DataTable draws it, but
+        same-style cells merge and clicks name column 0; anything else goes DataTable's way."""
         if (
             line_no != 0
             or self.cursor_type != "row"

@@ -1,6 +1,4 @@
-"""The process table's view: a snapshot in, rows out, with the columns, filtering,
-sorting and the notes on what the table cannot show. No Textual here.
-"""
+"""The process table's view: a snapshot in; rows, columns, filter, sort, notes out."""
 
 from __future__ import annotations
 

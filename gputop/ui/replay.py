@@ -1,20 +1,8 @@
 """The dashboard on a recording: the live dashboard with the replay's keys and header.
 
-Everything shown comes the live way (the player hands snapshots over like the sampler;
-the diagnosis judges the recorded history): verdicts, jobs, detail charts. What differs:
-
-- a jump shows the snapshot at the new cursor at once; until the look-back before it
-  is read, no verdict is shown (not the old position's, not one judged from part of
-  the history): the header and the verdict slots say "judging from the recording…".
-  The player's worker judges it once read; a frame of an older move is never applied;
-- the detail charts cover the window around the cursor (the look-back before it, half
-  of that after it), the cursor marked;
-
-- keys: Space play/pause, ``[``/``]`` one sample, ``{``/``}`` a minute, ``<``/``>``
-  speed (1x to 600x), ``g`` go to a time, ``G`` the newest; in ``?`` and the footer;
-- the header starts with REPLAY, the recorded time of the snapshot shown and the
-  speed (never the wall clock);
-- no signal is ever offered (no kill key; the action says why).
+Everything shown comes the live way (the player hands snapshots over like the sampler).
+After a jump no verdict is shown until the look-back before the cursor is read; no
+signal is ever offered. The keys are in ``?`` and the footer (docs/recording.md).
 """
 
 from __future__ import annotations
@@ -132,9 +120,8 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
     # --- frames ---------------------------------------------------------------------------
 
     def _frame(self, shown: rp.Frame) -> Frame:
-        """The player's frame through the feed: judged when its look-back is read (a
-        frame handed over again, once the snapshots after it are read, is not re-judged);
-        never from part of it."""
+        """The player's frame through the feed: judged once its look-back is read, never
+        from part of it."""
         return self.feed.frame(
             shown.history,
             judging=None if shown.complete else JUDGING,
@@ -149,8 +136,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             self.generation = shown.generation
 
     def _from_sampler_thread(self, snapshot: Snapshot) -> None:
-        """The player's thread: judge a complete frame here, then hand it over with its
-        move's number."""
+        """The player's thread: judge the frame here, hand it over with its move."""
         shown = self.player.frame()
         if shown is None or shown.snapshot is not snapshot:
             return  # not the player's frame now (cannot happen on its own thread)
@@ -281,8 +267,7 @@ def replay_help() -> list[tuple[str, str]]:
 def run_replay(
     player: rp.Player, *, thresholds: Thresholds | None = None, theme: str | None = None
 ) -> int:
-    """Run the replay dashboard until the user quits (the live dashboard's run_app:
-    terminal handling, signals, exit watchdog)."""
+    """Run the replay dashboard (through run_app) until the user quits."""
     from gputop.ui.app import run_app
 
     player.tick_now()  # the first frame (its block only) is drawn on mount

@@ -1,13 +1,8 @@
 """One GPU in detail: longer history charts (plotext) and a line of current values.
 
-The charts are rebuilt only when the app hands over a new history (``update_history``),
-never on a timer of their own. A value that was unavailable is a gap in the line, not a
-zero. Percentages use a fixed 0-100 scale; the x axis is seconds before the newest sample.
-
-In a replay the charts cover the window around the cursor: the look-back before it (what
-the verdicts are judged on) and what was recorded after it (``after``), with the cursor
-marked by a vertical line at 0; the verdict is still judged on the history up to the
-cursor only.
+Charts are rebuilt only when the app hands over a new history; an unavailable value is
+a gap, not a zero. In a replay they cover the window around the cursor (marked at 0);
+the verdict is still judged on the history up to the cursor only.
 """
 
 from __future__ import annotations
@@ -28,7 +23,8 @@ from textual_plotext import PlotextPlot
 
 from gputop import fmt
 from gputop.analysis.kinds import LABELS
-from gputop.model import GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot, Verdict
+from gputop.model import LABELLED_METRICS, GpuSample, Snapshot, Verdict
+from gputop.ui.gpu_view import metric_text
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
 from gputop.ui.views import Parts, verdict_parts
@@ -69,8 +65,7 @@ def gpu_timeline(
 
 
 def _series(
-    timeline: Sequence[tuple[float, GpuSample | None]],
-    value: Callable[[GpuSample], float | None],
+    timeline: Sequence[tuple[float, GpuSample | None]], value: Callable[[GpuSample], float | None]
 ) -> tuple[Point, ...]:
     return tuple((x, None if g is None else value(g)) for x, g in timeline)
 
@@ -79,10 +74,7 @@ def downsample(
     points: Sequence[Point], span: float, columns: int, *, right: float = 0.0
 ) -> Sequence[Point]:
     """At most ``columns`` points over ``[right - span, right]``: the mean of the known
-    values in each time bucket.
-
-    A bucket with no known value stays a gap. Shorter series are returned unchanged.
-    """
+    values in each time bucket (a bucket with none stays a gap)."""
     if columns < 1 or len(points) <= columns or span <= 0:
         return points
     sums = [0.0] * columns
@@ -167,20 +159,11 @@ def verdict_lines(
     return tuple(lines)
 
 
-def _shown(gpu: GpuSample, field: str) -> str:
-    """One metric of ``gpu`` as the metric table formats it."""
-    m = GPU_METRIC[field]
-    return fmt.shown(m.of(gpu), m.text)
-
-
 class HistoryPlot(PlotextPlot):
     """A plotext chart whose data only changes when ``draw`` is called."""
 
     DEFAULT_CSS = """
-    HistoryPlot {
-        height: 1fr;
-        width: 1fr;
-    }
+    HistoryPlot { height: 1fr; width: 1fr; }
     """
 
     _last_draw: tuple[str, tuple[Series, ...], dict[str, Any]] | None = None
@@ -252,24 +235,10 @@ class DetailScreen(Screen[None]):
     """History charts of one GPU. Esc or q returns to the dashboard."""
 
     DEFAULT_CSS = """
-    DetailScreen #detail-title {
-        height: 1;
-        text-style: bold;
-        padding: 0 1;
-    }
-    DetailScreen #detail-now {
-        height: auto;
-        padding: 0 1;
-    }
-    DetailScreen #detail-verdict {
-        height: auto;
-        max-height: 8;
-        padding: 0 1;
-    }
-    DetailScreen #detail-charts {
-        grid-size: 2 2;
-        height: 1fr;
-    }
+    DetailScreen #detail-title { height: 1; text-style: bold; padding: 0 1; }
+    DetailScreen #detail-now { height: auto; padding: 0 1; }
+    DetailScreen #detail-verdict { height: auto; max-height: 8; padding: 0 1; }
+    DetailScreen #detail-charts { grid-size: 2 2; height: 1fr; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -377,17 +346,16 @@ class DetailScreen(Screen[None]):
         if gpu.lost:
             reason = fmt.clean_text(gpu.lost_reason, 200) or "no reason given"
             return Text(
-                f"GPU {self.gpu_index} is LOST ({reason}); its values are unknown",
-                style="bold red",
+                f"GPU {self.gpu_index} is LOST ({reason}); its values are unknown", style="bold red"
             )
         mem = gpu.memory
         mem_pct = fmt.ratio_percent(mem.used, mem.total)
         parts = [
-            f"util {_shown(gpu, 'utilization.gpu')}",
+            f"util {metric_text(gpu, 'utilization.gpu')}",
             f"mem {fmt.bytes_(mem.used)} / {fmt.bytes_(mem.total)} ({fmt.percent(mem_pct)})",
             f"PCIe tx {fmt.rate(gpu.pcie.tx_bytes_per_s)} rx {fmt.rate(gpu.pcie.rx_bytes_per_s)}",
-            f"power {_shown(gpu, 'power_w')} / {_shown(gpu, 'power_limit_w')}",
-            f"temp {_shown(gpu, 'temperature_c')}",
+            f"power {metric_text(gpu, 'power_w')} / {metric_text(gpu, 'power_limit_w')}",
+            f"temp {metric_text(gpu, 'temperature_c')}",
             f"SM {fmt.number(gpu.clocks.sm_mhz, ' MHz')}",
             *(f"{m.label} {fmt.shown(m.of(gpu), m.text)}" for m in LABELLED_METRICS),
         ]

@@ -289,11 +289,7 @@ def to_text(lines: Sequence[Parts], styles: Mapping[str, Style]) -> Text:
 
 class JobTree(Tree[str]):
     DEFAULT_CSS = """
-    JobTree {
-        height: 1fr;
-        width: 1fr;
-        scrollbar-size-vertical: 1;
-    }
+    JobTree { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -429,7 +425,7 @@ class JobsScreen(Screen[None]):
         super().__init__()
         self._diagnose = diagnose
         # A replay reading its look-back: why there are no jobs and verdicts yet.
-        self._judging = judging
+        self._judging_text = judging or (lambda: None)
         self._select_pid = select_pid
         self._shown: Diagnosis | None = None
         self._width = 0
@@ -481,9 +477,6 @@ class JobsScreen(Screen[None]):
             self._styles = rich_styles(self.app.theme_variables)
         return self._styles
 
-    def _judging_text(self) -> str | None:
-        return self._judging() if self._judging is not None else None
-
     def _refresh(self, force: bool = False) -> None:
         diagnosis = self._diagnose()
         width = self.size.width or self.app.size.width
@@ -504,19 +497,13 @@ class JobsScreen(Screen[None]):
         snap = diagnosis.snapshot
         jobs = diagnosis.jobs
         ngpus = len({g for j in jobs for g in j.gpus})
-        title.update(
-            to_text(
-                (
-                    (
-                        ("Jobs", "title"),
-                        (f" · {len(jobs)} job{'s' if len(jobs) != 1 else ''}", ""),
-                        (f" on {ngpus} GPU{'s' if ngpus != 1 else ''}", ""),
-                        (" · Space folds · Esc back", "dim"),
-                    ),
-                ),
-                styles,
-            )
+        title_parts: Parts = (
+            ("Jobs", "title"),
+            (f" · {len(jobs)} job{'s' if len(jobs) != 1 else ''}", ""),
+            (f" on {ngpus} GPU{'s' if ngpus != 1 else ''}", ""),
+            (" · Space folds · Esc back", "dim"),
         )
+        title.update(to_text((title_parts,), styles))
         header.update(Text(job_header(width)))
         size = self.size if self.size.width else self.app.size
         fold = size.width < FOLD_WIDTH or size.height < FOLD_HEIGHT
