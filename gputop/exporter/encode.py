@@ -1,9 +1,5 @@
 """Cached encoders for the Prometheus text format and OpenMetrics 1.0.0, byte for byte
 ``prometheus_client``'s (the tests compare them); docs/exporter.md says how.
-
-The library escapes every label of every sample on every scrape; here each series'
-line is kept and written afresh only when its value changed. Anything outside the plain
-cases (timestamps, exemplars, histograms) falls back to the library for the whole scrape.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from prometheus_client.openmetrics.exposition import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from gputop.exporter.metrics import Family
+from gputop.exporter.metrics import SAMPLE_SUFFIX, Family
 
 _go_float = cast(Callable[[float], str], floatToGoString)
 
@@ -93,11 +89,7 @@ class TextEncoder(_Encoder):
         mtype = _PLAIN_TYPES.get(metric.type)
         if mtype is None:
             return None
-        mname = metric.name
-        if metric.type == "counter":
-            mname += "_total"
-        elif metric.type == "info":
-            mname += "_info"
+        mname = metric.name + SAMPLE_SUFFIX.get(metric.type, "")
         key = (mname, mtype, metric.documentation)
         head = self._heads.get(key)
         if head is None:

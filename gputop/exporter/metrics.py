@@ -23,6 +23,9 @@ DEFAULT_MAX_JOBS = 20
 #: Clock-event reason names, in bit order: every one gets a 0/1 series.
 REASONS: tuple[str, ...] = tuple(name for _, name in CLOCK_EVENT_REASONS)
 
+#: A family's sample name is its name with this suffix, by type.
+SAMPLE_SUFFIX = {"counter": "_total", "info": "_info"}
+
 #: Sources whose read-error counter exists from the start (at 0).
 ERROR_SOURCES: tuple[str, ...] = ("nvml", "host")
 
@@ -146,7 +149,7 @@ class Family(Metric):
     ) -> None:
         super().__init__(name, documentation, typ, unit)
         self.labelnames: tuple[str, ...] = tuple(labelnames)
-        self.sample_name = self.name + _SAMPLE_SUFFIX.get(typ, "")
+        self.sample_name = self.name + SAMPLE_SUFFIX.get(typ, "")
         self.series: list[tuple[tuple[str, ...], float]] = []
         self._samples: list[Sample] | None = None
 
@@ -174,9 +177,6 @@ class Family(Metric):
         return fam
 
 
-_SAMPLE_SUFFIX = {"counter": "_total", "info": "_info"}
-
-
 def markdown_table() -> str:
     """:data:`METRICS` as ``docs/exporter.md`` lists them."""
     lines = ["| metric | type | unit | labels | meaning |", "|---|---|---|---|---|"]
@@ -191,7 +191,7 @@ def markdown_table() -> str:
 def _family(name: str) -> Family:
     """The empty family of a :data:`METRICS` entry, named by its scrape name."""
     d = _DEFS[name]
-    base = name.removesuffix(_SAMPLE_SUFFIX.get(d.type, ""))
+    base = name.removesuffix(SAMPLE_SUFFIX.get(d.type, ""))
     unit = "seconds" if d.type == "counter" and base.endswith("_seconds") else ""
     return Family(base, d.help, d.type, d.labels, unit)
 

@@ -101,10 +101,6 @@ class ExportState:
             self._built = (self.generation, fams)
             return fams
 
-    @property
-    def latest(self) -> Snapshot | None:
-        return self._snapshot
-
 
 class SnapshotCollector(Collector):
     """A prometheus_client Collector over :class:`ExportState` (never calls NVML)."""
