@@ -35,6 +35,7 @@ class _Encoder:
     fallback: Callable[[Collector], bytes]  # the library's encoder
     prefix_of: Callable[[str, dict[str, str]], str]  # ``name{labels} ``
     plain: Callable[[Any, str], bool]  # whether it writes (sample, family's name) itself
+    head: Callable[[Any], tuple[str, str] | None]  # (HELP/TYPE lines, sample name); None: no
 
     def __init__(self) -> None:
         self._prefix: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
@@ -47,9 +48,6 @@ class _Encoder:
         if out is None:  # something this encoder does not handle: the library's, all of it
             return self.fallback(_Fixed(metrics))
         return out
-
-    def head(self, metric: Any) -> tuple[str, str] | None:
-        raise NotImplementedError
 
     def _encode(self, metrics: Iterable[Any]) -> bytes | None:
         if len(self._prefix) > MAX_CACHED:
