@@ -284,9 +284,7 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
         from gputop.pipeline import Feed
 
         holder.append(Feed(args.thresholds))
-        first = sampler.latest()
-        assert first is not None
-        holder[0].push(first, judge_jobs=False)
+        holder[0].push(sampler.history()[-1], judge_jobs=False)
 
     if args.demo:  # the demo's virtual clock advances by the window on its own
         sampler.tick_now()
