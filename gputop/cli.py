@@ -1,7 +1,6 @@
 """Command line: parse arguments, pick the source, run the dashboard or print once.
 
-Textual is imported only on the dashboard path. A subcommand (``gputop NAME ...``) is a
-module with ``main(argv) -> int``, imported only when NAME is the first argument.
+Textual and a subcommand's module (``gputop NAME ...``) are imported only when used.
 """
 
 from __future__ import annotations
@@ -19,11 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from gputop import __version__, argtypes, encoding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.argtypes import EXIT_FAILURE, EXIT_OK, Parser, ascii_whole
+from gputop.argtypes import EXIT_FAILURE, EXIT_OK, MAX_INTERVAL, MIN_INTERVAL, Parser, ascii_whole
 from gputop.argtypes import EXIT_USAGE as EXIT_USAGE  # the exit codes are all here
 from gputop.config import (
-    MAX_INTERVAL,
-    MIN_INTERVAL,
     Config,
     ConfigError,
     check_window,
@@ -92,12 +89,6 @@ def _unknown_theme(name: str) -> str | None:
     shown = name if len(name) <= 40 else name[:40] + "…"
     known = ", ".join(sorted(BUILTIN_THEMES))
     return f"--theme: unknown theme {shown!r} (from --theme or the config file); known: {known}"
-
-
-def run_subcommand(name: str, argv: Sequence[str]) -> int:
-    module = importlib.import_module(SUBCOMMANDS[name])
-    result: int = module.main(list(argv))
-    return result
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _output_never_fails()
     if argv and argv[0] in SUBCOMMANDS:
-        return run_subcommand(argv[0], argv[1:])
+        status: int = importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv[1:])
+        return status
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.seed is not None and not args.demo:
@@ -292,9 +284,7 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
         from gputop.pipeline import Feed
 
         holder.append(Feed(args.thresholds))
-        first = sampler.latest()
-        assert first is not None
-        holder[0].push(first, judge_jobs=False)
+        holder[0].push(sampler.history()[-1], judge_jobs=False)
 
     if args.demo:  # the demo's virtual clock advances by the window on its own
         sampler.tick_now()

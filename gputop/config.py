@@ -1,8 +1,6 @@
 """The configuration file (its format: README, "Configuration"; ``[fleet]``: docs/fleet.md).
 
-A missing default file is no error; a file named explicitly must exist. Anything unusable
-raises :class:`ConfigError`, one line naming the file. Flags override the file
-(:func:`with_overrides`).
+A missing default file is no error; a file named explicitly must exist.
 """
 
 from __future__ import annotations
@@ -19,20 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from gputop.analysis.thresholds import ThresholdError, Thresholds
-from gputop.argtypes import MAX_INTERVAL, MIN_INTERVAL
+from gputop.argtypes import MAX_INTERVAL as MAX_INTERVAL  # re-exported for the commands
+from gputop.argtypes import MIN_INTERVAL as MIN_INTERVAL
 from gputop.fmt import clean_text
-
-__all__ = [
-    "MAX_INTERVAL",
-    "MIN_INTERVAL",
-    "Config",
-    "ConfigError",
-    "check_window",
-    "default_path",
-    "load_config",
-    "names_window",
-    "with_overrides",
-]
 
 DEFAULT_INTERVAL = 1.0
 #: A settings file is a few hundred bytes: larger is refused.

@@ -145,8 +145,7 @@ class GpuProcess:
 
 
 def with_host(p: GpuProcess, host: ProcessInfo | None) -> GpuProcess:
-    """``replace(p, host=host)`` without its generic machinery (a per-tick hot path);
-    a test checks that every field is passed."""
+    """``replace(p, host=host)`` on a per-tick hot path (a test checks every field)."""
     return GpuProcess(
         pid=p.pid,
         type=p.type,
@@ -351,10 +350,8 @@ def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None
     return text
 
 
-# --- the one decoder --------------------------------------------------------------------
-# Compiled once per type into closures (a replay decodes hundreds of snapshots per jump).
-# Plain mode trusts what gputop wrote; checked mode (a remote host's lines) makes a value
-# of the wrong type n/a and drops an object whose required field is unusable.
+# --- the one decoder, compiled once per type. Plain mode trusts what gputop wrote; checked
+# mode (a remote host's lines) makes a wrong-typed value n/a, drops an unusable object.
 
 Decode = Callable[[Any], Any]
 #: A checked decoder's answer for a value it refuses.
@@ -537,9 +534,7 @@ def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
-# --- the GPU metric table ---------------------------------------------------------------
-# Each scalar GPU metric declared once; the bounds check, the exporter, the views and
-# docs/metrics.md read it. A new metric: a GpuSample field, a row here, its NVML read.
+# --- the GPU metric table: a new metric is a GpuSample field, a row here, its NVML read.
 
 
 @dataclass(frozen=True, slots=True)
@@ -676,11 +671,5 @@ class Verdict:
     also: tuple[str, ...] = ()  # other kinds that apply, by rank
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "label": self.label,
-            "severity": self.severity,
-            "evidence": self.evidence,
-            "advice": self.advice,
-            "also": list(self.also),
-        }
+        keys = ("kind", "label", "severity", "evidence", "advice")
+        return {**{k: getattr(self, k) for k in keys}, "also": list(self.also)}

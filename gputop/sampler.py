@@ -1,8 +1,6 @@
 """The background sampler: one worker thread asks a source for a snapshot every interval.
 
-Ticks never overlap; the next starts ``interval`` after the previous one started (at
-once after an overrun, missed ones never made up). ``latest()`` and ``history()`` never
-wait for a tick. ``on_snapshot`` runs on the worker thread; a source's exception is
+Ticks never overlap; an overrun's missed ticks are never made up. A source's exception is
 logged, kept in ``last_error``, and the loop carries on.
 """
 
@@ -51,8 +49,6 @@ class Sampler:
         self.last_error: str | None = None
         self.ticks = 0
 
-    # --- settings ----------------------------------------------------------------------
-
     @property
     def interval(self) -> float:
         return self._interval
@@ -83,8 +79,6 @@ class Sampler:
         started = self._tick_started
         return started is not None and time.monotonic() - started > 2 * self._interval
 
-    # --- data --------------------------------------------------------------------------
-
     def latest(self) -> Snapshot | None:
         with self._lock:
             return self._latest
@@ -93,8 +87,6 @@ class Sampler:
         """Snapshots kept, oldest first."""
         with self._lock:
             return tuple(self._history)
-
-    # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the worker thread; its first tick comes one interval after a recent
@@ -153,8 +145,6 @@ class Sampler:
         if wait > 0:
             sleep(wait)
         return self.tick_now()
-
-    # --- worker ------------------------------------------------------------------------
 
     def _tick(self) -> Snapshot:
         # The caller holds _tick_lock.

@@ -38,12 +38,6 @@ def _silence(out: TextIO) -> None:
     os.close(devnull)
 
 
-def _latest(sampler: Sampler) -> Snapshot:
-    snap = sampler.latest()
-    assert snap is not None  # called after a tick
-    return snap
-
-
 def run(
     sampler: Sampler,
     *,
@@ -63,7 +57,7 @@ def run(
     # Inside the window: the first reading's share of the (incremental) analysis.
     snap = sampler.tick_pair(
         first_window,
-        meanwhile=lambda: feed.push(_latest(sampler), judge_jobs=False),
+        meanwhile=lambda: feed.push(sampler.history()[-1], judge_jobs=False),
         clock=clock,
         sleep=sleep,
     )

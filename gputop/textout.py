@@ -21,16 +21,16 @@ from gputop.ui.parts import gpu_ranges, used_total
 WIDTH = 80
 
 
-def fit(text: str, width: int = WIDTH) -> str:
-    return cells.truncate(text, width)
+def fit(text: str) -> str:
+    return cells.truncate(text, WIDTH)
 
 
-def _wrap(text: str, indent: int = 0, width: int = WIDTH) -> list[str]:
+def _wrap(text: str, indent: int = 0) -> list[str]:
     pad = " " * indent
     return [
         fit(line)
         for line in textwrap.wrap(
-            text, width, initial_indent=pad, subsequent_indent=pad + "  ", break_long_words=True
+            text, WIDTH, initial_indent=pad, subsequent_indent=pad + "  ", break_long_words=True
         )
     ] or [pad]
 

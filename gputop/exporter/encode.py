@@ -1,9 +1,5 @@
 """Cached encoders for the Prometheus text format and OpenMetrics 1.0.0, byte for byte
 ``prometheus_client``'s (the tests compare them); docs/exporter.md says how.
-
-The library escapes every label of every sample on every scrape; here each series'
-line is kept and written afresh only when its value changed. Anything outside the plain
-cases (timestamps, exemplars, histograms) falls back to the library for the whole scrape.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from prometheus_client.openmetrics.exposition import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from gputop.exporter.metrics import Family
+from gputop.exporter.metrics import SAMPLE_SUFFIX, Family
 
 _go_float = cast(Callable[[float], str], floatToGoString)
 
@@ -39,6 +35,7 @@ class _Encoder:
     fallback: Callable[[Collector], bytes]  # the library's encoder
     prefix_of: Callable[[str, dict[str, str]], str]  # ``name{labels} ``
     plain: Callable[[Any, str], bool]  # whether it writes (sample, family's name) itself
+    head: Callable[[Any], tuple[str, str] | None]  # (HELP/TYPE lines, sample name); None: no
 
     def __init__(self) -> None:
         self._prefix: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
@@ -51,9 +48,6 @@ class _Encoder:
         if out is None:  # something this encoder does not handle: the library's, all of it
             return self.fallback(_Fixed(metrics))
         return out
-
-    def head(self, metric: Any) -> tuple[str, str] | None:
-        raise NotImplementedError
 
     def _encode(self, metrics: Iterable[Any]) -> bytes | None:
         if len(self._prefix) > MAX_CACHED:
@@ -93,11 +87,7 @@ class TextEncoder(_Encoder):
         mtype = _PLAIN_TYPES.get(metric.type)
         if mtype is None:
             return None
-        mname = metric.name
-        if metric.type == "counter":
-            mname += "_total"
-        elif metric.type == "info":
-            mname += "_info"
+        mname = metric.name + SAMPLE_SUFFIX.get(metric.type, "")
         key = (mname, mtype, metric.documentation)
         head = self._heads.get(key)
         if head is None:

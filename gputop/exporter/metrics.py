@@ -23,6 +23,9 @@ DEFAULT_MAX_JOBS = 20
 #: Clock-event reason names, in bit order: every one gets a 0/1 series.
 REASONS: tuple[str, ...] = tuple(name for _, name in CLOCK_EVENT_REASONS)
 
+#: A family's sample name is its name with this suffix, by type.
+SAMPLE_SUFFIX = {"counter": "_total", "info": "_info"}
+
 #: Sources whose read-error counter exists from the start (at 0).
 ERROR_SOURCES: tuple[str, ...] = ("nvml", "host")
 
@@ -52,110 +55,47 @@ class MetricDef:
     jobs: bool = False  # only with --jobs
 
 
+# fmt: off
 METRICS: tuple[MetricDef, ...] = (
-    MetricDef(
-        "gputop_gpu_info",
-        "info",
-        "1",
-        ("gpu", "uuid", "name", "pci_bus_id", "driver_version"),
-        "GPU identity; always 1",
-    ),
+    #         name, type, unit, labels, help, only with --jobs
+    MetricDef("gputop_gpu_info", "info", "1",
+              ("gpu", "uuid", "name", "pci_bus_id", "driver_version"), "GPU identity; always 1"),
     MetricDef("gputop_gpu_lost", "gauge", "0/1", GPU, "1 while the GPU is lost (off the bus)"),
     *(MetricDef(name, "gauge", m.export_unit, GPU, m.about) for name, m in GPU_GAUGES),
-    MetricDef(
-        "gputop_gpu_pcie_bytes_per_second",
-        "gauge",
-        "bytes/s",
-        ("gpu", "direction"),
-        "PCIe throughput; direction tx = GPU to host, rx = host to GPU",
-    ),
-    MetricDef(
-        "gputop_gpu_clock_event_reason",
-        "gauge",
-        "0/1",
-        ("gpu", "reason"),
-        "1 while this reason holds the clocks down (NVML clock-event reasons)",
-    ),
-    MetricDef(
-        "gputop_gpu_mig_info",
-        "info",
-        "1",
-        ("gpu", "mig", "uuid", "profile", "gpu_instance", "compute_instance"),
-        "A MIG device of a GPU in MIG mode (mig = its slot on the GPU); always 1",
-    ),
-    MetricDef(
-        "gputop_gpu_mig_memory_used_bytes", "gauge", "bytes", MIG, "Memory used on the MIG device"
-    ),
-    MetricDef(
-        "gputop_gpu_mig_memory_total_bytes", "gauge", "bytes", MIG, "Memory of the MIG device"
-    ),
-    MetricDef(
-        "gputop_gpu_verdict",
-        "gauge",
-        "1",
-        ("gpu", "kind", "severity"),
-        "The GPU's current verdict: one series at 1 (kind as in --json)",
-    ),
-    MetricDef(
-        "gputop_gpu_verdict_seconds_total",
-        "counter",
-        "seconds",
-        ("gpu", "kind"),
-        "Time the GPU spent in each verdict since the exporter started",
-    ),
-    MetricDef(
-        "gputop_job_gpu_memory_bytes",
-        "gauge",
-        "bytes",
-        JOB,
-        "GPU memory held by the job, summed over its GPUs",
-        jobs=True,
-    ),
-    MetricDef(
-        "gputop_job_cpu_ratio",
-        "gauge",
-        "0-1",
-        JOB,
-        "CPU the job uses (every process), share of all the host's CPUs",
-        jobs=True,
-    ),
-    MetricDef(
-        "gputop_job_workers", "gauge", "1", JOB, "Worker processes (e.g. DataLoader)", jobs=True
-    ),
-    MetricDef(
-        "gputop_job_verdict",
-        "gauge",
-        "1",
-        (*JOB, "kind"),
-        "The job's current verdict: one series at 1",
-        jobs=True,
-    ),
-    MetricDef(
-        "gputop_driver_available",
-        "gauge",
-        "0/1",
-        (),
-        "1 when NVML answered; 0: host-only (no driver or no library)",
-    ),
-    MetricDef(
-        "gputop_last_sample_timestamp_seconds",
-        "gauge",
-        "seconds",
-        (),
-        "When the latest sample was taken (Unix time): its age is time() - this",
-    ),
-    MetricDef(
-        "gputop_sample_duration_seconds", "gauge", "seconds", (), "Wall time the latest sample took"
-    ),
-    MetricDef(
-        "gputop_read_errors_total",
-        "counter",
-        "1",
-        ("source",),
-        "Readings that failed, by source (nvml, host, holders...)",
-    ),
+    MetricDef("gputop_gpu_pcie_bytes_per_second", "gauge", "bytes/s", ("gpu", "direction"),
+              "PCIe throughput; direction tx = GPU to host, rx = host to GPU"),
+    MetricDef("gputop_gpu_clock_event_reason", "gauge", "0/1", ("gpu", "reason"),
+              "1 while this reason holds the clocks down (NVML clock-event reasons)"),
+    MetricDef("gputop_gpu_mig_info", "info", "1",
+              ("gpu", "mig", "uuid", "profile", "gpu_instance", "compute_instance"),
+              "A MIG device of a GPU in MIG mode (mig = its slot on the GPU); always 1"),
+    MetricDef("gputop_gpu_mig_memory_used_bytes", "gauge", "bytes", MIG,
+              "Memory used on the MIG device"),
+    MetricDef("gputop_gpu_mig_memory_total_bytes", "gauge", "bytes", MIG,
+              "Memory of the MIG device"),
+    MetricDef("gputop_gpu_verdict", "gauge", "1", ("gpu", "kind", "severity"),
+              "The GPU's current verdict: one series at 1 (kind as in --json)"),
+    MetricDef("gputop_gpu_verdict_seconds_total", "counter", "seconds", ("gpu", "kind"),
+              "Time the GPU spent in each verdict since the exporter started"),
+    MetricDef("gputop_job_gpu_memory_bytes", "gauge", "bytes", JOB,
+              "GPU memory held by the job, summed over its GPUs", jobs=True),
+    MetricDef("gputop_job_cpu_ratio", "gauge", "0-1", JOB,
+              "CPU the job uses (every process), share of all the host's CPUs", jobs=True),
+    MetricDef("gputop_job_workers", "gauge", "1", JOB,
+              "Worker processes (e.g. DataLoader)", jobs=True),
+    MetricDef("gputop_job_verdict", "gauge", "1", (*JOB, "kind"),
+              "The job's current verdict: one series at 1", jobs=True),
+    MetricDef("gputop_driver_available", "gauge", "0/1", (),
+              "1 when NVML answered; 0: host-only (no driver or no library)"),
+    MetricDef("gputop_last_sample_timestamp_seconds", "gauge", "seconds", (),
+              "When the latest sample was taken (Unix time): its age is time() - this"),
+    MetricDef("gputop_sample_duration_seconds", "gauge", "seconds", (),
+              "Wall time the latest sample took"),
+    MetricDef("gputop_read_errors_total", "counter", "1", ("source",),
+              "Readings that failed, by source (nvml, host, holders...)"),
     MetricDef("gputop_build_info", "info", "1", ("version",), "gputop version; always 1"),
 )
+# fmt: on
 
 METRIC_NAMES: frozenset[str] = frozenset(m.name for m in METRICS)
 
@@ -209,7 +149,7 @@ class Family(Metric):
     ) -> None:
         super().__init__(name, documentation, typ, unit)
         self.labelnames: tuple[str, ...] = tuple(labelnames)
-        self.sample_name = self.name + _SAMPLE_SUFFIX.get(typ, "")
+        self.sample_name = self.name + SAMPLE_SUFFIX.get(typ, "")
         self.series: list[tuple[tuple[str, ...], float]] = []
         self._samples: list[Sample] | None = None
 
@@ -237,9 +177,6 @@ class Family(Metric):
         return fam
 
 
-_SAMPLE_SUFFIX = {"counter": "_total", "info": "_info"}
-
-
 def markdown_table() -> str:
     """:data:`METRICS` as ``docs/exporter.md`` lists them."""
     lines = ["| metric | type | unit | labels | meaning |", "|---|---|---|---|---|"]
@@ -254,7 +191,7 @@ def markdown_table() -> str:
 def _family(name: str) -> Family:
     """The empty family of a :data:`METRICS` entry, named by its scrape name."""
     d = _DEFS[name]
-    base = name.removesuffix(_SAMPLE_SUFFIX.get(d.type, ""))
+    base = name.removesuffix(SAMPLE_SUFFIX.get(d.type, ""))
     unit = "seconds" if d.type == "counter" and base.endswith("_seconds") else ""
     return Family(base, d.help, d.type, d.labels, unit)
 

@@ -12,7 +12,7 @@ import queue
 import socket
 import sys
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -51,7 +51,6 @@ class ExportState:
         interval: float = 1.0,
         with_jobs: bool = False,
         max_jobs: int = metrics.DEFAULT_MAX_JOBS,
-        selection: Collection[int] | None = None,
     ) -> None:
         # Without --jobs no job verdict is judged.
         self.feed = Feed(thresholds, judge_jobs=with_jobs)
@@ -59,7 +58,7 @@ class ExportState:
         self.interval = interval
         self.with_jobs = with_jobs
         self.max_jobs = max_jobs
-        self.selection = None if selection is None else frozenset(selection)
+        self.selection: frozenset[int] | None = None  # --gpus, set after the first tick
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._gpu_verdicts: dict[int, Verdict] = {}
@@ -100,10 +99,6 @@ class ExportState:
             )
             self._built = (self.generation, fams)
             return fams
-
-    @property
-    def latest(self) -> Snapshot | None:
-        return self._snapshot
 
 
 class SnapshotCollector(Collector):
