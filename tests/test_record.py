@@ -493,7 +493,7 @@ def test_time_forms() -> None:
 
 def test_codec_rejects_garbage() -> None:
     with pytest.raises(codec.CodecError):
-        codec.decode_rows(b"\x05\x00\x00\x00{oops")
+        codec.decode_snapshots(b"\x05\x00\x00\x00{oops")
 
 
 # --- the dashboard's --record ---------------------------------------------------------
@@ -588,7 +588,7 @@ def _direct(snaps: list[Snapshot]) -> tuple[list[Snapshot], list[Snapshot]]:
     n, keys, columns, flags = codec._decode_columns(payload)
     direct = codec._Direct(n, keys, columns, flags).snapshots()
     assert _same(codec.decode_snapshots(payload), direct)
-    return direct, codec.snapshots_from_rows(codec.decode_rows(payload))
+    return direct, codec._from_dicts(n, keys, columns)
 
 
 def _same(a: list[Snapshot], b: list[Snapshot]) -> bool:

@@ -236,13 +236,6 @@ def encode_rows(rows: Sequence[dict[tuple[Any, ...], Any]]) -> bytes:
     return struct.pack("<I", len(head)) + head + b"".join(blobs)
 
 
-def decode_rows(payload: bytes) -> list[dict[str, Any]]:
-    """The snapshots' dicts (``Snapshot.to_dict()`` form) of an uncompressed payload."""
-    n, keys, columns, _ = _decode_columns(payload)
-    plan = _Plan(keys)
-    return [plan.row(columns, r) for r in range(n)]
-
-
 def _decode_columns(
     payload: bytes,
 ) -> tuple[int, list[tuple[Any, ...]], list[list[Any]], list[tuple[bool, bool]]]:
@@ -287,88 +280,52 @@ def _decode_columns(
     return n, keys, columns, flags
 
 
-class _Plan:
-    """Rebuilds one row's dict from the columns (compiled once per block)."""
-
-    def __init__(self, keys: list[tuple[Any, ...]]) -> None:
-        ids: dict[tuple[Any, ...], int] = {(): 0}
-        self.parents: list[int] = [-1]
-        self.names: list[Any] = [None]
-
-        def cid(path: tuple[Any, ...]) -> int:
-            found = ids.get(path)
-            if found is None:
-                parent = cid(path[:-1])
-                found = ids[path] = len(self.parents)
-                self.parents.append(parent)
-                self.names.append(path[-1])
-            return found
-
-        # (column, parent container, name, kind: 0 value / 1 list length / 2 empty dict,
-        # the list's own container)
-        self.ops: list[tuple[int, int, Any, int, int]] = []
-        for col, key in enumerate(keys):
-            if not key:
-                raise CodecError("an empty path")
-            last = key[-1]
-            if last == _LEN:
-                if len(key) < 2:
-                    raise CodecError("a list length without a list")
-                own = cid(key[:-1])
-                self.ops.append((col, self.parents[own], key[-2], 1, own))
-            elif last == "{}":
-                self.ops.append((col, cid(key[:-1]), None, 2, -1))
-            else:
-                self.ops.append((col, cid(key[:-1]), last, 0, -1))
-        self.size = len(self.parents)
-
-    def row(self, columns: list[list[Any]], r: int) -> dict[str, Any]:
-        conts: list[Any] = [None] * self.size
-        root: dict[str, Any] = {}
-        conts[0] = root
-        missing = _MISSING
-        for col, parent_id, name, kind, own in self.ops:
-            value = columns[col][r]
-            if value is missing:
-                continue
-            parent = conts[parent_id]
-            if parent is None:
-                parent = self._make(conts, parent_id)
-            if kind == 0:
-                parent[name] = value
-            elif kind == 1:
-                conts[own] = parent[name] = [None] * int(value)
-        return root
-
-    def _make(self, conts: list[Any], cid: int) -> Any:
-        parent = conts[self.parents[cid]]
-        if parent is None:
-            parent = self._make(conts, self.parents[cid])
-        made: dict[str, Any] = {}
-        parent[self.names[cid]] = made
-        conts[cid] = made
-        return made
-
-
 def decode_snapshots(payload: bytes) -> list[Snapshot]:
-    """The snapshots of an uncompressed payload: straight from the columns, or through
-    the rows' dicts for paths :class:`_Direct` does not know (the same result)."""
+    """The snapshots of an uncompressed payload: straight from the columns, or (paths
+    :class:`_Direct` does not know) ``Snapshot.from_dict`` of each row's dict."""
     n, keys, columns, flags = _decode_columns(payload)
     try:
         return _Direct(n, keys, columns, flags).snapshots()
     except _Fallback:
-        plan = _Plan(keys)
-        return snapshots_from_rows([plan.row(columns, r) for r in range(n)])
+        return _from_dicts(n, keys, columns)
 
 
-def snapshots_from_rows(dicts: list[dict[str, Any]]) -> list[Snapshot]:
+def _from_dicts(n: int, keys: list[tuple[Any, ...]], columns: list[list[Any]]) -> list[Snapshot]:
     out = []
-    for d in dicts:
+    for r in range(n):
         try:
+            d = _row(keys, [column[r] for column in columns])
             out.append(Snapshot.from_dict(_unshare_hosts(d)))
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
             raise CodecError(f"a snapshot that does not fit the model: {exc}") from None
     return out
+
+
+def _row(keys: list[tuple[Any, ...]], values: list[Any]) -> dict[str, Any]:
+    """One row's dict (``Snapshot.to_dict()`` form) from its leaves, :func:`flatten` undone."""
+    root: dict[str, Any] = {}
+
+    def container(path: tuple[Any, ...]) -> Any:
+        node: Any = root
+        for name in path:
+            found = node[name] if isinstance(node, list) else node.get(name)
+            if found is None:
+                found = node[name] = {}
+            node = found
+        return node
+
+    for key, value in zip(keys, values, strict=True):
+        if value is _MISSING:
+            continue
+        if not key or (key[-1] == _LEN and len(key) < 2):
+            raise CodecError("an empty path, or a list length without a list")
+        if key[-1] == _LEN:
+            container(key[:-2])[key[-2]] = [None] * int(value)
+        elif key[-1] == "{}":
+            container(key[:-1])
+        else:
+            container(key[:-1])[key[-1]] = value
+    return root
 
 
 def _dict(dictionary: bytes | None) -> zstandard.ZstdCompressionDict | None:
