@@ -158,6 +158,31 @@ def _advance(
     return cpu_percent, read_rate, write_rate
 
 
+def _row(
+    tracked: _Tracked,
+    now: float,
+    alive: bool,
+    cpu_seconds: float | None,
+    io: tuple[int, int] | None,
+    known: dict[str, Any],
+) -> ProcessInfo:
+    """One row from either reader: ``known`` names ProcessInfo fields; the rates come from
+    ``_advance`` while alive, and an exited process reads as dead."""
+    cpu_percent, read_rate, write_rate = (
+        _advance(tracked, now, cpu_seconds, io) if alive else (None, None, None)
+    )
+    if not alive:
+        known["status"] = psutil.STATUS_DEAD
+    return ProcessInfo(
+        pid=tracked.pid,
+        visible=True,
+        cpu_percent=cpu_percent,
+        read_bytes_per_s=read_rate,
+        write_bytes_per_s=write_rate,
+        **known,
+    )
+
+
 class _Gone(Exception):
     """The process exited while its row was being read."""
 
@@ -600,27 +625,17 @@ class HostReader:
             io = self._proc_field(pid, "io", lambda: procfs.read_io(pid, root))
         except _Gone:
             alive = False
-        name = tracked.name if tracked.name is not None else clean_text(fields.comm)
-        cpu_percent, read_rate, write_rate = (
-            _advance(tracked, now, fields.cpu_seconds, io) if alive else (None, None, None)
-        )
-
-        row = ProcessInfo(
-            pid=pid,
-            visible=True,
-            ppid=fields.ppid,
-            user=user,
-            name=name,
-            command=tracked.command if alive else None,
-            status=fields.status if alive else psutil.STATUS_DEAD,
-            cpu_percent=cpu_percent,
-            rss=fields.rss,
-            read_bytes_per_s=read_rate,
-            write_bytes_per_s=write_rate,
-            create_time=fields.starttime / procfs.CLOCK_TICKS + self._boot_time(),
-            num_threads=fields.num_threads,
-        )
-        return row, alive
+        known = {
+            "ppid": fields.ppid,
+            "user": user,
+            "name": tracked.name if tracked.name is not None else clean_text(fields.comm),
+            "command": tracked.command if alive else None,
+            "status": fields.status,
+            "rss": fields.rss,
+            "create_time": fields.starttime / procfs.CLOCK_TICKS + self._boot_time(),
+            "num_threads": fields.num_threads,
+        }
+        return _row(tracked, now, alive, fields.cpu_seconds, io, known), alive
 
     def _proc_field(self, pid: int, what: str, read: Callable[[], T]) -> T | None:
         """None when closed to us or unreadable (an error unless a permission); raises
@@ -639,38 +654,37 @@ class HostReader:
         """(row through psutil where there is no Linux /proc, still alive)."""
         p = tracked.proc
         assert p is not None
-        pid = p.pid
         got: dict[str, Any] = {"ppid": st.ppid}
         alive = True
 
         def field(name: str, fn: Callable[[], Any]) -> Any:
             try:
-                value = fn()
+                return fn()
             except (psutil.ZombieProcess, psutil.AccessDenied):  # before NoSuchProcess
                 return None
             except psutil.NoSuchProcess:
                 raise
             except Exception as exc:
-                self._errors.append(f"process {pid} {name}: {type(exc).__name__}: {exc}")
+                self._errors.append(f"process {p.pid} {name}: {type(exc).__name__}: {exc}")
                 return None
-            got[name] = value
-            return value
 
         now = time.monotonic()
         cpu_seconds: float | None = None
         io: tuple[int, int] | None = None
         try:
             with p.oneshot():
-                field("status", p.status)
-                field("name", lambda: clean_text(p.name()))
-                field("ppid", p.ppid)
+                got["status"] = field("status", p.status)
+                got["name"] = field("name", lambda: clean_text(p.name()))
+                ppid = field("ppid", p.ppid)
+                if ppid is not None:
+                    got["ppid"] = ppid
                 times = field("cpu_times", p.cpu_times)
                 if times is not None:
                     cpu_seconds = times.user + times.system
                 mem = field("memory_info", p.memory_info)
                 if mem is not None:
                     got["rss"] = mem.rss
-                field("num_threads", p.num_threads)
+                got["num_threads"] = field("num_threads", p.num_threads)
                 uids = field("uids", p.uids)
                 if uids is not None:
                     got["user"] = procfs.user_name(uids.real)
@@ -680,29 +694,11 @@ class HostReader:
                 counters = field("io_counters", p.io_counters)
                 if counters is not None:
                     io = (counters.read_bytes, counters.write_bytes)
-                field("create_time", p.create_time)  # cached on the object: its identity
+                # cached on the object: its identity
+                got["create_time"] = field("create_time", p.create_time)
         except psutil.NoSuchProcess:
             alive = False
-        cpu_percent, read_rate, write_rate = (
-            _advance(tracked, now, cpu_seconds, io) if alive else (None, None, None)
-        )
-
-        row = ProcessInfo(
-            pid=pid,
-            visible=True,
-            ppid=got.get("ppid"),
-            user=got.get("user"),
-            name=got.get("name"),
-            command=got.get("command"),
-            status=got.get("status") if alive else psutil.STATUS_DEAD,
-            cpu_percent=cpu_percent,
-            rss=got.get("rss"),
-            read_bytes_per_s=read_rate,
-            write_bytes_per_s=write_rate,
-            create_time=got.get("create_time"),
-            num_threads=got.get("num_threads"),
-        )
-        return row, alive
+        return _row(tracked, now, alive, cpu_seconds, io, got), alive
 
     def close(self) -> None:
         """Forget all state."""

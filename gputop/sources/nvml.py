@@ -135,9 +135,6 @@ def _raw(fn: Callable[..., Any]) -> Callable[..., Any]:
     return inner
 
 
-# ---------------------------------------------------------------------- driver generations
-
-
 class _ProcV1(ctypes.Structure):
     _fields_ = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
 
@@ -426,8 +423,6 @@ class NvmlReader:
         self._last_samples: dict[int, GpuSample] = {}  # the last read, by GPU index
         self.driver: DriverInfo = self._init()
 
-    # ------------------------------------------------------------------ lifecycle
-
     def _init(self) -> DriverInfo:
         nv = _import_pynvml()
         if nv is None:
@@ -489,8 +484,6 @@ class NvmlReader:
             self._initialized = False
             with contextlib.suppress(Exception):
                 self._nv.nvmlShutdown()
-
-    # ------------------------------------------------------------------ one tick
 
     def read(self) -> tuple[tuple[GpuSample, ...], tuple[SampleError, ...]]:
         """Sample every GPU once. Never raises."""
@@ -580,8 +573,6 @@ class NvmlReader:
             return
         self._gpus = [_Gpu(i) for i in range(self._count)]
 
-    # ------------------------------------------------------------------ attach / lost
-
     def _attach(self, gpu: _Gpu, errors: list[SampleError]) -> None:
         """Handle and static information; on failure the GPU stays detached."""
         nv = self._nv
@@ -638,8 +629,6 @@ class NvmlReader:
         if gpu.lost_reason is None:
             return self._identity(gpu)
         return replace(self._identity(gpu), lost=True, lost_reason=gpu.lost_reason)
-
-    # ------------------------------------------------------------------ calls
 
     def _error(self, gpu: _Gpu, metric: str, message: str) -> SampleError:
         return SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
@@ -718,8 +707,6 @@ class NvmlReader:
         if self._last_failure == _NO_PERMISSION:
             return "no permission"
         return "the call failed"
-
-    # ------------------------------------------------------------------ per GPU
 
     def _read_gpu(self, gpu: _Gpu, errors: list[SampleError]) -> dict[str, Any]:
         """The fields of the GPU's GpuSample but ``pcie``."""
@@ -823,8 +810,6 @@ class NvmlReader:
             free=int(mem.free),
             reserved=None if reserved is None else int(reserved),
         )
-
-    # ------------------------------------------------------------------ processes
 
     def _processes(
         self, gpu: _Gpu, h: Any, errors: list[SampleError]
@@ -975,8 +960,6 @@ class NvmlReader:
             return "a pid listed twice"
         return None
 
-    # ------------------------------------------------------------------ MIG
-
     def _mig_devices(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[MigDevice, ...]:
         nv = self._nv
         metric = "mig_devices"
@@ -1064,8 +1047,6 @@ class NvmlReader:
                 acc[2] += 1
         gpu.last_sample_us = newest
         return {pid: (sm / n, mem / n) for pid, (sm, mem, n) in sums.items()}
-
-    # ------------------------------------------------------------------ PCIe throughput
 
     def _start_pcie(self) -> None:
         nv = self._nv
