@@ -1,8 +1,4 @@
-"""The live dashboard: wiring, keys, and applying frames to the widgets.
-
-Every frame ends in :meth:`GpuTopApp.apply_frame`; nothing is drawn while paused, while
-another screen is on top, or while the terminal is too small (the newest is kept).
-"""
+"""The live dashboard: wiring, keys, and applying frames (:meth:`GpuTopApp.apply_frame`)."""
 
 from __future__ import annotations
 
@@ -120,10 +116,9 @@ def _bindings() -> list[BindingType]:
                 key_display="0-9" if n == 0 else str(n),
             )
         )
-    # Ctrl-C quits, as in top/htop/nvtop (Textual's default only shows "press ctrl+q"),
-    # with SIGINT's status (130); priority: also from the filter box and from dialogs.
+    # Ctrl-C quits with SIGINT's status; priority: also from the filter box and dialogs.
     out.append(Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True))
-    # Ctrl-Z suspends, as in top/htop (Textual reads it as a key: the tty's ISIG is off).
+    # Ctrl-Z suspends: Textual reads it as a key (the tty's ISIG is off).
     out.append(Binding("ctrl+z", "suspend_process", "Suspend", show=False, priority=True))
     return out
 
@@ -223,8 +218,6 @@ class GpuTopApp(App[int]):
             self._base_resolved = True
         self.shown_gpus = self._base_gpus
 
-    # --- widgets --------------------------------------------------------------------------
-
     def compose(self) -> ComposeResult:
         with Vertical(id="main"):
             yield HeaderLine(id="header")
@@ -259,8 +252,6 @@ class GpuTopApp(App[int]):
     @property
     def interval(self) -> float:
         return self.sampler.interval if self.sampler is not None else self._interval
-
-    # --- lifecycle ------------------------------------------------------------------------
 
     def on_mount(self) -> None:
         if self.handle_signals:
@@ -311,8 +302,7 @@ class GpuTopApp(App[int]):
         self.refresh_view()
 
     def _from_sampler_thread(self, snapshot: Snapshot) -> None:
-        """On the sampler's thread: the feed judges here so the UI thread only draws;
-        never touch widgets here."""
+        """On the sampler's thread: the feed judges here; never touch widgets here."""
         self.feed.push(snapshot)
 
     def _post_frame(self, frame: Frame) -> None:
@@ -329,8 +319,7 @@ class GpuTopApp(App[int]):
 
     @property
     def closing(self) -> bool:
-        """Shutdown has begun, by ``exit()`` or by Textual tearing the app down without
-        it; from then on nothing is applied: the widgets are going or gone."""
+        """Shutdown has begun: nothing is applied, the widgets are going or gone."""
         return self.ending.begun.is_set() or not self.is_running
 
     def _check_stale(self) -> None:
@@ -345,8 +334,6 @@ class GpuTopApp(App[int]):
             self.record_error = recording
             self._render_header()
 
-    # --- applying snapshots ---------------------------------------------------------------
-
     def apply_snapshot(self, snapshot: Snapshot, history: Sequence[Snapshot] | None = None) -> bool:
         """Judge ``snapshot`` on this thread (tests, a fleet host) and apply it."""
         if self.closing:
@@ -354,8 +341,7 @@ class GpuTopApp(App[int]):
         return self.apply_frame(self.feed.frame(_ending_with(history or (), snapshot)))
 
     def apply_frame(self, frame: Frame) -> bool:
-        """Take a new frame; draw it unless held back (dropped once closing). Returns
-        whether it was drawn."""
+        """Take a new frame; returns whether it was drawn."""
         if self.closing:
             return False
         self.frame = frame
@@ -391,8 +377,6 @@ class GpuTopApp(App[int]):
     @property
     def _main_screen(self) -> Screen[Any]:
         return self.screen_stack[0]
-
-    # --- diagnosis ------------------------------------------------------------------------
 
     def diagnosis(self) -> Diagnosis | None:
         """The verdicts for the newest frame (None while it is judging, or before one)."""
@@ -515,8 +499,6 @@ class GpuTopApp(App[int]):
             return
         self._render()
 
-    # --- layout ---------------------------------------------------------------------------
-
     def on_resize(self, event: events.Resize) -> None:
         # A hang-up may still send a Resize: nothing is laid out once closing.
         if self.closing:
@@ -546,8 +528,6 @@ class GpuTopApp(App[int]):
         if not too_small and self.snapshot is not None:
             self.refresh_view()
 
-    # --- actions --------------------------------------------------------------------------
-
     def action_gpu(self, index: int) -> None:
         if self.snapshot is not None and self.snapshot.gpu(index) is None:
             self.notify(f"there is no GPU {index}", severity="warning", timeout=3)
@@ -562,8 +542,7 @@ class GpuTopApp(App[int]):
     def action_filter(self) -> None:
         box = self.filter_input
         box.display = True
-        # Focused now, not after the queued messages (``focus()`` defers it): the keys
-        # typed right after "/" may be queued already and must reach the box.
+        # Now, not deferred like ``focus()``: keys typed right after "/" must reach the box.
         self.screen.set_focus(box)
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -741,8 +720,7 @@ class GpuTopApp(App[int]):
             self.refresh_view()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Keys that act on the main screen's table do nothing (and leave the footer)
-        while another screen is on top: they would change what cannot be seen."""
+        """Keys that act on the main screen do nothing while another screen is on top."""
         if action not in MAIN_ONLY_ACTIONS or not self.screen_stack:
             return True
         if action == "filter" and self.focused is self.filter_input:
@@ -806,8 +784,8 @@ def run_app(
     record_status: Callable[[], str | None] | None = None,
     subscribers: Sequence[Callable[[Frame], None]] = (),
 ) -> int:
-    """Run the dashboard until the user quits; starts the sampler if it is not running.
-    ``subscribers`` take the frames on the sampler's thread (the recorder)."""
+    """Run the dashboard until the user quits. ``subscribers`` take the frames on the
+    sampler's thread (the recorder)."""
     app = (app_class or GpuTopApp)(
         sampler,
         gpu_filter=gpu_filter,
@@ -832,8 +810,7 @@ def run_app(
 def run_in_terminal(
     app: GpuTopApp, *, watchdog: bool, on_timeout: Callable[[], None], cleanup: Callable[[], None]
 ) -> int:
-    """Run ``app`` owning the terminal, the signals handled; returns the exit status.
-    ``on_timeout`` runs before the watchdog ends a process hanging on its way out."""
+    """Run ``app`` owning the terminal, the signals handled; returns the exit status."""
     app.handle_signals = True
     app.driver_class = GpuTopDriver
     app.ending.watchdog = watchdog

@@ -1,8 +1,6 @@
 """``gputop fleet``: every host's GPUs and verdicts on one screen; Enter opens one host.
 
-The app is the read-only dashboard with the fleet screen on top; Enter feeds it from
-that host's stream, Esc puts the fleet screen back. Hosts are read on their own threads,
-which only post a replaceable :class:`FleetChanged`; only the open host is parsed whole.
+Hosts are read on their own threads, which only post a replaceable :class:`FleetChanged`.
 """
 
 from __future__ import annotations
@@ -164,8 +162,6 @@ class FleetScreen(Screen[None]):
         scroll = self.query_one("#fleet-scroll", VerticalScroll)
         scroll.scroll_to_region(Region(0, top, 1, height), animate=False, immediate=True)
 
-    # --- keys ----------------------------------------------------------------------------
-
     def action_move(self, step: int) -> None:
         names = [r.name for r in self.shown]
         if not names:
@@ -296,8 +292,6 @@ class FleetApp(GpuTopApp):
             self.fleet_screen.redraw()
         if self.host is not None:
             self._feed_host()
-
-    # --- one host ------------------------------------------------------------------------
 
     def open_host(self, name: str) -> None:
         """Show ``name``'s full dashboard, fed by its stream."""

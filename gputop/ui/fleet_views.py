@@ -1,8 +1,6 @@
 """Pure views of the fleet screen: host views in, styled lines out. No Textual here.
 
-Below :data:`WIDE_WIDTH` every host takes two lines and four cells per line (8 hosts x
-8 GPUs fit 80x24). A GPU cell is ``util mem verdict``; the word carries the meaning,
-colour only repeats it (NO_COLOR-safe).
+A GPU cell is ``util mem verdict``; the word carries the meaning (NO_COLOR-safe).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """One block per GPU: text (bars, temperature, power, PCIe, throttling) + a fixed-scale history.
 
-Wide: two lines per GPU with utilization and memory history; compact: one line. Blocks
-are rebuilt only when the GPUs shown or the layout change; else each repaints in place.
+Blocks are rebuilt only when the GPUs shown or the layout change.
 """
 
 from __future__ import annotations

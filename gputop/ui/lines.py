@@ -1,8 +1,5 @@
 """A widget of styled lines drawn one by one: a line repaints only when its parts change.
-
-Textual repaints every widget inside the bounding box of a frame's changed regions, so
-an unchanged widget's cost matters: one widget holds many lines, and its unchanged lines
-come from caches.
+(Textual repaints every widget inside the bounding box of the changed regions.)
 """
 
 from __future__ import annotations

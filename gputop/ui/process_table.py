@@ -1,8 +1,7 @@
 """The process table: rows keyed by (gpu, pid), fixed column widths, cheap refreshes.
 
-A refresh does the least it can (nothing, changed cells, a reorder, or a rebuild keeping
-the cursor). Cells are ``Text`` cut to their width, so ``_render_line_in_row`` (a private
-DataTable method; tests/test_ui_table_render.py checks it) builds rows from them, cached.
+``_render_line_in_row`` (a private DataTable method, checked by
+tests/test_ui_table_render.py) builds rows from the cached cells.
 """
 
 from __future__ import annotations

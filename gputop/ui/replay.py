@@ -1,8 +1,7 @@
 """The dashboard on a recording: the live dashboard with the replay's keys and header.
 
-Everything shown comes the live way (the player hands snapshots over like the sampler).
-After a jump no verdict is shown until the look-back before the cursor is read; no
-signal is ever offered. The keys are in ``?`` and the footer (docs/recording.md).
+After a jump no verdict is shown until the look-back before the cursor is read
+(docs/recording.md).
 """
 
 from __future__ import annotations
@@ -117,8 +116,6 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         self.generation = -1  # the player's move of the frame shown
         self.stale_frames = 0  # frames of an older move that arrived late and were dropped
 
-    # --- frames ---------------------------------------------------------------------------
-
     def _frame(self, shown: rp.Frame) -> Frame:
         """The player's frame through the feed: judged once its look-back is read, never
         from part of it."""
@@ -165,8 +162,6 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             log.extend(kept)
         return super()._adopt(done)
 
-    # --- header ---------------------------------------------------------------------------
-
     def _render_header(self) -> None:
         self.header.show(self.header_parts_now())
 
@@ -194,8 +189,6 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         else:
             parts[0:0] = [*replay, ("  ", "")]
         return tuple(parts)
-
-    # --- keys -----------------------------------------------------------------------------
 
     def action_play(self) -> None:
         self.player.toggle()

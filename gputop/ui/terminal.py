@@ -1,10 +1,7 @@
 """The dashboard's hold on the terminal: every way a session ends, ends the process.
 
-gputop lives for days in tmux panes over SSH links that drop and freeze; what each
-ending does is in docs/troubleshooting.md. :class:`Ending` knows that shutdown began
-and with which status, and its watchdog ends the process after :data:`GRACE_S` should
-anything still block. :class:`GpuTopDriver` works around Textual 8's ``LinuxDriver``
-where it is at fault (each place is marked ``Textual:``).
+What each ending does is in docs/troubleshooting.md. :class:`GpuTopDriver` works around
+Textual's ``LinuxDriver`` where it is at fault (each place is marked ``Textual:``).
 """
 
 from __future__ import annotations
@@ -54,8 +51,7 @@ _ENDED: list[Ending] = []
 
 
 def ended() -> Ending | None:
-    """The ending of the dashboard that ran in this process, once it returned: the CLI
-    then leaves with ``os._exit`` (Python's teardown of the UI is slow and unseen)."""
+    """The ending of the dashboard that ran in this process, once it returned."""
     return _ENDED[-1] if _ENDED else None
 
 
@@ -116,19 +112,13 @@ class Ending:
 
 class TerminalOut:
     """A file for Textual's writer thread that never raises and never blocks for good.
-
-    Textual: its writer thread dies on the first failed write, its queue then fills and
-    ``close()`` blocks forever. Here a failed write means the terminal is gone (the rest
-    is dropped), and once shutdown has begun the terminal gets :data:`DRAIN_S` to take
-    the rest. ``os.write``: no Python buffer whose lock a stuck thread could hold.
-    """
+    Textual: its writer thread dies on the first failed write, then ``close()`` blocks."""
 
     def __init__(
         self, fd: int, ending: Ending, lost: Callable[[], None], encoding: str | None = None
     ) -> None:
         self._fd = fd
-        # What the terminal's encoding lacks is drawn with ASCII look-alikes (Textual's
-        # sys.__stderr__ "backslashreplace" put a literal \u2588 per bar cell).
+        # What the terminal's encoding lacks is drawn with ASCII look-alikes.
         self._encoding = None if is_utf_encoding(encoding) else encoding
         self._ending = ending
         self._lost = lost
@@ -242,11 +232,8 @@ class GpuTopDriver(LinuxDriver):
             self._app_attrs = None
 
     def write(self, data: str) -> None:
-        """Queue ``data`` for the writer thread without blocking the app for good.
-
-        Textual: ``Queue.put`` blocks the event loop as long as the writer is stuck (a
-        frozen link), so a SIGTERM is never acted on. Once shutdown has begun, output
-        that finds the queue full is dropped."""
+        """Textual: ``Queue.put`` blocks the event loop while the writer is stuck; once
+        shutdown has begun, output that finds the queue full is dropped."""
         writer = self._writer_thread
         assert writer is not None, "Driver must be in application mode"
         queue = writer._queue  # Textual's WriterThread queue (30 slots)
@@ -333,9 +320,8 @@ class GpuTopDriver(LinuxDriver):
         os.kill(os.getpid(), signal.SIGSTOP)
 
     def _on_sigcont(self, signum: int, frame: FrameType | None) -> None:
-        """Textual: every SIGCONT restarts application mode, so a stray one starts a
-        second input thread and saves the raw tty modes as the ones to restore. Here it
-        resumes only what this driver suspended."""
+        """Textual: every SIGCONT restarts application mode; here only what this driver
+        suspended is resumed."""
         self._call_soon(self._resume)
 
     def _resume(self) -> None:
@@ -343,8 +329,7 @@ class GpuTopDriver(LinuxDriver):
             return
         if self._suspended:
             self._suspended = False
-            # Entering the alternate screen clears it: without a full repaint, lines
-            # that never change stay blank.
+            # Entering the alternate screen clears it: repaint all.
             self.resume_application_mode()
             self._app.refresh(repaint=True, layout=True)
             return
@@ -383,9 +368,8 @@ def install_signal_handlers(app: App[Any], ending: Ending) -> Callable[[], None]
 
 @contextlib.contextmanager
 def owning_terminal() -> Iterator[None]:
-    """Around ``app.run()`` of a full-screen app: gputop's log records are dropped (on
-    stderr they would scribble over the screen; failures show in the UI instead) and
-    the GC is tuned for a long history (:mod:`gputop.gcpolicy`)."""
+    """Around ``app.run()``: gputop's log records are dropped (they would scribble over
+    the screen) and the GC is tuned (:mod:`gputop.gcpolicy`)."""
     logger = logging.getLogger("gputop")
     quiet = logging.NullHandler()
     logger.addHandler(quiet)

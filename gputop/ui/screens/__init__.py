@@ -1,8 +1,4 @@
-"""Secondary screens of the dashboard: kill dialog, help, per-GPU detail.
-
-Imported lazily (PEP 562): the detail screen pulls in plotext, which the dashboard
-should not pay for at start-up.
-"""
+"""Secondary screens, imported lazily (PEP 562): the detail screen pulls in plotext."""
 
 from __future__ import annotations
 

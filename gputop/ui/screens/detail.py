@@ -1,8 +1,7 @@
 """One GPU in detail: longer history charts (plotext) and a line of current values.
 
-Charts are rebuilt only when the app hands over a new history; an unavailable value is
-a gap, not a zero. In a replay they cover the window around the cursor (marked at 0);
-the verdict is still judged on the history up to the cursor only.
+An unavailable value is a gap, not a zero; in a replay the verdict is judged on the
+history up to the cursor only.
 """
 
 from __future__ import annotations
@@ -290,8 +289,6 @@ class DetailScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
-
-    # --- rendering ------------------------------------------------------------------------
 
     def _latest_gpu(self) -> GpuSample | None:
         return self.history[-1].gpu(self.gpu_index) if self.history else None

@@ -1,8 +1,5 @@
-"""The jobs view (key j): a tree job -> GPU processes -> DataLoader workers, and under
-it the selected job in full (numbers, verdict, evidence, advice).
-
-The tree is reconciled in place so the cursor and the user's folds survive each refresh.
-Untrusted text (users, commands) goes into ``rich.text.Text``, never markup.
+"""The jobs view (key j): a tree job -> GPU processes -> DataLoader workers, and the
+selected job in full. Untrusted text goes into ``rich.text.Text``, never markup.
 """
 
 from __future__ import annotations
@@ -35,9 +32,6 @@ WIDE_WIDTH = 150
 #: Below either, GPU processes start folded (their workers one Space away).
 FOLD_WIDTH = 100
 FOLD_HEIGHT = 30
-
-
-# --- pure: rows ------------------------------------------------------------------------
 
 
 JOB_COLUMNS: tuple[Column, ...] = (
@@ -271,9 +265,6 @@ def job_detail_parts(
     else:
         lines += verdict_parts(verdict)
     return tuple(lines)
-
-
-# --- the screen ------------------------------------------------------------------------
 
 
 def to_text(lines: Sequence[Parts], styles: Mapping[str, Style]) -> Text:

@@ -1,7 +1,6 @@
 """The kill dialog: pick a signal for one or more processes, see what happened in words.
 
-No single-letter shortcuts on purpose: a stray key press must not become a signal.
-Untrusted text (users, commands) goes into rich ``Text``, never markup.
+No single-letter shortcuts: a stray key press must not become a signal.
 """
 
 from __future__ import annotations
