@@ -80,11 +80,7 @@ def per_pid_means(
     per_pid: dict[int, list[float]] = {}
     for tick_pids, tick_cpus in zip(pids, cpus, strict=True):
         for pid, cpu in zip(tick_pids, tick_cpus, strict=True):
-            values = per_pid.get(pid)
-            if values is None:
-                per_pid[pid] = [cpu]
-            else:
-                values.append(cpu)
+            per_pid.setdefault(pid, []).append(cpu)
     return [(pid, sum(v) / len(v)) for pid, v in per_pid.items()]
 
 

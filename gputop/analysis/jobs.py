@@ -84,9 +84,7 @@ def process_name(info: ProcessInfo) -> str | None:
 
 def is_never_root(info: ProcessInfo) -> bool:
     name = process_name(info)
-    if name is None:
-        return False
-    return name in NEVER_ROOT or name.startswith(_NEVER_ROOT_PREFIXES)
+    return name is not None and (name in NEVER_ROOT or name.startswith(_NEVER_ROOT_PREFIXES))
 
 
 _ROOT_MARKER_RE = re.compile(

@@ -171,9 +171,7 @@ class Thresholds:
 
 def _parse_value(name: str, value: Any, type_name: Any) -> float | int:
     is_int = type_name in ("int", int)
-    if isinstance(value, bool):
-        raise ThresholdError(f"{name.upper()}: expected a number, got {value!r}")
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         number: float = float(value)
     elif isinstance(value, str):
         text = value.strip()
