@@ -1,9 +1,5 @@
-"""``gputop fleet``: many hosts' GPUs and verdicts in one terminal (docs/fleet.md).
-
-Hosts: the command line and ``--hosts-file`` add up; else ``--slurm``; else ``[fleet]
-hosts`` of the config file. Each host is an ``ssh HOST REMOTE_COMMAND --stream``
-(``--local``: the command run here), or all come from ``--prometheus URL``.
-"""
+"""``gputop fleet``: many hosts' GPUs and verdicts in one terminal (docs/fleet.md, which
+says where hosts come from and how each is reached)."""
 
 from __future__ import annotations
 

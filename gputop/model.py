@@ -1,9 +1,6 @@
-"""The immutable snapshot model every source produces and every view reads.
-
-A metric that can be unavailable is ``None``, never 0; objects are frozen, collections
-tuples; the dict form is the ``--json`` schema (docs/json.md, units there). Imports
-nothing of gputop.
-"""
+"""The immutable snapshot model every source produces and every view reads; an
+unavailable metric is ``None``, never 0. The dict form is the ``--json`` schema
+(docs/json.md). Imports nothing of gputop."""
 
 from __future__ import annotations
 

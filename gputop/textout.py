@@ -1,7 +1,5 @@
-"""The ``--once`` text table: a plain ASCII layout in 80 columns (wide characters count
-as two), with a verdict per GPU and a "Jobs" section when given a diagnosis. Selection,
-filtering and the JSON document are :mod:`gputop.present`'s.
-"""
+"""The ``--once`` text table: plain ASCII in 80 columns (wide characters count as two),
+with a verdict per GPU and a "Jobs" section when given a diagnosis."""
 
 from __future__ import annotations
 
@@ -316,8 +314,7 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
 
 
 def rates_note(seconds: float | None) -> str:
-    """Which window the rates cover (``--once`` takes its two readings a short time
-    apart)."""
+    """Which window the rates cover (``--once``'s two readings are a short time apart)."""
     if seconds is None:
         return "Rates (CPU %, disk, network, per process): not known yet (one reading)"
     return f"Rates (CPU %, disk, network, per process) over the last {seconds:.2f} s"
@@ -339,39 +336,30 @@ def render_text(
         )
         for fallback in d.compat:  # what an older driver made gputop fall back to
             lines.extend(_wrap(f"Older driver: {fmt.clean_text(fallback, 200) or ''}", indent=2))
-        lines.append("")
-        lines.append(
+        lines += [
+            "",
             f"{'GPU':>3}  {'Name':<22} {'Util':>5} {'MemU':>5} {'Memory used/total':>17} "
-            f"{'Temp':>5} {'Power/cap':>11}"
-        )
+            f"{'Temp':>5} {'Power/cap':>11}",
+        ]
         for g in snapshot.gpus:
             lines.extend(_gpu_lines(g))
             if diagnosis is not None:
                 lines.extend(_verdict_lines(diagnosis.gpus.get(g.index), 5))
-        lines.append("")
-        lines.append("Processes:")
-        lines.extend(_process_lines(snapshot))
+        lines += ["", "Processes:", *_process_lines(snapshot)]
         if diagnosis is not None:
-            lines.append("")
-            lines.extend(_job_lines(diagnosis))
+            lines += ["", *_job_lines(diagnosis)]
             if diagnosis.error is not None:
                 lines.extend(_wrap(f"Verdicts unavailable: the analysis failed: {diagnosis.error}"))
-            note = _warming_note(diagnosis)
-            if note:
-                lines.append("")
-                lines.extend(note)
+            if note := _warming_note(diagnosis):
+                lines += ["", *note]
     else:
         lines.extend(_wrap(f"NVIDIA driver not available: {d.error or 'unknown reason'}"))
         lines.append("No GPU information; host only.")
-    holders = _holder_lines(snapshot)
-    if holders:
-        lines.append("")
-        lines.extend(holders)
-    lines.append("")
-    lines.extend(_host_lines(snapshot))
+    if holders := _holder_lines(snapshot):
+        lines += ["", *holders]
+    lines += ["", *_host_lines(snapshot)]
     if snapshot.errors:
-        lines.append("")
-        lines.append("Errors while sampling:")
+        lines += ["", "Errors while sampling:"]
         for e in snapshot.errors:
             where = ", ".join(x for x in (None if e.gpu is None else f"GPU {e.gpu}", e.metric) if x)
             lines.extend(_wrap(f"{e.source}{f' ({where})' if where else ''}: {e.message}", 2))

@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Serve GPU metrics, jobs and verdicts to Prometheus at /metrics. Binds "
             f"{DEFAULT_HOST}:{DEFAULT_PORT} unless told otherwise; put it behind a reverse "
-            "proxy for TLS or remote access (see the README)."
+            "proxy for TLS or remote access (see docs/exporter.md)."
         ),
         epilog="exit codes: 0 stopped by SIGTERM/SIGINT, 1 unexpected failure, "
         "2 bad argument or the port is taken",

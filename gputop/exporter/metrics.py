@@ -1,9 +1,6 @@
-"""Snapshot + diagnosis -> Prometheus metric families (pure; no I/O, no NVML).
-
-:data:`METRICS` is the one table of every family (docs/exporter.md is made from it). An
-n/a value is a missing series, never 0. The job label is ``command``, not ``job``:
-Prometheus would rename that to ``exported_job``.
-"""
+"""Snapshot + diagnosis -> Prometheus metric families (pure). :data:`METRICS` is the one
+table of every family (docs/exporter.md is made from it); n/a is a missing series, never 0.
+The job label is ``command``: Prometheus would rename ``job`` to ``exported_job``."""
 
 from __future__ import annotations
 

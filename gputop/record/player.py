@@ -21,10 +21,8 @@ GAP_SECONDS = 60.0
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """The snapshot at the cursor and the window around it, as far as it is decoded.
-
-    ``history`` ends with ``snapshot``; only when ``complete`` is it the whole look-back
-    the verdicts may be judged on. A frame of an older ``generation`` is out of date."""
+    """The snapshot at the cursor and the decoded window ending with it; only when
+    ``complete`` may verdicts be judged on it. An older ``generation`` is out of date."""
 
     generation: int
     snapshot: Snapshot
@@ -79,8 +77,6 @@ class Player:
         needed = math.ceil((self.lookback + self.after_seconds) / max(span, 1e-3)) + 4
         rec.cache_blocks = max(rec.cache_blocks, min(needed, 4096))
 
-    # --- what the dashboard reads ------------------------------------------------------
-
     @property
     def interval(self) -> float:
         return self._interval
@@ -126,8 +122,6 @@ class Player:
         after = self.recording.after(pos, self.after_seconds)
         assert history is not None and after is not None  # not cancellable
         return self._set_frame(pos, history, after)
-
-    # --- keys ------------------------------------------------------------------------------
 
     def toggle(self) -> None:
         def run() -> int:
@@ -186,8 +180,6 @@ class Player:
         if not self.running:  # tests without the thread
             self._serve()
 
-    # --- lifecycle ---------------------------------------------------------------------
-
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError("player already started")
@@ -202,8 +194,6 @@ class Player:
             thread.join(timeout)
 
     close = stop
-
-    # --- worker ------------------------------------------------------------------------
 
     _mark = 0.0  # wall (monotonic) time the cursor was last advanced by playing
 

@@ -1,9 +1,6 @@
-"""``gputop replay [DIR|FILE]``: the dashboard on a recording, or one snapshot
-(``--once``) or a range (``--from/--to``, JSON lines) printed, judged exactly as live.
-
-Exit 0 ok, 1 unexpected failure, 2 bad argument or not a readable recording (one line).
-Damage is said on stderr, one line per segment, and what could be read is shown.
-"""
+"""``gputop replay [DIR|FILE]``: the dashboard on a recording, or ``--once`` / a
+``--from/--to`` range printed, judged exactly as live (docs/recording.md). Damage is said
+on stderr, one line per segment, and what could be read is shown."""
 
 from __future__ import annotations
 

@@ -59,9 +59,6 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-# --- writing -------------------------------------------------------------------------
-
-
 class SegmentWriter:
     """One segment file, created new (never appended to), written one block at a time."""
 
@@ -134,10 +131,8 @@ def parse_duration(text: str) -> float:
 
 
 class Recorder:
-    """Writes snapshots (:meth:`add`) to ``directory``, one block per ``flush_seconds``
-    of recorded time, one segment per ``segment_seconds`` boundary and per start.
-    One recorder per directory (an flock on ``DIR/.lock``); errors raise
-    :class:`RecordWriteError`."""
+    """Writes snapshots to ``directory`` (layout: docs/recording.md), one recorder per
+    directory (an flock on ``DIR/.lock``); errors raise :class:`RecordWriteError`."""
 
     def __init__(
         self,
@@ -272,9 +267,6 @@ class Recorder:
                 self._lock_fd = -1
 
 
-# --- reading -------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class BlockRef:
     path: Path
@@ -391,8 +383,6 @@ class Recording:
         self._dicts: OrderedDict[Path, bytes] = OrderedDict()
         self.cache_blocks = cache_blocks
 
-    # --- index ---
-
     @property
     def header(self) -> dict[str, Any]:
         return self.segments[-1].header
@@ -493,8 +483,6 @@ class Recording:
             for s in self._decode(b):
                 if t1 <= s.time <= t2:
                     yield s
-
-    # --- decoding ---
 
     def block(self, i: int) -> list[Snapshot]:
         cached = self._cache.get(i)

@@ -1,8 +1,5 @@
-"""The fleet from Prometheus: ``gputop export``'s (or dcgm-exporter's) metrics through
-Prometheus's HTTP API, one instant query per interval for the whole fleet, grouped by
-host (docs/fleet.md, "Over Prometheus"). Each host becomes a schema-1 snapshot dict that
-the fleet screen reads exactly as a ``--stream`` line (:mod:`gputop.sources.remote`).
-"""
+"""The fleet from Prometheus (docs/fleet.md, "Over Prometheus"): one instant query per
+interval, grouped by host; each host becomes a ``--stream``-shaped snapshot dict."""
 
 from __future__ import annotations
 

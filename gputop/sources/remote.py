@@ -90,9 +90,6 @@ def _preview(line: bytes | str) -> str:
     return repr(clean_text(text, 60) or "")
 
 
-# --- checked values ---------------------------------------------------------------------
-
-
 # The model's checked decoding of one value: None where it is not one.
 _num = decoder(float | None, checked=True)
 _int = decoder(int | None, checked=True)
@@ -171,9 +168,6 @@ def summarize(data: dict[str, Any]) -> HostReport:
         source=_text(data.get("source"), 32) or "?",
         driver_error=None if available else (_text(driver.get("error"), 256) or "no NVIDIA driver"),
     )
-
-
-# --- the whole snapshot, checked --------------------------------------------------------
 
 
 def to_snapshot(data: dict[str, Any]) -> Snapshot:

@@ -1,8 +1,5 @@
-"""Many hosts' ``gputop --stream`` at once: one child process per host (the system's
-``ssh``, :func:`ssh_command`), one reader thread for all (:class:`StreamSet`).
-
-States, reconnects and process groups are described in docs/fleet.md ("Over SSH");
-every line is untrusted (:mod:`gputop.sources.remote`).
+"""Many hosts' ``gputop --stream`` at once: one ``ssh`` child per host, one reader thread
+for all (docs/fleet.md, "Over SSH"); every line is untrusted (:mod:`gputop.sources.remote`).
 """
 
 from __future__ import annotations
@@ -208,10 +205,8 @@ class HostViews:
 
 
 class StreamSet(HostViews):
-    """One stream per host; the reader thread owns everything but :meth:`views`.
-
-    ``command(name, n)`` gives host ``name``'s argv; ``on_change()`` is called from the
-    reader thread, at most every ``NOTIFY_EVERY_S``, when a view changed."""
+    """One stream per host; the reader thread owns everything but :meth:`views`, and calls
+    ``on_change()`` at most every ``NOTIFY_EVERY_S``. ``command(name, n)``: host's argv."""
 
     thread_name = "gputop-streams"
 
@@ -246,8 +241,6 @@ class StreamSet(HostViews):
         self._dirty = False
         self._last_notify = 0.0
 
-    # --- public ---------------------------------------------------------------------------
-
     def retry_now(self, name: str | None = None) -> None:
         """Try a host (None: every host not connected) at once, whatever its backoff."""
         with self._lock:
@@ -279,8 +272,6 @@ class StreamSet(HostViews):
     def pids(self) -> list[int]:
         """Process ids of the running children (tests)."""
         return [c.proc.pid for c in list(self._conns.values())]
-
-    # --- reader thread --------------------------------------------------------------------
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):
