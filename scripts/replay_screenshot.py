@@ -38,7 +38,7 @@ async def shoot(directory: Path) -> tuple[str, str]:
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(200):
             await pilot.pause(0.05)
-            if app.frames and app.judging is None and app.after:
+            if app.frames and app.judging is None and app.frame and app.frame.after:
                 break
         await pilot.pause(0.3)
         svg: str = app.export_screenshot()
