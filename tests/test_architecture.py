@@ -13,30 +13,37 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "gputop"
 
 
+def _from_imports(name: str) -> list[tuple[str, str]]:
+    """(module, name) of each ``from module import name`` in module ``name`` (relative
+    ones resolved; ``import a.b`` gives ("a.b", ""))."""
+    path = PACKAGE.parent / Path(*name.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: list[tuple[str, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.extend((alias.name, "") for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            out.extend((mod, alias.name) for alias in node.names)
+    return out
+
+
 def _modules() -> dict[str, set[str]]:
     """Module name -> every module it imports (absolute names, relative ones resolved)."""
     result: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE.parent).with_suffix("")
-        parts = list(rel.parts)
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         name = ".".join(parts)
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        imports: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                imports.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")
-                    base = base[: len(base) - (node.level - 1)]
-                    mod = ".".join([*base, node.module] if node.module else base)
-                else:
-                    mod = node.module or ""
-                imports.add(mod)
-                imports.update(f"{mod}.{alias.name}" for alias in node.names)
-        result[name] = imports
+        found = _from_imports(name)
+        result[name] = {m for m, _ in found} | {f"{m}.{n}" for m, n in found if n}
     return result
 
 
@@ -273,27 +280,6 @@ def test_no_underscore_name_is_imported_from_another_module() -> None:
 
 
 # --- layers: commands compose consumers; consumers never import each other -----------------
-
-
-def _from_imports(name: str) -> list[tuple[str, str]]:
-    """(module, name) of each ``from module import name`` in module ``name`` (relative
-    ones resolved; ``import a.b`` gives ("a.b", ""))."""
-    path = PACKAGE.parent / Path(*name.split("."))
-    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: list[tuple[str, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            out.extend((alias.name, "") for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                mod = ".".join([*base, node.module] if node.module else base)
-            else:
-                mod = node.module or ""
-            out.extend((mod, alias.name) for alias in node.names)
-    return out
 
 
 def _imported_modules(name: str) -> set[str]:
