@@ -21,18 +21,21 @@ def scope_samples(snap: Snapshot, gpus: Sequence[int]) -> list[GpuSample]:
     return [g for g in snap.gpus if g.index in gpus and not g.lost]
 
 
+def used_share(gpu: GpuSample) -> float | None:
+    """Used over total GPU memory; None when either is unknown or the total is 0."""
+    used, total = gpu.memory.used, gpu.memory.total
+    if used is None or total is None or total <= 0:
+        return None
+    return used / total
+
+
 def held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
     if gpu.processes:
         return True
     if any(h.gpu == gpu.index for h in snap.unlisted_holders):
         return True
-    used, total = gpu.memory.used, gpu.memory.total
-    return (
-        used is not None
-        and total is not None
-        and total > 0
-        and used / total >= t.held_memory_fraction
-    )
+    share = used_share(gpu)
+    return share is not None and share >= t.held_memory_fraction
 
 
 def mean(values: Iterable[float | None]) -> float | None:
@@ -205,13 +208,10 @@ def lost_finding(g: GpuSample) -> Finding:
 
 def memory_full(samples: Sequence[GpuSample], t: Thresholds) -> Finding | None:
     for g in samples:
-        used, total = g.memory.used, g.memory.total
-        if (
-            used is not None
-            and total is not None
-            and total > 0
-            and used / total >= t.mem_nearly_full
-        ):
+        share = used_share(g)
+        if share is not None and share >= t.mem_nearly_full:
+            used, total = g.memory.used, g.memory.total
+            assert used is not None and total is not None  # a share needs both
             return finding(
                 RULES["memory_full"],
                 f"GPU {g.index} memory {bytes_(used)} of {bytes_(total)} "
