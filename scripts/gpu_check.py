@@ -20,7 +20,7 @@ gputop's own venv: no PyTorch, no package registry. It
    3: the check could not run, e.g. no CUDA driver or no nvidia-smi).
 
 The parts that need no GPU (arguments, parsing nvidia-smi's CSV, the comparison) are
-tested in tests/test_gpu_check.py on recorded nvidia-smi output.
+tested in tests/sources/test_gpu_check.py on recorded nvidia-smi output.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python scripts/grafana_dashboard.py [--check]
 
 It is generated so that the verdict timeline's value mappings follow the verdict kinds
-of :mod:`gputop.analysis.kinds` (tests/test_exporter.py checks the file is up to date
+of :mod:`gputop.analysis.kinds` (tests/exporter/test_exporter.py checks the file is up to date
 and names only exported metrics). ``--check`` exits 1 when the file differs.
 
 Import it in Grafana (Dashboards -> New -> Import) and pick your Prometheus data source.

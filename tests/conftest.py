@@ -138,7 +138,7 @@ def fake_nvml_env(fake_nvml_lib: Path, tmp_path: Path) -> Callable[..., dict[str
 def _cli_has_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process runs of ``cli.main`` have no terminal (pytest holds stdin/stdout); the
     dashboard path (with a fake ``run_app``) must still be reachable. The refusal itself
-    is tested on real processes (tests/test_lifecycle.py)."""
+    is tested on real processes (tests/ui/test_lifecycle.py)."""
     import gputop.encoding
 
     monkeypatch.setattr(gputop.encoding, "has_terminal", lambda: True)
@@ -149,7 +149,7 @@ def _ghost_pids_are_another_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests list made-up pids on fake GPUs as a container's would be: from another PID
     namespace. gputop detects whether it shares the driver's namespace (in the host's, a
     missing pid reads "exited"); this pins the answer for this process and the gputop
-    subprocesses that inherit its environment. tests/test_values.py tests both answers
+    subprocesses that inherit its environment. tests/sources/test_values.py tests both answers
     and the detection itself."""
     from gputop.sources.host import PID_NAMESPACE_ENV
 

@@ -5,7 +5,7 @@ in a restructuring.
 gave before the restructuring of the one-home-per-fact issue (``python -m tests.json_golden
 --write`` run on main at 6fada32, before any change; re-recorded once, when the P-state was
 added: ``json_golden/before/`` keeps the first recording, and a test checks that the only
-difference is the P-state). ``tests/test_json_golden.py`` makes them again
+difference is the P-state). ``tests/cli/test_json_golden.py`` makes them again
 with the code of today and compares the bytes.
 
 Two sources, as the issue asks:

@@ -3,7 +3,7 @@
 ``tests/verdict_golden.json`` holds a digest of every tick's diagnosis (GPU verdicts, job
 verdicts, jobs) of each scenario here, made by the analysis as it was before the
 diagnosis was made incremental (``python -m tests.verdict_scenarios --write`` run on
-main at 06e4ae5 with this file). ``tests/test_verdict_exact.py`` recomputes them with the
+main at 06e4ae5 with this file). ``tests/analysis/test_verdict_exact.py`` recomputes them with the
 code of today: the analyzer's path (what every consumer uses, carried from call to call)
 and the plain functions (nothing carried), both against the digests.
 

@@ -2,7 +2,7 @@
 
 Failure policy (NotSupported asked once per attach, other errors every tick, GpuIsLost and
 the like mark the GPU lost) and units: docs/troubleshooting.md, docs/drivers.md,
-docs/json.md; tests/test_nvml_source.py holds it.
+docs/json.md; tests/sources/test_nvml_source.py holds it.
 """
 
 from __future__ import annotations

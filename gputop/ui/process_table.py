@@ -1,7 +1,7 @@
 """The process table: rows keyed by (gpu, pid), fixed column widths, cheap refreshes.
 
 ``_render_line_in_row`` (a private DataTable method, checked by
-tests/test_ui_table_render.py) builds rows from the cached cells.
+tests/ui/test_ui_table_render.py) builds rows from the cached cells.
 """
 
 from __future__ import annotations

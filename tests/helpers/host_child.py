@@ -1,4 +1,4 @@
-"""Child programs for tests/test_host_source.py and tests/test_holders.py.
+"""Child programs for tests/sources/test_host_source.py and tests/analysis/test_holders.py.
 
 Usage: python host_child.py MODE [ARGS...]; each mode prints "ready" (and pids) on one
 line when set up, then runs until killed (the tests always kill and reap it).

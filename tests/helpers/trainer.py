@@ -1,4 +1,4 @@
-"""A stand-in for a training process, for tests/test_verdict_real.py.
+"""A stand-in for a training process, for tests/analysis/test_verdict_real.py.
 
 Usage: python trainer.py MODE N_BURNERS FILE
 

@@ -24,7 +24,7 @@ from gputop.present import filter_gpus, to_json_dict
 from gputop.sources.demo import LINK_FLAP, DemoSource
 from gputop.textout import render_text
 from gputop.ui.parts import gpu_ranges
-from tests.test_cli import run_main
+from tests.cli.test_cli import run_main
 
 GPU_JOB_KEYS = {
     "id",

@@ -42,7 +42,7 @@ from tests.helpers.screen import terminal_rows, terminal_strips, terminal_words
 from tests.pids import free_pid
 from tests.tmux_pane import TmuxPane
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WIDE = (160, 40)
 SMALL = (80, 24)
 

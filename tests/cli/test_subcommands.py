@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gputop import cli
-from tests.test_cli import run_main
+from tests.cli.test_cli import run_main
 
 FAKE = "gputop_test_fake_subcommand"
 

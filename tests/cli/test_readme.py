@@ -54,7 +54,7 @@ import pytest
 
 from tests.lifecycle_harness import PtyGputop, env_for_gputop
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MAX_LINES = 350
 
@@ -141,7 +141,7 @@ def test_the_readme_is_short() -> None:
 
 def test_every_command_the_readme_shows_has_a_form_here() -> None:
     unknown = [c for c in SHOWN if c not in FORMS]
-    assert not unknown, f"the README shows commands tests/test_readme.py does not run: {unknown}"
+    assert not unknown, f"the README shows commands tests/cli/test_readme.py does not run: {unknown}"
     stale = [c for c in FORMS if c not in SHOWN]
     assert not stale, f"FORMS lists commands the README no longer shows: {stale}"
 

@@ -33,7 +33,7 @@ from tests.fakenvml import (
     many_gpus,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 Reader = Callable[[], NvmlReader]
 

@@ -25,7 +25,7 @@ from tests.tmux_pane import TmuxPane, plain_shell
 
 pytestmark = pytest.mark.requires_tool("tmux")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _count = itertools.count()
 
 

@@ -34,7 +34,7 @@ def _needs_openssh() -> None:
 
 
 INTERVAL = 0.5
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

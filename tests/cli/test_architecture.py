@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "gputop"
+PACKAGE = Path(__file__).resolve().parents[2] / "gputop"
 
 
 def _from_imports(name: str) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ much less than a full core, and how much varies with the load: the test measures
 the spinning processes really got (their CPU time from the kernel, over the sampling)
 and sets the CPU thresholds to half of that. The plumbing is under test here, not this
 machine's speed; the thresholds themselves are tested on synthetic histories in
-tests/test_verdict.py.
+tests/analysis/test_verdict.py.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from gputop.model import Snapshot, Verdict
 from tests.conftest import FakeNvml
 from tests.fakenvml import FakeGpu, FakeProcess, Scenario
 
-TRAINER = str(Path(__file__).parent / "helpers" / "trainer.py")
+TRAINER = str(Path(__file__).parents[1] / "helpers" / "trainer.py")
 BURNERS = 2
 TICKS = 6  # the first primes the CPU counters
 INTERVAL = 0.4

@@ -1,8 +1,8 @@
 """Screenshots of the main screen (pytest-textual-snapshot), fully deterministic.
 
 Seeded demo fleet on its virtual clock, snapshots fed before the first frame, no sampler
-thread and no timers. Regenerate with ``pytest tests/test_ui_snapshots.py --snapshot-update``
-and look at the SVGs in tests/__snapshots__/ before accepting them.
+thread and no timers. Regenerate with ``pytest tests/ui/test_ui_snapshots.py --snapshot-update``
+and look at the SVGs in tests/ui/__snapshots__/ before accepting them.
 """
 
 from __future__ import annotations

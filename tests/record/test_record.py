@@ -36,7 +36,7 @@ from gputop.record.store import (
 from gputop.record.when import parse_time
 from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
-from tests.test_cli import GHOST, ROOT, fake_scenario, run_cli
+from tests.cli.test_cli import GHOST, ROOT, fake_scenario, run_cli
 
 HOUR = 3600.0
 
@@ -552,7 +552,7 @@ async def test_a_record_failure_is_in_the_header() -> None:
 
 
 def test_record_is_for_the_dashboard(capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.test_cli import run_main
+    from tests.cli.test_cli import run_main
 
     rc, _, err = run_main(capsys, "--once", "--record")
     assert rc == 2 and "--record goes with the dashboard" in err

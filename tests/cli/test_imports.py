@@ -15,7 +15,7 @@ import pytest
 
 from tests.fakenvml import SCENARIO_ENV, FakeGpu, Scenario
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import json, sys

@@ -17,7 +17,7 @@ from gputop.record.store import Recorder, Recording
 from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.ui.replay import REPLAY_KEYS, ReplayApp, replay_help
-from tests.test_tmux_e2e import ROOT, Pane, assert_terminal_restored
+from tests.ui.test_tmux_e2e import ROOT, Pane, assert_terminal_restored
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,7 @@ def need(tool: str) -> str:
 
 def once_json(args: list[str], env: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
     run_env = dict(os.environ if env is None else env)
-    run_env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    run_env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     out = subprocess.run(
         [sys.executable, "-m", "gputop", "--once", "--json", *args],
         capture_output=True,
@@ -202,7 +202,7 @@ def test_prometheus_scrapes_the_demo_and_agrees_with_once_json(tmp_path: Path) -
         for expr in dashboard_queries("1m"):
             prom.query(expr)  # asserts status "success"
         # The example queries of docs/exporter.md run too.
-        doc = (Path(__file__).resolve().parents[1] / "docs" / "exporter.md").read_text()
+        doc = (Path(__file__).resolve().parents[2] / "docs" / "exporter.md").read_text()
         examples = re.findall(r"```promql\n(.*?)```", doc, re.DOTALL)
         assert len(examples) >= 5
         for expr in examples:
@@ -344,7 +344,7 @@ def test_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
             capture_output=True,
             text=True,
             timeout=30,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
         )
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1, out.stderr
@@ -357,7 +357,7 @@ def test_bad_listen_address_is_exit_2() -> None:
         capture_output=True,
         text=True,
         timeout=30,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
 
@@ -416,7 +416,7 @@ def test_export_never_imports_textual(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=30,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert out.returncode == 0, out.stdout + out.stderr
 

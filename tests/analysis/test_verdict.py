@@ -629,7 +629,7 @@ def test_defaults_are_documented_in_docs_verdicts() -> None:
     for name in Thresholds.names():
         assert name in th.DOCS
     table = th.markdown_table()
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "verdicts.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "verdicts.md").read_text()
     assert table in doc, "docs/verdicts.md's thresholds table differs from th.markdown_table()"
     for name in Thresholds.names():
         assert f"`{name.upper()}`" in table

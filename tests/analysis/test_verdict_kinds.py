@@ -10,7 +10,7 @@ from pathlib import Path
 from gputop.analysis import kinds
 from gputop.ui.gpu_view import VERDICT_WIDTH
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BEGIN = "<!-- BEGIN generated: verdict-kinds -->"
 END = "<!-- END generated: verdict-kinds -->"
 

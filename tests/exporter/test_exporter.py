@@ -28,7 +28,7 @@ from gputop.model import (
 from gputop.sources.demo import DemoSource
 from tests.helpers.exporter import DASHBOARD, dashboard_exprs, parse, series
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UNITS = ("bytes", "celsius", "watts", "hertz", "bytes_per_second", "seconds", "ratio")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gputop.sources.streams import INSTALL_HINT, HostView, StreamSet, local_command, status
-from tests.test_fleet_remote import demo_line
+from tests.fleet.test_fleet_remote import demo_line
 
 INTERVAL = 0.2
 

@@ -20,7 +20,7 @@ from gputop.present import filter_gpus
 from gputop.sources.demo import DemoSource
 from gputop.textout import render_text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cells(line: str) -> int:

@@ -2,7 +2,7 @@
 scalar GPU metric: the bounds, the exporter's per-GPU gauges, the metrics that stand on
 their own in the panel, ``--once`` and the detail screen, and docs/metrics.md come from it.
 
-``python -m tests.test_metrics_table --write`` rewrites the generated block of
+``python -m tests.cli.test_metrics_table --write`` rewrites the generated block of
 docs/metrics.md from the table.
 """
 
@@ -29,7 +29,7 @@ from gputop.ui import gpu_view as gv
 from gputop.ui.parts import plain
 from tests import builders as fx
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 BEGIN = "<!-- BEGIN generated: gpu-metrics -->\n"
 END = "<!-- END generated: gpu-metrics -->"
 BLOCK = re.compile(re.escape(BEGIN) + r"(.*?)" + re.escape(END), re.S)
@@ -39,7 +39,7 @@ def test_the_docs_table_is_the_generated_one() -> None:
     found = BLOCK.search(DOC.read_text(encoding="utf-8"))
     assert found, f"{DOC} has no generated gpu-metrics block"
     assert found.group(1) == gpu_metrics_markdown(), (
-        "docs/metrics.md is out of date: python -m tests.test_metrics_table --write"
+        "docs/metrics.md is out of date: python -m tests.cli.test_metrics_table --write"
     )
 
 

@@ -18,7 +18,7 @@ from gputop.cli import EXIT_NO_DRIVER, EXIT_USAGE
 from gputop.model import SCHEMA_VERSION, Snapshot
 from gputop.sampler import Sampler
 from gputop.sources.demo import DemoSource
-from tests.test_cli import ROOT, fake_scenario, no_driver_env, run_cli, run_main
+from tests.cli.test_cli import ROOT, fake_scenario, no_driver_env, run_cli, run_main
 
 
 def lines_of(out: str) -> list[dict[str, Any]]:

@@ -50,7 +50,7 @@ from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, FakeSample, GiB, Scen
 from tests.helpers import spawn
 from tests.pids import free_pid, free_pids
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MakeEnv = Callable[..., dict[str, str]]
 
 # C0/C1 control characters (ESC included) and the bidi controls clean_text removes.
@@ -536,7 +536,7 @@ def test_real_pid_reuse_between_selection_and_kill_is_refused() -> None:
         second.wait()
 
 
-# Kill refused for another user's process: tests/test_actions.py
+# Kill refused for another user's process: tests/cli/test_actions.py
 # (test_permission_denied_for_another_users_process) forks, drops to uid 65534 and checks
 # the refusal message and that the target lives.
 
