@@ -141,7 +141,9 @@ def test_the_readme_is_short() -> None:
 
 def test_every_command_the_readme_shows_has_a_form_here() -> None:
     unknown = [c for c in SHOWN if c not in FORMS]
-    assert not unknown, f"the README shows commands tests/cli/test_readme.py does not run: {unknown}"
+    assert not unknown, (
+        f"the README shows commands tests/cli/test_readme.py does not run: {unknown}"
+    )
     stale = [c for c in FORMS if c not in SHOWN]
     assert not stale, f"FORMS lists commands the README no longer shows: {stale}"
 
