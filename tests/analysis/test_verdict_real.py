@@ -198,9 +198,11 @@ def _end(procs: list[psutil.Process]) -> None:
     of its own), then wait for them."""
     for proc in procs:
         with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
-            os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
-        with contextlib.suppress(psutil.Error):
-            proc.kill()  # psutil checks that the pid was not reused
+            if proc.is_running():  # the same process, not a reused pid
+                pgid = os.getpgid(proc.pid)
+                if pgid != os.getpgrp():
+                    os.killpg(pgid, signal.SIGKILL)
+            proc.kill()
     psutil.wait_procs(procs, timeout=10)
 
 
