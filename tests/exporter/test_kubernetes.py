@@ -117,6 +117,7 @@ def test_the_servicemonitor_matches_the_prometheus_operator_crd(
 def test_the_crd_check_catches_a_misspelt_field_and_a_bad_interval(
     objects: dict[str, dict[str, Any]],
 ) -> None:
+    _service_monitor()  # installed (or missing()) before pydantic is imported
     from pydantic import ValidationError
 
     bad = copy.deepcopy(objects["ServiceMonitor"])
@@ -193,5 +194,6 @@ def test_the_image_is_built_here_and_tagged_with_this_version(
     image = _container(objects)["image"]
     assert image.endswith(":" + version("gputop-dashboard")), image
     assert f"-t {image} ." in dockerfile  # the build command its header shows
+    assert f"-t {image} ." in (ROOT / "docs" / "exporter.md").read_text()  # and the docs
     assert re.search(r"^USER 65534", dockerfile, re.MULTILINE)
     assert re.search(r'^ENTRYPOINT \["gputop"\]', dockerfile, re.MULTILINE)
