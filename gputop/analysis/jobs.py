@@ -31,6 +31,17 @@ _NEVER_ROOT_PREFIXES = ("containerd-shim", "systemd-")
 # Always a root: each Jupyter kernel is its own job though they share a server parent.
 ROOT_COMMAND_MARKERS: tuple[str, ...] = ("ipykernel_launcher", "ipykernel")
 
+# multiprocessing's own helpers: children of a GPU process under the spawn and forkserver
+# contexts, but no DataLoader worker, so never counted (or averaged) as one. Matched in
+# the command line they start with: "python -c 'from multiprocessing.<module> import main...'".
+# The fork server's own children (the workers) inherit its command line: a helper's child
+# is never a helper.
+HELPER_MODULES: tuple[str, ...] = (
+    "multiprocessing.resource_tracker",
+    "multiprocessing.forkserver",
+    "multiprocessing.semaphore_tracker",  # the resource tracker before Python 3.8
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Job:
@@ -90,6 +101,21 @@ def is_never_root(info: ProcessInfo) -> bool:
 _ROOT_MARKER_RE = re.compile(
     r"(?<![\w.])(?:" + "|".join(re.escape(m) for m in ROOT_COMMAND_MARKERS) + r")(?![\w])"
 )
+
+
+_HELPER_RE = re.compile(
+    r"\bfrom (?:" + "|".join(re.escape(m) for m in HELPER_MODULES) + r") import main\b"
+)
+
+
+def _helper_command(info: ProcessInfo | None) -> bool:
+    return info is not None and info.command is not None and bool(_HELPER_RE.search(info.command))
+
+
+def is_helper(info: ProcessInfo, index: dict[int, ProcessInfo]) -> bool:
+    """A multiprocessing helper (HELPER_MODULES), not a worker."""
+    parent = None if info.ppid is None else index.get(info.ppid)
+    return _helper_command(info) and not _helper_command(parent)
 
 
 def process_index(snapshot: Snapshot) -> dict[int, ProcessInfo]:
@@ -257,7 +283,7 @@ def _shape(
         if info is None:
             continue
         known.append(pid)
-        if pid in all_gpu_pids or info.status == "zombie":
+        if pid in all_gpu_pids or info.status == "zombie" or is_helper(info, index):
             continue
         ppid = info.ppid
         if (ppid is not None and ppid != pid and ppid in main_set) or _has_gpu_ancestor(

@@ -313,3 +313,45 @@ def test_job_to_dict_is_json_ready() -> None:
     for key in ("id", "user", "command", "cpu_percent", "main_cpu_percent", "rss",
                 "read_bytes_per_s", "pids"):  # fmt: skip
         assert key in d
+
+
+# What multiprocessing starts the helpers with (Lib/multiprocessing/resource_tracker.py,
+# forkserver.py; semaphore_tracker.py before Python 3.8), and a spawned worker's line.
+_PY = "/usr/bin/python3 -B -s"
+_TRACKER = f"{_PY} -c from multiprocessing.resource_tracker import main;main(9)"
+_FORKSERVER = (
+    f"{_PY} -c from multiprocessing.forkserver import main; "
+    "main(12, 13, ['__main__'], **{'sys_path': ['/srv']})"
+)
+_OLD_TRACKER = f"{_PY} -c from multiprocessing.semaphore_tracker import main;main(5)"
+_SPAWNED = (
+    f"{_PY} -c from multiprocessing.spawn import spawn_main; "
+    "spawn_main(tracker_fd=9, pipe_handle=15) --multiprocessing-fork"
+)
+
+
+def test_multiprocessing_helpers_are_members_but_not_workers() -> None:
+    rows = [
+        process_info(10, 1, name="bash", command="-bash"),
+        process_info(20, 10, command="python train.py", cpu=30.0),
+        process_info(21, 20, command=_TRACKER, cpu=0.0),
+        process_info(22, 20, command=_FORKSERVER, cpu=0.0),
+        process_info(23, 20, command=_OLD_TRACKER, cpu=0.0),
+        # the forkserver's children are workers (a GPU ancestor above their parent)
+        process_info(30, 22, command=_FORKSERVER, cpu=90.0),
+        process_info(31, 22, command=_FORKSERVER, cpu=90.0),
+        process_info(40, 20, command=_SPAWNED, cpu=90.0),
+    ]
+    job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 20, [gpu_process(20)])], rows)))
+    assert job.worker_pids == (30, 31, 40)
+    assert job.pids == (20, 21, 22, 23, 30, 31, 40)  # their CPU and memory still count
+    assert job.cpu_percent == 30.0 + 3 * 90.0
+
+
+def test_a_helper_module_named_elsewhere_in_a_command_is_no_helper() -> None:
+    rows = [
+        process_info(20, 1, command="python train.py"),
+        process_info(21, 20, command="python grep_for.py multiprocessing.resource_tracker"),
+    ]
+    job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 20, [gpu_process(20)])], rows)))
+    assert job.worker_pids == (21,)

@@ -16,6 +16,7 @@ tests/analysis/test_verdict.py.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import select
 import signal
@@ -33,7 +34,7 @@ from gputop.analysis.kinds import INPUT_CPU, INPUT_MAIN
 from gputop.analysis.thresholds import Thresholds
 from gputop.analysis.verdict import gpu_verdicts, job_verdicts
 from gputop.model import Snapshot, Verdict
-from tests.conftest import FakeNvml
+from tests.conftest import FakeNvml, missing
 from tests.fakenvml import FakeGpu, FakeProcess, Scenario
 
 TRAINER = str(Path(__file__).parents[1] / "helpers" / "trainer.py")
@@ -91,14 +92,15 @@ def trainer(mode: str, data: Path) -> Iterator[tuple[int, list[int]]]:
             proc.stdout.close()
 
 
-def sample(fake_nvml: FakeNvml, pid: int, spinning: list[int]) -> tuple[list[Snapshot], float]:
-    """The snapshots, and the mean CPU (% of one core) the ``spinning`` pids got over
-    them, as the kernel counted it."""
+def sample(
+    fake_nvml: FakeNvml, pids: list[int], spinning: list[int]
+) -> tuple[list[Snapshot], float]:
+    """The snapshots, each of ``pids`` on a fake GPU of its own, and the mean CPU (% of one
+    core) the ``spinning`` pids got over them, as the kernel counted it."""
     from gputop.sources.live import LiveSource
 
-    fake_nvml.write(
-        Scenario(gpus=[FakeGpu(util_gpu=20, processes=[FakeProcess(pid, used_memory=2 << 30)])])
-    )
+    gpus = [FakeGpu(util_gpu=20, processes=[FakeProcess(p, used_memory=2 << 30)]) for p in pids]
+    fake_nvml.write(Scenario(gpus=gpus))
     source = LiveSource(holders=lambda minors, listed: ())
     try:
         snaps = []
@@ -130,7 +132,7 @@ def data(tmp_path: Path) -> Path:
 
 def test_busy_workers_starve_the_gpu(fake_nvml: FakeNvml, data: Path) -> None:
     with trainer("workers", data) as (pid, workers):
-        snaps, got = sample(fake_nvml, pid, workers[:BURNERS])
+        snaps, got = sample(fake_nvml, [pid], workers[:BURNERS])
     assert snaps[-1].source == "nvml"
     job, jv, gv = judge(snaps, got * BURNERS / (BURNERS + 1))  # the reader is a worker too
     assert job.root_pid == pid
@@ -153,7 +155,7 @@ def test_busy_workers_starve_the_gpu(fake_nvml: FakeNvml, data: Path) -> None:
 
 def test_busy_main_process_with_idle_workers(fake_nvml: FakeNvml, data: Path) -> None:
     with trainer("main", data) as (pid, workers):
-        snaps, got = sample(fake_nvml, pid, [pid])
+        snaps, got = sample(fake_nvml, [pid], [pid])
     job, jv, gv = judge(snaps, got)
     assert job.root_pid == pid
     assert sorted(job.worker_pids) == sorted(workers)
@@ -161,3 +163,115 @@ def test_busy_main_process_with_idle_workers(fake_nvml: FakeNvml, data: Path) ->
     for v in (jv, gv):
         assert v.kind == INPUT_MAIN, v
         assert f"main process {pid} at" in v.evidence
+
+
+# --- a real torchrun job: 2 ranks (gloo, CPU), 3 DataLoader workers each -----------------
+
+DDP_TRAINER = str(Path(__file__).parents[1] / "helpers" / "ddp_trainer.py")
+RANKS = 2
+RANK_WORKERS = 3  # ddp_trainer.WORKERS
+# What multiprocessing starts beside each rank's workers: none under fork, the resource
+# tracker under spawn, the tracker and the fork server under forkserver.
+HELPERS_PER_RANK = {"fork": 0, "spawn": 1, "forkserver": 2}
+STARTUP = 180.0  # seconds: every worker imports torch under spawn, on a loaded machine
+
+
+def torchrun_path() -> str:
+    if importlib.util.find_spec("torch") is None:
+        missing("torch is not installed (.ci/run installs the CPU wheel: pip install '.[torch]')")
+    path = Path(sys.executable).with_name("torchrun")
+    if not path.exists():
+        missing(f"torch is installed but {path} is not")
+    return str(path)
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        parent = psutil.Process(pid)
+        return [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _end(procs: list[psutil.Process]) -> None:
+    """SIGKILL each process and its process group (torchrun starts each rank in a session
+    of its own), then wait for them."""
+    for proc in procs:
+        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+            if proc.is_running():  # the same process, not a reused pid
+                pgid = os.getpgid(proc.pid)
+                if pgid != os.getpgrp():
+                    os.killpg(pgid, signal.SIGKILL)
+            proc.kill()
+    psutil.wait_procs(procs, timeout=10)
+
+
+@contextlib.contextmanager
+def torchrun(context: str, tmp: Path) -> Iterator[tuple[int, dict[int, list[int]]]]:
+    """The torchrun launcher's pid and each rank's pid -> its workers' pids, once every
+    worker has delivered an item; every process of the job is killed afterwards."""
+    ready = tmp / "ready"
+    ready.mkdir()
+    log = tmp / "torchrun.log"
+    argv = [torchrun_path(), "--standalone", "--nproc_per_node", str(RANKS)]
+    argv += [DDP_TRAINER, context, str(ready)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with log.open("wb") as out:
+        # from a shell, as a user would: the shell is never a job's root (see trainer())
+        shell = subprocess.Popen(
+            ["/bin/sh", "-c", '"$@"; exit $?', "sh", *argv],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )  # fmt: skip
+    seen: dict[int, psutil.Process] = {}
+    try:
+        deadline = time.monotonic() + STARTUP
+        files = [ready / f"rank{r}" for r in range(RANKS)]
+        while not all(f.exists() for f in files):
+            seen.update((p.pid, p) for p in _tree(shell.pid))
+            if shell.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"torchrun ({context}) never got ready:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        ranks = {}
+        for f in files:
+            rank, *workers = map(int, f.read_text().split())
+            ranks[rank] = workers
+        (launcher,) = psutil.Process(shell.pid).children()
+        yield launcher.pid, ranks
+    finally:
+        seen.update((p.pid, p) for p in _tree(shell.pid))
+        _end(list(seen.values()))
+        shell.wait(timeout=10)
+
+
+def helpers_of(pid: int) -> list[int]:
+    """The children of ``pid`` started by multiprocessing itself (psutil, not gputop)."""
+    return [
+        p.pid
+        for p in psutil.Process(pid).children()
+        if any("import main" in a and "multiprocessing." in a for a in p.cmdline())
+        and "spawn_main" not in " ".join(p.cmdline())
+    ]
+
+
+@pytest.mark.timeout(STARTUP + 60)
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+def test_torchrun_dataloader_workers_are_counted_as_a_user_counts_them(
+    fake_nvml: FakeNvml, tmp_path: Path, context: str
+) -> None:
+    with torchrun(context, tmp_path) as (launcher, ranks):
+        workers = sorted(w for ws in ranks.values() for w in ws)
+        helpers = sorted(h for r in ranks for h in helpers_of(r))
+        snaps, got = sample(fake_nvml, sorted(ranks), workers)
+    assert len(workers) == RANKS * RANK_WORKERS
+    assert len(helpers) == RANKS * HELPERS_PER_RANK[context]
+    job, jv, gv = judge(snaps, got)
+    assert job.root_pid == launcher  # torchrun, below the shell
+    assert job.main_pids == tuple(sorted(ranks))
+    assert job.gpus == (0, 1)
+    assert job.worker_pids == tuple(workers)
+    assert job.workers == RANKS * RANK_WORKERS
+    assert set(helpers) <= set(job.pids)  # members of the job, not workers
+    assert got > 3  # the workers spin (however slowly on a loaded machine)
+    for v in (jv, gv):
+        assert v.kind == INPUT_CPU, v
+        assert f"{RANKS * RANK_WORKERS} workers" in v.evidence
