@@ -104,9 +104,6 @@ def main(argv: list[str]) -> int:
     except RecordingError as exc:
         print(f"gputop replay: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except BrokenPipeError:
-        _quiet_pipe()
-        return 0
 
 
 def print_once(
@@ -148,10 +145,3 @@ def print_range(recording: Recording, t1: float, t2: float, thresholds: Threshol
         out.flush()
     return 0
 
-
-def _quiet_pipe() -> None:
-    """The reader went away (``| head``): no traceback, no error at exit."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
