@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gputop import __version__
+from gputop.argtypes import MAX_INTERVAL, MIN_INTERVAL
 from gputop.model import Snapshot
 from gputop.record import codec
 
@@ -200,7 +201,8 @@ class Recorder:
         self.deleted: list[str] = []  # segment files retention removed
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(self.directory / ".lock", flags, 0o644)
         except OSError as exc:
             raise RecordWriteError(f"cannot use {self.directory}: {_why(exc)}") from None
         try:
@@ -350,6 +352,10 @@ def _read_header(path: Path, data: bytes) -> tuple[dict[str, Any], int]:
             f"{path} was written by a newer gputop (recording format {version}; this gputop "
             f"{__version__} reads format {FORMAT_VERSION})"
         )
+    interval = header.get("interval")
+    # The player paces by it: a number a recorder could have written, or damage.
+    if not isinstance(interval, (int, float)) or not MIN_INTERVAL <= interval <= MAX_INTERVAL:
+        raise RecordingError(f"{path}: the recording's header is damaged (its interval)")
     return header, end + _CRC.size
 
 

@@ -244,6 +244,33 @@ def test_every_flipped_bit_of_the_version_is_damage_not_a_newer_format(recorded:
     assert r.returncode == 2 and "header is damaged" in _one_line(r.stderr)
 
 
+@pytest.mark.parametrize("interval", [float("nan"), "1", 1e308, -1, None])
+def test_a_header_with_an_interval_no_recorder_writes_is_damage(
+    recorded: Path, interval: object
+) -> None:
+    (seg,) = segments(recorded)
+    data = seg.read_bytes()
+    _, version, n = FILE_HEAD.unpack_from(data)
+    header = json.loads(data[FILE_HEAD.size : FILE_HEAD.size + n])
+    header["interval"] = interval
+    head = json.dumps(header).encode()
+    fixed = FILE_HEAD.pack(MAGIC, version, len(head)) + head
+    seg.write_bytes(fixed + struct.pack("<I", zlib.crc32(fixed)) + data[FILE_HEAD.size + n + 4 :])
+    r = _replay_json(recorded)
+    assert r.returncode == 2 and "header is damaged (its interval)" in _one_line(r.stderr)
+
+
+def test_a_lock_file_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.write_text("keep")
+    out = tmp_path / "rec"
+    out.mkdir()
+    (out / ".lock").symlink_to(target)
+    r = run_cli("record", "--demo", "--dir", str(out))
+    assert r.returncode == 1 and f"cannot use {out}" in _one_line(r.stderr)
+    assert target.read_text() == "keep"
+
+
 def test_format_1_is_still_read(recorded: Path) -> None:
     (seg,) = segments(recorded)
     want = _replay_json(recorded).stdout
