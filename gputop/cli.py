@@ -11,6 +11,7 @@ import errno
 import importlib
 import io
 import os
+import select
 import sys
 import threading
 import time
@@ -209,6 +210,8 @@ def entry() -> int:
             print(f"gputop: {exc.strerror}; nothing written", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:
+        if not _reader_gone():
+            raise  # another pipe than stdout: a bug to see
         from gputop.stream import silence
 
         silence(sys.stdout)
@@ -221,6 +224,13 @@ def entry() -> int:
                     stream.flush()
         os._exit(status)
     return status
+
+
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (the poll says error)."""
+    poll = select.poll()
+    poll.register(1, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poll.poll(0))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -69,3 +69,16 @@ def test_a_pipe_without_reader_ends_quietly(recording: Path, name: str) -> None:
     finally:
         os.close(write)
     assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_closed_stdout_and_stderr_is_exit_1_and_nothing_else() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "gputop", "--demo", "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=60,
+        preexec_fn=lambda: (os.close(1), os.close(2)),
+    )
+    assert r.returncode == 1
