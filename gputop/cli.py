@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
+import io
 import os
+import select
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from gputop import __version__, argtypes, encoding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
@@ -181,10 +184,38 @@ def _output_never_fails() -> None:
         out.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
 
 
+class OutputClosed(OSError):
+    """Standard output was closed before gputop started (``>&-``)."""
+
+
+class _ClosedStdout(io.TextIOBase):
+    """``sys.stdout`` when there is none: the first write ends the command, said once."""
+
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        raise OutputClosed(errno.EBADF, "standard output is closed")
+
+
 def entry() -> int:
     """The ``gputop`` command: :func:`main`, then, after a dashboard, straight out (no
-    slow teardown of the UI; a thread stuck in a hung NVML call cannot hold the process)."""
-    status = main()
+    slow teardown of the UI; a thread stuck in a hung NVML call cannot hold the process).
+    A closed stdout is one line and exit 1; a reader gone (``| head``) ends quietly."""
+    if sys.stdout is None:
+        sys.stdout = cast(TextIO, _ClosedStdout())
+    try:
+        status = main()
+    except OutputClosed as exc:
+        if sys.stderr is not None:
+            print(f"gputop: {exc.strerror}; nothing written", file=sys.stderr)
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        if not _reader_gone():
+            raise  # another pipe than stdout: a bug to see
+        from gputop.stream import silence
+
+        silence(sys.stdout)
+        return EXIT_OK
     terminal = sys.modules.get("gputop.ui.terminal")  # imported only by a dashboard
     if terminal is not None and terminal.ended() is not None:
         for stream in (sys.stdout, sys.stderr):
@@ -193,6 +224,13 @@ def entry() -> int:
                     stream.flush()
         os._exit(status)
     return status
+
+
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (the poll says error)."""
+    poll = select.poll()
+    poll.register(1, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poll.poll(0))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

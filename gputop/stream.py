@@ -26,7 +26,7 @@ def json_line(doc: dict[str, Any]) -> str:
     return json.dumps(doc, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
-def _silence(out: TextIO) -> None:
+def silence(out: TextIO) -> None:
     """Point a closed pipe's descriptor at /dev/null: the last flush at exit is quiet."""
     try:
         fd = out.fileno()
@@ -80,7 +80,7 @@ def run(
             out.write(line + "\n")
             out.flush()
         except BrokenPipeError:
-            _silence(out)
+            silence(out)
             return 0
         written += 1
         if count is not None and written >= count:

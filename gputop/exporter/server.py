@@ -12,6 +12,7 @@ import queue
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -131,6 +132,12 @@ class _Server(ThreadingHTTPServer):
     #: Idle handler threads kept, and how long each waits for a connection.
     keep_idle = 4
     idle_seconds = 60.0
+    #: Connections open at once; past it the one idle longest is closed, so slow or
+    #: stuck clients cannot pile up threads (a scrape is answered in milliseconds).
+    max_connections = 64
+    #: Seconds a connection may wait for its request: per read, and in all when a new
+    #: connection comes.
+    request_seconds = 10.0
 
     def __init__(self, address: tuple[str, int], state: ExportState) -> None:
         host = address[0]
@@ -147,10 +154,36 @@ class _Server(ThreadingHTTPServer):
         self._idle = 0  # threads waiting on _handoff, each for one connection
         self._handoff: queue.SimpleQueue[tuple[Any, Any] | None] = queue.SimpleQueue()
         self._closed = False
+        # Open connections, longest idle first: since when idle (None while answered).
+        self._open: dict[Any, float | None] = {}
         super().__init__(address, _Handler)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
+    def active(self, connection: Any, answering: bool) -> bool:
+        """A request was read (``answering``) or answered: the connection moves last.
+        False when it was closed meanwhile (for want of room, or too slow)."""
         with self._pool_lock:
+            if connection not in self._open:
+                return False
+            del self._open[connection]
+            self._open[connection] = None if answering else time.monotonic()
+            return True
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._pool_lock:
+            self._open.pop(request, None)
+        super().shutdown_request(request)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        now = time.monotonic()
+        with self._pool_lock:
+            self._open[request] = now
+            over = len(self._open) - self.max_connections
+            for conn, since in list(self._open.items()):
+                if since is not None and (over > 0 or since < now - self.request_seconds):
+                    over -= 1
+                    del self._open[conn]  # its thread sees the end of the stream and ends
+                    with contextlib.suppress(OSError):
+                        conn.shutdown(socket.SHUT_RDWR)
             if self._idle:
                 self._idle -= 1  # that thread is now promised this connection
                 self._handoff.put((request, client_address))
@@ -211,8 +244,18 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    timeout = _Server.request_seconds  # a read or a write that waits longer ends it
 
     def do_GET(self) -> None:
+        if not self.server.active(self.connection, True):
+            self.close_connection = True  # what it read was cut off: no answer
+            return
+        try:
+            self._get()
+        finally:
+            self.server.active(self.connection, False)
+
+    def _get(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/":
             page = (
@@ -238,9 +281,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         if gzipped:
             self.send_header("Content-Encoding", "gzip")
-        self.end_headers()
-        if self.command != "HEAD":
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # the client went away, or was too slow
+            self.end_headers()
+            if self.command != "HEAD":
                 self.wfile.write(data)
 
     def do_HEAD(self) -> None:

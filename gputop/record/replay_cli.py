@@ -86,6 +86,8 @@ def main(argv: list[str]) -> int:
                 parser.error("--to needs --from")
             t1 = _time(parser, args.start, "--from")
             t2 = recording.end if args.end is None else _time(parser, args.end, "--to")
+            if args.end is not None and t1 > t2:
+                parser.error(f"--from {args.start!r} is after --to {args.end!r}")
             return print_range(recording, t1, t2, config.thresholds)
         if args.once or args.json:
             return print_once(recording, at, config.thresholds, as_json=args.json)
@@ -104,9 +106,6 @@ def main(argv: list[str]) -> int:
     except RecordingError as exc:
         print(f"gputop replay: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except BrokenPipeError:
-        _quiet_pipe()
-        return 0
 
 
 def print_once(
@@ -118,8 +117,10 @@ def print_once(
     pos = len(recording) - 1 if at is None else recording.position(at)
     snap = recording[pos]
     if at is not None and at < snap.time:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(recording.start))
-        print(f"gputop replay: the recording starts later, at {stamp}", file=sys.stderr)
+        print(
+            f"gputop replay: the recording starts later, at {_stamp(recording.start)}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     history = recording.window(pos, lookback_seconds(thresholds))
     assert history is not None  # not cancellable
@@ -137,8 +138,17 @@ def print_range(recording: Recording, t1: float, t2: float, thresholds: Threshol
     """JSON lines, one per snapshot with ``t1 <= time <= t2``, judged as live."""
     from gputop.present import to_json_dict
 
+    span = f"between {_stamp(t1)} and {_stamp(t2)}" if t1 <= t2 else f"after {_stamp(t1)}"
+    if t2 < recording.start or t1 > recording.end:
+        print(
+            f"gputop replay: nothing recorded {span} (the recording covers "
+            f"{_stamp(recording.start)} to {_stamp(recording.end)})",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     feed = Feed(thresholds)
     out = sys.stdout
+    written = 0
     for snap in recording.between(t1 - lookback_seconds(thresholds), t2):
         d = feed.push(snap, judge_jobs=snap.time >= t1).diagnosis
         if snap.time < t1:
@@ -146,12 +156,11 @@ def print_range(recording: Recording, t1: float, t2: float, thresholds: Threshol
         out.write(json.dumps(to_json_dict(snap, d), separators=(",", ":"), allow_nan=False))
         out.write("\n")
         out.flush()
+        written += 1
+    if not written:  # a gap in the recording: not an error
+        print(f"gputop replay: no samples {span}", file=sys.stderr)
     return 0
 
 
-def _quiet_pipe() -> None:
-    """The reader went away (``| head``): no traceback, no error at exit."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+def _stamp(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

@@ -9,8 +9,10 @@ import fcntl
 import gc
 import itertools
 import json
+import math
 import os
 import re
+import stat
 import struct
 import threading
 import time
@@ -22,10 +24,13 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gputop import __version__
+from gputop.argtypes import MAX_INTERVAL, MIN_INTERVAL
 from gputop.model import Snapshot
 from gputop.record import codec
 
-FORMAT_VERSION = 1
+#: Format 2: the header's CRC covers the fixed part (magic, version, length) too, so a
+#: flipped version reads as damage, not as a newer format. Format 1 is still read.
+FORMAT_VERSION = 2
 MAGIC = b"GPUTOPR\n"
 BLOCK_MAGIC = b"BLK1"
 _FILE_HEAD = struct.Struct("<8sHI")  # magic, version, head length
@@ -59,6 +64,36 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def open_segment(path: Path) -> tuple[BinaryIO, os.stat_result]:
+    """A segment opened for reading only if it is a regular file: never through a link,
+    never blocking on a FIFO or a device. Raises RecordingError (one line)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise RecordingError(f"{path}: a symbolic link, not a segment file") from None
+        raise RecordingError(f"cannot read {path}: {_why(exc)}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise RecordingError(f"{path}: not a regular file (a FIFO, a device or a directory)")
+    return os.fdopen(fd, "rb"), info
+
+
+def _ours(path: Path) -> os.stat_result | None:
+    """The status of a regular file starting with gputop's magic, else None (retention
+    touches nothing else, and never follows a link)."""
+    try:
+        f, info = open_segment(path)
+    except RecordingError:
+        return None
+    with f:
+        try:
+            return info if f.read(len(MAGIC)) == MAGIC else None
+        except OSError:
+            return None
+
+
 class SegmentWriter:
     """One segment file, created new (never appended to), written one block at a time."""
 
@@ -67,15 +102,21 @@ class SegmentWriter:
         self._dictionary: bytes | None = None
         self._compressor = codec.compressor()
         head = json.dumps(header, separators=(",", ":")).encode()
-        data = (
-            _FILE_HEAD.pack(MAGIC, FORMAT_VERSION, len(head)) + head + _CRC.pack(zlib.crc32(head))
-        )
+        data = _FILE_HEAD.pack(MAGIC, FORMAT_VERSION, len(head)) + head
+        data += _CRC.pack(zlib.crc32(data))
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise RecordWriteError(f"cannot create {path}: {_why(exc)}") from None
         self._file: BinaryIO = os.fdopen(fd, "wb", buffering=0)
-        self._write(data)
+        try:
+            self._write(data)
+        except RecordWriteError:
+            # A segment without its header holds nothing: it must not stay as "damage".
+            self.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
 
     def _write(self, data: bytes) -> None:
         try:
@@ -160,7 +201,8 @@ class Recorder:
         self.deleted: list[str] = []  # segment files retention removed
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(self.directory / ".lock", flags, 0o644)
         except OSError as exc:
             raise RecordWriteError(f"cannot use {self.directory}: {_why(exc)}") from None
         try:
@@ -203,7 +245,7 @@ class Recorder:
         base = "gputop-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(start)) + SUFFIX
         path = self.directory / base
         n = 1
-        while path.exists():
+        while os.path.lexists(path):
             path = self.directory / base.replace(SUFFIX, f"-{n}{SUFFIX}")
             n += 1
         header = {
@@ -227,19 +269,15 @@ class Recorder:
         """Delete whole segments by age (``retain``) and total size (``max_size``)."""
         now = self.clock()
         active = None if self._segment is None else self._segment.path
-        segments = sorted(
-            (p for p in self.directory.iterdir() if _NAME.match(p.name)), key=lambda p: p.name
-        )
+        found = {p: _ours(p) for p in self.directory.iterdir() if _NAME.match(p.name)}
+        infos = {p: info for p, info in found.items() if info is not None}
+        segments = sorted(infos, key=lambda p: p.name)
         gone: list[str] = []
-        sizes: dict[Path, int] = {}
-        for p in segments:
-            with contextlib.suppress(OSError):
-                sizes[p] = p.stat().st_size
+        sizes = {p: info.st_size for p, info in infos.items()}
         if self.retain is not None:
             for p in segments:
-                if p == active or p not in sizes:
-                    continue
-                if p.stat().st_mtime < now - self.retain:  # when its last block was written
+                # st_mtime: when its last block was written.
+                if p != active and infos[p].st_mtime < now - self.retain:
                     gone.append(p.name)
         if self.max_size is not None:
             total = sum(s for p, s in sizes.items() if p.name not in gone)
@@ -288,32 +326,45 @@ class SegmentIndex:
     unreadable: int  # bytes after the readable prefix
 
 
+class EmptySegment(RecordingError):
+    """A segment cut before the end of its header (a failed start): it holds nothing."""
+
+
 def _read_header(path: Path, data: bytes) -> tuple[dict[str, Any], int]:
+    if len(data) < _FILE_HEAD.size and MAGIC.startswith(data[: len(MAGIC)]):
+        raise EmptySegment(f"{path}: nothing recorded yet (no complete block)")
     if len(data) < _FILE_HEAD.size or not data.startswith(MAGIC):
         raise RecordingError(f"{path} is not a gputop recording")
     _, version, head_len = _FILE_HEAD.unpack_from(data, 0)
+    end = _FILE_HEAD.size + head_len
+    if len(data) < end + _CRC.size:
+        raise EmptySegment(f"{path}: nothing recorded yet (no complete block)")
+    # From format 2 on, the CRC covers the version too: check it before trusting it.
+    covered = data[_FILE_HEAD.size if version == 1 else 0 : end]
+    header = None
+    if version >= 1 and _CRC.unpack_from(data, end)[0] == zlib.crc32(covered):
+        with contextlib.suppress(ValueError):
+            header = json.loads(data[_FILE_HEAD.size : end])
+    if not isinstance(header, dict):
+        raise RecordingError(f"{path}: the recording's header is damaged")
     if version > FORMAT_VERSION:
         raise RecordingError(
             f"{path} was written by a newer gputop (recording format {version}; this gputop "
             f"{__version__} reads format {FORMAT_VERSION})"
         )
-    if version < 1:
-        raise RecordingError(f"{path} is not a gputop recording (format {version})")
-    end = _FILE_HEAD.size + head_len
-    head = data[_FILE_HEAD.size : end]
-    header = None
-    if len(data) >= end + _CRC.size and _CRC.unpack_from(data, end)[0] == zlib.crc32(head):
-        with contextlib.suppress(ValueError):
-            header = json.loads(head)
-    if not isinstance(header, dict):
-        raise RecordingError(f"{path}: the recording's header is damaged")
+    interval = header.get("interval")
+    # The player paces by it: a number a recorder could have written, or damage.
+    if not isinstance(interval, (int, float)) or not MIN_INTERVAL <= interval <= MAX_INTERVAL:
+        raise RecordingError(f"{path}: the recording's header is damaged (its interval)")
     return header, end + _CRC.size
 
 
 def index_segment(path: Path) -> SegmentIndex:
     """A segment's header and its blocks up to the first damaged or cut-short one."""
+    f, _ = open_segment(path)
     try:
-        data = path.read_bytes()
+        with f:
+            data = f.read()
     except OSError as exc:
         raise RecordingError(f"cannot read {path}: {_why(exc)}") from None
     header, pos = _read_header(path, data)
@@ -325,6 +376,8 @@ def index_segment(path: Path) -> SegmentIndex:
         (crc,) = _CRC.unpack_from(data, pos + _BLOCK_HEAD.size)
         start = pos + head_size
         if magic != BLOCK_MAGIC or start + length > len(data) or count == 0:
+            break
+        if not (math.isfinite(first) and math.isfinite(last) and first <= last):
             break
         if (
             zlib.crc32(data[start : start + length], zlib.crc32(data[pos : pos + _BLOCK_HEAD.size]))
@@ -350,8 +403,8 @@ class Recording:
             files = sorted(p for p in path.iterdir() if _NAME.match(p.name))
             if not files:
                 raise RecordingError(f"no recording in {path} (no gputop-*.rec segment files)")
-        elif path.exists():
-            files = [path]
+        elif os.path.lexists(path):
+            files = [Path(os.path.realpath(path))]  # a link the user names is followed
         else:
             raise RecordingError(f"{path}: no such file or directory")
         self.path = path
@@ -363,7 +416,8 @@ class Recording:
             except RecordingError as exc:
                 if len(files) == 1:
                     raise
-                self.problems.append(str(exc))
+                if not isinstance(exc, EmptySegment):
+                    self.problems.append(str(exc))
                 continue
             self.segments.append(seg)
             if seg.unreadable:
@@ -496,8 +550,9 @@ class Recording:
         return snaps
 
     def _read(self, path: Path, offset: int, length: int) -> bytes:
+        f, _ = open_segment(path)
         try:
-            with path.open("rb") as f:
+            with f:
                 f.seek(offset)
                 data = f.read(length)
         except OSError as exc:
@@ -524,12 +579,19 @@ class Recording:
         gc.disable()
         try:
             payload = codec.decompress(raw, None if b.first_in_segment else self._dictionary(b))
-            return codec.decode_snapshots(payload)
+            snaps = codec.decode_snapshots(payload)
         except codec.CodecError as exc:
             raise RecordingError(f"{b.path}: {exc}") from None
         finally:
             if collecting:
                 gc.enable()
+        # The header is trusted only as far as the payload agrees: positions rest on it.
+        if len(snaps) != b.count or (snaps[0].time, snaps[-1].time) != (b.first, b.last):
+            raise RecordingError(
+                f"{b.path}: a block's header says {b.count} snapshots from {b.first} to "
+                f"{b.last}, its payload holds {len(snaps)}; the recording is damaged"
+            )
+        return snaps
 
 
 class BackgroundRecorder:

@@ -4,6 +4,7 @@ A bare clock time (``03:00``) is the most recent such moment not in the future."
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 
 _AGO = re.compile(
@@ -11,11 +12,20 @@ _AGO = re.compile(
 )
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: Epoch seconds a time may take: 1970 to the end of year 9999 (what dates can show).
+SPAN = (0.0, 253402300799.0)
 
 
 def parse_time(text: str, now: float) -> float:
     """Epoch seconds for ``text``; ``now`` (epoch seconds) anchors relative forms.
     Raises ValueError with a one-line message."""
+    t = _parse(text, now)
+    if not (math.isfinite(t) and SPAN[0] <= t <= SPAN[1]):
+        raise ValueError(f"not a time: {text!r} (from 1970 to the year 9999)")
+    return t
+
+
+def _parse(text: str, now: float) -> float:
     s = " ".join(text.strip().lower().split())
     if not s:
         raise ValueError("an empty time")

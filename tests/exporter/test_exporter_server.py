@@ -1,5 +1,6 @@
 """The exporter's HTTP server keeps a few idle handler threads for the next connection,
-yet never makes a connection wait for a busy one."""
+yet never makes a connection wait for a busy one; slow or stuck clients are closed, by
+time and past a cap on open connections."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-from gputop.exporter.server import HANDLER, ExportState, _Server, serve
+import pytest
+
+from gputop.exporter.server import HANDLER, ExportState, _Handler, _Server, serve
 from gputop.sources.demo import DemoSource
+from tests.helpers.exporter import exporter
 
 
 @contextmanager
@@ -89,3 +94,53 @@ def test_idle_handler_threads_end_after_their_idle_time() -> None:
         _wait_until(lambda: not _handlers(), "idle threads end")
         assert server._idle == 0
         assert _scrape(port).startswith(b"HTTP/1.1 200")  # and a new one starts
+
+
+# --- slow and stuck clients ---------------------------------------------------------------
+
+
+def _half_request(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+    return s
+
+
+def _closed_by_server(s: socket.socket) -> bool:
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    finally:
+        s.setblocking(True)
+
+
+def test_a_client_that_never_finishes_its_request_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _Handler.timeout == _Server.request_seconds <= 30  # set, and short
+    monkeypatch.setattr(_Handler, "timeout", 0.2)
+    with _serving() as server:
+        s = _half_request(int(server.server_address[1]))
+        with s:
+            assert s.recv(1) == b""  # closed by the server (a hang fails on the timeout)
+
+
+def test_slow_clients_past_the_cap_close_the_longest_idle_and_scrapes_go_on() -> None:
+    """Against the real command: twice the cap of half-requests, and the process's threads
+    stay near the cap; the oldest clients were closed, the newest are still served."""
+    with exporter(["--demo"]) as exp:
+        cap = _Server.max_connections
+        slow = [_half_request(exp.port) for _ in range(2 * cap)]
+        try:
+            assert "gputop_gpu_utilization" in exp.scrape()
+            _wait_until(lambda: _closed_by_server(slow[0]), "the oldest closed")
+            assert all(_closed_by_server(s) for s in slow[:cap])
+            assert not any(_closed_by_server(s) for s in slow[-cap // 2 :])
+            status = Path(f"/proc/{exp.proc.pid}/status").read_text()
+            threads = int(status.split("Threads:")[1].split()[0])
+            assert threads <= cap + _Server.keep_idle + 8, threads
+        finally:
+            for s in slow:
+                s.close()
+        assert "Traceback" not in exp.stderr()

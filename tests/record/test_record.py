@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -405,7 +406,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     text = tmp_path / "notes.rec"
     text.write_text("hello\n")
     future = tmp_path / "future.rec"
-    future.write_bytes(MAGIC + struct.pack("<HI", FORMAT_VERSION + 1, 2) + b"{}" + b"\0" * 4)
+    head = MAGIC + struct.pack("<HI", FORMAT_VERSION + 1, 2) + b"{}"
+    future.write_bytes(head + struct.pack("<I", zlib.crc32(head)))  # as format 2 on checks
     cases = {
         empty: f"gputop replay: no recording in {empty} (no gputop-*.rec segment files)\n",
         text: f"gputop replay: {text} is not a gputop recording\n",
