@@ -95,12 +95,21 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
 
 
 def assert_terminal_restored(pane: Pane, status: str) -> None:
-    shown = pane.wait_text(status, "PROMPT$")
-    assert not pane.alternate_on()
-    lines = [line for line in shown.splitlines() if line.strip()]
+    def nonblank(screen: str) -> list[str]:
+        return [line for line in screen.splitlines() if line.strip()]
+
     # The primary screen again: the command line, the status, a fresh prompt. No UI left.
-    assert lines[-1].startswith("PROMPT$")
-    assert lines[-2] == status
+    # Waits for the fresh prompt after the status: the first prompt line (before the
+    # command ran) already holds "PROMPT$", so waiting for the two texts alone races it.
+    shown = pane.wait_for(
+        lambda s: (
+            len(nonblank(s)) >= 2
+            and nonblank(s)[-1].startswith("PROMPT$")
+            and nonblank(s)[-2] == status
+        ),
+        what=f"{status!r} then a fresh prompt",
+    )
+    assert not pane.alternate_on()
     for leftover in ("H100", "COMMAND", "GPU-MEM", "Jobs"):
         assert leftover not in shown
     assert "Traceback" not in pane.scrollback()
