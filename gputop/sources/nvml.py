@@ -13,7 +13,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -97,6 +97,47 @@ _INIT_ERRORS = {
     ),
     _NO_PERMISSION: ("No permission to open the NVIDIA driver (/dev/nvidia*)."),
 }
+
+
+#: What a tick reads, in order: metric -> its NVML call variants, newest first, each the
+#: function and the pynvml constants it takes after the handle (one pynvml lacks: skipped).
+_READS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "utilization": (("nvmlDeviceGetUtilizationRates",),),
+    "temperature": (
+        ("nvmlDeviceGetTemperatureV", "NVML_TEMPERATURE_GPU"),
+        ("nvmlDeviceGetTemperature", "NVML_TEMPERATURE_GPU"),
+    ),
+    "power": (("nvmlDeviceGetPowerUsage",),),
+    "power_limit": (("nvmlDeviceGetEnforcedPowerLimit",),),
+    "fan": (("nvmlDeviceGetFanSpeed",),),
+    "sm_clock": (("nvmlDeviceGetClockInfo", "NVML_CLOCK_SM"),),
+    "memory_clock": (("nvmlDeviceGetClockInfo", "NVML_CLOCK_MEM"),),
+    "clock_event_reasons": (
+        ("nvmlDeviceGetCurrentClocksEventReasons",),
+        ("nvmlDeviceGetCurrentClocksThrottleReasons",),
+    ),
+    "performance_state": (("nvmlDeviceGetPerformanceState",),),
+    "pcie_gen": (("nvmlDeviceGetCurrPcieLinkGeneration",),),
+    "pcie_width": (("nvmlDeviceGetCurrPcieLinkWidth",),),
+    "encoder": (("nvmlDeviceGetEncoderUtilization",),),
+    "decoder": (("nvmlDeviceGetDecoderUtilization",),),
+    "mig_mode": (("nvmlDeviceGetMigMode",),),
+    "ecc": (
+        ("nvmlDeviceGetTotalEccErrors", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
+    ),
+}
+#: Read when a handle is (re-)acquired: _Gpu field -> (metric, NVML call, constants).
+_STATIC = {
+    "minor_number": ("minor_number", "nvmlDeviceGetMinorNumber"),
+    "sm_max_mhz": ("sm_max_clock", "nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_SM"),
+    "memory_max_mhz": ("memory_max_clock", "nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_MEM"),
+    "pcie_max_gen": ("pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration"),
+    "pcie_max_width": ("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth"),
+}
+
+
+def _scaled(value: Any, scale: float = 1.0) -> float | None:
+    return None if value is None else float(value) / scale
 
 
 def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
@@ -597,18 +638,14 @@ class NvmlReader:
         gpu.lost_reason = None
 
     def _read_static(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> None:
-        nv = self._nv
-        get = self._getter(gpu, h, errors)
-        name = self._get(gpu, "name", lambda: _raw(nv.nvmlDeviceGetName)(h), errors)
-        uuid = self._get(gpu, "uuid", lambda: _raw(nv.nvmlDeviceGetUUID)(h), errors)
+        nv, call = self._nv, self._call
+        name = self._get(gpu, "name", errors, lambda: _raw(nv.nvmlDeviceGetName)(h))
+        uuid = self._get(gpu, "uuid", errors, lambda: _raw(nv.nvmlDeviceGetUUID)(h))
         gpu.name, gpu.uuid = clean_text(name, 96), clean_text(uuid, 96)
-        pci = get("pci_bus_id", "nvmlDeviceGetPciInfo")
+        pci = self._get(gpu, "pci_bus_id", errors, call(h, "nvmlDeviceGetPciInfo"))
         gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
-        gpu.minor_number = get("minor_number", "nvmlDeviceGetMinorNumber")
-        gpu.sm_max_mhz = get("sm_max_clock", "nvmlDeviceGetMaxClockInfo", nv.NVML_CLOCK_SM)
-        gpu.memory_max_mhz = get("memory_max_clock", "nvmlDeviceGetMaxClockInfo", nv.NVML_CLOCK_MEM)
-        gpu.pcie_max_gen = get("pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration")
-        gpu.pcie_max_width = get("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth")
+        for attr, (metric, fn, *consts) in _STATIC.items():
+            setattr(gpu, attr, self._get(gpu, metric, errors, call(h, fn, *consts)))
 
     def _mark_lost(self, gpu: _Gpu, reason: str, errors: list[SampleError]) -> None:
         gpu.reset()
@@ -633,49 +670,32 @@ class NvmlReader:
     def _error(self, gpu: _Gpu, metric: str, message: str) -> SampleError:
         return SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
 
-    def _getter(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> Callable[..., Any]:
-        """``get(metric, "nvmlDeviceGet...", *args)``: that call on ``h`` through _get."""
+    def _call(self, h: Any, fn: str, *consts: str) -> Callable[[], Any]:
+        """``nv.fn(h, nv.CONST, ...)``, looked up at each call."""
         nv = self._nv
-
-        def get(metric: str, call: str, *args: Any) -> Any:
-            return self._get(gpu, metric, lambda: getattr(nv, call)(h, *args), errors)
-
-        return get
+        return lambda: getattr(nv, fn)(h, *(getattr(nv, c) for c in consts))
 
     def _get(
         self,
         gpu: _Gpu,
         metric: str,
-        call: Callable[[], T],
         errors: list[SampleError],
-        denied: str | None = None,
-    ) -> T | None:
-        """The value, or None (raises _Lost for a lost GPU)."""
-        return self._get_first(gpu, metric, (call,), errors, denied=denied)
-
-    def _get_first(
-        self,
-        gpu: _Gpu,
-        metric: str,
-        calls: Sequence[Callable[[], T]],
-        errors: list[SampleError],
+        *calls: Callable[[], Any],
         fall_back_on: frozenset[int] = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH}),
-        denied: str | None = None,
-    ) -> T | None:
-        """The first call variant the driver has (newest first); remembers which one works."""
+    ) -> Any:
+        """The value of the first call variant the driver has (newest first; the one that
+        works is remembered), or None; raises _Lost for a lost GPU."""
         if metric in gpu.unsupported:
             return None
-        start = gpu.variant.get(metric, 0)
-        for k in range(start, len(calls)):
+        for k in range(gpu.variant.get(metric, 0), len(calls)):
             try:
-                value = calls[k]()
+                return calls[k]()
             except Exception as exc:
                 if _code(self._nv, exc) in fall_back_on and k + 1 < len(calls):
                     gpu.variant[metric] = k + 1
                     continue
-                self._failed(gpu, metric, exc, errors, denied)
+                self._failed(gpu, metric, exc, errors, None)
                 return None
-            return value
         return None
 
     def _failed(
@@ -699,7 +719,7 @@ class NvmlReader:
             )
 
     def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
-        """In words, why ``metric`` gave no value on this read (after ``_get_first``)."""
+        """In words, why ``metric`` gave no value on this read (after ``_get``)."""
         if metric in gpu.missing:
             return "the driver lacks the call"
         if metric in gpu.unsupported:
@@ -712,45 +732,18 @@ class NvmlReader:
         """The fields of the GPU's GpuSample but ``pcie``."""
         nv = self._nv
         h = gpu.handle
-        get = self._getter(gpu, h, errors)
-
         memory = self._memory(gpu, h, errors)
-        util = get("utilization", "nvmlDeviceGetUtilizationRates")
-        temp_calls: list[Callable[[], int]] = []
-        if hasattr(nv, "nvmlDeviceGetTemperatureV"):
-            temp_calls.append(lambda: nv.nvmlDeviceGetTemperatureV(h, nv.NVML_TEMPERATURE_GPU))
-        temp_calls.append(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
-        temperature = self._get_first(gpu, "temperature", temp_calls, errors)
-        power = get("power", "nvmlDeviceGetPowerUsage")
-        limit = get("power_limit", "nvmlDeviceGetEnforcedPowerLimit")
-        fan = get("fan", "nvmlDeviceGetFanSpeed")
-        sm_clock = get("sm_clock", "nvmlDeviceGetClockInfo", nv.NVML_CLOCK_SM)
-        mem_clock = get("memory_clock", "nvmlDeviceGetClockInfo", nv.NVML_CLOCK_MEM)
-        reasons = self._get_first(
-            gpu,
-            "clock_event_reasons",
-            [
-                lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h),
-                lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h),
-            ],
-            errors,
-        )
-        pstate = get("performance_state", "nvmlDeviceGetPerformanceState")
-        gen = get("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration")
-        width = get("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth")
-        enc = get("encoder", "nvmlDeviceGetEncoderUtilization")
-        dec = get("decoder", "nvmlDeviceGetDecoderUtilization")
-        mig = get("mig_mode", "nvmlDeviceGetMigMode")
-        ecc = get(
-            "ecc",
-            "nvmlDeviceGetTotalEccErrors",
-            nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-            nv.NVML_VOLATILE_ECC,
-        )
+        v = {
+            metric: self._get(
+                gpu, metric, errors, *(self._call(h, *c) for c in calls if hasattr(nv, c[0]))
+            )
+            for metric, calls in _READS.items()
+        }
         processes, unavailable = self._processes(gpu, h, errors)
+        util, enc, dec, mig, pstate = (
+            v[m] for m in ("utilization", "encoder", "decoder", "mig_mode", "performance_state")
+        )
         mig_on = mig is not None and mig[0] == nv.NVML_DEVICE_MIG_ENABLE
-        mig_devices = self._mig_devices(gpu, h, errors) if mig_on else ()
-
         return {
             "index": gpu.index,
             "name": gpu.name,
@@ -764,24 +757,26 @@ class NvmlReader:
             ),
             "encoder_percent": None if enc is None else float(enc[0]),
             "decoder_percent": None if dec is None else float(dec[0]),
-            "temperature_c": None if temperature is None else float(temperature),
-            "power_w": None if power is None else power / 1000.0,
-            "power_limit_w": None if limit is None else limit / 1000.0,
-            "fan_percent": None if fan is None else float(fan),
+            "temperature_c": _scaled(v["temperature"]),
+            "power_w": _scaled(v["power"], 1000.0),
+            "power_limit_w": _scaled(v["power_limit"], 1000.0),
+            "fan_percent": _scaled(v["fan"]),
             "clocks": Clocks(
-                sm_mhz=sm_clock,
-                memory_mhz=mem_clock,
+                sm_mhz=v["sm_clock"],
+                memory_mhz=v["memory_clock"],
                 sm_max_mhz=gpu.sm_max_mhz,
                 memory_max_mhz=gpu.memory_max_mhz,
             ),
-            "clock_event_reasons": None if reasons is None else decode_clock_event_reasons(reasons),
+            "clock_event_reasons": None
+            if v["clock_event_reasons"] is None
+            else decode_clock_event_reasons(v["clock_event_reasons"]),
             # NVML_PSTATE_UNKNOWN (32): the driver does not know it, n/a.
             "performance_state": None if pstate in (None, nv.NVML_PSTATE_UNKNOWN) else pstate,
-            "pcie_gen": gen,  # the Pcie part is made with the throughput (_sample)
-            "pcie_width": width,
+            "pcie_gen": v["pcie_gen"],  # the Pcie part is made with the throughput (_sample)
+            "pcie_width": v["pcie_width"],
             "mig_mode": None if mig is None else mig_on,
-            "mig_devices": mig_devices,
-            "ecc_uncorrected": ecc,
+            "mig_devices": self._mig_devices(gpu, h, errors) if mig_on else (),
+            "ecc_uncorrected": v["ecc"],
             "processes": processes,
             "processes_unavailable": unavailable,
         }
@@ -792,15 +787,8 @@ class NvmlReader:
         if hasattr(nv, "nvmlMemory_v2"):
             calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2))
         calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h))
-        mem = self._get_first(
-            gpu,
-            "memory",
-            calls,
-            errors,
-            fall_back_on=frozenset(
-                {_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH, _NOT_SUPPORTED}
-            ),
-        )
+        fall_back_on = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH, _NOT_SUPPORTED})
+        mem = self._get(gpu, "memory", errors, *calls, fall_back_on=fall_back_on)
         if mem is None:
             return GpuMemory()
         reserved = getattr(mem, "reserved", None)  # v1 has no such field: used includes it
@@ -963,7 +951,7 @@ class NvmlReader:
     def _mig_devices(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[MigDevice, ...]:
         nv = self._nv
         metric = "mig_devices"
-        count = self._get(gpu, metric, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h), errors)
+        count = self._get(gpu, metric, errors, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
         if not count:
             return ()
         out = []
@@ -1079,8 +1067,8 @@ class NvmlReader:
             message = f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s"
             errors.append(self._error(gpu, "pcie_throughput", message))
             return None
-        tx = self._get(gpu, "pcie_throughput", tx_call.result, errors)
-        rx = self._get(gpu, "pcie_throughput", rx_call.result, errors)
+        tx = self._get(gpu, "pcie_throughput", errors, tx_call.result)
+        rx = self._get(gpu, "pcie_throughput", errors, rx_call.result)
         return (
             None if tx is None else float(tx * _KIB),
             None if rx is None else float(rx * _KIB),
