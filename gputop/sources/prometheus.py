@@ -196,7 +196,7 @@ def _scraped(old: HostView, ok: bool) -> HostView:
 
 
 class PrometheusFleet(HostViews):
-    """The fleet's hosts from Prometheus (a :class:`~gputop.sources.streams.FleetSource`);
+    """The fleet's hosts from Prometheus (a :class:`~gputop.sources.streams.HostViews`);
     hosts are sorted by name and stay listed once seen."""
 
     thread_name = "gputop-prometheus"
@@ -215,9 +215,6 @@ class PrometheusFleet(HostViews):
         self.host_label = host_label
         self.error: str | None = None  # Prometheus itself failed: why
         self.failures = 0
-
-    def pids(self) -> list[int]:
-        return []
 
     def retry_now(self, name: str | None = None) -> None:
         self.failures = 0

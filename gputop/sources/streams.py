@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from gputop.fmt import clean_text
 from gputop.sources.remote import (
@@ -81,26 +81,6 @@ def expand(template: str, host: str, n: int) -> str:
     return template.replace("{host}", shlex.quote(host)).replace("{n}", str(n))
 
 
-class FleetSource(Protocol):
-    """What the fleet screen reads: :class:`StreamSet` (ssh, local commands) and
-    :class:`gputop.sources.prometheus.PrometheusFleet`."""
-
-    interval: float
-    on_change: Callable[[], None] | None
-
-    def views(self) -> tuple[HostView, ...]: ...
-
-    def view(self, name: str) -> HostView: ...
-
-    def start(self) -> None: ...
-
-    def close(self, timeout: float = 3.0) -> None: ...
-
-    def retry_now(self, name: str | None = None) -> None: ...
-
-    def pids(self) -> list[int]: ...
-
-
 @dataclass(frozen=True, slots=True)
 class HostView:
     """What is known about one host right now (immutable; a new one per change)."""
@@ -158,8 +138,9 @@ class _Conn:
 
 
 class HostViews:
-    """What both fleet sources share: the hosts' views under a lock, and one worker thread
-    (``_run``) that tells ``on_change()`` when they changed."""
+    """What the fleet screen reads, and what its sources (:class:`StreamSet`, and
+    :class:`gputop.sources.prometheus.PrometheusFleet`) share: the hosts' views under a
+    lock, and one worker thread (``_run``) that tells ``on_change()`` when they changed."""
 
     thread_name = "gputop-fleet"
 
@@ -188,6 +169,16 @@ class HostViews:
             raise RuntimeError("already started")
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
+
+    def retry_now(self, name: str | None = None) -> None:
+        raise NotImplementedError
+
+    def close(self, timeout: float = 3.0) -> None:
+        raise NotImplementedError
+
+    def pids(self) -> list[int]:
+        """Process ids of the running children (tests)."""
+        return []
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -512,6 +503,9 @@ class StreamSet(HostViews):
     def _backoff(self, failures: int) -> float:
         base = min(MAX_BACKOFF_S, 2.0 ** max(0, failures - 1))
         return base * self._rng.uniform(0.8, 1.2)
+
+
+FleetSource = HostViews
 
 
 def _last_line(buf: bytes | bytearray) -> str | None:
