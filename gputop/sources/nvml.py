@@ -13,7 +13,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -162,45 +162,30 @@ def cuda_version_string(version: int | None) -> str | None:
     return f"{version // 1000}.{(version % 1000) // 10}"
 
 
-def _import_pynvml() -> Any:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    return pynvml
-
-
 def _raw(fn: Callable[..., Any]) -> Callable[..., Any]:
     """pynvml's string getters decode UTF-8 strictly; the wrapped function returns bytes."""
     inner: Callable[..., Any] = getattr(fn, "__wrapped__", fn)
     return inner
 
 
+_V1_FIELDS = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
+_V2_FIELDS = (*_V1_FIELDS, ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint))
+
+
 class _ProcV1(ctypes.Structure):
-    _fields_ = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
+    _fields_ = _V1_FIELDS
 
 
 class _ProcV2(ctypes.Structure):
     """nvmlProcessInfo_v2_t; nvml.h's v3 (nvmlProcessInfo_t) has the same 24-byte layout."""
 
-    _fields_ = (
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-    )
+    _fields_ = _V2_FIELDS
 
 
 class _ProcV3Legacy(ctypes.Structure):
     """What drivers 535.43-535.86 write through ``_v3``: 32-byte entries."""
 
-    _fields_ = (
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-        ("usedGpuCcProtectedMemory", ctypes.c_ulonglong),
-    )
+    _fields_ = (*_V2_FIELDS, ("usedGpuCcProtectedMemory", ctypes.c_ulonglong))
 
 
 @dataclass(frozen=True)
@@ -297,6 +282,29 @@ def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.St
     if ret != 0:
         raise nv.NVMLError(ret)
     return [array[i] for i in range(count.value)]
+
+
+def _entries(entries: list[Any]) -> Iterator[tuple[int, int | None, int | None, int | None]]:
+    """(pid, used memory, GPU instance, compute instance; None: not known) of each entry,
+    read through the structure's own descriptors (see _process_utilization)."""
+    if not entries:
+        return
+    layout = type(entries[0])
+    pid_of, used_of = layout.pid.__get__, layout.usedGpuMemory.__get__
+    if not hasattr(layout, "gpuInstanceId"):  # v1 entries have none
+        for e in entries:
+            used = int(used_of(e))
+            yield int(pid_of(e)), None if used >= 2**64 - 1 else used, None, None
+        return
+    gi_of, ci_of = layout.gpuInstanceId.__get__, layout.computeInstanceId.__get__
+    for e in entries:
+        used, gi, ci = int(used_of(e)), int(gi_of(e)), int(ci_of(e))
+        yield (
+            int(pid_of(e)),
+            None if used >= 2**64 - 1 else used,
+            None if gi == _NO_ID else gi,
+            None if ci == _NO_ID else ci,
+        )
 
 
 class PidCheck:
@@ -406,9 +414,7 @@ class PidCheck:
 
 
 class _Lost(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """The GPU is lost; why, in words, is its one argument."""
 
 
 @dataclass
@@ -465,8 +471,9 @@ class NvmlReader:
         self.driver: DriverInfo = self._init()
 
     def _init(self) -> DriverInfo:
-        nv = _import_pynvml()
-        if nv is None:
+        try:
+            import pynvml as nv
+        except ImportError:
             return DriverInfo(
                 available=False,
                 error="The Python NVML binding (nvidia-ml-py) is not installed.",
@@ -474,7 +481,11 @@ class NvmlReader:
         try:
             nv.nvmlInit()
         except Exception as exc:
-            return DriverInfo(available=False, error=self._init_error(nv, exc))
+            error = _INIT_ERRORS.get(_code(nv, exc) or 0)
+            return DriverInfo(
+                available=False,
+                error=error or f"NVML failed to initialize: {_describe(nv, exc)}.",
+            )
         self._nv = nv
         self._initialized = True
         self.caps = Capabilities(nv)
@@ -487,13 +498,6 @@ class NvmlReader:
             nvml_version=self._system_string(nv.nvmlSystemGetNVMLVersion),
             compat=self.caps.notes(),
         )
-
-    @staticmethod
-    def _init_error(nv: Any, exc: Exception) -> str:
-        code = getattr(exc, "value", None) if isinstance(exc, nv.NVMLError) else None
-        if code in _INIT_ERRORS:
-            return _INIT_ERRORS[code]
-        return f"NVML failed to initialize: {_describe(nv, exc)}."
 
     def _system_string(self, fn: Callable[[], Any]) -> str | None:
         try:
@@ -558,7 +562,7 @@ class NvmlReader:
             try:
                 readings.append(self._read_gpu(gpu, errors))
             except _Lost as lost:
-                self._mark_lost(gpu, lost.reason, errors)
+                self._mark_lost(gpu, str(lost), errors)
                 readings.append(self._unreadable(gpu))
             except Exception as exc:
                 message = f"reading failed: {_describe(self._nv, exc)}"
@@ -576,7 +580,7 @@ class NvmlReader:
             try:
                 rates = self._pcie_rates(gpu, deadline, errors)
             except _Lost as lost:
-                self._mark_lost(gpu, lost.reason, errors)
+                self._mark_lost(gpu, str(lost), errors)
                 samples.append(self._unreadable(gpu))
                 continue
             if isinstance(reading, GpuSample):  # identity only: a reading failed
@@ -632,7 +636,7 @@ class NvmlReader:
         try:
             self._read_static(gpu, handle, errors)
         except _Lost as lost:
-            self._mark_lost(gpu, lost.reason, errors)
+            self._mark_lost(gpu, str(lost), errors)
             return
         gpu.handle = handle
         gpu.lost_reason = None
@@ -808,54 +812,30 @@ class NvmlReader:
         unreadable: list[str] = []  # e.g. "compute list: no permission"
         listed = 0
         pid_max = self._pid_max
-        for kind, metric, family in (
-            ("C", "compute_processes", "Compute"),
-            ("G", "graphics_processes", "Graphics"),
-        ):
-            what = "compute" if kind == "C" else "graphics"
-            entries = self._read_list(gpu, h, metric, family, what, errors)
+        for kind, what in (("C", "compute"), ("G", "graphics")):
+            entries = self._read_list(gpu, h, what, errors)
             if isinstance(entries, str):
                 unreadable.append(f"{what} list: {entries}")
                 continue
-            if not entries:
-                continue
             listed += len(entries)
-            # The fields through the structure's own descriptors (see _process_utilization).
-            layout = type(entries[0])
-            pid_of, used_of = layout.pid.__get__, layout.usedGpuMemory.__get__
-            with_ids = hasattr(layout, "gpuInstanceId")  # v1 entries have none
-            if with_ids:
-                gi_of, ci_of = layout.gpuInstanceId.__get__, layout.computeInstanceId.__get__
-            seen: set[tuple[int, int, int]] = set()
-            for e in entries:
-                pid = int(pid_of(e))
-                if with_ids:
-                    gi, ci = int(gi_of(e)), int(ci_of(e))
-                else:
-                    gi = ci = _NO_ID
-                key = (pid, gi, ci)
-                duplicate = key in seen
-                seen.add(key)
-                if duplicate or pid in INVALID_PIDS or pid > pid_max:
-                    why = self._implausible(pid, duplicate)
-                    if why is not None:
-                        dropped[why] = dropped.get(why, 0) + 1
-                        continue
-                used = int(used_of(e))
-                used_or_none = None if used >= 2**64 - 1 else used
-                row = merged.get(pid)
-                if row is None:
-                    merged[pid] = [
-                        kind,
-                        used_or_none,
-                        None if gi == _NO_ID else gi,
-                        None if ci == _NO_ID else ci,
-                    ]
-                else:
-                    if kind not in row[0]:
-                        row[0] = "C+G"
-                    if used_or_none is not None and (row[1] is None or used_or_none > row[1]):
-                        row[1] = used_or_none
+            seen: set[tuple[int, int | None, int | None]] = set()
+            for pid, used, gi, ci in _entries(entries):
+                if (pid, gi, ci) in seen or pid in INVALID_PIDS or pid > pid_max:
+                    why = (
+                        f"pid {pid}"
+                        if pid in INVALID_PIDS
+                        else f"pid above pid_max {pid_max}"
+                        if pid > pid_max
+                        else "a pid listed twice"
+                    )
+                    dropped[why] = dropped.get(why, 0) + 1
+                    continue
+                seen.add((pid, gi, ci))
+                row = merged.setdefault(pid, [kind, None, gi, ci])
+                if kind not in row[0]:
+                    row[0] = "C+G"
+                if used is not None and (row[1] is None or used > row[1]):
+                    row[1] = used
         if merged and self._pid_check.checkable():
             for pid in list(merged):
                 if self._pid_check.holds_device(pid) is False:
@@ -888,10 +868,7 @@ class NvmlReader:
         out = []
         last = gpu.last_processes
         for pid, (kind, memory, gi, ci) in merged.items():
-            if usage is None:
-                sm = bw = None
-            else:
-                sm, bw = usage.get(pid, (0.0, 0.0))
+            sm, bw = (None, None) if usage is None else usage.get(pid, (0.0, 0.0))
             before = last.get(pid)
             if before is not None:  # what did not change stays the same object
                 pid = before.pid
@@ -911,9 +888,10 @@ class NvmlReader:
         return tuple(out), unavailable
 
     def _read_list(
-        self, gpu: _Gpu, h: Any, metric: str, family: str, what: str, errors: list[SampleError]
+        self, gpu: _Gpu, h: Any, what: str, errors: list[SampleError]
     ) -> list[Any] | str:
         """One process list with the newest call the library has, or why not in words."""
+        metric, family = f"{what}_processes", what.capitalize()
         caps = self.caps
         assert caps is not None
         while True:
@@ -937,16 +915,6 @@ class NvmlReader:
                     f"no permission to list {what} processes: they are not shown",
                 )
                 return self._why_unreadable(gpu, metric)
-
-    def _implausible(self, pid: int, duplicate: bool) -> str | None:
-        """Why a listed entry cannot be a real process (None: it can)."""
-        if pid in INVALID_PIDS:
-            return f"pid {pid}"
-        if pid > self._pid_max:
-            return f"pid above pid_max {self._pid_max}"
-        if duplicate:
-            return "a pid listed twice"
-        return None
 
     def _mig_devices(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[MigDevice, ...]:
         nv = self._nv
