@@ -49,15 +49,8 @@ def util_of(samples: Sequence[GpuSample]) -> float | None:
 
 def throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
     """(hard, soft) reason names among the decoded clock event reasons."""
-    hard: list[str] = []
-    soft: list[str] = []
-    for reason in reasons or ():
-        effect = CLOCK_EVENT_EFFECTS.get(reason)
-        if effect == "hard":
-            hard.append(reason)
-        elif effect == "soft":
-            soft.append(reason)
-    return hard, soft
+    effects = [(reason, CLOCK_EVENT_EFFECTS.get(reason)) for reason in reasons or ()]
+    return [r for r, e in effects if e == "hard"], [r for r, e in effects if e == "soft"]
 
 
 def link_capacity(gpu: GpuSample) -> float | None:
@@ -253,33 +246,25 @@ def group_of(
     ticks: list[float],
     span: float,
 ) -> Group:
-    early: Finding | None = None
-    base = ""
-    busy = starved = False
-    severity = "info"
-    throttle_link: list[Finding] = []
-    pcie_found: list[Finding] = []
-    util = None
-
     def window() -> list[Sequence[GpuSample]]:
         return [() if p is None else p.samples for p in parts]
 
+    def early(found: Finding) -> Group:
+        return Group(found, "", False, False, "info", [], [])
+
     latest = next((p for p in reversed(parts) if p is not None and p.n), None)
     if latest is not None and latest.mig_unknown:
-        early = unknown_util(gpus, window())
-    elif len(ticks) < t.min_samples or span < t.min_seconds:
-        early = warming(len(ticks), span, t)
-    else:
-        util = stats([None if p is None else p.util for p in parts])
-        if util is None:
-            early = unknown_util(gpus, window())
-    if early is None and util is not None:
-        base, busy, starved, severity = util_reading(util, span, gpus, t)
-        here = [p for p in parts if p is not None]
-        throttle_link = throttle(t, here, base) + link(t, here, base)
-        if not busy:
-            pcie_found = pcie(t, here, base, severity)
-    return Group(early, base, busy, starved, severity, throttle_link, pcie_found)
+        return early(unknown_util(gpus, window()))
+    if len(ticks) < t.min_samples or span < t.min_seconds:
+        return early(warming(len(ticks), span, t))
+    util = stats([None if p is None else p.util for p in parts])
+    if util is None:
+        return early(unknown_util(gpus, window()))
+    base, busy, starved, severity = util_reading(util, span, gpus, t)
+    here = [p for p in parts if p is not None]
+    throttle_link = throttle(t, here, base) + link(t, here, base)
+    pcie_found = [] if busy else pcie(t, here, base, severity)
+    return Group(None, base, busy, starved, severity, throttle_link, pcie_found)
 
 
 def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -> Finding:
