@@ -512,13 +512,9 @@ class HostReader:
                 children.setdefault(pst.ppid, []).append(pid)
             self._children = (scan, children)
 
-        order: list[tuple[int, bool]] = []  # (pid, given?)
-        seen: set[int] = set()
-        for pid in given:
-            if pid not in seen:
-                seen.add(pid)
-                order.append((pid, True))
-        queue = [pid for pid, _ in order]
+        queue = list(dict.fromkeys(given))  # each once, in order
+        order = [(pid, True) for pid in queue]  # (pid, given?)
+        seen = set(queue)
         while queue:
             parent = queue.pop()
             if parent <= 0:  # pid 0 is the kernel's, never a real parent to follow
@@ -553,19 +549,20 @@ class HostReader:
                 # started after the scan? (a pid probed by _tree_scan is not read twice)
                 st = probed[pid] if pid in probed else self._stat(pid)
             if st is None:
-                if is_given and seen_before is None:
+                if not is_given:
+                    continue
+                if seen_before is None:
                     seen_before = {p for p, _ in self._tracked} | self._gone
-                if is_given and (pid in (seen_before or ()) or self._exited_if_missing(pid)):
+                if pid in seen_before or self._exited_if_missing(pid):
                     # Seen here before, or this is the driver's own PID namespace: the pid
                     # exited (a process cannot leave its namespace), it is not hidden.
                     gone.add(pid)
-                    row = self._exited.get(pid) or _exited_row(pid)  # the same row each tick
-                    exited[pid] = row
-                    rows.append(row)
-                elif is_given:  # a pid this PID namespace does not have (or unknown)
+                    # the same row each tick
+                    row = exited[pid] = self._exited.get(pid) or _exited_row(pid)
+                else:  # a pid this PID namespace does not have (or unknown)
                     row = self._invisible.get(pid) or ProcessInfo(pid=pid, visible=False)
                     invisible[pid] = row
-                    rows.append(row)
+                rows.append(row)
                 continue
             key = (pid, st.starttime)
             tracked = self._tracked.get(key) or keep.get(key)
@@ -584,10 +581,8 @@ class HostReader:
                     if is_given:
                         rows.append(ProcessInfo(pid=pid, ppid=st.ppid))
                     continue
-            if tracked.proc is None:
-                row, alive = self._read_one_proc(tracked, st)
-            else:
-                row, alive = self._read_one(tracked, st)
+            read = self._read_one_proc if tracked.proc is None else self._read_one
+            row, alive = read(tracked, st)
             row = reuse_equal(row, tracked.row, SHARED_STRINGS)
             tracked.row = row
             if alive:
