@@ -5,7 +5,6 @@ for all (docs/fleet.md, "Over SSH"); every line is untrusted (:mod:`gputop.sourc
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import random
 import selectors
@@ -381,11 +380,9 @@ class StreamSet(HostViews):
         name, conn = entry
         try:
             chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
+        except (BlockingIOError, InterruptedError):
             return
-        except OSError as exc:
-            if exc.errno == errno.EINTR:
-                return
+        except OSError:
             chunk = b""
         if fd == conn.err:
             if chunk:
@@ -475,15 +472,10 @@ class StreamSet(HostViews):
         view = self._views[name]
         now = self._clock()
         problem = view.problem if view.problem == "schema" else None
+        error = why or last or f"stream ended (exit status {code})"
         if code == 127 or (last and "command not found" in last.lower()):
             problem = "no-gputop"
             error = f"gputop not found ({last or 'exit 127'}); {INSTALL_HINT}"
-        elif why is not None:
-            error = why
-        elif last:
-            error = last
-        else:
-            error = f"stream ended (exit status {code})"
         if conn.good and problem is None:
             failures = 0  # it delivered: a drop, try again soon
             delay = 1.0
