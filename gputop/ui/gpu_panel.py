@@ -99,13 +99,6 @@ class GpuLines(PartsLines):
         self._text_width = text_width
         self.set_lines(self._compose_lines(self.size.width))
 
-    def history_cells(self, index: int, row: int) -> str:
-        """The history cells of one GPU's row as drawn now (what tests read)."""
-        block = self.blocks[index]
-        label_width = block.label_width
-        parts = history_parts(block.series[row], self._cells(label_width), label_width)
-        return parts[-1][0]
-
     def _cells(self, label_width: int, width: int | None = None) -> int:
         width = self.size.width if width is None else width
         return width - self._text_width - 1 - label_width
