@@ -232,16 +232,14 @@ class Capabilities:
         """The newest variant of the "Compute" or "Graphics" list call this library has."""
         if kind not in self._process_calls:
             base = f"nvmlDeviceGet{kind}RunningProcesses"
-            call: ProcessCall | None = None
-            if self.has(f"{base}_v3"):
-                if self.legacy_v3:
-                    call = ProcessCall(f"{base}_v3", _ProcV3Legacy, "v3 (535.43-535.86 layout)")
-                else:
-                    call = ProcessCall(f"{base}_v3", _ProcV2, "v3")
-            elif self.has(f"{base}_v2"):
-                call = ProcessCall(f"{base}_v2", _ProcV2, "v2")
-            elif self.has(base):
-                call = ProcessCall(base, _ProcV1, "v1")
+            variants = (
+                ProcessCall(f"{base}_v3", _ProcV2, "v3"),
+                ProcessCall(f"{base}_v2", _ProcV2, "v2"),
+                ProcessCall(base, _ProcV1, "v1"),
+            )
+            call = next((c for c in variants if self.has(c.symbol)), None)
+            if call is not None and call.label == "v3" and self.legacy_v3:
+                call = ProcessCall(call.symbol, _ProcV3Legacy, "v3 (535.43-535.86 layout)")
             self._process_calls[kind] = call
         return self._process_calls[kind]
 
@@ -990,17 +988,11 @@ class NvmlReader:
         sums: dict[int, list[float]] = {}
         newest = gpu.last_sample_us
         for s in samples:
-            stamp = int(time_of(s))
-            if stamp > newest:
-                newest = stamp
-            pid = int(pid_of(s))
-            acc = sums.get(pid)
-            if acc is None:
-                sums[pid] = [float(sm_of(s)), float(mem_of(s)), 1.0]
-            else:
-                acc[0] += sm_of(s)
-                acc[1] += mem_of(s)
-                acc[2] += 1
+            newest = max(newest, int(time_of(s)))
+            acc = sums.setdefault(int(pid_of(s)), [0.0, 0.0, 0.0])
+            acc[0] += sm_of(s)
+            acc[1] += mem_of(s)
+            acc[2] += 1
         gpu.last_sample_us = newest
         return {pid: (sm / n, mem / n) for pid, (sm, mem, n) in sums.items()}
 
