@@ -312,9 +312,5 @@ class PrometheusFleet(HostViews):
                     by_time.setdefault(point[0], []).append(
                         {"metric": s["metric"], "value": list(sample)}
                     )
-        out = []
-        for ts in sorted(by_time):
-            hosts, _ = build_hosts(by_time[ts], label)
-            if host in hosts:
-                out.append(hosts[host])
-        return out
+        built = (build_hosts(by_time[ts], label)[0] for ts in sorted(by_time))
+        return [hosts[host] for hosts in built if host in hosts]
