@@ -185,8 +185,8 @@ class Analysis(NamedTuple):
 
 
 class Analyzer:
-    """:func:`all_verdicts` of a history that grows one snapshot at a time, carrying the
-    work between calls. ``carry``: seconds of look-back forms kept beyond the history
+    """The verdicts of a history that grows one snapshot at a time, carrying the work
+    between calls. ``carry``: seconds of look-back forms kept beyond the history
     given (None: the history given is the whole history). Not thread-safe."""
 
     def __init__(self, thresholds: Thresholds = DEFAULT, *, carry: float | None = None) -> None:
@@ -293,7 +293,7 @@ class Analyzer:
         history: Sequence[Snapshot],
         jobs: Sequence[Job] | Mapping[str, Job] | None = None,
     ) -> Analysis:
-        """``build_jobs(history[-1])`` and ``all_verdicts(history, jobs)`` (jobs judged lazily)."""
+        """``build_jobs(history[-1])`` and the verdicts on ``history`` (jobs judged lazily)."""
         ctx = self.context(history)
         if ctx is None:
             return Analysis({}, JobVerdicts(None, {}), ())
