@@ -100,7 +100,8 @@ _INIT_ERRORS = {
 
 
 #: What a tick reads, in order: metric -> its NVML call variants, newest first, each the
-#: function and the pynvml constants it takes after the handle (one pynvml lacks: skipped).
+#: function and the pynvml constants it takes after the handle (a newer one pynvml lacks
+#: is skipped; the oldest is always called, and fails as any call does).
 _READS: dict[str, tuple[tuple[str, ...], ...]] = {
     "utilization": (("nvmlDeviceGetUtilizationRates",),),
     "temperature": (
@@ -737,7 +738,10 @@ class NvmlReader:
         memory = self._memory(gpu, h, errors)
         v = {
             metric: self._get(
-                gpu, metric, errors, *(self._call(h, *c) for c in calls if hasattr(nv, c[0]))
+                gpu,
+                metric,
+                errors,
+                *(self._call(h, *c) for c in calls if c == calls[-1] or hasattr(nv, c[0])),
             )
             for metric, calls in _READS.items()
         }
