@@ -62,10 +62,6 @@ class GpuBlock:
         return "\n".join(plain(line) for line in self.view.lines)
 
     @property
-    def lost(self) -> bool:
-        return self.view.lost
-
-    @property
     def label_width(self) -> int:
         """Cells of the history labels: "util "/"mem  " in the wide layout, none compact."""
         return HISTORY_LABEL_WIDTH if len(self.series) > 1 else 0

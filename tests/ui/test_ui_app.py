@@ -401,7 +401,7 @@ async def test_lost_gpu_shows_lost_and_others_keep_updating() -> None:
     app = GpuTopApp(snapshots=[snap])
     async with app.run_test(size=SMALL):
         assert "LOST" in app.gpu_panel.blocks[1].text
-        assert app.gpu_panel.blocks[1].lost
+        assert app.gpu_panel.blocks[1].view.lost
         assert "LOST" not in app.gpu_panel.blocks[0].text
         assert "55°C" in app.gpu_panel.blocks[2].text
 
