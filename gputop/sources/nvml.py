@@ -556,13 +556,13 @@ class NvmlReader:
         readings: list[dict[str, Any] | GpuSample] = []
         for gpu in self._gpus:
             if gpu.handle is None:
-                readings.append(self._unreadable(gpu))
+                readings.append(self._identity(gpu))
                 continue
             try:
                 readings.append(self._read_gpu(gpu, errors))
             except _Lost as lost:
                 self._mark_lost(gpu, str(lost), errors)
-                readings.append(self._unreadable(gpu))
+                readings.append(self._identity(gpu))
             except Exception as exc:
                 message = f"reading failed: {_describe(self._nv, exc)}"
                 errors.append(self._error(gpu, "gpu", message))
@@ -580,7 +580,7 @@ class NvmlReader:
                 rates = self._pcie_rates(gpu, deadline, errors)
             except _Lost as lost:
                 self._mark_lost(gpu, str(lost), errors)
-                samples.append(self._unreadable(gpu))
+                samples.append(self._identity(gpu))
                 continue
             if isinstance(reading, GpuSample):  # identity only: a reading failed
                 if rates is not None:
@@ -656,19 +656,17 @@ class NvmlReader:
         errors.append(self._error(gpu, "lost", reason))
 
     def _identity(self, gpu: _Gpu) -> GpuSample:
+        """The GPU as last seen, and whether it is lost (a GPU without a handle is lost or
+        not accessible; one whose reading failed is neither)."""
         return GpuSample(
             index=gpu.index,
             name=gpu.name,
             uuid=gpu.uuid,
             pci_bus_id=gpu.pci_bus_id,
             minor_number=gpu.minor_number,
+            lost=gpu.lost_reason is not None,
+            lost_reason=gpu.lost_reason,
         )
-
-    def _unreadable(self, gpu: _Gpu) -> GpuSample:
-        """A GPU without a handle: lost (identity as last seen), or not accessible."""
-        if gpu.lost_reason is None:
-            return self._identity(gpu)
-        return replace(self._identity(gpu), lost=True, lost_reason=gpu.lost_reason)
 
     def _error(self, gpu: _Gpu, metric: str, message: str) -> SampleError:
         return SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
