@@ -87,15 +87,9 @@ def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
     unknown, '' when none."""
     if reasons is None:
         return None
-    words: list[str] = []
-    for r in reasons:
-        name = safe(r, 64)
-        if name == "idle":
-            continue
-        word = CLOCK_EVENT_WORDS.get(name, name.replace("_", " "))
-        if word not in words:
-            words.append(word)
-    return ", ".join(words)
+    names = (safe(r, 64) for r in reasons)
+    words = [CLOCK_EVENT_WORDS.get(n, n.replace("_", " ")) for n in names if n != "idle"]
+    return ", ".join(dict.fromkeys(words))  # each once, in order
 
 
 def metric_text(gpu: GpuSample, field: str) -> str:
@@ -319,13 +313,11 @@ def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
 
 
 def mig_summary(gpu: GpuSample) -> Parts:
-    items = []
-    for m in gpu.mig_devices:
-        n = len(gpu.processes_of(m))
-        items.append(
-            f"{safe(m.profile or '?', 16)} {fmt.bytes_(m.memory.used)}/"
-            f"{fmt.bytes_(m.memory.total)} {n}p"
-        )
+    items = [
+        f"{safe(m.profile or '?', 16)} {fmt.bytes_(m.memory.used)}/"
+        f"{fmt.bytes_(m.memory.total)} {len(gpu.processes_of(m))}p"
+        for m in gpu.mig_devices
+    ]
     return (("   MIG ", "label"), (", ".join(items) or "on, no MIG device", ""))
 
 
