@@ -37,10 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from gputop.analysis.jobs import build_jobs  # noqa: E402
 from gputop.analysis.thresholds import DEFAULT  # noqa: E402
-from gputop.analysis.verdict import Analyzer, all_verdicts  # noqa: E402
+from gputop.analysis.verdict import Analyzer  # noqa: E402
 from gputop.model import Snapshot  # noqa: E402
 from gputop.sources.demo import DemoSource  # noqa: E402
-from tests.builders import busy_node_snapshots  # noqa: E402
+from tests.builders import all_verdicts, busy_node_snapshots  # noqa: E402
 
 START = 1_700_000_000.0
 

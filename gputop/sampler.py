@@ -211,10 +211,7 @@ def make_source(demo: bool, seed: int | None, *, cpu_freq: bool = True) -> Sourc
         from gputop.sources.demo import DemoSource
 
         return DemoSource(0 if seed is None else seed, clock=time.time)
+    from gputop.sources.host import HostReader
     from gputop.sources.live import LiveSource
 
-    if cpu_freq:
-        return LiveSource()
-    from gputop.sources.host import HostReader
-
-    return LiveSource(host=HostReader(cpu_freq=False))
+    return LiveSource(host=HostReader(cpu_freq=cpu_freq))

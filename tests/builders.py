@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from gputop.analysis.jobs import Job
+from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdicts_of
+from gputop.analysis.window import Context
 from gputop.model import (
     Clocks,
     DriverInfo,
@@ -35,6 +39,7 @@ from gputop.model import (
     SwapStat,
     UnlistedHolder,
     Utilization,
+    Verdict,
 )
 from gputop.pipeline import Feed
 from gputop.present import to_json_dict
@@ -560,3 +565,40 @@ def demo_host_lines(seed: int, ticks: int, start: float = 1_800_000_000.0) -> li
         line = json.dumps(to_json_dict(history[-1], diagnoser.frame(history).diagnosis))
         out.append(parse_line(line))
     return out
+
+
+# --- one-shot verdicts (a fresh Analyzer per call: nothing carried) -------------------
+
+
+def _context(history: Sequence[Snapshot], t: Thresholds) -> Context | None:
+    return Analyzer(t).context(history, track=False)
+
+
+def gpu_verdicts(
+    history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT
+) -> dict[int, Verdict]:
+    """One verdict per GPU of the newest snapshot, keyed by GPU index."""
+    ctx = _context(history, thresholds)
+    return {} if ctx is None else gpu_verdicts_of(ctx)
+
+
+def job_verdicts(
+    history: Sequence[Snapshot],
+    jobs: Sequence[Job] | Mapping[str, Job] | None = None,
+    thresholds: Thresholds = DEFAULT,
+) -> dict[str, Verdict]:
+    """One verdict per job, keyed by job id. ``jobs`` defaults to the newest snapshot's."""
+    ctx = _context(history, thresholds)
+    return {} if ctx is None else job_verdicts_of(ctx, jobs)
+
+
+def all_verdicts(
+    history: Sequence[Snapshot],
+    jobs: Sequence[Job] | Mapping[str, Job] | None = None,
+    thresholds: Thresholds = DEFAULT,
+) -> tuple[dict[int, Verdict], dict[str, Verdict]]:
+    """``(gpu_verdicts, job_verdicts)`` in one pass (the window's jobs are built once)."""
+    ctx = _context(history, thresholds)
+    if ctx is None:
+        return {}, {}
+    return gpu_verdicts_of(ctx), job_verdicts_of(ctx, jobs)

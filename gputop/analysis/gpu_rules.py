@@ -49,15 +49,8 @@ def util_of(samples: Sequence[GpuSample]) -> float | None:
 
 def throttle_class(reasons: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
     """(hard, soft) reason names among the decoded clock event reasons."""
-    hard: list[str] = []
-    soft: list[str] = []
-    for reason in reasons or ():
-        effect = CLOCK_EVENT_EFFECTS.get(reason)
-        if effect == "hard":
-            hard.append(reason)
-        elif effect == "soft":
-            soft.append(reason)
-    return hard, soft
+    effects = [(reason, CLOCK_EVENT_EFFECTS.get(reason)) for reason in reasons or ()]
+    return [r for r, e in effects if e == "hard"], [r for r, e in effects if e == "soft"]
 
 
 def link_capacity(gpu: GpuSample) -> float | None:
@@ -226,10 +219,7 @@ def idle(parts: Sequence[GpuTick], span: float) -> Finding | None:
     present = [p for p in parts if p.n]
     if not present or not all(p.quiet for p in present):
         return None
-    return idle_finding(stats(p.util for p in present), span)
-
-
-def idle_finding(util: Stats | None, span: float) -> Finding:
+    util = stats(p.util for p in present)
     util_text = "util n/a" if util is None else f"util max {util.high:.0f} %"
     return finding(
         RULES["idle"], f"no processes, {util_text} over {seconds(span)}", "Free for work"
@@ -256,33 +246,25 @@ def group_of(
     ticks: list[float],
     span: float,
 ) -> Group:
-    early: Finding | None = None
-    base = ""
-    busy = starved = False
-    severity = "info"
-    throttle_link: list[Finding] = []
-    pcie_found: list[Finding] = []
-    util = None
-
     def window() -> list[Sequence[GpuSample]]:
         return [() if p is None else p.samples for p in parts]
 
+    def early(found: Finding) -> Group:
+        return Group(found, "", False, False, "info", [], [])
+
     latest = next((p for p in reversed(parts) if p is not None and p.n), None)
     if latest is not None and latest.mig_unknown:
-        early = unknown_util(gpus, window())
-    elif len(ticks) < t.min_samples or span < t.min_seconds:
-        early = warming(len(ticks), span, t)
-    else:
-        util = stats([None if p is None else p.util for p in parts])
-        if util is None:
-            early = unknown_util(gpus, window())
-    if early is None and util is not None:
-        base, busy, starved, severity = util_reading(util, span, gpus, t)
-        here = [p for p in parts if p is not None]
-        throttle_link = throttle(t, here, base) + link(t, here, base)
-        if not busy:
-            pcie_found = pcie(t, here, base, severity)
-    return Group(early, base, busy, starved, severity, throttle_link, pcie_found)
+        return early(unknown_util(gpus, window()))
+    if len(ticks) < t.min_samples or span < t.min_seconds:
+        return early(warming(len(ticks), span, t))
+    util = stats([None if p is None else p.util for p in parts])
+    if util is None:
+        return early(unknown_util(gpus, window()))
+    base, busy, starved, severity = util_reading(util, span, gpus, t)
+    here = [p for p in parts if p is not None]
+    throttle_link = throttle(t, here, base) + link(t, here, base)
+    pcie_found = [] if busy else pcie(t, here, base, severity)
+    return Group(None, base, busy, starved, severity, throttle_link, pcie_found)
 
 
 def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -> Finding:
@@ -342,19 +324,6 @@ def throttle(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding
         hard_n += p.hard_n
         hard_names.update(p.hard_names)
         where.update(p.where)
-    return throttle_finding(t, total, busy, hard_n, soft_n, hard_names, where, base)
-
-
-def throttle_finding(
-    t: Thresholds,
-    total: int,
-    busy: int,
-    hard_n: int,
-    soft_n: int,
-    hard_names: set[str],
-    where: set[int],
-    base: str,
-) -> list[Finding]:
     if total == 0 or busy < total / 2:
         return []
     if hard_n >= t.throttle_fraction * busy:
@@ -387,21 +356,16 @@ def link(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding]:
         degraded += p.degraded
         if p.worst is not None:
             worst = p.worst
-    return link_finding(t, total, busy, degraded, worst, base)
-
-
-def link_finding(
-    t: Thresholds, total: int, busy: int, degraded: int, worst: GpuSample | None, base: str
-) -> list[Finding]:
     if total == 0 or busy < total / 2 or worst is None:
         return []
     if degraded < t.link_degraded_fraction * busy:
         return []
-    p = worst.pcie
+    link = worst.pcie
     return [
         finding(
             RULES["link"],
-            f"GPU {worst.index} link gen{p.gen} x{p.width}, max gen{p.max_gen} x{p.max_width}, "
+            f"GPU {worst.index} link gen{link.gen} x{link.width}, "
+            f"max gen{link.max_gen} x{link.max_width}, "
             f"in {degraded} of {busy} busy samples; {base}",
             "Reseat the card or riser, check BIOS PCIe settings and the slot",
         )
@@ -421,12 +385,6 @@ def pcie(t: Thresholds, parts: Sequence[GpuTick], base: str, severity: str) -> l
                     slot[0] += value[0]
                     slot[1] += value[1]
                     slot[2] += 1
-    return pcie_finding(t, sums, base, severity)
-
-
-def pcie_finding(
-    t: Thresholds, sums: dict[int, list[list[float]]], base: str, severity: str
-) -> list[Finding]:
     best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
     for index in sorted(sums):
         for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):

@@ -80,9 +80,7 @@ class Runs:
         return n if first is None else max(0, first - base)
 
     def prune(self, oldest: int) -> None:
-        stale = [k for k, v in self.memo.items() if v[0] < oldest]
-        for k in stale:
-            del self.memo[k]
+        self.memo = {k: v for k, v in self.memo.items() if v[0] >= oldest}
 
 
 def idle_holder(

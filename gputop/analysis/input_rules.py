@@ -48,14 +48,13 @@ class JobTick:
 def _known_cpu(
     pids: tuple[int, ...], index: dict[int, ProcessInfo]
 ) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    out_pids: list[int] = []
-    out_cpu: list[float] = []
-    for pid in pids:
-        row = index.get(pid)
-        if row is not None and row.cpu_percent is not None:
-            out_pids.append(pid)
-            out_cpu.append(row.cpu_percent)
-    return tuple(out_pids), tuple(out_cpu)
+    rows = [(pid, index.get(pid)) for pid in pids]
+    known = [
+        (pid, row.cpu_percent)
+        for pid, row in rows
+        if row is not None and row.cpu_percent is not None
+    ]
+    return tuple(pid for pid, _ in known), tuple(cpu for _, cpu in known)
 
 
 # --- over the window -------------------------------------------------------------------

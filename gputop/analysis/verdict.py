@@ -185,8 +185,8 @@ class Analysis(NamedTuple):
 
 
 class Analyzer:
-    """:func:`all_verdicts` of a history that grows one snapshot at a time, carrying the
-    work between calls. ``carry``: seconds of look-back forms kept beyond the history
+    """The verdicts of a history that grows one snapshot at a time, carrying the work
+    between calls. ``carry``: seconds of look-back forms kept beyond the history
     given (None: the history given is the whole history). Not thread-safe."""
 
     def __init__(self, thresholds: Thresholds = DEFAULT, *, carry: float | None = None) -> None:
@@ -293,7 +293,7 @@ class Analyzer:
         history: Sequence[Snapshot],
         jobs: Sequence[Job] | Mapping[str, Job] | None = None,
     ) -> Analysis:
-        """``build_jobs(history[-1])`` and ``all_verdicts(history, jobs)`` (jobs judged lazily)."""
+        """``build_jobs(history[-1])`` and the verdicts on ``history`` (jobs judged lazily)."""
         ctx = self.context(history)
         if ctx is None:
             return Analysis({}, JobVerdicts(None, {}), ())
@@ -326,38 +326,3 @@ def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
                 return cut
             return None
     return None
-
-
-def _context(history: Sequence[Snapshot], t: Thresholds) -> Context | None:
-    """A context with nothing cached, for the one-shot functions."""
-    return Analyzer(t).context(history, track=False)
-
-
-def gpu_verdicts(
-    history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT
-) -> dict[int, Verdict]:
-    """One verdict per GPU of the newest snapshot, keyed by GPU index."""
-    ctx = _context(history, thresholds)
-    return {} if ctx is None else gpu_verdicts_of(ctx)
-
-
-def job_verdicts(
-    history: Sequence[Snapshot],
-    jobs: Sequence[Job] | Mapping[str, Job] | None = None,
-    thresholds: Thresholds = DEFAULT,
-) -> dict[str, Verdict]:
-    """One verdict per job, keyed by job id. ``jobs`` defaults to the newest snapshot's."""
-    ctx = _context(history, thresholds)
-    return {} if ctx is None else job_verdicts_of(ctx, jobs)
-
-
-def all_verdicts(
-    history: Sequence[Snapshot],
-    jobs: Sequence[Job] | Mapping[str, Job] | None = None,
-    thresholds: Thresholds = DEFAULT,
-) -> tuple[dict[int, Verdict], dict[str, Verdict]]:
-    """``(gpu_verdicts, job_verdicts)`` in one pass (the window's jobs are built once)."""
-    ctx = _context(history, thresholds)
-    if ctx is None:
-        return {}, {}
-    return gpu_verdicts_of(ctx), job_verdicts_of(ctx, jobs)

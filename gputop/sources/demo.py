@@ -98,9 +98,7 @@ class _Walk:
     def __post_init__(self) -> None:
         self.value = min(self.hi, max(self.lo, self.mu + self.rng.gauss(0.0, self.sigma)))
 
-    def advance(self, dt: float, mu: float | None = None) -> float:
-        if mu is not None:
-            self.mu = mu
+    def advance(self, dt: float) -> float:
         if dt > 0:
             a = math.exp(-dt / self.tau)
             noise = self.sigma * math.sqrt(1.0 - a * a) * self.rng.gauss(0.0, 1.0)
@@ -566,11 +564,10 @@ class DemoSource:
     def _advance_gpus(self, dt: float, elapsed: float) -> tuple[GpuSample, ...]:
         out = []
         for g in self._gpus:
-            mu = g.util.mu
             if g.swing is not None:
                 amp, period = g.swing
-                mu = g.util.mu = 40.0 + amp * math.sin(2 * math.pi * elapsed / period)
-            util = g.util.advance(dt, mu)
+                g.util.mu = 40.0 + amp * math.sin(2 * math.pi * elapsed / period)
+            util = g.util.advance(dt)
             shares = {gp.pid: gp.sm.advance(dt) for gp in g.procs if gp.sm is not None}
             own = util
             # Processes with their own SM share (a container's job) add to the GPU util.

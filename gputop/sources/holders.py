@@ -117,9 +117,8 @@ def scan_holders(
                 uid = procfs.read_real_uid(pid, proc_root)
             except OSError:
                 uid = None
-            command = None
-            if raw_cmd:  # empty for kernel threads and zombies: not available
-                command = clean_text(b" ".join(raw_cmd.rstrip(b"\0").split(b"\0")))
+            # empty for kernel threads and zombies: not available
+            command = clean_text(b" ".join(raw_cmd.rstrip(b"\0").split(b"\0"))) if raw_cmd else None
             for minor in sorted(minors):
                 holders.append(
                     UnlistedHolder(

@@ -183,6 +183,21 @@ def _row(
     )
 
 
+#: The psutil path's reads, in order: (what, where in the row, how).
+_PSUTIL_READS: tuple[tuple[str, str, Callable[[psutil.Process], Any]], ...] = (
+    ("status", "status", lambda p: p.status()),
+    ("name", "name", lambda p: clean_text(p.name())),
+    ("ppid", "ppid", lambda p: p.ppid()),
+    ("cpu_times", "cpu_seconds", lambda p: (t := p.cpu_times()).user + t.system),
+    ("memory_info", "rss", lambda p: p.memory_info().rss),
+    ("num_threads", "num_threads", lambda p: p.num_threads()),
+    ("uids", "user", lambda p: procfs.user_name(p.uids().real)),
+    ("cmdline", "command", lambda p: clean_text(" ".join(p.cmdline()))),
+    ("io_counters", "io", lambda p: ((c := p.io_counters()).read_bytes, c.write_bytes)),
+    ("create_time", "create_time", lambda p: p.create_time()),  # cached: its identity
+)
+
+
 class _Gone(Exception):
     """The process exited while its row was being read."""
 
@@ -312,16 +327,17 @@ class HostReader:
             rate_seconds=dt,
         )
 
-    def _read_proc(self, name: str) -> bytes | None:
+    def _read_proc(self, name: str, parse: Callable[[bytes], T | None]) -> T | None:
+        """``/proc/name`` parsed; None when it cannot be read or parsed."""
         try:
-            return procfs.read_all(f"{self._proc}/{name}")
+            data = procfs.read_all(f"{self._proc}/{name}")
         except OSError:
             return None
+        return parse(data)
 
     def _cpu_times(self) -> tuple[tuple[str, ...], CpuTimes, list[CpuTimes]]:
         """(field names, all CPUs, per CPU)."""
-        data = self._read_proc("stat")
-        parsed = None if data is None else procfs.parse_cpu_times(data)
+        parsed = self._read_proc("stat", procfs.parse_cpu_times)
         if parsed is not None:
             total, cores = parsed
             return CPU_FIELDS[: len(total)], total, cores
@@ -345,8 +361,7 @@ class HostReader:
             self._cpufreq_sysfs = os.path.exists(f"{self._sys_cpu}/cpufreq/policy0") or (
                 os.path.exists(f"{self._sys_cpu}/cpu0/cpufreq")
             )
-        data = self._read_proc("cpuinfo")
-        freqs = None if data is None else procfs.parse_cpuinfo_mhz(data)
+        freqs = self._read_proc("cpuinfo", procfs.parse_cpuinfo_mhz)
         if freqs is not None and self._cpufreq_sysfs:
             try:
                 names = os.listdir(f"{self._sys_cpu}/cpufreq")
@@ -369,8 +384,7 @@ class HostReader:
         return current / float(len(freqs))
 
     def _memory(self) -> tuple[MemoryStat, SwapStat]:
-        data = self._read_proc("meminfo")
-        mem = None if data is None else procfs.parse_meminfo(data)
+        mem = self._read_proc("meminfo", procfs.parse_meminfo)
         vm = mem if mem is not None else self._try("virtual_memory", psutil.virtual_memory)
         memory = (
             MemoryStat()
@@ -383,8 +397,7 @@ class HostReader:
         return memory, SwapStat(total=mem.swap_total, used=mem.swap_used)
 
     def _disk_counters(self) -> dict[str, tuple[int, int]]:
-        data = self._read_proc("diskstats")
-        raw = None if data is None else procfs.parse_diskstats(data)
+        raw = self._read_proc("diskstats", procfs.parse_diskstats)
         if raw is None:
             raw = {
                 name: (c.read_bytes, c.write_bytes)
@@ -403,8 +416,7 @@ class HostReader:
         return out
 
     def _net_counters(self) -> dict[str, tuple[int, int]]:
-        data = self._read_proc("net/dev")
-        raw = None if data is None else procfs.parse_net_dev(data)
+        raw = self._read_proc("net/dev", procfs.parse_net_dev)
         if raw is None:
             raw = {
                 name: (c.bytes_recv, c.bytes_sent)
@@ -500,13 +512,9 @@ class HostReader:
                 children.setdefault(pst.ppid, []).append(pid)
             self._children = (scan, children)
 
-        order: list[tuple[int, bool]] = []  # (pid, given?)
-        seen: set[int] = set()
-        for pid in given:
-            if pid not in seen:
-                seen.add(pid)
-                order.append((pid, True))
-        queue = [pid for pid, _ in order]
+        queue = list(dict.fromkeys(given))  # each once, in order
+        order = [(pid, True) for pid in queue]  # (pid, given?)
+        seen = set(queue)
         while queue:
             parent = queue.pop()
             if parent <= 0:  # pid 0 is the kernel's, never a real parent to follow
@@ -541,19 +549,20 @@ class HostReader:
                 # started after the scan? (a pid probed by _tree_scan is not read twice)
                 st = probed[pid] if pid in probed else self._stat(pid)
             if st is None:
-                if is_given and seen_before is None:
+                if not is_given:
+                    continue
+                if seen_before is None:
                     seen_before = {p for p, _ in self._tracked} | self._gone
-                if is_given and (pid in (seen_before or ()) or self._exited_if_missing(pid)):
+                if pid in seen_before or self._exited_if_missing(pid):
                     # Seen here before, or this is the driver's own PID namespace: the pid
                     # exited (a process cannot leave its namespace), it is not hidden.
                     gone.add(pid)
-                    row = self._exited.get(pid) or _exited_row(pid)  # the same row each tick
-                    exited[pid] = row
-                    rows.append(row)
-                elif is_given:  # a pid this PID namespace does not have (or unknown)
+                    # the same row each tick
+                    row = exited[pid] = self._exited.get(pid) or _exited_row(pid)
+                else:  # a pid this PID namespace does not have (or unknown)
                     row = self._invisible.get(pid) or ProcessInfo(pid=pid, visible=False)
                     invisible[pid] = row
-                    rows.append(row)
+                rows.append(row)
                 continue
             key = (pid, st.starttime)
             tracked = self._tracked.get(key) or keep.get(key)
@@ -572,10 +581,8 @@ class HostReader:
                     if is_given:
                         rows.append(ProcessInfo(pid=pid, ppid=st.ppid))
                     continue
-            if tracked.proc is None:
-                row, alive = self._read_one_proc(tracked, st)
-            else:
-                row, alive = self._read_one(tracked, st)
+            read = self._read_one_proc if tracked.proc is None else self._read_one
+            row, alive = read(tracked, st)
             row = reuse_equal(row, tracked.row, SHARED_STRINGS)
             tracked.row = row
             if alive:
@@ -654,12 +661,12 @@ class HostReader:
         """(row through psutil where there is no Linux /proc, still alive)."""
         p = tracked.proc
         assert p is not None
-        got: dict[str, Any] = {"ppid": st.ppid}
+        got: dict[str, Any] = {}
         alive = True
 
-        def field(name: str, fn: Callable[[], Any]) -> Any:
+        def field(name: str, read: Callable[[psutil.Process], Any]) -> Any:
             try:
-                return fn()
+                return read(p)
             except (psutil.ZombieProcess, psutil.AccessDenied):  # before NoSuchProcess
                 return None
             except psutil.NoSuchProcess:
@@ -669,35 +676,15 @@ class HostReader:
                 return None
 
         now = time.monotonic()
-        cpu_seconds: float | None = None
-        io: tuple[int, int] | None = None
         try:
             with p.oneshot():
-                got["status"] = field("status", p.status)
-                got["name"] = field("name", lambda: clean_text(p.name()))
-                ppid = field("ppid", p.ppid)
-                if ppid is not None:
-                    got["ppid"] = ppid
-                times = field("cpu_times", p.cpu_times)
-                if times is not None:
-                    cpu_seconds = times.user + times.system
-                mem = field("memory_info", p.memory_info)
-                if mem is not None:
-                    got["rss"] = mem.rss
-                got["num_threads"] = field("num_threads", p.num_threads)
-                uids = field("uids", p.uids)
-                if uids is not None:
-                    got["user"] = procfs.user_name(uids.real)
-                cmd = field("cmdline", p.cmdline)
-                if cmd is not None:
-                    got["command"] = clean_text(" ".join(cmd))
-                counters = field("io_counters", p.io_counters)
-                if counters is not None:
-                    io = (counters.read_bytes, counters.write_bytes)
-                # cached on the object: its identity
-                got["create_time"] = field("create_time", p.create_time)
+                for what, key, read in _PSUTIL_READS:
+                    got[key] = field(what, read)
         except psutil.NoSuchProcess:
             alive = False
+        cpu_seconds, io = got.pop("cpu_seconds", None), got.pop("io", None)
+        if got.get("ppid") is None:
+            got["ppid"] = st.ppid
         return _row(tracked, now, alive, cpu_seconds, io, got), alive
 
     def close(self) -> None:

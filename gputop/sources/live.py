@@ -8,8 +8,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING
 
 from gputop.fmt import clean_text
 from gputop.model import (
@@ -29,29 +29,15 @@ from gputop.model import (
 )
 from gputop.sources.holders import RECOMMENDED_INTERVAL_S, find_unlisted_holders
 
+if TYPE_CHECKING:  # imported when used: a test injects its own readers
+    from gputop.sources.host import HostReader
+    from gputop.sources.nvml import NvmlReader
+
 _HOST_PARTS = ("cpu_per_core", "load_average", "memory", "swap", "disk", "net")
 
 #: The holder scan waits ``holder_interval`` seconds between two runs, or this many times
 #: the CPU time the last scan took when longer: its share of one core stays fixed.
 HOLDER_SCAN_COST_FACTOR = 400.0
-
-
-class GpuReader(Protocol):
-    driver: DriverInfo
-
-    def read(self) -> tuple[tuple[GpuSample, ...], tuple[SampleError, ...]]: ...
-
-    def close(self) -> None: ...
-
-
-class HostReaderLike(Protocol):
-    def read_host(self) -> HostSample: ...
-
-    def read_processes(
-        self, pids: Iterable[int], *, ancestors: bool = False
-    ) -> tuple[ProcessInfo, ...]: ...
-
-    def close(self) -> None: ...
 
 
 HOLDERS_OF_OTHERS = SampleError(
@@ -80,8 +66,8 @@ class LiveSource:
 
     def __init__(
         self,
-        nvml: GpuReader | None = None,
-        host: HostReaderLike | None = None,
+        nvml: NvmlReader | None = None,
+        host: HostReader | None = None,
         holders: HolderScan | None = None,
         *,
         holder_interval: float = RECOMMENDED_INTERVAL_S,
@@ -98,8 +84,8 @@ class LiveSource:
             from gputop.sources.host import HostReader
 
             host = HostReader()
-        self._nvml: GpuReader = nvml
-        self._host: HostReaderLike = host
+        self._nvml = nvml
+        self._host = host
         self._holders: HolderScan = find_unlisted_holders if holders is None else holders
         self._holder_interval = holder_interval
         self.holder_wait = holder_interval

@@ -13,7 +13,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -99,6 +99,48 @@ _INIT_ERRORS = {
 }
 
 
+#: What a tick reads, in order: metric -> its NVML call variants, newest first, each the
+#: function and the pynvml constants it takes after the handle (a newer one pynvml lacks
+#: is skipped; the oldest is always called, and fails as any call does).
+_READS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "utilization": (("nvmlDeviceGetUtilizationRates",),),
+    "temperature": (
+        ("nvmlDeviceGetTemperatureV", "NVML_TEMPERATURE_GPU"),
+        ("nvmlDeviceGetTemperature", "NVML_TEMPERATURE_GPU"),
+    ),
+    "power": (("nvmlDeviceGetPowerUsage",),),
+    "power_limit": (("nvmlDeviceGetEnforcedPowerLimit",),),
+    "fan": (("nvmlDeviceGetFanSpeed",),),
+    "sm_clock": (("nvmlDeviceGetClockInfo", "NVML_CLOCK_SM"),),
+    "memory_clock": (("nvmlDeviceGetClockInfo", "NVML_CLOCK_MEM"),),
+    "clock_event_reasons": (
+        ("nvmlDeviceGetCurrentClocksEventReasons",),
+        ("nvmlDeviceGetCurrentClocksThrottleReasons",),
+    ),
+    "performance_state": (("nvmlDeviceGetPerformanceState",),),
+    "pcie_gen": (("nvmlDeviceGetCurrPcieLinkGeneration",),),
+    "pcie_width": (("nvmlDeviceGetCurrPcieLinkWidth",),),
+    "encoder": (("nvmlDeviceGetEncoderUtilization",),),
+    "decoder": (("nvmlDeviceGetDecoderUtilization",),),
+    "mig_mode": (("nvmlDeviceGetMigMode",),),
+    "ecc": (
+        ("nvmlDeviceGetTotalEccErrors", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
+    ),
+}
+#: Read when a handle is (re-)acquired: _Gpu field -> (metric, NVML call, constants).
+_STATIC = {
+    "minor_number": ("minor_number", "nvmlDeviceGetMinorNumber"),
+    "sm_max_mhz": ("sm_max_clock", "nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_SM"),
+    "memory_max_mhz": ("memory_max_clock", "nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_MEM"),
+    "pcie_max_gen": ("pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration"),
+    "pcie_max_width": ("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth"),
+}
+
+
+def _scaled(value: Any, scale: float = 1.0) -> float | None:
+    return None if value is None else float(value) / scale
+
+
 def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
     """Bitmask -> names in bit order; unknown bits as hex. 0 -> () (nothing holds clocks)."""
     names = [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
@@ -121,45 +163,30 @@ def cuda_version_string(version: int | None) -> str | None:
     return f"{version // 1000}.{(version % 1000) // 10}"
 
 
-def _import_pynvml() -> Any:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    return pynvml
-
-
 def _raw(fn: Callable[..., Any]) -> Callable[..., Any]:
     """pynvml's string getters decode UTF-8 strictly; the wrapped function returns bytes."""
     inner: Callable[..., Any] = getattr(fn, "__wrapped__", fn)
     return inner
 
 
+_V1_FIELDS = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
+_V2_FIELDS = (*_V1_FIELDS, ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint))
+
+
 class _ProcV1(ctypes.Structure):
-    _fields_ = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
+    _fields_ = _V1_FIELDS
 
 
 class _ProcV2(ctypes.Structure):
     """nvmlProcessInfo_v2_t; nvml.h's v3 (nvmlProcessInfo_t) has the same 24-byte layout."""
 
-    _fields_ = (
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-    )
+    _fields_ = _V2_FIELDS
 
 
 class _ProcV3Legacy(ctypes.Structure):
     """What drivers 535.43-535.86 write through ``_v3``: 32-byte entries."""
 
-    _fields_ = (
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-        ("usedGpuCcProtectedMemory", ctypes.c_ulonglong),
-    )
+    _fields_ = (*_V2_FIELDS, ("usedGpuCcProtectedMemory", ctypes.c_ulonglong))
 
 
 @dataclass(frozen=True)
@@ -206,16 +233,14 @@ class Capabilities:
         """The newest variant of the "Compute" or "Graphics" list call this library has."""
         if kind not in self._process_calls:
             base = f"nvmlDeviceGet{kind}RunningProcesses"
-            call: ProcessCall | None = None
-            if self.has(f"{base}_v3"):
-                if self.legacy_v3:
-                    call = ProcessCall(f"{base}_v3", _ProcV3Legacy, "v3 (535.43-535.86 layout)")
-                else:
-                    call = ProcessCall(f"{base}_v3", _ProcV2, "v3")
-            elif self.has(f"{base}_v2"):
-                call = ProcessCall(f"{base}_v2", _ProcV2, "v2")
-            elif self.has(base):
-                call = ProcessCall(base, _ProcV1, "v1")
+            variants = (
+                ProcessCall(f"{base}_v3", _ProcV2, "v3"),
+                ProcessCall(f"{base}_v2", _ProcV2, "v2"),
+                ProcessCall(base, _ProcV1, "v1"),
+            )
+            call = next((c for c in variants if self.has(c.symbol)), None)
+            if call is not None and call.label == "v3" and self.legacy_v3:
+                call = ProcessCall(call.symbol, _ProcV3Legacy, "v3 (535.43-535.86 layout)")
             self._process_calls[kind] = call
         return self._process_calls[kind]
 
@@ -256,6 +281,29 @@ def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.St
     if ret != 0:
         raise nv.NVMLError(ret)
     return [array[i] for i in range(count.value)]
+
+
+def _entries(entries: list[Any]) -> Iterator[tuple[int, int | None, int | None, int | None]]:
+    """(pid, used memory, GPU instance, compute instance; None: not known) of each entry,
+    read through the structure's own descriptors (see _process_utilization)."""
+    if not entries:
+        return
+    layout = type(entries[0])
+    pid_of, used_of = layout.pid.__get__, layout.usedGpuMemory.__get__
+    if not hasattr(layout, "gpuInstanceId"):  # v1 entries have none
+        for e in entries:
+            used = int(used_of(e))
+            yield int(pid_of(e)), None if used >= 2**64 - 1 else used, None, None
+        return
+    gi_of, ci_of = layout.gpuInstanceId.__get__, layout.computeInstanceId.__get__
+    for e in entries:
+        used, gi, ci = int(used_of(e)), int(gi_of(e)), int(ci_of(e))
+        yield (
+            int(pid_of(e)),
+            None if used >= 2**64 - 1 else used,
+            None if gi == _NO_ID else gi,
+            None if ci == _NO_ID else ci,
+        )
 
 
 class PidCheck:
@@ -365,9 +413,7 @@ class PidCheck:
 
 
 class _Lost(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """The GPU is lost; why, in words, is its one argument."""
 
 
 @dataclass
@@ -424,8 +470,9 @@ class NvmlReader:
         self.driver: DriverInfo = self._init()
 
     def _init(self) -> DriverInfo:
-        nv = _import_pynvml()
-        if nv is None:
+        try:
+            import pynvml as nv
+        except ImportError:
             return DriverInfo(
                 available=False,
                 error="The Python NVML binding (nvidia-ml-py) is not installed.",
@@ -433,7 +480,11 @@ class NvmlReader:
         try:
             nv.nvmlInit()
         except Exception as exc:
-            return DriverInfo(available=False, error=self._init_error(nv, exc))
+            error = _INIT_ERRORS.get(_code(nv, exc) or 0)
+            return DriverInfo(
+                available=False,
+                error=error or f"NVML failed to initialize: {_describe(nv, exc)}.",
+            )
         self._nv = nv
         self._initialized = True
         self.caps = Capabilities(nv)
@@ -446,13 +497,6 @@ class NvmlReader:
             nvml_version=self._system_string(nv.nvmlSystemGetNVMLVersion),
             compat=self.caps.notes(),
         )
-
-    @staticmethod
-    def _init_error(nv: Any, exc: Exception) -> str:
-        code = getattr(exc, "value", None) if isinstance(exc, nv.NVMLError) else None
-        if code in _INIT_ERRORS:
-            return _INIT_ERRORS[code]
-        return f"NVML failed to initialize: {_describe(nv, exc)}."
 
     def _system_string(self, fn: Callable[[], Any]) -> str | None:
         try:
@@ -512,13 +556,13 @@ class NvmlReader:
         readings: list[dict[str, Any] | GpuSample] = []
         for gpu in self._gpus:
             if gpu.handle is None:
-                readings.append(self._unreadable(gpu))
+                readings.append(self._identity(gpu))
                 continue
             try:
                 readings.append(self._read_gpu(gpu, errors))
             except _Lost as lost:
-                self._mark_lost(gpu, lost.reason, errors)
-                readings.append(self._unreadable(gpu))
+                self._mark_lost(gpu, str(lost), errors)
+                readings.append(self._identity(gpu))
             except Exception as exc:
                 message = f"reading failed: {_describe(self._nv, exc)}"
                 errors.append(self._error(gpu, "gpu", message))
@@ -535,8 +579,8 @@ class NvmlReader:
             try:
                 rates = self._pcie_rates(gpu, deadline, errors)
             except _Lost as lost:
-                self._mark_lost(gpu, lost.reason, errors)
-                samples.append(self._unreadable(gpu))
+                self._mark_lost(gpu, str(lost), errors)
+                samples.append(self._identity(gpu))
                 continue
             if isinstance(reading, GpuSample):  # identity only: a reading failed
                 if rates is not None:
@@ -591,24 +635,20 @@ class NvmlReader:
         try:
             self._read_static(gpu, handle, errors)
         except _Lost as lost:
-            self._mark_lost(gpu, lost.reason, errors)
+            self._mark_lost(gpu, str(lost), errors)
             return
         gpu.handle = handle
         gpu.lost_reason = None
 
     def _read_static(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> None:
-        nv = self._nv
-        get = self._getter(gpu, h, errors)
-        name = self._get(gpu, "name", lambda: _raw(nv.nvmlDeviceGetName)(h), errors)
-        uuid = self._get(gpu, "uuid", lambda: _raw(nv.nvmlDeviceGetUUID)(h), errors)
+        nv, call = self._nv, self._call
+        name = self._get(gpu, "name", errors, lambda: _raw(nv.nvmlDeviceGetName)(h))
+        uuid = self._get(gpu, "uuid", errors, lambda: _raw(nv.nvmlDeviceGetUUID)(h))
         gpu.name, gpu.uuid = clean_text(name, 96), clean_text(uuid, 96)
-        pci = get("pci_bus_id", "nvmlDeviceGetPciInfo")
+        pci = self._get(gpu, "pci_bus_id", errors, call(h, "nvmlDeviceGetPciInfo"))
         gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
-        gpu.minor_number = get("minor_number", "nvmlDeviceGetMinorNumber")
-        gpu.sm_max_mhz = get("sm_max_clock", "nvmlDeviceGetMaxClockInfo", nv.NVML_CLOCK_SM)
-        gpu.memory_max_mhz = get("memory_max_clock", "nvmlDeviceGetMaxClockInfo", nv.NVML_CLOCK_MEM)
-        gpu.pcie_max_gen = get("pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration")
-        gpu.pcie_max_width = get("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth")
+        for attr, (metric, fn, *consts) in _STATIC.items():
+            setattr(gpu, attr, self._get(gpu, metric, errors, call(h, fn, *consts)))
 
     def _mark_lost(self, gpu: _Gpu, reason: str, errors: list[SampleError]) -> None:
         gpu.reset()
@@ -616,66 +656,47 @@ class NvmlReader:
         errors.append(self._error(gpu, "lost", reason))
 
     def _identity(self, gpu: _Gpu) -> GpuSample:
+        """The GPU as last seen, and whether it is lost (a GPU without a handle is lost or
+        not accessible; one whose reading failed is neither)."""
         return GpuSample(
             index=gpu.index,
             name=gpu.name,
             uuid=gpu.uuid,
             pci_bus_id=gpu.pci_bus_id,
             minor_number=gpu.minor_number,
+            lost=gpu.lost_reason is not None,
+            lost_reason=gpu.lost_reason,
         )
-
-    def _unreadable(self, gpu: _Gpu) -> GpuSample:
-        """A GPU without a handle: lost (identity as last seen), or not accessible."""
-        if gpu.lost_reason is None:
-            return self._identity(gpu)
-        return replace(self._identity(gpu), lost=True, lost_reason=gpu.lost_reason)
 
     def _error(self, gpu: _Gpu, metric: str, message: str) -> SampleError:
         return SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
 
-    def _getter(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> Callable[..., Any]:
-        """``get(metric, "nvmlDeviceGet...", *args)``: that call on ``h`` through _get."""
+    def _call(self, h: Any, fn: str, *consts: str) -> Callable[[], Any]:
+        """``nv.fn(h, nv.CONST, ...)``, looked up at each call."""
         nv = self._nv
-
-        def get(metric: str, call: str, *args: Any) -> Any:
-            return self._get(gpu, metric, lambda: getattr(nv, call)(h, *args), errors)
-
-        return get
+        return lambda: getattr(nv, fn)(h, *(getattr(nv, c) for c in consts))
 
     def _get(
         self,
         gpu: _Gpu,
         metric: str,
-        call: Callable[[], T],
         errors: list[SampleError],
-        denied: str | None = None,
-    ) -> T | None:
-        """The value, or None (raises _Lost for a lost GPU)."""
-        return self._get_first(gpu, metric, (call,), errors, denied=denied)
-
-    def _get_first(
-        self,
-        gpu: _Gpu,
-        metric: str,
-        calls: Sequence[Callable[[], T]],
-        errors: list[SampleError],
+        *calls: Callable[[], Any],
         fall_back_on: frozenset[int] = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH}),
-        denied: str | None = None,
-    ) -> T | None:
-        """The first call variant the driver has (newest first); remembers which one works."""
+    ) -> Any:
+        """The value of the first call variant the driver has (newest first; the one that
+        works is remembered), or None; raises _Lost for a lost GPU."""
         if metric in gpu.unsupported:
             return None
-        start = gpu.variant.get(metric, 0)
-        for k in range(start, len(calls)):
+        for k in range(gpu.variant.get(metric, 0), len(calls)):
             try:
-                value = calls[k]()
+                return calls[k]()
             except Exception as exc:
                 if _code(self._nv, exc) in fall_back_on and k + 1 < len(calls):
                     gpu.variant[metric] = k + 1
                     continue
-                self._failed(gpu, metric, exc, errors, denied)
+                self._failed(gpu, metric, exc, errors, None)
                 return None
-            return value
         return None
 
     def _failed(
@@ -699,7 +720,7 @@ class NvmlReader:
             )
 
     def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
-        """In words, why ``metric`` gave no value on this read (after ``_get_first``)."""
+        """In words, why ``metric`` gave no value on this read (after ``_get``)."""
         if metric in gpu.missing:
             return "the driver lacks the call"
         if metric in gpu.unsupported:
@@ -712,45 +733,21 @@ class NvmlReader:
         """The fields of the GPU's GpuSample but ``pcie``."""
         nv = self._nv
         h = gpu.handle
-        get = self._getter(gpu, h, errors)
-
         memory = self._memory(gpu, h, errors)
-        util = get("utilization", "nvmlDeviceGetUtilizationRates")
-        temp_calls: list[Callable[[], int]] = []
-        if hasattr(nv, "nvmlDeviceGetTemperatureV"):
-            temp_calls.append(lambda: nv.nvmlDeviceGetTemperatureV(h, nv.NVML_TEMPERATURE_GPU))
-        temp_calls.append(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
-        temperature = self._get_first(gpu, "temperature", temp_calls, errors)
-        power = get("power", "nvmlDeviceGetPowerUsage")
-        limit = get("power_limit", "nvmlDeviceGetEnforcedPowerLimit")
-        fan = get("fan", "nvmlDeviceGetFanSpeed")
-        sm_clock = get("sm_clock", "nvmlDeviceGetClockInfo", nv.NVML_CLOCK_SM)
-        mem_clock = get("memory_clock", "nvmlDeviceGetClockInfo", nv.NVML_CLOCK_MEM)
-        reasons = self._get_first(
-            gpu,
-            "clock_event_reasons",
-            [
-                lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h),
-                lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h),
-            ],
-            errors,
-        )
-        pstate = get("performance_state", "nvmlDeviceGetPerformanceState")
-        gen = get("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration")
-        width = get("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth")
-        enc = get("encoder", "nvmlDeviceGetEncoderUtilization")
-        dec = get("decoder", "nvmlDeviceGetDecoderUtilization")
-        mig = get("mig_mode", "nvmlDeviceGetMigMode")
-        ecc = get(
-            "ecc",
-            "nvmlDeviceGetTotalEccErrors",
-            nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-            nv.NVML_VOLATILE_ECC,
-        )
+        v = {
+            metric: self._get(
+                gpu,
+                metric,
+                errors,
+                *(self._call(h, *c) for c in calls if c == calls[-1] or hasattr(nv, c[0])),
+            )
+            for metric, calls in _READS.items()
+        }
         processes, unavailable = self._processes(gpu, h, errors)
+        util, enc, dec, mig, pstate = (
+            v[m] for m in ("utilization", "encoder", "decoder", "mig_mode", "performance_state")
+        )
         mig_on = mig is not None and mig[0] == nv.NVML_DEVICE_MIG_ENABLE
-        mig_devices = self._mig_devices(gpu, h, errors) if mig_on else ()
-
         return {
             "index": gpu.index,
             "name": gpu.name,
@@ -764,24 +761,26 @@ class NvmlReader:
             ),
             "encoder_percent": None if enc is None else float(enc[0]),
             "decoder_percent": None if dec is None else float(dec[0]),
-            "temperature_c": None if temperature is None else float(temperature),
-            "power_w": None if power is None else power / 1000.0,
-            "power_limit_w": None if limit is None else limit / 1000.0,
-            "fan_percent": None if fan is None else float(fan),
+            "temperature_c": _scaled(v["temperature"]),
+            "power_w": _scaled(v["power"], 1000.0),
+            "power_limit_w": _scaled(v["power_limit"], 1000.0),
+            "fan_percent": _scaled(v["fan"]),
             "clocks": Clocks(
-                sm_mhz=sm_clock,
-                memory_mhz=mem_clock,
+                sm_mhz=v["sm_clock"],
+                memory_mhz=v["memory_clock"],
                 sm_max_mhz=gpu.sm_max_mhz,
                 memory_max_mhz=gpu.memory_max_mhz,
             ),
-            "clock_event_reasons": None if reasons is None else decode_clock_event_reasons(reasons),
+            "clock_event_reasons": None
+            if v["clock_event_reasons"] is None
+            else decode_clock_event_reasons(v["clock_event_reasons"]),
             # NVML_PSTATE_UNKNOWN (32): the driver does not know it, n/a.
             "performance_state": None if pstate in (None, nv.NVML_PSTATE_UNKNOWN) else pstate,
-            "pcie_gen": gen,  # the Pcie part is made with the throughput (_sample)
-            "pcie_width": width,
+            "pcie_gen": v["pcie_gen"],  # the Pcie part is made with the throughput (_sample)
+            "pcie_width": v["pcie_width"],
             "mig_mode": None if mig is None else mig_on,
-            "mig_devices": mig_devices,
-            "ecc_uncorrected": ecc,
+            "mig_devices": self._mig_devices(gpu, h, errors) if mig_on else (),
+            "ecc_uncorrected": v["ecc"],
             "processes": processes,
             "processes_unavailable": unavailable,
         }
@@ -792,15 +791,8 @@ class NvmlReader:
         if hasattr(nv, "nvmlMemory_v2"):
             calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2))
         calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h))
-        mem = self._get_first(
-            gpu,
-            "memory",
-            calls,
-            errors,
-            fall_back_on=frozenset(
-                {_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH, _NOT_SUPPORTED}
-            ),
-        )
+        fall_back_on = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH, _NOT_SUPPORTED})
+        mem = self._get(gpu, "memory", errors, *calls, fall_back_on=fall_back_on)
         if mem is None:
             return GpuMemory()
         reserved = getattr(mem, "reserved", None)  # v1 has no such field: used includes it
@@ -820,54 +812,30 @@ class NvmlReader:
         unreadable: list[str] = []  # e.g. "compute list: no permission"
         listed = 0
         pid_max = self._pid_max
-        for kind, metric, family in (
-            ("C", "compute_processes", "Compute"),
-            ("G", "graphics_processes", "Graphics"),
-        ):
-            what = "compute" if kind == "C" else "graphics"
-            entries = self._read_list(gpu, h, metric, family, what, errors)
+        for kind, what in (("C", "compute"), ("G", "graphics")):
+            entries = self._read_list(gpu, h, what, errors)
             if isinstance(entries, str):
                 unreadable.append(f"{what} list: {entries}")
                 continue
-            if not entries:
-                continue
             listed += len(entries)
-            # The fields through the structure's own descriptors (see _process_utilization).
-            layout = type(entries[0])
-            pid_of, used_of = layout.pid.__get__, layout.usedGpuMemory.__get__
-            with_ids = hasattr(layout, "gpuInstanceId")  # v1 entries have none
-            if with_ids:
-                gi_of, ci_of = layout.gpuInstanceId.__get__, layout.computeInstanceId.__get__
-            seen: set[tuple[int, int, int]] = set()
-            for e in entries:
-                pid = int(pid_of(e))
-                if with_ids:
-                    gi, ci = int(gi_of(e)), int(ci_of(e))
-                else:
-                    gi = ci = _NO_ID
-                key = (pid, gi, ci)
-                duplicate = key in seen
-                seen.add(key)
-                if duplicate or pid in INVALID_PIDS or pid > pid_max:
-                    why = self._implausible(pid, duplicate)
-                    if why is not None:
-                        dropped[why] = dropped.get(why, 0) + 1
-                        continue
-                used = int(used_of(e))
-                used_or_none = None if used >= 2**64 - 1 else used
-                row = merged.get(pid)
-                if row is None:
-                    merged[pid] = [
-                        kind,
-                        used_or_none,
-                        None if gi == _NO_ID else gi,
-                        None if ci == _NO_ID else ci,
-                    ]
-                else:
-                    if kind not in row[0]:
-                        row[0] = "C+G"
-                    if used_or_none is not None and (row[1] is None or used_or_none > row[1]):
-                        row[1] = used_or_none
+            seen: set[tuple[int, int | None, int | None]] = set()
+            for pid, used, gi, ci in _entries(entries):
+                if (pid, gi, ci) in seen or pid in INVALID_PIDS or pid > pid_max:
+                    why = (
+                        f"pid {pid}"
+                        if pid in INVALID_PIDS
+                        else f"pid above pid_max {pid_max}"
+                        if pid > pid_max
+                        else "a pid listed twice"
+                    )
+                    dropped[why] = dropped.get(why, 0) + 1
+                    continue
+                seen.add((pid, gi, ci))
+                row = merged.setdefault(pid, [kind, None, gi, ci])
+                if kind not in row[0]:
+                    row[0] = "C+G"
+                if used is not None and (row[1] is None or used > row[1]):
+                    row[1] = used
         if merged and self._pid_check.checkable():
             for pid in list(merged):
                 if self._pid_check.holds_device(pid) is False:
@@ -900,10 +868,7 @@ class NvmlReader:
         out = []
         last = gpu.last_processes
         for pid, (kind, memory, gi, ci) in merged.items():
-            if usage is None:
-                sm = bw = None
-            else:
-                sm, bw = usage.get(pid, (0.0, 0.0))
+            sm, bw = (None, None) if usage is None else usage.get(pid, (0.0, 0.0))
             before = last.get(pid)
             if before is not None:  # what did not change stays the same object
                 pid = before.pid
@@ -923,9 +888,10 @@ class NvmlReader:
         return tuple(out), unavailable
 
     def _read_list(
-        self, gpu: _Gpu, h: Any, metric: str, family: str, what: str, errors: list[SampleError]
+        self, gpu: _Gpu, h: Any, what: str, errors: list[SampleError]
     ) -> list[Any] | str:
         """One process list with the newest call the library has, or why not in words."""
+        metric, family = f"{what}_processes", what.capitalize()
         caps = self.caps
         assert caps is not None
         while True:
@@ -950,20 +916,10 @@ class NvmlReader:
                 )
                 return self._why_unreadable(gpu, metric)
 
-    def _implausible(self, pid: int, duplicate: bool) -> str | None:
-        """Why a listed entry cannot be a real process (None: it can)."""
-        if pid in INVALID_PIDS:
-            return f"pid {pid}"
-        if pid > self._pid_max:
-            return f"pid above pid_max {self._pid_max}"
-        if duplicate:
-            return "a pid listed twice"
-        return None
-
     def _mig_devices(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[MigDevice, ...]:
         nv = self._nv
         metric = "mig_devices"
-        count = self._get(gpu, metric, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h), errors)
+        count = self._get(gpu, metric, errors, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
         if not count:
             return ()
         out = []
@@ -1034,17 +990,11 @@ class NvmlReader:
         sums: dict[int, list[float]] = {}
         newest = gpu.last_sample_us
         for s in samples:
-            stamp = int(time_of(s))
-            if stamp > newest:
-                newest = stamp
-            pid = int(pid_of(s))
-            acc = sums.get(pid)
-            if acc is None:
-                sums[pid] = [float(sm_of(s)), float(mem_of(s)), 1.0]
-            else:
-                acc[0] += sm_of(s)
-                acc[1] += mem_of(s)
-                acc[2] += 1
+            newest = max(newest, int(time_of(s)))
+            acc = sums.setdefault(int(pid_of(s)), [0.0, 0.0, 0.0])
+            acc[0] += sm_of(s)
+            acc[1] += mem_of(s)
+            acc[2] += 1
         gpu.last_sample_us = newest
         return {pid: (sm / n, mem / n) for pid, (sm, mem, n) in sums.items()}
 
@@ -1079,8 +1029,8 @@ class NvmlReader:
             message = f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s"
             errors.append(self._error(gpu, "pcie_throughput", message))
             return None
-        tx = self._get(gpu, "pcie_throughput", tx_call.result, errors)
-        rx = self._get(gpu, "pcie_throughput", rx_call.result, errors)
+        tx = self._get(gpu, "pcie_throughput", errors, tx_call.result)
+        rx = self._get(gpu, "pcie_throughput", errors, rx_call.result)
         return (
             None if tx is None else float(tx * _KIB),
             None if rx is None else float(rx * _KIB),

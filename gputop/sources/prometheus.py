@@ -196,7 +196,7 @@ def _scraped(old: HostView, ok: bool) -> HostView:
 
 
 class PrometheusFleet(HostViews):
-    """The fleet's hosts from Prometheus (a :class:`~gputop.sources.streams.FleetSource`);
+    """The fleet's hosts from Prometheus (a :class:`~gputop.sources.streams.HostViews`);
     hosts are sorted by name and stay listed once seen."""
 
     thread_name = "gputop-prometheus"
@@ -215,9 +215,6 @@ class PrometheusFleet(HostViews):
         self.host_label = host_label
         self.error: str | None = None  # Prometheus itself failed: why
         self.failures = 0
-
-    def pids(self) -> list[int]:
-        return []
 
     def retry_now(self, name: str | None = None) -> None:
         self.failures = 0
@@ -315,9 +312,5 @@ class PrometheusFleet(HostViews):
                     by_time.setdefault(point[0], []).append(
                         {"metric": s["metric"], "value": list(sample)}
                     )
-        out = []
-        for ts in sorted(by_time):
-            hosts, _ = build_hosts(by_time[ts], label)
-            if host in hosts:
-                out.append(hosts[host])
-        return out
+        built = (build_hosts(by_time[ts], label)[0] for ts in sorted(by_time))
+        return [hosts[host] for hosts in built if host in hosts]

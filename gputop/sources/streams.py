@@ -5,7 +5,6 @@ for all (docs/fleet.md, "Over SSH"); every line is untrusted (:mod:`gputop.sourc
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import random
 import selectors
@@ -16,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from gputop.fmt import clean_text
 from gputop.sources.remote import (
@@ -81,26 +80,6 @@ def expand(template: str, host: str, n: int) -> str:
     return template.replace("{host}", shlex.quote(host)).replace("{n}", str(n))
 
 
-class FleetSource(Protocol):
-    """What the fleet screen reads: :class:`StreamSet` (ssh, local commands) and
-    :class:`gputop.sources.prometheus.PrometheusFleet`."""
-
-    interval: float
-    on_change: Callable[[], None] | None
-
-    def views(self) -> tuple[HostView, ...]: ...
-
-    def view(self, name: str) -> HostView: ...
-
-    def start(self) -> None: ...
-
-    def close(self, timeout: float = 3.0) -> None: ...
-
-    def retry_now(self, name: str | None = None) -> None: ...
-
-    def pids(self) -> list[int]: ...
-
-
 @dataclass(frozen=True, slots=True)
 class HostView:
     """What is known about one host right now (immutable; a new one per change)."""
@@ -158,8 +137,9 @@ class _Conn:
 
 
 class HostViews:
-    """What both fleet sources share: the hosts' views under a lock, and one worker thread
-    (``_run``) that tells ``on_change()`` when they changed."""
+    """What the fleet screen reads, and what its sources (:class:`StreamSet`, and
+    :class:`gputop.sources.prometheus.PrometheusFleet`) share: the hosts' views under a
+    lock, and one worker thread (``_run``) that tells ``on_change()`` when they changed."""
 
     thread_name = "gputop-fleet"
 
@@ -188,6 +168,16 @@ class HostViews:
             raise RuntimeError("already started")
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
+
+    def retry_now(self, name: str | None = None) -> None:
+        raise NotImplementedError
+
+    def close(self, timeout: float = 3.0) -> None:
+        raise NotImplementedError
+
+    def pids(self) -> list[int]:
+        """Process ids of the running children (tests)."""
+        return []
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -390,11 +380,9 @@ class StreamSet(HostViews):
         name, conn = entry
         try:
             chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
+        except (BlockingIOError, InterruptedError):
             return
-        except OSError as exc:
-            if exc.errno == errno.EINTR:
-                return
+        except OSError:
             chunk = b""
         if fd == conn.err:
             if chunk:
@@ -484,15 +472,10 @@ class StreamSet(HostViews):
         view = self._views[name]
         now = self._clock()
         problem = view.problem if view.problem == "schema" else None
+        error = why or last or f"stream ended (exit status {code})"
         if code == 127 or (last and "command not found" in last.lower()):
             problem = "no-gputop"
             error = f"gputop not found ({last or 'exit 127'}); {INSTALL_HINT}"
-        elif why is not None:
-            error = why
-        elif last:
-            error = last
-        else:
-            error = f"stream ended (exit status {code})"
         if conn.good and problem is None:
             failures = 0  # it delivered: a drop, try again soon
             delay = 1.0
@@ -512,6 +495,9 @@ class StreamSet(HostViews):
     def _backoff(self, failures: int) -> float:
         base = min(MAX_BACKOFF_S, 2.0 ** max(0, failures - 1))
         return base * self._rng.uniform(0.8, 1.2)
+
+
+FleetSource = HostViews
 
 
 def _last_line(buf: bytes | bytearray) -> str | None:

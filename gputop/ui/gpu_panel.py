@@ -62,10 +62,6 @@ class GpuBlock:
         return "\n".join(plain(line) for line in self.view.lines)
 
     @property
-    def lost(self) -> bool:
-        return self.view.lost
-
-    @property
     def label_width(self) -> int:
         """Cells of the history labels: "util "/"mem  " in the wide layout, none compact."""
         return HISTORY_LABEL_WIDTH if len(self.series) > 1 else 0
@@ -98,13 +94,6 @@ class GpuLines(PartsLines):
         self.blocks = blocks
         self._text_width = text_width
         self.set_lines(self._compose_lines(self.size.width))
-
-    def history_cells(self, index: int, row: int) -> str:
-        """The history cells of one GPU's row as drawn now (what tests read)."""
-        block = self.blocks[index]
-        label_width = block.label_width
-        parts = history_parts(block.series[row], self._cells(label_width), label_width)
-        return parts[-1][0]
 
     def _cells(self, label_width: int, width: int | None = None) -> int:
         width = self.size.width if width is None else width

@@ -68,10 +68,8 @@ def pcie_percent(gpu: GpuSample) -> tuple[float | None, float | None]:
 def pcie_downgrade(gpu: GpuSample) -> str | None:
     """'LINK gen3x8<gen4x16' when the link runs below its maximum while the GPU is busy."""
     p = gpu.pcie
-    if None in (p.gen, p.width, p.max_gen, p.max_width):
+    if p.gen is None or p.width is None or p.max_gen is None or p.max_width is None:
         return None
-    assert p.gen is not None and p.width is not None
-    assert p.max_gen is not None and p.max_width is not None
     if p.gen >= p.max_gen and p.width >= p.max_width:
         return None
     util = gpu.utilization.gpu
@@ -89,15 +87,9 @@ def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
     unknown, '' when none."""
     if reasons is None:
         return None
-    words: list[str] = []
-    for r in reasons:
-        name = safe(r, 64)
-        if name == "idle":
-            continue
-        word = CLOCK_EVENT_WORDS.get(name, name.replace("_", " "))
-        if word not in words:
-            words.append(word)
-    return ", ".join(words)
+    names = (safe(r, 64) for r in reasons)
+    words = [CLOCK_EVENT_WORDS.get(n, n.replace("_", " ")) for n in names if n != "idle"]
+    return ", ".join(dict.fromkeys(words))  # each once, in order
 
 
 def metric_text(gpu: GpuSample, field: str) -> str:
@@ -223,9 +215,8 @@ def gpu_view(
             ("LOST", "error"),
             (f": {reason}", "error"),
         )
-        if compact:
-            return GpuView(gpu.index, (line,), lost=True)
-        return GpuView(gpu.index, (line, (("   no data from this GPU", "dim"),)), lost=True)
+        more: tuple[Parts, ...] = () if compact else ((("   no data from this GPU", "dim"),),)
+        return GpuView(gpu.index, (line, *more), lost=True)
 
     mem = gpu.memory
     mem_pct = memory_percent(gpu)
@@ -247,9 +238,7 @@ def gpu_view(
             (fit(metric_text(gpu, "power_w"), 4, ">") + " ", ""),
             marker,
         )
-        if gpu.mig_mode:
-            return GpuView(gpu.index, (line, mig_summary(gpu)), lost=False)
-        return GpuView(gpu.index, (line,), lost=False)
+        return GpuView(gpu.index, (line, mig_summary(gpu)) if gpu.mig_mode else (line,), lost=False)
 
     line1: Parts = (
         (idx, "index"),
@@ -324,13 +313,11 @@ def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
 
 
 def mig_summary(gpu: GpuSample) -> Parts:
-    items = []
-    for m in gpu.mig_devices:
-        n = len(gpu.processes_of(m))
-        items.append(
-            f"{safe(m.profile or '?', 16)} {fmt.bytes_(m.memory.used)}/"
-            f"{fmt.bytes_(m.memory.total)} {n}p"
-        )
+    items = [
+        f"{safe(m.profile or '?', 16)} {fmt.bytes_(m.memory.used)}/"
+        f"{fmt.bytes_(m.memory.total)} {len(gpu.processes_of(m))}p"
+        for m in gpu.mig_devices
+    ]
     return (("   MIG ", "label"), (", ".join(items) or "on, no MIG device", ""))
 
 

@@ -11,10 +11,8 @@ def mode_text(snapshot: Snapshot) -> Part:
     if not snapshot.driver.available:
         why = safe(snapshot.driver.error, 200) if snapshot.driver.error else "no NVIDIA driver"
         return f"HOST-ONLY ({why})", "warn"
-    if snapshot.source == "demo":
-        return "DEMO", "accent"
-    if snapshot.source == "replay":
-        return "REPLAY", "accent"
+    if snapshot.source in ("demo", "replay"):
+        return snapshot.source.upper(), "accent"
     return "live", "ok"
 
 

@@ -210,10 +210,7 @@ class GpuTopDriver(LinuxDriver):
     def _terminal_lost(self) -> None:
         """Any thread: the terminal hung up (EIO, EOF)."""
         if self.ending.begin(EXIT_TERMINAL_LOST, terminal_lost=True):
-            self._call_soon(self._exit_app, EXIT_TERMINAL_LOST)
-
-    def _exit_app(self, status: int) -> None:
-        self._app.exit(return_code=status)
+            self._call_soon(lambda: self._app.exit(return_code=EXIT_TERMINAL_LOST))
 
     def _call_soon(self, callback: Callable[..., object], *args: object) -> None:
         loop = self._loop  # Driver's: the app's event loop

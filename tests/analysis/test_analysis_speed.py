@@ -27,7 +27,7 @@ from gputop.model import (
     ProcessInfo,
     Snapshot,
 )
-from tests.builders import T0, busy_node_snapshots
+from tests.builders import T0, all_verdicts, busy_node_snapshots, gpu_verdicts
 from tests.helpers.counting import count_calls
 
 
@@ -59,7 +59,7 @@ def test_a_tick_at_16x64_does_the_new_snapshots_work_only(
         assert len(result.jobs) == 16 * 64
         assert pushes[0] == tick * len(result.jobs)  # one track step per job
     monkeypatch.undo()
-    plain_gpus, plain_jobs = vd.all_verdicts(hist, build_jobs(hist[-1]), DEFAULT)
+    plain_gpus, plain_jobs = all_verdicts(hist, build_jobs(hist[-1]), DEFAULT)
     assert result.gpu_verdicts == plain_gpus
     assert job_verdicts == plain_jobs
     assert len(plain_gpus) == 16 and len(plain_jobs) == 16 * 64
@@ -140,4 +140,4 @@ def test_the_analyzer_keeps_only_the_window() -> None:
     assert len(analyzer._runs.memo) <= 2 + 2 * 4
     # a history unrelated to the last one: nothing carried over wrongly
     other = [next(busy_node_snapshots(2, 4, seed=9, start=T0 + 1e6))]
-    assert analyzer.update(other).gpu_verdicts == vd.gpu_verdicts(other, t)
+    assert analyzer.update(other).gpu_verdicts == gpu_verdicts(other, t)

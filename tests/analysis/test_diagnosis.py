@@ -37,7 +37,7 @@ def test_incremental_and_one_shot_agree_tick_after_tick() -> None:
         assert live.gpus == once.gpus
         assert live.job_verdicts == once.job_verdicts
     # and what the analysis' plain functions say
-    gpus, jobs = vd.all_verdicts(history)
+    gpus, jobs = fx.all_verdicts(history)
     assert dict(live.gpus) == gpus and dict(live.job_verdicts) == jobs
     assert [j.id for j in live.jobs] == [j.id for j in build_jobs(history[-1])]
     assert _kinds(live)[0][0] != WARMING_UP  # the demo has real verdicts by now

@@ -36,7 +36,7 @@ from gputop.analysis.kinds import (
     verdict_to_dict,
 )
 from gputop.analysis.thresholds import ThresholdError, Thresholds
-from gputop.analysis.verdict import Analyzer, all_verdicts, gpu_verdicts, job_verdicts, window
+from gputop.analysis.verdict import Analyzer, window
 from gputop.model import Pcie, ProcessInfo, Snapshot, UnlistedHolder, Verdict, replace
 from gputop.sources.demo import DemoSource
 from tests.builders import (
@@ -44,9 +44,12 @@ from tests.builders import (
     T0,
     GiB,
     MiB,
+    all_verdicts,
     busy_node_snapshots,
     gpu_process,
     gpu_sample,
+    gpu_verdicts,
+    job_verdicts,
     process_info,
     snapshot,
     snapshot_history,

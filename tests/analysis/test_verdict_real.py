@@ -32,8 +32,8 @@ import pytest
 from gputop.analysis.jobs import Job, build_jobs
 from gputop.analysis.kinds import INPUT_CPU, INPUT_MAIN
 from gputop.analysis.thresholds import Thresholds
-from gputop.analysis.verdict import gpu_verdicts, job_verdicts
 from gputop.model import Snapshot, Verdict
+from tests.builders import gpu_verdicts, job_verdicts
 from tests.conftest import FakeNvml, missing
 from tests.fakenvml import FakeGpu, FakeProcess, Scenario
 

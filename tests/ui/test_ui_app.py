@@ -12,7 +12,7 @@ from textual.widgets import Input, Static
 from gputop.model import DriverInfo, Snapshot, UnlistedHolder, replace
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_bindings
-from gputop.ui.gpu_panel import GpuBlock, GpuLines
+from gputop.ui.gpu_panel import GpuBlock, GpuLines, history_parts
 from tests import builders as fx
 
 WIDE = (200, 50)
@@ -43,6 +43,14 @@ class FakeSampler:
 
     def start(self) -> None:
         self.started = True
+
+
+def history_cells(lines: GpuLines, index: int, row: int) -> str:
+    """The history cells of one GPU's row as drawn now."""
+    block = lines.blocks[index]
+    label_width = block.label_width
+    parts = history_parts(block.series[row], lines._cells(label_width), label_width)
+    return parts[-1][0]
 
 
 def table_pids(app: GpuTopApp) -> list[int]:
@@ -393,7 +401,7 @@ async def test_lost_gpu_shows_lost_and_others_keep_updating() -> None:
     app = GpuTopApp(snapshots=[snap])
     async with app.run_test(size=SMALL):
         assert "LOST" in app.gpu_panel.blocks[1].text
-        assert app.gpu_panel.blocks[1].lost
+        assert app.gpu_panel.blocks[1].view.lost
         assert "LOST" not in app.gpu_panel.blocks[0].text
         assert "55°C" in app.gpu_panel.blocks[2].text
 
@@ -570,12 +578,12 @@ async def test_history_widget_draws_fixed_scale_series() -> None:
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         lines = app.gpu_panel.query_one(GpuLines)
-        assert lines.history_cells(0, 0).endswith(" ▄█")
-        assert lines.history_cells(0, 1).endswith("▄▄▄")  # memory 50 %
+        assert history_cells(lines, 0, 0).endswith(" ▄█")
+        assert history_cells(lines, 0, 1).endswith("▄▄▄")  # memory 50 %
         # The history fills the line after the GPU's text and one space.
         first = views.plain(lines.lines[0])
         assert len(first) == lines.size.width
-        assert first.endswith(lines.history_cells(0, 0))
+        assert first.endswith(history_cells(lines, 0, 0))
         assert "util " in first and "mem  " in views.plain(lines.lines[1])
 
 
@@ -604,7 +612,7 @@ async def test_history_repaints_only_rows_whose_cells_changed() -> None:
         assert lines._cache.get(1) is mem_strip  # kept: nothing to repaint
         assert 0 not in lines._cache  # util changed: redrawn on the next frame
         assert lines.render_line(0) is not util_strip
-        assert lines.history_cells(0, 0).endswith("▄▄▂")
+        assert history_cells(lines, 0, 0).endswith("▄▄▂")
 
 
 @pytest.mark.parametrize("size", [SMALL, WIDE])
