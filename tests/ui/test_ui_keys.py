@@ -1,6 +1,14 @@
-"""The main screen's keys at 80x24: every binding reachable, and ``[keys]`` moving them."""
+"""The main screen's keys at 80x24: every binding reachable, and ``[keys]`` moving them.
+
+``python -m tests.ui.test_ui_keys --write`` rewrites the generated block of
+docs/dashboard.md from the key table.
+"""
 
 from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
 
 import pytest
 from textual.widgets._footer import FooterKey
@@ -10,6 +18,10 @@ from gputop.ui.app import GpuTopApp
 from gputop.ui.screens.help import HelpScreen
 from tests import builders as fx
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "dashboard.md"
+BEGIN = "<!-- BEGIN generated: keys -->\n"
+END = "<!-- END generated: keys -->"
+BLOCK = re.compile(re.escape(BEGIN) + r"(.*?)" + re.escape(END), re.S)
 SMALL = (80, 24)
 MOVED = {"sort": "o", "help": "h", "kill": "s", "slower": "]", "filter": "ctrl+f", "detail": "d"}
 
@@ -76,3 +88,21 @@ async def test_an_old_key_no_longer_does_what_was_moved() -> None:
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
         assert app.sort_key == "gpu"
+
+
+def keys_markdown() -> str:
+    head = ["| `[keys]` name | default key | what it does |", "|---|---|---|"]
+    rows = [f"| `{k.id}` | `{k.display}` | {k.description} |" for k in KEYS]
+    return "\n".join([*head, *rows]) + "\n"
+
+
+def test_the_docs_table_is_the_generated_one() -> None:
+    found = BLOCK.search(DOC.read_text(encoding="utf-8"))
+    assert found, f"{DOC} has no generated keys block"
+    assert found.group(1) == keys_markdown(), (
+        "docs/dashboard.md is out of date: python -m tests.ui.test_ui_keys --write"
+    )
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    DOC.write_text(BLOCK.sub(lambda _: BEGIN + keys_markdown() + END, DOC.read_text()))
