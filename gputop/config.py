@@ -11,7 +11,6 @@ import math
 import os
 import re
 import stat
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +81,8 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
         raise ConfigError(f"config file {shown} is a directory") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
+    import tomllib  # only when there is a file: most starts have none
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:

@@ -43,7 +43,7 @@ NOT_AT_START = (
 #: gputop's own modules at the first frame, at most.
 GPUTOP_AT_START = 46
 #: Every module at the first frame, Python's and Textual's included, at most.
-ALL_AT_START = 480
+ALL_AT_START = 470
 
 PROBE = """
 import json, sys
