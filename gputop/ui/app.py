@@ -502,9 +502,10 @@ class GpuTopApp(App[int]):
             note = self.query_one("#too-small", Static)
             note.display = too_small
             if too_small:
+                quit_key = next(k.display for k in self.keys if k.action == "quit")
                 note.update(
                     f"terminal too small: {size.width}x{size.height}, "
-                    f"gputop needs {views.MIN_WIDTH}x{views.MIN_HEIGHT} (q quits)"
+                    f"gputop needs {views.MIN_WIDTH}x{views.MIN_HEIGHT} ({quit_key} quits)"
                 )
         if not too_small and self.snapshot is not None:
             self.refresh_view()
@@ -714,8 +715,8 @@ class GpuTopApp(App[int]):
 
     def get_key_display(self, binding: Binding) -> str:
         """A key the config file moved is shown as it was written there."""
-        moved = next((k for k in self.keys if f"gputop.{k.id}" == binding.id), None)
-        return moved.display if moved is not None else super().get_key_display(binding)
+        mine = next((k for k in self.keys if f"gputop.{k.id}" == binding.id), None)
+        return mine.display if mine is not None else super().get_key_display(binding)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -104,5 +104,17 @@ def test_the_docs_table_is_the_generated_one() -> None:
     )
 
 
+async def test_the_too_small_note_names_the_moved_quit_key() -> None:
+    from textual.widgets import Static
+
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)], keys={"quit": "x"})
+    async with app.run_test(size=(30, 8)) as pilot:
+        await pilot.pause()
+        note = str(app.query_one("#too-small", Static).render())
+        assert "(x quits)" in note, note
+        await pilot.press("x")
+    assert app.return_code == 0
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     DOC.write_text(BLOCK.sub(lambda _: BEGIN + keys_markdown() + END, DOC.read_text()))
