@@ -95,18 +95,22 @@ def tmux(*args: str, check: bool = True) -> str:
     return out.stdout
 
 
-def scenario_for(pids: list[int]) -> Scenario:
+def scenario_for(pids: list[int], per_gpu: int = 2) -> Scenario:
+    """8 GPUs, ``per_gpu`` of ``pids`` on each."""
     gpus = []
     for g in range(8):
-        mine = pids[2 * g : 2 * g + 2]
+        mine = pids[per_gpu * g : per_gpu * g + per_gpu]
         gpus.append(
             FakeGpu(
                 util_gpu=(37 * g) % 101,
                 memory_used=(8 + 8 * g) * GiB,
                 processes=[
-                    FakeProcess(pid, used_memory=(k + 2) * GiB) for k, pid in enumerate(mine)
+                    FakeProcess(pid, used_memory=(k % 4 + 2) * GiB) for k, pid in enumerate(mine)
                 ],
-                samples=[FakeSample(pid, sm=20 + 10 * k, mem=5 + k) for k, pid in enumerate(mine)],
+                samples=[
+                    FakeSample(pid, sm=20 + 10 * (k % 8), mem=5 + k % 8)
+                    for k, pid in enumerate(mine)
+                ],
             )
         )
     return Scenario(gpus=gpus)

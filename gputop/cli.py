@@ -302,10 +302,10 @@ def _selection(
     args: argparse.Namespace, parser: argparse.ArgumentParser, snapshot: Snapshot
 ) -> frozenset[int] | None:
     """The --gpus choice as indices (an unknown GPU: exit 2); ignored without a driver."""
-    from gputop.present import resolve_gpu_selection
-
     if args.gpus is None or not snapshot.driver.available:
         return None
+    from gputop.present import resolve_gpu_selection
+
     try:
         return resolve_gpu_selection(args.gpus, snapshot.gpus)
     except ValueError as exc:
@@ -395,6 +395,7 @@ def _dashboard(
             readonly=config.readonly,
             thresholds=config.thresholds,
             theme=config.theme,
+            keys=dict(config.keys),
             watchdog=True,
             **extra,
         )

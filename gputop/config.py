@@ -9,8 +9,8 @@ import dataclasses
 import errno
 import math
 import os
+import re
 import stat
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +20,16 @@ from gputop.analysis.thresholds import ThresholdError, Thresholds
 from gputop.argtypes import MAX_INTERVAL as MAX_INTERVAL  # re-exported for the commands
 from gputop.argtypes import MIN_INTERVAL as MIN_INTERVAL
 from gputop.fmt import clean_text
+from gputop.keys import KEYS, RESERVED
 
 DEFAULT_INTERVAL = 1.0
 #: A settings file is a few hundred bytes: larger is refused.
 MAX_CONFIG_BYTES = 1 << 20
 
-_KEYS = ("readonly", "interval", "window", "theme", "thresholds", "fleet")
+_KEYS = ("readonly", "interval", "window", "theme", "thresholds", "fleet", "keys")
 _FLEET_KEYS = ("hosts", "remote_command", "ssh_config")
+#: A key as Textual names it: one printable character, or a name, after any modifiers.
+_KEY_NAME = re.compile(r"(?:(?:ctrl|shift|alt)\+)*(?:[a-z][a-z0-9_]+|[!-~])")
 
 
 class ConfigError(ValueError):
@@ -44,6 +47,7 @@ class Config:
     fleet_hosts: tuple[str, ...] = ()  # [fleet] hosts
     fleet_remote_command: str | None = None  # [fleet] remote_command (None: "gputop")
     fleet_ssh_config: str | None = None  # [fleet] ssh_config (None: ssh's own)
+    keys: tuple[tuple[str, str], ...] = ()  # [keys]: (action, key) the user moved
 
 
 def default_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -77,6 +81,8 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
         raise ConfigError(f"config file {shown} is a directory") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
+    import tomllib  # only when there is a file: most starts have none
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -166,7 +172,7 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
     if unknown:
         raise ConfigError(
             f"unknown key {_shown(unknown[0])}; known: readonly, interval, window, theme, "
-            "[thresholds], [fleet]"
+            "[thresholds], [fleet], [keys]"
         )
     readonly = data.get("readonly", False)
     if not isinstance(readonly, bool):
@@ -203,6 +209,7 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
         fleet_hosts=hosts,
         fleet_remote_command=remote_command,
         fleet_ssh_config=ssh_config,
+        keys=_keys(data.get("keys", {})),
     )
 
 
@@ -256,6 +263,29 @@ def _fleet(table: Any) -> tuple[tuple[str, ...], str | None, str | None]:
             raise ConfigError(f"[fleet] {key} must be a non-empty string, not {_shown(value)}")
         out.append(value)
     return tuple(hosts), out[0], out[1]
+
+
+def _keys(table: Any) -> tuple[tuple[str, str], ...]:
+    """``[keys]``: action = key, each key free (not another action's, not reserved)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"keys must be a table ([keys]), not {_shown(table)}")
+    names = [k.id for k in KEYS]
+    taken = {
+        key: k.id for k in KEYS if k.id not in table for key in [*k.keys.split(","), k.display]
+    }
+    for name, key in table.items():
+        if name not in names:
+            raise ConfigError(f"[keys] unknown action {_shown(name)}; known: {', '.join(names)}")
+        if not isinstance(key, str) or not _KEY_NAME.fullmatch(key):
+            raise ConfigError(
+                f'[keys] {name} must be a key such as "h", "ctrl+o" or "f2", not {_shown(key)}'
+            )
+        if key in RESERVED:
+            raise ConfigError(f"[keys] {name} = {key!r}: reserved ({', '.join(sorted(RESERVED))})")
+        if key in taken:
+            raise ConfigError(f"[keys] {name} = {key!r} is already the key of {taken[key]}")
+        taken[key] = name
+    return tuple(table.items())
 
 
 def _with_window(thresholds: Thresholds, window: float) -> Thresholds:

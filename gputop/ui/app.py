@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
@@ -19,6 +19,9 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.diagnosis import Diagnosis
+from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
+from gputop.keys import Key as Key
+from gputop.keys import remapped
 from gputop.model import Snapshot, Verdict
 from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
@@ -39,37 +42,6 @@ from gputop.ui.terminal import (
 if TYPE_CHECKING:
     from gputop.sampler import Sampler
 
-
-@dataclass(frozen=True)
-class Key:
-    keys: str  # Textual key names, comma separated
-    action: str
-    description: str
-    display: str  # as the help screen and footer show it
-    show: bool = True
-    # Checked by the app before the key goes to the focused widget (see "slash").
-    priority: bool = False
-
-
-#: Every key of the main screen: bindings, footer, help and palette derive from it.
-KEYS: tuple[Key, ...] = (
-    Key("q", "quit", "Quit", "q"),
-    Key("question_mark", "help", "Help", "?"),
-    Key("j", "jobs", "Jobs", "j"),
-    # Priority: the keys typed (or pasted) right after it must reach the box.
-    Key("slash", "filter", "Filter", "/", priority=True),
-    Key("s", "sort", "Sort", "s"),
-    Key("r", "reverse", "Reverse sort", "r", show=False),
-    Key("p", "pause", "Pause", "p"),
-    Key("enter", "detail", "Detail", "Enter"),
-    Key("k", "kill", "Kill", "k"),
-    # Shown in `?` and the palette, not the footer: the footer must fit 80 columns.
-    Key("space", "tag", "Tag", "Space", show=False),
-    Key("a", "all_gpus", "All GPUs", "a", show=False),
-    Key("plus,equals_sign", "interval(1)", "Slower refresh", "+", show=False),
-    Key("minus", "interval(-1)", "Faster refresh", "-", show=False),
-    Key("escape", "clear_filter", "Clear filter", "Esc", show=False),
-)
 
 #: Actions on the main screen's table, filter or GPU choice: off on the other screens.
 MAIN_ONLY_ACTIONS = frozenset(
@@ -98,7 +70,13 @@ _HELP_EXTRA: tuple[tuple[str, str], ...] = (
 def key_bindings(keys: Iterable[Key]) -> list[BindingType]:
     return [
         Binding(
-            k.keys, k.action, k.description, show=k.show, key_display=k.display, priority=k.priority
+            k.keys,
+            k.action,
+            k.description,
+            show=k.show,
+            key_display=k.display,
+            priority=k.priority,
+            id=f"gputop.{k.id}",
         )
         for k in keys
     ]
@@ -159,8 +137,11 @@ class GpuTopApp(App[int]):
         thresholds: Thresholds | None = None,
         window: float | None = None,
         theme: str | None = None,
+        keys: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
+        self.keys = remapped(keys or {})  # [keys] of the config file on the defaults
+        self.set_keymap({f"gputop.{name}": key for name, key in (keys or {}).items()})
         self._theme_name = theme  # applied on mount: an unknown name is said, not fatal
         self.sampler = sampler
         self.readonly = readonly
@@ -521,9 +502,10 @@ class GpuTopApp(App[int]):
             note = self.query_one("#too-small", Static)
             note.display = too_small
             if too_small:
+                quit_key = next(k.display for k in self.keys if k.action == "quit")
                 note.update(
                     f"terminal too small: {size.width}x{size.height}, "
-                    f"gputop needs {views.MIN_WIDTH}x{views.MIN_HEIGHT} (q quits)"
+                    f"gputop needs {views.MIN_WIDTH}x{views.MIN_HEIGHT} ({quit_key} quits)"
                 )
         if not too_small and self.snapshot is not None:
             self.refresh_view()
@@ -713,7 +695,7 @@ class GpuTopApp(App[int]):
     def action_help(self) -> None:
         from gputop.ui.screens.help import HelpScreen
 
-        self.push_screen(HelpScreen(help_bindings(), help_legend()), self._back_on_main)
+        self.push_screen(HelpScreen(help_bindings(self.keys), help_legend()), self._back_on_main)
 
     def _back_on_main(self, _result: object = None) -> None:
         if self.pending and self.screen is self._main_screen:
@@ -729,7 +711,12 @@ class GpuTopApp(App[int]):
 
     def palette_keys(self) -> Iterable[Key]:
         """The keys the command palette offers on the main screen."""
-        return (k for k in KEYS if k.action not in ("quit", "clear_filter"))
+        return (k for k in self.keys if k.action not in ("quit", "clear_filter"))
+
+    def get_key_display(self, binding: Binding) -> str:
+        """A key the config file moved is shown as it was written there."""
+        mine = next((k for k in self.keys if f"gputop.{k.id}" == binding.id), None)
+        return mine.display if mine is not None else super().get_key_display(binding)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -765,9 +752,9 @@ def help_legend() -> list[tuple[str, str]]:
     return list(views.verdict_legend()) + others
 
 
-def help_bindings() -> list[tuple[str, str]]:
+def help_bindings(keys: Iterable[Key] = KEYS) -> list[tuple[str, str]]:
     """(key, what it does) for the help screen."""
-    out = [(k.display, k.description) for k in KEYS]
+    out = [(k.display, k.description) for k in keys]
     return out[:1] + list(_HELP_EXTRA[:1]) + out[1:] + list(_HELP_EXTRA[1:])
 
 
@@ -783,6 +770,7 @@ def run_app(
     app_class: type[GpuTopApp] | None = None,
     record_status: Callable[[], str | None] | None = None,
     subscribers: Sequence[Callable[[Frame], None]] = (),
+    keys: Mapping[str, str] | None = None,
 ) -> int:
     """Run the dashboard until the user quits. ``subscribers`` take the frames on the
     sampler's thread (the recorder)."""
@@ -793,6 +781,7 @@ def run_app(
         thresholds=thresholds,
         window=window,
         theme=theme,
+        keys=keys,
     )
     app.record_status = record_status
     app.feed.subscribers.extend(subscribers)

@@ -37,7 +37,7 @@ class ProcessTable(DataTable[Text]):
 
     # Enter belongs to the app (detail screen), not to DataTable's "select".
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "app.detail", "Detail", key_display="Enter")
+        Binding("enter", "app.detail", "Detail", key_display="Enter", id="gputop.detail")
     ]
 
     def __init__(self, *, id: str | None = None) -> None:

@@ -284,6 +284,7 @@ def test_dashboard_gets_the_thresholds_when_it_takes_them(
         thresholds: Thresholds = DEFAULT,
         theme: str | None = None,
         watchdog: bool = False,
+        keys: Any = None,
     ) -> int:
         seen.update(gpu_filter=gpu_filter, readonly=readonly, thresholds=thresholds)
         return 0

@@ -342,6 +342,28 @@ def test_dashboard_gets_a_primed_sampler_and_resolved_filter(
     assert not seen["sampler"].running  # stopped after the app returned
 
 
+def test_dashboard_gets_the_config_files_keys(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def run_app(sampler: Any, **options: Any) -> int:
+        seen.update(options)
+        return 0
+
+    fake = types.ModuleType("gputop.ui.app")
+    fake.run_app = run_app  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gputop.ui.app", fake)
+    config = tmp_path / "config.toml"
+    config.write_text('[keys]\nsort = "o"\nhelp = "f1"\n')
+    rc, _, _ = run_main(capsys, "--demo", "--config", str(config))
+    assert rc == 0 and seen["keys"] == {"sort": "o", "help": "f1"}
+    config.write_text('[keys]\nsort = "q"\n')
+    rc, _, err = run_main(capsys, "--demo", "--config", str(config))
+    assert rc == 2 and "[keys] sort = 'q' is already the key of quit" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_dashboard_missing_ui_is_said(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -186,10 +186,32 @@ def test_unreadable_file() -> None:
             "window = 30\n[thresholds]\nWINDOW_SECONDS = 40\n",
             "window = 30 and [thresholds] WINDOW_SECONDS = 40 disagree; set one of them",
         ),
+        ("keys = 'vi'\n", "keys must be a table ([keys]), not 'vi'"),
+        ("[keys]\nexplode = 'x'\n", "[keys] unknown action 'explode'; known: quit, help, jobs"),
+        ("[keys]\nsort = 3\n", '[keys] sort must be a key such as "h", "ctrl+o" or "f2", not 3'),
+        ("[keys]\nsort = 'Esc'\n", "[keys] sort must be a key such as"),
+        ("[keys]\nsort = 'o o'\n", "[keys] sort must be a key such as"),
+        ("[keys]\nsort = '5'\n", "[keys] sort = '5': reserved (0, 1,"),
+        ("[keys]\nhelp = 'ctrl+c'\n", "[keys] help = 'ctrl+c': reserved"),
+        ("[keys]\nsort = 'k'\n", "[keys] sort = 'k' is already the key of kill"),
+        ("[keys]\nsort = '?'\n", "[keys] sort = '?' is already the key of help"),
+        ("[keys]\nsort = 'o'\nhelp = 'o'\n", "[keys] help = 'o' is already the key of sort"),
     ],
 )
 def test_bad_files_give_one_clear_line(tmp_path: Path, text: str | bytes, words: str) -> None:
     assert words in error(tmp_path, text)
+
+
+def test_keys_move_actions_and_may_swap(tmp_path: Path) -> None:
+    text = "[keys]\nsort = 'k'\nkill = 's'\nhelp = 'f1'\nslower = ']'\nfilter = 'ctrl+f'\n"
+    keys = load_config(write(tmp_path, text)).keys
+    assert keys == (
+        ("sort", "k"),
+        ("kill", "s"),
+        ("help", "f1"),
+        ("slower", "]"),
+        ("filter", "ctrl+f"),
+    )
 
 
 def test_window_and_window_seconds_may_agree(tmp_path: Path) -> None:

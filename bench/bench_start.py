@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""How fast the dashboard starts and what it costs idle: gputop, nvitop and a bare Textual app.
+
+    python bench/bench_start.py [--rounds 5] [--scenarios 8x2,8x16] [--size 200x50]
+                                [--rss-at 20] [--seconds 30] [--quick]
+
+Each round starts the three programs one after the other, each in its own detached tmux
+pane of the same size (``bench_ui.py``'s panes), on the same fake 8-GPU scenario
+(tests/fakenvml; ``8xN``: N real ``sleep`` processes per GPU), at a 1 s interval. The
+start order rotates from round to round, so no program is always first or last.
+
+Reported per program and round, and as medians over the rounds:
+- first frame: seconds from starting the pane until GPU data (the 80 GiB total) is on
+  screen; for the bare app (one ``Static`` holding such a text) its first paint;
+- RSS: VmRSS ``--rss-at`` seconds after the program started;
+- CPU: user+system time over the ``--seconds`` window that begins once all three run,
+  as % of one core.
+
+Then the issue's goals as ratios within the run: gputop's first frame against the bare
+app's first paint (goal <= 1.1), gputop's RSS minus the bare app's (goal <= 8 MiB), and
+gputop's CPU against nvitop's (goal <= 0.5). The load average is printed with each
+round: the machine's other load moves every figure, so compare within a run.
+
+``--quick`` (development): 2 rounds, 8x2 only, RSS at 6 s, CPU over 8 s.
+Needs tmux, gcc (to build the fake) and nvitop. Prints figures; it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_ui import (  # noqa: E402
+    Pane,
+    cpu_seconds,
+    memory_mib,
+    scenario_for,
+    start_pane,
+    tmux,
+    wait_first_frame,
+    warm_bytecode,
+)
+from tests.fakenvml import subprocess_env  # noqa: E402
+
+#: The floor: Textual's own start and idle cost, one widget whose text the bench waits for.
+BARE_APP = (
+    "from textual.app import App\n"
+    "from textual.widgets import Static\n"
+    "class Bare(App):\n"
+    "    def compose(self):\n"
+    "        yield Static('NVIDIA H100 80GB HBM3   0 / 80 GiB')\n"
+    "Bare().run()\n"
+)
+TOOLS = ("gputop", "nvitop", "bare")
+
+
+@dataclass
+class Figures:
+    tool: str
+    first_frame_s: float | None = None
+    rss_mib: float | None = None
+    cpu_percent: float | None = None
+    note: str = ""
+
+
+def commands() -> dict[str, str]:
+    py = shlex.quote(sys.executable)
+    nvitop = shutil.which("nvitop") or str(Path(sys.executable).parent / "nvitop")
+    plain = "env -u PYTHONDONTWRITEBYTECODE"
+    return {
+        "gputop": f"{plain} {py} -m gputop --interval 1",
+        "nvitop": f"{plain} {shlex.quote(nvitop)} --interval 1",
+        "bare": f"{plain} {py} -c {shlex.quote(BARE_APP)}",
+    }
+
+
+def run_round(
+    order: list[str], env: dict[str, str], size: tuple[int, int], rss_at: float, seconds: float
+) -> list[Figures]:
+    panes: list[Pane] = []
+    try:
+        for tool in order:
+            pane = start_pane(tool, commands()[tool], env, size)
+            panes.append(pane)
+            wait_first_frame(pane)
+        live = [p for p in panes if not p.note]
+        rss: dict[str, float | None] = {}
+        for p in live:
+            p.cpu0 = cpu_seconds(p.pid)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < seconds or len(rss) < len(live):
+            now = time.monotonic()
+            for p in live:
+                if p.tool not in rss and now - p.started >= rss_at:
+                    rss[p.tool] = memory_mib(p.pid)[0]
+            time.sleep(0.1)
+        t1 = time.monotonic()
+        out = []
+        for p in panes:
+            if p.note or not Path(f"/proc/{p.pid}").exists():
+                out.append(Figures(p.tool, p.first_frame_s, note=p.note or "exited"))
+                continue
+            cpu = 100.0 * (cpu_seconds(p.pid) - p.cpu0) / (t1 - t0)
+            out.append(Figures(p.tool, p.first_frame_s, rss.get(p.tool), cpu))
+        return out
+    finally:
+        for p in panes:
+            tmux("kill-session", "-t", p.session, check=False)
+
+
+def _f(v: float | None, spec: str) -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def print_table(title: str, rows: list[Figures]) -> None:
+    print(title)
+    print(f"    {'program':<8} {'first frame':>12} {'RSS MiB':>9} {'CPU % of a core':>16}")
+    for r in rows:
+        print(
+            f"    {r.tool:<8} {_f(r.first_frame_s, '.3f') + ' s':>12} {_f(r.rss_mib, '.1f'):>9} "
+            f"{_f(r.cpu_percent, '.2f'):>16}  {r.note}"
+        )
+
+
+def median_of(tool: str, rows: list[Figures]) -> Figures:
+    def med(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+
+    mine = [r for r in rows if r.tool == tool]
+    return Figures(
+        tool,
+        med([r.first_frame_s for r in mine]),
+        med([r.rss_mib for r in mine]),
+        med([r.cpu_percent for r in mine]),
+        f"median of {len(mine)}",
+    )
+
+
+def print_goals(m: dict[str, Figures]) -> None:
+    g, n, b = m["gputop"], m["nvitop"], m["bare"]
+
+    def ratio(a: float | None, c: float | None) -> str:
+        return "n/a" if a is None or not c else f"{a / c:.2f}"
+
+    diff = None if g.rss_mib is None or b.rss_mib is None else g.rss_mib - b.rss_mib
+    print(f"  first frame, gputop / bare first paint: {ratio(g.first_frame_s, b.first_frame_s)}")
+    print(f"  first frame, gputop / nvitop:           {ratio(g.first_frame_s, n.first_frame_s)}")
+    print(f"  RSS, gputop - bare:                     {_f(diff, '+.1f')} MiB (goal <= +8)")
+    print(f"  CPU, gputop / nvitop:                   {ratio(g.cpu_percent, n.cpu_percent)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--scenarios", default="8x2,8x16", help="GPUsxPROCESSES per GPU, GPUs 8")
+    parser.add_argument("--size", default="200x50", help="pane size, COLSxROWS")
+    parser.add_argument("--rss-at", type=float, default=20.0, help="seconds after start")
+    parser.add_argument("--seconds", type=float, default=30.0, help="CPU window")
+    parser.add_argument("--quick", action="store_true", help="2 rounds, 8x2, short windows")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.scenarios, args.rss_at, args.seconds = 2, "8x2", 6.0, 8.0
+    w, h = (int(v) for v in args.size.lower().split("x"))
+    per_gpu = [int(s.lower().split("x")[1]) for s in args.scenarios.split(",")]
+    if shutil.which("tmux") is None:
+        print("tmux not found", file=sys.stderr)
+        return 2
+    nvitop = shutil.which("nvitop") or str(Path(sys.executable).parent / "nvitop")
+    tmux("new-session", "-d", "-s", "keep", "-x", "20", "-y", "5", "exec sleep 3600")
+    try:
+        with tempfile.TemporaryDirectory(prefix="gputop-bench-", ignore_cleanup_errors=True) as tmp:
+            for n_per in per_gpu:
+                children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * n_per)]
+                try:
+                    path = scenario_for([c.pid for c in children], n_per).write(
+                        Path(tmp) / f"scenario-{n_per}.txt"
+                    )
+                    env = subprocess_env(path)
+                    env["PYTHONPATH"] = str(ROOT)
+                    warm_bytecode(env, Path(tmp) / "pycache", nvitop)
+                    print(
+                        f"8 GPUs x {n_per} processes (fake NVML), {w}x{h} tmux panes, 1 s interval,"
+                        f" RSS at {args.rss_at:g} s, CPU over {args.seconds:g} s, "
+                        f"{os.cpu_count()} CPUs"
+                    )
+                    rows: list[Figures] = []
+                    for r in range(args.rounds):
+                        order = list(TOOLS[r % 3 :] + TOOLS[: r % 3])
+                        load = os.getloadavg()[0]
+                        got = run_round(order, env, (w, h), args.rss_at, args.seconds)
+                        rows += got
+                        print_table(f"  round {r + 1}, load average {load:.2f}:", got)
+                    medians = {t: median_of(t, rows) for t in TOOLS}
+                    print_table("  medians:", list(medians.values()))
+                    print_goals(medians)
+                finally:
+                    for c in children:
+                        c.kill()
+                        c.wait()
+    finally:
+        tmux("kill-server", check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""The dashboard's keys as data: bindings, footer, help, palette and ``[keys]`` derive from it.
+
+No Textual here: the config file's ``[keys]`` is checked against this table at start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Key:
+    keys: str  # Textual key names, comma separated
+    action: str
+    description: str
+    display: str  # as the help screen and footer show it
+    show: bool = True
+    # Checked by the app before the key goes to the focused widget (see "slash").
+    priority: bool = False
+    name: str = ""  # its name in [keys]; "" = the action's
+
+    @property
+    def id(self) -> str:
+        return self.name or self.action
+
+
+#: Every key of the main screen.
+KEYS: tuple[Key, ...] = (
+    Key("q", "quit", "Quit", "q"),
+    Key("question_mark", "help", "Help", "?"),
+    Key("j", "jobs", "Jobs", "j"),
+    # Priority: the keys typed (or pasted) right after it must reach the box.
+    Key("slash", "filter", "Filter", "/", priority=True),
+    Key("s", "sort", "Sort", "s"),
+    Key("r", "reverse", "Reverse sort", "r", show=False),
+    Key("p", "pause", "Pause", "p"),
+    Key("enter", "detail", "Detail", "Enter"),
+    Key("k", "kill", "Kill", "k"),
+    # Shown in `?` and the palette, not the footer: the footer must fit 80 columns.
+    Key("space", "tag", "Tag", "Space", show=False),
+    Key("a", "all_gpus", "All GPUs", "a", show=False),
+    Key("plus,equals_sign", "interval(1)", "Slower refresh", "+", show=False, name="slower"),
+    Key("minus", "interval(-1)", "Faster refresh", "-", show=False, name="faster"),
+    Key("escape", "clear_filter", "Clear filter", "Esc", show=False),
+)
+
+#: Keys no action may take: GPU choice, quit, suspend, palette, moving in the table.
+RESERVED = (
+    frozenset("0123456789")
+    | {"ctrl+c", "ctrl+z", "ctrl+p", "tab", "up", "down"}
+    | {"left", "right", "pageup", "pagedown"}
+)
+
+
+def remapped(overrides: Mapping[str, str], keys: tuple[Key, ...] = KEYS) -> tuple[Key, ...]:
+    """``keys`` with ``[keys]`` applied (action name -> key, already checked)."""
+    return tuple(
+        dataclasses.replace(k, keys=overrides[k.id], display=overrides[k.id])
+        if k.id in overrides
+        else k
+        for k in keys
+    )

@@ -1,0 +1,114 @@
+"""What the dashboard has loaded when its first frame with GPU data is on the terminal.
+
+The real start (``gputop`` in a tmux pane, on the fake NVML and on the demo) runs in a
+fresh interpreter; a probe writes ``sys.modules`` once the first drawn frame has been
+painted, and the run ends there. Counted by name, not timed: whatever the first screen
+does not show (plotext, the secondary screens, the recorder, the exporter, the fleet)
+must load when first needed.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fakenvml import FakeGpu, FakeProcess, Scenario
+from tests.tmux_pane import TmuxPane
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Loaded on a later screen or by another command, never before the first frame.
+NOT_AT_START = (
+    "plotext",
+    "textual_plotext",
+    "prometheus_client",
+    "gputop.record",
+    "gputop.exporter",
+    "gputop.fleet",
+    "gputop.ui.screens.detail",
+    "gputop.ui.screens.jobs",
+    "gputop.ui.screens.help",
+    "gputop.ui.screens.kill",
+    "gputop.ui.history",
+    "gputop.actions",
+    "gputop.textout",
+    "gputop.stream",
+)
+#: gputop's own modules at the first frame, at most.
+GPUTOP_AT_START = 46
+#: Every module at the first frame, Python's and Textual's included, at most.
+ALL_AT_START = 470
+
+PROBE = """
+import json, sys
+import gputop.cli as cli
+out = sys.argv[1]
+real = cli._dashboard
+
+def dashboard(*args, **kwargs):
+    import gputop.ui.app as app
+    apply = app.GpuTopApp.apply_frame
+
+    def first(self, frame):
+        drawn = apply(self, frame)
+        if drawn and not getattr(self, "_probed", False):
+            self._probed = True
+
+            def painted():
+                with open(out, "w") as f:
+                    json.dump(sorted(sys.modules), f)
+                self.exit()
+
+            self.call_after_refresh(painted)
+        return drawn
+
+    app.GpuTopApp.apply_frame = first
+    return real(*args, **kwargs)
+
+cli._dashboard = dashboard
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def modules_at_first_frame(tmp_path: Path, argv: list[str], env: dict[str, str]) -> list[str]:
+    out = tmp_path / "modules.json"
+    q = shlex.quote
+    exports = "".join(f"export {k}={q(v)}; " for k, v in env.items())
+    run = " ".join(map(q, [sys.executable, "-c", PROBE, str(out), *argv]))
+    command = "sh -c " + q(f"{exports}cd {q(str(ROOT))}; exec {run}")
+    pane = TmuxPane(command, width=120, height=40)
+    try:
+        deadline = time.monotonic() + 60
+        while not out.exists() or not out.read_text().endswith("]"):
+            assert time.monotonic() < deadline, f"no first frame; the pane shows:\n{pane.screen()}"
+            time.sleep(0.05)
+    finally:
+        pane.close()
+    names: list[str] = json.loads(out.read_text())
+    return names
+
+
+@pytest.mark.parametrize("source", ["fake-nvml", "demo"])
+def test_the_first_frame_loads_only_what_it_shows(
+    source: str, tmp_path: Path, fake_nvml_env: Callable[..., dict[str, str]]
+) -> None:
+    env = {"PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "TEXTUAL_ANIMATIONS": "none"}
+    if source == "demo":
+        argv = ["--demo", "--interval", "1"]
+    else:
+        argv = ["--interval", "1"]
+        scenario = Scenario(gpus=[FakeGpu(processes=[FakeProcess(4242)]), FakeGpu()])
+        env.update(fake_nvml_env(scenario))
+    names = modules_at_first_frame(tmp_path, argv, env)
+    early = [n for n in names if n.startswith(NOT_AT_START)]
+    assert early == [], f"loaded before the first frame: {early}"
+    ours = [n for n in names if n.split(".")[0] == "gputop"]
+    limit = GPUTOP_AT_START
+    assert len(ours) <= limit, f"{len(ours)} gputop modules at start (at most {limit}): {ours}"
+    assert len(names) <= ALL_AT_START, f"{len(names)} modules at start (at most {ALL_AT_START})"
