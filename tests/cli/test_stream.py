@@ -41,8 +41,9 @@ def test_count_lines_each_a_schema_1_snapshot_with_jobs_and_verdicts(
         assert len(snap.gpus) == 8
         assert all(g["verdict"]["kind"] for g in doc["gpus"])
         assert doc["jobs"] and all("verdict" in j for j in doc["jobs"])
-    # the first line's rates cover the short first window; the later ones the interval
-    assert docs[0]["host"]["rate_seconds"] == pytest.approx(0.1, abs=0.05)
+    # the first line already has rates (over the short first window), as the later ones;
+    # how long that window was is a matter of the machine's load, not checked here
+    assert docs[0]["host"]["rate_seconds"] > 0
     assert docs[0]["host"]["cpu_percent"] is not None
     assert all(d["host"]["rate_seconds"] > 0 for d in docs[1:])
 
