@@ -736,7 +736,7 @@ class _Check:
             value = getattr(obj, name)
             where = f"{path}{name}"
             if kind == "one" and limit is not None:
-                if value is None or _within(value, limit):
+                if value is None or within(value, limit):
                     continue
                 low, high, unit = limit
                 why = f"outside {_said(low)}-{_said(high)}" + (f" {unit}" if unit else "")
@@ -748,7 +748,7 @@ class _Check:
                 if (
                     value is None
                     or value == ()
-                    or (type(value) is tuple and all(_within(v, limit) for v in value))
+                    or (type(value) is tuple and all(within(v, limit) for v in value))
                 ):
                     continue
                 self.bad(where, value, f"outside {_said(limit[0])}-{_said(limit[1])}")
@@ -779,7 +779,7 @@ class _Check:
         if not isinstance(obj, GpuSample):
             return self.walk(obj, f"{path}.")
         limit = LIMITS[GpuSample, "index"]
-        if not _within(obj.index, limit):
+        if not within(obj.index, limit):
             self.bad(f"{path}.index", obj.index, f"outside 0-{limit[1]}", "left out")
             return _INVALID
         self.gpu = obj.index
@@ -804,7 +804,8 @@ class _Check:
         return changes
 
 
-def _within(value: Any, limit: tuple[float, float, str]) -> bool:
+def within(value: Any, limit: tuple[float, float, str]) -> bool:
+    """Whether ``value`` is a number within a :data:`LIMITS` entry."""
     return type(value) in (int, float) and limit[0] <= value <= limit[1]  # NaN: False
 
 
