@@ -77,6 +77,12 @@ def ratio_percent(part: float | None, whole: float | None) -> float | None:
     return finite(100.0 * part / whole)
 
 
+def since(now: float | None, then: float | None) -> float | None:
+    """Seconds from ``then`` to ``now`` (at least 0), None when either is unknown."""
+    now, then = finite(now), finite(then)
+    return None if now is None or then is None else finite(max(0.0, now - then))
+
+
 def clock(epoch: float | None, form: str = "%H:%M:%S") -> str:
     """Local time of ``epoch`` seconds in ``form``; n/a where the platform has none."""
     epoch = finite(epoch)

@@ -122,9 +122,7 @@ def _gpu_lines(g: GpuSample) -> list[str]:
 
 
 def _age(now: float, info: ProcessInfo | None) -> str:
-    if info is None or info.create_time is None:
-        return fmt.NA
-    return fmt.duration(now - info.create_time)
+    return fmt.duration(fmt.since(now, None if info is None else info.create_time))
 
 
 #: pid -> its rows with their position in ``Snapshot.processes`` (built once per table).

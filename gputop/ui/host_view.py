@@ -17,7 +17,7 @@ def host_lines(host: HostSample | None, width: int, *, compact: bool) -> tuple[P
         return ((("host: n/a (no host sample)", "dim"),),)
     digits = 1 if compact else 2
     load = (
-        " ".join(f"{v:.{digits}f}" for v in host.load_average)
+        " ".join(fmt.number(v, "", digits) for v in host.load_average)
         if host.load_average is not None
         else fmt.NA
     )

@@ -97,7 +97,8 @@ def memory_bar(used_pct: float | None, reserved_pct: float | None, width: int) -
     if fmt.finite(used_pct) is None:
         return ((NO_VALUE * width, "dim"),)
     used = bar_cells(used_pct, width)
-    reserved = max(0, bar_cells((used_pct or 0.0) + (reserved_pct or 0.0), width) - used)
+    total = (used_pct or 0.0) + (fmt.finite(reserved_pct) or 0.0)
+    reserved = max(0, bar_cells(total, width) - used)
     return (
         (BAR_USED * used, "bar-mem"),
         (BAR_RESERVED * reserved, "bar-reserved"),

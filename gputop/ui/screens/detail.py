@@ -55,11 +55,13 @@ def gpu_timeline(
     absent or lost); ``after``'s snapshots follow with positive seconds."""
     if not history:
         return []
-    newest = history[-1].time
+    newest = fmt.finite(history[-1].time)
     out: list[tuple[float, GpuSample | None]] = []
     for snap in (*history, *after):
         gpu = snap.gpu(index)
-        out.append((snap.time - newest, None if gpu is None or gpu.lost else gpu))
+        when = fmt.finite(snap.time)  # NaN: off every chart
+        x = math.nan if when is None or newest is None else when - newest
+        out.append((x, None if gpu is None or gpu.lost else gpu))
     return out
 
 
