@@ -370,7 +370,12 @@ def _identity(value: Any) -> Any:
 
 
 def _to_float(value: Any) -> Any:
-    return float(value) if isinstance(value, int) else value
+    if not isinstance(value, int):
+        return value
+    try:
+        return float(value)
+    except OverflowError:  # past a float: inf, which the check by value refuses
+        return math.inf if value > 0 else -math.inf
 
 
 def _compile(tp: Any, checked: bool) -> Decode:
@@ -570,7 +575,7 @@ class GpuMetric:
 # - SM clock: no card boosts past about 3 GHz (RTX 4090 2520 MHz boost); 10 GHz is 3x.
 # - memory: B200 192 GB and B300 288 GB of HBM3e are the largest; 1 PB is 3000x that.
 # - PCIe: 7.0 (PCI-SIG, 2025) is 128 GT/s, 256 GB/s per direction at x16, and 8.0 plans
-#   twice that; links are x1-x32 (the base specification).
+#   twice that; links are x1-x32 (the base specification); gen 1 x1 carries 250 MB/s.
 _GPU_BYTES = (0, 1e15)
 _MEM_MHZ = (0, 50_000)
 _PCIE_GEN = (0, 16)
@@ -601,7 +606,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               "nvmlDeviceGetMemoryInfo (v2)", "GPU memory reserved by the driver (not in used)"),
     GpuMetric("memory.free", "bytes", _GPU_BYTES, "", "", None, "",
               "nvmlDeviceGetMemoryInfo (v2, else v1)", "GPU memory free"),
-    GpuMetric("pcie.link_max_bytes_per_s", "bytes/s", _PCIE_RATE, "", "",
+    GpuMetric("pcie.link_max_bytes_per_s", "bytes/s", (2e8, 2e12), "", "",
               "gputop_gpu_pcie_link_max_bytes_per_second", "bytes/s",
               "from the max PCIe generation and width",
               "PCIe link capacity per direction at its max generation and width"),
@@ -622,7 +627,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               'PCIe throughput host to GPU (gputop_gpu_pcie_bytes_per_second{direction="rx"})'),
     GpuMetric("power_w", "W", (0, 5_000), "{:.0f}W", "", "gputop_gpu_power_watts", "watts",
               "nvmlDeviceGetPowerUsage", "Power draw"),
-    GpuMetric("power_limit_w", "W", (0, 5_000), "{:.0f}W", "",
+    GpuMetric("power_limit_w", "W", (1, 5_000), "{:.0f}W", "",
               "gputop_gpu_power_limit_watts", "watts",
               "nvmlDeviceGetEnforcedPowerLimit", "Enforced power limit"),
     GpuMetric("temperature_c", "°C", (1, 150), "{:.0f}°C", "",
@@ -707,6 +712,8 @@ LIMITS: dict[tuple[type, str], tuple[float, float, str]] = {
 
 
 def _said(value: Any) -> str:
+    if type(value) is int and abs(value) >= 10**300:
+        return f"a number of {len(str(abs(value)))} digits"
     if type(value) is int and abs(value) < 10**10:
         return str(value)
     return f"{value:g}" if type(value) in (int, float) else f"{value!r:.40}"
@@ -736,7 +743,9 @@ class _Check:
             value = getattr(obj, name)
             where = f"{path}{name}"
             if kind == "one" and limit is not None:
-                if value is None or within(value, limit):
+                if value is None or (
+                    within(value, limit) and (inner is not int or type(value) is int)
+                ):
                     continue
                 low, high, unit = limit
                 why = f"outside {_said(low)}-{_said(high)}" + (f" {unit}" if unit else "")
@@ -751,6 +760,8 @@ class _Check:
                     or (type(value) is tuple and all(within(v, limit) for v in value))
                 ):
                     continue
+                if type(value) is tuple:  # the first item out of range says it
+                    value = next(v for v in value if not within(v, limit))
                 self.bad(where, value, f"outside {_said(limit[0])}-{_said(limit[1])}")
                 changes[name] = None if optional else ()
             elif kind == "one" and value is not None:

@@ -363,7 +363,6 @@ def decompress(data: bytes, dictionary: bytes | None = None) -> bytes:
 
 #: (class, field) -> (its LIMITS, its _classify kind), or None: not bounded.
 _SCANS: dict[tuple[type, str], Any] = {}
-_NUMBERS = {int, float}
 
 
 class _Fallback(Exception):
@@ -469,10 +468,12 @@ class _Direct:
         found = _SCANS.get((cls, name), _MISSING)
         if found is _MISSING:
             limit = LIMITS.get((cls, name))
-            found = _SCANS[(cls, name)] = limit and (limit, _classify(type_hints(cls)[name])[0])
+            kind, bare = _classify(type_hints(cls)[name])
+            numbers = {int} if bare is int else {int, float}
+            found = _SCANS[(cls, name)] = limit and (limit, kind, numbers)
         if not found:
             return
-        (low, high, _), kind = found
+        (low, high, _), kind, numbers = found
         values = col[:1] if constant else col
         if None in values or _MISSING in values:
             values = [v for v in values if v is not None and v is not _MISSING]
@@ -480,7 +481,7 @@ class _Direct:
             tuples = [t for t in values if type(t) is tuple]
             values = [x for t in tuples for x in t] + ([None] if len(tuples) < len(values) else [])
         self.suspect = bool(values) and not (
-            set(map(type, values)) <= _NUMBERS
+            set(map(type, values)) <= numbers
             and low <= min(values)
             and max(values) <= high
             and sum(values) == sum(values)  # no NaN

@@ -5,7 +5,6 @@ without an exception. Hypothesis prints the failing example and its seed."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 from typing import Any
@@ -30,8 +29,8 @@ from gputop.ui.process_view import (
     visible_columns,
 )
 from gputop.ui.screens.detail import HistoryPlot, Series, downsample, gpu_timeline, runs
+from tests.helpers.hostile import HOSTILE, poison_snapshot
 
-HOSTILE = [math.nan, math.inf, -math.inf, 1e308, -1e308, 10**400, 2**64, -1, -(2**63), 0, 1e-320]
 numbers = st.one_of(
     st.sampled_from(HOSTILE),
     st.floats(allow_nan=True, allow_infinity=True),
@@ -83,27 +82,6 @@ def test_no_formatter_raises(value: Any) -> None:
 _BASE = [DemoSource(seed=4, start_time=1.8e9, step=1.0).snapshot() for _ in range(3)]
 
 
-def poisoned(snapshot: Snapshot, rng: random.Random, values: list[Any]) -> Snapshot:
-    """``snapshot`` with about a third of its numbers (the time too) replaced."""
-
-    def walk(obj: Any) -> Any:
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            changes = {}
-            for f in dataclasses.fields(obj):
-                old = getattr(obj, f.name)
-                new = walk(old)
-                if new is not old:
-                    changes[f.name] = new
-            return dataclasses.replace(obj, **changes) if changes else obj
-        if isinstance(obj, tuple):
-            return tuple(walk(v) for v in obj)
-        if type(obj) in (int, float) and rng.random() < 0.35:
-            return rng.choice(values)
-        return obj
-
-    return walk(snapshot)  # type: ignore[no-any-return]
-
-
 def every_view(snap: Snapshot) -> None:
     render_text(snap)
     render_json(snap)
@@ -132,7 +110,7 @@ def every_view(snap: Snapshot) -> None:
 @given(seed=st.integers(0, 2**32 - 1), values=st.lists(numbers, min_size=1, max_size=6))
 def test_no_view_raises_on_hostile_numbers(seed: int, values: list[Any]) -> None:
     rng = random.Random(seed)
-    every_view(poisoned(_BASE[0], rng, values))
+    every_view(poison_snapshot(_BASE[0], rng, values))
 
 
 @SETTINGS
@@ -140,7 +118,7 @@ def test_no_view_raises_on_hostile_numbers(seed: int, values: list[Any]) -> None
 def test_the_detail_chart_never_raises(seed: int, values: list[Any]) -> None:
     """The detail screen's series and its plotext chart, built to text."""
     rng = random.Random(seed)
-    history = [poisoned(s, rng, values) for s in _BASE]
+    history = [poison_snapshot(s, rng, values) for s in _BASE]
     timeline = gpu_timeline(history, 0)
     points = tuple((x, None if g is None else g.utilization.gpu) for x, g in timeline)
     runs(downsample(points, 60.0, 4))
