@@ -31,6 +31,11 @@ SEED = int(os.environ.get("GPUTOP_FUZZ_SEED") or random.SystemRandom().randrange
 ROUNDS = 25
 
 
+@pytest.fixture(autouse=True)
+def _say_the_seed() -> None:
+    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
+
+
 def in_bounds(snapshot: Snapshot, seed: int) -> None:
     """What a view draws: the check by value finds nothing more in it."""
     again = check_values(snapshot, "test", "the test")
