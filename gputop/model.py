@@ -702,6 +702,7 @@ LIMITS: dict[tuple[type, str], tuple[float, float, str]] = {
     (MigDevice, "compute_instance_id"): (*_PID, ""),
     (UnlistedHolder, "pid"): (*_PID, ""), (UnlistedHolder, "gpu"): (0, 2**16, ""),
     (UnlistedHolder, "minor_number"): (0, 2**20, ""),
+    (SampleError, "gpu"): (0, 2**16, ""),
     **{  # the GPU metrics' own bounds
         (type_hints(GpuSample)[head] if tail else GpuSample, tail or head): (*m.bounds, m.unit)
         for m in GPU_METRICS if m.bounds is not None
@@ -739,43 +740,40 @@ class _Check:
             return obj
         changes: dict[str, Any] = {}
         cls: Any = type(obj)
-        for name, limit, kind, optional, inner in _plan(cls):
+        for name, kind, low, high, numbers, optional, inner in _plan(cls):
             value = getattr(obj, name)
-            where = f"{path}{name}"
-            if kind == "one" and limit is not None:
-                if value is None or (
-                    within(value, limit) and (inner is not int or type(value) is int)
-                ):
+            if kind == _NUMBER:
+                if value is None or (type(value) in numbers and low <= value <= high):
                     continue
-                low, high, unit = limit
+                unit = LIMITS[cls, name][2]
                 why = f"outside {_said(low)}-{_said(high)}" + (f" {unit}" if unit else "")
-                self.bad(where, value, why, "shown as n/a" if optional else "left out")
+                self.bad(path + name, value, why, "shown as n/a" if optional else "left out")
                 if not optional:
                     return _INVALID
                 changes[name] = None
-            elif kind == "many" and limit is not None:
-                if (
-                    value is None
-                    or value == ()
-                    or (type(value) is tuple and all(within(v, limit) for v in value))
+            elif kind == _NUMBERS:
+                if value is None or (
+                    type(value) is tuple
+                    and all(type(v) in numbers and low <= v <= high for v in value)
                 ):
                     continue
                 if type(value) is tuple:  # the first item out of range says it
-                    value = next(v for v in value if not within(v, limit))
-                self.bad(where, value, f"outside {_said(limit[0])}-{_said(limit[1])}")
+                    value = next(v for v in value if not within(v, LIMITS[cls, name]))
+                self.bad(path + name, value, f"outside {_said(low)}-{_said(high)}")
                 changes[name] = None if optional else ()
-            elif kind == "one" and value is not None:
-                made = self.item(value, where, inner, optional)
+            elif kind == _PART and value is not None:
+                made = self.item(value, path + name, inner, optional)
                 if made is _INVALID and not optional:
                     return _INVALID
                 if made is not value:
                     changes[name] = None if made is _INVALID else made
-            elif kind == "many" and value:
+            elif kind == _PARTS and value:
+                where = path + name
                 items = value if type(value) is tuple else ()
                 made = tuple(self.item(v, where, inner, False) for v in items)
                 if type(value) is not tuple or any(a is not b for a, b in zip(made, value)):  # noqa: B905
                     changes[name] = tuple(v for v in made if v is not _INVALID)
-        if isinstance(obj, GpuMemory):
+        if cls is GpuMemory:
             changes.update(self.memory(obj if not changes else replace(obj, **changes), path))
         if not changes:
             self.ok.add(id(obj))
@@ -820,10 +818,14 @@ def within(value: Any, limit: tuple[float, float, str]) -> bool:
     return type(value) in (int, float) and limit[0] <= value <= limit[1]  # NaN: False
 
 
+_NUMBER, _NUMBERS, _PART, _PARTS = range(4)
+
+
 @functools.cache
-def _plan(cls: type) -> tuple[tuple[str, Any, str, bool, Any], ...]:
-    """(field, its limit or None, "one" or "many", optional, its (items') type) of each
-    field to visit."""
+def _plan(cls: type) -> tuple[tuple[str, int, float, float, Any, bool, Any], ...]:
+    """(field, its kind, low, high, the number types it takes, optional, its (items')
+    type) of each field to visit: a number or a tuple of them with LIMITS, or a part
+    (a tuple of parts) that holds some."""
     plan = []
     for name, tp in type_hints(cls).items():
         args = typing.get_args(tp)
@@ -832,9 +834,13 @@ def _plan(cls: type) -> tuple[tuple[str, Any, str, bool, Any], ...]:
         many = typing.get_origin(bare) is tuple
         inner = typing.get_args(bare)[0] if many else bare
         limit = LIMITS.get((cls, name))
+        numbers = frozenset({int} if inner is int else {int, float})
         nested = isinstance(inner, type) and dataclasses.is_dataclass(inner)
-        if limit is not None or (nested and _has_limits(inner)):
-            plan.append((name, limit, "many" if many else "one", optional, inner))
+        if limit is not None:
+            kind = _NUMBERS if many else _NUMBER
+            plan.append((name, kind, limit[0], limit[1], numbers, optional, inner))
+        elif nested and _has_limits(inner):
+            plan.append((name, _PARTS if many else _PART, 0, 0, numbers, optional, inner))
     return tuple(plan)
 
 
