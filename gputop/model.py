@@ -742,24 +742,23 @@ class _Check:
         cls: Any = type(obj)
         for name, kind, low, high, numbers, optional, inner in _plan(cls):
             value = getattr(obj, name)
-            if kind == _NUMBER:
-                if value is None or (type(value) in numbers and low <= value <= high):
-                    continue
-                unit = LIMITS[cls, name][2]
-                why = f"outside {_said(low)}-{_said(high)}" + (f" {unit}" if unit else "")
-                self.bad(path + name, value, why, "shown as n/a" if optional else "left out")
-                if not optional:
-                    return _INVALID
-                changes[name] = None
-            elif kind == _NUMBERS:
+            if kind <= _NUMBERS:  # a number, or a tuple of them: each within its limit
+                items = value if kind == _NUMBERS else (value,)
                 if value is None or (
-                    type(value) is tuple
-                    and all(type(v) in numbers and low <= v <= high for v in value)
+                    type(items) is tuple
+                    and all(type(v) in numbers and low <= v <= high for v in items)
                 ):
                     continue
-                if type(value) is tuple:  # the first item out of range says it
-                    value = next(v for v in value if not within(v, LIMITS[cls, name]))
-                self.bad(path + name, value, f"outside {_said(low)}-{_said(high)}")
+                if type(items) is tuple:  # the first item out of range says it
+                    value = next(
+                        v for v in items if not (type(v) in numbers and within(v, low, high))
+                    )
+                unit = LIMITS[cls, name][2]
+                why = f"outside {_said(low)}-{_said(high)}" + (f" {unit}" if unit else "")
+                kept = optional or kind == _NUMBERS  # else the object is left out
+                self.bad(path + name, value, why, "shown as n/a" if kept else "left out")
+                if not kept:
+                    return _INVALID
                 changes[name] = None if optional else ()
             elif kind == _PART and value is not None:
                 made = self.item(value, path + name, inner, optional)
@@ -787,9 +786,9 @@ class _Check:
             return _INVALID
         if not isinstance(obj, GpuSample):
             return self.walk(obj, f"{path}.")
-        limit = LIMITS[GpuSample, "index"]
-        if not within(obj.index, limit):
-            self.bad(f"{path}.index", obj.index, f"outside 0-{limit[1]}", "left out")
+        low, high, _ = LIMITS[GpuSample, "index"]
+        if type(obj.index) is not int or not within(obj.index, low, high):
+            self.bad(f"{path}.index", obj.index, f"outside {low}-{high}", "left out")
             return _INVALID
         self.gpu = obj.index
         try:
@@ -813,9 +812,9 @@ class _Check:
         return changes
 
 
-def within(value: Any, limit: tuple[float, float, str]) -> bool:
-    """Whether ``value`` is a number within a :data:`LIMITS` entry."""
-    return type(value) in (int, float) and limit[0] <= value <= limit[1]  # NaN: False
+def within(value: Any, low: float, high: float, *_: str) -> bool:
+    """Whether ``value`` is a number within ``low``-``high`` (``*LIMITS[key]``)."""
+    return type(value) in (int, float) and low <= value <= high  # NaN: False
 
 
 _NUMBER, _NUMBERS, _PART, _PARTS = range(4)
@@ -839,14 +838,9 @@ def _plan(cls: type) -> tuple[tuple[str, int, float, float, Any, bool, Any], ...
         if limit is not None:
             kind = _NUMBERS if many else _NUMBER
             plan.append((name, kind, limit[0], limit[1], numbers, optional, inner))
-        elif nested and _has_limits(inner):
+        elif nested and _plan(inner):
             plan.append((name, _PARTS if many else _PART, 0, 0, numbers, optional, inner))
     return tuple(plan)
-
-
-@functools.cache
-def _has_limits(cls: type) -> bool:
-    return any(c is cls for c, _ in LIMITS) or bool(_plan(cls))
 
 
 def check_gpu(sample: GpuSample, source: str, who: str) -> tuple[GpuSample, list[SampleError]]:

@@ -558,15 +558,8 @@ class _Direct:
             constant = constant and same
             self._scan(cls, f.name, col, same)
         if cls is GpuMemory and not self.suspect:  # used, free and reserved at most the total
-            self.suspect = any(
-                v is not None
-                and v is not _MISSING
-                and t is not None
-                and t is not _MISSING
-                and v > t
-                for part in cols[1:]
-                for t, v in zip(cols[0], part, strict=True)
-            )
+            pairs = (tv for part in cols[1:] for tv in zip(cols[0], part, strict=True))
+            self.suspect = any(type(t) is type(v) is int and v > t for t, v in pairs)
         make = _maker(cls)
         if constant and n:
             one = make(*(c[0] for c in cols))
