@@ -6,8 +6,8 @@ recordings; memory is also bounded by its own total.
 
 from __future__ import annotations
 
-from gputop import model
 from gputop.model import GPU_METRICS, GpuSample, SampleError
+from gputop.model import check_gpu as checked_gpu
 
 SOURCE = "nvml"
 
@@ -19,7 +19,7 @@ BOUNDS: tuple[tuple[str, float, float, str], ...] = tuple(
 
 def check_gpu(sample: GpuSample) -> tuple[GpuSample, list[SampleError]]:
     """``sample`` with every impossible value None, and an error for each."""
-    return model.check_gpu(sample, SOURCE, "the driver")
+    return checked_gpu(sample, SOURCE, "the driver")
 
 
 def check_gpus(

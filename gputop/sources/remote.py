@@ -8,8 +8,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gputop import model
-from gputop.model import MAX_ITEMS, SCHEMA_VERSION, Snapshot, Verdict, clean_text, decoder
+from gputop.model import (
+    LIMITS,
+    MAX_ITEMS,
+    SCHEMA_VERSION,
+    GpuMemory,
+    GpuSample,
+    Snapshot,
+    Utilization,
+    Verdict,
+    clean_text,
+    decoder,
+    within,
+)
 
 #: A line above this many bytes is refused (far above what a real host writes).
 MAX_LINE_BYTES = 8 * 2**20
@@ -83,7 +94,7 @@ def parse_line(line: bytes | str) -> dict[str, Any]:
         raise LineError(f"unknown schema {schema}")
     if not isinstance(data.get("gpus", []), list) or not isinstance(data.get("time"), int | float):
         raise LineError("not a gputop snapshot (no time or GPU list)")
-    if not model.within(data["time"], *model.LIMITS[Snapshot, "time"]):
+    if not within(data["time"], *LIMITS[Snapshot, "time"]):
         raise LineError(f"not a gputop snapshot (its time {data['time']:.6g} is out of range)")
     return data
 
@@ -100,7 +111,7 @@ _int = decoder(int | None, checked=True)
 
 def _bounded(value: Any, cls: type, name: str) -> Any:
     """``value`` if within the model's LIMITS, else None (the snapshot check's bounds)."""
-    return value if model.within(value, *model.LIMITS[cls, name]) else None
+    return value if within(value, *LIMITS[cls, name]) else None
 
 
 def _text(value: Any, limit: int) -> str | None:
@@ -154,13 +165,13 @@ def summarize(data: dict[str, Any]) -> HostReport:
             if user:
                 users.add(user)
         every |= users
-        index = _bounded(g.get("index"), model.GpuSample, "index")
-        total = _bounded(mem.get("total"), model.GpuMemory, "total")
-        used = _bounded(mem.get("used"), model.GpuMemory, "used")
+        index = _bounded(g.get("index"), GpuSample, "index")
+        total = _bounded(mem.get("total"), GpuMemory, "total")
+        used = _bounded(mem.get("used"), GpuMemory, "used")
         cells.append(
             GpuCell(
                 index=i if index is None else index,
-                util=_bounded(_dict(g.get("utilization")).get("gpu"), model.Utilization, "gpu"),
+                util=_bounded(_dict(g.get("utilization")).get("gpu"), Utilization, "gpu"),
                 mem_used=None if total is not None and used is not None and used > total else used,
                 mem_total=total,
                 lost=g.get("lost") is True,
