@@ -1,9 +1,13 @@
 """The one place where values become short strings for people.
 
-``None`` always becomes ``NA`` ("n/a"): a missing value is never shown as 0.
+``None`` always becomes ``NA`` ("n/a"): a missing value is never shown as 0; so does
+NaN or an infinity, which no formatter turns into a crash.
 """
 
 from __future__ import annotations
+
+import math
+import time
 
 from gputop.model import clean_text as clean_text  # its home: checked decoding
 
@@ -12,11 +16,20 @@ NA = "n/a"
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
+def finite(value: float | None) -> float | None:
+    """``value`` if a finite number, else None: what every formatter and chart shows."""
+    try:
+        return value if value is not None and math.isfinite(value) else None
+    except OverflowError:  # an int past a float's range
+        return None
+
+
 def bytes_(value: float | None, digits: int = 1) -> str:
     """1536 -> '1.5KiB'; None -> 'n/a'."""
-    if value is None:
+    v = finite(value)
+    if v is None:
         return NA
-    v = float(value)
+    v = float(v)
     for unit in _UNITS:
         if abs(v) < 1024 or unit == _UNITS[-1]:
             if unit == "B":
@@ -28,27 +41,26 @@ def bytes_(value: float | None, digits: int = 1) -> str:
 
 def mib(value: float | None) -> str:
     """GPU memory as nvidia-smi shows it: whole MiB."""
-    if value is None:
-        return NA
-    return f"{value / 2**20:.0f}MiB"
+    v = finite(value)
+    return NA if v is None else f"{v / 2**20:.0f}MiB"
 
 
 def rate(value: float | None) -> str:
     """Bytes per second: '12.3MiB/s'."""
-    if value is None:
+    if finite(value) is None:
         return NA
     return bytes_(value) + "/s"
 
 
 def number(value: float | None, unit: str = "", digits: int = 0) -> str:
-    if value is None:
+    if finite(value) is None:
         return NA
     return f"{value:.{digits}f}{unit}"
 
 
 def shown(value: float | None, text: str) -> str:
     """``value`` in the format string ``text`` (a metric's ``GpuMetric.text``: "{:.0f}%")."""
-    if value is None:
+    if finite(value) is None:
         return NA
     return text.format(value)
 
@@ -59,13 +71,30 @@ def percent(value: float | None, digits: int = 0) -> str:
 
 def ratio_percent(part: float | None, whole: float | None) -> float | None:
     """part/whole in percent, None when either is unknown or whole is 0."""
+    part, whole = finite(part), finite(whole)
     if part is None or whole is None or whole <= 0:
         return None
-    return 100.0 * part / whole
+    return finite(100.0 * part / whole)
+
+
+def since(now: float | None, then: float | None) -> float | None:
+    """Seconds from ``then`` to ``now`` (at least 0), None when either is unknown."""
+    now, then = finite(now), finite(then)
+    return None if now is None or then is None else finite(max(0.0, now - then))
+
+
+def clock(epoch: float | None, form: str = "%H:%M:%S") -> str:
+    """Local time of ``epoch`` seconds in ``form``; n/a where the platform has none."""
+    epoch = finite(epoch)
+    try:
+        return NA if epoch is None else time.strftime(form, time.localtime(epoch))
+    except (ValueError, OverflowError, OSError):
+        return NA
 
 
 def duration(seconds: float | None) -> str:
     """Elapsed time like ps: '59s', '12:03', '3:04:05', '2d03h'."""
+    seconds = finite(seconds)
     if seconds is None:
         return NA
     s = max(0, int(seconds))

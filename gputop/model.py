@@ -271,12 +271,13 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, checked: bool = False) -> Snapshot:
-        """The snapshot of its JSON form; ``checked``: untrusted input (see :func:`decoder`),
-        ValueError when even the time, hostname or driver is unusable."""
+        """The snapshot of its JSON form; ``checked``: a remote host's (see :func:`decoder`
+        and :func:`check_values`), ValueError when even the time, hostname or driver is
+        unusable."""
         snapshot: Snapshot = decoder(cls, checked=checked)(data)
         if snapshot is _INVALID:
             raise ValueError("not a snapshot: its time, hostname or driver is unusable")
-        return snapshot
+        return check_values(snapshot, "remote", "the remote host") if checked else snapshot
 
     def gpu(self, index: int) -> GpuSample | None:
         return next((g for g in self.gpus if g.index == index), None)
@@ -369,7 +370,12 @@ def _identity(value: Any) -> Any:
 
 
 def _to_float(value: Any) -> Any:
-    return float(value) if isinstance(value, int) else value
+    if not isinstance(value, int):
+        return value
+    try:
+        return float(value)
+    except OverflowError:  # past a float: inf, which the check by value refuses
+        return math.inf if value > 0 else -math.inf
 
 
 def _compile(tp: Any, checked: bool) -> Decode:
@@ -560,6 +566,23 @@ class GpuMetric:
         return self.get(gpu)
 
 
+# Bounds admit every real card with headroom (issue 21). Where they come from:
+# - power: H100/H200 SXM 700 W, B200 1000 W, a GB200's B200 1200 W (NVIDIA's datasheets);
+#   5000 W is four times the most any card draws.
+# - memory clock: NVML reports half the per-pin data rate (RTX 4090, GDDR6X at 21 Gb/s:
+#   10501 MHz; RTX 5090, GDDR7 at 28 Gb/s: 14001 MHz). JEDEC's GDDR7 (JESD239: 192 GB/s
+#   per x32 device, 48 Gb/s a pin) tops out near 24000 MHz; HBM3e runs far below.
+# - SM clock: no card boosts past about 3 GHz (RTX 4090 2520 MHz boost); 10 GHz is 3x.
+# - memory: B200 192 GB and B300 288 GB of HBM3e are the largest; 1 PB is 3000x that.
+# - PCIe: 7.0 (PCI-SIG, 2025) is 128 GT/s, 256 GB/s per direction at x16, and 8.0 plans
+#   twice that; links are x1-x32 (the base specification); gen 1 x1 carries 250 MB/s.
+_GPU_BYTES = (0, 1e15)
+_MEM_MHZ = (0, 50_000)
+_PCIE_GEN = (0, 16)
+_PCIE_WIDTH = (0, 32)
+_PCIE_RATE = (0, 2e12)
+
+
 #: Every scalar GPU metric, in the order the exporter writes them and the docs list them.
 # fmt: off
 GPU_METRICS: tuple[GpuMetric, ...] = (
@@ -572,35 +595,39 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric("utilization.memory", "%", (0, 100), "{:.0f}%", "", None, "",
               "nvmlDeviceGetUtilizationRates",
               "Share of the last sample period in which memory was read or written"),
-    GpuMetric("memory.used", "bytes", None, "", "", "gputop_gpu_memory_used_bytes", "bytes",
+    GpuMetric("memory.used", "bytes", _GPU_BYTES, "", "",
+              "gputop_gpu_memory_used_bytes", "bytes",
               "nvmlDeviceGetMemoryInfo (v2, else v1)", "GPU memory used"),
-    GpuMetric("memory.total", "bytes", None, "", "", "gputop_gpu_memory_total_bytes", "bytes",
+    GpuMetric("memory.total", "bytes", (1e6, 1e15), "", "",
+              "gputop_gpu_memory_total_bytes", "bytes",
               "nvmlDeviceGetMemoryInfo (v2, else v1)", "GPU memory total"),
-    GpuMetric("memory.reserved", "bytes", None, "", "", "gputop_gpu_memory_reserved_bytes", "bytes",
+    GpuMetric("memory.reserved", "bytes", _GPU_BYTES, "", "",
+              "gputop_gpu_memory_reserved_bytes", "bytes",
               "nvmlDeviceGetMemoryInfo (v2)", "GPU memory reserved by the driver (not in used)"),
-    GpuMetric("memory.free", "bytes", None, "", "", None, "",
+    GpuMetric("memory.free", "bytes", _GPU_BYTES, "", "", None, "",
               "nvmlDeviceGetMemoryInfo (v2, else v1)", "GPU memory free"),
-    GpuMetric("pcie.link_max_bytes_per_s", "bytes/s", None, "", "",
+    GpuMetric("pcie.link_max_bytes_per_s", "bytes/s", (2e8, 2e12), "", "",
               "gputop_gpu_pcie_link_max_bytes_per_second", "bytes/s",
               "from the max PCIe generation and width",
               "PCIe link capacity per direction at its max generation and width"),
-    GpuMetric("pcie.gen", "", None, "", "", "gputop_gpu_pcie_link_gen", "1",
+    GpuMetric("pcie.gen", "", _PCIE_GEN, "", "", "gputop_gpu_pcie_link_gen", "1",
               "nvmlDeviceGetCurrPcieLinkGeneration", "PCIe link generation now"),
-    GpuMetric("pcie.max_gen", "", None, "", "", "gputop_gpu_pcie_link_max_gen", "1",
+    GpuMetric("pcie.max_gen", "", _PCIE_GEN, "", "", "gputop_gpu_pcie_link_max_gen", "1",
               "nvmlDeviceGetMaxPcieLinkGeneration", "PCIe link generation max"),
-    GpuMetric("pcie.width", "lanes", None, "", "", "gputop_gpu_pcie_link_width", "lanes",
+    GpuMetric("pcie.width", "lanes", _PCIE_WIDTH, "", "", "gputop_gpu_pcie_link_width", "lanes",
               "nvmlDeviceGetCurrPcieLinkWidth", "PCIe link width now"),
-    GpuMetric("pcie.max_width", "lanes", None, "", "", "gputop_gpu_pcie_link_max_width", "lanes",
+    GpuMetric("pcie.max_width", "lanes", _PCIE_WIDTH, "", "",
+              "gputop_gpu_pcie_link_max_width", "lanes",
               "nvmlDeviceGetMaxPcieLinkWidth", "PCIe link width max"),
-    GpuMetric("pcie.tx_bytes_per_s", "bytes/s", None, "", "", None, "",
+    GpuMetric("pcie.tx_bytes_per_s", "bytes/s", _PCIE_RATE, "", "", None, "",
               "nvmlDeviceGetPcieThroughput (TX)",
               'PCIe throughput GPU to host (gputop_gpu_pcie_bytes_per_second{direction="tx"})'),
-    GpuMetric("pcie.rx_bytes_per_s", "bytes/s", None, "", "", None, "",
+    GpuMetric("pcie.rx_bytes_per_s", "bytes/s", _PCIE_RATE, "", "", None, "",
               "nvmlDeviceGetPcieThroughput (RX)",
               'PCIe throughput host to GPU (gputop_gpu_pcie_bytes_per_second{direction="rx"})'),
     GpuMetric("power_w", "W", (0, 5_000), "{:.0f}W", "", "gputop_gpu_power_watts", "watts",
               "nvmlDeviceGetPowerUsage", "Power draw"),
-    GpuMetric("power_limit_w", "W", (0, 5_000), "{:.0f}W", "",
+    GpuMetric("power_limit_w", "W", (1, 5_000), "{:.0f}W", "",
               "gputop_gpu_power_limit_watts", "watts",
               "nvmlDeviceGetEnforcedPowerLimit", "Enforced power limit"),
     GpuMetric("temperature_c", "°C", (1, 150), "{:.0f}°C", "",
@@ -615,11 +642,11 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric("clocks.sm_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "",
               "gputop_gpu_sm_clock_hertz", "hertz",
               "nvmlDeviceGetClockInfo (SM)", "SM clock"),
-    GpuMetric("clocks.memory_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "", None, "",
+    GpuMetric("clocks.memory_mhz", "MHz", _MEM_MHZ, "{:.0f}MHz", "", None, "",
               "nvmlDeviceGetClockInfo (MEM)", "Memory clock"),
     GpuMetric("clocks.sm_max_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "", None, "",
               "nvmlDeviceGetMaxClockInfo (SM)", "SM clock max"),
-    GpuMetric("clocks.memory_max_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "", None, "",
+    GpuMetric("clocks.memory_max_mhz", "MHz", _MEM_MHZ, "{:.0f}MHz", "", None, "",
               "nvmlDeviceGetMaxClockInfo (MEM)", "Memory clock max"),
     GpuMetric("encoder_percent", "%", (0, 100), "{:.0f}%", "", None, "",
               "nvmlDeviceGetEncoderUtilization", "Video encoder utilization"),
@@ -627,7 +654,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               "nvmlDeviceGetDecoderUtilization", "Video decoder utilization"),
     GpuMetric("mig_mode", "0/1", None, "", "", "gputop_gpu_mig_mode", "0/1",
               "nvmlDeviceGetMigMode", "1 while MIG mode is enabled"),
-    GpuMetric("ecc_uncorrected", "", None, "", "", None, "",
+    GpuMetric("ecc_uncorrected", "", (0, 2**63), "", "", None, "",
               "nvmlDeviceGetTotalEccErrors (uncorrected, volatile)",
               "Uncorrected ECC errors since the driver loaded (n/a on consumer GPUs)"),
 )
@@ -636,6 +663,204 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
 
 GPU_METRIC: dict[str, GpuMetric] = {m.field: m for m in GPU_METRICS}
 LABELLED_METRICS: tuple[GpuMetric, ...] = tuple(m for m in GPU_METRICS if m.label)
+
+
+# --- values checked by value: the one check of every number that comes from outside (the
+# driver's GPU metrics, a remote host's line, a recording). Out of bounds: n/a and an error.
+
+_PID = (0, 2**32 - 1)  # NVML's pid is 32-bit unsigned
+_BYTES = (0, 2**60)  # 1 EiB: above any host's memory or disk
+_RATE = (0, 1e13)  # 10 TB/s: above any disk or network
+_PCT = (0, 100)
+_EPOCH = (0, 1e10)  # epoch seconds up to the year 2286
+_SECONDS = (0, 1e6)
+#: (class, field) -> (low, high, unit) of every number that is not a GPU metric; a tuple's
+#: bounds hold for each of its items.
+# fmt: off
+LIMITS: dict[tuple[type, str], tuple[float, float, str]] = {
+    (Snapshot, "time"): (*_EPOCH, "s"), (Snapshot, "tick_seconds"): (*_SECONDS, "s"),
+    (Snapshot, "tick_cpu_seconds"): (*_SECONDS, "s"),
+    (HostSample, "cpu_percent"): (*_PCT, "%"), (HostSample, "cpu_per_core"): (*_PCT, "%"),
+    (HostSample, "iowait_percent"): (*_PCT, "%"), (HostSample, "cpu_count"): (1, 2**20, ""),
+    (HostSample, "cpu_freq_mhz"): (0, 100_000, "MHz"),
+    (HostSample, "load_average"): (0, 1e6, ""),  # runnable tasks: at most pid_max (2^22)
+    (HostSample, "rate_seconds"): (*_SECONDS, "s"),
+    **{(c, n): (*_BYTES, "bytes") for c in (MemoryStat, SwapStat) for n in ("total", "used")},
+    (MemoryStat, "available"): (*_BYTES, "bytes"),
+    **{(c, f.name): (*_RATE, "bytes/s") for c in (IoRate, NetRate) for f in dataclasses.fields(c)},
+    (ProcessInfo, "pid"): (*_PID, ""), (ProcessInfo, "ppid"): (*_PID, ""),
+    (ProcessInfo, "cpu_percent"): (0, 1e8, "%"), (ProcessInfo, "rss"): (*_BYTES, "bytes"),
+    (ProcessInfo, "read_bytes_per_s"): (*_RATE, "bytes/s"),
+    (ProcessInfo, "write_bytes_per_s"): (*_RATE, "bytes/s"),
+    (ProcessInfo, "create_time"): (*_EPOCH, "s"), (ProcessInfo, "num_threads"): (0, 2**22, ""),
+    (GpuProcess, "pid"): (*_PID, ""), (GpuProcess, "gpu_memory"): (*_GPU_BYTES, "bytes"),
+    (GpuProcess, "sm_percent"): (*_PCT, "%"),
+    (GpuProcess, "memory_bandwidth_percent"): (*_PCT, "%"),
+    (GpuProcess, "gpu_instance_id"): (*_PID, ""), (GpuProcess, "compute_instance_id"): (*_PID, ""),
+    (GpuSample, "index"): (0, 2**16, ""), (GpuSample, "minor_number"): (0, 2**20, ""),
+    (MigDevice, "index"): (0, 2**16, ""), (MigDevice, "gpu_instance_id"): (*_PID, ""),
+    (MigDevice, "compute_instance_id"): (*_PID, ""),
+    (UnlistedHolder, "pid"): (*_PID, ""), (UnlistedHolder, "gpu"): (0, 2**16, ""),
+    (UnlistedHolder, "minor_number"): (0, 2**20, ""),
+    (SampleError, "gpu"): (0, 2**16, ""),
+    **{  # the GPU metrics' own bounds
+        (type_hints(GpuSample)[head] if tail else GpuSample, tail or head): (*m.bounds, m.unit)
+        for m in GPU_METRICS if m.bounds is not None
+        for head, _, tail in [m.field.partition(".")]
+    },
+}
+# fmt: on
+
+
+def _said(value: Any) -> str:
+    if type(value) is int and abs(value) >= 10**300:
+        return f"a number of {len(str(abs(value)))} digits"
+    if type(value) is int and abs(value) < 10**10:
+        return str(value)
+    return f"{value:g}" if type(value) in (int, float) else f"{value!r:.40}"
+
+
+class _Check:
+    """One walk over a snapshot (or one GPU): every number against :data:`LIMITS`."""
+
+    def __init__(self, source: str, who: str) -> None:
+        self.source, self.who = source, who
+        self.errors: list[SampleError] = []
+        self.gpu: int | None = None
+        self.ok: set[int] = set()  # ids of objects found whole (shared objects: checked once)
+
+    def bad(self, path: str, value: Any, why: str, shown: str = "shown as n/a") -> None:
+        where = "" if self.gpu is None else f"GPU {self.gpu}: "
+        said = f"{where}{self.who} reported {path} = {_said(value)}, {why}: {shown}"
+        self.errors.append(SampleError(self.source, said, gpu=self.gpu, metric=path))
+
+    def walk(self, obj: Any, path: str) -> Any:
+        """``obj`` with its bad numbers None; _INVALID when a required one is bad."""
+        if id(obj) in self.ok:
+            return obj
+        changes: dict[str, Any] = {}
+        cls: Any = type(obj)
+        for name, kind, low, high, numbers, optional, inner in _plan(cls):
+            value = getattr(obj, name)
+            if kind <= _NUMBERS:  # a number, or a tuple of them: each within its limit
+                items = value if kind == _NUMBERS else (value,)
+                if value is None or (
+                    type(items) is tuple
+                    and all(type(v) in numbers and low <= v <= high for v in items)
+                ):
+                    continue
+                if type(items) is tuple:  # the first item out of range says it
+                    value = next(
+                        v for v in items if not (type(v) in numbers and within(v, low, high))
+                    )
+                unit = LIMITS[cls, name][2]
+                why = f"outside {_said(low)}-{_said(high)}" + (f" {unit}" if unit else "")
+                kept = optional or kind == _NUMBERS  # else the object is left out
+                self.bad(path + name, value, why, "shown as n/a" if kept else "left out")
+                if not kept:
+                    return _INVALID
+                changes[name] = None if optional else ()
+            elif kind == _PART and value is not None:
+                made = self.item(value, path + name, inner, optional)
+                if made is _INVALID and not optional:
+                    return _INVALID
+                if made is not value:
+                    changes[name] = None if made is _INVALID else made
+            elif kind == _PARTS and value:
+                where = path + name
+                items = value if type(value) is tuple else ()
+                made = tuple(self.item(v, where, inner, False) for v in items)
+                if type(value) is not tuple or any(a is not b for a, b in zip(made, value)):  # noqa: B905
+                    changes[name] = tuple(v for v in made if v is not _INVALID)
+        if cls is GpuMemory:
+            changes.update(self.memory(obj if not changes else replace(obj, **changes), path))
+        if not changes:
+            self.ok.add(id(obj))
+            return obj
+        return replace(obj, **changes)
+
+    def item(self, obj: Any, path: str, cls: type, optional: bool) -> Any:
+        """``walk`` of a part that must be a ``cls``; a GPU's parts say its index."""
+        if type(obj) is not cls:
+            self.bad(path, obj, f"not a {cls.__name__}", "shown as n/a" if optional else "left out")
+            return _INVALID
+        if not isinstance(obj, GpuSample):
+            return self.walk(obj, f"{path}.")
+        low, high, _ = LIMITS[GpuSample, "index"]
+        if type(obj.index) is not int or not within(obj.index, low, high):
+            self.bad(f"{path}.index", obj.index, f"outside {low}-{high}", "left out")
+            return _INVALID
+        self.gpu = obj.index
+        try:
+            return self.walk(obj, "")
+        finally:
+            self.gpu = None
+
+    def memory(self, memory: GpuMemory, path: str) -> dict[str, Any]:
+        """Used, free and reserved are at most the total."""
+        changes: dict[str, Any] = {}
+        total = memory.total
+        if total is None:
+            return changes
+        for name in ("used", "free", "reserved"):
+            value = getattr(memory, name)
+            if value is not None and value > total:
+                self.bad(f"{path}{name}", value, f"more than the total {total}")
+                changes[name] = None
+        if "used" in changes:
+            changes["free"] = None  # derived from the same broken reading
+        return changes
+
+
+def within(value: Any, low: float, high: float, *_: str) -> bool:
+    """Whether ``value`` is a number within ``low``-``high`` (``*LIMITS[key]``)."""
+    return type(value) in (int, float) and low <= value <= high  # NaN: False
+
+
+_NUMBER, _NUMBERS, _PART, _PARTS = range(4)
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[tuple[str, int, float, float, Any, bool, Any], ...]:
+    """(field, its kind, low, high, the number types it takes, optional, its (items')
+    type) of each field to visit: a number or a tuple of them with LIMITS, or a part
+    (a tuple of parts) that holds some."""
+    plan = []
+    for name, tp in type_hints(cls).items():
+        args = typing.get_args(tp)
+        optional = NoneType in args
+        bare = next((a for a in args if a is not NoneType), tp) if optional else tp
+        many = typing.get_origin(bare) is tuple
+        inner = typing.get_args(bare)[0] if many else bare
+        limit = LIMITS.get((cls, name))
+        numbers = frozenset({int} if inner is int else {int, float})
+        nested = isinstance(inner, type) and dataclasses.is_dataclass(inner)
+        if limit is not None:
+            kind = _NUMBERS if many else _NUMBER
+            plan.append((name, kind, limit[0], limit[1], numbers, optional, inner))
+        elif nested and _plan(inner):
+            plan.append((name, _PARTS if many else _PART, 0, 0, numbers, optional, inner))
+    return tuple(plan)
+
+
+def check_gpu(sample: GpuSample, source: str, who: str) -> tuple[GpuSample, list[SampleError]]:
+    """``sample`` with every impossible value None, and an error for each (``who``: the
+    sender in the message, "the driver")."""
+    check = _Check(source, who)
+    made = check.item(sample, "gpus", GpuSample, False)
+    return (sample if made is _INVALID else made), check.errors
+
+
+def check_values(snapshot: Snapshot, source: str, who: str) -> Snapshot:
+    """Untrusted ``snapshot`` with every number out of bounds n/a (or its row left out) and
+    an error for each; ValueError when its time is unusable."""
+    check = _Check(source, who)
+    made = check.walk(snapshot, "")
+    if made is _INVALID:
+        raise ValueError(f"not a snapshot: its time {_said(snapshot.time)} is out of range")
+    if check.errors:
+        made = replace(made, errors=(*made.errors, *check.errors))
+    return made  # type: ignore[no-any-return]
 
 
 def _cell(text: str) -> str:

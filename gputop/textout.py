@@ -4,7 +4,6 @@ with a verdict per GPU and a "Jobs" section when given a diagnosis."""
 from __future__ import annotations
 
 import textwrap
-import time
 from collections.abc import Sequence
 
 from gputop import __version__, cells, fmt
@@ -123,9 +122,7 @@ def _gpu_lines(g: GpuSample) -> list[str]:
 
 
 def _age(now: float, info: ProcessInfo | None) -> str:
-    if info is None or info.create_time is None:
-        return fmt.NA
-    return fmt.duration(now - info.create_time)
+    return fmt.duration(fmt.since(now, None if info is None else info.create_time))
 
 
 #: pid -> its rows with their position in ``Snapshot.processes`` (built once per table).
@@ -278,7 +275,9 @@ def _warming_note(diagnosis: Diagnosis) -> list[str]:
 
 def _core_strip(values: tuple[float, ...]) -> list[str]:
     """Per-core load as one digit each: 0 = under 10 %, 9 = 90 % or more."""
-    digits = "".join(str(min(9, int(v // 10))) for v in values)
+    digits = "".join(
+        "?" if fmt.finite(v) is None else str(min(9, max(0, int(v // 10)))) for v in values
+    )
     label = "      Cores "
     step = WIDTH - len(label)
     return [label + digits[i : i + step] for i in range(0, len(digits), step)]
@@ -288,7 +287,8 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
     h = snapshot.host
     if h is None:
         return ["Host  n/a (host information could not be read)"]
-    load = fmt.NA if h.load_average is None else " ".join(f"{v:.2f}" for v in h.load_average)
+    loads = h.load_average
+    load = fmt.NA if loads is None else " ".join(fmt.number(v, "", 2) for v in loads)
     lines = [
         fit(
             f"Host  CPU {fmt.percent(h.cpu_percent, 1)} of {fmt.number(h.cpu_count)} cores"
@@ -317,14 +317,14 @@ def rates_note(seconds: float | None) -> str:
     """Which window the rates cover (``--once``'s two readings are a short time apart)."""
     if seconds is None:
         return "Rates (CPU %, disk, network, per process): not known yet (one reading)"
-    return f"Rates (CPU %, disk, network, per process) over the last {seconds:.2f} s"
+    return f"Rates (CPU %, disk, network, per process) over the last {fmt.number(seconds, '', 2)} s"
 
 
 def render_text(
     snapshot: Snapshot, *, total_gpus: int | None = None, diagnosis: Diagnosis | None = None
 ) -> str:
     """``total_gpus``: how many GPUs there were before filtering."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snapshot.time))
+    stamp = fmt.clock(snapshot.time, "%Y-%m-%d %H:%M:%S")
     d = snapshot.driver
     lines = [fit(f"gputop {__version__}  {snapshot.hostname}  {stamp}  source: {snapshot.source}")]
     if d.available:

@@ -22,9 +22,12 @@ import zstandard
 
 from gputop.model import (
     HOST_FIELDS,
+    LIMITS,
+    GpuMemory,
     GpuProcess,
     ProcessInfo,
     Snapshot,
+    check_values,
     decoder,
     host_decoder,
     type_hints,
@@ -284,10 +287,17 @@ def decode_snapshots(payload: bytes) -> list[Snapshot]:
     """The snapshots of an uncompressed payload: straight from the columns, or (paths
     :class:`_Direct` does not know) ``Snapshot.from_dict`` of each row's dict."""
     n, keys, columns, flags = _decode_columns(payload)
+    direct = _Direct(n, keys, columns, flags)
     try:
-        return _Direct(n, keys, columns, flags).snapshots()
+        snapshots = direct.snapshots()
     except _Fallback:
-        return _from_dicts(n, keys, columns)
+        snapshots, direct.suspect = _from_dicts(n, keys, columns), True
+    if not direct.suspect:  # every column within LIMITS: the check would change nothing
+        return snapshots
+    try:  # a recording is untrusted: the remote lines' check by value
+        return [check_values(s, "replay", "the recording") for s in snapshots]
+    except ValueError as exc:
+        raise CodecError(str(exc)) from None
 
 
 def _from_dicts(n: int, keys: list[tuple[Any, ...]], columns: list[list[Any]]) -> list[Snapshot]:
@@ -349,6 +359,10 @@ def decompress(data: bytes, dictionary: bytes | None = None) -> bytes:
 # ``Snapshot.from_dict`` of each row without the dicts: each node of the path tree is built
 # for all rows at once by its model type; a node constant over the block is built once and
 # shared. Anything unknown raises _Fallback and the dict path decodes the block.
+
+
+#: (class, field) -> (its LIMITS, its _classify kind), or None: not bounded.
+_SCANS: dict[tuple[type, str], Any] = {}
 
 
 class _Fallback(Exception):
@@ -444,6 +458,34 @@ class _Direct:
         self._processes: list[Any] | None = None  # each row's Snapshot.processes
         self._by_pid: list[dict[Any, ProcessInfo] | None] = [None] * n
         self._hosts: dict[Any, bool] = {}  # visible value -> whether there is a host
+        self.suspect = False  # some value may be outside LIMITS: check_values must look
+
+    def _scan(self, cls: type, name: str, col: list[Any], constant: bool) -> None:
+        """Whether the column may hold a value outside its LIMITS (a fast test, at C speed,
+        that lets a block whose every value is sane skip :func:`check_values`)."""
+        if self.suspect:
+            return
+        found = _SCANS.get((cls, name), _MISSING)
+        if found is _MISSING:
+            limit = LIMITS.get((cls, name))
+            kind, bare = _classify(type_hints(cls)[name])
+            numbers = {int} if bare is int else {int, float}
+            found = _SCANS[(cls, name)] = limit and (limit, kind, numbers)
+        if not found:
+            return
+        (low, high, _), kind, numbers = found
+        values = col[:1] if constant else col
+        if None in values or _MISSING in values:
+            values = [v for v in values if v is not None and v is not _MISSING]
+        if values and kind == 2:  # a tuple: each item (anything else: suspect)
+            tuples = [t for t in values if type(t) is tuple]
+            values = [x for t in tuples for x in t] + ([None] if len(tuples) < len(values) else [])
+        self.suspect = bool(values) and not (
+            set(map(type, values)) <= numbers
+            and low <= min(values)
+            and max(values) <= high
+            and sum(values) == sum(values)  # no NaN
+        )
 
     def snapshots(self) -> list[Snapshot]:
         col, _ = self._dataclass(self.root, Snapshot)
@@ -514,6 +556,10 @@ class _Direct:
                 col, same = self._build(child, hints[f.name])
             cols.append(col)
             constant = constant and same
+            self._scan(cls, f.name, col, same)
+        if cls is GpuMemory and not self.suspect:  # used, free and reserved at most the total
+            pairs = (tv for part in cols[1:] for tv in zip(cols[0], part, strict=True))
+            self.suspect = any(type(t) is type(v) is int and v > t for t, v in pairs)
         make = _maker(cls)
         if constant and n:
             one = make(*(c[0] for c in cols))
@@ -563,6 +609,7 @@ class _Direct:
         n = self.n
         missing = _MISSING
         pids, _ = self._build(node.children["pid"], hints["pid"])
+        self._scan(GpuProcess, "pid", pids, False)
         hosts: list[Any] = [None] * n
         if any(name in node.children for name in HOST_FIELDS):
             info_hints = type_hints(ProcessInfo)
@@ -572,6 +619,7 @@ class _Direct:
                 host_cols.append(
                     [None] * n if child is None else self._build(child, info_hints[name])[0]
                 )
+                self._scan(ProcessInfo, name, host_cols[-1], False)
             infos = map(_maker(ProcessInfo), *host_cols)
             for r, (visible, info) in enumerate(zip(host_cols[1], infos, strict=True)):
                 hosts[r] = info if self._has_host(visible) else None
@@ -594,6 +642,7 @@ class _Direct:
                 cols.append([f.default] * n)
             else:
                 cols.append(pids if f.name == "pid" else self._build(child, hints[f.name])[0])
+                self._scan(GpuProcess, f.name, cols[-1], False)
         return list(map(_maker(GpuProcess), *cols))
 
     def _has_host(self, visible: Any) -> bool:

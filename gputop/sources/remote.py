@@ -8,7 +8,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.model import MAX_ITEMS, SCHEMA_VERSION, Snapshot, Verdict, clean_text, decoder
+from gputop.model import (
+    LIMITS,
+    MAX_ITEMS,
+    SCHEMA_VERSION,
+    GpuMemory,
+    GpuSample,
+    Snapshot,
+    Utilization,
+    Verdict,
+    clean_text,
+    decoder,
+    within,
+)
 
 #: A line above this many bytes is refused (far above what a real host writes).
 MAX_LINE_BYTES = 8 * 2**20
@@ -82,6 +94,8 @@ def parse_line(line: bytes | str) -> dict[str, Any]:
         raise LineError(f"unknown schema {schema}")
     if not isinstance(data.get("gpus", []), list) or not isinstance(data.get("time"), int | float):
         raise LineError("not a gputop snapshot (no time or GPU list)")
+    if not within(data["time"], *LIMITS[Snapshot, "time"]):
+        raise LineError(f"not a gputop snapshot (its time {data['time']:.6g} is out of range)")
     return data
 
 
@@ -93,6 +107,11 @@ def _preview(line: bytes | str) -> str:
 # The model's checked decoding of one value: None where it is not one.
 _num = decoder(float | None, checked=True)
 _int = decoder(int | None, checked=True)
+
+
+def _bounded(value: Any, cls: type, name: str) -> Any:
+    """``value`` if within the model's LIMITS, else None (the snapshot check's bounds)."""
+    return value if within(value, *LIMITS[cls, name]) else None
 
 
 def _text(value: Any, limit: int) -> str | None:
@@ -146,13 +165,15 @@ def summarize(data: dict[str, Any]) -> HostReport:
             if user:
                 users.add(user)
         every |= users
-        index = _int(g.get("index"))
+        index = _bounded(g.get("index"), GpuSample, "index")
+        total = _bounded(mem.get("total"), GpuMemory, "total")
+        used = _bounded(mem.get("used"), GpuMemory, "used")
         cells.append(
             GpuCell(
                 index=i if index is None else index,
-                util=_num(_dict(g.get("utilization")).get("gpu")),
-                mem_used=_int(mem.get("used")),
-                mem_total=_int(mem.get("total")),
+                util=_bounded(_dict(g.get("utilization")).get("gpu"), Utilization, "gpu"),
+                mem_used=None if total is not None and used is not None and used > total else used,
+                mem_total=total,
                 lost=g.get("lost") is True,
                 verdict=_verdict(g.get("verdict")),
                 users=tuple(sorted(users)),

@@ -58,8 +58,8 @@ def header_parts(
     if text_filter:
         parts += [(f"{gap}filter ", "label"), (safe(text_filter, 64), "accent")]
     if snapshot is not None and snapshot.tick_seconds is not None:
-        tick = f"{snapshot.tick_seconds * 1000:.0f}ms"
+        tick = fmt.number(snapshot.tick_seconds * 1000, "ms")
         if snapshot.tick_cpu_seconds is not None and not compact:
-            tick += f" (cpu {snapshot.tick_cpu_seconds * 1000:.0f}ms)"
+            tick += f" (cpu {fmt.number(snapshot.tick_cpu_seconds * 1000, 'ms')})"
         parts += [(f"{gap}tick ", "label"), (tick, "")]
     return tuple(parts)

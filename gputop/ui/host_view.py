@@ -17,7 +17,7 @@ def host_lines(host: HostSample | None, width: int, *, compact: bool) -> tuple[P
         return ((("host: n/a (no host sample)", "dim"),),)
     digits = 1 if compact else 2
     load = (
-        " ".join(f"{v:.{digits}f}" for v in host.load_average)
+        " ".join(fmt.number(v, "", digits) for v in host.load_average)
         if host.load_average is not None
         else fmt.NA
     )
@@ -56,7 +56,7 @@ def host_lines(host: HostSample | None, width: int, *, compact: bool) -> tuple[P
         (fmt.rate(host.net.tx_bytes_per_s), ""),
     )
     cores = host.cpu_count if host.cpu_count is not None else len(host.cpu_per_core)
-    freq = f" @ {host.cpu_freq_mhz:.0f}MHz" if host.cpu_freq_mhz is not None else ""
+    freq = f" @ {fmt.number(host.cpu_freq_mhz, 'MHz')}" if host.cpu_freq_mhz is not None else ""
     if compact:
         line1: Parts = (*cpu, *ram)
         line2: Parts = (*swap, ("  ", ""), *io)

@@ -62,6 +62,7 @@ def fit_parts(parts: Parts, width: int) -> Parts:
 
 def level(value: float | None) -> str:
     """One cell of a fixed 0-100 % scale: 0 is blank, anything above 0 at least ▁."""
+    value = fmt.finite(value)
     if value is None:
         return NO_VALUE
     v = min(max(value, 0.0), 100.0)
@@ -78,13 +79,14 @@ def spark(values: Sequence[float | None], width: int) -> str:
 
 
 def bar_cells(percent: float | None, width: int) -> int:
+    percent = fmt.finite(percent)
     if percent is None:
         return 0
     return round(min(max(percent, 0.0), 100.0) / 100.0 * width)
 
 
 def bar(percent: float | None, width: int) -> Parts:
-    if percent is None:
+    if fmt.finite(percent) is None:
         return ((NO_VALUE * width, "dim"),)
     n = bar_cells(percent, width)
     return ((BAR_USED * n, "bar"), (BAR_FREE * (width - n), "bar-free"))
@@ -92,10 +94,11 @@ def bar(percent: float | None, width: int) -> Parts:
 
 def memory_bar(used_pct: float | None, reserved_pct: float | None, width: int) -> Parts:
     """Used (█), driver-reserved (▓), free (░): readable without colour."""
-    if used_pct is None:
+    if fmt.finite(used_pct) is None:
         return ((NO_VALUE * width, "dim"),)
     used = bar_cells(used_pct, width)
-    reserved = bar_cells(used_pct + (reserved_pct or 0.0), width) - used
+    total = (used_pct or 0.0) + (fmt.finite(reserved_pct) or 0.0)
+    reserved = max(0, bar_cells(total, width) - used)
     return (
         (BAR_USED * used, "bar-mem"),
         (BAR_RESERVED * reserved, "bar-reserved"),

@@ -138,9 +138,7 @@ def row_key(gpu: int | None, pid: int) -> str:
 
 
 def _elapsed(now: float, info: ProcessInfo | None) -> float | None:
-    if info is None or info.create_time is None:
-        return None
-    return max(0.0, now - info.create_time)
+    return fmt.since(now, None if info is None else info.create_time)
 
 
 def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list[ProcRow]:

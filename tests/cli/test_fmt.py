@@ -7,6 +7,7 @@ mix-up too, but they get regenerated: these cannot be.
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,9 @@ FORMATTERS: dict[str, tuple[Callable[[Any], Any], Any, Any]] = {
     "shown": (lambda v: fmt.shown(v, "{:.0f}W"), "n/a", "0W"),
     "duration": (fmt.duration, "n/a", "0s"),
     "ratio_percent": (lambda v: fmt.ratio_percent(v, 100.0), None, 0.0),
+    "finite": (fmt.finite, None, 0),
+    "since": (lambda v: fmt.since(v, 0.0), None, 0.0),
+    "clock": (fmt.clock, "n/a", time.strftime("%H:%M:%S", time.localtime(0))),
     "clean_text": (fmt.clean_text, None, "0"),  # text: 0 arrives as "0"
 }
 

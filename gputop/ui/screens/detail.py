@@ -55,11 +55,13 @@ def gpu_timeline(
     absent or lost); ``after``'s snapshots follow with positive seconds."""
     if not history:
         return []
-    newest = history[-1].time
+    newest = fmt.finite(history[-1].time)
     out: list[tuple[float, GpuSample | None]] = []
     for snap in (*history, *after):
         gpu = snap.gpu(index)
-        out.append((snap.time - newest, None if gpu is None or gpu.lost else gpu))
+        when = fmt.finite(snap.time)  # NaN: off every chart
+        x = math.nan if when is None or newest is None else when - newest
+        out.append((x, None if gpu is None or gpu.lost else gpu))
     return out
 
 
@@ -93,6 +95,16 @@ def downsample(
         for b in range(columns)
         if seen[b]
     ]
+
+
+def _sane(value: float | None, default: float) -> float:
+    """A chart's extent: above 0 and within what plotext can draw, else ``default``."""
+    return value if value is not None and 0 < value <= 1e300 else default
+
+
+def _on_chart(y: float | None, scale: float, ymax: float) -> float | None:
+    y = fmt.finite(y)
+    return None if y is None else min(max(y / scale, 0.0), ymax)
 
 
 def runs(points: Sequence[Point]) -> list[tuple[list[float], list[float]]]:
@@ -193,21 +205,26 @@ class HistoryPlot(PlotextPlot):
         that many seconds after it, with x = 0 (the cursor) marked by a vertical line."""
         options = dict(span=span, ymax=ymax, ylabel=ylabel, scale=scale, yticks=yticks, after=after)
         self._last_draw = (title, tuple(series), options)
+        # plotext draws every cell between two points: a value off the chart (or NaN, or
+        # inf) would exhaust memory or raise, so each is clipped to the chart, or dropped.
+        span, ymax = _sane(span, 10.0), _sane(ymax, 100.0)
+        scale = _sane(scale, 1.0)
+        right = _sane(after, 0.0) if after is not None else 0.0
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
         plt.title(title)
         columns = self._columns()
         self._drawn_columns = columns
-        right = after or 0.0
         if after is not None:
             plt.vline(0, "gray")
         for s in series:
             labelled = False
-            for xs, ys in runs(downsample(s.points, span + right, columns, right=right)):
+            points = [(x, _on_chart(y, scale, ymax)) for x, y in s.points if -span <= x <= right]
+            for xs, ys in runs(downsample(points, span + right, columns, right=right)):
                 plt.plot(
                     xs,
-                    [y / scale for y in ys],
+                    ys,
                     color=s.color,
                     marker="hd",
                     label=None if labelled or len(series) == 1 else s.label,

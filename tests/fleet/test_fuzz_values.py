@@ -1,0 +1,125 @@
+"""Fuzz (issue 21): numbers no host reports, put in a demo host's stream lines and in a
+recording, go to the fleet UI (Pilot: the host opened, its GPU detail screen open) and to
+``replay --once`` in text and JSON. Nothing raises, nothing out of bounds is shown. A
+fixed number of rounds (a few seconds); the seed is in every failure message
+(GPUTOP_FUZZ_SEED=<seed> replays it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputop.model import Snapshot, check_values, replace
+from gputop.record import replay_cli
+from gputop.record.store import Recorder
+from gputop.sources.demo import DemoSource
+from gputop.sources.remote import LineError, parse_line, to_snapshot
+from gputop.ui.fleet import FleetApp
+from gputop.ui.screens.detail import DetailScreen
+from tests.helpers.fleet import demo_fleet
+from tests.helpers.hostile import NONSENSE, poison_line, poison_snapshot
+from tests.helpers.screen import terminal_rows
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+SEED = int(os.environ.get("GPUTOP_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
+ROUNDS = 25
+
+
+@pytest.fixture(autouse=True)
+def _say_the_seed() -> None:
+    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
+
+
+def in_bounds(snapshot: Snapshot, seed: int) -> None:
+    """What a view draws: the check by value finds nothing more in it."""
+    again = check_values(snapshot, "test", "the test")
+    assert again.errors == snapshot.errors, f"seed {seed}: {again.errors[len(snapshot.errors) :]}"
+
+
+def screen_values(rows: list[str]) -> str:
+    """The screen without what quotes a refused value (the errors say what was sent) and
+    the per-core strip (a digit per core)."""
+    if "Errors while sampling:" in rows:  # --once: the errors come last
+        rows = rows[: rows.index("Errors while sampling:")]
+    return "\n".join(r for r in rows if "reported" not in r and not r.strip().startswith("Cores"))
+
+
+async def test_fleet_ui_with_the_detail_screen_open_survives_hostile_lines() -> None:
+    rng = random.Random(SEED)
+    fleet, datas = demo_fleet(["h1", "h2"], ticks=20)
+    app = FleetApp(fleet)  # type: ignore[arg-type]
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")  # open h1
+        await pilot.pause()
+        await pilot.press("enter")  # its first GPU in detail
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen), f"seed {SEED}"
+        base, t = datas["h1"][-1], datas["h1"][-1]["time"]
+        fed = 0
+        for n in range(ROUNDS):
+            line = poison_line(base | {"time": t + n + 1}, rng, count=rng.randint(1, 12))
+            try:
+                data = parse_line(line)
+                to_snapshot(data)  # what the reader refuses never reaches the screen
+            except LineError:
+                continue
+            fleet.feed("h1", data)
+            fed += 1
+            await pilot.pause()
+            assert app.snapshot is not None, f"seed {SEED}"
+            in_bounds(app.snapshot, SEED)
+            shown = screen_values(terminal_rows(app))
+            bad = NONSENSE.search(shown)
+            assert not bad, f"seed {SEED}, round {n}: {bad.group()!r} in\n{shown}"
+        await pilot.press("escape")  # back to the host's dashboard, then the fleet
+        await pilot.pause()
+        shown = screen_values(terminal_rows(app))
+        assert not NONSENSE.search(shown), f"seed {SEED}:\n{shown}"
+        await pilot.press("escape")
+        await pilot.pause()
+        shown = screen_values(terminal_rows(app))
+        assert not NONSENSE.search(shown), f"seed {SEED}:\n{shown}"
+    assert fed, f"seed {SEED}: every line was refused"
+
+
+@pytest.fixture(scope="module")
+def hostile_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    rng = random.Random(SEED)
+    directory = tmp_path_factory.mktemp("hostile-rec")
+    source = DemoSource(seed=rng.randrange(100), start_time=1_800_000_000.0, step=1.0)
+    rec = Recorder(directory, interval=1.0, retain=None, max_size=None)
+    for _ in range(40):
+        snap = source.snapshot()
+        share = rng.choice((0.0, 0.02, 0.2))
+        rec.add(replace(poison_snapshot(snap, rng, share=share), time=snap.time))
+    rec.close()
+    return directory, SEED
+
+
+@pytest.mark.parametrize("form", [["--once"], ["--once", "--json"]], ids=["text", "json"])
+def test_replay_once_of_a_hostile_recording(
+    hostile_recording: tuple[Path, int],
+    form: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    directory, seed = hostile_recording
+    rng = random.Random(seed)
+    for at in ["@" + str(1_800_000_000 + rng.randrange(40)) for _ in range(4)] + [None]:
+        argv = [str(directory), *form, *(["--at", at] if at else [])]
+        status = replay_cli.main(argv)
+        out, err = capsys.readouterr()
+        assert status == 0, f"seed {seed}, {argv}: {err}"
+        assert "Traceback" not in err
+        if "--json" in form:
+            data: dict[str, Any] = json.loads(out)
+            in_bounds(Snapshot.from_dict(data), seed)
+        else:
+            bad = NONSENSE.search(screen_values(out.splitlines()))
+            assert not bad, f"seed {seed}: {bad.group()!r} in\n{out}"
