@@ -554,9 +554,11 @@ def demo_snapshots(n: int, seed: int = 0) -> list[Snapshot]:
     return [source.snapshot() for _ in range(n)]
 
 
-def demo_host_lines(seed: int, ticks: int, start: float = 1_800_000_000.0) -> list[dict[str, Any]]:
+def demo_host_lines(
+    seed: int, ticks: int, start: float = 1_800_000_000.0, mig: bool = False
+) -> list[dict[str, Any]]:
     """``ticks`` stream lines of a demo host (parsed), one second apart."""
-    source = DemoSource(seed, start_time=start, step=1.0)
+    source = DemoSource(seed, start_time=start, step=1.0, mig=mig)
     diagnoser = Feed()
     history = []
     out = []
