@@ -66,6 +66,24 @@ def owner_label(owner: Owner | None) -> str | None:
     return _format(OWNER_KIND[owner.kind].label, values) or _format(POD_UID_LABEL, values)
 
 
+#: What a fuller description adds to the label, where known (the kill dialog, job detail).
+OWNER_DETAILS = (
+    ("container", "container {container}"),
+    ("slurm_job_name", "job {slurm_job_name}"),
+    ("slurm_user", "of {slurm_user}"),
+)
+
+
+def owner_detail(owner: Owner | None) -> str | None:
+    """The label and, where known, the pod's container or the Slurm job's name and user."""
+    label = owner_label(owner)
+    if owner is None or label is None:
+        return None
+    values = _fields(owner)
+    extra = [t.format(**values) for key, t in OWNER_DETAILS if key in values]
+    return " ".join([label, *extra])
+
+
 def stop_command(owner: Owner | None) -> str | None:
     """What users would rather run than signal the process, when its names are known."""
     if owner is None or owner.kind not in OWNER_KIND:
