@@ -323,3 +323,29 @@ def test_random_cgroup_texts_never_raise_and_stay_clean() -> None:
                 assert _is_clean(owner_label(owner)) and _is_clean(stop_command(owner))
         except Exception as exc:  # pragma: no cover - the failure message names the seed
             raise AssertionError(f"seed {seed} (GPUTOP_FUZZ_SEED): {text!r}") from exc
+
+
+def test_owners_survive_json_a_remote_hosts_checked_decoding_and_a_recording(
+    tmp_path: Path,
+) -> None:
+    from gputop.model import Snapshot
+    from gputop.present import to_json_dict
+    from gputop.record.store import Recorder, Recording
+    from tests.builders import demo_snapshots, with_owners
+
+    snaps = [with_owners(s) for s in demo_snapshots(3)]
+    doc = to_json_dict(snaps[-1])
+    assert Snapshot.from_dict(doc) == snaps[-1]
+    assert Snapshot.from_dict(doc, checked=True) == snaps[-1]
+    # a remote host's owner strings are cleaned, a wrong-typed owner is n/a
+    doc["processes"][0]["owner"] = {"kind": "pod", "pod": "x\x1b[2Jy", "namespace": 7}
+    doc["processes"][1]["owner"] = "pod"
+    checked = Snapshot.from_dict(doc, checked=True)
+    first = checked.processes[0].owner
+    assert first is not None and first.pod == "xy" and first.namespace is None
+    assert checked.processes[1].owner is None
+    rec = Recorder(tmp_path, interval=1.0, retain=None, max_size=None)
+    for s in snaps:
+        rec.add(s)
+    rec.close()
+    assert list(Recording(tmp_path).between(0, 1e12)) == snaps
