@@ -22,16 +22,16 @@ class OwnerKind:
 
     kind: str
     label: str  # short, for the process table
-    stop: tuple[str, ...]  # commands, the first whose fields are all known is offered
+    stop: str  # the command ("": none), offered when the fields it names are known
 
 
 #: Every kind of owner (the first that matches a process wins: a pod beats its runtime).
 OWNER_KINDS: tuple[OwnerKind, ...] = (
-    OwnerKind("pod", "pod {namespace}/{pod}", ("kubectl delete pod -n {namespace} {pod}",)),
-    OwnerKind("container", "{runtime} {short_id}", ("{cli} stop {short_id}",)),
-    OwnerKind("slurm", "slurm {slurm_job}.{slurm_step}", ("scancel {slurm_job}",)),
-    OwnerKind("service", "svc {unit}", ("systemctl stop {unit}",)),
-    OwnerKind("session", "user {unit}", ()),
+    OwnerKind("pod", "pod {namespace}/{pod}", "kubectl delete pod -n {namespace} {pod}"),
+    OwnerKind("container", "{runtime} {short_id}", "{cli} stop {short_id}"),
+    OwnerKind("slurm", "slurm {slurm_job}.{slurm_step}", "scancel {slurm_job}"),
+    OwnerKind("service", "svc {unit}", "systemctl stop {unit}"),
+    OwnerKind("session", "user {unit}", ""),
 )
 OWNER_KIND = {k.kind: k for k in OWNER_KINDS}
 #: Shown where a pod's namespace and name are unknown (no kubelet log directory).
@@ -88,9 +88,8 @@ def stop_command(owner: Owner | None) -> str | None:
     """What users would rather run than signal the process, when its names are known."""
     if owner is None or owner.kind not in OWNER_KIND:
         return None
-    values = _fields(owner)
-    found = (_format(t, values) for t in OWNER_KIND[owner.kind].stop)
-    return next((c for c in found if c is not None), None)
+    template = OWNER_KIND[owner.kind].stop
+    return _format(template, _fields(owner)) if template else None
 
 
 _HEX = r"[0-9a-f]{64}"
@@ -110,7 +109,6 @@ _POD = re.compile(
     rf"/[^/]*pod({_UID})(?:\.slice)?(?:/([^/]+))?"
 )
 _CONTAINER = re.compile(rf"(?:^|/)(?:({_PREFIX})-({_HEX})(?:\.scope)?|(docker)/({_HEX}))(?:/|$)")
-_BARE_ID = re.compile(rf"^({_HEX})$")
 _SLURM = re.compile(r"/job_(\d+)/step_([^/]+)")
 _UNIT = re.compile(r"/([^/]+\.(?:service|scope))(?=/|$)")
 
@@ -143,11 +141,11 @@ def _pod(path: str) -> Owner | None:
     runtime = cid = None
     if m.group(2):
         inner = _CONTAINER.search("/" + m.group(2))
-        bare = _BARE_ID.match(m.group(2))
+        bare = re.fullmatch(_HEX, m.group(2))
         if inner is not None:
             runtime, cid = _SCOPE_RUNTIME[inner.group(1) or inner.group(3)], inner.group(2)
         elif bare is not None:
-            cid = bare.group(1)  # the cgroupfs driver names no runtime
+            cid = bare.group(0)  # the cgroupfs driver names no runtime
     return Owner("pod", runtime=runtime, id=cid, pod_uid=m.group(1).replace("_", "-"))
 
 

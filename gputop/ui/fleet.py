@@ -94,9 +94,7 @@ class FleetScreen(Screen[None]):
         yield PartsLines(id="fleet-columns")
         with VerticalScroll(id="fleet-scroll"):
             yield HostList(id="fleet-hosts")
-        yield Input(
-            placeholder="filter: host, user, pod or Slurm job (Esc clears)", id="fleet-filter"
-        )
+        yield Input(placeholder="filter: host, user, pod, job (Esc clears)", id="fleet-filter")
         yield Footer()
 
     def on_mount(self) -> None:
