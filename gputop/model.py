@@ -104,6 +104,25 @@ class HostSample:
 
 
 @dataclass(frozen=True, slots=True)
+class Owner:
+    """Who a process belongs to, read from its cgroup (gputop.sources.owners); a field
+    the cgroup, the kubelet's pod logs or the environment does not give is None."""
+
+    kind: str  # one of gputop.sources.owners.OWNER_KINDS
+    runtime: str | None = None  # "containerd", "cri-o", "docker", "podman"
+    id: str | None = None  # the whole container id
+    pod: str | None = None
+    namespace: str | None = None
+    container: str | None = None  # the container's name in its pod
+    pod_uid: str | None = None
+    slurm_job: str | None = None
+    slurm_step: str | None = None  # "0", "batch", "extern", ...
+    slurm_job_name: str | None = None  # SLURM_JOB_NAME, where the environment is readable
+    slurm_user: str | None = None  # SLURM_JOB_USER
+    unit: str | None = None  # the systemd unit
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessInfo:
     """What the host says about one pid; not ``visible`` (another PID namespace): the
     other fields are None."""
@@ -121,6 +140,7 @@ class ProcessInfo:
     write_bytes_per_s: float | None = None
     create_time: float | None = None  # epoch seconds; the identity check before a kill
     num_threads: int | None = None
+    owner: Owner | None = None  # None: no container, pod, Slurm job or unit recognised
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from gputop.model import (
     IoRate,
     MemoryStat,
     NetRate,
+    Owner,
     Pcie,
     ProcessInfo,
     Snapshot,
@@ -40,6 +41,7 @@ from gputop.model import (
     UnlistedHolder,
     Utilization,
     Verdict,
+    replace,
 )
 from gputop.pipeline import Feed
 from gputop.present import to_json_dict
@@ -604,3 +606,65 @@ def all_verdicts(
     if ctx is None:
         return {}, {}
     return gpu_verdicts_of(ctx), job_verdicts_of(ctx, jobs)
+
+
+# --- owners (issue 22): who owns each process tree ------------------------------------------
+
+#: A node of two pods, a Slurm job and a Docker container, on the demo's process trees
+#: (each root's pid -> its owner; its descendants share it).
+DEMO_OWNERS: dict[int, Owner] = {
+    41187: Owner(
+        "pod",
+        runtime="containerd",
+        id="3f2a9c1b4d5e" + "0" * 52,
+        namespace="ml-research",
+        pod="llama-pretrain-0",
+        container="trainer",
+        pod_uid="1f2e3d4c-5b6a-4789-8abc-def012345678",
+    ),
+    52840: Owner(
+        "pod",
+        runtime="cri-o",
+        id="7d1e" * 16,
+        namespace="vision",
+        pod="resnet-ddp-7c9f",
+        container="main",
+        pod_uid="2a3b4c5d-6e7f-4081-9abc-def012345679",
+    ),
+    61022: Owner(
+        "slurm",
+        slurm_job="81234",
+        slurm_step="0",
+        slurm_job_name="llama13b-ft",
+        slurm_user="alice",
+    ),
+    70533: Owner("container", runtime="docker", id="9c0ffee1" * 8),
+}
+
+
+def with_owners(snapshot: Snapshot, owners: dict[int, Owner] | None = None) -> Snapshot:
+    """``snapshot`` with each listed process, and every process below it, owned as given."""
+    owners = DEMO_OWNERS if owners is None else owners
+    parent = {p.pid: p.ppid for p in snapshot.processes}
+
+    def owner_of(pid: int) -> Owner | None:
+        seen: set[int] = set()
+        cur: int | None = pid
+        while cur is not None and cur not in seen:
+            if cur in owners:
+                return owners[cur]
+            seen.add(cur)
+            cur = parent.get(cur)
+        return None
+
+    def own(info: ProcessInfo | None) -> ProcessInfo | None:
+        if info is None or not info.visible:
+            return info
+        return replace(info, owner=owner_of(info.pid))
+
+    processes = tuple(own(p) for p in snapshot.processes)
+    gpus = tuple(
+        replace(g, processes=tuple(replace(p, host=own(p.host)) for p in g.processes))
+        for g in snapshot.gpus
+    )
+    return replace(snapshot, processes=processes, gpus=gpus)  # type: ignore[arg-type]

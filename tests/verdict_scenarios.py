@@ -201,7 +201,11 @@ def digest(gpus: Any, job_verdicts: Any, jobs: Sequence[Any]) -> str:
     doc = {
         "gpus": {str(i): v.to_dict() for i, v in sorted(gpus.items())},
         "job_verdicts": {j: v.to_dict() for j, v in sorted(job_verdicts.items())},
-        "jobs": [dataclasses.asdict(j) for j in jobs],
+        # Job.owner (issue 22) came after the golden: digested only where a job has one.
+        "jobs": [
+            {k: v for k, v in dataclasses.asdict(j).items() if k != "owner" or v is not None}
+            for j in jobs
+        ],
     }
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

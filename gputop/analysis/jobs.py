@@ -4,12 +4,13 @@ Grouping is two steps, the structure (shapes) then the values, so an unchanged t
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gputop.model import INVALID_PIDS, GpuSample, ProcessInfo, Snapshot, Verdict
+from gputop.model import INVALID_PIDS, GpuSample, Owner, ProcessInfo, Snapshot, Verdict
 
 # Never a job's root: climbing stops below them (matched on ``process_name``).
 _NEVER_ROOT_WORDS = (
@@ -68,6 +69,7 @@ class Job:
     disk_sleep: int | None  # members in D state ("disk-sleep"); None: no status known
     create_time: float | None  # the root's
     age: float | None  # seconds: snapshot time - root create_time
+    owner: Owner | None = None  # the root's pod, container, Slurm job or unit: one per job
 
     @property
     def workers(self) -> int:
@@ -140,7 +142,7 @@ def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
         parent = index.get(ppid)
         if parent is None or not parent.visible:
             break
-        if parent.user is None or parent.user != cur.user:
+        if parent.user is None or parent.user != cur.user or parent.owner != cur.owner:
             break
         if is_never_root(parent):
             break
@@ -230,11 +232,16 @@ def _shapes(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> tuple[_Shape, 
             and pid not in gpu_pids
             and info is not None
             and root_info is not None
-            and info.user is not None
-            and root_info.user is not None
-            and info.user != root_info.user
+            and (
+                (
+                    info.user is not None
+                    and root_info.user is not None
+                    and info.user != root_info.user
+                )
+                or info.owner != root_info.owner
+            )
         ):
-            continue  # two users never merge
+            continue  # two users, or two pods, containers or Slurm jobs, never merge
         members[root].add(pid)
 
     # A GPU process always belongs to its own root's job.
@@ -355,13 +362,14 @@ def _job(
         disk_sleep=statuses.count("disk-sleep") if statuses else None,
         create_time=create_time,
         age=None if create_time is None else max(0.0, now - create_time),
+        owner=None if root_info is None else root_info.owner,
     )
 
 
 # --- the same structure, new values -------------------------------------------------------
 
 # What of a pid index row the shapes read (status apart: only zombies matter).
-_ROW_STRUCTURE = operator.attrgetter("pid", "visible", "ppid", "user", "name", "command")
+_ROW_STRUCTURE = operator.attrgetter("pid", "visible", "ppid", "user", "name", "command", "owner")
 _STATUS = operator.attrgetter("status")
 _PID = operator.attrgetter("pid")
 
@@ -440,5 +448,6 @@ def job_to_dict(job: Job, verdict: Verdict | None = None) -> dict[str, Any]:
         "disk_sleep": job.disk_sleep,
         "create_time": job.create_time,
         "age": job.age,
+        "owner": None if job.owner is None else dataclasses.asdict(job.owner),
         "verdict": None if verdict is None else verdict.to_dict(),
     }

@@ -13,7 +13,16 @@ from prometheus_client.samples import Sample
 from gputop import __version__
 from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import KINDS
-from gputop.model import CLOCK_EVENT_REASONS, GPU_METRICS, GpuMetric, GpuSample, Snapshot, Verdict
+from gputop.model import (
+    CLOCK_EVENT_REASONS,
+    GPU_METRICS,
+    GpuMetric,
+    GpuSample,
+    Owner,
+    Snapshot,
+    Verdict,
+)
+from gputop.sources.owners import SHORT_ID
 
 DEFAULT_MAX_JOBS = 20
 
@@ -28,7 +37,10 @@ ERROR_SOURCES: tuple[str, ...] = ("nvml", "host")
 
 GPU = ("gpu",)
 MIG = ("gpu", "mig")
-JOB = ("user", "command", "gpus")
+#: Who owns a job or a process, labelled as dcgm-exporter does (Grafana boards join on
+#: them): "" where unknown (an empty label is no label in Prometheus).
+OWNER = ("namespace", "pod", "container", "slurm_job")
+JOB = ("user", "command", "gpus", *OWNER)
 
 #: (name, metric) of each per-GPU gauge the GPU metric table declares.
 GPU_GAUGES: tuple[tuple[str, GpuMetric], ...] = tuple(
@@ -82,6 +94,8 @@ METRICS: tuple[MetricDef, ...] = (
               "Worker processes (e.g. DataLoader)", jobs=True),
     MetricDef("gputop_job_verdict", "gauge", "1", (*JOB, "kind"),
               "The job's current verdict: one series at 1", jobs=True),
+    MetricDef("gputop_process_owner_gpu_memory_bytes", "gauge", "bytes", (*GPU, *OWNER),
+              "GPU memory of each pod, container or Slurm job on the GPU, summed", jobs=True),
     MetricDef("gputop_driver_available", "gauge", "0/1", (),
               "1 when NVML answered; 0: host-only (no driver or no library)"),
     MetricDef("gputop_last_sample_timestamp_seconds", "gauge", "seconds", (),
@@ -126,11 +140,12 @@ class Totals:
 
 @dataclass(frozen=True, slots=True)
 class JobRow:
-    """One job series set: the jobs sharing (user, command, gpus), summed."""
+    """One job series set: the jobs sharing (user, command, gpus, owner), summed."""
 
     user: str
     command: str
     gpus: str
+    owner: tuple[str, ...]  # OWNER's values
     gpu_memory: int | None
     cpu_ratio: float | None
     workers: int
@@ -215,16 +230,28 @@ def _job_name(job: Job) -> str:
     return ""  # unknown: an empty label is no label in Prometheus
 
 
+def owner_labels(owner: Owner | None) -> tuple[str, ...]:
+    """OWNER's values: a pod's names, a container's short id, a Slurm job's id."""
+    if owner is None:
+        return ("",) * len(OWNER)
+    container = owner.container
+    if owner.kind == "container" and owner.id is not None:
+        container = owner.id[:SHORT_ID]
+    values = (owner.namespace, owner.pod, container, owner.slurm_job)
+    return tuple(v or "" for v in values)
+
+
 def job_rows(
     jobs: Sequence[Job], verdicts: Mapping[str, Verdict], cpu_count: int | None, max_jobs: int
 ) -> list[JobRow]:
-    """Jobs merged by (user, command, gpus), the top ``max_jobs`` by GPU memory, CPU."""
-    groups: dict[tuple[str, str, str], list[Job]] = {}
+    """Jobs merged by (user, command, gpus, owner), the top ``max_jobs`` by GPU memory, CPU."""
+    groups: dict[tuple[str, str, str, tuple[str, ...]], list[Job]] = {}
     for job in jobs:
-        key = (job.user or "", _job_name(job), ",".join(str(i) for i in job.gpus))
+        gpus = ",".join(str(i) for i in job.gpus)
+        key = (job.user or "", _job_name(job), gpus, owner_labels(job.owner))
         groups.setdefault(key, []).append(job)
     rows: list[JobRow] = []
-    for (user, name, gpus), members in groups.items():
+    for (user, name, gpus, owner), members in groups.items():
         mems = [j.gpu_memory for j in members if j.gpu_memory is not None]
         cpus = [j.cpu_percent for j in members if j.cpu_percent is not None]
         cpu_ratio = None
@@ -236,6 +263,7 @@ def job_rows(
                 user,
                 name,
                 gpus,
+                owner,
                 sum(mems) if mems else None,
                 cpu_ratio,
                 sum(len(j.worker_pids) for j in members),
@@ -243,9 +271,30 @@ def job_rows(
             )
         )
     rows.sort(
-        key=lambda r: (-(r.gpu_memory or 0), -(r.cpu_ratio or 0.0), r.user, r.command, r.gpus)
+        key=lambda r: (
+            -(r.gpu_memory or 0),
+            -(r.cpu_ratio or 0.0),
+            r.user,
+            r.command,
+            r.gpus,
+            r.owner,
+        )
     )
     return rows[: max(0, max_jobs)]
+
+
+def owner_memory(snapshot: Snapshot, max_series: int) -> list[tuple[tuple[str, ...], float]]:
+    """(gpu, *OWNER) -> GPU memory summed over the owned processes, the top ``max_series``."""
+    sums: dict[tuple[str, ...], float] = {}
+    for g in snapshot.gpus:
+        for p in g.processes:
+            owner = None if p.host is None else p.host.owner
+            labels = owner_labels(owner)
+            if p.gpu_memory is not None and any(labels):
+                key = (str(g.index), *labels)
+                sums[key] = sums.get(key, 0.0) + float(p.gpu_memory)
+    top = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))[: max(0, max_series)]
+    return sorted(top)
 
 
 def build(
@@ -330,7 +379,7 @@ def build(
         workers = _family("gputop_job_workers")
         job_verdict = _family("gputop_job_verdict")
         for row in job_rows(jobs, job_verdicts, cpu_count, max_jobs):
-            labels = (row.user, row.command, row.gpus)
+            labels = (row.user, row.command, row.gpus, *row.owner)
             if row.gpu_memory is not None:
                 memory.series.append((labels, float(row.gpu_memory)))
             if row.cpu_ratio is not None:
@@ -338,7 +387,9 @@ def build(
             workers.series.append((labels, float(row.workers)))
             for kind in row.kinds:
                 job_verdict.series.append(((*labels, kind), 1.0))
-        out += (memory, cpu, workers, job_verdict)
+        owned = _family("gputop_process_owner_gpu_memory_bytes")
+        owned.series.extend(owner_memory(snapshot, max_jobs))
+        out += (memory, cpu, workers, job_verdict, owned)
 
     out.append(_plain("gputop_driver_available", 1.0 if snapshot.driver.available else 0.0))
     out.append(_plain("gputop_last_sample_timestamp_seconds", snapshot.time))

@@ -28,6 +28,7 @@ from gputop.model import (
     with_host,
 )
 from gputop.sources.holders import RECOMMENDED_INTERVAL_S, find_unlisted_holders
+from gputop.sources.owners import OwnerReader
 
 if TYPE_CHECKING:  # imported when used: a test injects its own readers
     from gputop.sources.host import HostReader
@@ -105,6 +106,7 @@ class LiveSource:
         self._gpus_out_next: dict[int, tuple[GpuSample, GpuSample]] = {}
         self._last_processes: tuple[ProcessInfo, ...] = ()
         self._last_host: HostSample | None = None
+        self._owners = OwnerReader()
         self.kind = "nvml" if self.driver.available else "host-only"
 
     @property
@@ -141,6 +143,7 @@ class LiveSource:
             try:
                 # Ancestors too: a torchrun/mpirun launcher is the root of its ranks' job.
                 infos = self._host.read_processes(gpu_pids, ancestors=True)
+                infos = self._owners.attach(infos)  # who owns each: container, pod, job
             except Exception as exc:
                 message = f"reading the GPU processes failed: {_describe(exc)}"
                 errors.append(SampleError("host", message, metric="processes"))

@@ -689,7 +689,13 @@ class GpuTopApp(App[int]):
             self._back_on_main(None)
 
         self.push_screen(
-            KillScreen(targets, readonly=self.readonly, no_signals=self.no_signal_reason), done
+            KillScreen(
+                targets,
+                readonly=self.readonly,
+                no_signals=self.no_signal_reason,
+                owners=[(r.owner_detail, r.stop) for r in rows],
+            ),
+            done,
         )
 
     def action_help(self) -> None:

@@ -94,7 +94,7 @@ class FleetScreen(Screen[None]):
         yield PartsLines(id="fleet-columns")
         with VerticalScroll(id="fleet-scroll"):
             yield HostList(id="fleet-hosts")
-        yield Input(placeholder="filter: host or user (Esc clears)", id="fleet-filter")
+        yield Input(placeholder="filter: host, user, pod, job (Esc clears)", id="fleet-filter")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -228,7 +228,7 @@ class FleetScreen(Screen[None]):
         keys = [
             ("Up/Down, PgUp/PgDn", "choose a host"),
             ("Enter", "open the host's full dashboard (read-only); Esc comes back"),
-            ("/", "filter by host or user (Esc clears)"),
+            ("/", "filter by host, user, pod or Slurm job (Esc clears)"),
             ("s", "sort: host, worst verdict, idle memory; r reverses"),
             ("R", "retry unreachable hosts now"),
             ("q", "quit (every ssh connection is closed)"),

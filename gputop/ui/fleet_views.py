@@ -5,8 +5,9 @@ A GPU cell is ``util mem verdict``; the word carries the meaning (NO_COLOR-safe)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gputop.analysis import kinds as vd
 from gputop.cells import cell_width, fit
@@ -144,8 +145,24 @@ def sort_rows(items: Sequence[Row], key: str, reverse: bool = False) -> list[Row
     return out[::-1] if reverse else out
 
 
+#: The owner fields of a host's processes that ``/`` matches (see docs/owners.md).
+OWNER_SEARCH = ("namespace", "pod", "container", "slurm_job", "slurm_job_name", "unit")
+
+
+def _owner_words(data: Mapping[str, Any] | None) -> Iterator[str]:
+    """Each process owner's names in a host's newest line: ``ns/pod`` and the fields."""
+    processes = data.get("processes") if data is not None else None
+    for p in processes if isinstance(processes, list) else ():
+        owner = p.get("owner") if isinstance(p, dict) else None
+        if isinstance(owner, dict):
+            words = [owner.get(k) for k in OWNER_SEARCH]
+            words.append(f"{owner.get('namespace')}/{owner.get('pod')}")
+            yield from (w for w in words if isinstance(w, str))
+
+
 def matches(row: Row, text: str) -> bool:
-    """``/`` filter: the host's name (as given or as it names itself) or a user on it."""
+    """``/`` filter: the host's name (as given or as it names itself), a user on it, or a
+    pod, container or Slurm job of its processes."""
     needle = text.strip().lower()
     if not needle:
         return True
@@ -154,7 +171,9 @@ def matches(row: Row, text: str) -> bool:
     report = row.view.report
     if report is None:
         return False
-    return needle in report.hostname.lower() or any(needle in u.lower() for u in report.users)
+    if needle in report.hostname.lower() or any(needle in u.lower() for u in report.users):
+        return True
+    return any(needle in w.lower() for w in _owner_words(row.view.data))
 
 
 def summary_parts(items: Sequence[Row]) -> Parts:

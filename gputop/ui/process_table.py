@@ -48,6 +48,8 @@ class ProcessTable(DataTable[Text]):
         self._widths: dict[str, int] = {}
         self._table_width = 0  # the columns' total width, as DataTable renders them
         self._compact = False
+        self._owners = False  # the OWNER column is shown (a row has an owner)
+        self._configured: tuple[int, bool, str, bool] | None = None
         self._order: list[str] = []
         self._cells: dict[str, RowCells] = {}
         self.rows_by_key: dict[str, ProcRow] = {}
@@ -63,10 +65,12 @@ class ProcessTable(DataTable[Text]):
     def configure(self, width: int, *, compact: bool, sort_key: str, reverse: bool) -> None:
         """(Re)build the columns when the width or layout changed; a new sort column or
         direction only relabels the headers (the rows stay: see ``show``)."""
-        key = (width, compact, sort_key, reverse)
+        self._configured = (width, compact, sort_key, reverse)
+        key = (width, compact, sort_key, reverse, self._owners)
         if key == self._columns_key:
             return
-        same_columns = self._columns_key is not None and self._columns_key[:2] == key[:2]
+        before = self._columns_key
+        same_columns = before is not None and (before[:2], before[4]) == (key[:2], key[4])
         self._columns_key = key
         if same_columns:
             for col_key, label in self._labels(sort_key, reverse).items():
@@ -76,7 +80,7 @@ class ProcessTable(DataTable[Text]):
             return
         self._compact = compact
         # -1: the vertical scrollbar.
-        self._widths = column_widths(max(20, width - 1), compact)
+        self._widths = column_widths(max(20, width - 1), compact, self._owners)
         self.clear(columns=True)
         self._order = []
         self._cells = {}
@@ -87,7 +91,7 @@ class ProcessTable(DataTable[Text]):
     def _labels(self, sort_key: str, reverse: bool) -> dict[str, Text]:
         """Column key -> header label; the sort column carries ▲ (or ▼ reversed)."""
         labels: dict[str, Text] = {}
-        for i, col in enumerate(visible_columns(self._compact)):
+        for i, col in enumerate(visible_columns(self._compact, self._owners)):
             w = self._widths[col.key]
             text = fit(col.label, w, col.align)
             gap = "" if i == 0 else " "
@@ -112,7 +116,7 @@ class ProcessTable(DataTable[Text]):
     def _row_cells(self, row: ProcRow, tagged: bool) -> RowCells:
         cells: list[Cell] = []
         base = "tag" if tagged else "dim" if row.visible is False else ""
-        for col in visible_columns(self._compact):
+        for col in visible_columns(self._compact, self._owners):
             if col.key == "tag":
                 cells.append(("*" if tagged else " ", "tag" if tagged else ""))
                 continue
@@ -138,6 +142,11 @@ class ProcessTable(DataTable[Text]):
         (the same rows moved, changed cells updated) or "rebuild"."""
         if not self._styles:
             self._refresh_styles()
+        owners = any(r.owner for r in rows)
+        if owners != self._owners and self._configured is not None:
+            self._owners = owners  # OWNER comes or goes: the columns are built again
+            width, compact, sort_key, reverse = self._configured
+            self.configure(width, compact=compact, sort_key=sort_key, reverse=reverse)
         order = [r.key for r in rows]
         cells = {r.key: self._row_cells(r, r.key in tagged) for r in rows}
         self.rows_by_key = {r.key: r for r in rows}
@@ -163,7 +172,7 @@ class ProcessTable(DataTable[Text]):
     def _update_cells(self, changed: list[str], cells: dict[str, RowCells]) -> None:
         """What ``update_cell`` does to the data, but repainting only the changed rows
         (``update_cell`` repaints the whole table for each cell)."""
-        keys = [ColumnKey(c.key) for c in visible_columns(self._compact)]
+        keys = [ColumnKey(c.key) for c in visible_columns(self._compact, self._owners)]
         data = self._data
         for k in changed:
             row = data[RowKey(k)]

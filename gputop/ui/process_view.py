@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from gputop import fmt
 from gputop.analysis.jobs import process_index
 from gputop.model import ProcessInfo, Snapshot
+from gputop.sources.owners import owner_detail, owner_label, stop_command
 from gputop.ui.parts import Parts, safe
 
 
@@ -39,20 +40,26 @@ COLUMNS: tuple[Column, ...] = (
     Column("rss", "RSS", 9, 0, right=True),
     Column("read", "READ/s", 10, 0, right=True),
     Column("time", "TIME", 10, 8, right=True),
+    Column("owner", "OWNER", 30, 0),  # compact: the start of COMMAND
     Column("command", "COMMAND", 0, 0),  # takes the rest of the width
 )
 SORT_KEYS = ("gpu", "pid", "user", "mem", "sm", "cpu", "rss", "read", "time", "command")
 MIN_COMMAND_WIDTH = 12
 
 
-def visible_columns(compact: bool) -> tuple[Column, ...]:
-    return tuple(c for c in COLUMNS if c.key == "command" or c.width(compact))
+def visible_columns(compact: bool, owners: bool = False) -> tuple[Column, ...]:
+    """``owners``: a row has an owner (else OWNER would be an empty column)."""
+    return tuple(
+        c
+        for c in COLUMNS
+        if c.key == "command" or (c.width(compact) and (owners or c.key != "owner"))
+    )
 
 
-def column_widths(total_width: int, compact: bool) -> dict[str, int]:
+def column_widths(total_width: int, compact: bool, owners: bool = False) -> dict[str, int]:
     """Fixed widths; COMMAND takes what is left. Each cell carries its own one-cell gap
     (the table runs with ``cell_padding`` 0)."""
-    cols = visible_columns(compact)
+    cols = visible_columns(compact, owners)
     widths = {c.key: c.width(compact) for c in cols if c.key != "command"}
     gaps = len(cols) - 1  # one gap before every column but the first
     used = sum(widths.values()) + gaps
@@ -77,6 +84,9 @@ class ProcRow:
     read_bytes_per_s: float | None
     elapsed: float | None
     create_time: float | None
+    owner: str | None = None  # owner_label: "pod ns/name", "slurm 81234.0", ...
+    owner_detail: str | None = None  # with the container, the Slurm job's name and user
+    stop: str | None = None  # what users would rather run: "kubectl delete pod -n ns name"
 
     def cell_text(self, key: str, *, compact: bool) -> str:
         if key == "gpu":
@@ -99,8 +109,10 @@ class ProcRow:
             return fmt.rate(self.read_bytes_per_s)
         if key == "time":
             return fmt.duration(self.elapsed)
+        if key == "owner":
+            return self.owner or ""
         if key == "command":
-            return self.command
+            return f"[{self.owner}] {self.command}" if compact and self.owner else self.command
         raise KeyError(key)
 
     def sort_value(self, key: str) -> float | str | None:
@@ -131,6 +143,15 @@ def _command_text(info: ProcessInfo | None) -> str:
     if info.status == "zombie":
         return f"[zombie] {text}".rstrip()
     return text or fmt.NA
+
+
+def _owner_cells(info: ProcessInfo | None) -> dict[str, str | None]:
+    owner = None if info is None else info.owner
+    if owner is None:
+        return {}
+    cells = {"owner": owner_label(owner), "owner_detail": owner_detail(owner)}
+    cells["stop"] = stop_command(owner)
+    return {k: None if v is None else safe(v, 512) for k, v in cells.items()}
 
 
 def row_key(gpu: int | None, pid: int) -> str:
@@ -177,6 +198,7 @@ def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list
                     read_bytes_per_s=info.read_bytes_per_s if info else None,
                     elapsed=_elapsed(now, info),
                     create_time=info.create_time if info else None,
+                    **_owner_cells(info),
                 )
             )
     for h in snapshot.unlisted_holders:
@@ -219,6 +241,7 @@ def matches(row: ProcRow, text: str) -> bool:
         return True
     return (
         needle in row.command.lower()
+        or (row.owner is not None and needle in row.owner.lower())
         or (row.user is not None and needle in row.user.lower())
         or needle in str(row.pid)
     )

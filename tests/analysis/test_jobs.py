@@ -355,3 +355,29 @@ def test_a_helper_module_named_elsewhere_in_a_command_is_no_helper() -> None:
     ]
     job = _one(build_jobs(snapshot(T0, [gpu_sample(0, 20, [gpu_process(20)])], rows)))
     assert job.worker_pids == (21,)
+
+
+def test_a_job_never_spans_two_pods_containers_or_slurm_jobs() -> None:
+    from gputop.model import Owner
+
+    pod_a = Owner("pod", id="a" * 64, pod_uid="u-a", namespace="ml", pod="train-a")
+    pod_b = Owner("pod", id="b" * 64, pod_uid="u-b", namespace="ml", pod="train-b")
+    slurm = Owner("slurm", slurm_job="81234", slurm_step="0")
+    rows = [
+        # one parent (a launcher run as the same user) above processes of two pods
+        process_info(40, 1, command="python launch.py"),
+        replace(process_info(41, 40, command="python a.py"), owner=pod_a),
+        replace(process_info(42, 41, command="python a.py", cpu=50.0), owner=pod_a),
+        replace(process_info(43, 41, command="exec-probe", cpu=70.0), owner=pod_b),
+        replace(process_info(51, 40, command="python b.py"), owner=pod_b),
+        replace(process_info(61, 40, command="python s.py"), owner=slurm),
+    ]
+    g = gpu_sample(0, 90, [gpu_process(41), gpu_process(51), gpu_process(61)])
+    jobs = build_jobs(snapshot(T0, [g], rows))
+    by_root = {j.root_pid: j for j in jobs}
+    assert set(by_root) == {41, 51, 61}  # the shared parent roots none of them
+    assert by_root[41].pids == (41, 42)  # pod b's process below is not pod a's worker
+    assert (by_root[41].owner, by_root[51].owner, by_root[61].owner) == (pod_a, pod_b, slurm)
+    doc = job_to_dict(by_root[61])
+    assert doc["owner"]["kind"] == "slurm" and doc["owner"]["slurm_job"] == "81234"
+    assert job_to_dict(build_jobs(_torchrun_snapshot())[0])["owner"] is None  # type: ignore[arg-type]

@@ -429,3 +429,28 @@ def test_the_live_exporter_reads_no_cpu_frequency(fake_nvml: object) -> None:
             assert host.cpu_freq_mhz is not None
     finally:
         dashboard.close()
+
+
+def test_jobs_and_owners_carry_dcgm_exporters_pod_labels_with_bounded_cardinality() -> None:
+    from tests.builders import with_owners
+
+    state = ExportState(with_jobs=True, max_jobs=3)
+    source = DemoSource(0, start_time=0.0, step=1.0)
+    for _ in range(25):
+        state.on_snapshot(with_owners(source.snapshot()))
+    got = parse(generate_latest(make_registry(state)).decode())
+    pod = {"namespace": "ml-research", "pod": "llama-pretrain-0", "container": "trainer"}
+    (job,) = series(got, "gputop_job_gpu_memory_bytes", **pod).items()
+    assert dict(job[0])["slurm_job"] == "" and dict(job[0])["command"] == "torchrun"
+    owned = series(got, "gputop_process_owner_gpu_memory_bytes", **pod)
+    assert {dict(k)["gpu"] for k in owned} == {"0", "1"}  # one series per GPU of the pod
+    assert len(series(got, "gputop_process_owner_gpu_memory_bytes")) == 3  # --max-jobs
+    wide = ExportState(with_jobs=True)
+    for _ in range(2):
+        wide.on_snapshot(with_owners(source.snapshot()))
+    everything = parse(generate_latest(make_registry(wide)).decode())
+    assert series(everything, "gputop_process_owner_gpu_memory_bytes", slurm_job="81234")
+    docker = series(everything, "gputop_process_owner_gpu_memory_bytes", container="9c0ffee19c0f")
+    assert docker and all(dict(k)["pod"] == "" for k in docker)
+    # a process nobody owns is in no owner series
+    assert not series(everything, "gputop_process_owner_gpu_memory_bytes", gpu="3")

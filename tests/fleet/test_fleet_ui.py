@@ -177,3 +177,28 @@ async def test_help_lists_the_fleet_keys_and_states() -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.fleet_screen
+
+
+def test_the_filter_matches_a_hosts_pods_and_slurm_jobs() -> None:
+    from gputop.present import to_json_dict
+    from gputop.sources.remote import summarize
+    from gputop.sources.streams import HostView
+    from gputop.ui import fleet_views as fv
+    from tests.builders import demo_snapshots, with_owners
+
+    owned = to_json_dict(with_owners(demo_snapshots(2)[-1]))
+    plain = to_json_dict(demo_snapshots(2)[-1])
+    hosts = [
+        HostView("owned", report=summarize(owned), data=owned),
+        HostView("plain", report=summarize(plain), data=plain),
+        HostView("odd", report=summarize(plain), data={**plain, "processes": [{"owner": 7}]}),
+    ]
+    rows = fv.rows(hosts, now=0.0, interval=1.0)
+
+    def shown(text: str) -> list[str]:
+        return [r.name for r in rows if fv.matches(r, text)]
+
+    assert shown("ml-research/llama") == ["owned"]  # ns/pod as the table shows it
+    assert shown("resnet-ddp") == ["owned"] and shown("81234") == ["owned"]
+    assert shown("llama13b-ft") == ["owned"]  # the Slurm job's name
+    assert shown("carol") == ["owned", "plain", "odd"]  # users still match

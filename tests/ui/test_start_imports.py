@@ -40,8 +40,9 @@ NOT_AT_START = (
     "gputop.textout",
     "gputop.stream",
 )
-#: gputop's own modules at the first frame, at most.
-GPUTOP_AT_START = 46
+#: gputop's own modules at the first frame, at most (47: sources.owners, issue 22, whose
+#: owners the first frame's process table shows).
+GPUTOP_AT_START = 47
 #: Every module at the first frame, Python's and Textual's included, at most.
 ALL_AT_START = 470
 

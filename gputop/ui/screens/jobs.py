@@ -22,6 +22,7 @@ from gputop.analysis.jobs import Job, process_index
 from gputop.cells import fit
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot, Verdict
+from gputop.sources.owners import owner_detail, owner_label
 from gputop.ui.gpu_view import verdict_mark, verdict_parts
 from gputop.ui.parts import Part, Parts, gpu_ranges, safe
 from gputop.ui.process_view import INVISIBLE, Column
@@ -64,9 +65,12 @@ def _cores(value: float | None) -> str:
 
 
 def job_command(job: Job) -> str:
+    """The root's command, after its owner (``[pod ns/name]``) when it has one."""
     if job.visible is False:
         return INVISIBLE
-    return safe(job.command or job.name, 2048)
+    command = safe(job.command or job.name, 2048)
+    label = owner_label(job.owner)
+    return command if label is None else f"[{safe(label, 256)}] {command}"
 
 
 def job_cells(job: Job) -> dict[str, str]:
@@ -260,6 +264,9 @@ def job_detail_parts(
         ((head, "title"), (middle, ""), (command, "dim" if job.visible is False else "")),
         ((job_facts(job), ""),),
     ]
+    owner = owner_detail(job.owner)
+    if owner is not None:
+        lines.append((("owner: ", "label"), (safe(owner, 512), "")))
     if verdict is None:
         lines.append((("verdict: ", "label"), (f"{fmt.NA} (no verdict for this job)", "dim")))
     else:

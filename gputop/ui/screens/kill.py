@@ -51,6 +51,25 @@ def targets_table(targets: Sequence[KillTarget]) -> Table:
     return table
 
 
+#: Owners named at most; the rest are counted.
+MAX_OWNERS = 4
+
+
+def owners_text(owners: Sequence[tuple[str | None, str | None]]) -> Text:
+    """Who owns the processes and what users would rather run than a signal (a pod's
+    controller starts a killed process again)."""
+    text = Text()
+    for owner, stop in owners[:MAX_OWNERS]:
+        text.append("owned by ", "bold").append(fmt.clean_text(owner, 256) or fmt.NA)
+        if stop:
+            text.append(" · rather: ", "bold").append(fmt.clean_text(stop, 256) or "")
+        text.append("\n")
+    if len(owners) > MAX_OWNERS:
+        text.append(f"+{len(owners) - MAX_OWNERS} more owners\n", "dim")
+    text.rstrip()
+    return text
+
+
 def outcomes_table(outcomes: Sequence[KillOutcome]) -> Table:
     table = Table(box=None, show_header=False, pad_edge=False, expand=True)
     table.add_column("status", no_wrap=True)
@@ -84,6 +103,10 @@ class KillScreen(ModalScreen[str | None]):
     KillScreen #kill-note {
         color: $text-muted;
         height: auto;
+    }
+    KillScreen #kill-owners {
+        height: auto;
+        margin: 1 0 0 0;
     }
     KillScreen #kill-targets {
         height: auto;
@@ -125,9 +148,12 @@ class KillScreen(ModalScreen[str | None]):
         targets: Sequence[KillTarget],
         readonly: bool = False,
         no_signals: str | None = None,
+        owners: Sequence[tuple[str | None, str | None]] = (),
     ) -> None:
         super().__init__()
         self.targets = tuple(targets)
+        # Each target's (owner, the command that stops the owner), as the table shows them.
+        self.owners = tuple(dict.fromkeys(o for o in owners if o[0] is not None))
         # Why this source offers no signal at all (demo, replay): as read-only mode.
         self.no_signals = no_signals
         self.readonly = readonly or no_signals is not None
@@ -165,6 +191,8 @@ class KillScreen(ModalScreen[str | None]):
         with Vertical(id="kill-dialog"):
             yield Static(Text(self._title()), id="kill-title")
             yield Static(self._note(), id="kill-note")
+            if self.owners:
+                yield Static(owners_text(self.owners), id="kill-owners")
             with VerticalScroll(id="kill-targets"):
                 yield Static(targets_table(self.targets))
             with Horizontal(classes="kill-buttons", id="kill-choices"):
@@ -210,6 +238,8 @@ class KillScreen(ModalScreen[str | None]):
         self.query_one("#kill-title", Static).update(Text(f"{sig.name}: what happened"))
         # Room for the outcomes (each names its pid).
         self.query_one("#kill-note").display = False
+        for owners in self.query("#kill-owners"):
+            owners.display = False
         self.query_one("#kill-targets").display = False
         self.query_one("#kill-choices").display = False
         self.query_one("#kill-after").display = True
