@@ -10,8 +10,9 @@ from gputop import __version__, cells, fmt
 from gputop.analysis.kinds import LABELS, WARMING_UP
 from gputop.cells import fit as pad
 from gputop.diagnosis import Diagnosis
-from gputop.model import LABELLED_METRICS, GpuSample, ProcessInfo, Snapshot, Verdict
+from gputop.model import LABELLED_METRICS, GpuSample, Owner, ProcessInfo, Snapshot, Verdict
 from gputop.present import children_of, descendants
+from gputop.sources.owners import owner_label
 from gputop.ui.gpu_view import pcie_percent
 from gputop.ui.parts import gpu_ranges, used_total
 
@@ -200,6 +201,7 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
                 command = "exited"
             elif info.status == "zombie":
                 command = f"[zombie] {_short_command(info.name)}"
+            command = _owned(info.owner if info else None, command)
             lines.append(
                 fit(
                     f"{prefix}{pad(user, 8)} {numbers} {cpu:>5} "
@@ -226,6 +228,12 @@ def _holder_lines(snapshot: Snapshot) -> list[str]:
     return lines
 
 
+def _owned(owner: Owner | None, command: str) -> str:
+    """The command led by its owner, as the dashboard shows it at 80 columns."""
+    label = owner_label(owner)
+    return f"[{label}] {command}" if label else command
+
+
 def _job_command(command: str | None) -> str:
     """'python3 /usr/local/bin/torchrun --x' -> 'torchrun --x'."""
     short = _short_command(command)
@@ -250,7 +258,7 @@ def _job_lines(diagnosis: Diagnosis) -> list[str]:
             user, command = fmt.NA, "not visible (another PID namespace)"
         else:
             user = job.user or fmt.NA
-            command = _job_command(job.command or job.name)
+            command = _owned(job.owner, _job_command(job.command or job.name))
         lines.append(
             fit(
                 f"{job.root_pid:>7} {pad(user, 8)} {pad(gpu_ranges(job.gpus, fmt.NA), 8)} "

@@ -69,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", type=argtypes.interval, metavar="SECONDS", help="seconds between samples (1)"
     )
     p.add_argument(
-        "--jobs", action="store_true", help="add per-job series {user, command, gpus} (no pids)"
+        "--jobs",
+        action="store_true",
+        help="add per-job and per-owner series (user, command, gpus; namespace, pod, container,"
+        " slurm_job; no pids)",
     )
     p.add_argument(
         "--max-jobs",

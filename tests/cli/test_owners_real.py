@@ -252,6 +252,27 @@ def test_real_cgroups_name_pods_containers_slurm_jobs_and_services(
         streamed = {q["pid"]: q["owner"] for g in json.loads(line)["gpus"] for q in g["processes"]}
         assert streamed == owners
 
+    # --once's text leads each command with its owner, as the table does at 80 columns.
+    r = subprocess.run(
+        [sys.executable, "-m", "gputop", "--once"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    rows_of = [ln.split() for ln in r.stdout.splitlines()]
+    by_pid = {
+        int(w[1]): " ".join(w) for w in rows_of if len(w) > 2 and w[0].isdigit() and w[1].isdigit()
+    }
+    assert "[pod ml/train-a] " in by_pid[p["a"]]
+    assert "[slurm 81234.0] " in by_pid[p["slurm"]]
+    assert f"[docker {CID_DOCKER[:12]}] " in by_pid[p["docker"]]
+    assert any(w[:1] == [str(p["b"])] and "[pod vision/serve-b]" in " ".join(w) for w in rows_of), (
+        "pod B's job line names its pod"
+    )
+
     # The table, drawn from that very document.
     rows = {row.pid: row for row in views.process_rows(Snapshot.from_dict(data))}
     assert rows[p["a"]].owner == "pod ml/train-a"
