@@ -38,6 +38,7 @@ class PartsLines(Widget):
         self._cache_width = -1
         self._styles: dict[str, Style] = {}
         self._segments: dict[Part, Segment] = {}
+        self._frame_style: Style | None = None
 
     @property
     def lines(self) -> tuple[Parts, ...]:
@@ -71,6 +72,14 @@ class PartsLines(Widget):
     def get_content_width(self, container: Size, viewport: Size) -> int:
         return max((sum(len(t) for t, _ in line) for line in self._lines), default=0)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # ``rich_style`` walks the DOM: once per frame, not once per changed line.
+        self._frame_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if width != self._cache_width:
@@ -83,7 +92,8 @@ class PartsLines(Widget):
                 parts = fit_parts(parts, width)
             segment = self._segment
             segments = [segment(part) for part in parts if part[0]]
-            strip = Strip(segments).adjust_cell_length(width, self.rich_style)
+            base = self._frame_style if self._frame_style is not None else self.rich_style
+            strip = Strip(segments).adjust_cell_length(width, base)
             self._cache[y] = strip
         return strip
 

@@ -1,0 +1,74 @@
+"""Work the dashboard does per tick, counted (calls), never timed: what each frame
+resolves once stays once, however many lines or rows changed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from textual.dom import DOMNode
+
+from gputop.ui import process_table
+from gputop.ui.app import GpuTopApp
+from tests import builders as fx
+
+
+def _later(snap: Any, seconds: float) -> Any:
+    """The same node ``seconds`` later, every GPU busier: each GPU line and the clock change."""
+    gpus = tuple(
+        replace(g, utilization=replace(g.utilization, gpu=((g.utilization.gpu or 0) + 17) % 100))
+        for g in snap.gpus
+    )
+    return replace(snap, time=snap.time + seconds, gpus=gpus)
+
+
+async def test_a_frame_of_changed_lines_resolves_each_panels_style_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = fx.multi_gpu_snapshot(8)
+    second = _later(first, 1.0)
+    app = GpuTopApp(snapshots=[first])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        app.apply_snapshot(second, (first, second))
+        panel = app.gpu_panel.query_one("GpuLines")
+        header = app.header
+        resolved: list[object] = []
+        style = DOMNode.rich_style
+
+        def counting(node: DOMNode) -> Any:
+            resolved.append(node)
+            return style.fget(node)  # type: ignore[attr-defined]
+
+        monkeypatch.setattr(DOMNode, "rich_style", property(counting))
+        for widget in (panel, header):
+            widget._cache.clear()  # every line drawn again, as after a full change
+            lines = widget.render_lines(widget.region.reset_offset)
+            assert len(lines) == len(widget.lines) > 0
+        assert len(panel.lines) >= 8  # many lines drawn ...
+        assert resolved.count(panel) == 1  # ... from one look-up of the panel's style
+        assert resolved.count(header) == 1
+
+
+async def test_an_update_of_many_rows_resolves_the_columns_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = fx.multi_gpu_snapshot(8)
+    app = GpuTopApp(snapshots=[first])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        calls: list[tuple[object, ...]] = []
+        columns = process_table.visible_columns
+
+        def counting(*args: Any) -> Any:
+            calls.append(args)
+            return columns(*args)
+
+        monkeypatch.setattr(process_table, "visible_columns", counting)
+        rows = app.table.row_count
+        second = _later(first, 61.0)  # every row's TIME moves
+        app.apply_snapshot(second, (first, second))
+        assert rows >= 8 and app.table.last_update == "cells"
+        # once for the cells, once to update them in place: not once per row
+        assert len(calls) == 2
