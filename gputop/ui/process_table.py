@@ -23,7 +23,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from gputop.cells import fit
-from gputop.ui.process_view import ProcRow, column_widths, visible_columns
+from gputop.ui.process_view import Column, ProcRow, column_widths, visible_columns
 from gputop.ui.roles import rich_styles
 
 Cell = tuple[str, str]  # (text as shown, style key)
@@ -113,10 +113,11 @@ class ProcessTable(DataTable[Text]):
         key = self.cursor_key
         return None if key is None else self.rows_by_key.get(key)
 
-    def _row_cells(self, row: ProcRow, tagged: bool) -> RowCells:
+    def _row_cells(self, row: ProcRow, tagged: bool, cols: Sequence[Column]) -> RowCells:
+        """``cols``: ``visible_columns`` now, resolved once per update, not once per row."""
         cells: list[Cell] = []
         base = "tag" if tagged else "dim" if row.visible is False else ""
-        for col in visible_columns(self._compact, self._owners):
+        for col in cols:
             if col.key == "tag":
                 cells.append(("*" if tagged else " ", "tag" if tagged else ""))
                 continue
@@ -148,7 +149,8 @@ class ProcessTable(DataTable[Text]):
             width, compact, sort_key, reverse = self._configured
             self.configure(width, compact=compact, sort_key=sort_key, reverse=reverse)
         order = [r.key for r in rows]
-        cells = {r.key: self._row_cells(r, r.key in tagged) for r in rows}
+        cols = visible_columns(self._compact, self._owners)
+        cells = {r.key: self._row_cells(r, r.key in tagged, cols) for r in rows}
         self.rows_by_key = {r.key: r for r in rows}
         if order != self._order and self.row_count == len(order) and set(order) == set(self._order):
             # The same rows in another order: move them (cheaper than a rebuild).
