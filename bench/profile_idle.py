@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where the running dashboard's idle CPU goes: cProfile of every thread over a window.
+"""Where the running dashboard's idle CPU goes: cProfile of its UI thread and sampler ticks.
 
     python bench/profile_idle.py [--per-gpu 2] [--warmup 5] [--seconds 30] [--top 25]
                                  [--out DIR]
@@ -7,8 +7,8 @@
 Starts ``gputop --interval 1`` in a 200x50 tmux pane on the fake 8 GPUs x N processes,
 lets it run ``--warmup`` seconds, then profiles the UI's main thread and the sampler's
 ticks for ``--seconds`` and quits. Prints each thread's CPU seconds over the window
-(from /proc/self/task, without the profiler's overhead the profile adds) and the top
-entries of each thread's profile by own time; stats files go to ``--out``.
+(from /proc/self/task; the profiler's overhead included, about double) and the top
+entries of each profile by own time; stats files go to ``--out``.
 Needs tmux and gcc. Prints figures; it is not a test.
 """
 
