@@ -10,7 +10,6 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from gputop.analysis.jobs import job_to_dict
-from gputop.analysis.kinds import verdict_to_dict
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuSample, ProcessInfo, Snapshot, replace
 
@@ -106,7 +105,7 @@ def to_json_dict(snapshot: Snapshot, diagnosis: Diagnosis | None = None) -> dict
     if diagnosis is not None:
         for gpu in out["gpus"]:
             verdict = diagnosis.gpus.get(gpu["index"])
-            gpu["verdict"] = None if verdict is None else verdict_to_dict(verdict)
+            gpu["verdict"] = None if verdict is None else verdict.to_dict()
         out["jobs"] = [job_to_dict(j, diagnosis.job_verdicts.get(j.id)) for j in diagnosis.jobs]
         if diagnosis.error is not None:
             out["verdict_error"] = diagnosis.error

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from gputop.model import Verdict
 
@@ -192,11 +191,6 @@ BLOCKS = {"verdict-kinds": markdown_table, "verdict-kinds-short": short_markdown
 def markdown_block(name: str = "verdict-kinds") -> str:
     """The table ``name`` between the markers that delimit it in the docs."""
     return f"<!-- BEGIN generated: {name} -->\n{BLOCKS[name]()}\n<!-- END generated: {name} -->"
-
-
-def verdict_to_dict(verdict: Verdict) -> dict[str, Any]:
-    """The JSON form: {kind, label, severity, evidence, advice, also: [kind...]}."""
-    return verdict.to_dict()
 
 
 @dataclass(frozen=True, slots=True)

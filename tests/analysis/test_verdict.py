@@ -33,7 +33,6 @@ from gputop.analysis.kinds import (
     UNDERUSED,
     UNKNOWN,
     WARMING_UP,
-    verdict_to_dict,
 )
 from gputop.analysis.thresholds import ThresholdError, Thresholds
 from gputop.analysis.verdict import Analyzer, window
@@ -569,13 +568,13 @@ def test_pure_and_deterministic() -> None:
     assert all_verdicts([]) == ({}, {})
 
 
-def test_verdict_to_dict_shape() -> None:
+def test_verdict_json_shape() -> None:
     v = gv(
         snapshot_history(
             steady(95), tree=trainer_processes(worker_cpu=30), gpu_kw={"reasons": ("sw power cap",)}
         )
     )
-    d = verdict_to_dict(v)
+    d = v.to_dict()
     assert json.loads(json.dumps(d)) == d
     assert d == {
         "kind": GPU_BOUND,
