@@ -883,24 +883,6 @@ def check_values(snapshot: Snapshot, source: str, who: str) -> Snapshot:
     return made  # type: ignore[no-any-return]
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|") or "—"
-
-
-def gpu_metrics_markdown() -> str:
-    """:data:`GPU_METRICS` as a markdown table (docs/metrics.md, generated)."""
-    lines = [
-        "| field (`--json`) | NVML call | unit | bounds | Prometheus | meaning |",
-        "|---|---|---|---|---|---|",
-    ]
-    for m in GPU_METRICS:
-        bounds = "" if m.bounds is None else f"{m.bounds[0]:g}-{m.bounds[1]:g}"
-        export = f"`{m.export}`" if m.export else ""
-        cells = (f"`{m.field}`", m.nvml, m.unit, bounds, export, m.about)
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What the analysis concluded about one GPU or job (a remote host's too)."""

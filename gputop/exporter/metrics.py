@@ -108,8 +108,6 @@ METRICS: tuple[MetricDef, ...] = (
 )
 # fmt: on
 
-METRIC_NAMES: frozenset[str] = frozenset(m.name for m in METRICS)
-
 
 @dataclass
 class Totals:
@@ -187,17 +185,6 @@ class Family(Metric):
         for labels, value in self.series:
             fam.add_metric(labels, value)
         return fam
-
-
-def markdown_table() -> str:
-    """:data:`METRICS` as ``docs/exporter.md`` lists them."""
-    lines = ["| metric | type | unit | labels | meaning |", "|---|---|---|---|---|"]
-    for m in METRICS:
-        about = f"{m.help} (`--jobs`)" if m.jobs else m.help
-        lines.append(
-            f"| `{m.name}` | {m.type} | {m.unit} | {', '.join(m.labels) or '—'} | {about} |"
-        )
-    return "\n".join(lines)
 
 
 def _family(name: str) -> Family:

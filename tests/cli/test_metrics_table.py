@@ -22,7 +22,6 @@ from gputop.model import (
     DriverInfo,
     GpuSample,
     Snapshot,
-    gpu_metrics_markdown,
 )
 from gputop.sources.bounds import BOUNDS, check_gpu
 from gputop.ui import gpu_view as gv
@@ -33,6 +32,24 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 BEGIN = "<!-- BEGIN generated: gpu-metrics -->\n"
 END = "<!-- END generated: gpu-metrics -->"
 BLOCK = re.compile(re.escape(BEGIN) + r"(.*?)" + re.escape(END), re.S)
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|") or "—"
+
+
+def gpu_metrics_markdown() -> str:
+    """:data:`GPU_METRICS` as a markdown table (docs/metrics.md, generated)."""
+    lines = [
+        "| field (`--json`) | NVML call | unit | bounds | Prometheus | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in GPU_METRICS:
+        bounds = "" if m.bounds is None else f"{m.bounds[0]:g}-{m.bounds[1]:g}"
+        export = f"`{m.export}`" if m.export else ""
+        cells = (f"`{m.field}`", m.nvml, m.unit, bounds, export, m.about)
+        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def test_the_docs_table_is_the_generated_one() -> None:

@@ -14,7 +14,7 @@ from prometheus_client.exposition import generate_latest
 from gputop.analysis.kinds import KINDS
 from gputop.diagnosis import diagnose
 from gputop.exporter import parse_listen
-from gputop.exporter.metrics import METRIC_NAMES, METRICS, Totals, build, job_rows, markdown_table
+from gputop.exporter.metrics import METRICS, Totals, build, job_rows
 from gputop.exporter.server import ExportState, make_registry
 from gputop.model import (
     DriverInfo,
@@ -30,6 +30,18 @@ from tests.helpers.exporter import DASHBOARD, dashboard_exprs, parse, series
 
 ROOT = Path(__file__).resolve().parents[2]
 UNITS = ("bytes", "celsius", "watts", "hertz", "bytes_per_second", "seconds", "ratio")
+METRIC_NAMES = frozenset(m.name for m in METRICS)
+
+
+def markdown_table() -> str:
+    """:data:`METRICS` as ``docs/exporter.md`` lists them."""
+    lines = ["| metric | type | unit | labels | meaning |", "|---|---|---|---|---|"]
+    for m in METRICS:
+        about = f"{m.help} (`--jobs`)" if m.jobs else m.help
+        lines.append(
+            f"| `{m.name}` | {m.type} | {m.unit} | {', '.join(m.labels) or '—'} | {about} |"
+        )
+    return "\n".join(lines)
 
 
 def _snap(*gpus: GpuSample, t: float = 1000.0, available: bool = True) -> Snapshot:
