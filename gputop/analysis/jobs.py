@@ -292,10 +292,7 @@ def _shape(
         known.append(pid)
         if pid in all_gpu_pids or info.status == "zombie" or is_helper(info, index):
             continue
-        ppid = info.ppid
-        if (ppid is not None and ppid != pid and ppid in main_set) or _has_gpu_ancestor(
-            pid, index, main_set, root
-        ):
+        if _has_gpu_ancestor(pid, index, main_set, root):
             workers.append(pid)
     return _Shape(
         root_pid=root,

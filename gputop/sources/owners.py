@@ -122,11 +122,7 @@ def parse_cgroup(text: bytes | str) -> Owner | None:
         path = line.split(":", 2)[-1] if line.count(":") >= 2 else ""
         if path.startswith("/") and path != "/" and path not in paths:
             paths.append(path)
-    for path in paths:  # a pod wherever it is seen, then a container, ...
-        found = _pod(path)
-        if found is not None:
-            return found
-    for parse in (_container, _slurm, _unit):
+    for parse in (_pod, _container, _slurm, _unit):  # a pod wherever it is seen, then ...
         for path in paths:
             found = parse(path)
             if found is not None:
