@@ -125,11 +125,8 @@ class Player:
 
     def toggle(self) -> None:
         def run() -> int:
-            if self._pos >= len(self.recording) - 1:
-                self.playing = False
-                return self._pos
-            self.playing = not self.playing
-            self._mark = self._monotonic()
+            # At the end it stays paused.
+            self.playing = not self.playing and self._pos < len(self.recording) - 1
             return self._pos
 
         self._ask(run)
@@ -159,18 +156,13 @@ class Player:
         self._ask(lambda: self.recording.position(t))
 
     def newest(self) -> None:
-        def run() -> int:
-            self.playing = False
-            return len(self.recording) - 1
-
-        self._ask(run)
+        self.step(len(self.recording))  # past the end: the cursor stops at the newest
 
     def faster(self, up: bool) -> float:
-        speeds = SPEEDS
         if up:
-            self.speed = next((s for s in speeds if s > self.speed), speeds[-1])
+            self.speed = next((s for s in SPEEDS if s > self.speed), SPEEDS[-1])
         else:
-            self.speed = next((s for s in reversed(speeds) if s < self.speed), speeds[0])
+            self.speed = next((s for s in reversed(SPEEDS) if s < self.speed), SPEEDS[0])
         self._wake.set()
         return self.speed
 
