@@ -359,14 +359,23 @@ def _read_header(path: Path, data: bytes) -> tuple[dict[str, Any], int]:
     return header, end + _CRC.size
 
 
-def index_segment(path: Path) -> SegmentIndex:
-    """A segment's header and its blocks up to the first damaged or cut-short one."""
+def _read(path: Path, offset: int = 0, length: int = -1) -> bytes:
+    """``length`` bytes of a segment from ``offset`` (-1: to its end)."""
     f, _ = open_segment(path)
     try:
         with f:
-            data = f.read()
+            f.seek(offset)
+            data = f.read(length)
     except OSError as exc:
         raise RecordingError(f"cannot read {path}: {_why(exc)}") from None
+    if length >= 0 and len(data) != length:
+        raise RecordingError(f"{path} was cut short while reading it")
+    return data
+
+
+def index_segment(path: Path) -> SegmentIndex:
+    """A segment's header and its blocks up to the first damaged or cut-short one."""
+    data = _read(path)
     header, pos = _read_header(path, data)
     blocks: list[BlockRef] = []
     first_off = first_len = -1
@@ -527,11 +536,8 @@ class Recording:
 
     def between(self, t1: float, t2: float) -> Iterator[Snapshot]:
         """Every snapshot with ``t1 <= time <= t2``, oldest first, one block at a time."""
-        i = max(0, bisect.bisect_right(self._starts, t1) - 1)
-        for k in range(i, len(self.blocks)):
+        for k in self.blocks_between(t1, t2):
             b = self.blocks[k]
-            if b.first > t2:
-                break
             if b.last < t1:
                 continue
             for s in self._decode(b):
@@ -549,22 +555,10 @@ class Recording:
             self._cache.popitem(last=False)
         return snaps
 
-    def _read(self, path: Path, offset: int, length: int) -> bytes:
-        f, _ = open_segment(path)
-        try:
-            with f:
-                f.seek(offset)
-                data = f.read(length)
-        except OSError as exc:
-            raise RecordingError(f"cannot read {path}: {_why(exc)}") from None
-        if len(data) != length:
-            raise RecordingError(f"{path} was cut short while reading it")
-        return data
-
     def _dictionary(self, b: BlockRef) -> bytes:
         found = self._dicts.get(b.path)
         if found is None:
-            raw = self._read(b.path, b.segment_first_offset, b.segment_first_length)
+            raw = _read(b.path, b.segment_first_offset, b.segment_first_length)
             found = codec.decompress(raw)
             self._dicts[b.path] = found
             while len(self._dicts) > 2:
@@ -572,7 +566,7 @@ class Recording:
         return found
 
     def _decode(self, b: BlockRef) -> list[Snapshot]:
-        raw = self._read(b.path, b.offset, b.length)
+        raw = _read(b.path, b.offset, b.length)
         # A block is many new objects and no reference cycle: the cyclic collector
         # would only walk them again and again while they are made.
         collecting = gc.isenabled()
