@@ -406,8 +406,7 @@ class JobsScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", key_display="Esc"),
-        Binding("j", "close", "Back", show=False),
-        Binding("q", "close", "Back", show=False),
+        Binding("j,q", "close", "Back", show=False),
         Binding("space", "fold", "Fold", key_display="Space"),
     ]
 
