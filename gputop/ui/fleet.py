@@ -306,8 +306,7 @@ class FleetApp(GpuTopApp):
             self.run_worker(lambda: self._fetch_history(name), thread=True, exclusive=True)
 
     def _fetch_history(self, name: str) -> None:
-        """Worker thread: the host's recent minutes (Prometheus query_range), then handed
-        to the UI thread; a failure is said, the live view goes on."""
+        """Worker thread: the host's recent minutes; a failure is said, the live view goes on."""
         history = getattr(self.streams, "history", None)
         try:
             datas = history(name) if callable(history) else []

@@ -56,8 +56,7 @@ MAX_OWNERS = 4
 
 
 def owners_text(owners: Sequence[tuple[str | None, str | None]]) -> Text:
-    """Who owns the processes and what users would rather run than a signal (a pod's
-    controller starts a killed process again)."""
+    """Who owns the processes, and what to run instead (a pod's controller restarts them)."""
     text = Text()
     for owner, stop in owners[:MAX_OWNERS]:
         text.append("owned by ", "bold").append(fmt.clean_text(owner, 256) or fmt.NA)
