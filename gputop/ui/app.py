@@ -59,8 +59,11 @@ MAIN_ONLY_ACTIONS = frozenset(
     }
 )
 
+#: The digit keys' line in `?`, for the live dashboard and the replay alike.
+GPU_DIGITS_HELP = ("0-9", "show only that GPU (a: all GPUs again)")
+
 _HELP_EXTRA: tuple[tuple[str, str], ...] = (
-    ("0-9", "show only that GPU (a: all GPUs again)"),
+    GPU_DIGITS_HELP,
     ("Up/Down, PgUp/PgDn", "move in the process table; click a row to select it"),
     ("click a column header", "sort by it; again to reverse"),
     ("ctrl+p", "command palette (themes, keys, screenshot)"),

@@ -21,7 +21,14 @@ from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
 from gputop.pipeline import Frame
 from gputop.ui import views
-from gputop.ui.app import FrameArrived, GpuTopApp, Key, help_legend, key_bindings
+from gputop.ui.app import (
+    GPU_DIGITS_HELP,
+    FrameArrived,
+    GpuTopApp,
+    Key,
+    help_legend,
+    key_bindings,
+)
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
@@ -249,7 +256,7 @@ def replay_help() -> list[tuple[str, str]]:
             out.append((k.display, _HELP[k.action]))
         elif k.show or k.action in ("jobs", "detail", "filter", "sort", "reverse", "all_gpus"):
             out.append((k.display, k.description))
-    out.append(("0-9", "show only that GPU (a: all GPUs again)"))
+    out.append(GPU_DIGITS_HELP)
     out.append(("", "no signal is ever offered in a replay: its processes are of the past"))
     return out
 
