@@ -59,8 +59,11 @@ MAIN_ONLY_ACTIONS = frozenset(
     }
 )
 
+#: The digit keys' line in `?`, for the live dashboard and the replay alike.
+GPU_DIGITS_HELP = ("0-9", "show only that GPU (a: all GPUs again)")
+
 _HELP_EXTRA: tuple[tuple[str, str], ...] = (
-    ("0-9", "show only that GPU (a: all GPUs again)"),
+    GPU_DIGITS_HELP,
     ("Up/Down, PgUp/PgDn", "move in the process table; click a row to select it"),
     ("click a column header", "sort by it; again to reverse"),
     ("ctrl+p", "command palette (themes, keys, screenshot)"),
@@ -345,8 +348,7 @@ class GpuTopApp(App[int]):
         return True
 
     def _resolve_gpus(self, spec: Sequence[str], snapshot: Snapshot) -> frozenset[int] | None:
-        """GPU indices or UUIDs, as ``--gpus`` takes them; one that matches no GPU is said
-        and every GPU is shown."""
+        """``--gpus`` indices or UUIDs; one that matches no GPU is said, every GPU shown."""
         from gputop.present import resolve_gpu_selection
 
         try:
@@ -778,8 +780,7 @@ def run_app(
     subscribers: Sequence[Callable[[Frame], None]] = (),
     keys: Mapping[str, str] | None = None,
 ) -> int:
-    """Run the dashboard until the user quits. ``subscribers`` take the frames on the
-    sampler's thread (the recorder)."""
+    """Run the dashboard until the user quits; ``subscribers`` get frames on the sampler thread."""
     app = (app_class or GpuTopApp)(
         sampler,
         gpu_filter=gpu_filter,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import events
@@ -67,10 +67,8 @@ class FleetScreen(Screen[None]):
         Binding("R", "retry", "Retry now", key_display="R"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
-        Binding("up", "move(-1)", "Up", show=False),
-        Binding("down", "move(1)", "Down", show=False),
-        Binding("k", "move(-1)", "Up", show=False),
-        Binding("j", "move(1)", "Down", show=False),
+        Binding("up,k", "move(-1)", "Up", show=False),
+        Binding("down,j", "move(1)", "Down", show=False),
         Binding("pageup", "page(-1)", "Page up", show=False),
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home", "edge(0)", "First", show=False),
@@ -308,8 +306,7 @@ class FleetApp(GpuTopApp):
             self.run_worker(lambda: self._fetch_history(name), thread=True, exclusive=True)
 
     def _fetch_history(self, name: str) -> None:
-        """Worker thread: the host's recent minutes (Prometheus query_range), then handed
-        to the UI thread; a failure is said, the live view goes on."""
+        """Worker thread: the host's recent minutes; a failure is said, the live view goes on."""
         history = getattr(self.streams, "history", None)
         try:
             datas = history(name) if callable(history) else []
@@ -444,8 +441,3 @@ def run_fleet(
     return run_in_terminal(
         app, watchdog=watchdog, on_timeout=lambda: streams.close(timeout=0.5), cleanup=cleanup
     )
-
-
-def shown_names(app: FleetApp) -> Sequence[str]:
-    """The hosts on the fleet screen, in order (tests)."""
-    return [r.name for r in app.fleet_screen.shown]

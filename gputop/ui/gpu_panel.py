@@ -37,8 +37,7 @@ _NO_POINT: Point = (level(None), level(None))  # the GPU is missing or lost in t
 
 
 def _snapshot_points(snap: Snapshot) -> dict[int, Point]:
-    """The history cells of one snapshot, for every GPU in it (computed once per snapshot:
-    each tick then only joins cells already drawn)."""
+    """One snapshot's history cells per GPU, computed once: a tick only joins drawn cells."""
     points: dict[int, Point] = {}
     for g in snap.gpus:
         if g.index not in points:  # as Snapshot.gpu(): the first GPU with that index
@@ -49,8 +48,7 @@ def _snapshot_points(snap: Snapshot) -> dict[int, Point]:
 
 
 class GpuBlock:
-    """What one GPU shows: its text lines and its history series (not a widget: every
-    GPU is drawn by the panel's one ``GpuLines``)."""
+    """One GPU's text lines and history series (drawn by the panel's one ``GpuLines``)."""
 
     def __init__(self, view: GpuView, series: Sequence[Series]) -> None:
         self.view = view
@@ -80,8 +78,7 @@ def history_parts(series: Series, cells: int, label_width: int) -> Parts:
 
 
 class GpuLines(PartsLines):
-    """Every shown GPU, line by line: its text, a space, then its fixed-scale history;
-    a line repaints only when what it shows changed."""
+    """Every shown GPU line by line: text, a space, history; only changed lines repaint."""
 
     LINES_FIT_WIDTH = True  # composed for the widget's width (again on each resize)
 
@@ -189,8 +186,7 @@ class GpuPanel(VerticalScroll):
         self._lines.set_blocks(blocks, text_width)
 
     def _points(self, history: Sequence[Snapshot]) -> list[dict[int, Point]]:
-        """{GPU index: (util cell, memory cell)} of each snapshot, computed once per
-        snapshot."""
+        """{GPU index: (util cell, memory cell)} of each snapshot, computed once per snapshot."""
         cache = self._point_cache
         out: list[dict[int, Point]] = []
         fresh: dict[int, tuple[Snapshot, dict[int, Point]]] = {}

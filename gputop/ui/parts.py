@@ -70,8 +70,7 @@ def level(value: float | None) -> str:
 
 
 def spark(values: Sequence[float | None], width: int) -> str:
-    """The last ``width`` values on a fixed 0-100 % scale (never rescaled), newest at
-    the right."""
+    """The last ``width`` values on the fixed 0-100 % scale, newest at the right."""
     if width <= 0:
         return ""
     tail = values[-width:]

@@ -57,8 +57,7 @@ def visible_columns(compact: bool, owners: bool = False) -> tuple[Column, ...]:
 
 
 def column_widths(total_width: int, compact: bool, owners: bool = False) -> dict[str, int]:
-    """Fixed widths; COMMAND takes what is left. Each cell carries its own one-cell gap
-    (the table runs with ``cell_padding`` 0)."""
+    """Fixed widths, COMMAND the rest; each cell has its own gap (``cell_padding`` is 0)."""
     cols = visible_columns(compact, owners)
     widths = {c.key: c.width(compact) for c in cols if c.key != "command"}
     gaps = len(cols) - 1  # one gap before every column but the first
@@ -295,8 +294,7 @@ def _process_note(metric: str | None, message: str) -> str:
 
 
 def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
-    """What the process table cannot show and why, one line per problem (shared by the
-    GPUs it is on)."""
+    """What the process table cannot show and why, one line per problem."""
     if snapshot is None:
         return ()
     gpus_by_note: dict[str, list[int]] = {}

@@ -21,7 +21,14 @@ from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
 from gputop.pipeline import Frame
 from gputop.ui import views
-from gputop.ui.app import FrameArrived, GpuTopApp, Key, help_legend, key_bindings
+from gputop.ui.app import (
+    GPU_DIGITS_HELP,
+    FrameArrived,
+    GpuTopApp,
+    Key,
+    help_legend,
+    key_bindings,
+)
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
@@ -99,8 +106,7 @@ class GoToScreen(ModalScreen[str | None]):
 
 
 class ReplayApp(GpuTopApp, inherit_bindings=False):
-    """The dashboard driven by a :class:`~gputop.record.player.Player` (its own keys
-    only: none of the live dashboard's, Textual's own neither but ctrl+c)."""
+    """The dashboard driven by a ``Player``, with only its own keys (and ctrl+c)."""
 
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
     KILL_REFUSED = (
@@ -117,8 +123,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         self.stale_frames = 0  # frames of an older move that arrived late and were dropped
 
     def _frame(self, shown: rp.Frame) -> Frame:
-        """The player's frame through the feed: judged once its look-back is read, never
-        from part of it."""
+        """The player's frame through the feed: judged once its whole look-back is read."""
         return self.feed.frame(
             shown.history,
             judging=None if shown.complete else JUDGING,
@@ -166,8 +171,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         self.header.show(self.header_parts_now())
 
     def header_parts_now(self) -> views.Parts:
-        """The live header with its mode ("live", "DEMO") replaced by REPLAY, the
-        recorded time of the snapshot shown, the speed and play state."""
+        """The live header, its mode replaced by REPLAY, the recorded time, speed and state."""
         snap = self.snapshot
         parts = list(self.header_parts(paused=False, stale=False, error=self.player.last_error))
         if snap is None:
@@ -252,7 +256,7 @@ def replay_help() -> list[tuple[str, str]]:
             out.append((k.display, _HELP[k.action]))
         elif k.show or k.action in ("jobs", "detail", "filter", "sort", "reverse", "all_gpus"):
             out.append((k.display, k.description))
-    out.append(("0-9", "show only that GPU (a: all GPUs again)"))
+    out.append(GPU_DIGITS_HELP)
     out.append(("", "no signal is ever offered in a replay: its processes are of the past"))
     return out
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from gputop.ui.fleet import FleetApp, shown_names
+from gputop.ui.fleet import FleetApp
 from gputop.ui.lines import PartsLines
 from tests.helpers.fleet import demo_fleet
 
@@ -15,6 +15,11 @@ os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 def hosts_text(app: FleetApp) -> str:
     return app.fleet_screen.query_one("#fleet-hosts", PartsLines).text
+
+
+def shown_names(app: FleetApp) -> list[str]:
+    """The hosts on the fleet screen, in order."""
+    return [r.name for r in app.fleet_screen.shown]
 
 
 def summary_text(app: FleetApp) -> str:

@@ -26,8 +26,9 @@ from gputop.model import (
     Snapshot,
     Utilization,
 )
-from gputop.ui.screens import DetailScreen, HelpScreen, KillScreen
-from gputop.ui.screens.detail import HistoryPlot, downsample, runs
+from gputop.ui.screens.detail import DetailScreen, HistoryPlot, downsample, runs
+from gputop.ui.screens.help import HelpScreen
+from gputop.ui.screens.kill import KillScreen
 from tests.helpers.screen import widgets_text
 
 GiB = 2**30
@@ -285,8 +286,9 @@ def test_downsample_averages_buckets_and_keeps_gaps() -> None:
 
 def test_screens_package_imports_plotext_only_for_the_detail_screen() -> None:
     code = (
-        "import sys, gputop.ui.screens as s; s.KillScreen; s.HelpScreen; "
-        "assert 'plotext' not in sys.modules; s.DetailScreen; assert 'plotext' in sys.modules"
+        "import sys, gputop.ui.screens.kill, gputop.ui.screens.help; "
+        "assert 'plotext' not in sys.modules; import gputop.ui.screens.detail; "
+        "assert 'plotext' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 

@@ -74,8 +74,7 @@ def _series(
 def downsample(
     points: Sequence[Point], span: float, columns: int, *, right: float = 0.0
 ) -> Sequence[Point]:
-    """At most ``columns`` points over ``[right - span, right]``: the mean of the known
-    values in each time bucket (a bucket with none stays a gap)."""
+    """At most ``columns`` points: each time bucket's mean of known values, or a gap."""
     if columns < 1 or len(points) <= columns or span <= 0:
         return points
     sums = [0.0] * columns
@@ -157,8 +156,7 @@ def verdict_lines(
     gpu_index: int,
     judging: str | None = None,
 ) -> tuple[Parts, ...]:
-    """The GPU's verdict, evidence, advice and verdict history, as lines of parts
-    (``judging``: why there is none yet, said instead)."""
+    """The GPU's verdict, evidence, advice and history as lines (or ``judging``: why none)."""
     if judging is not None:
         return ((("verdict: ", "label"), (judging, "dim")),)
     if verdict is None:

@@ -80,8 +80,7 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close"),
-        Binding("question_mark", "close", "Close", show=False),
-        Binding("q", "close", "Close", show=False),
+        Binding("question_mark,q", "close", "Close", show=False),
     ]
 
     def __init__(

@@ -191,8 +191,7 @@ def job_entries(
     *,
     fold_workers: bool = False,
 ) -> tuple[Entry, ...]:
-    """The whole tree, in the jobs' own order; ``fold_workers``: GPU processes start
-    folded (small terminals)."""
+    """The whole tree in the jobs' order; ``fold_workers``: GPU processes start folded."""
     index = process_index(snapshot)
     gpu_procs = {(g.index, p.pid): p for g in snapshot.gpus for p in g.processes}
     out: list[Entry] = []
@@ -406,8 +405,7 @@ class JobsScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", key_display="Esc"),
-        Binding("j", "close", "Back", show=False),
-        Binding("q", "close", "Back", show=False),
+        Binding("j,q", "close", "Back", show=False),
         Binding("space", "fold", "Fold", key_display="Space"),
     ]
 

@@ -56,8 +56,7 @@ MAX_OWNERS = 4
 
 
 def owners_text(owners: Sequence[tuple[str | None, str | None]]) -> Text:
-    """Who owns the processes and what users would rather run than a signal (a pod's
-    controller starts a killed process again)."""
+    """Who owns the processes, and what to run instead (a pod's controller restarts them)."""
     text = Text()
     for owner, stop in owners[:MAX_OWNERS]:
         text.append("owned by ", "bold").append(fmt.clean_text(owner, 256) or fmt.NA)
@@ -236,12 +235,9 @@ class KillScreen(ModalScreen[str | None]):
         )
         self.query_one("#kill-result").display = True
         self.query_one("#kill-title", Static).update(Text(f"{sig.name}: what happened"))
-        # Room for the outcomes (each names its pid).
-        self.query_one("#kill-note").display = False
-        for owners in self.query("#kill-owners"):
-            owners.display = False
-        self.query_one("#kill-targets").display = False
-        self.query_one("#kill-choices").display = False
+        # Room for the outcomes (each names its pid); #kill-owners may be absent.
+        for widget in self.query("#kill-note, #kill-owners, #kill-targets, #kill-choices"):
+            widget.display = False
         self.query_one("#kill-after").display = True
         self.query_one("#close", Button).focus()
         return outcomes
