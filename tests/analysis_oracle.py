@@ -13,11 +13,10 @@ from collections.abc import Mapping, Sequence
 from gputop.analysis import gpu_rules as rules
 from gputop.analysis.gpu_rules import Group, held, link_capacity, throttle_class, util_of
 from gputop.analysis.jobs import Job
-from gputop.analysis.kinds import RULES, Finding, finding
+from gputop.analysis.kinds import Finding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdicts_of, jobs_to_judge
 from gputop.analysis.window import Context
-from gputop.fmt import rate
 from gputop.model import GpuSample, Snapshot, Verdict
 
 
@@ -76,7 +75,7 @@ def idle(ctx: Context, window_samples: list[list[GpuSample]]) -> Finding | None:
                 return None
             if g.utilization.gpu is not None and g.utilization.gpu > t.idle_util:
                 return None
-    return idle_finding(rules.stats(util_of(samples) for _, samples in present), ctx.span)
+    return rules.idle_finding(rules.stats(util_of(samples) for _, samples in present), ctx.span)
 
 
 def throttle(ctx: Context, window_samples: list[list[GpuSample]], base: str) -> list[Finding]:
@@ -98,7 +97,7 @@ def throttle(ctx: Context, window_samples: list[list[GpuSample]], base: str) -> 
             elif soft:
                 soft_n += 1
     total = sum(len(s) for s in window_samples)
-    return throttle_finding(t, total, busy, hard_n, soft_n, hard_names, where, base)
+    return rules.throttle_finding(t, total, busy, hard_n, soft_n, hard_names, where, base)
 
 
 def link(ctx: Context, window_samples: list[list[GpuSample]], base: str) -> list[Finding]:
@@ -117,7 +116,7 @@ def link(ctx: Context, window_samples: list[list[GpuSample]], base: str) -> list
             if p.gen < p.max_gen or p.width < p.max_width:
                 degraded += 1
                 worst = g
-    return link_finding(t, total, busy, degraded, worst, base)
+    return rules.link_finding(t, total, busy, degraded, worst, base)
 
 
 def pcie(
@@ -141,95 +140,7 @@ def pcie(
                     slot[0] += value / cap
                     slot[1] += value
                     slot[2] += 1
-    return pcie_finding(ctx.t, sums, base, severity)
-
-
-# --- the findings, worded as production words them ---------------------------------
-
-
-def idle_finding(util: rules.Stats | None, span: float) -> Finding:
-    util_text = "util n/a" if util is None else f"util max {util.high:.0f} %"
-    return finding(
-        RULES["idle"], f"no processes, {util_text} over {rules.seconds(span)}", "Free for work"
-    )
-
-
-def throttle_finding(
-    t: Thresholds,
-    total: int,
-    busy: int,
-    hard_n: int,
-    soft_n: int,
-    hard_names: set[str],
-    where: set[int],
-    base: str,
-) -> list[Finding]:
-    if total == 0 or busy < total / 2:
-        return []
-    if hard_n >= t.throttle_fraction * busy:
-        return [
-            finding(
-                RULES["throttle_hard"],
-                f"{', '.join(sorted(hard_names))} in {hard_n} of {busy} busy samples on "
-                f"{rules.gpus_text(sorted(where))}; {base}",
-                "Clocks are cut by heat or a hardware slowdown: check cooling, fans, airflow",
-            )
-        ]
-    if hard_n + soft_n >= t.throttle_fraction * busy:
-        return [
-            finding(
-                RULES["throttle_soft"],
-                f"power cap in {hard_n + soft_n} of {busy} busy samples; {base}",
-                "Running at its power limit: normal at full load; raise the limit only if "
-                "cooling allows",
-            )
-        ]
-    return []
-
-
-def link_finding(
-    t: Thresholds, total: int, busy: int, degraded: int, worst: GpuSample | None, base: str
-) -> list[Finding]:
-    if total == 0 or busy < total / 2 or worst is None:
-        return []
-    if degraded < t.link_degraded_fraction * busy:
-        return []
-    p = worst.pcie
-    return [
-        finding(
-            RULES["link"],
-            f"GPU {worst.index} link gen{p.gen} x{p.width}, max gen{p.max_gen} x{p.max_width}, "
-            f"in {degraded} of {busy} busy samples; {base}",
-            "Reseat the card or riser, check BIOS PCIe settings and the slot",
-        )
-    ]
-
-
-def pcie_finding(
-    t: Thresholds, sums: dict[int, list[list[float]]], base: str, severity: str
-) -> list[Finding]:
-    best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
-    for index in sorted(sums):
-        for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):
-            if not n:
-                continue
-            ratio = ratio_sum / n
-            if best is None or ratio > best[0]:
-                best = (ratio, direction, index, rate_sum / n)
-    if best is None or best[0] < t.pcie_near_max:
-        return []
-    ratio, direction, index, mean_rate = best
-    words = "host->GPU (RX)" if direction == "rx" else "GPU->host (TX)"
-    return [
-        finding(
-            RULES["pcie"],
-            f"{base}; PCIe {words} {rate(mean_rate)} = {100 * ratio:.0f} % of the link"
-            f" on GPU {index}",
-            "Copies saturate PCIe: pin memory with non_blocking copies, send smaller dtypes "
-            "(uint8 images, decode on GPU), keep data on the GPU",
-            severity=severity,
-        )
-    ]
+    return rules.pcie_finding(ctx.t, sums, base, severity)
 
 
 def all_verdicts(

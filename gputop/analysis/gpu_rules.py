@@ -219,7 +219,10 @@ def idle(parts: Sequence[GpuTick], span: float) -> Finding | None:
     present = [p for p in parts if p.n]
     if not present or not all(p.quiet for p in present):
         return None
-    util = stats(p.util for p in present)
+    return idle_finding(stats(p.util for p in present), span)
+
+
+def idle_finding(util: Stats | None, span: float) -> Finding:
     util_text = "util n/a" if util is None else f"util max {util.high:.0f} %"
     return finding(
         RULES["idle"], f"no processes, {util_text} over {seconds(span)}", "Free for work"
@@ -324,6 +327,19 @@ def throttle(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding
         hard_n += p.hard_n
         hard_names.update(p.hard_names)
         where.update(p.where)
+    return throttle_finding(t, total, busy, hard_n, soft_n, hard_names, where, base)
+
+
+def throttle_finding(
+    t: Thresholds,
+    total: int,
+    busy: int,
+    hard_n: int,
+    soft_n: int,
+    hard_names: set[str],
+    where: set[int],
+    base: str,
+) -> list[Finding]:
     if total == 0 or busy < total / 2:
         return []
     if hard_n >= t.throttle_fraction * busy:
@@ -356,16 +372,21 @@ def link(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding]:
         degraded += p.degraded
         if p.worst is not None:
             worst = p.worst
+    return link_finding(t, total, busy, degraded, worst, base)
+
+
+def link_finding(
+    t: Thresholds, total: int, busy: int, degraded: int, worst: GpuSample | None, base: str
+) -> list[Finding]:
     if total == 0 or busy < total / 2 or worst is None:
         return []
     if degraded < t.link_degraded_fraction * busy:
         return []
-    link = worst.pcie
+    p = worst.pcie
     return [
         finding(
             RULES["link"],
-            f"GPU {worst.index} link gen{link.gen} x{link.width}, "
-            f"max gen{link.max_gen} x{link.max_width}, "
+            f"GPU {worst.index} link gen{p.gen} x{p.width}, max gen{p.max_gen} x{p.max_width}, "
             f"in {degraded} of {busy} busy samples; {base}",
             "Reseat the card or riser, check BIOS PCIe settings and the slot",
         )
@@ -385,6 +406,12 @@ def pcie(t: Thresholds, parts: Sequence[GpuTick], base: str, severity: str) -> l
                     slot[0] += value[0]
                     slot[1] += value[1]
                     slot[2] += 1
+    return pcie_finding(t, sums, base, severity)
+
+
+def pcie_finding(
+    t: Thresholds, sums: dict[int, list[list[float]]], base: str, severity: str
+) -> list[Finding]:
     best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
     for index in sorted(sums):
         for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):
