@@ -683,26 +683,15 @@ def test_analyzer_matches_the_plain_functions_over_a_long_demo_run() -> None:
 
 
 def test_analyzer_matches_when_history_is_cut_reordered_or_replaced() -> None:
-    # Short thresholds so that the history is cut (lookback) and idle holders show;
-    # every tick compared; irregular histories exercise the rebuild paths.
-    t = Thresholds.from_overrides(
-        {"window_seconds": 8, "idle_holder_seconds": 30, "idle_holder_min_observed": 10}
-    )
-    source = DemoSource(seed=3, start_time=1_700_000_000.0, step=2.0)
-    rng = random.Random(1)
+    # The golden "irregular" scenario: short thresholds so that the history is cut
+    # (lookback) and idle holders show; every tick compared; gaps, older histories and
+    # reversed order exercise the rebuild paths.
+    from tests.verdict_scenarios import SCENARIOS
+
+    t, hists = SCENARIOS["irregular"]()
     analyzer = Analyzer(t)
-    hist: list[Snapshot] = []
     kinds: set[str] = set()
-    for tick in range(150):
-        hist.append(source.snapshot())
-        recent = [s for s in hist if s.time >= hist[-1].time - 60]
-        r = rng.random()
-        if r < 0.1 and len(recent) > 3:
-            del recent[rng.randrange(1, len(recent) - 1)]  # a gap
-        elif r < 0.15:
-            recent = hist[: rng.randrange(1, len(hist) + 1)]  # an older history
-        elif r < 0.2:
-            recent.reverse()  # sorted by time anyway
+    for tick, recent in enumerate(hists):
         _same_as_plain(analyzer, recent, t, f"tick {tick}")
         kinds.update(v.kind for v in all_verdicts(recent, None, t)[0].values())
     assert IDLE_HOLDER in kinds, kinds
