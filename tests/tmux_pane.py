@@ -28,6 +28,13 @@ TMUX_TIMEOUT_S = 20.0
 KEY_PAUSE_S = 0.15
 
 
+def shell_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a plain shell pane: ``home``, a minimal PATH, a UTF-8 tmux
+    terminal, ``extra``, and the prompt the tests wait for."""
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "TERM": "tmux-256color", "LANG": "C.UTF-8"}
+    return {**env, **extra, "PS1": "PROMPT$ "}
+
+
 def plain_shell(env: Mapping[str, str]) -> str:
     """A command for a pane: bash with no rc files and exactly ``env`` (``PS1`` in it
     makes a prompt to wait for)."""

@@ -22,7 +22,7 @@ import pytest
 from tests import sshd
 from tests.conftest import missing
 from tests.sshd import SshLab
-from tests.tmux_pane import TmuxPane, plain_shell
+from tests.tmux_pane import TmuxPane, plain_shell, shell_env
 
 
 @pytest.fixture(autouse=True)
@@ -122,13 +122,7 @@ async def test_pilot_stale_unreachable_back_and_no_ssh_left(lab: SshLab) -> None
 
 def shell_pane(tmp: Path, width: int, height: int) -> TmuxPane:
     """A private tmux server with one pane running a plain shell."""
-    env = {
-        "HOME": str(tmp),
-        "PATH": "/usr/bin:/bin",
-        "TERM": "tmux-256color",
-        "LANG": "C.UTF-8",
-        "PS1": "PROMPT$ ",
-    }
+    env = shell_env(tmp)
     return TmuxPane(plain_shell(env), width=width, height=height, prefix="gputop-fleet")
 
 

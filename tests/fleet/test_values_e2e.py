@@ -19,7 +19,7 @@ from gputop.model import replace
 from gputop.record.store import Recorder
 from gputop.sources.demo import DemoSource
 from tests.helpers.hostile import NONSENSE
-from tests.tmux_pane import TmuxPane, plain_shell
+from tests.tmux_pane import TmuxPane, plain_shell, shell_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,14 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 class Pane(TmuxPane):
     def __init__(self, tmp: Path) -> None:
         self.status = tmp / "status"
-        env = {
-            "HOME": str(tmp),
-            "PATH": "/usr/bin:/bin",
-            "TERM": "tmux-256color",
-            "LANG": "C.UTF-8",
-            "PYTHONPATH": str(ROOT),
-            "PS1": "PROMPT$ ",
-        }
+        env = shell_env(tmp, PYTHONPATH=str(ROOT))
         super().__init__(plain_shell(env), width=140, height=45, prefix="gputop-values")
 
     def run(self, *argv: str) -> None:

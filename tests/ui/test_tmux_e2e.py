@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tmux_pane import TmuxPane, plain_shell
+from tests.tmux_pane import TmuxPane, plain_shell, shell_env
 
 pytestmark = pytest.mark.requires_tool("tmux")
 
@@ -36,14 +36,7 @@ class Pane(TmuxPane):
         self.tmp = tmp
         self.status_file = tmp / "status"
         self.pid_file = tmp / "pid"
-        env = {
-            "HOME": str(tmp),
-            "PATH": "/usr/bin:/bin",
-            "TERM": "tmux-256color",
-            "LANG": "C.UTF-8",
-            "PYTHONPATH": str(ROOT),
-            "PS1": "PROMPT$ ",
-        }
+        env = shell_env(tmp, PYTHONPATH=str(ROOT))
         super().__init__(plain_shell(env), width=width, height=height)
 
     def start_gputop(self, *args: str) -> None:
