@@ -219,9 +219,8 @@ def entry() -> int:
     terminal = sys.modules.get("gputop.ui.terminal")  # imported only by a dashboard
     if terminal is not None and terminal.ended() is not None:
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                if stream is not None:
-                    stream.flush()
+            with contextlib.suppress(Exception):  # a None stream included
+                stream.flush()
         os._exit(status)
     return status
 

@@ -102,25 +102,19 @@ def _read_regular_file(file: Path, shown: str) -> bytes:
     or ``/dev/zero`` is refused, not waited on or read for ever)."""
     fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory")
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(mode):
             raise ConfigError(f"config file {shown} is not a regular file")
         os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_CONFIG_BYTES:
-            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
-        return b"".join(chunks)
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)  # buffered: up to that many bytes or EOF
     finally:
         os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
+    return data
 
 
 def _number(key: str, value: Any) -> float:

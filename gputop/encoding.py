@@ -31,21 +31,8 @@ def _ascii_table() -> dict[int, str]:
     for n, ch in enumerate("▁▂▃▄▅▆▇█"):
         table[ord(ch)] = levels[min(len(levels) - 1, n * len(levels) // 8)]
     table.update({ord(c): a for c, a in zip("░▒▓▔▕▏▎▍▌▐▀", ".:#-||||||-", strict=True)})
-    table.update(
-        {
-            ord("…"): "...",
-            ord("·"): ".",
-            ord("°"): "",
-            ord("▲"): "^",
-            ord("▼"): "v",
-            ord("→"): "->",
-            ord("←"): "<-",
-            ord("×"): "x",
-            ord("—"): "-",
-            ord("–"): "-",
-            ord("µ"): "u",
-        }
-    )
+    words = "…=... ·=. °= ▲=^ ▼=v →=-> ←=<- ×=x —=- –=- µ=u"  # character=look-alike
+    table.update({ord(c): alike for c, _, alike in (w.partition("=") for w in words.split())})
     for code in range(0x2580, 0x25A0):  # other block elements
         table.setdefault(code, "#")
     return table

@@ -93,12 +93,7 @@ def _read_hosts_file(path: str) -> list[str]:
         raise ValueError(f"--hosts-file {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ValueError(f"--hosts-file {path}: not UTF-8 text") from None
-    hosts = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            hosts.extend(line.split())
-    return hosts
+    return [host for line in text.splitlines() for host in line.split("#", 1)[0].split()]
 
 
 def slurm_hosts(nodelist: str) -> list[str]:

@@ -52,18 +52,13 @@ def _short_command(command: str | None) -> str:
     return f"{first} {rest}" if rest else first
 
 
-def _also(verdict: Verdict) -> str:
-    if not verdict.also:
-        return ""
-    return " (also: " + ", ".join(LABELS.get(k, k) for k in verdict.also) + ")"
-
-
 def _verdict_lines(verdict: Verdict | None, indent: int) -> list[str]:
     """Verdict and advice, wrapped. A warming-up verdict is its label only: the note
     under the tables says what it waits for."""
     if verdict is None:
         return [fit(" " * indent + "Verdict: n/a")]
-    head = f"Verdict: {verdict.label}{_also(verdict)}"
+    also = ", ".join(LABELS.get(k, k) for k in verdict.also)
+    head = f"Verdict: {verdict.label}" + (f" (also: {also})" if verdict.also else "")
     if verdict.kind == WARMING_UP:
         return _wrap(head, indent)
     lines = _wrap(f"{head}: {verdict.evidence}", indent)
@@ -173,12 +168,9 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
             continue
         if g.processes_unavailable:
             why = fmt.clean_text(g.processes_unavailable, 300) or ""
-            known = "incomplete" if g.processes else "unknown"
-            if why.startswith("process list unavailable"):
-                text = f"{g.index:>3} ({why})"
-            else:
-                text = f"{g.index:>3} (processes {known}: {why})"
-            lines.extend(_wrap(text, indent=0))
+            if not why.startswith("process list unavailable"):
+                why = f"processes {'incomplete' if g.processes else 'unknown'}: {why}"
+            lines.extend(_wrap(f"{g.index:>3} ({why})"))
         if not g.processes:
             if not g.processes_unavailable:
                 lines.append(f"{g.index:>3} (no processes)")
