@@ -254,10 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(args)
     except ConfigError as exc:
         parser.error(str(exc))
-    if config.theme is not None:
-        unknown = _unknown_theme(config.theme)
-        if unknown:
-            parser.error(unknown)
+    if config.theme is not None and (unknown := _unknown_theme(config.theme)):
+        parser.error(unknown)
     args.thresholds = config.thresholds
     if not once and not stream:
         if not encoding.has_terminal():
