@@ -78,7 +78,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     )
     explicit = (
         args.window is not None
-        or file.window != DEFAULT.window_seconds
+        or file.thresholds.window_seconds != DEFAULT.window_seconds
         or names_window(t.split("=")[0] for t in args.threshold or ())
     )
     return check_window(config, explicit=explicit)

@@ -40,10 +40,8 @@ class ConfigError(ValueError):
 class Config:
     readonly: bool = False
     interval: float = DEFAULT_INTERVAL
-    window: float = Thresholds().window_seconds  # always thresholds.window_seconds
     thresholds: Thresholds = field(default_factory=Thresholds)
     theme: str | None = None  # None: the dashboard's default
-    path: str | None = None  # the file the values came from; None: defaults only
     fleet_hosts: tuple[str, ...] = ()  # [fleet] hosts
     fleet_remote_command: str | None = None  # [fleet] remote_command (None: "gputop")
     fleet_ssh_config: str | None = None  # [fleet] ssh_config (None: ssh's own)
@@ -92,7 +90,7 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
     except RecursionError:  # arrays or tables nested thousands deep
         raise ConfigError(f"{shown}: not valid TOML: nested too deeply") from None
     try:
-        return _from_mapping(data, str(file))
+        return _from_mapping(data)
     except ConfigError as exc:
         raise ConfigError(f"{shown}: {exc}") from None
 
@@ -161,7 +159,7 @@ def _theme(value: Any) -> str:
     return name
 
 
-def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
+def _from_mapping(data: Mapping[str, Any]) -> Config:
     unknown = [k for k in data if k not in _KEYS]
     if unknown:
         raise ConfigError(
@@ -196,10 +194,8 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
     return Config(
         readonly=readonly,
         interval=interval,
-        window=thresholds.window_seconds,
         thresholds=thresholds,
         theme=theme,
-        path=path,
         fleet_hosts=hosts,
         fleet_remote_command=remote_command,
         fleet_ssh_config=ssh_config,
@@ -219,8 +215,7 @@ def check_window(config: Config, *, explicit: bool = True) -> Config:
     window = t.window_seconds
     needed = t.min_samples * config.interval
     if not explicit and window < needed and window >= t.min_seconds:
-        longer = _with_window(t, needed)
-        return dataclasses.replace(config, thresholds=longer, window=longer.window_seconds)
+        return dataclasses.replace(config, thresholds=_with_window(t, needed))
     if window < t.min_seconds:
         raise ConfigError(
             f"window of {window:g} s is shorter than MIN_SECONDS={t.min_seconds:g}: "
@@ -320,5 +315,4 @@ def with_overrides(
         result = _with_window(result, _window(window, "--window"))
     if result != config.thresholds:
         changes["thresholds"] = result
-        changes["window"] = result.window_seconds
     return dataclasses.replace(config, **changes) if changes else config
