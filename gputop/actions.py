@@ -9,6 +9,7 @@ signalled; read-only mode refuses everything.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import signal
@@ -83,16 +84,12 @@ def _user_name(uid: int) -> str:
 
 
 def _owner(proc: psutil.Process | None, target: KillTarget) -> str:
-    if proc is None:
-        return target.user or "another user"
-    try:
-        return clean_text(proc.username(), 64) or "another user"
-    except (psutil.Error, KeyError, OSError):
-        pass
-    try:
-        return _user_name(proc.uids().real)
-    except (psutil.Error, OSError):
-        return target.user or "another user"
+    if proc is not None:
+        with contextlib.suppress(psutil.Error, KeyError, OSError):
+            return clean_text(proc.username(), 64) or "another user"
+        with contextlib.suppress(psutil.Error, OSError):
+            return _user_name(proc.uids().real)
+    return target.user or "another user"
 
 
 def refusal(target: KillTarget, sig: signal.Signals, *, readonly: bool = False) -> str | None:
