@@ -432,10 +432,7 @@ def _checked_leaf(tp: Any) -> Decode:
 def _finite(value: Any) -> Any:
     if type(value) not in (int, float):  # a bool is not a number here
         return _INVALID
-    try:
-        v = float(value)
-    except OverflowError:  # an int of hundreds of digits
-        return _INVALID
+    v = _to_float(value)  # an int of hundreds of digits: inf
     return v if math.isfinite(v) else _INVALID
 
 
