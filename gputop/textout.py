@@ -4,7 +4,6 @@ with a verdict per GPU and a "Jobs" section when given a diagnosis."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
 
 from gputop import __version__, cells, fmt
 from gputop.analysis.kinds import LABELS, WARMING_UP
@@ -125,13 +124,6 @@ def _age(now: float, info: ProcessInfo | None) -> str:
 _Rows = dict[int, list[tuple[int, ProcessInfo]]]
 
 
-def _rows_by_pid(processes: Sequence[ProcessInfo]) -> _Rows:
-    rows: _Rows = {}
-    for i, p in enumerate(processes):
-        rows.setdefault(p.pid, []).append((i, p))
-    return rows
-
-
 def _children_summary(pid: int, children: dict[int, list[int]], rows: _Rows) -> str | None:
     kids = descendants({pid}, children) - {pid}
     # in the snapshot's order, as a scan of its processes would find them
@@ -161,7 +153,9 @@ _PROC_HEADER = (
 def _process_lines(snapshot: Snapshot) -> list[str]:
     lines = [_PROC_HEADER]
     children = children_of(snapshot.processes)  # indexed once, not scanned per process
-    rows = _rows_by_pid(snapshot.processes)
+    rows: _Rows = {}
+    for i, row in enumerate(snapshot.processes):
+        rows.setdefault(row.pid, []).append((i, row))
     for g in snapshot.gpus:
         if g.lost:
             lines.append(f"{g.index:>3} (GPU lost: processes unknown)")
@@ -309,15 +303,13 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
     if h.cpu_per_core:
         lines.append("      Per-core load, one digit per core (0: <10 %, 9: >=90 %):")
         lines.extend(_core_strip(h.cpu_per_core))
-    lines.extend(_wrap(rates_note(h.rate_seconds), 6))
+    # Which window the rates cover (``--once``'s two readings are a short time apart).
+    rates = "Rates (CPU %, disk, network, per process)"
+    if h.rate_seconds is None:
+        lines.extend(_wrap(f"{rates}: not known yet (one reading)", 6))
+    else:
+        lines.extend(_wrap(f"{rates} over the last {fmt.number(h.rate_seconds, '', 2)} s", 6))
     return lines
-
-
-def rates_note(seconds: float | None) -> str:
-    """Which window the rates cover (``--once``'s two readings are a short time apart)."""
-    if seconds is None:
-        return "Rates (CPU %, disk, network, per process): not known yet (one reading)"
-    return f"Rates (CPU %, disk, network, per process) over the last {fmt.number(seconds, '', 2)} s"
 
 
 def render_text(
