@@ -61,11 +61,9 @@ def fit(text: str, width: int, align: str = "<") -> str:
         return f"{text:{align}{width}}"
     cells = cell_width(text)
     if cells > width:
-        if width == 1:
-            kept, used = cut(text, 1)
-            return kept + " " * (1 - used)
-        kept, used = cut(text, width - 1)
-        return kept + " " * (width - 1 - used) + ELLIPSIS
+        room = max(1, width - 1)  # one cell: no room for the ellipsis
+        kept, used = cut(text, room)
+        return kept + " " * (room - used) + (ELLIPSIS if width > 1 else "")
     pad = width - cells
     left = {">": pad, "^": pad // 2}.get(align, 0)
     return " " * left + text + " " * (pad - left)
