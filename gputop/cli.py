@@ -314,8 +314,7 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
 
     def meanwhile() -> None:
         """Inside the window: the output code and the first reading's analysis."""
-        importlib.import_module("gputop.present")
-        importlib.import_module("gputop.textout")
+        importlib.import_module("gputop.textout")  # and gputop.present, which it imports
         from gputop.pipeline import Feed
 
         holder.append(Feed(args.thresholds))

@@ -104,13 +104,11 @@ def _gpu_lines(g: GpuSample) -> list[str]:
         for m in g.mig_devices:
             procs = g.processes_of(m)
             pids = " ".join(str(p.pid) for p in procs) or "none"
-            gi = fmt.NA if m.gpu_instance_id is None else m.gpu_instance_id
-            ci = fmt.NA if m.compute_instance_id is None else m.compute_instance_id
             lines.append(
                 fit(
                     f"       {pad(fmt.clean_text(m.profile or m.name, 16) or fmt.NA, 9)} "
-                    f"GI {gi} CI {ci}  mem {used_total(m.memory.used, m.memory.total)}"
-                    f"  processes: {pids}"
+                    f"GI {fmt.number(m.gpu_instance_id)} CI {fmt.number(m.compute_instance_id)}"
+                    f"  mem {used_total(m.memory.used, m.memory.total)}  processes: {pids}"
                 )
             )
     return lines
