@@ -6,7 +6,6 @@ A missing default file is no error; a file named explicitly must exist.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import math
 import os
 import re
@@ -75,8 +74,6 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
         if explicit:
             raise ConfigError(f"config file not found: {shown}") from None
         return Config()
-    except IsADirectoryError:
-        raise ConfigError(f"config file {shown} is a directory") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
     import tomllib  # only when there is a file: most starts have none
@@ -101,10 +98,9 @@ def _read_regular_file(file: Path, shown: str) -> bytes:
     fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory")
         if not stat.S_ISREG(mode):
-            raise ConfigError(f"config file {shown} is not a regular file")
+            what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise ConfigError(f"config file {shown} is {what}")
         os.set_blocking(fd, True)
         with open(fd, "rb", closefd=False) as f:
             data = f.read(MAX_CONFIG_BYTES + 1)  # buffered: up to that many bytes or EOF
