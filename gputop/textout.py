@@ -114,10 +114,6 @@ def _gpu_lines(g: GpuSample) -> list[str]:
     return lines
 
 
-def _age(now: float, info: ProcessInfo | None) -> str:
-    return fmt.duration(fmt.since(now, None if info is None else info.create_time))
-
-
 #: pid -> its rows with their position in ``Snapshot.processes`` (built once per table).
 _Rows = dict[int, list[tuple[int, ProcessInfo]]]
 
@@ -186,14 +182,9 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
             elif info.status == "zombie":
                 command = f"[zombie] {_short_command(info.name)}"
             command = _owned(info.owner if info else None, command)
-            lines.append(
-                fit(
-                    f"{prefix}{pad(user, 8)} {numbers} {cpu:>5} "
-                    f"{_age(snapshot.time, info):>8}  {command}"
-                )
-            )
-            kids = _children_summary(p.pid, children, rows)
-            if kids:
+            age = fmt.duration(fmt.since(snapshot.time, info.create_time if info else None))
+            lines.append(fit(f"{prefix}{pad(user, 8)} {numbers} {cpu:>5} {age:>8}  {command}"))
+            if kids := _children_summary(p.pid, children, rows):
                 lines.append(kids)
     return lines
 
