@@ -210,7 +210,9 @@ def entry() -> int:
             print(f"gputop: {exc.strerror}; nothing written", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:
-        if not _reader_gone():
+        poll = select.poll()  # stdout's reader gone: the poll of fd 1 says error
+        poll.register(1, select.POLLOUT)
+        if not any(events & select.POLLERR for _, events in poll.poll(0)):
             raise  # another pipe than stdout: a bug to see
         from gputop.stream import silence
 
@@ -223,13 +225,6 @@ def entry() -> int:
                 stream.flush()
         os._exit(status)
     return status
-
-
-def _reader_gone() -> bool:
-    """Whether stdout is a pipe whose reader has gone (the poll says error)."""
-    poll = select.poll()
-    poll.register(1, select.POLLOUT)
-    return any(events & select.POLLERR for _, events in poll.poll(0))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
