@@ -9,6 +9,7 @@ signalled; read-only mode refuses everything.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import signal
@@ -65,19 +66,11 @@ def target_from_info(
 def target_from_snapshot(snapshot: Snapshot, pid: int, gpu: int | None = None) -> KillTarget:
     """A kill target for ``pid`` as ``snapshot`` shows it; ``gpu`` None: the first GPU
     the pid is on."""
-    row: GpuProcess | None = None
-    on_gpu: int | None = gpu
-    for g in snapshot.gpus:
-        if gpu is not None and g.index != gpu:
-            continue
-        row = next((p for p in g.processes if p.pid == pid), None)
-        if row is not None:
-            on_gpu = g.index
-            break
-    info = row.host if row is not None and row.host is not None else None
-    if info is None:
-        info = snapshot.process_info(pid)
-    gpu_memory = row.gpu_memory if row is not None else None
+    rows = ((g.index, p) for g in snapshot.gpus if gpu in (None, g.index) for p in g.processes)
+    found: tuple[int | None, GpuProcess | None] = (gpu, None)
+    on_gpu, row = next(((i, p) for i, p in rows if p.pid == pid), found)
+    info = (row.host if row else None) or snapshot.process_info(pid)
+    gpu_memory = row.gpu_memory if row else None
     if info is None:
         return KillTarget(pid, None, None, None, on_gpu, gpu_memory)
     return target_from_info(info, gpu=on_gpu, gpu_memory=gpu_memory)
@@ -91,16 +84,12 @@ def _user_name(uid: int) -> str:
 
 
 def _owner(proc: psutil.Process | None, target: KillTarget) -> str:
-    if proc is None:
-        return target.user or "another user"
-    try:
-        return clean_text(proc.username(), 64) or "another user"
-    except (psutil.Error, KeyError, OSError):
-        pass
-    try:
-        return _user_name(proc.uids().real)
-    except (psutil.Error, OSError):
-        return target.user or "another user"
+    if proc is not None:
+        with contextlib.suppress(psutil.Error, KeyError, OSError):
+            return clean_text(proc.username(), 64) or "another user"
+        with contextlib.suppress(psutil.Error, OSError):
+            return _user_name(proc.uids().real)
+    return target.user or "another user"
 
 
 def refusal(target: KillTarget, sig: signal.Signals, *, readonly: bool = False) -> str | None:
@@ -163,14 +152,10 @@ def send_signals(
     targets: Iterable[KillTarget], sig: signal.Signals, *, readonly: bool = False
 ) -> tuple[KillOutcome, ...]:
     """Signal each target once (a pid listed on several GPUs is signalled once)."""
-    seen: set[int] = set()
-    outcomes: list[KillOutcome] = []
+    first: dict[int, KillTarget] = {}
     for target in targets:
-        if target.pid in seen:
-            continue
-        seen.add(target.pid)
-        outcomes.append(send_signal(target, sig, readonly=readonly))
-    return tuple(outcomes)
+        first.setdefault(target.pid, target)
+    return tuple(send_signal(t, sig, readonly=readonly) for t in first.values())
 
 
 def summary(outcomes: Iterable[KillOutcome], sig: signal.Signals) -> str:

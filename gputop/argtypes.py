@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
 from typing import NoReturn
 
 EXIT_OK = 0
@@ -42,23 +41,18 @@ def ascii_whole(text: str) -> int:
     return int(text)
 
 
-def seconds_between(low: float, high: float) -> Callable[[str], float]:
-
-    def seconds(text: str) -> float:
-        value = ascii_number(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(
-                f"{text} is out of range: seconds from {low:g} to {high:g}"
-            )
-        return value
-
-    return seconds
-
-
 #: Bounds of ``--interval`` (and of the config file's ``interval``).
 MIN_INTERVAL = 0.1
 MAX_INTERVAL = 60.0
-interval = seconds_between(MIN_INTERVAL, MAX_INTERVAL)
+
+
+def interval(text: str) -> float:
+    value = ascii_number(text)
+    if not MIN_INTERVAL <= value <= MAX_INTERVAL:
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range: seconds from {MIN_INTERVAL:g} to {MAX_INTERVAL:g}"
+        )
+    return value
 
 
 def window(text: str) -> float:

@@ -33,15 +33,13 @@ def cell_width(text: str) -> int:
 
 def cut(text: str, width: int) -> tuple[str, int]:
     """The longest start of ``text`` within ``width`` cells, and the cells it takes."""
-    out: list[str] = []
     used = 0
-    for ch in text:
+    for i, ch in enumerate(text):
         w = char_cells(ch)
         if used + w > width:
-            break
-        out.append(ch)
+            return text[:i], used
         used += w
-    return "".join(out), used
+    return text, used
 
 
 def truncate(text: str, width: int) -> str:
@@ -63,14 +61,9 @@ def fit(text: str, width: int, align: str = "<") -> str:
         return f"{text:{align}{width}}"
     cells = cell_width(text)
     if cells > width:
-        if width == 1:
-            kept, used = cut(text, 1)
-            return kept + " " * (1 - used)
-        kept, used = cut(text, width - 1)
-        return kept + " " * (width - 1 - used) + ELLIPSIS
+        room = max(1, width - 1)  # one cell: no room for the ellipsis
+        kept, used = cut(text, room)
+        return kept + " " * (room - used) + (ELLIPSIS if width > 1 else "")
     pad = width - cells
-    if align == ">":
-        return " " * pad + text
-    if align == "^":
-        return " " * (pad // 2) + text + " " * (pad - pad // 2)
-    return text + " " * pad
+    left = {">": pad, "^": pad // 2}.get(align, 0)
+    return " " * left + text + " " * (pad - left)

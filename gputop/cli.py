@@ -78,7 +78,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     )
     explicit = (
         args.window is not None
-        or file.window != DEFAULT.window_seconds
+        or file.thresholds.window_seconds != DEFAULT.window_seconds
         or names_window(t.split("=")[0] for t in args.threshold or ())
     )
     return check_window(config, explicit=explicit)
@@ -210,7 +210,9 @@ def entry() -> int:
             print(f"gputop: {exc.strerror}; nothing written", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:
-        if not _reader_gone():
+        poll = select.poll()  # stdout's reader gone: the poll of fd 1 says error
+        poll.register(1, select.POLLOUT)
+        if not any(events & select.POLLERR for _, events in poll.poll(0)):
             raise  # another pipe than stdout: a bug to see
         from gputop.stream import silence
 
@@ -219,18 +221,10 @@ def entry() -> int:
     terminal = sys.modules.get("gputop.ui.terminal")  # imported only by a dashboard
     if terminal is not None and terminal.ended() is not None:
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                if stream is not None:
-                    stream.flush()
+            with contextlib.suppress(Exception):  # a None stream included
+                stream.flush()
         os._exit(status)
     return status
-
-
-def _reader_gone() -> bool:
-    """Whether stdout is a pipe whose reader has gone (the poll says error)."""
-    poll = select.poll()
-    poll.register(1, select.POLLOUT)
-    return any(events & select.POLLERR for _, events in poll.poll(0))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,10 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(args)
     except ConfigError as exc:
         parser.error(str(exc))
-    if config.theme is not None:
-        unknown = _unknown_theme(config.theme)
-        if unknown:
-            parser.error(unknown)
+    if config.theme is not None and (unknown := _unknown_theme(config.theme)):
+        parser.error(unknown)
     args.thresholds = config.thresholds
     if not once and not stream:
         if not encoding.has_terminal():
@@ -317,8 +309,7 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
 
     def meanwhile() -> None:
         """Inside the window: the output code and the first reading's analysis."""
-        importlib.import_module("gputop.present")
-        importlib.import_module("gputop.textout")
+        importlib.import_module("gputop.textout")  # and gputop.present, which it imports
         from gputop.pipeline import Feed
 
         holder.append(Feed(args.thresholds))

@@ -6,7 +6,6 @@ A missing default file is no error; a file named explicitly must exist.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import math
 import os
 import re
@@ -40,10 +39,8 @@ class ConfigError(ValueError):
 class Config:
     readonly: bool = False
     interval: float = DEFAULT_INTERVAL
-    window: float = Thresholds().window_seconds  # always thresholds.window_seconds
     thresholds: Thresholds = field(default_factory=Thresholds)
     theme: str | None = None  # None: the dashboard's default
-    path: str | None = None  # the file the values came from; None: defaults only
     fleet_hosts: tuple[str, ...] = ()  # [fleet] hosts
     fleet_remote_command: str | None = None  # [fleet] remote_command (None: "gputop")
     fleet_ssh_config: str | None = None  # [fleet] ssh_config (None: ssh's own)
@@ -77,8 +74,6 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
         if explicit:
             raise ConfigError(f"config file not found: {shown}") from None
         return Config()
-    except IsADirectoryError:
-        raise ConfigError(f"config file {shown} is a directory") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
     import tomllib  # only when there is a file: most starts have none
@@ -92,7 +87,7 @@ def load_config(path: str | None = None, environ: Mapping[str, str] | None = Non
     except RecursionError:  # arrays or tables nested thousands deep
         raise ConfigError(f"{shown}: not valid TOML: nested too deeply") from None
     try:
-        return _from_mapping(data, str(file))
+        return _from_mapping(data)
     except ConfigError as exc:
         raise ConfigError(f"{shown}: {exc}") from None
 
@@ -102,25 +97,18 @@ def _read_regular_file(file: Path, shown: str) -> bytes:
     or ``/dev/zero`` is refused, not waited on or read for ever)."""
     fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory")
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"config file {shown} is not a regular file")
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise ConfigError(f"config file {shown} is {what}")
         os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_CONFIG_BYTES:
-            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
-        return b"".join(chunks)
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)  # buffered: up to that many bytes or EOF
     finally:
         os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {shown} is too big (over {MAX_CONFIG_BYTES} bytes)")
+    return data
 
 
 def _number(key: str, value: Any) -> float:
@@ -167,7 +155,7 @@ def _theme(value: Any) -> str:
     return name
 
 
-def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
+def _from_mapping(data: Mapping[str, Any]) -> Config:
     unknown = [k for k in data if k not in _KEYS]
     if unknown:
         raise ConfigError(
@@ -202,10 +190,8 @@ def _from_mapping(data: Mapping[str, Any], path: str | None) -> Config:
     return Config(
         readonly=readonly,
         interval=interval,
-        window=thresholds.window_seconds,
         thresholds=thresholds,
         theme=theme,
-        path=path,
         fleet_hosts=hosts,
         fleet_remote_command=remote_command,
         fleet_ssh_config=ssh_config,
@@ -225,8 +211,7 @@ def check_window(config: Config, *, explicit: bool = True) -> Config:
     window = t.window_seconds
     needed = t.min_samples * config.interval
     if not explicit and window < needed and window >= t.min_seconds:
-        longer = _with_window(t, needed)
-        return dataclasses.replace(config, thresholds=longer, window=longer.window_seconds)
+        return dataclasses.replace(config, thresholds=_with_window(t, needed))
     if window < t.min_seconds:
         raise ConfigError(
             f"window of {window:g} s is shorter than MIN_SECONDS={t.min_seconds:g}: "
@@ -326,5 +311,4 @@ def with_overrides(
         result = _with_window(result, _window(window, "--window"))
     if result != config.thresholds:
         changes["thresholds"] = result
-        changes["window"] = result.window_seconds
     return dataclasses.replace(config, **changes) if changes else config

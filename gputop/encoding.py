@@ -21,31 +21,12 @@ def _ascii_table() -> dict[int, str]:
     table: dict[int, str] = {}
     for code in range(0x2500, 0x2580):  # box drawing
         name = unicodedata.name(chr(code), "")
-        if "HORIZONTAL" in name and "VERTICAL" not in name:
-            table[code] = "-"
-        elif "VERTICAL" in name and "HORIZONTAL" not in name:
-            table[code] = "|"
-        else:
-            table[code] = "+"
-    levels = "_.-=#"  # sparkline heights: 1/8 .. 8/8
-    for n, ch in enumerate("▁▂▃▄▅▆▇█"):
-        table[ord(ch)] = levels[min(len(levels) - 1, n * len(levels) // 8)]
-    table.update({ord(c): a for c, a in zip("░▒▓▔▕▏▎▍▌▐▀", ".:#-||||||-", strict=True)})
-    table.update(
-        {
-            ord("…"): "...",
-            ord("·"): ".",
-            ord("°"): "",
-            ord("▲"): "^",
-            ord("▼"): "v",
-            ord("→"): "->",
-            ord("←"): "<-",
-            ord("×"): "x",
-            ord("—"): "-",
-            ord("–"): "-",
-            ord("µ"): "u",
-        }
-    )
+        across, down = "HORIZONTAL" in name, "VERTICAL" in name
+        table[code] = "-" if across and not down else "|" if down and not across else "+"
+    blocks = "▁▂▃▄▅▆▇█░▒▓▔▕▏▎▍▌▐▀"  # sparkline heights 1/8 to 8/8 first
+    table.update({ord(c): a for c, a in zip(blocks, "__..-==#.:#-||||||-", strict=True)})
+    words = "…=... ·=. °= ▲=^ ▼=v →=-> ←=<- ×=x —=- –=- µ=u"  # character=look-alike
+    table.update({ord(c): alike for c, _, alike in (w.partition("=") for w in words.split())})
     for code in range(0x2580, 0x25A0):  # other block elements
         table.setdefault(code, "#")
     return table

@@ -93,12 +93,7 @@ def _read_hosts_file(path: str) -> list[str]:
         raise ValueError(f"--hosts-file {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ValueError(f"--hosts-file {path}: not UTF-8 text") from None
-    hosts = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            hosts.extend(line.split())
-    return hosts
+    return [host for line in text.splitlines() for host in line.split("#", 1)[0].split()]
 
 
 def slurm_hosts(nodelist: str) -> list[str]:
@@ -198,27 +193,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         ssh_config = os.path.expanduser(ssh_config)
     from gputop.sources.streams import StreamSet, expand, local_command, ssh_command
 
-    if args.local:
+    if not args.local and shutil.which("ssh") is None:
+        print("gputop fleet: the OpenSSH client (ssh) is not installed", file=sys.stderr)
+        return EXIT_FAILURE
 
-        def command(host: str, n: int) -> list[str]:
-            return local_command(expand(remote, host, n), interval)
+    def command(host: str, n: int) -> list[str]:
+        cmd = expand(remote, host, n)  # the remote command for this host
+        if args.local:
+            return local_command(cmd, interval)
+        return ssh_command(host, cmd, interval, ssh_config=ssh_config, options=args.ssh_option)
 
-        via = "local commands"
-    else:
-        if shutil.which("ssh") is None:
-            print("gputop fleet: the OpenSSH client (ssh) is not installed", file=sys.stderr)
-            return EXIT_FAILURE
-
-        def command(host: str, n: int) -> list[str]:
-            return ssh_command(
-                host,
-                expand(remote, host, n),
-                interval,
-                ssh_config=ssh_config,
-                options=args.ssh_option,
-            )
-
-        via = "ssh"
+    via = "local commands" if args.local else "ssh"
     streams = StreamSet(hosts, command, interval=interval, first_line_timeout=args.connect_timeout)
     try:
         from gputop.ui.fleet import run_fleet

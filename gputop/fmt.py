@@ -32,9 +32,7 @@ def bytes_(value: float | None, digits: int = 1) -> str:
     v = float(v)
     for unit in _UNITS:
         if abs(v) < 1024 or unit == _UNITS[-1]:
-            if unit == "B":
-                return f"{v:.0f}B"
-            return f"{v:.{digits}f}{unit}"
+            return f"{v:.0f}B" if unit == "B" else f"{v:.{digits}f}{unit}"
         v /= 1024
     raise AssertionError("unreachable")
 
@@ -47,22 +45,16 @@ def mib(value: float | None) -> str:
 
 def rate(value: float | None) -> str:
     """Bytes per second: '12.3MiB/s'."""
-    if finite(value) is None:
-        return NA
-    return bytes_(value) + "/s"
+    return NA if finite(value) is None else bytes_(value) + "/s"
 
 
 def number(value: float | None, unit: str = "", digits: int = 0) -> str:
-    if finite(value) is None:
-        return NA
-    return f"{value:.{digits}f}{unit}"
+    return NA if finite(value) is None else f"{value:.{digits}f}{unit}"
 
 
 def shown(value: float | None, text: str) -> str:
     """``value`` in the format string ``text`` (a metric's ``GpuMetric.text``: "{:.0f}%")."""
-    if finite(value) is None:
-        return NA
-    return text.format(value)
+    return NA if finite(value) is None else text.format(value)
 
 
 def percent(value: float | None, digits: int = 0) -> str:
@@ -72,9 +64,7 @@ def percent(value: float | None, digits: int = 0) -> str:
 def ratio_percent(part: float | None, whole: float | None) -> float | None:
     """part/whole in percent, None when either is unknown or whole is 0."""
     part, whole = finite(part), finite(whole)
-    if part is None or whole is None or whole <= 0:
-        return None
-    return finite(100.0 * part / whole)
+    return None if part is None or whole is None or whole <= 0 else finite(100.0 * part / whole)
 
 
 def since(now: float | None, then: float | None) -> float | None:

@@ -47,11 +47,8 @@ KEYS: tuple[Key, ...] = (
 )
 
 #: Keys no action may take: GPU choice, quit, suspend, palette, moving in the table.
-RESERVED = (
-    frozenset("0123456789")
-    | {"ctrl+c", "ctrl+z", "ctrl+p", "tab", "up", "down"}
-    | {"left", "right", "pageup", "pagedown"}
-)
+_MOVES = ("tab", "up", "down", "left", "right", "pageup", "pagedown")
+RESERVED = frozenset([*"0123456789", "ctrl+c", "ctrl+z", "ctrl+p", *_MOVES])
 
 
 def remapped(overrides: Mapping[str, str], keys: tuple[Key, ...] = KEYS) -> tuple[Key, ...]:

@@ -317,26 +317,19 @@ T = TypeVar("T")
 
 
 def _to_jsonable(obj: Any) -> Any:
-    if isinstance(obj, GpuProcess):
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(obj):
-            if f.name != "host":
-                out[f.name] = _to_jsonable(getattr(obj, f.name))
-        host = obj.host
-        for name in HOST_FIELDS:
-            out[name] = None if host is None else _to_jsonable(getattr(host, name))
-        return out
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out = {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        if isinstance(obj, GpuProcess):  # the host's fields follow the process's own
+            host = out.pop("host") or {}
+            out.update({name: host.get(name) for name in HOST_FIELDS})
+        return out
     if isinstance(obj, tuple | list):
         return [_to_jsonable(v) for v in obj]
     return obj
 
 
-@functools.cache
-def type_hints(cls: type) -> dict[str, Any]:
-    """``typing.get_type_hints(cls)``, resolved once per class."""
-    return typing.get_type_hints(cls)
+#: ``typing.get_type_hints(cls)``, resolved once per class.
+type_hints: Callable[[type], dict[str, Any]] = functools.cache(typing.get_type_hints)
 
 
 # C0 and C1 control characters and DEL; ESC starts ANSI/OSC sequences, which are dropped whole.
@@ -439,10 +432,7 @@ def _checked_leaf(tp: Any) -> Decode:
 def _finite(value: Any) -> Any:
     if type(value) not in (int, float):  # a bool is not a number here
         return _INVALID
-    try:
-        v = float(value)
-    except OverflowError:  # an int of hundreds of digits
-        return _INVALID
+    v = _to_float(value)  # an int of hundreds of digits: inf
     return v if math.isfinite(v) else _INVALID
 
 
@@ -543,12 +533,8 @@ def reuse_equal(new: T, last: T | None, parts: tuple[str, ...] = ()) -> T:
         return new
     if new == last:
         return last
-    same = {}
-    for name in parts:
-        old = getattr(last, name)
-        value = getattr(new, name)
-        if value is not old and value == old:
-            same[name] = old
+    olds = {name: getattr(last, name) for name in parts}
+    same = {n: old for n, old in olds.items() if (v := getattr(new, n)) is not old and v == old}
     return dataclasses.replace(new, **same) if same else new  # type: ignore[type-var]
 
 
@@ -586,16 +572,9 @@ class GpuMetric:
         return self.get(gpu)
 
 
-# Bounds admit every real card with headroom (issue 21). Where they come from:
-# - power: H100/H200 SXM 700 W, B200 1000 W, a GB200's B200 1200 W (NVIDIA's datasheets);
-#   5000 W is four times the most any card draws.
-# - memory clock: NVML reports half the per-pin data rate (RTX 4090, GDDR6X at 21 Gb/s:
-#   10501 MHz; RTX 5090, GDDR7 at 28 Gb/s: 14001 MHz). JEDEC's GDDR7 (JESD239: 192 GB/s
-#   per x32 device, 48 Gb/s a pin) tops out near 24000 MHz; HBM3e runs far below.
-# - SM clock: no card boosts past about 3 GHz (RTX 4090 2520 MHz boost); 10 GHz is 3x.
-# - memory: B200 192 GB and B300 288 GB of HBM3e are the largest; 1 PB is 3000x that.
-# - PCIe: 7.0 (PCI-SIG, 2025) is 128 GT/s, 256 GB/s per direction at x16, and 8.0 plans
-#   twice that; links are x1-x32 (the base specification); gen 1 x1 carries 250 MB/s.
+# Bounds admit every real card with headroom (issue 21): power 4x a GB200's 1200 W; memory
+# clock 2x GDDR7's top (NVML says half the per-pin rate); SM clock 3x any boost; memory
+# 3000x a B300's 288 GB; PCIe x1-x32 up to twice 7.0's 256 GB/s, gen 1 x1 at least.
 _GPU_BYTES = (0, 1e15)
 _MEM_MHZ = (0, 50_000)
 _PCIE_GEN = (0, 16)
@@ -820,11 +799,9 @@ class _Check:
         """Used, free and reserved are at most the total."""
         changes: dict[str, Any] = {}
         total = memory.total
-        if total is None:
-            return changes
         for name in ("used", "free", "reserved"):
             value = getattr(memory, name)
-            if value is not None and value > total:
+            if value is not None and total is not None and value > total:
                 self.bad(f"{path}{name}", value, f"more than the total {total}")
                 changes[name] = None
         if "used" in changes:

@@ -16,16 +16,14 @@ from gputop.model import GpuSample, ProcessInfo, Snapshot, replace
 # --- GPU selection -------------------------------------------------------------------
 
 
-def _uuids(gpu: GpuSample) -> list[str]:
-    out = [gpu.uuid.lower()] if gpu.uuid else []
-    return out + [m.uuid.lower() for m in gpu.mig_devices if m.uuid]
-
-
 def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> frozenset[int]:
     """Indices / UUIDs (whole or a unique prefix, any case; a MIG device's chooses its
     GPU) -> GPU indices. ValueError names the first token that matches no GPU."""
     gpus = tuple(gpus)
     by_index = {g.index: g for g in gpus}
+    uuids = [
+        (g.index, u.lower()) for g in gpus for u in (g.uuid, *(m.uuid for m in g.mig_devices)) if u
+    ]
     chosen: set[int] = set()
     for token in tokens:
         if token.isascii() and token.isdigit():
@@ -38,7 +36,6 @@ def resolve_gpu_selection(tokens: Iterable[str], gpus: Iterable[GpuSample]) -> f
         want = token.lower()
         if not want.startswith("gpu-") and not want.startswith("mig-"):
             want = "gpu-" + want
-        uuids = [(g.index, u) for g in gpus for u in _uuids(g)]
         exact = sorted({i for i, u in uuids if u == want})
         matches = exact or sorted({i for i, u in uuids if u.startswith(want)})
         if len(matches) != 1:

@@ -4,7 +4,6 @@ with a verdict per GPU and a "Jobs" section when given a diagnosis."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
 
 from gputop import __version__, cells, fmt
 from gputop.analysis.kinds import LABELS, WARMING_UP
@@ -52,18 +51,13 @@ def _short_command(command: str | None) -> str:
     return f"{first} {rest}" if rest else first
 
 
-def _also(verdict: Verdict) -> str:
-    if not verdict.also:
-        return ""
-    return " (also: " + ", ".join(LABELS.get(k, k) for k in verdict.also) + ")"
-
-
 def _verdict_lines(verdict: Verdict | None, indent: int) -> list[str]:
     """Verdict and advice, wrapped. A warming-up verdict is its label only: the note
     under the tables says what it waits for."""
     if verdict is None:
         return [fit(" " * indent + "Verdict: n/a")]
-    head = f"Verdict: {verdict.label}{_also(verdict)}"
+    also = ", ".join(LABELS.get(k, k) for k in verdict.also)
+    head = f"Verdict: {verdict.label}" + (f" (also: {also})" if verdict.also else "")
     if verdict.kind == WARMING_UP:
         return _wrap(head, indent)
     lines = _wrap(f"{head}: {verdict.evidence}", indent)
@@ -110,31 +104,18 @@ def _gpu_lines(g: GpuSample) -> list[str]:
         for m in g.mig_devices:
             procs = g.processes_of(m)
             pids = " ".join(str(p.pid) for p in procs) or "none"
-            gi = fmt.NA if m.gpu_instance_id is None else m.gpu_instance_id
-            ci = fmt.NA if m.compute_instance_id is None else m.compute_instance_id
             lines.append(
                 fit(
                     f"       {pad(fmt.clean_text(m.profile or m.name, 16) or fmt.NA, 9)} "
-                    f"GI {gi} CI {ci}  mem {used_total(m.memory.used, m.memory.total)}"
-                    f"  processes: {pids}"
+                    f"GI {fmt.number(m.gpu_instance_id)} CI {fmt.number(m.compute_instance_id)}"
+                    f"  mem {used_total(m.memory.used, m.memory.total)}  processes: {pids}"
                 )
             )
     return lines
 
 
-def _age(now: float, info: ProcessInfo | None) -> str:
-    return fmt.duration(fmt.since(now, None if info is None else info.create_time))
-
-
 #: pid -> its rows with their position in ``Snapshot.processes`` (built once per table).
 _Rows = dict[int, list[tuple[int, ProcessInfo]]]
-
-
-def _rows_by_pid(processes: Sequence[ProcessInfo]) -> _Rows:
-    rows: _Rows = {}
-    for i, p in enumerate(processes):
-        rows.setdefault(p.pid, []).append((i, p))
-    return rows
 
 
 def _children_summary(pid: int, children: dict[int, list[int]], rows: _Rows) -> str | None:
@@ -166,19 +147,18 @@ _PROC_HEADER = (
 def _process_lines(snapshot: Snapshot) -> list[str]:
     lines = [_PROC_HEADER]
     children = children_of(snapshot.processes)  # indexed once, not scanned per process
-    rows = _rows_by_pid(snapshot.processes)
+    rows: _Rows = {}
+    for i, row in enumerate(snapshot.processes):
+        rows.setdefault(row.pid, []).append((i, row))
     for g in snapshot.gpus:
         if g.lost:
             lines.append(f"{g.index:>3} (GPU lost: processes unknown)")
             continue
         if g.processes_unavailable:
             why = fmt.clean_text(g.processes_unavailable, 300) or ""
-            known = "incomplete" if g.processes else "unknown"
-            if why.startswith("process list unavailable"):
-                text = f"{g.index:>3} ({why})"
-            else:
-                text = f"{g.index:>3} (processes {known}: {why})"
-            lines.extend(_wrap(text, indent=0))
+            if not why.startswith("process list unavailable"):
+                why = f"processes {'incomplete' if g.processes else 'unknown'}: {why}"
+            lines.extend(_wrap(f"{g.index:>3} ({why})"))
         if not g.processes:
             if not g.processes_unavailable:
                 lines.append(f"{g.index:>3} (no processes)")
@@ -202,14 +182,9 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
             elif info.status == "zombie":
                 command = f"[zombie] {_short_command(info.name)}"
             command = _owned(info.owner if info else None, command)
-            lines.append(
-                fit(
-                    f"{prefix}{pad(user, 8)} {numbers} {cpu:>5} "
-                    f"{_age(snapshot.time, info):>8}  {command}"
-                )
-            )
-            kids = _children_summary(p.pid, children, rows)
-            if kids:
+            age = fmt.duration(fmt.since(snapshot.time, info.create_time if info else None))
+            lines.append(fit(f"{prefix}{pad(user, 8)} {numbers} {cpu:>5} {age:>8}  {command}"))
+            if kids := _children_summary(p.pid, children, rows):
                 lines.append(kids)
     return lines
 
@@ -317,15 +292,13 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
     if h.cpu_per_core:
         lines.append("      Per-core load, one digit per core (0: <10 %, 9: >=90 %):")
         lines.extend(_core_strip(h.cpu_per_core))
-    lines.extend(_wrap(rates_note(h.rate_seconds), 6))
+    # Which window the rates cover (``--once``'s two readings are a short time apart).
+    rates = "Rates (CPU %, disk, network, per process)"
+    if h.rate_seconds is None:
+        lines.extend(_wrap(f"{rates}: not known yet (one reading)", 6))
+    else:
+        lines.extend(_wrap(f"{rates} over the last {fmt.number(h.rate_seconds, '', 2)} s", 6))
     return lines
-
-
-def rates_note(seconds: float | None) -> str:
-    """Which window the rates cover (``--once``'s two readings are a short time apart)."""
-    if seconds is None:
-        return "Rates (CPU %, disk, network, per process): not known yet (one reading)"
-    return f"Rates (CPU %, disk, network, per process) over the last {fmt.number(seconds, '', 2)} s"
 
 
 def render_text(

@@ -9,7 +9,7 @@ import importlib
 
 import pytest
 
-from gputop.argtypes import ascii_number, ascii_whole, is_ascii_digits, seconds_between
+from gputop.argtypes import ascii_number, ascii_whole, interval, is_ascii_digits
 
 FULLWIDTH_3 = "\uff13"  # ３
 ARABIC_1 = "\u0661"  # ١
@@ -57,7 +57,7 @@ def test_the_converters() -> None:
     assert ascii_number(" 2.5 ") == 2.5
     assert ascii_whole("-7") == -7
     assert is_ascii_digits("0123") and not is_ascii_digits("") and not is_ascii_digits("-1")
-    assert seconds_between(0.1, 60)("60") == 60
+    assert interval("60") == 60
     for bad in (FULLWIDTH_3, ARABIC_1, "1e", "", "1" * 21):
         with pytest.raises(argparse.ArgumentTypeError):
             ascii_whole(bad)
@@ -65,4 +65,4 @@ def test_the_converters() -> None:
         with pytest.raises(argparse.ArgumentTypeError):
             ascii_number(bad)
     with pytest.raises(argparse.ArgumentTypeError, match="out of range"):
-        seconds_between(0.1, 60)("61")
+        interval("61")

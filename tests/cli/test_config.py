@@ -50,12 +50,10 @@ def test_every_key(tmp_path: Path) -> None:
     assert config == Config(
         readonly=True,
         interval=2.5,
-        window=30.0,
         thresholds=Thresholds(
             util_high=90.0, worker_busy_cpu=70.0, min_samples=8, window_seconds=30.0
         ),
         theme="gruvbox",
-        path=path,
     )
     assert isinstance(config.thresholds.min_samples, int)
     with pytest.raises(AttributeError):
@@ -64,8 +62,8 @@ def test_every_key(tmp_path: Path) -> None:
 
 def test_empty_file_gives_defaults(tmp_path: Path) -> None:
     path = write(tmp_path, "# nothing set\n")
-    assert load_config(path) == Config(path=path)
-    assert Config().window == Thresholds().window_seconds == 20.0
+    assert load_config(path) == Config()
+    assert Config().thresholds.window_seconds == Thresholds().window_seconds == 20.0
     assert Config().interval == 1.0 and Config().readonly is False and Config().theme is None
 
 
@@ -87,7 +85,6 @@ def test_default_file_is_read_and_optional(tmp_path: Path) -> None:
     write(tmp_path / "gputop", "interval = 0.5\n")
     config = load_config(None, env)
     assert config.interval == 0.5
-    assert config.path == str(tmp_path / "gputop" / "config.toml")
 
 
 def test_default_path_uses_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -216,9 +213,9 @@ def test_keys_move_actions_and_may_swap(tmp_path: Path) -> None:
 
 def test_window_and_window_seconds_may_agree(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "window = 30\n[thresholds]\nwindow_seconds = 30\n"))
-    assert config.window == config.thresholds.window_seconds == 30.0
+    assert config.thresholds.window_seconds == 30.0
     config = load_config(write(tmp_path, "[thresholds]\nWINDOW_SECONDS = 45\n", "b.toml"))
-    assert config.window == 45.0  # one setting, two spellings
+    assert config.thresholds.window_seconds == 45.0  # one setting, two spellings
 
 
 def test_flags_override_the_file(tmp_path: Path) -> None:
@@ -233,14 +230,14 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         theme="nord",
     )
     assert out.readonly is False and out.interval == 0.5 and out.theme == "nord"
-    assert out.window == out.thresholds.window_seconds == 10.0
+    assert out.thresholds.window_seconds == 10.0
     t = out.thresholds
     assert (t.util_high, t.util_low, t.worker_busy_cpu, t.min_samples) == (95.0, 40.0, 70.0, 8)
     # --threshold WINDOW_SECONDS is the same setting as --window; --window wins.
     out = with_overrides(config, thresholds=["WINDOW_SECONDS=12"])
-    assert out.window == 12.0
+    assert out.thresholds.window_seconds == 12.0
     out = with_overrides(config, window=5, thresholds=["WINDOW_SECONDS=12"])
-    assert out.window == 5.0 and out.path == config.path
+    assert out.thresholds.window_seconds == 5.0 and out.theme == config.theme
 
 
 @pytest.mark.parametrize(
