@@ -52,15 +52,9 @@ SM_MAX_MHZ = 1980
 MEM_MAX_MHZ = 2619
 CPU_COUNT = 64
 HOST_MEMORY = 1 * TiB
-BUS_IDS = (
-    "00000000:18:00.0",
-    "00000000:2A:00.0",
-    "00000000:3A:00.0",
-    "00000000:5D:00.0",
-    "00000000:9A:00.0",
-    "00000000:AB:00.0",
-    "00000000:BA:00.0",
-    "00000000:DB:00.0",
+BUS_IDS = tuple(f"00000000:{bus}:00.0" for bus in ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"))
+DRIVER = DriverInfo(
+    available=True, driver_version="550.90.07", cuda_version="12.4", nvml_version="12.550.90.07"
 )
 #: What the demo does not simulate: each such metric as the metric table declares it.
 DECLARED: dict[str, Any] = {m.field: m.demo for m in GPU_METRICS if m.demo is not None}
@@ -128,7 +122,6 @@ class _Proc:
 @dataclass
 class _GpuProc:
     pid: int
-    gpu: int
     memory: _Walk  # bytes
     sm: _Walk | None  # SM percent; None: the process accounts for all the GPU's util
     visible: bool = True
@@ -366,12 +359,6 @@ class DemoSource:
         self._now = start_time
         self._ticks = 0
         self._rng = random.Random(seed)
-        self._driver = DriverInfo(
-            available=True,
-            driver_version="550.90.07",
-            cuda_version="12.4",
-            nvml_version="12.550.90.07",
-        )
         self._build()
 
     # --- construction ------------------------------------------------------------------
@@ -385,14 +372,13 @@ class DemoSource:
 
     def _proc(self, spec: ProcSpec, i: int, user: str, command: str) -> _Proc:
         """The ``i``-th process of ``spec``."""
-        mu, sigma, lo, hi = spec.cpu
         read, write = spec.read, spec.write
         return _Proc(
             pid=spec.pid + i,
             ppid=spec.ppid,
             user=user,
             command=spec.command or command,
-            cpu=self._walk(mu, sigma, lo, hi, tau=5.0),
+            cpu=self._walk(*spec.cpu, tau=5.0),
             rss=spec.rss + i * spec.rss_step,
             threads=spec.threads,
             name=spec.name,
@@ -467,24 +453,22 @@ class DemoSource:
         gpu.swing = job.swing
         gpu.extra_memory = job.extra_memory
         gpu.busy_gen, gpu.busy_width = job.busy_link
-        gpu.procs.append(_GpuProc(job.main.pid, job.gpu, self._walk(*job.memory), None))
+        gpu.procs.append(_GpuProc(job.main.pid, self._walk(*job.memory), None))
         if job.hidden is not None:
             pid, memory, sm = job.hidden
-            hidden = _GpuProc(pid, job.gpu, self._walk(*memory), self._walk(*sm), visible=False)
+            hidden = _GpuProc(pid, self._walk(*memory), self._walk(*sm), visible=False)
             gpu.procs.append(hidden)
 
     # --- Source ------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
+        first = self._ticks == 0
         if self._clock is not None:
             now = self._clock()
-        elif self._ticks == 0:
-            now = self._start
         else:
-            now = self._now + self._step
-        dt = max(0.0, now - self._now) if self._ticks else 0.0
+            now = self._now if first else self._now + self._step
+        dt = 0.0 if first else max(0.0, now - self._now)
         self._now = now
-        first = self._ticks == 0
         self._ticks += 1
         elapsed = now - self._start
 
@@ -500,7 +484,7 @@ class DemoSource:
         return Snapshot(
             time=now,
             hostname=HOSTNAME,
-            driver=self._driver,
+            driver=DRIVER,
             host=host,
             gpus=gpus,
             processes=tuple(sorted(procs.values(), key=lambda p: p.pid)),
@@ -669,8 +653,7 @@ class DemoSource:
         self, dt: float, elapsed: float, procs: dict[int, ProcessInfo], first: bool
     ) -> HostSample:
         cores = [w.advance(dt) for w in self._core_idle]
-        read = 0.0
-        write = 0.0
+        read = write = 0.0
         rss = 0
         for p in self._procs:
             info = procs[p.pid]
@@ -689,13 +672,10 @@ class DemoSource:
         read += 4 * MB * self._rng.random()
         per_core = tuple(round(min(100.0, c), 1) for c in cores)
         used = rss + 41 * GiB
-        load1 = self._load.advance(dt)
-        load5 = self._load5.advance(dt)
-        load15 = self._load15.advance(dt)
-        net_rx = self._net_rx.advance(dt)
-        net_tx = self._net_tx.advance(dt)
-        iowait = self._iowait.advance(dt)
-        freq = self._freq.advance(dt)
+        walks = (self._load, self._load5, self._load15, self._net_rx, self._net_tx, self._iowait)
+        load1, load5, load15, net_rx, net_tx, iowait, freq = (
+            w.advance(dt) for w in (*walks, self._freq)
+        )
         return HostSample(
             cpu_percent=None if first else round(sum(per_core) / CPU_COUNT, 1),
             cpu_per_core=() if first else per_core,

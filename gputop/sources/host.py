@@ -54,30 +54,20 @@ def _rate(delta: float | None, dt: float | None) -> float | None:
     return delta / dt
 
 
-def _sum_deltas(
-    old: Mapping[str, tuple[int, int]], new: Mapping[str, tuple[int, int]], i: int
-) -> int | None:
-    """Over keys present in both; None if any went backwards."""
-    total = 0
-    for key, values in new.items():
-        before = old.get(key)
-        if before is None:
-            continue
-        d = values[i] - before[i]
-        if d < 0:
-            return None
-        total += d
-    return total
-
-
 def _counter_rates(
     old: Mapping[str, tuple[int, int]] | None,
     new: Mapping[str, tuple[int, int]] | None,
     dt: float | None,
-) -> tuple[float | None, float | None]:
+) -> tuple[float | None, ...]:
+    """Per-second rates of both counters summed over the keys in both readings; None where
+    any went backwards."""
     if old is None or new is None:
         return None, None
-    return _rate(_sum_deltas(old, new, 0), dt), _rate(_sum_deltas(old, new, 1), dt)
+    both = [(old[key], values) for key, values in new.items() if key in old]
+    return tuple(
+        None if any(b[i] < a[i] for a, b in both) else _rate(sum(b[i] - a[i] for a, b in both), dt)
+        for i in (0, 1)
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -141,23 +131,6 @@ class _Tracked:
     name: str | None = None
 
 
-def _advance(
-    tracked: _Tracked, now: float, cpu_seconds: float | None, io: tuple[int, int] | None
-) -> tuple[float | None, float | None, float | None]:
-    """(CPU % of one core, read bytes/s, write bytes/s) since the last read, which this
-    read becomes."""
-    cpu_percent = read_rate = write_rate = None
-    dt = None if tracked.time is None else now - tracked.time
-    if cpu_seconds is not None and tracked.cpu_seconds is not None:
-        r = _rate(cpu_seconds - tracked.cpu_seconds, dt)
-        cpu_percent = None if r is None else 100.0 * r
-    if io is not None and tracked.io is not None:
-        read_rate = _rate(io[0] - tracked.io[0], dt)
-        write_rate = _rate(io[1] - tracked.io[1], dt)
-    tracked.time, tracked.cpu_seconds, tracked.io = now, cpu_seconds, io
-    return cpu_percent, read_rate, write_rate
-
-
 def _row(
     tracked: _Tracked,
     now: float,
@@ -166,12 +139,19 @@ def _row(
     io: tuple[int, int] | None,
     known: dict[str, Any],
 ) -> ProcessInfo:
-    """One row from either reader: ``known`` names ProcessInfo fields; the rates come from
-    ``_advance`` while alive, and an exited process reads as dead."""
-    cpu_percent, read_rate, write_rate = (
-        _advance(tracked, now, cpu_seconds, io) if alive else (None, None, None)
-    )
-    if not alive:
+    """One row from either reader: ``known`` names ProcessInfo fields. While alive the
+    rates are since the last read, which this one becomes; an exited process reads as dead."""
+    cpu_percent = read_rate = write_rate = None
+    if alive:
+        dt = None if tracked.time is None else now - tracked.time
+        if cpu_seconds is not None and tracked.cpu_seconds is not None:
+            r = _rate(cpu_seconds - tracked.cpu_seconds, dt)
+            cpu_percent = None if r is None else 100.0 * r
+        if io is not None and tracked.io is not None:
+            read_rate = _rate(io[0] - tracked.io[0], dt)
+            write_rate = _rate(io[1] - tracked.io[1], dt)
+        tracked.time, tracked.cpu_seconds, tracked.io = now, cpu_seconds, io
+    else:
         known["status"] = psutil.STATUS_DEAD
     return ProcessInfo(
         pid=tracked.pid,
@@ -376,8 +356,6 @@ class HostReader:
             return None if freq is None else float(freq.current)
         if not freqs:
             return None
-        if len(freqs) == 1:
-            return freqs[0]
         current = 0.0
         for f in freqs:  # psutil's own sum, in order (not sum(): the same float)
             current += f
@@ -403,17 +381,11 @@ class HostReader:
                 name: (c.read_bytes, c.write_bytes)
                 for name, c in psutil.disk_io_counters(perdisk=True, nowrap=False).items()
             }
-        out: dict[str, tuple[int, int]] = {}
-        for name, counters in raw.items():
-            physical = self._physical.get(name)
-            if physical is None:
-                physical = self._physical[name] = _is_physical_disk(name, SYS_BLOCK)
-            if physical:
-                out[name] = counters
-        if len(self._physical) != len(raw):  # forget removed devices (hotplug)
-            for name in [n for n in self._physical if n not in raw]:
-                del self._physical[name]
-        return out
+        known = self._physical  # removed devices (hotplug) are forgotten
+        self._physical = {
+            n: known[n] if n in known else _is_physical_disk(n, SYS_BLOCK) for n in raw
+        }
+        return {name: counters for name, counters in raw.items() if self._physical[name]}
 
     def _net_counters(self) -> dict[str, tuple[int, int]]:
         raw = self._read_proc("net/dev", procfs.parse_net_dev)
@@ -466,8 +438,8 @@ class HostReader:
     def _probe(pid: int, probed: dict[int, _Stat | None]) -> _Stat | None:
         if pid in probed:
             return probed[pid]
-        st = probed[pid] = procfs.read_stat(pid) if procfs.pid_exists(pid) else None
-        return st
+        probed[pid] = procfs.read_stat(pid) if procfs.pid_exists(pid) else None
+        return probed[pid]
 
     def _stat(self, pid: int) -> _Stat | None:
         if self._use_proc:
