@@ -136,12 +136,11 @@ def _pod(path: str) -> Owner | None:
         return None
     runtime = cid = None
     if m.group(2):
-        inner = _CONTAINER.search("/" + m.group(2))
-        bare = re.fullmatch(_HEX, m.group(2))
+        inner = _container("/" + m.group(2))
         if inner is not None:
-            runtime, cid = _SCOPE_RUNTIME[inner.group(1) or inner.group(3)], inner.group(2)
-        elif bare is not None:
-            cid = bare.group(0)  # the cgroupfs driver names no runtime
+            runtime, cid = inner.runtime, inner.id
+        elif re.fullmatch(_HEX, m.group(2)):
+            cid = m.group(2)  # the cgroupfs driver names no runtime
     return Owner("pod", runtime=runtime, id=cid, pod_uid=m.group(1).replace("_", "-"))
 
 

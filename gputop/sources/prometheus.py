@@ -101,13 +101,6 @@ def _label(metric: dict[str, Any], name: str) -> str | None:
     return clean_text(value, 200) if isinstance(value, str) else None
 
 
-def _gpu_key(metric: dict[str, Any]) -> int | None:
-    gpu = _label(metric, "gpu")
-    if gpu is None or not gpu.isdigit():
-        return None
-    return int(gpu)
-
-
 def build_hosts(
     series: list[dict[str, Any]], host_label: str = "instance"
 ) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
@@ -132,9 +125,10 @@ def build_hosts(
             # The host's real age: an instant query's own timestamps are always "now".
             sampled[host] = v
             continue
-        index = _gpu_key(metric)
-        if index is None:
+        gpu_label = _label(metric, "gpu")
+        if gpu_label is None or not gpu_label.isdigit():
             continue
+        index = int(gpu_label)
         times[host] = max(times.get(host, 0.0), ts)
         gpu = hosts.setdefault(host, {}).setdefault(
             index, {"index": index, "memory": {}, "utilization": {}, "lost": False}

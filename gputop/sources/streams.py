@@ -29,8 +29,7 @@ from gputop.sources.remote import (
 
 #: A host is stale when its newest line is older than this many intervals.
 STALE_INTERVALS = 3
-#: What to run on a host without gputop (shown on its row). No release is on PyPI yet,
-#: so the hint names the install from a checkout (README, "Quick start").
+#: Shown on the row of a host without gputop (no release on PyPI yet: README, "Quick start").
 INSTALL_HINT = "install it there (pipx install . in a gputop checkout), or set --remote-command"
 #: Backoff after failed attempts: 1, 2, 4 ... seconds, at most this.
 MAX_BACKOFF_S = 60.0
@@ -51,18 +50,10 @@ def ssh_command(
 ) -> list[str]:
     """The system's ssh running ``remote_command --stream`` on ``host`` (one string:
     the remote shell parses it)."""
-    argv = [ssh]
-    if ssh_config:
-        argv += ["-F", ssh_config]
-    argv += [
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ServerAliveInterval=5",
-        "-o",
-        "ConnectTimeout=10",
-        "-T",  # no pseudo-terminal: a byte stream, no echo, no terminal modes
-    ]
+    argv = [ssh, "-F", ssh_config] if ssh_config else [ssh]
+    for opt in ("BatchMode=yes", "ServerAliveInterval=5", "ConnectTimeout=10"):
+        argv += ["-o", opt]
+    argv.append("-T")  # no pseudo-terminal: a byte stream, no echo, no terminal modes
     for opt in options:
         argv += ["-o", opt]
     # "--" ends ssh's options: a host name starting with "-" cannot become one.
@@ -98,25 +89,22 @@ class HostView:
     attempts: int = 0
 
 
+#: A marked host's state word -> what its row shows (fresh lines clear "bad-data").
+_PROBLEMS = {"no-gputop": "no gputop", "schema": "new schema", "bad-data": "bad data"}
+
+
 def status(view: HostView, now: float, interval: float) -> tuple[str, str, str | None]:
     """(state word, what the row shows, detail) of a host at monotonic time ``now``."""
     age = None if view.received is None else max(0.0, now - view.received)
     fresh = age is not None and age <= STALE_INTERVALS * interval
-    if view.problem == "no-gputop":
-        return "no-gputop", "no gputop", view.error
-    if view.problem == "schema":
-        return "schema", "new schema", view.error
-    if view.problem == "bad-data" and not fresh:
-        return "bad-data", "bad data", view.error
-    if view.connected:
-        if fresh:
-            return "live", "live", None
-        if age is not None:
-            return "stale", f"stale {age:.0f}s", view.error
-        return "connecting", "connecting", None
-    if view.failures == 0 and age is not None:
+    problem = view.problem or ""
+    if problem in _PROBLEMS and not (problem == "bad-data" and fresh):
+        return problem, _PROBLEMS[problem], view.error
+    if view.connected and fresh:
+        return "live", "live", None
+    if age is not None and (view.connected or view.failures == 0):
         return "stale", f"stale {age:.0f}s", view.error
-    if view.failures == 0 and view.attempts == 0:
+    if view.connected or (view.failures == 0 and view.attempts == 0):
         return "connecting", "connecting", None
     return "unreachable", "unreachable", view.error or "connection failed"
 
@@ -174,10 +162,6 @@ class HostViews:
 
     def close(self, timeout: float = 3.0) -> None:
         raise NotImplementedError
-
-    def pids(self) -> list[int]:
-        """Process ids of the running children (tests)."""
-        return []
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -249,15 +233,9 @@ class StreamSet(HostViews):
         conns = list(self._conns.values())
         self._conns.clear()
         _end_groups([c.proc for c in conns])
-        for conn in conns:
-            for fd in (conn.out, conn.err):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
         with contextlib.suppress(OSError):
             self._sel.close()
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close([fd for c in conns for fd in (c.out, c.err)] + [self._wake_r, self._wake_w])
 
     def pids(self) -> list[int]:
         """Process ids of the running children (tests)."""
@@ -315,12 +293,9 @@ class StreamSet(HostViews):
 
     def _start_due(self, now: float) -> None:
         for n, name in enumerate(self.hosts):
-            if name in self._conns:
-                continue
-            view = self._views[name]
-            if view.retry_at is not None and view.retry_at > now:
-                continue
-            self._connect(name, n, now)
+            retry_at = self._views[name].retry_at
+            if name not in self._conns and (retry_at is None or retry_at <= now):
+                self._connect(name, n, now)
 
     def _connect(self, name: str, n: int, now: float) -> None:
         argv = self._command(name, n)
@@ -346,9 +321,8 @@ class StreamSet(HostViews):
             )
             return
         assert proc.stdout is not None and proc.stderr is not None
-        out, err = proc.stdout.fileno(), proc.stderr.fileno()
-        # The reader owns the fds from here (the file objects are dropped unclosed).
-        out, err = os.dup(out), os.dup(err)
+        # The reader owns copies of the fds from here, the file objects are closed.
+        out, err = os.dup(proc.stdout.fileno()), os.dup(proc.stderr.fileno())
         proc.stdout.close()
         proc.stderr.close()
         proc.stdout = proc.stderr = None
@@ -368,8 +342,7 @@ class StreamSet(HostViews):
     def _check_hung(self, now: float) -> None:
         """End a connection with no good line after ``first_line_timeout`` (a hang)."""
         for name, conn in list(self._conns.items()):
-            view = self._views[name]
-            started = view.started
+            started = self._views[name].started
             if conn.good == 0 and started is not None and now - started > self.first_line_timeout:
                 self._end(name, conn, f"no data in {self.first_line_timeout:.0f}s: timed out")
 
@@ -403,8 +376,7 @@ class StreamSet(HostViews):
         with contextlib.suppress(KeyError, ValueError, OSError):
             self._sel.unregister(fd)
         self._by_fd.pop(fd, None)
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        _close([fd])
 
     def _feed(self, name: str, conn: _Conn, chunk: bytes) -> None:
         start = 0
@@ -443,12 +415,11 @@ class StreamSet(HostViews):
             self._bad(name, f"unreadable line: {type(exc).__name__}")
             return
         conn.good += 1
-        view = self._views[name]
         self._set(
             name,
             report=report,
             data=data,
-            seq=view.seq + 1,
+            seq=self._views[name].seq + 1,
             received=self._clock(),
             failures=0,
             problem=None,
@@ -520,6 +491,12 @@ def _end_groups(procs: list[subprocess.Popen[bytes]]) -> None:
         _signal_group(proc, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(2.0)
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
