@@ -114,7 +114,6 @@ class _Proc:
     read: _Walk | None = None  # bytes/s
     write: _Walk | None = None
     disk_sleep_chance: float = 0.0
-    status: str = "sleeping"
     create_time: float = 0.0
     cores: tuple[int, ...] = ()
 
@@ -132,12 +131,12 @@ class _Gpu:
     index: int
     uuid: str
     util: _Walk
-    mem_util_ratio: float  # memory util as a share of gpu util
     power_idle: float
-    power_gain: float  # watts at 100 % util above idle
     thermal_r: float  # degrees C per watt above ambient
     rx: _Walk
     tx: _Walk
+    mem_util_ratio: float = 0.5  # memory util as a share of gpu util
+    power_gain: float = 600.0  # watts at 100 % util above idle
     busy_gen: int = 5
     busy_width: int = 16
     extra_memory: int = 0  # bytes used but not attributed to listed processes
@@ -355,8 +354,7 @@ class DemoSource:
         self._step = step
         if start_time is None:
             start_time = clock() if clock is not None else DEMO_EPOCH
-        self._start = start_time
-        self._now = start_time
+        self._start = self._now = start_time
         self._ticks = 0
         self._rng = random.Random(seed)
         self._build()
@@ -395,9 +393,7 @@ class DemoSource:
                 index=i,
                 uuid=self._uuid(),
                 util=self._walk(0.0, 0.0, 0.0, 0.0),
-                mem_util_ratio=0.5,
                 power_idle=68.0 + r.uniform(0, 6),
-                power_gain=600.0,
                 thermal_r=0.062 + r.uniform(0, 0.006),
                 rx=self._walk(0.0, 0.0, 0.0, 0.0),
                 tx=self._walk(0.0, 0.0, 0.0, 0.0),
@@ -408,7 +404,6 @@ class DemoSource:
         self._streamers: list[_Proc] = []  # bob's workers: read from disk, then from cache
         for job in JOBS:
             self._add_job(job)
-        self._holders = HOLDERS
 
         for gpu in self._gpus:
             gpu.power_noise = self._walk(0.0, 6.0, -20.0, 20.0, 2.0)
@@ -456,8 +451,7 @@ class DemoSource:
         gpu.procs.append(_GpuProc(job.main.pid, self._walk(*job.memory), None))
         if job.hidden is not None:
             pid, memory, sm = job.hidden
-            hidden = _GpuProc(pid, self._walk(*memory), self._walk(*sm), visible=False)
-            gpu.procs.append(hidden)
+            gpu.procs.append(_GpuProc(pid, self._walk(*memory), self._walk(*sm), visible=False))
 
     # --- Source ------------------------------------------------------------------------
 
@@ -488,7 +482,7 @@ class DemoSource:
             host=host,
             gpus=gpus,
             processes=tuple(sorted(procs.values(), key=lambda p: p.pid)),
-            unlisted_holders=self._holders,
+            unlisted_holders=HOLDERS,
             errors=(),
             source=self.kind,
             tick_seconds=0.004 + 0.001 * self._rng.random(),
@@ -518,12 +512,11 @@ class DemoSource:
             cpu = p.cpu.advance(dt)
             read = p.read.advance(dt) if p.read is not None else 0.0
             write = p.write.advance(dt) if p.write is not None else 0.0
+            status = "sleeping"
             if p.disk_sleep_chance and self._rng.random() < p.disk_sleep_chance:
-                p.status = "disk-sleep"
-            elif p.cpu.mu >= 50:
-                p.status = "running" if self._rng.random() < 0.85 else "sleeping"
-            else:
-                p.status = "sleeping"
+                status = "disk-sleep"
+            elif p.cpu.mu >= 50 and self._rng.random() < 0.85:
+                status = "running"
             out[p.pid] = ProcessInfo(
                 pid=p.pid,
                 visible=True,
@@ -531,7 +524,7 @@ class DemoSource:
                 user=p.user,
                 name=p.name,
                 command=p.command,
-                status=p.status,
+                status=status,
                 cpu_percent=None if first else round(cpu, 1),
                 rss=p.rss,
                 read_bytes_per_s=None if first else read,

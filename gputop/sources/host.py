@@ -419,7 +419,9 @@ class HostReader:
         probed: dict[int, _Stat | None] = {}
 
         def still_gone(pid: int) -> bool:
-            return pid <= 0 or (pid in self._gone and self._probe(pid, probed) is None)
+            if pid in self._gone and pid not in probed:  # (pids in _gone are > 0)
+                probed[pid] = procfs.read_stat(pid) if procfs.pid_exists(pid) else None
+            return pid <= 0 or (pid in self._gone and probed[pid] is None)
 
         if self._use_proc and all(still_gone(pid) for pid in given):
             return {}, False, probed  # an exited process has no tree
@@ -433,13 +435,6 @@ class HostReader:
         scan = self._scan()
         self._last_scan, self._last_scan_at = scan, now
         return scan, True, {}
-
-    @staticmethod
-    def _probe(pid: int, probed: dict[int, _Stat | None]) -> _Stat | None:
-        if pid in probed:
-            return probed[pid]
-        probed[pid] = procfs.read_stat(pid) if procfs.pid_exists(pid) else None
-        return probed[pid]
 
     def _stat(self, pid: int) -> _Stat | None:
         if self._use_proc:
@@ -527,9 +522,9 @@ class HostReader:
                     seen_before = {p for p, _ in self._tracked} | self._gone
                 if pid in seen_before or self._exited_if_missing(pid):
                     # Seen here before, or this is the driver's own PID namespace: the pid
-                    # exited (a process cannot leave its namespace), it is not hidden.
+                    # exited (a process cannot leave its namespace), it is not hidden. The
+                    # same row each tick.
                     gone.add(pid)
-                    # the same row each tick
                     row = exited[pid] = self._exited.get(pid) or _exited_row(pid)
                 else:  # a pid this PID namespace does not have (or unknown)
                     row = self._invisible.get(pid) or ProcessInfo(pid=pid, visible=False)
@@ -555,8 +550,7 @@ class HostReader:
                     continue
             read = self._read_one_proc if tracked.proc is None else self._read_one
             row, alive = read(tracked, st)
-            row = reuse_equal(row, tracked.row, SHARED_STRINGS)
-            tracked.row = row
+            tracked.row = row = reuse_equal(row, tracked.row, SHARED_STRINGS)
             if alive:
                 keep[key] = tracked
             elif is_given:
