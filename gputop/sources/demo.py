@@ -96,8 +96,7 @@ class _Walk:
         if dt > 0:
             a = math.exp(-dt / self.tau)
             noise = self.sigma * math.sqrt(1.0 - a * a) * self.rng.gauss(0.0, 1.0)
-            self.value = self.mu + (self.value - self.mu) * a + noise
-            self.value = min(self.hi, max(self.lo, self.value))
+            self.value = min(self.hi, max(self.lo, self.mu + (self.value - self.mu) * a + noise))
         return self.value
 
 

@@ -213,10 +213,6 @@ class PrometheusFleet(HostViews):
     def retry_now(self, name: str | None = None) -> None:
         self.failures = 0
 
-    def close(self, timeout: float = 3.0) -> None:
-        self._stop.set()
-        self._join(timeout)
-
     def _run(self) -> None:
         while not self._stop.is_set():
             started = self._clock()
@@ -280,7 +276,6 @@ class PrometheusFleet(HostViews):
     def history(self, host: str, seconds: float = 600.0) -> list[dict[str, Any]]:
         """The host's recent snapshot dicts, oldest first, one per interval."""
         end = time.time()
-        step = max(1.0, self.interval)
         label = self.host_label
         quoted = host.replace("\\", "\\\\").replace('"', '\\"')
         names = "|".join(n for n in (*GPUTOP_METRICS, *DCGM_METRICS) if n != "gputop_gpu_info")
@@ -292,15 +287,13 @@ class PrometheusFleet(HostViews):
                 "query": selector,
                 "start": f"{end - seconds:.3f}",
                 "end": f"{end:.3f}",
-                "step": f"{step:g}",
+                "step": f"{max(1.0, self.interval):g}",
             },
         )
         by_time: dict[float, list[dict[str, Any]]] = {}
         for s in series:
             values = s.get("values")
-            if not isinstance(values, list):
-                continue
-            for sample in values[:100_000]:
+            for sample in values[:100_000] if isinstance(values, list) else ():
                 point = _value(sample)
                 if point is not None:
                     by_time.setdefault(point[0], []).append(

@@ -161,15 +161,18 @@ class HostViews:
         raise NotImplementedError
 
     def close(self, timeout: float = 3.0) -> None:
-        raise NotImplementedError
-
-    def _run(self) -> None:
-        raise NotImplementedError
-
-    def _join(self, timeout: float) -> None:
+        """Stop the worker thread, waiting at most ``timeout`` seconds for it."""
+        self._stop.set()
+        self._wake()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+    def _wake(self) -> None:
+        """Cut short the worker's wait (``_stop`` ends a wait on it)."""
+
+    def _run(self) -> None:
+        raise NotImplementedError
 
     def _call_back(self) -> None:
         callback = self.on_change
@@ -226,9 +229,7 @@ class StreamSet(HostViews):
 
     def close(self, timeout: float = 3.0) -> None:
         """Stop the reader and end every child's process group (TERM, then KILL)."""
-        self._stop.set()
-        self._wake()
-        self._join(timeout)
+        super().close(timeout)
         # The thread ended (or hangs, which it should not): end the children from here.
         conns = list(self._conns.values())
         self._conns.clear()
@@ -441,15 +442,13 @@ class StreamSet(HostViews):
         _signal_group(conn.proc, signal.SIGKILL)  # anything it left in its group
         last = _last_line(conn.errbuf)
         view = self._views[name]
-        now = self._clock()
         problem = view.problem if view.problem == "schema" else None
         error = why or last or f"stream ended (exit status {code})"
         if code == 127 or (last and "command not found" in last.lower()):
             problem = "no-gputop"
             error = f"gputop not found ({last or 'exit 127'}); {INSTALL_HINT}"
         if conn.good and problem is None:
-            failures = 0  # it delivered: a drop, try again soon
-            delay = 1.0
+            failures, delay = 0, 1.0  # it delivered: a drop, try again soon
         else:
             failures = view.failures + 1
             delay = MAX_BACKOFF_S if problem else self._backoff(failures)
@@ -459,7 +458,7 @@ class StreamSet(HostViews):
             failures=failures,
             error=clean_text(error, 300),
             problem=problem or (view.problem if view.problem == "bad-data" else None),
-            retry_at=now + delay,
+            retry_at=self._clock() + delay,
             started=None,
         )
 
