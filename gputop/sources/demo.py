@@ -531,10 +531,8 @@ class DemoSource:
                 create_time=p.create_time,
                 num_threads=p.threads,
             )
-        for gpu in self._gpus:
-            for gp in gpu.procs:
-                if not gp.visible:
-                    out[gp.pid] = ProcessInfo(pid=gp.pid, visible=False)
+        hidden = (gp.pid for g in self._gpus for gp in g.procs if not gp.visible)
+        out.update({pid: ProcessInfo(pid=pid, visible=False) for pid in hidden})
         return out
 
     def _advance_gpus(self, dt: float, elapsed: float) -> tuple[GpuSample, ...]:
@@ -658,7 +656,7 @@ class DemoSource:
                 cores[c] += take
                 left -= take
         # A checkpoint every 10 minutes: 15 s of heavy writes.
-        if elapsed % 600.0 < 15.0 and elapsed >= 15.0:
+        if elapsed % CYCLE_S < 15.0 and elapsed >= 15.0:
             write += 1.6 * GB
         write += 12 * MB * self._rng.random()
         read += 4 * MB * self._rng.random()
@@ -679,13 +677,7 @@ class DemoSource:
                 total=HOST_MEMORY, used=used, available=HOST_MEMORY - used - 37 * GiB
             ),
             swap=SwapStat(total=8 * GiB, used=256 * MiB),
-            disk=IoRate(
-                read_bytes_per_s=None if first else read,
-                write_bytes_per_s=None if first else write,
-            ),
-            net=NetRate(
-                rx_bytes_per_s=None if first else net_rx,
-                tx_bytes_per_s=None if first else net_tx,
-            ),
+            disk=IoRate() if first else IoRate(read, write),
+            net=NetRate() if first else NetRate(net_rx, net_tx),
             rate_seconds=None if first else dt,
         )
