@@ -286,11 +286,10 @@ class HostReader:
         memory, swap = self._memory()
 
         disks = self._try("disk_io_counters", self._disk_counters)
-        disk_rate = IoRate(*_counter_rates(self._disk, disks, dt))
-        self._disk = disks
         nics = self._try("net_io_counters", self._net_counters)
+        disk_rate = IoRate(*_counter_rates(self._disk, disks, dt))
         net_rate = NetRate(*_counter_rates(self._net, nics, dt))
-        self._net = nics
+        self._disk, self._net = disks, nics
 
         self.last_errors = tuple(self._errors)
         return HostSample(
@@ -581,12 +580,11 @@ class HostReader:
         alive = True
         user: str | None = None
         io: tuple[int, int] | None = None
-        root = PROC_ROOT
         try:
-            uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid, root))
+            uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid))
             if uid is not None:
                 user = procfs.user_name(uid)
-            raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid, root))
+            raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid))
             if raw is None:
                 tracked.raw_cmdline = tracked.command = None
                 tracked.comm = tracked.name = None
@@ -595,7 +593,7 @@ class HostReader:
                 tracked.raw_cmdline, tracked.comm = raw, fields.comm
                 tracked.command = clean_text(" ".join(argv)) if argv else None
                 tracked.name = clean_text(procfs.process_name(fields.comm, argv))
-            io = self._proc_field(pid, "io", lambda: procfs.read_io(pid, root))
+            io = self._proc_field(pid, "io", lambda: procfs.read_io(pid))
         except _Gone:
             alive = False
         known = {

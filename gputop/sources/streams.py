@@ -391,9 +391,8 @@ class StreamSet(HostViews):
                         conn.skipping = True
                         self._bad(name, f"a line over {MAX_LINE_BYTES} bytes: dropped")
                 return
-            if conn.skipping:
+            if conn.skipping:  # (its buffer was cleared when it began)
                 conn.skipping = False
-                conn.buf.clear()
             else:
                 conn.buf += chunk[start:nl]
                 line = bytes(conn.buf)
