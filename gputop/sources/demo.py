@@ -102,18 +102,11 @@ class _Walk:
 
 @dataclass
 class _Proc:
-    pid: int
-    ppid: int
-    user: str
-    command: str
+    row: ProcessInfo  # the fields that never change (pid, user, command, rss ...)
     cpu: _Walk
-    rss: int
-    threads: int
-    name: str = "python"
     read: _Walk | None = None  # bytes/s
     write: _Walk | None = None
     disk_sleep_chance: float = 0.0
-    create_time: float = 0.0
     cores: tuple[int, ...] = ()
 
 
@@ -370,19 +363,22 @@ class DemoSource:
     def _proc(self, spec: ProcSpec, i: int, user: str, command: str) -> _Proc:
         """The ``i``-th process of ``spec``."""
         read, write = spec.read, spec.write
-        return _Proc(
+        row = ProcessInfo(
             pid=spec.pid + i,
             ppid=spec.ppid,
             user=user,
-            command=spec.command or command,
-            cpu=self._walk(*spec.cpu, tau=5.0),
-            rss=spec.rss + i * spec.rss_step,
-            threads=spec.threads,
             name=spec.name,
+            command=spec.command or command,
+            rss=spec.rss + i * spec.rss_step,
+            create_time=self._start - spec.age,
+            num_threads=spec.threads,
+        )
+        return _Proc(
+            row,
+            cpu=self._walk(*spec.cpu, tau=5.0),
             read=None if read is None else self._walk(read[0], read[1], 0.0, 4 * read[0], 4.0),
             write=None if write is None else self._walk(write[0], write[1], 0.0, 4 * write[0]),
             disk_sleep_chance=spec.disk_sleep,
-            create_time=self._start - spec.age,
         )
 
     def _build(self) -> None:
@@ -516,20 +512,12 @@ class DemoSource:
                 status = "disk-sleep"
             elif p.cpu.mu >= 50 and self._rng.random() < 0.85:
                 status = "running"
-            out[p.pid] = ProcessInfo(
-                pid=p.pid,
-                visible=True,
-                ppid=p.ppid,
-                user=p.user,
-                name=p.name,
-                command=p.command,
+            out[p.row.pid] = replace(
+                p.row,
                 status=status,
                 cpu_percent=None if first else round(cpu, 1),
-                rss=p.rss,
                 read_bytes_per_s=None if first else read,
                 write_bytes_per_s=None if first else write,
-                create_time=p.create_time,
-                num_threads=p.threads,
             )
         hidden = (gp.pid for g in self._gpus for gp in g.procs if not gp.visible)
         out.update({pid: ProcessInfo(pid=pid, visible=False) for pid in hidden})
@@ -646,8 +634,8 @@ class DemoSource:
         read = write = 0.0
         rss = 0
         for p in self._procs:
-            info = procs[p.pid]
-            rss += p.rss
+            info = procs[p.row.pid]
+            rss += info.rss or 0
             read += info.read_bytes_per_s or 0.0
             write += info.write_bytes_per_s or 0.0
             left = p.cpu.value
