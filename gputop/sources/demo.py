@@ -35,7 +35,6 @@ from gputop.pcie import link_max_bytes_per_s
 
 MiB = 2**20
 GiB = 2**30
-TiB = 2**40
 MB = 1e6
 GB = 1e9
 
@@ -51,7 +50,7 @@ POWER_LIMIT_W = 700.0
 SM_MAX_MHZ = 1980
 MEM_MAX_MHZ = 2619
 CPU_COUNT = 64
-HOST_MEMORY = 1 * TiB
+HOST_MEMORY = 1024 * GiB
 BUS_IDS = tuple(f"00000000:{bus}:00.0" for bus in ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"))
 DRIVER = DriverInfo(
     available=True, driver_version="550.90.07", cuda_version="12.4", nvml_version="12.550.90.07"

@@ -258,12 +258,11 @@ class PrometheusFleet(HostViews):
                     received=now_mono - age,
                     problem=None,
                 )
-            for host, ok in up.items():
-                if host not in hosts and host in self._views:
-                    # (a target without GPU metrics is not a GPU host: never added)
-                    self._views[host] = _scraped(self._views[host], ok)
+            # (a target in ``up`` without GPU metrics is not a GPU host: never added)
             for host, old in self._views.items():
-                if host not in hosts and host not in up:
+                if host in up and host not in hosts:
+                    self._views[host] = _scraped(old, up[host])
+                elif host not in hosts and host not in up:
                     self._views[host] = replace(
                         old,
                         connected=False,
