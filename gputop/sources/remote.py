@@ -127,8 +127,7 @@ def _list(value: Any) -> list[Any]:
 
 
 def _verdict(value: Any) -> Verdict | None:
-    if not isinstance(value, dict):
-        return None
+    value = _dict(value)
     kind = _text(value.get("kind"), 64)
     if not kind:
         return None

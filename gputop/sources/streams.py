@@ -246,12 +246,10 @@ class StreamSet(HostViews):
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
 
-    def _set(self, name: str, **changes: Any) -> HostView:
+    def _set(self, name: str, **changes: Any) -> None:
         with self._lock:
-            view = replace(self._views[name], **changes)
-            self._views[name] = view
+            self._views[name] = replace(self._views[name], **changes)
         self._dirty = True
-        return view
 
     def _run(self) -> None:
         try:
