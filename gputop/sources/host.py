@@ -8,6 +8,7 @@ cannot be read is None and why is in ``HostReader.last_errors``. Process state i
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import re
 import time
@@ -269,13 +270,12 @@ class HostReader:
         if cpu is not None and self._cpu is not None and cpu[0] == self._cpu[0]:
             names, (_, total, cores), (_, last_total, last_cores) = cpu[0], cpu, self._cpu
             cpu_percent, iowait = _cpu_percents(last_total, total, names)
-            if len(cores) == len(last_cores):
-                values = [
-                    _cpu_percents(a, b, names)[0] for a, b in zip(last_cores, cores, strict=True)
-                ]
-                # A core with no elapsed ticks has no percentage: then the list is not given.
-                if all(v is not None for v in values):
-                    per_core = tuple(v for v in values if v is not None)
+            values = [
+                _cpu_percents(a, b, names)[0] for a, b in zip(last_cores, cores, strict=False)
+            ]
+            # A core with no elapsed ticks, or CPUs come or gone: no per-core list.
+            if len(cores) == len(last_cores) and None not in values:
+                per_core = tuple(v for v in values if v is not None)
         self._cpu = cpu
         cpu_count = self._try("cpu_count", lambda: self._count_cpus(cpu))
 
@@ -353,12 +353,8 @@ class HostReader:
         if freqs is None:
             freq = psutil.cpu_freq()
             return None if freq is None else float(freq.current)
-        if not freqs:
-            return None
-        current = 0.0
-        for f in freqs:  # psutil's own sum, in order (not sum(): the same float)
-            current += f
-        return current / float(len(freqs))
+        # psutil's own sum, in order (not sum(): compensated since Python 3.12)
+        return functools.reduce(operator.add, freqs, 0.0) / len(freqs) if freqs else None
 
     def _memory(self) -> tuple[MemoryStat, SwapStat]:
         mem = self._read_proc("meminfo", procfs.parse_meminfo)
