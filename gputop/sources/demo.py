@@ -631,10 +631,8 @@ class DemoSource:
     ) -> HostSample:
         cores = [w.advance(dt) for w in self._core_idle]
         read = write = 0.0
-        rss = 0
         for p in self._procs:
             info = procs[p.row.pid]
-            rss += info.rss or 0
             read += info.read_bytes_per_s or 0.0
             write += info.write_bytes_per_s or 0.0
             left = p.cpu.value
@@ -648,7 +646,7 @@ class DemoSource:
         write += 12 * MB * self._rng.random()
         read += 4 * MB * self._rng.random()
         per_core = tuple(round(min(100.0, c), 1) for c in cores)
-        used = rss + 41 * GiB
+        used = sum(info.rss or 0 for info in procs.values()) + 41 * GiB
         walks = (self._load, self._load5, self._load15, self._net_rx, self._net_tx, self._iowait)
         load1, load5, load15, net_rx, net_tx, iowait, freq = (
             w.advance(dt) for w in (*walks, self._freq)
