@@ -85,7 +85,6 @@ class HostView:
     error: str | None = None  # why the last attempt ended / the last line was refused
     problem: str | None = None  # "no-gputop", "schema", "bad-data": the host is marked
     retry_at: float | None = None  # monotonic time of the next attempt
-    started: float | None = None  # monotonic start of the running attempt
     attempts: int = 0
 
 
@@ -116,6 +115,7 @@ class _Conn:
     proc: subprocess.Popen[bytes]
     out: int
     err: int
+    started: float  # monotonic
     buf: bytearray = field(default_factory=bytearray)
     errbuf: bytearray = field(default_factory=bytearray)
     skipping: bool = False  # inside an over-long line: drop bytes until its newline
@@ -325,24 +325,17 @@ class StreamSet(HostViews):
         proc.stdout.close()
         proc.stderr.close()
         proc.stdout = proc.stderr = None
-        conn = self._conns[name] = _Conn(proc, out, err)
+        conn = self._conns[name] = _Conn(proc, out, err, now)
         for fd in (out, err):
             os.set_blocking(fd, False)
             self._by_fd[fd] = (name, conn)
             self._sel.register(fd, selectors.EVENT_READ, name)
-        self._set(
-            name,
-            connected=True,
-            started=now,
-            retry_at=None,
-            attempts=self._views[name].attempts + 1,
-        )
+        self._set(name, connected=True, retry_at=None, attempts=self._views[name].attempts + 1)
 
     def _check_hung(self, now: float) -> None:
         """End a connection with no good line after ``first_line_timeout`` (a hang)."""
         for name, conn in list(self._conns.items()):
-            started = self._views[name].started
-            if conn.good == 0 and started is not None and now - started > self.first_line_timeout:
+            if conn.good == 0 and now - conn.started > self.first_line_timeout:
                 self._end(name, conn, f"no data in {self.first_line_timeout:.0f}s: timed out")
 
     def _readable(self, fd: int) -> None:
@@ -456,7 +449,6 @@ class StreamSet(HostViews):
             error=clean_text(error, 300),
             problem=problem or (view.problem if view.problem == "bad-data" else None),
             retry_at=self._clock() + delay,
-            started=None,
         )
 
     def _backoff(self, failures: int) -> float:
