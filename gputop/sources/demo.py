@@ -462,10 +462,7 @@ class DemoSource:
 
         self._set_phase(elapsed)
         procs = self._advance_processes(dt, first)
-        gpus = tuple(
-            replace(g, processes=tuple(replace(p, host=procs[p.pid]) for p in g.processes))
-            for g in self._advance_gpus(dt, elapsed)
-        )
+        gpus = self._advance_gpus(dt, elapsed, procs)
         if self.mig:
             gpus = tuple(_partitioned(g) if g.index == MIG_GPU else g for g in gpus)
         host = self._advance_host(dt, elapsed, procs, first)
@@ -490,9 +487,7 @@ class DemoSource:
 
     def _set_phase(self, elapsed: float) -> None:
         """Scripted changes over time (LINK_FLAP, EPOCH_S)."""
-        in_cycle = elapsed % CYCLE_S
-        flapping = LINK_FLAP[0] <= in_cycle < LINK_FLAP[1]
-        self._gpus[1].busy_width = 8 if flapping else 16
+        self._gpus[1].busy_width = 8 if LINK_FLAP[0] <= elapsed % CYCLE_S < LINK_FLAP[1] else 16
         streaming = elapsed % EPOCH_S < STREAM_S
         for p in self._streamers:
             assert p.read is not None
@@ -522,7 +517,9 @@ class DemoSource:
         out.update({pid: ProcessInfo(pid=pid, visible=False) for pid in hidden})
         return out
 
-    def _advance_gpus(self, dt: float, elapsed: float) -> tuple[GpuSample, ...]:
+    def _advance_gpus(
+        self, dt: float, elapsed: float, procs: dict[int, ProcessInfo]
+    ) -> tuple[GpuSample, ...]:
         out = []
         for g in self._gpus:
             if g.swing is not None:
@@ -571,6 +568,7 @@ class DemoSource:
                         gpu_memory=mem,
                         sm_percent=float(round(min(sm, util))),
                         memory_bandwidth_percent=float(round(min(sm, util) * g.mem_util_ratio)),
+                        host=procs[gp.pid],
                     )
                 )
             used = min(used, MEMORY_TOTAL - MEMORY_RESERVED)

@@ -582,8 +582,7 @@ class HostReader:
                 user = procfs.user_name(uid)
             raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid))
             if raw is None:
-                tracked.raw_cmdline = tracked.command = None
-                tracked.comm = tracked.name = None
+                tracked.raw_cmdline = tracked.command = tracked.comm = tracked.name = None
             elif raw != tracked.raw_cmdline or fields.comm != tracked.comm:
                 argv = procfs.split_cmdline(raw)
                 tracked.raw_cmdline, tracked.comm = raw, fields.comm

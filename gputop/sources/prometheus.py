@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 import urllib.error
 import urllib.parse
@@ -91,9 +92,7 @@ def _value(sample: Any) -> tuple[float, float] | None:
         ts, v = float(sample[0]), float(sample[1])
     except (TypeError, ValueError):
         return None
-    if v != v or v in (float("inf"), float("-inf")):
-        return None
-    return ts, v
+    return (ts, v) if math.isfinite(v) else None
 
 
 def _label(metric: dict[str, Any], name: str) -> str | None:
