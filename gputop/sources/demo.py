@@ -465,12 +465,11 @@ class DemoSource:
         gpus = self._advance_gpus(dt, elapsed, procs)
         if self.mig:
             gpus = tuple(_partitioned(g) if g.index == MIG_GPU else g for g in gpus)
-        host = self._advance_host(dt, elapsed, procs, first)
         return Snapshot(
             time=now,
             hostname=HOSTNAME,
             driver=DRIVER,
-            host=host,
+            host=self._advance_host(dt, elapsed, procs, first),  # (before the tick's draws)
             gpus=gpus,
             processes=tuple(sorted(procs.values(), key=lambda p: p.pid)),
             unlisted_holders=HOLDERS,
