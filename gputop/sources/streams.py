@@ -113,14 +113,12 @@ class _Conn:
     """One running child (worker thread only)."""
 
     proc: subprocess.Popen[bytes]
-    out: int
-    err: int
+    err: int  # stderr's fd (the other is stdout's)
     started: float  # monotonic
+    fds: set[int]  # stdout's and stderr's, while not at their end
     buf: bytearray = field(default_factory=bytearray)
     errbuf: bytearray = field(default_factory=bytearray)
     skipping: bool = False  # inside an over-long line: drop bytes until its newline
-    out_open: bool = True
-    err_open: bool = True
     good: int = 0  # good lines on this connection
 
 
@@ -236,7 +234,7 @@ class StreamSet(HostViews):
         _end_groups([c.proc for c in conns])
         with contextlib.suppress(OSError):
             self._sel.close()
-        _close([fd for c in conns for fd in (c.out, c.err)] + [self._wake_r, self._wake_w])
+        _close([fd for c in conns for fd in c.fds] + [self._wake_r, self._wake_w])
 
     def pids(self) -> list[int]:
         """Process ids of the running children (tests)."""
@@ -325,7 +323,7 @@ class StreamSet(HostViews):
         proc.stdout.close()
         proc.stderr.close()
         proc.stdout = proc.stderr = None
-        conn = self._conns[name] = _Conn(proc, out, err, now)
+        conn = self._conns[name] = _Conn(proc, err, now, {out, err})
         for fd in (out, err):
             os.set_blocking(fd, False)
             self._by_fd[fd] = (name, conn)
@@ -349,19 +347,15 @@ class StreamSet(HostViews):
             return
         except OSError:
             chunk = b""
-        if fd == conn.err:
-            if chunk:
-                conn.errbuf += chunk
-                del conn.errbuf[:-STDERR_KEEP]
-            else:
-                conn.err_open = False
-                self._unregister(fd)
-        elif chunk:
-            self._feed(name, conn, chunk)
-        else:
-            conn.out_open = False
+        if not chunk:
+            conn.fds.discard(fd)
             self._unregister(fd)
-        if not conn.out_open and not conn.err_open:
+        elif fd == conn.err:
+            conn.errbuf += chunk
+            del conn.errbuf[:-STDERR_KEEP]
+        else:
+            self._feed(name, conn, chunk)
+        if not conn.fds:
             self._end(name, conn, None)
 
     def _unregister(self, fd: int) -> None:
@@ -423,9 +417,8 @@ class StreamSet(HostViews):
     def _end(self, name: str, conn: _Conn, why: str | None) -> None:
         """The connection is over (EOF, or ended here): reap it, schedule the next try."""
         self._conns.pop(name, None)
-        for fd in (conn.out, conn.err):
-            if fd in self._by_fd:
-                self._unregister(fd)
+        for fd in conn.fds:
+            self._unregister(fd)
         if why is not None or conn.proc.poll() is None:
             _end_groups([conn.proc])
         code = conn.proc.returncode
