@@ -359,11 +359,7 @@ class HostReader:
     def _memory(self) -> tuple[MemoryStat, SwapStat]:
         mem = self._read_proc("meminfo", procfs.parse_meminfo)
         vm = mem if mem is not None else self._try("virtual_memory", psutil.virtual_memory)
-        memory = (
-            MemoryStat()
-            if vm is None
-            else MemoryStat(total=vm.total, used=vm.used, available=vm.available)
-        )
+        memory = MemoryStat() if vm is None else MemoryStat(vm.total, vm.used, vm.available)
         if mem is None or mem.swap_total is None:
             sw = self._try("swap_memory", psutil.swap_memory)
             return memory, SwapStat() if sw is None else SwapStat(total=sw.total, used=sw.used)

@@ -38,7 +38,6 @@ class FutureSchema(LineError):
             f"schema {schema} is newer than this gputop reads ({SCHEMA_VERSION}): "
             "update gputop here"
         )
-        self.schema = schema
 
 
 @dataclass(frozen=True, slots=True)
