@@ -101,9 +101,8 @@ def _cpu_percents(
 
 def _is_physical_disk(name: str, sys_block: str) -> bool:
     # dm, md, loop, zram have no ``device`` link: their I/O shows on the disks beneath
-    sysname = name.replace("/", "!")
     if os.path.isdir(sys_block):
-        return os.path.exists(os.path.join(sys_block, sysname, "device"))
+        return os.path.exists(os.path.join(sys_block, name.replace("/", "!"), "device"))
     return _WHOLE_DISK.match(name) is not None
 
 
@@ -513,9 +512,9 @@ class HostReader:
                     seen_before = {p for p, _ in self._tracked} | self._gone
                 if pid in seen_before or self._exited_if_missing(pid):
                     # Seen here before, or this is the driver's own PID namespace: the pid
-                    # exited (a process cannot leave its namespace), it is not hidden. The
-                    # same row each tick.
+                    # exited (a process cannot leave its namespace), it is not hidden.
                     gone.add(pid)
+                    # the same row each tick
                     row = exited[pid] = self._exited.get(pid) or _exited_row(pid)
                 else:  # a pid this PID namespace does not have (or unknown)
                     row = self._invisible.get(pid) or ProcessInfo(pid=pid, visible=False)
