@@ -35,7 +35,6 @@ from gputop.pcie import link_max_bytes_per_s
 
 MiB = 2**20
 GiB = 2**30
-TiB = 2**40
 MB = 1e6
 GB = 1e9
 
@@ -51,16 +50,10 @@ POWER_LIMIT_W = 700.0
 SM_MAX_MHZ = 1980
 MEM_MAX_MHZ = 2619
 CPU_COUNT = 64
-HOST_MEMORY = 1 * TiB
-BUS_IDS = (
-    "00000000:18:00.0",
-    "00000000:2A:00.0",
-    "00000000:3A:00.0",
-    "00000000:5D:00.0",
-    "00000000:9A:00.0",
-    "00000000:AB:00.0",
-    "00000000:BA:00.0",
-    "00000000:DB:00.0",
+HOST_MEMORY = 1024 * GiB
+BUS_IDS = tuple(f"00000000:{bus}:00.0" for bus in ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"))
+DRIVER = DriverInfo(
+    available=True, driver_version="550.90.07", cuda_version="12.4", nvml_version="12.550.90.07"
 )
 #: What the demo does not simulate: each such metric as the metric table declares it.
 DECLARED: dict[str, Any] = {m.field: m.demo for m in GPU_METRICS if m.demo is not None}
@@ -102,33 +95,23 @@ class _Walk:
         if dt > 0:
             a = math.exp(-dt / self.tau)
             noise = self.sigma * math.sqrt(1.0 - a * a) * self.rng.gauss(0.0, 1.0)
-            self.value = self.mu + (self.value - self.mu) * a + noise
-            self.value = min(self.hi, max(self.lo, self.value))
+            self.value = min(self.hi, max(self.lo, self.mu + (self.value - self.mu) * a + noise))
         return self.value
 
 
 @dataclass
 class _Proc:
-    pid: int
-    ppid: int
-    user: str
-    command: str
+    row: ProcessInfo  # the fields that never change (pid, user, command, rss ...)
     cpu: _Walk
-    rss: int
-    threads: int
-    name: str = "python"
     read: _Walk | None = None  # bytes/s
     write: _Walk | None = None
     disk_sleep_chance: float = 0.0
-    status: str = "sleeping"
-    create_time: float = 0.0
     cores: tuple[int, ...] = ()
 
 
 @dataclass
 class _GpuProc:
     pid: int
-    gpu: int
     memory: _Walk  # bytes
     sm: _Walk | None  # SM percent; None: the process accounts for all the GPU's util
     visible: bool = True
@@ -139,12 +122,12 @@ class _Gpu:
     index: int
     uuid: str
     util: _Walk
-    mem_util_ratio: float  # memory util as a share of gpu util
     power_idle: float
-    power_gain: float  # watts at 100 % util above idle
     thermal_r: float  # degrees C per watt above ambient
     rx: _Walk
     tx: _Walk
+    mem_util_ratio: float = 0.5  # memory util as a share of gpu util
+    power_gain: float = 600.0  # watts at 100 % util above idle
     busy_gen: int = 5
     busy_width: int = 16
     extra_memory: int = 0  # bytes used but not attributed to listed processes
@@ -362,16 +345,9 @@ class DemoSource:
         self._step = step
         if start_time is None:
             start_time = clock() if clock is not None else DEMO_EPOCH
-        self._start = start_time
-        self._now = start_time
+        self._start = self._now = start_time
         self._ticks = 0
         self._rng = random.Random(seed)
-        self._driver = DriverInfo(
-            available=True,
-            driver_version="550.90.07",
-            cuda_version="12.4",
-            nvml_version="12.550.90.07",
-        )
         self._build()
 
     # --- construction ------------------------------------------------------------------
@@ -385,21 +361,23 @@ class DemoSource:
 
     def _proc(self, spec: ProcSpec, i: int, user: str, command: str) -> _Proc:
         """The ``i``-th process of ``spec``."""
-        mu, sigma, lo, hi = spec.cpu
         read, write = spec.read, spec.write
-        return _Proc(
+        row = ProcessInfo(
             pid=spec.pid + i,
             ppid=spec.ppid,
             user=user,
-            command=spec.command or command,
-            cpu=self._walk(mu, sigma, lo, hi, tau=5.0),
-            rss=spec.rss + i * spec.rss_step,
-            threads=spec.threads,
             name=spec.name,
+            command=spec.command or command,
+            rss=spec.rss + i * spec.rss_step,
+            create_time=self._start - spec.age,
+            num_threads=spec.threads,
+        )
+        return _Proc(
+            row,
+            cpu=self._walk(*spec.cpu, tau=5.0),
             read=None if read is None else self._walk(read[0], read[1], 0.0, 4 * read[0], 4.0),
             write=None if write is None else self._walk(write[0], write[1], 0.0, 4 * write[0]),
             disk_sleep_chance=spec.disk_sleep,
-            create_time=self._start - spec.age,
         )
 
     def _build(self) -> None:
@@ -409,9 +387,7 @@ class DemoSource:
                 index=i,
                 uuid=self._uuid(),
                 util=self._walk(0.0, 0.0, 0.0, 0.0),
-                mem_util_ratio=0.5,
                 power_idle=68.0 + r.uniform(0, 6),
-                power_gain=600.0,
                 thermal_r=0.062 + r.uniform(0, 0.006),
                 rx=self._walk(0.0, 0.0, 0.0, 0.0),
                 tx=self._walk(0.0, 0.0, 0.0, 0.0),
@@ -422,7 +398,6 @@ class DemoSource:
         self._streamers: list[_Proc] = []  # bob's workers: read from disk, then from cache
         for job in JOBS:
             self._add_job(job)
-        self._holders = HOLDERS
 
         for gpu in self._gpus:
             gpu.power_noise = self._walk(0.0, 6.0, -20.0, 20.0, 2.0)
@@ -467,44 +442,37 @@ class DemoSource:
         gpu.swing = job.swing
         gpu.extra_memory = job.extra_memory
         gpu.busy_gen, gpu.busy_width = job.busy_link
-        gpu.procs.append(_GpuProc(job.main.pid, job.gpu, self._walk(*job.memory), None))
+        gpu.procs.append(_GpuProc(job.main.pid, self._walk(*job.memory), None))
         if job.hidden is not None:
             pid, memory, sm = job.hidden
-            hidden = _GpuProc(pid, job.gpu, self._walk(*memory), self._walk(*sm), visible=False)
-            gpu.procs.append(hidden)
+            gpu.procs.append(_GpuProc(pid, self._walk(*memory), self._walk(*sm), visible=False))
 
     # --- Source ------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
+        first = self._ticks == 0
         if self._clock is not None:
             now = self._clock()
-        elif self._ticks == 0:
-            now = self._start
         else:
-            now = self._now + self._step
-        dt = max(0.0, now - self._now) if self._ticks else 0.0
+            now = self._now if first else self._now + self._step
+        dt = 0.0 if first else max(0.0, now - self._now)
         self._now = now
-        first = self._ticks == 0
         self._ticks += 1
         elapsed = now - self._start
 
         self._set_phase(elapsed)
         procs = self._advance_processes(dt, first)
-        gpus = tuple(
-            replace(g, processes=tuple(replace(p, host=procs[p.pid]) for p in g.processes))
-            for g in self._advance_gpus(dt, elapsed)
-        )
+        gpus = self._advance_gpus(dt, elapsed, procs)
         if self.mig:
             gpus = tuple(_partitioned(g) if g.index == MIG_GPU else g for g in gpus)
-        host = self._advance_host(dt, elapsed, procs, first)
         return Snapshot(
             time=now,
             hostname=HOSTNAME,
-            driver=self._driver,
-            host=host,
+            driver=DRIVER,
+            host=self._advance_host(dt, elapsed, procs, first),  # (before the tick's draws)
             gpus=gpus,
             processes=tuple(sorted(procs.values(), key=lambda p: p.pid)),
-            unlisted_holders=self._holders,
+            unlisted_holders=HOLDERS,
             errors=(),
             source=self.kind,
             tick_seconds=0.004 + 0.001 * self._rng.random(),
@@ -518,9 +486,7 @@ class DemoSource:
 
     def _set_phase(self, elapsed: float) -> None:
         """Scripted changes over time (LINK_FLAP, EPOCH_S)."""
-        in_cycle = elapsed % CYCLE_S
-        flapping = LINK_FLAP[0] <= in_cycle < LINK_FLAP[1]
-        self._gpus[1].busy_width = 8 if flapping else 16
+        self._gpus[1].busy_width = 8 if LINK_FLAP[0] <= elapsed % CYCLE_S < LINK_FLAP[1] else 16
         streaming = elapsed % EPOCH_S < STREAM_S
         for p in self._streamers:
             assert p.read is not None
@@ -534,34 +500,25 @@ class DemoSource:
             cpu = p.cpu.advance(dt)
             read = p.read.advance(dt) if p.read is not None else 0.0
             write = p.write.advance(dt) if p.write is not None else 0.0
+            status = "sleeping"
             if p.disk_sleep_chance and self._rng.random() < p.disk_sleep_chance:
-                p.status = "disk-sleep"
-            elif p.cpu.mu >= 50:
-                p.status = "running" if self._rng.random() < 0.85 else "sleeping"
-            else:
-                p.status = "sleeping"
-            out[p.pid] = ProcessInfo(
-                pid=p.pid,
-                visible=True,
-                ppid=p.ppid,
-                user=p.user,
-                name=p.name,
-                command=p.command,
-                status=p.status,
+                status = "disk-sleep"
+            elif p.cpu.mu >= 50 and self._rng.random() < 0.85:
+                status = "running"
+            out[p.row.pid] = replace(
+                p.row,
+                status=status,
                 cpu_percent=None if first else round(cpu, 1),
-                rss=p.rss,
                 read_bytes_per_s=None if first else read,
                 write_bytes_per_s=None if first else write,
-                create_time=p.create_time,
-                num_threads=p.threads,
             )
-        for gpu in self._gpus:
-            for gp in gpu.procs:
-                if not gp.visible:
-                    out[gp.pid] = ProcessInfo(pid=gp.pid, visible=False)
+        hidden = (gp.pid for g in self._gpus for gp in g.procs if not gp.visible)
+        out.update({pid: ProcessInfo(pid=pid, visible=False) for pid in hidden})
         return out
 
-    def _advance_gpus(self, dt: float, elapsed: float) -> tuple[GpuSample, ...]:
+    def _advance_gpus(
+        self, dt: float, elapsed: float, procs: dict[int, ProcessInfo]
+    ) -> tuple[GpuSample, ...]:
         out = []
         for g in self._gpus:
             if g.swing is not None:
@@ -610,6 +567,7 @@ class DemoSource:
                         gpu_memory=mem,
                         sm_percent=float(round(min(sm, util))),
                         memory_bandwidth_percent=float(round(min(sm, util) * g.mem_util_ratio)),
+                        host=procs[gp.pid],
                     )
                 )
             used = min(used, MEMORY_TOTAL - MEMORY_RESERVED)
@@ -669,12 +627,9 @@ class DemoSource:
         self, dt: float, elapsed: float, procs: dict[int, ProcessInfo], first: bool
     ) -> HostSample:
         cores = [w.advance(dt) for w in self._core_idle]
-        read = 0.0
-        write = 0.0
-        rss = 0
+        read = write = 0.0
         for p in self._procs:
-            info = procs[p.pid]
-            rss += p.rss
+            info = procs[p.row.pid]
             read += info.read_bytes_per_s or 0.0
             write += info.write_bytes_per_s or 0.0
             left = p.cpu.value
@@ -683,19 +638,16 @@ class DemoSource:
                 cores[c] += take
                 left -= take
         # A checkpoint every 10 minutes: 15 s of heavy writes.
-        if elapsed % 600.0 < 15.0 and elapsed >= 15.0:
+        if elapsed % CYCLE_S < 15.0 and elapsed >= 15.0:
             write += 1.6 * GB
         write += 12 * MB * self._rng.random()
         read += 4 * MB * self._rng.random()
         per_core = tuple(round(min(100.0, c), 1) for c in cores)
-        used = rss + 41 * GiB
-        load1 = self._load.advance(dt)
-        load5 = self._load5.advance(dt)
-        load15 = self._load15.advance(dt)
-        net_rx = self._net_rx.advance(dt)
-        net_tx = self._net_tx.advance(dt)
-        iowait = self._iowait.advance(dt)
-        freq = self._freq.advance(dt)
+        used = sum(info.rss or 0 for info in procs.values()) + 41 * GiB
+        walks = (self._load, self._load5, self._load15, self._net_rx, self._net_tx, self._iowait)
+        load1, load5, load15, net_rx, net_tx, iowait, freq = (
+            w.advance(dt) for w in (*walks, self._freq)
+        )
         return HostSample(
             cpu_percent=None if first else round(sum(per_core) / CPU_COUNT, 1),
             cpu_per_core=() if first else per_core,
@@ -707,13 +659,7 @@ class DemoSource:
                 total=HOST_MEMORY, used=used, available=HOST_MEMORY - used - 37 * GiB
             ),
             swap=SwapStat(total=8 * GiB, used=256 * MiB),
-            disk=IoRate(
-                read_bytes_per_s=None if first else read,
-                write_bytes_per_s=None if first else write,
-            ),
-            net=NetRate(
-                rx_bytes_per_s=None if first else net_rx,
-                tx_bytes_per_s=None if first else net_tx,
-            ),
+            disk=IoRate() if first else IoRate(read, write),
+            net=NetRate() if first else NetRate(net_rx, net_tx),
             rate_seconds=None if first else dt,
         )

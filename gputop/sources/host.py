@@ -8,6 +8,7 @@ cannot be read is None and why is in ``HostReader.last_errors``. Process state i
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import re
 import time
@@ -54,30 +55,20 @@ def _rate(delta: float | None, dt: float | None) -> float | None:
     return delta / dt
 
 
-def _sum_deltas(
-    old: Mapping[str, tuple[int, int]], new: Mapping[str, tuple[int, int]], i: int
-) -> int | None:
-    """Over keys present in both; None if any went backwards."""
-    total = 0
-    for key, values in new.items():
-        before = old.get(key)
-        if before is None:
-            continue
-        d = values[i] - before[i]
-        if d < 0:
-            return None
-        total += d
-    return total
-
-
 def _counter_rates(
     old: Mapping[str, tuple[int, int]] | None,
     new: Mapping[str, tuple[int, int]] | None,
     dt: float | None,
-) -> tuple[float | None, float | None]:
+) -> tuple[float | None, ...]:
+    """Per-second rates of both counters summed over the keys in both readings; None where
+    any went backwards."""
     if old is None or new is None:
         return None, None
-    return _rate(_sum_deltas(old, new, 0), dt), _rate(_sum_deltas(old, new, 1), dt)
+    both = [(old[key], values) for key, values in new.items() if key in old]
+    return tuple(
+        None if any(b[i] < a[i] for a, b in both) else _rate(sum(b[i] - a[i] for a, b in both), dt)
+        for i in (0, 1)
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -110,9 +101,8 @@ def _cpu_percents(
 
 def _is_physical_disk(name: str, sys_block: str) -> bool:
     # dm, md, loop, zram have no ``device`` link: their I/O shows on the disks beneath
-    sysname = name.replace("/", "!")
     if os.path.isdir(sys_block):
-        return os.path.exists(os.path.join(sys_block, sysname, "device"))
+        return os.path.exists(os.path.join(sys_block, name.replace("/", "!"), "device"))
     return _WHOLE_DISK.match(name) is not None
 
 
@@ -141,23 +131,6 @@ class _Tracked:
     name: str | None = None
 
 
-def _advance(
-    tracked: _Tracked, now: float, cpu_seconds: float | None, io: tuple[int, int] | None
-) -> tuple[float | None, float | None, float | None]:
-    """(CPU % of one core, read bytes/s, write bytes/s) since the last read, which this
-    read becomes."""
-    cpu_percent = read_rate = write_rate = None
-    dt = None if tracked.time is None else now - tracked.time
-    if cpu_seconds is not None and tracked.cpu_seconds is not None:
-        r = _rate(cpu_seconds - tracked.cpu_seconds, dt)
-        cpu_percent = None if r is None else 100.0 * r
-    if io is not None and tracked.io is not None:
-        read_rate = _rate(io[0] - tracked.io[0], dt)
-        write_rate = _rate(io[1] - tracked.io[1], dt)
-    tracked.time, tracked.cpu_seconds, tracked.io = now, cpu_seconds, io
-    return cpu_percent, read_rate, write_rate
-
-
 def _row(
     tracked: _Tracked,
     now: float,
@@ -166,12 +139,19 @@ def _row(
     io: tuple[int, int] | None,
     known: dict[str, Any],
 ) -> ProcessInfo:
-    """One row from either reader: ``known`` names ProcessInfo fields; the rates come from
-    ``_advance`` while alive, and an exited process reads as dead."""
-    cpu_percent, read_rate, write_rate = (
-        _advance(tracked, now, cpu_seconds, io) if alive else (None, None, None)
-    )
-    if not alive:
+    """One row from either reader: ``known`` names ProcessInfo fields. While alive the
+    rates are since the last read, which this one becomes; an exited process reads as dead."""
+    cpu_percent = read_rate = write_rate = None
+    if alive:
+        dt = None if tracked.time is None else now - tracked.time
+        if cpu_seconds is not None and tracked.cpu_seconds is not None:
+            r = _rate(cpu_seconds - tracked.cpu_seconds, dt)
+            cpu_percent = None if r is None else 100.0 * r
+        if io is not None and tracked.io is not None:
+            read_rate = _rate(io[0] - tracked.io[0], dt)
+            write_rate = _rate(io[1] - tracked.io[1], dt)
+        tracked.time, tracked.cpu_seconds, tracked.io = now, cpu_seconds, io
+    else:
         known["status"] = psutil.STATUS_DEAD
     return ProcessInfo(
         pid=tracked.pid,
@@ -289,13 +269,12 @@ class HostReader:
         if cpu is not None and self._cpu is not None and cpu[0] == self._cpu[0]:
             names, (_, total, cores), (_, last_total, last_cores) = cpu[0], cpu, self._cpu
             cpu_percent, iowait = _cpu_percents(last_total, total, names)
-            if len(cores) == len(last_cores):
-                values = [
-                    _cpu_percents(a, b, names)[0] for a, b in zip(last_cores, cores, strict=True)
-                ]
-                # A core with no elapsed ticks has no percentage: then the list is not given.
-                if all(v is not None for v in values):
-                    per_core = tuple(v for v in values if v is not None)
+            values = [
+                _cpu_percents(a, b, names)[0] for a, b in zip(last_cores, cores, strict=False)
+            ]
+            # A core with no elapsed ticks, or CPUs come or gone: no per-core list.
+            if len(cores) == len(last_cores) and None not in values:
+                per_core = tuple(v for v in values if v is not None)
         self._cpu = cpu
         cpu_count = self._try("cpu_count", lambda: self._count_cpus(cpu))
 
@@ -306,11 +285,10 @@ class HostReader:
         memory, swap = self._memory()
 
         disks = self._try("disk_io_counters", self._disk_counters)
-        disk_rate = IoRate(*_counter_rates(self._disk, disks, dt))
-        self._disk = disks
         nics = self._try("net_io_counters", self._net_counters)
+        disk_rate = IoRate(*_counter_rates(self._disk, disks, dt))
         net_rate = NetRate(*_counter_rates(self._net, nics, dt))
-        self._net = nics
+        self._disk, self._net = disks, nics
 
         self.last_errors = tuple(self._errors)
         return HostSample(
@@ -374,23 +352,13 @@ class HostReader:
         if freqs is None:
             freq = psutil.cpu_freq()
             return None if freq is None else float(freq.current)
-        if not freqs:
-            return None
-        if len(freqs) == 1:
-            return freqs[0]
-        current = 0.0
-        for f in freqs:  # psutil's own sum, in order (not sum(): the same float)
-            current += f
-        return current / float(len(freqs))
+        # psutil's own sum, in order (not sum(): compensated since Python 3.12)
+        return functools.reduce(operator.add, freqs, 0.0) / len(freqs) if freqs else None
 
     def _memory(self) -> tuple[MemoryStat, SwapStat]:
         mem = self._read_proc("meminfo", procfs.parse_meminfo)
         vm = mem if mem is not None else self._try("virtual_memory", psutil.virtual_memory)
-        memory = (
-            MemoryStat()
-            if vm is None
-            else MemoryStat(total=vm.total, used=vm.used, available=vm.available)
-        )
+        memory = MemoryStat() if vm is None else MemoryStat(vm.total, vm.used, vm.available)
         if mem is None or mem.swap_total is None:
             sw = self._try("swap_memory", psutil.swap_memory)
             return memory, SwapStat() if sw is None else SwapStat(total=sw.total, used=sw.used)
@@ -403,17 +371,11 @@ class HostReader:
                 name: (c.read_bytes, c.write_bytes)
                 for name, c in psutil.disk_io_counters(perdisk=True, nowrap=False).items()
             }
-        out: dict[str, tuple[int, int]] = {}
-        for name, counters in raw.items():
-            physical = self._physical.get(name)
-            if physical is None:
-                physical = self._physical[name] = _is_physical_disk(name, SYS_BLOCK)
-            if physical:
-                out[name] = counters
-        if len(self._physical) != len(raw):  # forget removed devices (hotplug)
-            for name in [n for n in self._physical if n not in raw]:
-                del self._physical[name]
-        return out
+        known = self._physical  # removed devices (hotplug) are forgotten
+        self._physical = {
+            n: known[n] if n in known else _is_physical_disk(n, SYS_BLOCK) for n in raw
+        }
+        return {name: counters for name, counters in raw.items() if self._physical[name]}
 
     def _net_counters(self) -> dict[str, tuple[int, int]]:
         raw = self._read_proc("net/dev", procfs.parse_net_dev)
@@ -447,7 +409,9 @@ class HostReader:
         probed: dict[int, _Stat | None] = {}
 
         def still_gone(pid: int) -> bool:
-            return pid <= 0 or (pid in self._gone and self._probe(pid, probed) is None)
+            if pid in self._gone and pid not in probed:  # (pids in _gone are > 0)
+                probed[pid] = procfs.read_stat(pid) if procfs.pid_exists(pid) else None
+            return pid <= 0 or (pid in self._gone and probed[pid] is None)
 
         if self._use_proc and all(still_gone(pid) for pid in given):
             return {}, False, probed  # an exited process has no tree
@@ -461,13 +425,6 @@ class HostReader:
         scan = self._scan()
         self._last_scan, self._last_scan_at = scan, now
         return scan, True, {}
-
-    @staticmethod
-    def _probe(pid: int, probed: dict[int, _Stat | None]) -> _Stat | None:
-        if pid in probed:
-            return probed[pid]
-        st = probed[pid] = procfs.read_stat(pid) if procfs.pid_exists(pid) else None
-        return st
 
     def _stat(self, pid: int) -> _Stat | None:
         if self._use_proc:
@@ -583,8 +540,7 @@ class HostReader:
                     continue
             read = self._read_one_proc if tracked.proc is None else self._read_one
             row, alive = read(tracked, st)
-            row = reuse_equal(row, tracked.row, SHARED_STRINGS)
-            tracked.row = row
+            tracked.row = row = reuse_equal(row, tracked.row, SHARED_STRINGS)
             if alive:
                 keep[key] = tracked
             elif is_given:
@@ -615,21 +571,19 @@ class HostReader:
         alive = True
         user: str | None = None
         io: tuple[int, int] | None = None
-        root = PROC_ROOT
         try:
-            uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid, root))
+            uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid))
             if uid is not None:
                 user = procfs.user_name(uid)
-            raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid, root))
+            raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid))
             if raw is None:
-                tracked.raw_cmdline = tracked.command = None
-                tracked.comm = tracked.name = None
+                tracked.raw_cmdline = tracked.command = tracked.comm = tracked.name = None
             elif raw != tracked.raw_cmdline or fields.comm != tracked.comm:
                 argv = procfs.split_cmdline(raw)
                 tracked.raw_cmdline, tracked.comm = raw, fields.comm
                 tracked.command = clean_text(" ".join(argv)) if argv else None
                 tracked.name = clean_text(procfs.process_name(fields.comm, argv))
-            io = self._proc_field(pid, "io", lambda: procfs.read_io(pid, root))
+            io = self._proc_field(pid, "io", lambda: procfs.read_io(pid))
         except _Gone:
             alive = False
         known = {

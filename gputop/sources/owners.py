@@ -136,12 +136,11 @@ def _pod(path: str) -> Owner | None:
         return None
     runtime = cid = None
     if m.group(2):
-        inner = _CONTAINER.search("/" + m.group(2))
-        bare = re.fullmatch(_HEX, m.group(2))
+        inner = _container("/" + m.group(2))
         if inner is not None:
-            runtime, cid = _SCOPE_RUNTIME[inner.group(1) or inner.group(3)], inner.group(2)
-        elif bare is not None:
-            cid = bare.group(0)  # the cgroupfs driver names no runtime
+            runtime, cid = inner.runtime, inner.id
+        elif re.fullmatch(_HEX, m.group(2)):
+            cid = m.group(2)  # the cgroupfs driver names no runtime
     return Owner("pod", runtime=runtime, id=cid, pod_uid=m.group(1).replace("_", "-"))
 
 
@@ -176,27 +175,25 @@ POD_LOGS = "/var/log/pods"
 ENVIRON_READ_LIMIT = 1 << 17
 
 
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 def pod_names(uid: str, cid: str | None, root: str) -> dict[str, str]:
     """{namespace, pod, container} as far as the log directories name them."""
-    try:
-        found = [d for d in os.listdir(root) if d.endswith("_" + uid) and d.count("_") >= 2]
-    except OSError:
-        return {}
+    found = [d for d in _listdir(root) if d.endswith("_" + uid) and d.count("_") >= 2]
     if len(found) != 1:
         return {}
     namespace, pod = found[0][: -len(uid) - 1].split("_", 1)
     out = {"namespace": namespace, "pod": pod}
-    try:
-        containers = [c for c in os.listdir(os.path.join(root, found[0])) if not c.startswith(".")]
-    except OSError:
-        containers = []
+    containers = [c for c in _listdir(os.path.join(root, found[0])) if not c.startswith(".")]
     if len(containers) == 1:
         out["container"] = containers[0]
     elif cid is not None:  # /var/log/containers/POD_NAMESPACE_CONTAINER-ID.log
-        try:
-            links = os.listdir(os.path.join(os.path.dirname(root.rstrip("/")), "containers"))
-        except OSError:
-            links = []
+        links = _listdir(os.path.join(os.path.dirname(root.rstrip("/")), "containers"))
         head, tail = f"{pod}_{namespace}_", f"-{cid}.log"
         names = [
             x[len(head) : -len(tail)] for x in links if x.startswith(head) and x.endswith(tail)

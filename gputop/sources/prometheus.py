@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 import urllib.error
 import urllib.parse
@@ -91,21 +92,12 @@ def _value(sample: Any) -> tuple[float, float] | None:
         ts, v = float(sample[0]), float(sample[1])
     except (TypeError, ValueError):
         return None
-    if v != v or v in (float("inf"), float("-inf")):
-        return None
-    return ts, v
+    return (ts, v) if math.isfinite(v) else None
 
 
 def _label(metric: dict[str, Any], name: str) -> str | None:
     value = metric.get(name)
     return clean_text(value, 200) if isinstance(value, str) else None
-
-
-def _gpu_key(metric: dict[str, Any]) -> int | None:
-    gpu = _label(metric, "gpu")
-    if gpu is None or not gpu.isdigit():
-        return None
-    return int(gpu)
 
 
 def build_hosts(
@@ -132,9 +124,10 @@ def build_hosts(
             # The host's real age: an instant query's own timestamps are always "now".
             sampled[host] = v
             continue
-        index = _gpu_key(metric)
-        if index is None:
+        gpu_label = _label(metric, "gpu")
+        if gpu_label is None or not gpu_label.isdigit():
             continue
+        index = int(gpu_label)
         times[host] = max(times.get(host, 0.0), ts)
         gpu = hosts.setdefault(host, {}).setdefault(
             index, {"index": index, "memory": {}, "utilization": {}, "lost": False}
@@ -219,10 +212,6 @@ class PrometheusFleet(HostViews):
     def retry_now(self, name: str | None = None) -> None:
         self.failures = 0
 
-    def close(self, timeout: float = 3.0) -> None:
-        self._stop.set()
-        self._join(timeout)
-
     def _run(self) -> None:
         while not self._stop.is_set():
             started = self._clock()
@@ -268,12 +257,11 @@ class PrometheusFleet(HostViews):
                     received=now_mono - age,
                     problem=None,
                 )
-            for host, ok in up.items():
-                if host not in hosts and host in self._views:
-                    # (a target without GPU metrics is not a GPU host: never added)
-                    self._views[host] = _scraped(self._views[host], ok)
+            # (a target in ``up`` without GPU metrics is not a GPU host: never added)
             for host, old in self._views.items():
-                if host not in hosts and host not in up:
+                if host in up and host not in hosts:
+                    self._views[host] = _scraped(old, up[host])
+                elif host not in hosts and host not in up:
                     self._views[host] = replace(
                         old,
                         connected=False,
@@ -286,7 +274,6 @@ class PrometheusFleet(HostViews):
     def history(self, host: str, seconds: float = 600.0) -> list[dict[str, Any]]:
         """The host's recent snapshot dicts, oldest first, one per interval."""
         end = time.time()
-        step = max(1.0, self.interval)
         label = self.host_label
         quoted = host.replace("\\", "\\\\").replace('"', '\\"')
         names = "|".join(n for n in (*GPUTOP_METRICS, *DCGM_METRICS) if n != "gputop_gpu_info")
@@ -298,15 +285,13 @@ class PrometheusFleet(HostViews):
                 "query": selector,
                 "start": f"{end - seconds:.3f}",
                 "end": f"{end:.3f}",
-                "step": f"{step:g}",
+                "step": f"{max(1.0, self.interval):g}",
             },
         )
         by_time: dict[float, list[dict[str, Any]]] = {}
         for s in series:
             values = s.get("values")
-            if not isinstance(values, list):
-                continue
-            for sample in values[:100_000]:
+            for sample in values[:100_000] if isinstance(values, list) else ():
                 point = _value(sample)
                 if point is not None:
                     by_time.setdefault(point[0], []).append(

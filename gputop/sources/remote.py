@@ -38,7 +38,6 @@ class FutureSchema(LineError):
             f"schema {schema} is newer than this gputop reads ({SCHEMA_VERSION}): "
             "update gputop here"
         )
-        self.schema = schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +126,7 @@ def _list(value: Any) -> list[Any]:
 
 
 def _verdict(value: Any) -> Verdict | None:
-    if not isinstance(value, dict):
-        return None
+    value = _dict(value)
     kind = _text(value.get("kind"), 64)
     if not kind:
         return None
@@ -145,23 +143,17 @@ def _verdict(value: Any) -> Verdict | None:
 def summarize(data: dict[str, Any]) -> HostReport:
     """The fleet row's part of a parsed line (see :func:`parse_line`)."""
     users_by_pid: dict[int, str] = {}
-    for p in _list(data.get("processes")):
-        p = _dict(p)
+    for p in map(_dict, _list(data.get("processes"))):
         pid, user = _int(p.get("pid")), _text(p.get("user"), 64)
         if pid is not None and user:
             users_by_pid[pid] = user
     cells: list[GpuCell] = []
     every: set[str] = set()
-    for i, g in enumerate(_list(data.get("gpus"))):
-        g = _dict(g)
+    for i, g in enumerate(map(_dict, _list(data.get("gpus")))):
         mem = _dict(g.get("memory"))
         users: set[str] = set()
-        for p in _list(g.get("processes")):
-            p = _dict(p)
-            user = _text(p.get("user"), 64)
-            if not user:
-                pid = _int(p.get("pid"))
-                user = users_by_pid.get(pid) if pid is not None else None
+        for p in map(_dict, _list(g.get("processes"))):
+            user = _text(p.get("user"), 64) or users_by_pid.get(_int(p.get("pid")))
             if user:
                 users.add(user)
         every |= users

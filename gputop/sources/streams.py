@@ -29,8 +29,7 @@ from gputop.sources.remote import (
 
 #: A host is stale when its newest line is older than this many intervals.
 STALE_INTERVALS = 3
-#: What to run on a host without gputop (shown on its row). No release is on PyPI yet,
-#: so the hint names the install from a checkout (README, "Quick start").
+#: Shown on the row of a host without gputop (no release on PyPI yet: README, "Quick start").
 INSTALL_HINT = "install it there (pipx install . in a gputop checkout), or set --remote-command"
 #: Backoff after failed attempts: 1, 2, 4 ... seconds, at most this.
 MAX_BACKOFF_S = 60.0
@@ -51,18 +50,10 @@ def ssh_command(
 ) -> list[str]:
     """The system's ssh running ``remote_command --stream`` on ``host`` (one string:
     the remote shell parses it)."""
-    argv = [ssh]
-    if ssh_config:
-        argv += ["-F", ssh_config]
-    argv += [
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ServerAliveInterval=5",
-        "-o",
-        "ConnectTimeout=10",
-        "-T",  # no pseudo-terminal: a byte stream, no echo, no terminal modes
-    ]
+    argv = [ssh, "-F", ssh_config] if ssh_config else [ssh]
+    for opt in ("BatchMode=yes", "ServerAliveInterval=5", "ConnectTimeout=10"):
+        argv += ["-o", opt]
+    argv.append("-T")  # no pseudo-terminal: a byte stream, no echo, no terminal modes
     for opt in options:
         argv += ["-o", opt]
     # "--" ends ssh's options: a host name starting with "-" cannot become one.
@@ -94,29 +85,25 @@ class HostView:
     error: str | None = None  # why the last attempt ended / the last line was refused
     problem: str | None = None  # "no-gputop", "schema", "bad-data": the host is marked
     retry_at: float | None = None  # monotonic time of the next attempt
-    started: float | None = None  # monotonic start of the running attempt
     attempts: int = 0
+
+
+#: A marked host's state word -> what its row shows (fresh lines clear "bad-data").
+_PROBLEMS = {"no-gputop": "no gputop", "schema": "new schema", "bad-data": "bad data"}
 
 
 def status(view: HostView, now: float, interval: float) -> tuple[str, str, str | None]:
     """(state word, what the row shows, detail) of a host at monotonic time ``now``."""
     age = None if view.received is None else max(0.0, now - view.received)
     fresh = age is not None and age <= STALE_INTERVALS * interval
-    if view.problem == "no-gputop":
-        return "no-gputop", "no gputop", view.error
-    if view.problem == "schema":
-        return "schema", "new schema", view.error
-    if view.problem == "bad-data" and not fresh:
-        return "bad-data", "bad data", view.error
-    if view.connected:
-        if fresh:
-            return "live", "live", None
-        if age is not None:
-            return "stale", f"stale {age:.0f}s", view.error
-        return "connecting", "connecting", None
-    if view.failures == 0 and age is not None:
+    problem = view.problem or ""
+    if problem in _PROBLEMS and not (problem == "bad-data" and fresh):
+        return problem, _PROBLEMS[problem], view.error
+    if view.connected and fresh:
+        return "live", "live", None
+    if age is not None and (view.connected or view.failures == 0):
         return "stale", f"stale {age:.0f}s", view.error
-    if view.failures == 0 and view.attempts == 0:
+    if view.connected or (view.failures == 0 and view.attempts == 0):
         return "connecting", "connecting", None
     return "unreachable", "unreachable", view.error or "connection failed"
 
@@ -126,13 +113,12 @@ class _Conn:
     """One running child (worker thread only)."""
 
     proc: subprocess.Popen[bytes]
-    out: int
-    err: int
+    err: int  # stderr's fd (the other is stdout's)
+    started: float  # monotonic
+    fds: set[int]  # stdout's and stderr's, while not at their end
     buf: bytearray = field(default_factory=bytearray)
     errbuf: bytearray = field(default_factory=bytearray)
     skipping: bool = False  # inside an over-long line: drop bytes until its newline
-    out_open: bool = True
-    err_open: bool = True
     good: int = 0  # good lines on this connection
 
 
@@ -173,19 +159,18 @@ class HostViews:
         raise NotImplementedError
 
     def close(self, timeout: float = 3.0) -> None:
-        raise NotImplementedError
-
-    def pids(self) -> list[int]:
-        """Process ids of the running children (tests)."""
-        return []
-
-    def _run(self) -> None:
-        raise NotImplementedError
-
-    def _join(self, timeout: float) -> None:
+        """Stop the worker thread, waiting at most ``timeout`` seconds for it."""
+        self._stop.set()
+        self._wake()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+    def _wake(self) -> None:
+        """Cut short the worker's wait (``_stop`` ends a wait on it)."""
+
+    def _run(self) -> None:
+        raise NotImplementedError
 
     def _call_back(self) -> None:
         callback = self.on_change
@@ -242,22 +227,14 @@ class StreamSet(HostViews):
 
     def close(self, timeout: float = 3.0) -> None:
         """Stop the reader and end every child's process group (TERM, then KILL)."""
-        self._stop.set()
-        self._wake()
-        self._join(timeout)
+        super().close(timeout)
         # The thread ended (or hangs, which it should not): end the children from here.
         conns = list(self._conns.values())
         self._conns.clear()
         _end_groups([c.proc for c in conns])
-        for conn in conns:
-            for fd in (conn.out, conn.err):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
         with contextlib.suppress(OSError):
             self._sel.close()
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close([fd for c in conns for fd in c.fds] + [self._wake_r, self._wake_w])
 
     def pids(self) -> list[int]:
         """Process ids of the running children (tests)."""
@@ -267,12 +244,10 @@ class StreamSet(HostViews):
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
 
-    def _set(self, name: str, **changes: Any) -> HostView:
+    def _set(self, name: str, **changes: Any) -> None:
         with self._lock:
-            view = replace(self._views[name], **changes)
-            self._views[name] = view
+            self._views[name] = replace(self._views[name], **changes)
         self._dirty = True
-        return view
 
     def _run(self) -> None:
         try:
@@ -315,12 +290,9 @@ class StreamSet(HostViews):
 
     def _start_due(self, now: float) -> None:
         for n, name in enumerate(self.hosts):
-            if name in self._conns:
-                continue
-            view = self._views[name]
-            if view.retry_at is not None and view.retry_at > now:
-                continue
-            self._connect(name, n, now)
+            retry_at = self._views[name].retry_at
+            if name not in self._conns and (retry_at is None or retry_at <= now):
+                self._connect(name, n, now)
 
     def _connect(self, name: str, n: int, now: float) -> None:
         argv = self._command(name, n)
@@ -346,31 +318,22 @@ class StreamSet(HostViews):
             )
             return
         assert proc.stdout is not None and proc.stderr is not None
-        out, err = proc.stdout.fileno(), proc.stderr.fileno()
-        # The reader owns the fds from here (the file objects are dropped unclosed).
-        out, err = os.dup(out), os.dup(err)
+        # The reader owns copies of the fds from here, the file objects are closed.
+        out, err = os.dup(proc.stdout.fileno()), os.dup(proc.stderr.fileno())
         proc.stdout.close()
         proc.stderr.close()
         proc.stdout = proc.stderr = None
-        conn = self._conns[name] = _Conn(proc, out, err)
+        conn = self._conns[name] = _Conn(proc, err, now, {out, err})
         for fd in (out, err):
             os.set_blocking(fd, False)
             self._by_fd[fd] = (name, conn)
             self._sel.register(fd, selectors.EVENT_READ, name)
-        self._set(
-            name,
-            connected=True,
-            started=now,
-            retry_at=None,
-            attempts=self._views[name].attempts + 1,
-        )
+        self._set(name, connected=True, retry_at=None, attempts=self._views[name].attempts + 1)
 
     def _check_hung(self, now: float) -> None:
         """End a connection with no good line after ``first_line_timeout`` (a hang)."""
         for name, conn in list(self._conns.items()):
-            view = self._views[name]
-            started = view.started
-            if conn.good == 0 and started is not None and now - started > self.first_line_timeout:
+            if conn.good == 0 and now - conn.started > self.first_line_timeout:
                 self._end(name, conn, f"no data in {self.first_line_timeout:.0f}s: timed out")
 
     def _readable(self, fd: int) -> None:
@@ -384,27 +347,22 @@ class StreamSet(HostViews):
             return
         except OSError:
             chunk = b""
-        if fd == conn.err:
-            if chunk:
-                conn.errbuf += chunk
-                del conn.errbuf[:-STDERR_KEEP]
-            else:
-                conn.err_open = False
-                self._unregister(fd)
-        elif chunk:
-            self._feed(name, conn, chunk)
-        else:
-            conn.out_open = False
+        if not chunk:
+            conn.fds.discard(fd)
             self._unregister(fd)
-        if not conn.out_open and not conn.err_open:
+        elif fd == conn.err:
+            conn.errbuf += chunk
+            del conn.errbuf[:-STDERR_KEEP]
+        else:
+            self._feed(name, conn, chunk)
+        if not conn.fds:
             self._end(name, conn, None)
 
     def _unregister(self, fd: int) -> None:
         with contextlib.suppress(KeyError, ValueError, OSError):
             self._sel.unregister(fd)
         self._by_fd.pop(fd, None)
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        _close([fd])
 
     def _feed(self, name: str, conn: _Conn, chunk: bytes) -> None:
         start = 0
@@ -418,9 +376,8 @@ class StreamSet(HostViews):
                         conn.skipping = True
                         self._bad(name, f"a line over {MAX_LINE_BYTES} bytes: dropped")
                 return
-            if conn.skipping:
+            if conn.skipping:  # (its buffer was cleared when it began)
                 conn.skipping = False
-                conn.buf.clear()
             else:
                 conn.buf += chunk[start:nl]
                 line = bytes(conn.buf)
@@ -443,12 +400,11 @@ class StreamSet(HostViews):
             self._bad(name, f"unreadable line: {type(exc).__name__}")
             return
         conn.good += 1
-        view = self._views[name]
         self._set(
             name,
             report=report,
             data=data,
-            seq=view.seq + 1,
+            seq=self._views[name].seq + 1,
             received=self._clock(),
             failures=0,
             problem=None,
@@ -461,24 +417,21 @@ class StreamSet(HostViews):
     def _end(self, name: str, conn: _Conn, why: str | None) -> None:
         """The connection is over (EOF, or ended here): reap it, schedule the next try."""
         self._conns.pop(name, None)
-        for fd in (conn.out, conn.err):
-            if fd in self._by_fd:
-                self._unregister(fd)
+        for fd in conn.fds:
+            self._unregister(fd)
         if why is not None or conn.proc.poll() is None:
             _end_groups([conn.proc])
         code = conn.proc.returncode
         _signal_group(conn.proc, signal.SIGKILL)  # anything it left in its group
         last = _last_line(conn.errbuf)
         view = self._views[name]
-        now = self._clock()
         problem = view.problem if view.problem == "schema" else None
         error = why or last or f"stream ended (exit status {code})"
         if code == 127 or (last and "command not found" in last.lower()):
             problem = "no-gputop"
             error = f"gputop not found ({last or 'exit 127'}); {INSTALL_HINT}"
         if conn.good and problem is None:
-            failures = 0  # it delivered: a drop, try again soon
-            delay = 1.0
+            failures, delay = 0, 1.0  # it delivered: a drop, try again soon
         else:
             failures = view.failures + 1
             delay = MAX_BACKOFF_S if problem else self._backoff(failures)
@@ -488,8 +441,7 @@ class StreamSet(HostViews):
             failures=failures,
             error=clean_text(error, 300),
             problem=problem or (view.problem if view.problem == "bad-data" else None),
-            retry_at=now + delay,
-            started=None,
+            retry_at=self._clock() + delay,
         )
 
     def _backoff(self, failures: int) -> float:
@@ -520,6 +472,12 @@ def _end_groups(procs: list[subprocess.Popen[bytes]]) -> None:
         _signal_group(proc, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(2.0)
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -127,9 +127,9 @@ def test_net_counter_going_backwards_gives_none(tmp_path: Path) -> None:
 
 def test_sum_deltas_rules() -> None:
     old = {"a": (10, 10), "gone": (5, 5)}
-    assert host_mod._sum_deltas(old, {"a": (15, 12), "new": (99, 99)}, 0) == 5
-    assert host_mod._sum_deltas(old, {"a": (15, 12)}, 1) == 2
-    assert host_mod._sum_deltas(old, {"a": (9, 12)}, 0) is None
+    assert host_mod._counter_rates(old, {"a": (15, 12), "new": (99, 99)}, 1.0) == (5.0, 2.0)
+    assert host_mod._counter_rates(old, {"a": (9, 12)}, 1.0) == (None, 2.0)
+    assert host_mod._counter_rates(None, {"a": (9, 12)}, 1.0) == (None, None)
     assert host_mod._rate(100, 0.5) == 200.0
     assert host_mod._rate(100, 0.0) is None
     assert host_mod._rate(None, 1.0) is None
