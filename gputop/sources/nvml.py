@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import select
 import threading
 import time
@@ -66,36 +67,32 @@ _KIB = 1024
 _NOT_SUPPORTED = 3
 _NO_PERMISSION = 4
 _NOT_FOUND = 6
-_DRIVER_NOT_LOADED = 9
-_LIBRARY_NOT_FOUND = 12
 _FUNCTION_NOT_FOUND = 13
-_GPU_IS_LOST = 15
-_RESET_REQUIRED = 16
-_LIB_RM_VERSION_MISMATCH = 18
 _ARGUMENT_VERSION_MISMATCH = 25
-_UNKNOWN = 999
 
+#: By nvmlReturn_t: GpuIsLost, Unknown, ResetRequired.
 _LOST_REASONS = {
-    _GPU_IS_LOST: "GPU is lost: it fell off the bus or became inaccessible (NVML GpuIsLost)",
-    _UNKNOWN: "NVML answered Unknown Error: the GPU may have fallen off the bus",
-    _RESET_REQUIRED: "GPU requires a reset (NVML ResetRequired)",
+    15: "GPU is lost: it fell off the bus or became inaccessible (NVML GpuIsLost)",
+    999: "NVML answered Unknown Error: the GPU may have fallen off the bus",
+    16: "GPU requires a reset (NVML ResetRequired)",
 }
 
+#: By nvmlReturn_t: LibraryNotFound, DriverNotLoaded, LibRmVersionMismatch, NoPermission.
 _INIT_ERRORS = {
-    _LIBRARY_NOT_FOUND: (
+    12: (
         "NVIDIA driver library libnvidia-ml.so.1 not found: no NVIDIA driver is installed "
         "here, or it is not on the library path."
     ),
-    _DRIVER_NOT_LOADED: (
+    9: (
         "NVIDIA driver is not loaded (the nvidia kernel module is not running; does "
         "nvidia-smi work?)."
     ),
-    _LIB_RM_VERSION_MISMATCH: (
+    18: (
         "NVIDIA driver/library version mismatch: the loaded kernel module and "
         "libnvidia-ml.so differ, usually after a driver upgrade without a reboot. Reboot "
         "(or reload the nvidia kernel modules)."
     ),
-    _NO_PERMISSION: ("No permission to open the NVIDIA driver (/dev/nvidia*)."),
+    _NO_PERMISSION: "No permission to open the NVIDIA driver (/dev/nvidia*).",
 }
 
 
@@ -169,24 +166,20 @@ def _raw(fn: Callable[..., Any]) -> Callable[..., Any]:
     return inner
 
 
-_V1_FIELDS = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
-_V2_FIELDS = (*_V1_FIELDS, ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint))
-
-
 class _ProcV1(ctypes.Structure):
-    _fields_ = _V1_FIELDS
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
 
-class _ProcV2(ctypes.Structure):
+class _ProcV2(_ProcV1):
     """nvmlProcessInfo_v2_t; nvml.h's v3 (nvmlProcessInfo_t) has the same 24-byte layout."""
 
-    _fields_ = _V2_FIELDS
+    _fields_ = [("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
 
 
-class _ProcV3Legacy(ctypes.Structure):
+class _ProcV3Legacy(_ProcV2):
     """What drivers 535.43-535.86 write through ``_v3``: 32-byte entries."""
 
-    _fields_ = (*_V2_FIELDS, ("usedGpuCcProtectedMemory", ctypes.c_ulonglong))
+    _fields_ = [("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]
 
 
 @dataclass(frozen=True)
@@ -290,12 +283,9 @@ def _entries(entries: list[Any]) -> Iterator[tuple[int, int | None, int | None, 
         return
     layout = type(entries[0])
     pid_of, used_of = layout.pid.__get__, layout.usedGpuMemory.__get__
-    if not hasattr(layout, "gpuInstanceId"):  # v1 entries have none
-        for e in entries:
-            used = int(used_of(e))
-            yield int(pid_of(e)), None if used >= 2**64 - 1 else used, None, None
-        return
-    gi_of, ci_of = layout.gpuInstanceId.__get__, layout.computeInstanceId.__get__
+    v1 = not hasattr(layout, "gpuInstanceId")  # v1 entries have no instances
+    gi_of = (lambda e: _NO_ID) if v1 else layout.gpuInstanceId.__get__
+    ci_of = (lambda e: _NO_ID) if v1 else layout.computeInstanceId.__get__
     for e in entries:
         used, gi, ci = int(used_of(e)), int(gi_of(e)), int(ci_of(e))
         yield (
@@ -555,56 +545,44 @@ class NvmlReader:
         # the values are read while the PCIe calls run; samples are made once they answer
         readings: list[dict[str, Any] | GpuSample] = []
         for gpu in self._gpus:
-            if gpu.handle is None:
-                readings.append(self._identity(gpu))
-                continue
-            try:
-                readings.append(self._read_gpu(gpu, errors))
-            except _Lost as lost:
-                self._mark_lost(gpu, str(lost), errors)
-                readings.append(self._identity(gpu))
-            except Exception as exc:
-                message = f"reading failed: {_describe(self._nv, exc)}"
-                errors.append(self._error(gpu, "gpu", message))
-                readings.append(self._identity(gpu))
+            if gpu.handle is not None:
+                try:
+                    readings.append(self._read_gpu(gpu, errors))
+                    continue
+                except _Lost as lost:
+                    self._mark_lost(gpu, str(lost), errors)
+                except Exception as exc:
+                    message = f"reading failed: {_describe(self._nv, exc)}"
+                    errors.append(self._error(gpu, "gpu", message))
+            readings.append(self._identity(gpu))
         self._pid_check.forget_except(
             {p.pid for r in readings if isinstance(r, dict) for p in r["processes"]}
         )
         deadline = started + PCIE_WAIT_S
         samples: list[GpuSample] = []
         for gpu, reading in zip(self._gpus, readings, strict=True):
-            if isinstance(reading, GpuSample) and reading.lost:
-                samples.append(reading)
-                continue
             try:
-                rates = self._pcie_rates(gpu, deadline, errors)
+                tx, rx = self._pcie_rates(gpu, deadline, errors)
             except _Lost as lost:
                 self._mark_lost(gpu, str(lost), errors)
                 samples.append(self._identity(gpu))
                 continue
-            if isinstance(reading, GpuSample):  # identity only: a reading failed
-                if rates is not None:
-                    pcie = replace(reading.pcie, tx_bytes_per_s=rates[0], rx_bytes_per_s=rates[1])
-                    reading = replace(reading, pcie=pcie)
+            if isinstance(reading, GpuSample):  # identity only: no handle, or a reading failed
+                if tx is not None or rx is not None:
+                    reading = replace(reading, pcie=Pcie(tx_bytes_per_s=tx, rx_bytes_per_s=rx))
                 samples.append(reading)
                 continue
-            samples.append(self._sample(gpu, reading, rates))
+            reading["pcie"] = Pcie(
+                gen=reading.pop("pcie_gen"),
+                width=reading.pop("pcie_width"),
+                max_gen=gpu.pcie_max_gen,
+                max_width=gpu.pcie_max_width,
+                link_max_bytes_per_s=link_max_bytes_per_s(gpu.pcie_max_gen, gpu.pcie_max_width),
+                tx_bytes_per_s=tx,
+                rx_bytes_per_s=rx,
+            )
+            samples.append(GpuSample(**reading))
         return samples
-
-    def _sample(
-        self, gpu: _Gpu, reading: dict[str, Any], rates: tuple[float | None, float | None] | None
-    ) -> GpuSample:
-        tx, rx = (None, None) if rates is None else rates
-        reading["pcie"] = Pcie(
-            gen=reading.pop("pcie_gen"),
-            width=reading.pop("pcie_width"),
-            max_gen=gpu.pcie_max_gen,
-            max_width=gpu.pcie_max_width,
-            link_max_bytes_per_s=link_max_bytes_per_s(gpu.pcie_max_gen, gpu.pcie_max_width),
-            tx_bytes_per_s=tx,
-            rx_bytes_per_s=rx,
-        )
-        return GpuSample(**reading)
 
     def _ensure_count(self, errors: list[SampleError]) -> None:
         if self._count is not None:
@@ -695,17 +673,12 @@ class NvmlReader:
                 if _code(self._nv, exc) in fall_back_on and k + 1 < len(calls):
                     gpu.variant[metric] = k + 1
                     continue
-                self._failed(gpu, metric, exc, errors, None)
+                self._failed(gpu, metric, exc, errors)
                 return None
         return None
 
     def _failed(
-        self,
-        gpu: _Gpu,
-        metric: str,
-        exc: Exception,
-        errors: list[SampleError],
-        denied: str | None,
+        self, gpu: _Gpu, metric: str, exc: Exception, errors: list[SampleError], denied: str = ""
     ) -> None:
         code = self._last_failure = _raise_if_lost(self._nv, exc)
         if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
@@ -776,7 +749,7 @@ class NvmlReader:
             else decode_clock_event_reasons(v["clock_event_reasons"]),
             # NVML_PSTATE_UNKNOWN (32): the driver does not know it, n/a.
             "performance_state": None if pstate in (None, nv.NVML_PSTATE_UNKNOWN) else pstate,
-            "pcie_gen": v["pcie_gen"],  # the Pcie part is made with the throughput (_sample)
+            "pcie_gen": v["pcie_gen"],  # the Pcie part is made with the throughput (_read_all)
             "pcie_width": v["pcie_width"],
             "mig_mode": None if mig is None else mig_on,
             "mig_devices": self._mig_devices(gpu, h, errors) if mig_on else (),
@@ -907,13 +880,8 @@ class NvmlReader:
                 if _code(self._nv, exc) == _FUNCTION_NOT_FOUND:
                     caps.drop(call.symbol)  # answered "function not found": the next one
                     continue
-                self._failed(
-                    gpu,
-                    metric,
-                    exc,
-                    errors,
-                    f"no permission to list {what} processes: they are not shown",
-                )
+                denied = f"no permission to list {what} processes: they are not shown"
+                self._failed(gpu, metric, exc, errors, denied)
                 return self._why_unreadable(gpu, metric)
 
     def _mig_devices(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[MigDevice, ...]:
@@ -929,7 +897,7 @@ class NvmlReader:
             except Exception as exc:
                 code = _raise_if_lost(nv, exc)
                 if code != _NOT_FOUND:  # NotFound: an empty slot
-                    self._failed(gpu, metric, exc, errors, None)
+                    self._failed(gpu, metric, exc, errors)
                     break
                 continue
             out.append(self._mig_device(i, mh))
@@ -973,13 +941,8 @@ class NvmlReader:
         except Exception as exc:
             if _code(self._nv, exc) == _NOT_FOUND:
                 return {}  # no sample newer than the last one: nothing ran
-            self._failed(
-                gpu,
-                metric,
-                exc,
-                errors,
-                "no permission to read per-process utilization: SM % is not known (n/a)",
-            )
+            denied = "no permission to read per-process utilization: SM % is not known (n/a)"
+            self._failed(gpu, metric, exc, errors, denied)
             return None
         if not samples:
             return {}
@@ -1017,83 +980,64 @@ class NvmlReader:
 
     def _pcie_rates(
         self, gpu: _Gpu, deadline: float, errors: list[SampleError]
-    ) -> tuple[float | None, float | None] | None:
-        """(TX, RX) bytes/s, waiting until ``deadline``; None: not asked or not answered."""
+    ) -> tuple[float | None, float | None]:
+        """(TX, RX) bytes/s, waiting until ``deadline``; None each: not asked or not answered."""
         calls = gpu.pcie_calls
-        if gpu.handle is None or calls is None or not calls[0].pending:
-            return None
-        tx_call, rx_call = calls
-        if not (
-            tx_call.wait(deadline - time.monotonic()) and rx_call.wait(deadline - time.monotonic())
-        ):
+        if calls is None or not calls[0].pending:  # no handle (reset), or not asked
+            return None, None
+        if not all(call.wait(deadline - time.monotonic()) for call in calls):
             message = f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s"
             errors.append(self._error(gpu, "pcie_throughput", message))
-            return None
-        tx = self._get(gpu, "pcie_throughput", errors, tx_call.result)
-        rx = self._get(gpu, "pcie_throughput", errors, rx_call.result)
-        return (
-            None if tx is None else float(tx * _KIB),
-            None if rx is None else float(rx * _KIB),
-        )
+            return None, None
+        tx, rx = (self._get(gpu, "pcie_throughput", errors, call.result) for call in calls)
+        return _scaled(tx, 1 / _KIB), _scaled(rx, 1 / _KIB)  # KiB/s -> bytes/s
 
 
 class _PcieCall:
     """One GPU's PCIe throughput in one direction, on a thread that lives as long as the
-    handle and sleeps on a lock between ticks (cheaper than a pool's futures).
+    handle and sleeps on a queue between ticks (cheaper than a pool's futures).
     ``pending``: asked and not collected, so a slow call is never asked twice at once."""
 
     def __init__(self, nv: Any, handle: Any, counter: int, name: str) -> None:
-        self._nv = nv
-        self._handle = handle
-        self._counter = counter
-        self._go = threading.Lock()  # locked, but for the moment start() hands a call over
-        self._go.acquire()
-        self._done = threading.Lock()  # released by the thread when the answer is in
-        self._done.acquire()
-        self._answered = False
-        self._value = 0
-        self._error: BaseException | None = None
-        self._retired = False
+        self._go: queue.SimpleQueue[bool] = queue.SimpleQueue()  # True: call, False: end
+        self._done: queue.SimpleQueue[tuple[int, BaseException | None]] = queue.SimpleQueue()
+        self._answer: tuple[int, BaseException | None] | None = None
         self.pending = False
-        self._thread = threading.Thread(target=self._run, name=f"gputop-pcie-{name}", daemon=True)
+        args = (nv, handle, counter)
+        self._thread = threading.Thread(
+            target=self._run, args=args, name=f"gputop-pcie-{name}", daemon=True
+        )
         self._thread.start()
 
-    def _run(self) -> None:
-        while True:
-            self._go.acquire()
-            if self._retired:
-                return
-            try:
-                # looked up at each call, as every other NVML call is
-                self._value = self._nv.nvmlDeviceGetPcieThroughput(self._handle, self._counter)
-                self._error = None
+    def _run(self, nv: Any, handle: Any, counter: int) -> None:
+        while self._go.get():
+            try:  # looked up at each call, as every other NVML call is
+                self._done.put((nv.nvmlDeviceGetPcieThroughput(handle, counter), None))
             except BaseException as exc:  # given to the sampler's thread by result()
-                self._error = exc
-            self._done.release()
+                self._done.put((0, exc))
 
     def start(self) -> None:
         self.pending = True
-        self._go.release()
+        self._go.put(True)
 
     def wait(self, timeout: float) -> bool:
-        if not self._answered:
-            self._answered = self._done.acquire(timeout=max(0.0, timeout))
-        return self._answered
+        if self._answer is None:
+            with contextlib.suppress(queue.Empty):
+                self._answer = self._done.get(timeout=max(0.0, timeout))
+        return self._answer is not None
 
     def result(self) -> int:
         """After ``wait`` said it is in; raises what the call raised."""
-        self.pending = self._answered = False
-        if self._error is not None:
-            raise self._error
-        return int(self._value)
+        assert self._answer is not None
+        (value, error), self._answer = self._answer, None
+        self.pending = False
+        if error is not None:
+            raise error
+        return int(value)
 
     def retire(self) -> None:
         """End the thread: at once when idle, else as soon as NVML answers its call."""
-        if not self._retired:
-            self._retired = True
-            # already unlocked when start() just handed a call over: the thread ends anyway
-            with contextlib.suppress(RuntimeError):
-                self._go.release()
+        self._go.put(False)
 
     def alive(self) -> bool:
         return self._thread.is_alive()
