@@ -44,8 +44,6 @@ class Sampler:
         self._closed = False
         self._last_start: float | None = None  # monotonic start of the last tick
         self._tick_started: float | None = None  # monotonic start of a running tick
-        self.last_tick_seconds: float | None = None
-        self.last_tick_cpu_seconds: float | None = None
         self.last_error: str | None = None
         self.ticks = 0
 
@@ -106,18 +104,17 @@ class Sampler:
             thread.join(timeout)
         if self._closed:
             return
-        if self._tick_lock.acquire(timeout=max(0.0, timeout)):
-            try:
-                if not self._closed:
-                    self._closed = True
-                    try:
-                        self.source.close()
-                    except Exception:
-                        log.exception("closing the source failed")
-            finally:
-                self._tick_lock.release()
-        else:
+        if not self._tick_lock.acquire(timeout=max(0.0, timeout)):
             log.error("a tick is still running after %.1fs: source left open", timeout)
+            return
+        try:
+            if not self._closed:
+                self._closed = True
+                self.source.close()
+        except Exception:
+            log.exception("closing the source failed")
+        finally:
+            self._tick_lock.release()
 
     def tick_now(self) -> Snapshot:
         """One snapshot now, kept like a worker tick, without ``on_snapshot``; the
@@ -148,22 +145,15 @@ class Sampler:
 
     def _tick(self) -> Snapshot:
         # The caller holds _tick_lock.
-        start = time.monotonic()
+        start = self._last_start = self._tick_started = time.monotonic()
         cpu0 = time.thread_time()
-        self._last_start = start
-        self._tick_started = start
         try:
             snap = self.source.snapshot()
         finally:
             self._tick_started = None
-            self.last_tick_seconds = time.monotonic() - start
-            self.last_tick_cpu_seconds = time.thread_time() - cpu0
         if snap.tick_seconds is None:
-            snap = replace(
-                snap,
-                tick_seconds=self.last_tick_seconds,
-                tick_cpu_seconds=self.last_tick_cpu_seconds,
-            )
+            wall, cpu = time.monotonic() - start, time.thread_time() - cpu0
+            snap = replace(snap, tick_seconds=wall, tick_cpu_seconds=cpu)
         with self._lock:
             self._latest = snap
             self._history.append(snap)

@@ -30,10 +30,6 @@ class HolderScan:
     seconds: float  # wall time of the scan
 
 
-def _device_pattern(device_dir: str) -> re.Pattern[str]:
-    return re.compile("^" + re.escape(device_dir.rstrip("/")) + r"/nvidia(\d+)$")
-
-
 def _read(path: str, limit: int = 4096) -> bytes | None:
     try:
         with open(path, "rb") as f:
@@ -81,7 +77,7 @@ def scan_holders(
     """``find_unlisted_holders`` with the cost of the scan. Never raises.
     ``device_dir``: for a test's own ``<dir>/nvidia<N>`` files."""
     start = time.perf_counter()
-    pattern = _device_pattern(device_dir)
+    pattern = re.compile("^" + re.escape(device_dir.rstrip("/")) + r"/nvidia(\d+)$")
     listed = set(listed_pids)
     if proc_root == "/proc":
         listed.add(os.getpid())

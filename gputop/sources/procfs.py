@@ -314,16 +314,10 @@ def parse_meminfo(data: bytes) -> Meminfo | None:
     swap_total = _line_number(data, b"SwapTotal:")
     swap_free = _line_number(data, b"SwapFree:")
     if swap_total is None or swap_free is None:
-        swap_total = swap_free = None
-    return Meminfo(
-        total=total,
-        available=available,
-        used=total - available,
-        swap_total=None if swap_total is None else swap_total * 1024,
-        swap_used=None
-        if swap_total is None or swap_free is None
-        else (swap_total - swap_free) * 1024,
-    )
+        swap_total = swap_used = None
+    else:
+        swap_total, swap_used = swap_total * 1024, (swap_total - swap_free) * 1024
+    return Meminfo(total, available, total - available, swap_total, swap_used)
 
 
 def parse_net_dev(data: bytes) -> dict[str, tuple[int, int]] | None:
@@ -345,6 +339,8 @@ def parse_net_dev(data: bytes) -> dict[str, tuple[int, int]] | None:
 
 #: The unit of /proc/diskstats' sector counts, whatever the disk's own sector size.
 SECTOR_SIZE = 512
+#: Fields in a line (18: 18 or more) -> columns of the name, the sectors read and written.
+_DISKSTATS_COLUMNS = {15: (3, 5, 9), 14: (2, 5, 9), 18: (2, 5, 9), 7: (2, 4, 6)}
 
 
 def parse_diskstats(data: bytes) -> dict[str, tuple[int, int]] | None:
@@ -352,17 +348,12 @@ def parse_diskstats(data: bytes) -> dict[str, tuple[int, int]] | None:
     out: dict[str, tuple[int, int]] = {}
     for line in data.split(b"\n"):
         fields = line.split()
-        n = len(fields)
-        if n == 0:
+        if not fields:
             continue
-        if n == 15:  # columns of the name, the sectors read and written
-            name, read, written = 3, 5, 9
-        elif n == 14 or n >= 18:
-            name, read, written = 2, 5, 9
-        elif n == 7:
-            name, read, written = 2, 4, 6
-        else:
+        columns = _DISKSTATS_COLUMNS.get(min(len(fields), 18))
+        if columns is None:
             return None
+        name, read, written = columns
         try:
             sectors = (int(fields[read]), int(fields[written]))
         except ValueError:
