@@ -31,11 +31,11 @@ from gputop.model import (
     Pcie,
     SampleError,
     Utilization,
+    check_gpu,
     replace,
     reuse_equal,
 )
 from gputop.pcie import link_max_bytes_per_s
-from gputop.sources.bounds import check_gpus
 from gputop.sources.procfs import pid_max, read_stat
 
 T = TypeVar("T")
@@ -132,6 +132,14 @@ _STATIC = {
     "pcie_max_gen": ("pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration"),
     "pcie_max_width": ("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth"),
 }
+
+
+def check_gpus(samples: list[GpuSample], errors: list[SampleError]) -> list[GpuSample]:
+    """Each sample with every impossible value None (n/a), and an error for each in
+    ``errors`` (the bounds are the model's: docs/drivers.md, "Values gputop refuses")."""
+    checked = [check_gpu(sample, SOURCE, "the driver") for sample in samples]
+    errors.extend(error for _, found in checked for error in found)
+    return [sample for sample, _ in checked]
 
 
 def _scaled(value: Any, scale: float = 1.0) -> float | None:
