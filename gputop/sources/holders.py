@@ -42,14 +42,10 @@ def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int
     """(minor numbers of the /dev/nvidia<N> files ``pid`` holds open, descriptors read),
     None for the count where its fd directory is closed to us. ``readlinkat``: the kernel
     walks one name per descriptor, not the whole path."""
+    minors: set[int] = set()
+    fd_dir = -1
     try:
         fd_dir = os.open(f"{pid}/fd", os.O_RDONLY | os.O_DIRECTORY, dir_fd=root)
-    except PermissionError:
-        return set(), None
-    except OSError:  # exited, or not a process directory
-        return set(), 0
-    minors: set[int] = set()
-    try:
         fds = os.listdir(fd_dir)
         for fd in fds:
             try:
@@ -61,10 +57,11 @@ def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int
                 minors.add(int(m.group(1)))
     except PermissionError:
         return minors, None
-    except OSError:
+    except OSError:  # exited, or not a process directory
         return minors, 0
     finally:
-        os.close(fd_dir)
+        if fd_dir >= 0:
+            os.close(fd_dir)
     return minors, len(fds)
 
 

@@ -208,15 +208,13 @@ class Capabilities:
 
     def has(self, symbol: str) -> bool:
         # pynvml finds symbols lazily and raises FunctionNotFound only at the call
-        found = self._has.get(symbol)
-        if found is None:
+        if symbol not in self._has:
             try:
                 self._nv._nvmlGetFunctionPointer(symbol)
-                found = True
+                self._has[symbol] = True
             except Exception:  # FunctionNotFound (or NVML not loaded: nothing to call)
-                found = False
-            self._has[symbol] = found
-        return found
+                self._has[symbol] = False
+        return self._has[symbol]
 
     def drop(self, symbol: str) -> None:
         """``symbol`` exists but answered FunctionNotFound."""
