@@ -463,6 +463,7 @@ class NvmlReader:
         self._pcie_calls: list[_PcieCall] = []  # every PCIe call thread still alive
         self._last_failure: int | None = None  # nvmlReturn_t of the last failed metric call
         self._last_samples: dict[int, GpuSample] = {}  # the last read, by GPU index
+        self._errors: list[SampleError] = []  # the running read's
         self.driver: DriverInfo = self._init()
 
     def _init(self) -> DriverInfo:
@@ -484,8 +485,7 @@ class NvmlReader:
         self._nv = nv
         self._initialized = True
         self.caps = Capabilities(nv)
-        errors: list[SampleError] = []
-        self._ensure_count(errors)
+        self._ensure_count()
         return DriverInfo(
             available=True,
             driver_version=self._system_string(nv.nvmlSystemGetDriverVersion),
@@ -529,9 +529,9 @@ class NvmlReader:
         """Sample every GPU once. Never raises."""
         if not self._initialized:
             return (), ()
-        errors: list[SampleError] = []
+        errors = self._errors = []
         try:
-            samples = check_gpus(self._read_all(errors), errors)  # impossible values: n/a
+            samples = check_gpus(self._read_all(), errors)  # impossible values: n/a
         except Exception as exc:  # a bug of ours: say so, keep the app alive
             errors.append(SampleError(SOURCE, f"NVML read failed: {_describe(self._nv, exc)}"))
             return (), tuple(errors)
@@ -541,11 +541,11 @@ class NvmlReader:
         self._last_samples = {g.index: g for g in shared}
         return shared, tuple(errors)
 
-    def _read_all(self, errors: list[SampleError]) -> list[GpuSample]:
-        self._ensure_count(errors)
+    def _read_all(self) -> list[GpuSample]:
+        self._ensure_count()
         for gpu in self._gpus:
             if gpu.handle is None:
-                self._attach(gpu, errors)
+                self._attach(gpu)
         started = time.monotonic()
         self._start_pcie()
         # the values are read while the PCIe calls run; samples are made once they answer
@@ -553,13 +553,13 @@ class NvmlReader:
         for gpu in self._gpus:
             if gpu.handle is not None:
                 try:
-                    readings.append(self._read_gpu(gpu, errors))
+                    readings.append(self._read_gpu(gpu))
                     continue
                 except _Lost as lost:
-                    self._mark_lost(gpu, str(lost), errors)
+                    self._mark_lost(gpu, str(lost))
                 except Exception as exc:
                     message = f"reading failed: {_describe(self._nv, exc)}"
-                    errors.append(self._error(gpu, "gpu", message))
+                    self._report(gpu, "gpu", message)
             readings.append(self._identity(gpu))
         self._pid_check.forget_except(
             {p.pid for r in readings if isinstance(r, dict) for p in r["processes"]}
@@ -568,9 +568,9 @@ class NvmlReader:
         samples: list[GpuSample] = []
         for gpu, reading in zip(self._gpus, readings, strict=True):
             try:
-                tx, rx = self._pcie_rates(gpu, deadline, errors)
+                tx, rx = self._pcie_rates(gpu, deadline)
             except _Lost as lost:
-                self._mark_lost(gpu, str(lost), errors)
+                self._mark_lost(gpu, str(lost))
                 samples.append(self._identity(gpu))
                 continue
             if isinstance(reading, GpuSample):  # identity only: no handle, or a reading failed
@@ -590,18 +590,18 @@ class NvmlReader:
             samples.append(GpuSample(**reading))
         return samples
 
-    def _ensure_count(self, errors: list[SampleError]) -> None:
+    def _ensure_count(self) -> None:
         if self._count is not None:
             return
         try:
             self._count = int(self._nv.nvmlDeviceGetCount())
         except Exception as exc:
             message = f"cannot count GPUs: {_describe(self._nv, exc)}"
-            errors.append(SampleError(SOURCE, message, metric="count"))
+            self._errors.append(SampleError(SOURCE, message, metric="count"))
             return
         self._gpus = [_Gpu(i) for i in range(self._count)]
 
-    def _attach(self, gpu: _Gpu, errors: list[SampleError]) -> None:
+    def _attach(self, gpu: _Gpu) -> None:
         """Handle and static information; on failure the GPU stays detached."""
         nv = self._nv
         gpu.reset()
@@ -610,34 +610,32 @@ class NvmlReader:
         except Exception as exc:
             code = _code(nv, exc)
             if code in _LOST_REASONS:
-                self._mark_lost(gpu, _LOST_REASONS[code], errors)
+                self._mark_lost(gpu, _LOST_REASONS[code])
             else:
-                errors.append(
-                    self._error(gpu, "handle", f"cannot open the GPU: {_describe(nv, exc)}")
-                )
+                self._report(gpu, "handle", f"cannot open the GPU: {_describe(nv, exc)}")
             return
         try:
-            self._read_static(gpu, handle, errors)
+            self._read_static(gpu, handle)
         except _Lost as lost:
-            self._mark_lost(gpu, str(lost), errors)
+            self._mark_lost(gpu, str(lost))
             return
         gpu.handle = handle
         gpu.lost_reason = None
 
-    def _read_static(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> None:
+    def _read_static(self, gpu: _Gpu, h: Any) -> None:
         nv, call = self._nv, self._call
-        name = self._get(gpu, "name", errors, lambda: _raw(nv.nvmlDeviceGetName)(h))
-        uuid = self._get(gpu, "uuid", errors, lambda: _raw(nv.nvmlDeviceGetUUID)(h))
+        name = self._get(gpu, "name", lambda: _raw(nv.nvmlDeviceGetName)(h))
+        uuid = self._get(gpu, "uuid", lambda: _raw(nv.nvmlDeviceGetUUID)(h))
         gpu.name, gpu.uuid = clean_text(name, 96), clean_text(uuid, 96)
-        pci = self._get(gpu, "pci_bus_id", errors, call(h, "nvmlDeviceGetPciInfo"))
+        pci = self._get(gpu, "pci_bus_id", call(h, "nvmlDeviceGetPciInfo"))
         gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
         for attr, (metric, fn, *consts) in _STATIC.items():
-            setattr(gpu, attr, self._get(gpu, metric, errors, call(h, fn, *consts)))
+            setattr(gpu, attr, self._get(gpu, metric, call(h, fn, *consts)))
 
-    def _mark_lost(self, gpu: _Gpu, reason: str, errors: list[SampleError]) -> None:
+    def _mark_lost(self, gpu: _Gpu, reason: str) -> None:
         gpu.reset()
         gpu.lost_reason = reason
-        errors.append(self._error(gpu, "lost", reason))
+        self._report(gpu, "lost", reason)
 
     def _identity(self, gpu: _Gpu) -> GpuSample:
         """The GPU as last seen, and whether it is lost (a GPU without a handle is lost or
@@ -652,8 +650,10 @@ class NvmlReader:
             lost_reason=gpu.lost_reason,
         )
 
-    def _error(self, gpu: _Gpu, metric: str, message: str) -> SampleError:
-        return SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
+    def _report(self, gpu: _Gpu, metric: str, message: str) -> None:
+        """Report ``message`` about ``gpu`` in this read's errors."""
+        error = SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
+        self._errors.append(error)
 
     def _call(self, h: Any, fn: str, *consts: str) -> Callable[[], Any]:
         """``nv.fn(h, nv.CONST, ...)``, looked up at each call."""
@@ -664,7 +664,6 @@ class NvmlReader:
         self,
         gpu: _Gpu,
         metric: str,
-        errors: list[SampleError],
         *calls: Callable[[], Any],
         fall_back_on: frozenset[int] = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH}),
     ) -> Any:
@@ -679,24 +678,20 @@ class NvmlReader:
                 if _code(self._nv, exc) in fall_back_on and k + 1 < len(calls):
                     gpu.variant[metric] = k + 1
                     continue
-                self._failed(gpu, metric, exc, errors)
+                self._failed(gpu, metric, exc)
                 return None
         return None
 
-    def _failed(
-        self, gpu: _Gpu, metric: str, exc: Exception, errors: list[SampleError], denied: str = ""
-    ) -> None:
+    def _failed(self, gpu: _Gpu, metric: str, exc: Exception, denied: str = "") -> None:
         code = self._last_failure = _raise_if_lost(self._nv, exc)
         if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
             gpu.unsupported.add(metric)
             if code == _FUNCTION_NOT_FOUND:
                 gpu.missing.add(metric)
         elif code == _NO_PERMISSION:
-            errors.append(self._error(gpu, metric, denied or f"no permission to read {metric}"))
+            self._report(gpu, metric, denied or f"no permission to read {metric}")
         else:
-            errors.append(
-                self._error(gpu, metric, f"reading {metric} failed: {_describe(self._nv, exc)}")
-            )
+            self._report(gpu, metric, f"reading {metric} failed: {_describe(self._nv, exc)}")
 
     def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
         """In words, why ``metric`` gave no value on this read (after ``_get``)."""
@@ -708,21 +703,20 @@ class NvmlReader:
             return "no permission"
         return "the call failed"
 
-    def _read_gpu(self, gpu: _Gpu, errors: list[SampleError]) -> dict[str, Any]:
+    def _read_gpu(self, gpu: _Gpu) -> dict[str, Any]:
         """The fields of the GPU's GpuSample but ``pcie``."""
         nv = self._nv
         h = gpu.handle
-        memory = self._memory(gpu, h, errors)
+        memory = self._memory(gpu, h)
         v = {
             metric: self._get(
                 gpu,
                 metric,
-                errors,
                 *(self._call(h, *c) for c in calls if c == calls[-1] or hasattr(nv, c[0])),
             )
             for metric, calls in _READS.items()
         }
-        processes, unavailable = self._processes(gpu, h, errors)
+        processes, unavailable = self._processes(gpu, h)
         util, enc, dec, mig, pstate = (
             v[m] for m in ("utilization", "encoder", "decoder", "mig_mode", "performance_state")
         )
@@ -758,20 +752,20 @@ class NvmlReader:
             "pcie_gen": v["pcie_gen"],  # the Pcie part is made with the throughput (_read_all)
             "pcie_width": v["pcie_width"],
             "mig_mode": None if mig is None else mig_on,
-            "mig_devices": self._mig_devices(gpu, h, errors) if mig_on else (),
+            "mig_devices": self._mig_devices(gpu, h) if mig_on else (),
             "ecc_uncorrected": v["ecc"],
             "processes": processes,
             "processes_unavailable": unavailable,
         }
 
-    def _memory(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> GpuMemory:
+    def _memory(self, gpu: _Gpu, h: Any) -> GpuMemory:
         nv = self._nv
         calls: list[Callable[[], Any]] = []
         if hasattr(nv, "nvmlMemory_v2"):
             calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2))
         calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h))
         fall_back_on = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH, _NOT_SUPPORTED})
-        mem = self._get(gpu, "memory", errors, *calls, fall_back_on=fall_back_on)
+        mem = self._get(gpu, "memory", *calls, fall_back_on=fall_back_on)
         if mem is None:
             return GpuMemory()
         reserved = getattr(mem, "reserved", None)  # v1 has no such field: used includes it
@@ -782,9 +776,7 @@ class NvmlReader:
             reserved=None if reserved is None else int(reserved),
         )
 
-    def _processes(
-        self, gpu: _Gpu, h: Any, errors: list[SampleError]
-    ) -> tuple[tuple[GpuProcess, ...], str | None]:
+    def _processes(self, gpu: _Gpu, h: Any) -> tuple[tuple[GpuProcess, ...], str | None]:
         """The merged process rows, and why a list could not be read (None: both read)."""
         merged: dict[int, list[Any]] = {}  # pid -> [type, memory, gi, ci]
         dropped: dict[str, int] = {}  # why an entry cannot be a real process -> count
@@ -792,7 +784,7 @@ class NvmlReader:
         listed = 0
         pid_max = self._pid_max
         for kind, what in (("C", "compute"), ("G", "graphics")):
-            entries = self._read_list(gpu, h, what, errors)
+            entries = self._read_list(gpu, h, what)
             if isinstance(entries, str):
                 unreadable.append(f"{what} list: {entries}")
                 continue
@@ -828,7 +820,7 @@ class NvmlReader:
                 f"NVML listed {n} process entr{'y' if n == 1 else 'ies'} that cannot be a "
                 f"real process ({reasons}); not shown, never signalled"
             )
-            errors.append(self._error(gpu, "processes", message))
+            self._report(gpu, "processes", message)
             if not merged and not unreadable:
                 unreadable.append(
                     f"process list unavailable: all {listed} entries NVML listed are "
@@ -843,7 +835,7 @@ class NvmlReader:
         if not merged:
             gpu.last_processes = {}
             return (), unavailable
-        usage = self._process_utilization(gpu, h, errors)
+        usage = self._process_utilization(gpu, h)
         out = []
         last = gpu.last_processes
         for pid, (kind, memory, gi, ci) in merged.items():
@@ -866,9 +858,7 @@ class NvmlReader:
         gpu.last_processes = {p.pid: p for p in out}
         return tuple(out), unavailable
 
-    def _read_list(
-        self, gpu: _Gpu, h: Any, what: str, errors: list[SampleError]
-    ) -> list[Any] | str:
+    def _read_list(self, gpu: _Gpu, h: Any, what: str) -> list[Any] | str:
         """One process list with the newest call the library has, or why not in words."""
         metric, family = f"{what}_processes", what.capitalize()
         caps = self.caps
@@ -887,13 +877,13 @@ class NvmlReader:
                     caps.drop(call.symbol)  # answered "function not found": the next one
                     continue
                 denied = f"no permission to list {what} processes: they are not shown"
-                self._failed(gpu, metric, exc, errors, denied)
+                self._failed(gpu, metric, exc, denied)
                 return self._why_unreadable(gpu, metric)
 
-    def _mig_devices(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[MigDevice, ...]:
+    def _mig_devices(self, gpu: _Gpu, h: Any) -> tuple[MigDevice, ...]:
         nv = self._nv
         metric = "mig_devices"
-        count = self._get(gpu, metric, errors, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
+        count = self._get(gpu, metric, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
         if not count:
             return ()
         out = []
@@ -903,7 +893,7 @@ class NvmlReader:
             except Exception as exc:
                 code = _raise_if_lost(nv, exc)
                 if code != _NOT_FOUND:  # NotFound: an empty slot
-                    self._failed(gpu, metric, exc, errors)
+                    self._failed(gpu, metric, exc)
                     break
                 continue
             out.append(self._mig_device(i, mh))
@@ -935,9 +925,7 @@ class NvmlReader:
             else GpuMemory(total=int(mem.total), used=int(mem.used), free=int(mem.free)),
         )
 
-    def _process_utilization(
-        self, gpu: _Gpu, h: Any, errors: list[SampleError]
-    ) -> dict[int, tuple[float, float]] | None:
+    def _process_utilization(self, gpu: _Gpu, h: Any) -> dict[int, tuple[float, float]] | None:
         """pid -> (mean SM %, mean memory-bandwidth %) since the last tick; None: unknown."""
         metric = "process_utilization"
         if metric in gpu.unsupported:
@@ -948,7 +936,7 @@ class NvmlReader:
             if _code(self._nv, exc) == _NOT_FOUND:
                 return {}  # no sample newer than the last one: nothing ran
             denied = "no permission to read per-process utilization: SM % is not known (n/a)"
-            self._failed(gpu, metric, exc, errors, denied)
+            self._failed(gpu, metric, exc, denied)
             return None
         if not samples:
             return {}
@@ -984,18 +972,16 @@ class NvmlReader:
                 calls[0].start()
                 calls[1].start()
 
-    def _pcie_rates(
-        self, gpu: _Gpu, deadline: float, errors: list[SampleError]
-    ) -> tuple[float | None, float | None]:
+    def _pcie_rates(self, gpu: _Gpu, deadline: float) -> tuple[float | None, float | None]:
         """(TX, RX) bytes/s, waiting until ``deadline``; None each: not asked or not answered."""
         calls = gpu.pcie_calls
         if calls is None or not calls[0].pending:  # no handle (reset), or not asked
             return None, None
         if not all(call.wait(deadline - time.monotonic()) for call in calls):
             message = f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s"
-            errors.append(self._error(gpu, "pcie_throughput", message))
+            self._report(gpu, "pcie_throughput", message)
             return None, None
-        tx, rx = (self._get(gpu, "pcie_throughput", errors, call.result) for call in calls)
+        tx, rx = (self._get(gpu, "pcie_throughput", call.result) for call in calls)
         return _scaled(tx, 1 / _KIB), _scaled(rx, 1 / _KIB)  # KiB/s -> bytes/s
 
 
