@@ -26,19 +26,17 @@ class Sampler:
         history: int = 3600,
         on_snapshot: Callable[[Snapshot], None] | None = None,
     ) -> None:
-        if not interval > 0:
-            raise ValueError("interval must be > 0")
         if history < 1:
             raise ValueError("history must be >= 1")
         self.source = source
         self.on_snapshot = on_snapshot
-        self._interval = float(interval)
+        self._wake = threading.Event()  # interval change, unpause, stop
+        self.interval = interval
         self._paused = False
         self._history: deque[Snapshot] = deque(maxlen=history)
         self._latest: Snapshot | None = None
         self._lock = threading.Lock()  # guards _latest and _history (copies only)
         self._tick_lock = threading.Lock()  # one tick at a time (worker or tick_now)
-        self._wake = threading.Event()  # interval change, unpause, stop
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -167,12 +165,8 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            if self._paused:
-                self._wake.wait()
-                self._wake.clear()
-                continue
-            wait = self._due_in()
-            if wait > 0:
+            wait = None if self._paused else self._due_in()  # None: until woken
+            if wait is None or wait > 0:
                 self._wake.wait(wait)
                 self._wake.clear()
                 continue  # re-check: stop, pause or a new interval may have come
