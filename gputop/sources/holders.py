@@ -80,21 +80,17 @@ def scan_holders(
         listed.add(os.getpid())
     holders: list[UnlistedHolder] = []
     n_procs = n_fds = n_denied = 0
+    root = -1
     try:
         root = os.open(proc_root, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        root = -1
+        names = os.listdir(root)
+    except OSError:  # no such directory, or not one we may list
+        names = []
     try:
-        try:
-            names = os.listdir(root) if root >= 0 else []
-        except OSError:
-            names = []
         for name in names:
-            if not name.isdigit():
+            if not name.isdigit() or int(name) in listed:
                 continue
             pid = int(name)
-            if pid in listed:
-                continue
             n_procs += 1
             minors, fds = _held_minors(root, name, pattern)
             if fds is None:  # its fd directory is closed to us

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from gputop.fmt import clean_text
 from gputop.model import (
@@ -37,8 +37,6 @@ from gputop.model import (
 )
 from gputop.pcie import link_max_bytes_per_s
 from gputop.sources.procfs import pid_max, read_stat
-
-T = TypeVar("T")
 
 SOURCE = "nvml"
 
@@ -902,7 +900,7 @@ class NvmlReader:
     def _mig_device(self, index: int, mh: Any) -> MigDevice:
         nv = self._nv
 
-        def ask(call: Callable[[], T]) -> T | None:
+        def ask(call: Callable[[], Any]) -> Any:
             try:
                 return call()
             except Exception as exc:
