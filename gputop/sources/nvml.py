@@ -314,7 +314,6 @@ class PidCheck:
         self._ok: dict[int, int] = {}  # pid -> its start time, found holding
         self._checkable: bool | None = None
         self._pidfds: dict[int, int] = {}  # pid -> pidfd, of pids in _ok
-        self._fd_pids: dict[int, int] = {}  # pidfd -> pid
         self._use_pidfds = proc == "/proc" and hasattr(os, "pidfd_open") and hasattr(select, "poll")
         self._poll = select.poll() if self._use_pidfds else None
         self._exited: set[int] | None = None  # pids whose pidfd reported an exit, this tick
@@ -338,28 +337,27 @@ class PidCheck:
         if pid not in self._pidfds or self._poll is None:
             return False
         if self._exited is None:  # once a tick (forget_except ends the tick)
-            self._exited = {self._fd_pids[fd] for fd, _ in self._poll.poll(0)}
+            ready = {fd for fd, _ in self._poll.poll(0)}
+            self._exited = {p for p, fd in self._pidfds.items() if fd in ready}
         if pid not in self._exited:
             return True
         self._drop_pidfd(pid)
         return False
 
     def _hold(self, pid: int) -> None:
-        if self._poll is None or pid in self._pidfds or len(self._pidfds) >= self.MAX_PIDFDS:
+        if self._poll is None or len(self._pidfds) >= self.MAX_PIDFDS:
             return
         try:
             fd = os.pidfd_open(pid)
         except OSError:  # no pidfds in this kernel, gone meanwhile, out of descriptors
             return
         self._pidfds[pid] = fd
-        self._fd_pids[fd] = pid
         self._poll.register(fd, select.POLLIN)
 
     def _drop_pidfd(self, pid: int) -> None:
         fd = self._pidfds.pop(pid, None)
         if fd is None:
             return
-        del self._fd_pids[fd]
         if self._poll is not None:
             with contextlib.suppress(KeyError, ValueError):
                 self._poll.unregister(fd)
@@ -1049,8 +1047,6 @@ def _percent(value: float | None) -> float | None:
 
 def _code(nv: Any, exc: BaseException) -> int | None:
     """The nvmlReturn_t behind an exception; a missing symbol counts as FunctionNotFound."""
-    if nv is None:
-        return None
     if isinstance(exc, nv.NVMLError):
         value = getattr(exc, "value", None)
         return value if isinstance(value, int) else None
@@ -1072,7 +1068,7 @@ def _describe(nv: Any, exc: BaseException) -> str:
         text = str(exc)
     except Exception:
         text = ""
-    if nv is not None and isinstance(exc, nv.NVMLError):
+    if isinstance(exc, nv.NVMLError):
         name = type(exc).__name__.removeprefix("NVMLError_")
         if not text or text.replace(" ", "").lower() == name.lower():
             return clean_text(text or name, 200) or name
