@@ -71,7 +71,8 @@ def scan_holders(
     proc_root: str = "/proc",
     device_dir: str = "/dev",
 ) -> HolderScan:
-    """``find_unlisted_holders`` with the cost of the scan. Never raises.
+    """The holders, one per (process, minor number), sorted (``gpu`` None where no GPU has
+    that minor), and the cost of the scan. Never raises.
     ``device_dir``: for a test's own ``<dir>/nvidia<N>`` files."""
     start = time.perf_counter()
     pattern = re.compile("^" + re.escape(device_dir.rstrip("/")) + r"/nvidia(\d+)$")
@@ -130,12 +131,3 @@ def scan_holders(
         denied=n_denied,
         seconds=time.perf_counter() - start,
     )
-
-
-def find_unlisted_holders(
-    minor_to_gpu: Mapping[int, int],
-    listed_pids: Collection[int],
-    proc_root: str = "/proc",
-) -> tuple[UnlistedHolder, ...]:
-    """One per (process, minor number), sorted; ``gpu`` None where no GPU has that minor."""
-    return scan_holders(minor_to_gpu, listed_pids, proc_root).holders

@@ -27,7 +27,7 @@ from gputop.model import (
     same_objects,
     with_host,
 )
-from gputop.sources.holders import RECOMMENDED_INTERVAL_S, find_unlisted_holders
+from gputop.sources.holders import RECOMMENDED_INTERVAL_S, scan_holders
 from gputop.sources.owners import OwnerReader
 
 if TYPE_CHECKING:  # imported when used: a test injects its own readers
@@ -88,7 +88,7 @@ class LiveSource:
             host = HostReader()
         self._nvml = nvml
         self._host = host
-        self._holders: HolderScan = find_unlisted_holders if holders is None else holders
+        self._holders: HolderScan = holders or (lambda m, pids: scan_holders(m, pids).holders)
         self._holder_interval = holder_interval
         self.holder_wait = holder_interval
         self._last_scan: float | None = None
