@@ -422,9 +422,8 @@ class _Gpu:
     memory_max_mhz: int | None = None
     pcie_max_gen: int | None = None
     pcie_max_width: int | None = None
-    # metrics that answered NotSupported / FunctionNotFound: not asked again
-    unsupported: set[str] = field(default_factory=set)
-    missing: set[str] = field(default_factory=set)  # ...of which FunctionNotFound
+    # metric -> NotSupported or FunctionNotFound, what it answered: not asked again
+    unsupported: dict[str, int] = field(default_factory=dict)
     variant: dict[str, int] = field(default_factory=dict)  # metric -> first working call
     last_sample_us: int = 0  # newest per-process utilization timestamp seen
     pcie_calls: tuple[_PcieCall, _PcieCall] | None = None  # (TX, RX) of this handle
@@ -435,7 +434,6 @@ class _Gpu:
         self.handle = None
         self.last_processes = {}
         self.unsupported.clear()
-        self.missing.clear()
         self.variant.clear()
         self.last_sample_us = 0
         if self.pcie_calls is not None:  # bound to the old handle
@@ -681,9 +679,7 @@ class NvmlReader:
     def _failed(self, gpu: _Gpu, metric: str, exc: Exception, denied: str = "") -> None:
         code = self._last_failure = _raise_if_lost(self._nv, exc)
         if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
-            gpu.unsupported.add(metric)
-            if code == _FUNCTION_NOT_FOUND:
-                gpu.missing.add(metric)
+            gpu.unsupported[metric] = code
         elif code == _NO_PERMISSION:
             self._report(gpu, metric, denied or f"no permission to read {metric}")
         else:
@@ -691,7 +687,7 @@ class NvmlReader:
 
     def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
         """In words, why ``metric`` gave no value on this read (after ``_get``)."""
-        if metric in gpu.missing:
+        if gpu.unsupported.get(metric) == _FUNCTION_NOT_FOUND:
             return "the driver lacks the call"
         if metric in gpu.unsupported:
             return "not supported"
