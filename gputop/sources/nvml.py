@@ -56,6 +56,8 @@ _SHARED_PARTS = (
     "mig_devices",
 )
 
+#: The GpuSample fields a _Gpu keeps: its sample has them even when nothing else was read.
+_IDENTITY = ("index", "name", "uuid", "pci_bus_id", "minor_number")
 _NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
 #: Where the NVIDIA device nodes live; a GPU process holds one of them open.
 DEVICE_PREFIX = "/dev/nvidia"
@@ -634,15 +636,8 @@ class NvmlReader:
     def _identity(self, gpu: _Gpu) -> GpuSample:
         """The GPU as last seen, and whether it is lost (a GPU without a handle is lost or
         not accessible; one whose reading failed is neither)."""
-        return GpuSample(
-            index=gpu.index,
-            name=gpu.name,
-            uuid=gpu.uuid,
-            pci_bus_id=gpu.pci_bus_id,
-            minor_number=gpu.minor_number,
-            lost=gpu.lost_reason is not None,
-            lost_reason=gpu.lost_reason,
-        )
+        identity = {name: getattr(gpu, name) for name in _IDENTITY}
+        return GpuSample(**identity, lost=gpu.lost_reason is not None, lost_reason=gpu.lost_reason)
 
     def _report(self, gpu: _Gpu, metric: str, message: str) -> None:
         """Report ``message`` about ``gpu`` in this read's errors."""
@@ -714,11 +709,7 @@ class NvmlReader:
         )
         mig_on = mig is not None and mig[0] == nv.NVML_DEVICE_MIG_ENABLE
         return {
-            "index": gpu.index,
-            "name": gpu.name,
-            "uuid": gpu.uuid,
-            "pci_bus_id": gpu.pci_bus_id,
-            "minor_number": gpu.minor_number,
+            **{name: getattr(gpu, name) for name in _IDENTITY},
             "memory": memory,
             "utilization": Utilization(
                 gpu=None if util is None else float(util.gpu),
