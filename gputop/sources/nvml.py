@@ -513,7 +513,7 @@ class NvmlReader:
         for call in self._pcie_calls:
             call.retire()
         for call in self._pcie_calls:
-            call.join(max(0.0, deadline - time.monotonic()))
+            call.thread.join(max(0.0, deadline - time.monotonic()))
         self._pcie_calls = []
         self._pid_check.close()
         if self._initialized:
@@ -945,7 +945,7 @@ class NvmlReader:
                 continue
             calls = gpu.pcie_calls
             if calls is None:
-                self._pcie_calls = [c for c in self._pcie_calls if c.alive()]
+                self._pcie_calls = [c for c in self._pcie_calls if c.thread.is_alive()]
                 calls = gpu.pcie_calls = (
                     _PcieCall(nv, gpu.handle, nv.NVML_PCIE_UTIL_TX_BYTES, f"gpu{gpu.index}-tx"),
                     _PcieCall(nv, gpu.handle, nv.NVML_PCIE_UTIL_RX_BYTES, f"gpu{gpu.index}-rx"),
@@ -979,10 +979,10 @@ class _PcieCall:
         self._answer: tuple[int, BaseException | None] | None = None
         self.pending = False
         args = (nv, handle, counter)
-        self._thread = threading.Thread(
+        self.thread = threading.Thread(
             target=self._run, args=args, name=f"gputop-pcie-{name}", daemon=True
         )
-        self._thread.start()
+        self.thread.start()
 
     def _run(self, nv: Any, handle: Any, counter: int) -> None:
         while self._go.get():
@@ -1013,12 +1013,6 @@ class _PcieCall:
     def retire(self) -> None:
         """End the thread: at once when idle, else as soon as NVML answers its call."""
         self._go.put(False)
-
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
 
 
 _WHOLE_PERCENTS = tuple(float(k) for k in range(101))
