@@ -221,13 +221,6 @@ class Capabilities:
         self._has[symbol] = False
         self._process_calls.clear()
 
-    @property
-    def legacy_v3(self) -> bool:
-        """535.43-535.86: ``_v3`` fills 32-byte entries (docs/drivers.md)."""
-        return self.has("nvmlDeviceGetConfComputeMemSizeInfo") and not self.has(
-            "nvmlDeviceGetRunningProcessDetailList"
-        )
-
     def process_call(self, kind: str) -> ProcessCall | None:
         """The newest variant of the "Compute" or "Graphics" list call this library has."""
         if kind not in self._process_calls:
@@ -238,7 +231,11 @@ class Capabilities:
                 ProcessCall(base, _ProcV1, "v1"),
             )
             call = next((c for c in variants if self.has(c.symbol)), None)
-            if call is not None and call.label == "v3" and self.legacy_v3:
+            # 535.43-535.86: _v3 fills 32-byte entries (docs/drivers.md)
+            legacy = self.has("nvmlDeviceGetConfComputeMemSizeInfo") and not self.has(
+                "nvmlDeviceGetRunningProcessDetailList"
+            )
+            if call is not None and call.label == "v3" and legacy:
                 call = ProcessCall(call.symbol, _ProcV3Legacy, "v3 (535.43-535.86 layout)")
             self._process_calls[kind] = call
         return self._process_calls[kind]
@@ -358,13 +355,11 @@ class PidCheck:
 
     def _drop_pidfd(self, pid: int) -> None:
         fd = self._pidfds.pop(pid, None)
-        if fd is None:
-            return
-        if self._poll is not None:
+        if fd is not None and self._poll is not None:  # a pidfd is held only with a poll
             with contextlib.suppress(KeyError, ValueError):
                 self._poll.unregister(fd)
-        with contextlib.suppress(OSError):
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def holds_device(self, pid: int) -> bool | None:
         if not self.checkable():
