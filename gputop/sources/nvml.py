@@ -594,34 +594,27 @@ class NvmlReader:
 
     def _attach(self, gpu: _Gpu) -> None:
         """Handle and static information; on failure the GPU stays detached."""
-        nv = self._nv
+        nv, call = self._nv, self._call
         gpu.reset()
         try:
-            handle = nv.nvmlDeviceGetHandleByIndex(gpu.index)
-        except Exception as exc:
-            code = _code(nv, exc)
-            if code in _LOST_REASONS:
-                self._mark_lost(gpu, _LOST_REASONS[code])
-            else:
+            try:
+                h = nv.nvmlDeviceGetHandleByIndex(gpu.index)
+            except Exception as exc:
+                _raise_if_lost(nv, exc)
                 self._report(gpu, "handle", f"cannot open the GPU: {_describe(nv, exc)}")
-            return
-        try:
-            self._read_static(gpu, handle)
+                return
+            name = self._get(gpu, "name", lambda: _raw(nv.nvmlDeviceGetName)(h))
+            uuid = self._get(gpu, "uuid", lambda: _raw(nv.nvmlDeviceGetUUID)(h))
+            gpu.name, gpu.uuid = clean_text(name, 96), clean_text(uuid, 96)
+            pci = self._get(gpu, "pci_bus_id", call(h, "nvmlDeviceGetPciInfo"))
+            gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
+            for attr, (metric, fn, *consts) in _STATIC.items():
+                setattr(gpu, attr, self._get(gpu, metric, call(h, fn, *consts)))
         except _Lost as lost:
             self._mark_lost(gpu, str(lost))
             return
-        gpu.handle = handle
+        gpu.handle = h
         gpu.lost_reason = None
-
-    def _read_static(self, gpu: _Gpu, h: Any) -> None:
-        nv, call = self._nv, self._call
-        name = self._get(gpu, "name", lambda: _raw(nv.nvmlDeviceGetName)(h))
-        uuid = self._get(gpu, "uuid", lambda: _raw(nv.nvmlDeviceGetUUID)(h))
-        gpu.name, gpu.uuid = clean_text(name, 96), clean_text(uuid, 96)
-        pci = self._get(gpu, "pci_bus_id", call(h, "nvmlDeviceGetPciInfo"))
-        gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
-        for attr, (metric, fn, *consts) in _STATIC.items():
-            setattr(gpu, attr, self._get(gpu, metric, call(h, fn, *consts)))
 
     def _mark_lost(self, gpu: _Gpu, reason: str) -> None:
         gpu.reset()
