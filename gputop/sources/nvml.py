@@ -855,15 +855,12 @@ class NvmlReader:
         nv = self._nv
         metric = "mig_devices"
         count = self._get(gpu, metric, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
-        if not count:
-            return ()
         out = []
-        for i in range(int(count)):
+        for i in range(int(count or 0)):
             try:
                 mh = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
             except Exception as exc:
-                code = _raise_if_lost(nv, exc)
-                if code != _NOT_FOUND:  # NotFound: an empty slot
+                if _raise_if_lost(nv, exc) != _NOT_FOUND:  # NotFound: an empty slot
                     self._failed(gpu, metric, exc)
                     break
                 continue
