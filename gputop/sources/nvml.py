@@ -443,12 +443,10 @@ class NvmlReader:
     """Reads every GPU through NVML. Call ``read()`` from one thread (the sampler's)."""
 
     def __init__(self, pid_check: PidCheck | None = None) -> None:
-        self._nv: Any = None
+        self._nv: Any = None  # pynvml, while NVML is initialized
         self.caps: Capabilities | None = None
         self._pid_check = pid_check if pid_check is not None else PidCheck()
         self._pid_max = pid_max()
-        self._initialized = False
-        self._closed = False
         self._count: int | None = None
         self._gpus: list[_Gpu] = []
         self._pcie_calls: list[_PcieCall] = []  # every PCIe call thread still alive
@@ -474,7 +472,6 @@ class NvmlReader:
                 error=error or f"NVML failed to initialize: {_describe(nv, exc)}.",
             )
         self._nv = nv
-        self._initialized = True
         self.caps = Capabilities(nv)
         self._ensure_count()
         return DriverInfo(
@@ -501,9 +498,6 @@ class NvmlReader:
     def close(self) -> None:
         """Shut NVML down (once); PCIe calls still running get ``CLOSE_WAIT_S`` in all,
         never a wait on a call NVML does not answer."""
-        if self._closed:
-            return
-        self._closed = True
         deadline = time.monotonic() + CLOSE_WAIT_S
         for call in self._pcie_calls:
             call.retire()
@@ -511,14 +505,14 @@ class NvmlReader:
             call.thread.join(max(0.0, deadline - time.monotonic()))
         self._pcie_calls = []
         self._pid_check.close()
-        if self._initialized:
-            self._initialized = False
+        if self._nv is not None:
             with contextlib.suppress(Exception):
                 self._nv.nvmlShutdown()
+            self._nv = None
 
     def read(self) -> tuple[tuple[GpuSample, ...], tuple[SampleError, ...]]:
         """Sample every GPU once. Never raises."""
-        if not self._initialized:
+        if self._nv is None:
             return (), ()
         errors = self._errors = []
         try:
