@@ -77,6 +77,7 @@ _LOST_REASONS = {
     16: "GPU requires a reset (NVML ResetRequired)",
 }
 
+_NO_BINDING = "The Python NVML binding (nvidia-ml-py) is not installed."
 #: By nvmlReturn_t: LibraryNotFound, DriverNotLoaded, LibRmVersionMismatch, NoPermission.
 _INIT_ERRORS = {
     12: (
@@ -459,18 +460,12 @@ class NvmlReader:
         try:
             import pynvml as nv
         except ImportError:
-            return DriverInfo(
-                available=False,
-                error="The Python NVML binding (nvidia-ml-py) is not installed.",
-            )
+            return DriverInfo(available=False, error=_NO_BINDING)
         try:
             nv.nvmlInit()
         except Exception as exc:
-            error = _INIT_ERRORS.get(_code(nv, exc) or 0)
-            return DriverInfo(
-                available=False,
-                error=error or f"NVML failed to initialize: {_describe(nv, exc)}.",
-            )
+            why = f"NVML failed to initialize: {_describe(nv, exc)}."
+            return DriverInfo(available=False, error=_INIT_ERRORS.get(_code(nv, exc) or 0, why))
         self._nv = nv
         self.caps = Capabilities(nv)
         self._ensure_count()
