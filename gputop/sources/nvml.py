@@ -659,13 +659,10 @@ class NvmlReader:
 
     def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
         """In words, why ``metric`` gave no value on this read (after ``_get``)."""
-        if gpu.unsupported.get(metric) == _FUNCTION_NOT_FOUND:
-            return "the driver lacks the call"
-        if metric in gpu.unsupported:
-            return "not supported"
-        if self._last_failure == _NO_PERMISSION:
-            return "no permission"
-        return "the call failed"
+        code = gpu.unsupported.get(metric)
+        if code is not None:
+            return "the driver lacks the call" if code == _FUNCTION_NOT_FOUND else "not supported"
+        return "no permission" if self._last_failure == _NO_PERMISSION else "the call failed"
 
     def _read_gpu(self, gpu: _Gpu) -> dict[str, Any]:
         """The fields of the GPU's GpuSample but ``pcie``."""
