@@ -34,8 +34,7 @@ class Sampler:
         self.interval = interval
         self._paused = False
         self._history: deque[Snapshot] = deque(maxlen=history)
-        self._latest: Snapshot | None = None
-        self._lock = threading.Lock()  # guards _latest and _history (copies only)
+        self._lock = threading.Lock()  # guards _history (copies only)
         self._tick_lock = threading.Lock()  # one tick at a time (worker or tick_now)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -77,7 +76,7 @@ class Sampler:
 
     def latest(self) -> Snapshot | None:
         with self._lock:
-            return self._latest
+            return self._history[-1] if self._history else None
 
     def history(self) -> tuple[Snapshot, ...]:
         """Snapshots kept, oldest first."""
@@ -153,7 +152,6 @@ class Sampler:
             wall, cpu = time.monotonic() - start, time.thread_time() - cpu0
             snap = replace(snap, tick_seconds=wall, tick_cpu_seconds=cpu)
         with self._lock:
-            self._latest = snap
             self._history.append(snap)
         self.ticks += 1
         return snap
