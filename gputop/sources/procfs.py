@@ -136,14 +136,7 @@ def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, Stat]:
 
 
 def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
-    data = read_file(f"{proc_root}/{pid}/status", 16384)
-    at = data.find(b"\nUid:")
-    if at < 0:
-        return None
-    try:
-        return int(data[at + 5 :].split(None, 1)[0])
-    except (IndexError, ValueError):
-        return None
+    return _line_number(read_file(f"{proc_root}/{pid}/status", 16384), b"Uid:")
 
 
 @functools.lru_cache(maxsize=256)  # a lookup through NSS (LDAP, sssd) can be slow
