@@ -331,19 +331,6 @@ class PidCheck:
         st = read_stat(pid, self.proc)
         return None if st is None else st.starttime
 
-    def _still_the_same(self, pid: int) -> bool:
-        """Whether a pidfd holds ``pid``'s process and has not reported its exit (a
-        zombie's counts as an exit: back to the start-time comparison)."""
-        if pid not in self._pidfds or self._poll is None:
-            return False
-        if self._exited is None:  # once a tick (forget_except ends the tick)
-            ready = {fd for fd, _ in self._poll.poll(0)}
-            self._exited = {p for p, fd in self._pidfds.items() if fd in ready}
-        if pid not in self._exited:
-            return True
-        self._drop_pidfd(pid)
-        return False
-
     def _hold(self, pid: int) -> None:
         if self._poll is None or len(self._pidfds) >= self.MAX_PIDFDS:
             return
@@ -365,8 +352,13 @@ class PidCheck:
     def holds_device(self, pid: int) -> bool | None:
         if not self.checkable():
             return None
-        if self._still_the_same(pid):
-            return True  # the process found holding, alive: as a start-time match says
+        if pid in self._pidfds and self._poll is not None:
+            if self._exited is None:  # once a tick (forget_except ends the tick)
+                ready = {fd for fd, _ in self._poll.poll(0)}
+                self._exited = {p for p, fd in self._pidfds.items() if fd in ready}
+            if pid not in self._exited:
+                return True  # the process found holding, alive: as a start-time match says
+            self._drop_pidfd(pid)  # it exited (a zombie too): the start-time comparison
         start = self._start(pid)
         if start is None:
             return None  # not in this PID namespace (or gone): cannot tell
