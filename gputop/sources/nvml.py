@@ -59,9 +59,6 @@ _SHARED_PARTS = (
 #: The GpuSample fields a _Gpu keeps: its sample has them even when nothing else was read.
 _IDENTITY = ("index", "name", "uuid", "pci_bus_id", "minor_number")
 _NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
-#: Where the NVIDIA device nodes live; a GPU process holds one of them open.
-DEVICE_PREFIX = "/dev/nvidia"
-_KIB = 1024
 
 # nvmlReturn_t values (nvml.h); pynvml exposes the same numbers.
 _NOT_SUPPORTED = 3
@@ -308,7 +305,7 @@ class PidCheck:
     #: At most this many pidfds are held (past it, the start-time comparison alone).
     MAX_PIDFDS = 1024
 
-    def __init__(self, device_prefix: str = DEVICE_PREFIX, proc: str = "/proc") -> None:
+    def __init__(self, device_prefix: str = "/dev/nvidia", proc: str = "/proc") -> None:
         self.device_prefix = device_prefix
         self.proc = proc
         self._ok: dict[int, int] = {}  # pid -> its start time, found holding
@@ -928,7 +925,7 @@ class NvmlReader:
             self._report(gpu, "pcie_throughput", message)
             return None, None
         tx, rx = (self._get(gpu, "pcie_throughput", call.result) for call in calls)
-        return _scaled(tx, 1 / _KIB), _scaled(rx, 1 / _KIB)  # KiB/s -> bytes/s
+        return _scaled(tx, 1 / 1024), _scaled(rx, 1 / 1024)  # KiB/s -> bytes/s
 
 
 class _PcieCall:
