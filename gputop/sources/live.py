@@ -228,10 +228,9 @@ class LiveSource:
         return tuple(h for h in self._last_holders if h.pid not in listed)
 
     def _host_errors(self, metric: str | None = None) -> list[SampleError]:
-        messages = getattr(self._host, "last_errors", ())
         return [
             SampleError("host", clean_text(str(m), 300) or "?", metric=metric)
-            for m in messages or ()
+            for m in getattr(self._host, "last_errors", None) or ()
         ]
 
     def close(self) -> None:

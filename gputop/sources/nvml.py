@@ -387,8 +387,7 @@ class PidCheck:
         self._exited = None
 
     def close(self) -> None:
-        for pid in list(self._pidfds):
-            self._drop_pidfd(pid)
+        self.forget_except(set())
 
 
 class _Lost(Exception):
