@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -27,7 +26,6 @@ class HolderScan:
     processes: int  # pid directories looked at (listed pids excluded)
     fds: int  # descriptors read with readlink
     denied: int  # processes whose fd directory could not be read (permission)
-    seconds: float  # wall time of the scan
 
 
 def _read(path: str, limit: int = 4096) -> bytes | None:
@@ -74,7 +72,6 @@ def scan_holders(
     """The holders, one per (process, minor number), sorted (``gpu`` None where no GPU has
     that minor), and the cost of the scan. Never raises.
     ``device_dir``: for a test's own ``<dir>/nvidia<N>`` files."""
-    start = time.perf_counter()
     pattern = re.compile("^" + re.escape(device_dir.rstrip("/")) + r"/nvidia(\d+)$")
     listed = set(listed_pids)
     if proc_root == "/proc":
@@ -129,5 +126,4 @@ def scan_holders(
         processes=n_procs,
         fds=n_fds,
         denied=n_denied,
-        seconds=time.perf_counter() - start,
     )
