@@ -472,10 +472,9 @@ class NvmlReader:
             return None
 
     def _cuda_version(self) -> int | None:
-        nv = self._nv
         for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
             with contextlib.suppress(Exception):  # missing, or failing: the older one
-                return int(getattr(nv, name)())
+                return int(getattr(self._nv, name)())
         return None
 
     def close(self) -> None:
@@ -559,15 +558,13 @@ class NvmlReader:
         return samples
 
     def _ensure_count(self) -> None:
-        if self._count is not None:
-            return
-        try:
-            self._count = int(self._nv.nvmlDeviceGetCount())
-        except Exception as exc:
-            message = f"cannot count GPUs: {_describe(self._nv, exc)}"
-            self._errors.append(SampleError(SOURCE, message, metric="count"))
-            return
-        self._gpus = [_Gpu(i) for i in range(self._count)]
+        if self._count is None:
+            try:
+                self._count = int(self._nv.nvmlDeviceGetCount())
+                self._gpus = [_Gpu(i) for i in range(self._count)]
+            except Exception as exc:
+                message = f"cannot count GPUs: {_describe(self._nv, exc)}"
+                self._errors.append(SampleError(SOURCE, message, metric="count"))
 
     def _attach(self, gpu: _Gpu) -> None:
         """Handle and static information; on failure the GPU stays detached."""
