@@ -50,8 +50,7 @@ def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int
                 target = os.readlink(fd, dir_fd=fd_dir)
             except OSError:  # closed meanwhile
                 continue
-            m = pattern.match(target)
-            if m is not None:
+            if (m := pattern.match(target)) is not None:
                 minors.add(int(m.group(1)))
     except PermissionError:
         return minors, None

@@ -422,10 +422,9 @@ class _Gpu:
         self.unsupported.clear()
         self.variant.clear()
         self.last_sample_us = 0
-        if self.pcie_calls is not None:  # bound to the old handle
-            for call in self.pcie_calls:
-                call.retire()
-            self.pcie_calls = None
+        for call in self.pcie_calls or ():  # bound to the old handle
+            call.retire()
+        self.pcie_calls = None
 
 
 class NvmlReader:
@@ -525,8 +524,7 @@ class NvmlReader:
                 except _Lost as lost:
                     self._mark_lost(gpu, str(lost))
                 except Exception as exc:
-                    message = f"reading failed: {_describe(self._nv, exc)}"
-                    self._report(gpu, "gpu", message)
+                    self._report(gpu, "gpu", f"reading failed: {_describe(self._nv, exc)}")
             readings.append(self._identity(gpu))
         self._pid_check.forget_except(
             {p.pid for r in readings if isinstance(r, dict) for p in r["processes"]}
