@@ -91,10 +91,9 @@ def parse_stat_fields(data: bytes) -> StatFields | None:
 
 def read_stat(pid: int, proc_root: str = PROC_ROOT) -> Stat | None:
     try:
-        data = read_file(f"{proc_root}/{pid}/stat", 4096)
+        return parse_stat(read_file(f"{proc_root}/{pid}/stat", 4096))
     except OSError:
         return None
-    return parse_stat(data)
 
 
 def pid_exists(pid: int, proc_root: str = PROC_ROOT) -> bool:
@@ -125,14 +124,11 @@ def pid_max() -> int:
 
 def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, Stat]:
     """Raises OSError when ``proc_root`` cannot be listed (the caller falls back to psutil)."""
-    out: dict[int, Stat] = {}
-    for name in os.listdir(proc_root):
-        if not name.isdigit():
-            continue
-        st = read_stat(int(name), proc_root)
-        if st is not None:
-            out[int(name)] = st
-    return out
+    return {
+        int(name): st
+        for name in os.listdir(proc_root)
+        if name.isdigit() and (st := read_stat(int(name), proc_root)) is not None
+    }
 
 
 def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
@@ -192,9 +188,7 @@ def read_io(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int] | None:
     data = read_file(f"{proc_root}/{pid}/io", 4096)
     read = _line_number(data, b"read_bytes:")
     write = _line_number(data, b"write_bytes:")
-    if read is None or write is None:
-        return None
-    return read, write
+    return None if read is None or write is None else (read, write)
 
 
 def process_name(comm: str, argv: list[str]) -> str:
