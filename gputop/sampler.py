@@ -39,7 +39,7 @@ class Sampler:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._last_start: float | None = None  # monotonic start of the last tick
+        self._last_start = float("-inf")  # monotonic start of the last tick
         self._tick_started: float | None = None  # monotonic start of a running tick
         self.last_error: str | None = None
         self.ticks = 0
@@ -156,14 +156,10 @@ class Sampler:
         self.ticks += 1
         return snap
 
-    def _due_in(self) -> float:
-        if self._last_start is None:
-            return 0.0
-        return self._last_start + self._interval - time.monotonic()
-
     def _run(self) -> None:
         while not self._stopping.is_set():
-            wait = None if self._paused else self._due_in()  # None: until woken
+            # paused: until woken (None); else until the next tick is due
+            wait = None if self._paused else self._last_start + self._interval - time.monotonic()
             if wait is None or wait > 0:
                 self._wake.wait(wait)
                 self._wake.clear()

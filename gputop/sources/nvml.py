@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from gputop.fmt import clean_text
 from gputop.model import (
@@ -168,8 +168,7 @@ def cuda_version_string(version: int | None) -> str | None:
 
 def _raw(fn: Callable[..., Any]) -> Callable[..., Any]:
     """pynvml's string getters decode UTF-8 strictly; the wrapped function returns bytes."""
-    inner: Callable[..., Any] = getattr(fn, "__wrapped__", fn)
-    return inner
+    return cast("Callable[..., Any]", getattr(fn, "__wrapped__", fn))
 
 
 class _ProcV1(ctypes.Structure):
@@ -243,14 +242,13 @@ class Capabilities:
         out = []
         for kind in ("Compute", "Graphics"):
             call = self.process_call(kind)
-            what = kind.lower()
             if call is None:
                 out.append(
-                    f"{what} process list unavailable: driver lacks "
+                    f"{kind.lower()} process list unavailable: driver lacks "
                     f"nvmlDeviceGet{kind}RunningProcesses (v1, v2 and v3)"
                 )
             elif call.label != "v3":
-                out.append(f"{what} process list read with {call.symbol} ({call.label})")
+                out.append(f"{kind.lower()} process list read with {call.symbol} ({call.label})")
         if not self.has("nvmlDeviceGetMemoryInfo_v2"):
             out.append("memory read with nvmlDeviceGetMemoryInfo v1: used includes reserved")
         if not self.has("nvmlDeviceGetCurrentClocksEventReasons"):
