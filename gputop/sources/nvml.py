@@ -745,12 +745,11 @@ class NvmlReader:
                     row[0] = "C+G"
                 if used is not None and (row[1] is None or used > row[1]):
                     row[1] = used
-        if merged and self._pid_check.checkable():
-            for pid in list(merged):
-                if self._pid_check.holds_device(pid) is False:
-                    del merged[pid]
-                    why = "a process holding no /dev/nvidia* device"
-                    dropped[why] = dropped.get(why, 0) + 1
+        for pid in list(merged):  # where it cannot tell (None), the entry stays
+            if self._pid_check.holds_device(pid) is False:
+                del merged[pid]
+                why = "a process holding no /dev/nvidia* device"
+                dropped[why] = dropped.get(why, 0) + 1
         if dropped:
             n = sum(dropped.values())
             reasons = ", ".join(f"{count} x {why}" for why, count in dropped.items())
@@ -930,9 +929,8 @@ class _PcieCall:
         self._done: queue.SimpleQueue[tuple[int, BaseException | None]] = queue.SimpleQueue()
         self._answer: tuple[int, BaseException | None] | None = None
         self.pending = False
-        args = (nv, handle, counter)
         self.thread = threading.Thread(
-            target=self._run, args=args, name=f"gputop-pcie-{name}", daemon=True
+            target=self._run, args=(nv, handle, counter), name=f"gputop-pcie-{name}", daemon=True
         )
         self.thread.start()
 
