@@ -154,9 +154,8 @@ def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
 
 def mig_profile(name: str | None) -> str | None:
     """ "NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb" (None when the name has no profile)."""
-    if not name or " MIG " not in name:
-        return None
-    return name.rsplit(" MIG ", 1)[1].strip() or None
+    _, mig, profile = (name or "").rpartition(" MIG ")
+    return (profile.strip() or None) if mig else None
 
 
 def cuda_version_string(version: int | None) -> str | None:
