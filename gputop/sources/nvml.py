@@ -621,11 +621,10 @@ class NvmlReader:
             try:
                 return calls[k]()
             except Exception as exc:
-                if _code(self._nv, exc) in fall_back_on and k + 1 < len(calls):
-                    gpu.variant[metric] = k + 1
-                    continue
-                self._failed(gpu, metric, exc)
-                return None
+                if _code(self._nv, exc) not in fall_back_on or k + 1 == len(calls):
+                    self._failed(gpu, metric, exc)
+                    return None
+                gpu.variant[metric] = k + 1  # the next variant, from now on
         return None
 
     def _failed(self, gpu: _Gpu, metric: str, exc: Exception, denied: str = "") -> None:
