@@ -26,12 +26,12 @@ class Sampler:
         history: int = 3600,
         on_snapshot: Callable[[Snapshot], None] | None = None,
     ) -> None:
+        self._wake = threading.Event()  # interval change, unpause, stop
+        self.interval = interval  # checked first, as by its setter
         if history < 1:
             raise ValueError("history must be >= 1")
         self.source = source
         self.on_snapshot = on_snapshot
-        self._wake = threading.Event()  # interval change, unpause, stop
-        self.interval = interval
         self._paused = False
         self._history: deque[Snapshot] = deque(maxlen=history)
         self._lock = threading.Lock()  # guards _history (copies only)
