@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gputop.present import to_json_dict
 from gputop.record import codec
-from gputop.sources.bounds import check_gpus
 from gputop.sources.demo import DemoSource
+from gputop.sources.nvml import check_gpus
 from gputop.sources.remote import parse_line, to_snapshot
 
 

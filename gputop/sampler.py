@@ -26,26 +26,21 @@ class Sampler:
         history: int = 3600,
         on_snapshot: Callable[[Snapshot], None] | None = None,
     ) -> None:
-        if not interval > 0:
-            raise ValueError("interval must be > 0")
+        self._wake = threading.Event()  # interval change, unpause, stop
+        self.interval = interval  # checked first, as by its setter
         if history < 1:
             raise ValueError("history must be >= 1")
         self.source = source
         self.on_snapshot = on_snapshot
-        self._interval = float(interval)
         self._paused = False
         self._history: deque[Snapshot] = deque(maxlen=history)
-        self._latest: Snapshot | None = None
-        self._lock = threading.Lock()  # guards _latest and _history (copies only)
+        self._lock = threading.Lock()  # guards _history (copies only)
         self._tick_lock = threading.Lock()  # one tick at a time (worker or tick_now)
-        self._wake = threading.Event()  # interval change, unpause, stop
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._last_start: float | None = None  # monotonic start of the last tick
+        self._last_start = float("-inf")  # monotonic start of the last tick
         self._tick_started: float | None = None  # monotonic start of a running tick
-        self.last_tick_seconds: float | None = None
-        self.last_tick_cpu_seconds: float | None = None
         self.last_error: str | None = None
         self.ticks = 0
 
@@ -81,7 +76,7 @@ class Sampler:
 
     def latest(self) -> Snapshot | None:
         with self._lock:
-            return self._latest
+            return self._history[-1] if self._history else None
 
     def history(self) -> tuple[Snapshot, ...]:
         """Snapshots kept, oldest first."""
@@ -106,18 +101,17 @@ class Sampler:
             thread.join(timeout)
         if self._closed:
             return
-        if self._tick_lock.acquire(timeout=max(0.0, timeout)):
-            try:
-                if not self._closed:
-                    self._closed = True
-                    try:
-                        self.source.close()
-                    except Exception:
-                        log.exception("closing the source failed")
-            finally:
-                self._tick_lock.release()
-        else:
+        if not self._tick_lock.acquire(timeout=max(0.0, timeout)):
             log.error("a tick is still running after %.1fs: source left open", timeout)
+            return
+        try:
+            if not self._closed:
+                self._closed = True
+                self.source.close()
+        except Exception:
+            log.exception("closing the source failed")
+        finally:
+            self._tick_lock.release()
 
     def tick_now(self) -> Snapshot:
         """One snapshot now, kept like a worker tick, without ``on_snapshot``; the
@@ -148,41 +142,25 @@ class Sampler:
 
     def _tick(self) -> Snapshot:
         # The caller holds _tick_lock.
-        start = time.monotonic()
+        start = self._last_start = self._tick_started = time.monotonic()
         cpu0 = time.thread_time()
-        self._last_start = start
-        self._tick_started = start
         try:
             snap = self.source.snapshot()
         finally:
             self._tick_started = None
-            self.last_tick_seconds = time.monotonic() - start
-            self.last_tick_cpu_seconds = time.thread_time() - cpu0
         if snap.tick_seconds is None:
-            snap = replace(
-                snap,
-                tick_seconds=self.last_tick_seconds,
-                tick_cpu_seconds=self.last_tick_cpu_seconds,
-            )
+            wall, cpu = time.monotonic() - start, time.thread_time() - cpu0
+            snap = replace(snap, tick_seconds=wall, tick_cpu_seconds=cpu)
         with self._lock:
-            self._latest = snap
             self._history.append(snap)
         self.ticks += 1
         return snap
 
-    def _due_in(self) -> float:
-        if self._last_start is None:
-            return 0.0
-        return self._last_start + self._interval - time.monotonic()
-
     def _run(self) -> None:
         while not self._stopping.is_set():
-            if self._paused:
-                self._wake.wait()
-                self._wake.clear()
-                continue
-            wait = self._due_in()
-            if wait > 0:
+            # paused: until woken (None); else until the next tick is due
+            wait = None if self._paused else self._last_start + self._interval - time.monotonic()
+            if wait is None or wait > 0:
                 self._wake.wait(wait)
                 self._wake.clear()
                 continue  # re-check: stop, pause or a new interval may have come

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -27,11 +26,6 @@ class HolderScan:
     processes: int  # pid directories looked at (listed pids excluded)
     fds: int  # descriptors read with readlink
     denied: int  # processes whose fd directory could not be read (permission)
-    seconds: float  # wall time of the scan
-
-
-def _device_pattern(device_dir: str) -> re.Pattern[str]:
-    return re.compile("^" + re.escape(device_dir.rstrip("/")) + r"/nvidia(\d+)$")
 
 
 def _read(path: str, limit: int = 4096) -> bytes | None:
@@ -46,29 +40,25 @@ def _held_minors(root: int, pid: str, pattern: re.Pattern[str]) -> tuple[set[int
     """(minor numbers of the /dev/nvidia<N> files ``pid`` holds open, descriptors read),
     None for the count where its fd directory is closed to us. ``readlinkat``: the kernel
     walks one name per descriptor, not the whole path."""
+    minors: set[int] = set()
+    fd_dir = -1
     try:
         fd_dir = os.open(f"{pid}/fd", os.O_RDONLY | os.O_DIRECTORY, dir_fd=root)
-    except PermissionError:
-        return set(), None
-    except OSError:  # exited, or not a process directory
-        return set(), 0
-    minors: set[int] = set()
-    try:
         fds = os.listdir(fd_dir)
         for fd in fds:
             try:
                 target = os.readlink(fd, dir_fd=fd_dir)
             except OSError:  # closed meanwhile
                 continue
-            m = pattern.match(target)
-            if m is not None:
+            if (m := pattern.match(target)) is not None:
                 minors.add(int(m.group(1)))
     except PermissionError:
         return minors, None
-    except OSError:
+    except OSError:  # exited, or not a process directory
         return minors, 0
     finally:
-        os.close(fd_dir)
+        if fd_dir >= 0:
+            os.close(fd_dir)
     return minors, len(fds)
 
 
@@ -78,30 +68,26 @@ def scan_holders(
     proc_root: str = "/proc",
     device_dir: str = "/dev",
 ) -> HolderScan:
-    """``find_unlisted_holders`` with the cost of the scan. Never raises.
+    """The holders, one per (process, minor number), sorted (``gpu`` None where no GPU has
+    that minor), and the cost of the scan. Never raises.
     ``device_dir``: for a test's own ``<dir>/nvidia<N>`` files."""
-    start = time.perf_counter()
-    pattern = _device_pattern(device_dir)
+    pattern = re.compile("^" + re.escape(device_dir.rstrip("/")) + r"/nvidia(\d+)$")
     listed = set(listed_pids)
     if proc_root == "/proc":
         listed.add(os.getpid())
     holders: list[UnlistedHolder] = []
     n_procs = n_fds = n_denied = 0
+    root = -1
     try:
         root = os.open(proc_root, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        root = -1
+        names = os.listdir(root)
+    except OSError:  # no such directory, or not one we may list
+        names = []
     try:
-        try:
-            names = os.listdir(root) if root >= 0 else []
-        except OSError:
-            names = []
         for name in names:
-            if not name.isdigit():
+            if not name.isdigit() or int(name) in listed:
                 continue
             pid = int(name)
-            if pid in listed:
-                continue
             n_procs += 1
             minors, fds = _held_minors(root, name, pattern)
             if fds is None:  # its fd directory is closed to us
@@ -139,14 +125,4 @@ def scan_holders(
         processes=n_procs,
         fds=n_fds,
         denied=n_denied,
-        seconds=time.perf_counter() - start,
     )
-
-
-def find_unlisted_holders(
-    minor_to_gpu: Mapping[int, int],
-    listed_pids: Collection[int],
-    proc_root: str = "/proc",
-) -> tuple[UnlistedHolder, ...]:
-    """One per (process, minor number), sorted; ``gpu`` None where no GPU has that minor."""
-    return scan_holders(minor_to_gpu, listed_pids, proc_root).holders

@@ -27,7 +27,7 @@ from gputop.model import (
     same_objects,
     with_host,
 )
-from gputop.sources.holders import RECOMMENDED_INTERVAL_S, find_unlisted_holders
+from gputop.sources.holders import RECOMMENDED_INTERVAL_S, scan_holders
 from gputop.sources.owners import OwnerReader
 
 if TYPE_CHECKING:  # imported when used: a test injects its own readers
@@ -57,6 +57,7 @@ def _describe(exc: BaseException) -> str:
 
 #: (NVML's row, the host's row, the joined row)
 _Joined = tuple[GpuProcess, ProcessInfo | None, GpuProcess]
+_JoinedGpu = tuple[GpuSample, GpuSample, dict[int, _Joined]]
 
 
 class LiveSource:
@@ -87,7 +88,7 @@ class LiveSource:
             host = HostReader()
         self._nvml = nvml
         self._host = host
-        self._holders: HolderScan = find_unlisted_holders if holders is None else holders
+        self._holders: HolderScan = holders or (lambda m, pids: scan_holders(m, pids).holders)
         self._holder_interval = holder_interval
         self.holder_wait = holder_interval
         self._last_scan: float | None = None
@@ -99,11 +100,9 @@ class LiveSource:
         self._holder_error: SampleError | None = None
         #: When not, the snapshot says so: an empty holder list must not read as "nobody".
         self.sees_all_holders = os.geteuid() == 0
-        # last tick's: (gpu, pid) -> joined row; GPU index -> (NVML's sample, joined)
-        self._joined: dict[tuple[int, int], _Joined] = {}
-        self._joined_next: dict[tuple[int, int], _Joined] = {}
-        self._gpus_out: dict[int, tuple[GpuSample, GpuSample]] = {}
-        self._gpus_out_next: dict[int, tuple[GpuSample, GpuSample]] = {}
+        # GPU index -> (NVML's sample, joined, its rows by pid): last tick's, and this tick's
+        self._gpus_out: dict[int, _JoinedGpu] = {}
+        self._gpus_out_next: dict[int, _JoinedGpu] = {}
         self._last_processes: tuple[ProcessInfo, ...] = ()
         self._last_host: HostSample | None = None
         self._owners = OwnerReader()
@@ -152,8 +151,6 @@ class LiveSource:
         if by_pid:
             gpus = tuple(self._joined_gpu(g, by_pid) if g.processes else g for g in gpus)
         self._gpus_out, self._gpus_out_next = self._gpus_out_next, {}
-
-        self._joined, self._joined_next = self._joined_next, {}
         listed = set(gpu_pids) | set(by_pid)
         holders = self._scan_holders(gpus, listed)
         if self._holder_error is not None:
@@ -184,9 +181,21 @@ class LiveSource:
         )
 
     def _joined_gpu(self, g: GpuSample, by_pid: Mapping[int, ProcessInfo]) -> GpuSample:
-        """Last tick's joined sample when nothing changed."""
-        processes = self._join(g.index, g.processes, by_pid)
+        """A row, or the sample, equal to last tick's is that same object (the history
+        shares it)."""
         before = self._gpus_out.get(g.index)
+        last_rows = {} if before is None else before[2]
+        rows: dict[int, _Joined] = {}
+        joined_rows = []
+        for p in g.processes:
+            info = by_pid.get(p.pid)
+            joined = last_rows.get(p.pid)
+            if joined is None or joined[0] is not p or joined[1] is not info:  # else: the same
+                row = reuse_equal(with_host(p, info), None if joined is None else joined[2])
+                joined = (p, info, row)
+            rows[p.pid] = joined
+            joined_rows.append(joined[2])
+        processes = tuple(joined_rows)
         if before is not None and before[0] is g and same_objects(processes, before[1].processes):
             out = before[1]
         else:
@@ -195,26 +204,8 @@ class LiveSource:
                 None if before is None else before[1],
                 ("processes",),
             )
-        self._gpus_out_next[g.index] = (g, out)
+        self._gpus_out_next[g.index] = (g, out, rows)
         return out
-
-    def _join(
-        self, gpu: int, processes: tuple[GpuProcess, ...], by_pid: Mapping[int, ProcessInfo]
-    ) -> tuple[GpuProcess, ...]:
-        """A row equal to last tick's is that same object (the history shares it)."""
-        out = []
-        joined, joined_next = self._joined, self._joined_next
-        for p in processes:
-            info = by_pid.get(p.pid)
-            key = (gpu, p.pid)
-            before = joined.get(key)
-            if before is not None and before[0] is p and before[1] is info:
-                row = before[2]  # the same parts: the same row, without building it again
-            else:
-                row = reuse_equal(with_host(p, info), None if before is None else before[2])
-            joined_next[key] = (p, info, row)
-            out.append(row)
-        return tuple(out)
 
     def _scan_holders(
         self, gpus: tuple[GpuSample, ...], listed: set[int]
@@ -237,10 +228,9 @@ class LiveSource:
         return tuple(h for h in self._last_holders if h.pid not in listed)
 
     def _host_errors(self, metric: str | None = None) -> list[SampleError]:
-        messages = getattr(self._host, "last_errors", ())
         return [
             SampleError("host", clean_text(str(m), 300) or "?", metric=metric)
-            for m in messages or ()
+            for m in getattr(self._host, "last_errors", None) or ()
         ]
 
     def close(self) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import select
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, cast
 
 from gputop.fmt import clean_text
 from gputop.model import (
@@ -30,14 +31,12 @@ from gputop.model import (
     Pcie,
     SampleError,
     Utilization,
+    check_gpu,
     replace,
     reuse_equal,
 )
 from gputop.pcie import link_max_bytes_per_s
-from gputop.sources.bounds import check_gpus
 from gputop.sources.procfs import pid_max, read_stat
-
-T = TypeVar("T")
 
 SOURCE = "nvml"
 
@@ -57,45 +56,41 @@ _SHARED_PARTS = (
     "mig_devices",
 )
 
+#: The GpuSample fields a _Gpu keeps: its sample has them even when nothing else was read.
+_IDENTITY = ("index", "name", "uuid", "pci_bus_id", "minor_number")
 _NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
-#: Where the NVIDIA device nodes live; a GPU process holds one of them open.
-DEVICE_PREFIX = "/dev/nvidia"
-_KIB = 1024
 
 # nvmlReturn_t values (nvml.h); pynvml exposes the same numbers.
 _NOT_SUPPORTED = 3
 _NO_PERMISSION = 4
 _NOT_FOUND = 6
-_DRIVER_NOT_LOADED = 9
-_LIBRARY_NOT_FOUND = 12
 _FUNCTION_NOT_FOUND = 13
-_GPU_IS_LOST = 15
-_RESET_REQUIRED = 16
-_LIB_RM_VERSION_MISMATCH = 18
 _ARGUMENT_VERSION_MISMATCH = 25
-_UNKNOWN = 999
 
+#: By nvmlReturn_t: GpuIsLost, Unknown, ResetRequired.
 _LOST_REASONS = {
-    _GPU_IS_LOST: "GPU is lost: it fell off the bus or became inaccessible (NVML GpuIsLost)",
-    _UNKNOWN: "NVML answered Unknown Error: the GPU may have fallen off the bus",
-    _RESET_REQUIRED: "GPU requires a reset (NVML ResetRequired)",
+    15: "GPU is lost: it fell off the bus or became inaccessible (NVML GpuIsLost)",
+    999: "NVML answered Unknown Error: the GPU may have fallen off the bus",
+    16: "GPU requires a reset (NVML ResetRequired)",
 }
 
+_NO_BINDING = "The Python NVML binding (nvidia-ml-py) is not installed."
+#: By nvmlReturn_t: LibraryNotFound, DriverNotLoaded, LibRmVersionMismatch, NoPermission.
 _INIT_ERRORS = {
-    _LIBRARY_NOT_FOUND: (
+    12: (
         "NVIDIA driver library libnvidia-ml.so.1 not found: no NVIDIA driver is installed "
         "here, or it is not on the library path."
     ),
-    _DRIVER_NOT_LOADED: (
+    9: (
         "NVIDIA driver is not loaded (the nvidia kernel module is not running; does "
         "nvidia-smi work?)."
     ),
-    _LIB_RM_VERSION_MISMATCH: (
+    18: (
         "NVIDIA driver/library version mismatch: the loaded kernel module and "
         "libnvidia-ml.so differ, usually after a driver upgrade without a reboot. Reboot "
         "(or reload the nvidia kernel modules)."
     ),
-    _NO_PERMISSION: ("No permission to open the NVIDIA driver (/dev/nvidia*)."),
+    _NO_PERMISSION: "No permission to open the NVIDIA driver (/dev/nvidia*).",
 }
 
 
@@ -137,6 +132,14 @@ _STATIC = {
 }
 
 
+def check_gpus(samples: list[GpuSample], errors: list[SampleError]) -> list[GpuSample]:
+    """Each sample with every impossible value None (n/a), and an error for each in
+    ``errors`` (the bounds are the model's: docs/drivers.md, "Values gputop refuses")."""
+    checked = [check_gpu(sample, SOURCE, "the driver") for sample in samples]
+    errors.extend(error for _, found in checked for error in found)
+    return [sample for sample, _ in checked]
+
+
 def _scaled(value: Any, scale: float = 1.0) -> float | None:
     return None if value is None else float(value) / scale
 
@@ -151,9 +154,8 @@ def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
 
 def mig_profile(name: str | None) -> str | None:
     """ "NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb" (None when the name has no profile)."""
-    if not name or " MIG " not in name:
-        return None
-    return name.rsplit(" MIG ", 1)[1].strip() or None
+    _, mig, profile = (name or "").rpartition(" MIG ")
+    return (profile.strip() or None) if mig else None
 
 
 def cuda_version_string(version: int | None) -> str | None:
@@ -165,28 +167,23 @@ def cuda_version_string(version: int | None) -> str | None:
 
 def _raw(fn: Callable[..., Any]) -> Callable[..., Any]:
     """pynvml's string getters decode UTF-8 strictly; the wrapped function returns bytes."""
-    inner: Callable[..., Any] = getattr(fn, "__wrapped__", fn)
-    return inner
-
-
-_V1_FIELDS = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
-_V2_FIELDS = (*_V1_FIELDS, ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint))
+    return cast("Callable[..., Any]", getattr(fn, "__wrapped__", fn))
 
 
 class _ProcV1(ctypes.Structure):
-    _fields_ = _V1_FIELDS
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
 
-class _ProcV2(ctypes.Structure):
+class _ProcV2(_ProcV1):
     """nvmlProcessInfo_v2_t; nvml.h's v3 (nvmlProcessInfo_t) has the same 24-byte layout."""
 
-    _fields_ = _V2_FIELDS
+    _fields_ = [("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
 
 
-class _ProcV3Legacy(ctypes.Structure):
+class _ProcV3Legacy(_ProcV2):
     """What drivers 535.43-535.86 write through ``_v3``: 32-byte entries."""
 
-    _fields_ = (*_V2_FIELDS, ("usedGpuCcProtectedMemory", ctypes.c_ulonglong))
+    _fields_ = [("usedGpuCcProtectedMemory", ctypes.c_ulonglong)]
 
 
 @dataclass(frozen=True)
@@ -207,27 +204,18 @@ class Capabilities:
 
     def has(self, symbol: str) -> bool:
         # pynvml finds symbols lazily and raises FunctionNotFound only at the call
-        found = self._has.get(symbol)
-        if found is None:
+        if symbol not in self._has:
             try:
                 self._nv._nvmlGetFunctionPointer(symbol)
-                found = True
+                self._has[symbol] = True
             except Exception:  # FunctionNotFound (or NVML not loaded: nothing to call)
-                found = False
-            self._has[symbol] = found
-        return found
+                self._has[symbol] = False
+        return self._has[symbol]
 
     def drop(self, symbol: str) -> None:
         """``symbol`` exists but answered FunctionNotFound."""
         self._has[symbol] = False
         self._process_calls.clear()
-
-    @property
-    def legacy_v3(self) -> bool:
-        """535.43-535.86: ``_v3`` fills 32-byte entries (docs/drivers.md)."""
-        return self.has("nvmlDeviceGetConfComputeMemSizeInfo") and not self.has(
-            "nvmlDeviceGetRunningProcessDetailList"
-        )
 
     def process_call(self, kind: str) -> ProcessCall | None:
         """The newest variant of the "Compute" or "Graphics" list call this library has."""
@@ -239,7 +227,11 @@ class Capabilities:
                 ProcessCall(base, _ProcV1, "v1"),
             )
             call = next((c for c in variants if self.has(c.symbol)), None)
-            if call is not None and call.label == "v3" and self.legacy_v3:
+            # 535.43-535.86: _v3 fills 32-byte entries (docs/drivers.md)
+            legacy = self.has("nvmlDeviceGetConfComputeMemSizeInfo") and not self.has(
+                "nvmlDeviceGetRunningProcessDetailList"
+            )
+            if call is not None and call.label == "v3" and legacy:
                 call = ProcessCall(call.symbol, _ProcV3Legacy, "v3 (535.43-535.86 layout)")
             self._process_calls[kind] = call
         return self._process_calls[kind]
@@ -249,14 +241,13 @@ class Capabilities:
         out = []
         for kind in ("Compute", "Graphics"):
             call = self.process_call(kind)
-            what = kind.lower()
             if call is None:
                 out.append(
-                    f"{what} process list unavailable: driver lacks "
+                    f"{kind.lower()} process list unavailable: driver lacks "
                     f"nvmlDeviceGet{kind}RunningProcesses (v1, v2 and v3)"
                 )
             elif call.label != "v3":
-                out.append(f"{what} process list read with {call.symbol} ({call.label})")
+                out.append(f"{kind.lower()} process list read with {call.symbol} ({call.label})")
         if not self.has("nvmlDeviceGetMemoryInfo_v2"):
             out.append("memory read with nvmlDeviceGetMemoryInfo v1: used includes reserved")
         if not self.has("nvmlDeviceGetCurrentClocksEventReasons"):
@@ -290,12 +281,9 @@ def _entries(entries: list[Any]) -> Iterator[tuple[int, int | None, int | None, 
         return
     layout = type(entries[0])
     pid_of, used_of = layout.pid.__get__, layout.usedGpuMemory.__get__
-    if not hasattr(layout, "gpuInstanceId"):  # v1 entries have none
-        for e in entries:
-            used = int(used_of(e))
-            yield int(pid_of(e)), None if used >= 2**64 - 1 else used, None, None
-        return
-    gi_of, ci_of = layout.gpuInstanceId.__get__, layout.computeInstanceId.__get__
+    v1 = not hasattr(layout, "gpuInstanceId")  # v1 entries have no instances
+    gi_of = (lambda e: _NO_ID) if v1 else layout.gpuInstanceId.__get__
+    ci_of = (lambda e: _NO_ID) if v1 else layout.computeInstanceId.__get__
     for e in entries:
         used, gi, ci = int(used_of(e)), int(gi_of(e)), int(ci_of(e))
         yield (
@@ -314,13 +302,12 @@ class PidCheck:
     #: At most this many pidfds are held (past it, the start-time comparison alone).
     MAX_PIDFDS = 1024
 
-    def __init__(self, device_prefix: str = DEVICE_PREFIX, proc: str = "/proc") -> None:
+    def __init__(self, device_prefix: str = "/dev/nvidia", proc: str = "/proc") -> None:
         self.device_prefix = device_prefix
         self.proc = proc
         self._ok: dict[int, int] = {}  # pid -> its start time, found holding
         self._checkable: bool | None = None
         self._pidfds: dict[int, int] = {}  # pid -> pidfd, of pids in _ok
-        self._fd_pids: dict[int, int] = {}  # pidfd -> pid
         self._use_pidfds = proc == "/proc" and hasattr(os, "pidfd_open") and hasattr(select, "poll")
         self._poll = select.poll() if self._use_pidfds else None
         self._exited: set[int] | None = None  # pids whose pidfd reported an exit, this tick
@@ -338,45 +325,34 @@ class PidCheck:
         st = read_stat(pid, self.proc)
         return None if st is None else st.starttime
 
-    def _still_the_same(self, pid: int) -> bool:
-        """Whether a pidfd holds ``pid``'s process and has not reported its exit (a
-        zombie's counts as an exit: back to the start-time comparison)."""
-        if pid not in self._pidfds or self._poll is None:
-            return False
-        if self._exited is None:  # once a tick (forget_except ends the tick)
-            self._exited = {self._fd_pids[fd] for fd, _ in self._poll.poll(0)}
-        if pid not in self._exited:
-            return True
-        self._drop_pidfd(pid)
-        return False
-
     def _hold(self, pid: int) -> None:
-        if self._poll is None or pid in self._pidfds or len(self._pidfds) >= self.MAX_PIDFDS:
+        if self._poll is None or len(self._pidfds) >= self.MAX_PIDFDS:
             return
         try:
             fd = os.pidfd_open(pid)
         except OSError:  # no pidfds in this kernel, gone meanwhile, out of descriptors
             return
         self._pidfds[pid] = fd
-        self._fd_pids[fd] = pid
         self._poll.register(fd, select.POLLIN)
 
     def _drop_pidfd(self, pid: int) -> None:
         fd = self._pidfds.pop(pid, None)
-        if fd is None:
-            return
-        del self._fd_pids[fd]
-        if self._poll is not None:
+        if fd is not None and self._poll is not None:  # a pidfd is held only with a poll
             with contextlib.suppress(KeyError, ValueError):
                 self._poll.unregister(fd)
-        with contextlib.suppress(OSError):
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def holds_device(self, pid: int) -> bool | None:
         if not self.checkable():
             return None
-        if self._still_the_same(pid):
-            return True  # the process found holding, alive: as a start-time match says
+        if pid in self._pidfds and self._poll is not None:
+            if self._exited is None:  # once a tick (forget_except ends the tick)
+                ready = {fd for fd, _ in self._poll.poll(0)}
+                self._exited = {p for p, fd in self._pidfds.items() if fd in ready}
+            if pid not in self._exited:
+                return True  # the process found holding, alive: as a start-time match says
+            self._drop_pidfd(pid)  # it exited (a zombie too): the start-time comparison
         start = self._start(pid)
         if start is None:
             return None  # not in this PID namespace (or gone): cannot tell
@@ -408,8 +384,7 @@ class PidCheck:
         self._exited = None
 
     def close(self) -> None:
-        for pid in list(self._pidfds):
-            self._drop_pidfd(pid)
+        self.forget_except(set())
 
 
 class _Lost(Exception):
@@ -430,9 +405,8 @@ class _Gpu:
     memory_max_mhz: int | None = None
     pcie_max_gen: int | None = None
     pcie_max_width: int | None = None
-    # metrics that answered NotSupported / FunctionNotFound: not asked again
-    unsupported: set[str] = field(default_factory=set)
-    missing: set[str] = field(default_factory=set)  # ...of which FunctionNotFound
+    # metric -> NotSupported or FunctionNotFound, what it answered: not asked again
+    unsupported: dict[str, int] = field(default_factory=dict)
     variant: dict[str, int] = field(default_factory=dict)  # metric -> first working call
     last_sample_us: int = 0  # newest per-process utilization timestamp seen
     pcie_calls: tuple[_PcieCall, _PcieCall] | None = None  # (TX, RX) of this handle
@@ -443,53 +417,42 @@ class _Gpu:
         self.handle = None
         self.last_processes = {}
         self.unsupported.clear()
-        self.missing.clear()
         self.variant.clear()
         self.last_sample_us = 0
-        if self.pcie_calls is not None:  # bound to the old handle
-            for call in self.pcie_calls:
-                call.retire()
-            self.pcie_calls = None
+        for call in self.pcie_calls or ():  # bound to the old handle
+            call.retire()
+        self.pcie_calls = None
 
 
 class NvmlReader:
     """Reads every GPU through NVML. Call ``read()`` from one thread (the sampler's)."""
 
     def __init__(self, pid_check: PidCheck | None = None) -> None:
-        self._nv: Any = None
+        self._nv: Any = None  # pynvml, while NVML is initialized
         self.caps: Capabilities | None = None
         self._pid_check = pid_check if pid_check is not None else PidCheck()
         self._pid_max = pid_max()
-        self._initialized = False
-        self._closed = False
         self._count: int | None = None
         self._gpus: list[_Gpu] = []
         self._pcie_calls: list[_PcieCall] = []  # every PCIe call thread still alive
         self._last_failure: int | None = None  # nvmlReturn_t of the last failed metric call
         self._last_samples: dict[int, GpuSample] = {}  # the last read, by GPU index
+        self._errors: list[SampleError] = []  # the running read's
         self.driver: DriverInfo = self._init()
 
     def _init(self) -> DriverInfo:
         try:
             import pynvml as nv
         except ImportError:
-            return DriverInfo(
-                available=False,
-                error="The Python NVML binding (nvidia-ml-py) is not installed.",
-            )
+            return DriverInfo(available=False, error=_NO_BINDING)
         try:
             nv.nvmlInit()
         except Exception as exc:
-            error = _INIT_ERRORS.get(_code(nv, exc) or 0)
-            return DriverInfo(
-                available=False,
-                error=error or f"NVML failed to initialize: {_describe(nv, exc)}.",
-            )
+            why = f"NVML failed to initialize: {_describe(nv, exc)}."
+            return DriverInfo(available=False, error=_INIT_ERRORS.get(_code(nv, exc) or 0, why))
         self._nv = nv
-        self._initialized = True
         self.caps = Capabilities(nv)
-        errors: list[SampleError] = []
-        self._ensure_count(errors)
+        self._ensure_count()
         return DriverInfo(
             available=True,
             driver_version=self._system_string(nv.nvmlSystemGetDriverVersion),
@@ -505,37 +468,33 @@ class NvmlReader:
             return None
 
     def _cuda_version(self) -> int | None:
-        nv = self._nv
         for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
             with contextlib.suppress(Exception):  # missing, or failing: the older one
-                return int(getattr(nv, name)())
+                return int(getattr(self._nv, name)())
         return None
 
     def close(self) -> None:
         """Shut NVML down (once); PCIe calls still running get ``CLOSE_WAIT_S`` in all,
         never a wait on a call NVML does not answer."""
-        if self._closed:
-            return
-        self._closed = True
         deadline = time.monotonic() + CLOSE_WAIT_S
         for call in self._pcie_calls:
             call.retire()
         for call in self._pcie_calls:
-            call.join(max(0.0, deadline - time.monotonic()))
+            call.thread.join(max(0.0, deadline - time.monotonic()))
         self._pcie_calls = []
         self._pid_check.close()
-        if self._initialized:
-            self._initialized = False
+        if self._nv is not None:
             with contextlib.suppress(Exception):
                 self._nv.nvmlShutdown()
+            self._nv = None
 
     def read(self) -> tuple[tuple[GpuSample, ...], tuple[SampleError, ...]]:
         """Sample every GPU once. Never raises."""
-        if not self._initialized:
+        if self._nv is None:
             return (), ()
-        errors: list[SampleError] = []
+        errors = self._errors = []
         try:
-            samples = check_gpus(self._read_all(errors), errors)  # impossible values: n/a
+            samples = check_gpus(self._read_all(), errors)  # impossible values: n/a
         except Exception as exc:  # a bug of ours: say so, keep the app alive
             errors.append(SampleError(SOURCE, f"NVML read failed: {_describe(self._nv, exc)}"))
             return (), tuple(errors)
@@ -545,131 +504,102 @@ class NvmlReader:
         self._last_samples = {g.index: g for g in shared}
         return shared, tuple(errors)
 
-    def _read_all(self, errors: list[SampleError]) -> list[GpuSample]:
-        self._ensure_count(errors)
+    def _read_all(self) -> list[GpuSample]:
+        self._ensure_count()
         for gpu in self._gpus:
             if gpu.handle is None:
-                self._attach(gpu, errors)
+                self._attach(gpu)
         started = time.monotonic()
         self._start_pcie()
         # the values are read while the PCIe calls run; samples are made once they answer
         readings: list[dict[str, Any] | GpuSample] = []
         for gpu in self._gpus:
-            if gpu.handle is None:
-                readings.append(self._identity(gpu))
-                continue
-            try:
-                readings.append(self._read_gpu(gpu, errors))
-            except _Lost as lost:
-                self._mark_lost(gpu, str(lost), errors)
-                readings.append(self._identity(gpu))
-            except Exception as exc:
-                message = f"reading failed: {_describe(self._nv, exc)}"
-                errors.append(self._error(gpu, "gpu", message))
-                readings.append(self._identity(gpu))
+            if gpu.handle is not None:
+                try:
+                    readings.append(self._read_gpu(gpu))
+                    continue
+                except _Lost as lost:
+                    self._mark_lost(gpu, str(lost))
+                except Exception as exc:
+                    self._report(gpu, "gpu", f"reading failed: {_describe(self._nv, exc)}")
+            readings.append(self._identity(gpu))
         self._pid_check.forget_except(
             {p.pid for r in readings if isinstance(r, dict) for p in r["processes"]}
         )
         deadline = started + PCIE_WAIT_S
         samples: list[GpuSample] = []
         for gpu, reading in zip(self._gpus, readings, strict=True):
-            if isinstance(reading, GpuSample) and reading.lost:
-                samples.append(reading)
-                continue
             try:
-                rates = self._pcie_rates(gpu, deadline, errors)
+                tx, rx = self._pcie_rates(gpu, deadline)
             except _Lost as lost:
-                self._mark_lost(gpu, str(lost), errors)
+                self._mark_lost(gpu, str(lost))
                 samples.append(self._identity(gpu))
                 continue
-            if isinstance(reading, GpuSample):  # identity only: a reading failed
-                if rates is not None:
-                    pcie = replace(reading.pcie, tx_bytes_per_s=rates[0], rx_bytes_per_s=rates[1])
-                    reading = replace(reading, pcie=pcie)
+            if isinstance(reading, GpuSample):  # identity only: no handle, or a reading failed
+                if tx is not None or rx is not None:
+                    reading = replace(reading, pcie=Pcie(tx_bytes_per_s=tx, rx_bytes_per_s=rx))
                 samples.append(reading)
                 continue
-            samples.append(self._sample(gpu, reading, rates))
+            reading["pcie"] = Pcie(
+                gen=reading.pop("pcie_gen"),
+                width=reading.pop("pcie_width"),
+                max_gen=gpu.pcie_max_gen,
+                max_width=gpu.pcie_max_width,
+                link_max_bytes_per_s=link_max_bytes_per_s(gpu.pcie_max_gen, gpu.pcie_max_width),
+                tx_bytes_per_s=tx,
+                rx_bytes_per_s=rx,
+            )
+            samples.append(GpuSample(**reading))
         return samples
 
-    def _sample(
-        self, gpu: _Gpu, reading: dict[str, Any], rates: tuple[float | None, float | None] | None
-    ) -> GpuSample:
-        tx, rx = (None, None) if rates is None else rates
-        reading["pcie"] = Pcie(
-            gen=reading.pop("pcie_gen"),
-            width=reading.pop("pcie_width"),
-            max_gen=gpu.pcie_max_gen,
-            max_width=gpu.pcie_max_width,
-            link_max_bytes_per_s=link_max_bytes_per_s(gpu.pcie_max_gen, gpu.pcie_max_width),
-            tx_bytes_per_s=tx,
-            rx_bytes_per_s=rx,
-        )
-        return GpuSample(**reading)
+    def _ensure_count(self) -> None:
+        if self._count is None:
+            try:
+                self._count = int(self._nv.nvmlDeviceGetCount())
+                self._gpus = [_Gpu(i) for i in range(self._count)]
+            except Exception as exc:
+                message = f"cannot count GPUs: {_describe(self._nv, exc)}"
+                self._errors.append(SampleError(SOURCE, message, metric="count"))
 
-    def _ensure_count(self, errors: list[SampleError]) -> None:
-        if self._count is not None:
-            return
-        try:
-            self._count = int(self._nv.nvmlDeviceGetCount())
-        except Exception as exc:
-            message = f"cannot count GPUs: {_describe(self._nv, exc)}"
-            errors.append(SampleError(SOURCE, message, metric="count"))
-            return
-        self._gpus = [_Gpu(i) for i in range(self._count)]
-
-    def _attach(self, gpu: _Gpu, errors: list[SampleError]) -> None:
+    def _attach(self, gpu: _Gpu) -> None:
         """Handle and static information; on failure the GPU stays detached."""
-        nv = self._nv
+        nv, call = self._nv, self._call
         gpu.reset()
         try:
-            handle = nv.nvmlDeviceGetHandleByIndex(gpu.index)
-        except Exception as exc:
-            code = _code(nv, exc)
-            if code in _LOST_REASONS:
-                self._mark_lost(gpu, _LOST_REASONS[code], errors)
-            else:
-                errors.append(
-                    self._error(gpu, "handle", f"cannot open the GPU: {_describe(nv, exc)}")
-                )
-            return
-        try:
-            self._read_static(gpu, handle, errors)
+            try:
+                h = nv.nvmlDeviceGetHandleByIndex(gpu.index)
+            except Exception as exc:
+                _raise_if_lost(nv, exc)
+                self._report(gpu, "handle", f"cannot open the GPU: {_describe(nv, exc)}")
+                return
+            name = self._get(gpu, "name", lambda: _raw(nv.nvmlDeviceGetName)(h))
+            uuid = self._get(gpu, "uuid", lambda: _raw(nv.nvmlDeviceGetUUID)(h))
+            gpu.name, gpu.uuid = clean_text(name, 96), clean_text(uuid, 96)
+            pci = self._get(gpu, "pci_bus_id", call(h, "nvmlDeviceGetPciInfo"))
+            gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
+            for attr, (metric, fn, *consts) in _STATIC.items():
+                setattr(gpu, attr, self._get(gpu, metric, call(h, fn, *consts)))
         except _Lost as lost:
-            self._mark_lost(gpu, str(lost), errors)
+            self._mark_lost(gpu, str(lost))
             return
-        gpu.handle = handle
+        gpu.handle = h
         gpu.lost_reason = None
 
-    def _read_static(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> None:
-        nv, call = self._nv, self._call
-        name = self._get(gpu, "name", errors, lambda: _raw(nv.nvmlDeviceGetName)(h))
-        uuid = self._get(gpu, "uuid", errors, lambda: _raw(nv.nvmlDeviceGetUUID)(h))
-        gpu.name, gpu.uuid = clean_text(name, 96), clean_text(uuid, 96)
-        pci = self._get(gpu, "pci_bus_id", errors, call(h, "nvmlDeviceGetPciInfo"))
-        gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
-        for attr, (metric, fn, *consts) in _STATIC.items():
-            setattr(gpu, attr, self._get(gpu, metric, errors, call(h, fn, *consts)))
-
-    def _mark_lost(self, gpu: _Gpu, reason: str, errors: list[SampleError]) -> None:
+    def _mark_lost(self, gpu: _Gpu, reason: str) -> None:
         gpu.reset()
         gpu.lost_reason = reason
-        errors.append(self._error(gpu, "lost", reason))
+        self._report(gpu, "lost", reason)
 
     def _identity(self, gpu: _Gpu) -> GpuSample:
         """The GPU as last seen, and whether it is lost (a GPU without a handle is lost or
         not accessible; one whose reading failed is neither)."""
-        return GpuSample(
-            index=gpu.index,
-            name=gpu.name,
-            uuid=gpu.uuid,
-            pci_bus_id=gpu.pci_bus_id,
-            minor_number=gpu.minor_number,
-            lost=gpu.lost_reason is not None,
-            lost_reason=gpu.lost_reason,
-        )
+        identity = {name: getattr(gpu, name) for name in _IDENTITY}
+        return GpuSample(**identity, lost=gpu.lost_reason is not None, lost_reason=gpu.lost_reason)
 
-    def _error(self, gpu: _Gpu, metric: str, message: str) -> SampleError:
-        return SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
+    def _report(self, gpu: _Gpu, metric: str, message: str) -> None:
+        """Report ``message`` about ``gpu`` in this read's errors."""
+        error = SampleError(SOURCE, f"GPU {gpu.index}: {message}", gpu=gpu.index, metric=metric)
+        self._errors.append(error)
 
     def _call(self, h: Any, fn: str, *consts: str) -> Callable[[], Any]:
         """``nv.fn(h, nv.CONST, ...)``, looked up at each call."""
@@ -680,7 +610,6 @@ class NvmlReader:
         self,
         gpu: _Gpu,
         metric: str,
-        errors: list[SampleError],
         *calls: Callable[[], Any],
         fall_back_on: frozenset[int] = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH}),
     ) -> Any:
@@ -692,68 +621,48 @@ class NvmlReader:
             try:
                 return calls[k]()
             except Exception as exc:
-                if _code(self._nv, exc) in fall_back_on and k + 1 < len(calls):
-                    gpu.variant[metric] = k + 1
-                    continue
-                self._failed(gpu, metric, exc, errors, None)
-                return None
+                if _code(self._nv, exc) not in fall_back_on or k + 1 == len(calls):
+                    self._failed(gpu, metric, exc)
+                    return None
+                gpu.variant[metric] = k + 1  # the next variant, from now on
         return None
 
-    def _failed(
-        self,
-        gpu: _Gpu,
-        metric: str,
-        exc: Exception,
-        errors: list[SampleError],
-        denied: str | None,
-    ) -> None:
+    def _failed(self, gpu: _Gpu, metric: str, exc: Exception, denied: str = "") -> None:
         code = self._last_failure = _raise_if_lost(self._nv, exc)
         if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
-            gpu.unsupported.add(metric)
-            if code == _FUNCTION_NOT_FOUND:
-                gpu.missing.add(metric)
+            gpu.unsupported[metric] = code
         elif code == _NO_PERMISSION:
-            errors.append(self._error(gpu, metric, denied or f"no permission to read {metric}"))
+            self._report(gpu, metric, denied or f"no permission to read {metric}")
         else:
-            errors.append(
-                self._error(gpu, metric, f"reading {metric} failed: {_describe(self._nv, exc)}")
-            )
+            self._report(gpu, metric, f"reading {metric} failed: {_describe(self._nv, exc)}")
 
     def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
         """In words, why ``metric`` gave no value on this read (after ``_get``)."""
-        if metric in gpu.missing:
-            return "the driver lacks the call"
-        if metric in gpu.unsupported:
-            return "not supported"
-        if self._last_failure == _NO_PERMISSION:
-            return "no permission"
-        return "the call failed"
+        code = gpu.unsupported.get(metric)
+        if code is not None:
+            return "the driver lacks the call" if code == _FUNCTION_NOT_FOUND else "not supported"
+        return "no permission" if self._last_failure == _NO_PERMISSION else "the call failed"
 
-    def _read_gpu(self, gpu: _Gpu, errors: list[SampleError]) -> dict[str, Any]:
+    def _read_gpu(self, gpu: _Gpu) -> dict[str, Any]:
         """The fields of the GPU's GpuSample but ``pcie``."""
         nv = self._nv
         h = gpu.handle
-        memory = self._memory(gpu, h, errors)
+        memory = self._memory(gpu, h)
         v = {
             metric: self._get(
                 gpu,
                 metric,
-                errors,
                 *(self._call(h, *c) for c in calls if c == calls[-1] or hasattr(nv, c[0])),
             )
             for metric, calls in _READS.items()
         }
-        processes, unavailable = self._processes(gpu, h, errors)
+        processes, unavailable = self._processes(gpu, h)
         util, enc, dec, mig, pstate = (
             v[m] for m in ("utilization", "encoder", "decoder", "mig_mode", "performance_state")
         )
         mig_on = mig is not None and mig[0] == nv.NVML_DEVICE_MIG_ENABLE
         return {
-            "index": gpu.index,
-            "name": gpu.name,
-            "uuid": gpu.uuid,
-            "pci_bus_id": gpu.pci_bus_id,
-            "minor_number": gpu.minor_number,
+            **{name: getattr(gpu, name) for name in _IDENTITY},
             "memory": memory,
             "utilization": Utilization(
                 gpu=None if util is None else float(util.gpu),
@@ -776,23 +685,23 @@ class NvmlReader:
             else decode_clock_event_reasons(v["clock_event_reasons"]),
             # NVML_PSTATE_UNKNOWN (32): the driver does not know it, n/a.
             "performance_state": None if pstate in (None, nv.NVML_PSTATE_UNKNOWN) else pstate,
-            "pcie_gen": v["pcie_gen"],  # the Pcie part is made with the throughput (_sample)
+            "pcie_gen": v["pcie_gen"],  # the Pcie part is made with the throughput (_read_all)
             "pcie_width": v["pcie_width"],
             "mig_mode": None if mig is None else mig_on,
-            "mig_devices": self._mig_devices(gpu, h, errors) if mig_on else (),
+            "mig_devices": self._mig_devices(gpu, h) if mig_on else (),
             "ecc_uncorrected": v["ecc"],
             "processes": processes,
             "processes_unavailable": unavailable,
         }
 
-    def _memory(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> GpuMemory:
+    def _memory(self, gpu: _Gpu, h: Any) -> GpuMemory:
         nv = self._nv
         calls: list[Callable[[], Any]] = []
         if hasattr(nv, "nvmlMemory_v2"):
             calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2))
         calls.append(lambda: nv.nvmlDeviceGetMemoryInfo(h))
         fall_back_on = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH, _NOT_SUPPORTED})
-        mem = self._get(gpu, "memory", errors, *calls, fall_back_on=fall_back_on)
+        mem = self._get(gpu, "memory", *calls, fall_back_on=fall_back_on)
         if mem is None:
             return GpuMemory()
         reserved = getattr(mem, "reserved", None)  # v1 has no such field: used includes it
@@ -803,9 +712,7 @@ class NvmlReader:
             reserved=None if reserved is None else int(reserved),
         )
 
-    def _processes(
-        self, gpu: _Gpu, h: Any, errors: list[SampleError]
-    ) -> tuple[tuple[GpuProcess, ...], str | None]:
+    def _processes(self, gpu: _Gpu, h: Any) -> tuple[tuple[GpuProcess, ...], str | None]:
         """The merged process rows, and why a list could not be read (None: both read)."""
         merged: dict[int, list[Any]] = {}  # pid -> [type, memory, gi, ci]
         dropped: dict[str, int] = {}  # why an entry cannot be a real process -> count
@@ -813,7 +720,7 @@ class NvmlReader:
         listed = 0
         pid_max = self._pid_max
         for kind, what in (("C", "compute"), ("G", "graphics")):
-            entries = self._read_list(gpu, h, what, errors)
+            entries = self._read_list(gpu, h, what)
             if isinstance(entries, str):
                 unreadable.append(f"{what} list: {entries}")
                 continue
@@ -836,12 +743,11 @@ class NvmlReader:
                     row[0] = "C+G"
                 if used is not None and (row[1] is None or used > row[1]):
                     row[1] = used
-        if merged and self._pid_check.checkable():
-            for pid in list(merged):
-                if self._pid_check.holds_device(pid) is False:
-                    del merged[pid]
-                    why = "a process holding no /dev/nvidia* device"
-                    dropped[why] = dropped.get(why, 0) + 1
+        for pid in list(merged):  # where it cannot tell (None), the entry stays
+            if self._pid_check.holds_device(pid) is False:
+                del merged[pid]
+                why = "a process holding no /dev/nvidia* device"
+                dropped[why] = dropped.get(why, 0) + 1
         if dropped:
             n = sum(dropped.values())
             reasons = ", ".join(f"{count} x {why}" for why, count in dropped.items())
@@ -849,7 +755,7 @@ class NvmlReader:
                 f"NVML listed {n} process entr{'y' if n == 1 else 'ies'} that cannot be a "
                 f"real process ({reasons}); not shown, never signalled"
             )
-            errors.append(self._error(gpu, "processes", message))
+            self._report(gpu, "processes", message)
             if not merged and not unreadable:
                 unreadable.append(
                     f"process list unavailable: all {listed} entries NVML listed are "
@@ -864,7 +770,7 @@ class NvmlReader:
         if not merged:
             gpu.last_processes = {}
             return (), unavailable
-        usage = self._process_utilization(gpu, h, errors)
+        usage = self._process_utilization(gpu, h)
         out = []
         last = gpu.last_processes
         for pid, (kind, memory, gi, ci) in merged.items():
@@ -887,9 +793,7 @@ class NvmlReader:
         gpu.last_processes = {p.pid: p for p in out}
         return tuple(out), unavailable
 
-    def _read_list(
-        self, gpu: _Gpu, h: Any, what: str, errors: list[SampleError]
-    ) -> list[Any] | str:
+    def _read_list(self, gpu: _Gpu, h: Any, what: str) -> list[Any] | str:
         """One process list with the newest call the library has, or why not in words."""
         metric, family = f"{what}_processes", what.capitalize()
         caps = self.caps
@@ -907,29 +811,21 @@ class NvmlReader:
                 if _code(self._nv, exc) == _FUNCTION_NOT_FOUND:
                     caps.drop(call.symbol)  # answered "function not found": the next one
                     continue
-                self._failed(
-                    gpu,
-                    metric,
-                    exc,
-                    errors,
-                    f"no permission to list {what} processes: they are not shown",
-                )
+                denied = f"no permission to list {what} processes: they are not shown"
+                self._failed(gpu, metric, exc, denied)
                 return self._why_unreadable(gpu, metric)
 
-    def _mig_devices(self, gpu: _Gpu, h: Any, errors: list[SampleError]) -> tuple[MigDevice, ...]:
+    def _mig_devices(self, gpu: _Gpu, h: Any) -> tuple[MigDevice, ...]:
         nv = self._nv
         metric = "mig_devices"
-        count = self._get(gpu, metric, errors, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
-        if not count:
-            return ()
+        count = self._get(gpu, metric, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
         out = []
-        for i in range(int(count)):
+        for i in range(int(count or 0)):
             try:
                 mh = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
             except Exception as exc:
-                code = _raise_if_lost(nv, exc)
-                if code != _NOT_FOUND:  # NotFound: an empty slot
-                    self._failed(gpu, metric, exc, errors, None)
+                if _raise_if_lost(nv, exc) != _NOT_FOUND:  # NotFound: an empty slot
+                    self._failed(gpu, metric, exc)
                     break
                 continue
             out.append(self._mig_device(i, mh))
@@ -938,7 +834,7 @@ class NvmlReader:
     def _mig_device(self, index: int, mh: Any) -> MigDevice:
         nv = self._nv
 
-        def ask(call: Callable[[], T]) -> T | None:
+        def ask(call: Callable[[], Any]) -> Any:
             try:
                 return call()
             except Exception as exc:
@@ -961,9 +857,7 @@ class NvmlReader:
             else GpuMemory(total=int(mem.total), used=int(mem.used), free=int(mem.free)),
         )
 
-    def _process_utilization(
-        self, gpu: _Gpu, h: Any, errors: list[SampleError]
-    ) -> dict[int, tuple[float, float]] | None:
+    def _process_utilization(self, gpu: _Gpu, h: Any) -> dict[int, tuple[float, float]] | None:
         """pid -> (mean SM %, mean memory-bandwidth %) since the last tick; None: unknown."""
         metric = "process_utilization"
         if metric in gpu.unsupported:
@@ -973,13 +867,8 @@ class NvmlReader:
         except Exception as exc:
             if _code(self._nv, exc) == _NOT_FOUND:
                 return {}  # no sample newer than the last one: nothing ran
-            self._failed(
-                gpu,
-                metric,
-                exc,
-                errors,
-                "no permission to read per-process utilization: SM % is not known (n/a)",
-            )
+            denied = "no permission to read per-process utilization: SM % is not known (n/a)"
+            self._failed(gpu, metric, exc, denied)
             return None
         if not samples:
             return {}
@@ -1005,7 +894,7 @@ class NvmlReader:
                 continue
             calls = gpu.pcie_calls
             if calls is None:
-                self._pcie_calls = [c for c in self._pcie_calls if c.alive()]
+                self._pcie_calls = [c for c in self._pcie_calls if c.thread.is_alive()]
                 calls = gpu.pcie_calls = (
                     _PcieCall(nv, gpu.handle, nv.NVML_PCIE_UTIL_TX_BYTES, f"gpu{gpu.index}-tx"),
                     _PcieCall(nv, gpu.handle, nv.NVML_PCIE_UTIL_RX_BYTES, f"gpu{gpu.index}-rx"),
@@ -1015,91 +904,63 @@ class NvmlReader:
                 calls[0].start()
                 calls[1].start()
 
-    def _pcie_rates(
-        self, gpu: _Gpu, deadline: float, errors: list[SampleError]
-    ) -> tuple[float | None, float | None] | None:
-        """(TX, RX) bytes/s, waiting until ``deadline``; None: not asked or not answered."""
+    def _pcie_rates(self, gpu: _Gpu, deadline: float) -> tuple[float | None, float | None]:
+        """(TX, RX) bytes/s, waiting until ``deadline``; None each: not asked or not answered."""
         calls = gpu.pcie_calls
-        if gpu.handle is None or calls is None or not calls[0].pending:
-            return None
-        tx_call, rx_call = calls
-        if not (
-            tx_call.wait(deadline - time.monotonic()) and rx_call.wait(deadline - time.monotonic())
-        ):
+        if calls is None or not calls[0].pending:  # no handle (reset), or not asked
+            return None, None
+        if not all(call.wait(deadline - time.monotonic()) for call in calls):
             message = f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s"
-            errors.append(self._error(gpu, "pcie_throughput", message))
-            return None
-        tx = self._get(gpu, "pcie_throughput", errors, tx_call.result)
-        rx = self._get(gpu, "pcie_throughput", errors, rx_call.result)
-        return (
-            None if tx is None else float(tx * _KIB),
-            None if rx is None else float(rx * _KIB),
-        )
+            self._report(gpu, "pcie_throughput", message)
+            return None, None
+        tx, rx = (self._get(gpu, "pcie_throughput", call.result) for call in calls)
+        return _scaled(tx, 1 / 1024), _scaled(rx, 1 / 1024)  # KiB/s -> bytes/s
 
 
 class _PcieCall:
     """One GPU's PCIe throughput in one direction, on a thread that lives as long as the
-    handle and sleeps on a lock between ticks (cheaper than a pool's futures).
+    handle and sleeps on a queue between ticks (cheaper than a pool's futures).
     ``pending``: asked and not collected, so a slow call is never asked twice at once."""
 
     def __init__(self, nv: Any, handle: Any, counter: int, name: str) -> None:
-        self._nv = nv
-        self._handle = handle
-        self._counter = counter
-        self._go = threading.Lock()  # locked, but for the moment start() hands a call over
-        self._go.acquire()
-        self._done = threading.Lock()  # released by the thread when the answer is in
-        self._done.acquire()
-        self._answered = False
-        self._value = 0
-        self._error: BaseException | None = None
-        self._retired = False
+        self._go: queue.SimpleQueue[bool] = queue.SimpleQueue()  # True: call, False: end
+        self._done: queue.SimpleQueue[tuple[int, BaseException | None]] = queue.SimpleQueue()
+        self._answer: tuple[int, BaseException | None] | None = None
         self.pending = False
-        self._thread = threading.Thread(target=self._run, name=f"gputop-pcie-{name}", daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(
+            target=self._run, args=(nv, handle, counter), name=f"gputop-pcie-{name}", daemon=True
+        )
+        self.thread.start()
 
-    def _run(self) -> None:
-        while True:
-            self._go.acquire()
-            if self._retired:
-                return
-            try:
-                # looked up at each call, as every other NVML call is
-                self._value = self._nv.nvmlDeviceGetPcieThroughput(self._handle, self._counter)
-                self._error = None
+    def _run(self, nv: Any, handle: Any, counter: int) -> None:
+        while self._go.get():
+            try:  # looked up at each call, as every other NVML call is
+                self._done.put((nv.nvmlDeviceGetPcieThroughput(handle, counter), None))
             except BaseException as exc:  # given to the sampler's thread by result()
-                self._error = exc
-            self._done.release()
+                self._done.put((0, exc))
 
     def start(self) -> None:
         self.pending = True
-        self._go.release()
+        self._go.put(True)
 
     def wait(self, timeout: float) -> bool:
-        if not self._answered:
-            self._answered = self._done.acquire(timeout=max(0.0, timeout))
-        return self._answered
+        if self._answer is None:
+            with contextlib.suppress(queue.Empty):
+                self._answer = self._done.get(timeout=max(0.0, timeout))
+        return self._answer is not None
 
     def result(self) -> int:
         """After ``wait`` said it is in; raises what the call raised."""
-        self.pending = self._answered = False
-        if self._error is not None:
-            raise self._error
-        return int(self._value)
+        assert self._answer is not None
+        (value, error), self._answer = self._answer, None
+        self.pending = False
+        if error is not None:
+            raise error
+        return int(value)
 
     def retire(self) -> None:
         """End the thread: at once when idle, else as soon as NVML answers its call."""
-        if not self._retired:
-            self._retired = True
-            # already unlocked when start() just handed a call over: the thread ends anyway
-            with contextlib.suppress(RuntimeError):
-                self._go.release()
-
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        self._go.put(False)
 
 
 _WHOLE_PERCENTS = tuple(float(k) for k in range(101))
@@ -1115,8 +976,6 @@ def _percent(value: float | None) -> float | None:
 
 def _code(nv: Any, exc: BaseException) -> int | None:
     """The nvmlReturn_t behind an exception; a missing symbol counts as FunctionNotFound."""
-    if nv is None:
-        return None
     if isinstance(exc, nv.NVMLError):
         value = getattr(exc, "value", None)
         return value if isinstance(value, int) else None
@@ -1138,7 +997,7 @@ def _describe(nv: Any, exc: BaseException) -> str:
         text = str(exc)
     except Exception:
         text = ""
-    if nv is not None and isinstance(exc, nv.NVMLError):
+    if isinstance(exc, nv.NVMLError):
         name = type(exc).__name__.removeprefix("NVMLError_")
         if not text or text.replace(" ", "").lower() == name.lower():
             return clean_text(text or name, 200) or name

@@ -91,10 +91,9 @@ def parse_stat_fields(data: bytes) -> StatFields | None:
 
 def read_stat(pid: int, proc_root: str = PROC_ROOT) -> Stat | None:
     try:
-        data = read_file(f"{proc_root}/{pid}/stat", 4096)
+        return parse_stat(read_file(f"{proc_root}/{pid}/stat", 4096))
     except OSError:
         return None
-    return parse_stat(data)
 
 
 def pid_exists(pid: int, proc_root: str = PROC_ROOT) -> bool:
@@ -125,25 +124,15 @@ def pid_max() -> int:
 
 def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, Stat]:
     """Raises OSError when ``proc_root`` cannot be listed (the caller falls back to psutil)."""
-    out: dict[int, Stat] = {}
-    for name in os.listdir(proc_root):
-        if not name.isdigit():
-            continue
-        st = read_stat(int(name), proc_root)
-        if st is not None:
-            out[int(name)] = st
-    return out
+    return {
+        int(name): st
+        for name in os.listdir(proc_root)
+        if name.isdigit() and (st := read_stat(int(name), proc_root)) is not None
+    }
 
 
 def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
-    data = read_file(f"{proc_root}/{pid}/status", 16384)
-    at = data.find(b"\nUid:")
-    if at < 0:
-        return None
-    try:
-        return int(data[at + 5 :].split(None, 1)[0])
-    except (IndexError, ValueError):
-        return None
+    return _line_number(read_file(f"{proc_root}/{pid}/status", 16384), b"Uid:")
 
 
 @functools.lru_cache(maxsize=256)  # a lookup through NSS (LDAP, sssd) can be slow
@@ -199,9 +188,7 @@ def read_io(pid: int, proc_root: str = PROC_ROOT) -> tuple[int, int] | None:
     data = read_file(f"{proc_root}/{pid}/io", 4096)
     read = _line_number(data, b"read_bytes:")
     write = _line_number(data, b"write_bytes:")
-    if read is None or write is None:
-        return None
-    return read, write
+    return None if read is None or write is None else (read, write)
 
 
 def process_name(comm: str, argv: list[str]) -> str:
@@ -314,16 +301,10 @@ def parse_meminfo(data: bytes) -> Meminfo | None:
     swap_total = _line_number(data, b"SwapTotal:")
     swap_free = _line_number(data, b"SwapFree:")
     if swap_total is None or swap_free is None:
-        swap_total = swap_free = None
-    return Meminfo(
-        total=total,
-        available=available,
-        used=total - available,
-        swap_total=None if swap_total is None else swap_total * 1024,
-        swap_used=None
-        if swap_total is None or swap_free is None
-        else (swap_total - swap_free) * 1024,
-    )
+        swap_total = swap_used = None
+    else:
+        swap_total, swap_used = swap_total * 1024, (swap_total - swap_free) * 1024
+    return Meminfo(total, available, total - available, swap_total, swap_used)
 
 
 def parse_net_dev(data: bytes) -> dict[str, tuple[int, int]] | None:
@@ -345,6 +326,8 @@ def parse_net_dev(data: bytes) -> dict[str, tuple[int, int]] | None:
 
 #: The unit of /proc/diskstats' sector counts, whatever the disk's own sector size.
 SECTOR_SIZE = 512
+#: Fields in a line (18: 18 or more) -> columns of the name, the sectors read and written.
+_DISKSTATS_COLUMNS = {15: (3, 5, 9), 14: (2, 5, 9), 18: (2, 5, 9), 7: (2, 4, 6)}
 
 
 def parse_diskstats(data: bytes) -> dict[str, tuple[int, int]] | None:
@@ -352,17 +335,12 @@ def parse_diskstats(data: bytes) -> dict[str, tuple[int, int]] | None:
     out: dict[str, tuple[int, int]] = {}
     for line in data.split(b"\n"):
         fields = line.split()
-        n = len(fields)
-        if n == 0:
+        if not fields:
             continue
-        if n == 15:  # columns of the name, the sectors read and written
-            name, read, written = 3, 5, 9
-        elif n == 14 or n >= 18:
-            name, read, written = 2, 5, 9
-        elif n == 7:
-            name, read, written = 2, 4, 6
-        else:
+        columns = _DISKSTATS_COLUMNS.get(min(len(fields), 18))
+        if columns is None:
             return None
+        name, read, written = columns
         try:
             sectors = (int(fields[read]), int(fields[written]))
         except ValueError:

@@ -1,4 +1,4 @@
-"""find_unlisted_holders: a fake /proc tree for the matching, the real /proc for the scan."""
+"""scan_holders: a fake /proc tree for the matching, the real /proc for the scan."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gputop.model import UnlistedHolder
-from gputop.sources.holders import find_unlisted_holders, scan_holders
+from gputop.sources.holders import scan_holders
 from tests.helpers import spawn
 
 
@@ -76,7 +76,7 @@ def fake_proc(tmp_path: Path) -> Path:
 
 
 def test_fake_tree_matching(fake_proc: Path) -> None:
-    holders = find_unlisted_holders({0: 0, 1: 1}, listed_pids=[200], proc_root=str(fake_proc))
+    holders = scan_holders({0: 0, 1: 1}, listed_pids=[200], proc_root=str(fake_proc)).holders
     assert [(h.pid, h.minor_number, h.gpu) for h in holders] == [
         (100, 0, 0),
         (100, 12, None),  # no GPU with minor 12: said so, not dropped
@@ -101,7 +101,7 @@ def test_fake_tree_matching(fake_proc: Path) -> None:
 
 
 def test_fake_tree_listed_pids_are_excluded(fake_proc: Path) -> None:
-    holders = find_unlisted_holders({0: 0, 1: 1}, [100, 200, 300, 500], str(fake_proc))
+    holders = scan_holders({0: 0, 1: 1}, [100, 200, 300, 500], str(fake_proc)).holders
     assert holders == ()
     scan = scan_holders({}, [200], str(fake_proc))
     assert scan.processes == 5  # 100, 300, 400, 500 and 600 (gone: no fd directory)
@@ -110,7 +110,7 @@ def test_fake_tree_listed_pids_are_excluded(fake_proc: Path) -> None:
 
 
 def test_missing_proc_root_gives_nothing(tmp_path: Path) -> None:
-    assert find_unlisted_holders({0: 0}, [], str(tmp_path / "nope")) == ()
+    assert scan_holders({0: 0}, [], str(tmp_path / "nope")).holders == ()
 
 
 def _scan_as_nobody(proc_root: str, device_dir: str = "/dev") -> dict[str, int]:

@@ -19,10 +19,11 @@ from gputop.model import (
     GpuSample,
     HostSample,
     Pcie,
+    SampleError,
     Snapshot,
     check_values,
 )
-from gputop.sources.bounds import check_gpu
+from gputop.sources.nvml import check_gpus
 from gputop.sources.remote import LineError, parse_line, summarize, to_snapshot
 from tests.builders import demo_host_lines
 
@@ -68,7 +69,8 @@ REAL_CARDS = [
 
 @pytest.mark.parametrize("gpu", REAL_CARDS, ids=lambda g: g.name)
 def test_real_cards_values_are_all_admitted(gpu: GpuSample) -> None:
-    checked, errors = check_gpu(gpu)
+    errors: list[SampleError] = []
+    (checked,) = check_gpus([gpu], errors)
     assert errors == [] and checked is gpu
 
 

@@ -701,18 +701,18 @@ def test_a_pcie_call_thread_answers_once_per_start_and_ends_when_retired() -> No
     nv.release.set()
     assert call.wait(30) and call.result() == 42 and not call.pending and nv.calls == 1
     call.retire()  # idle: ends at once without calling
-    call.join(30)
-    assert not call.alive() and nv.calls == 1
+    call.thread.join(30)
+    assert not call.thread.is_alive() and nv.calls == 1
 
     nv = _GatedNv()
     call = _PcieCall(nv, "broken", 0, "test")
     call.start()
     assert nv.entered.wait(30)
     call.retire()  # in a call: ends when NVML answers, the answer is not waited for
-    assert call.alive()
+    assert call.thread.is_alive()
     nv.release.set()
-    call.join(30)
-    assert not call.alive() and nv.calls == 1
+    call.thread.join(30)
+    assert not call.thread.is_alive() and nv.calls == 1
 
     nv = _GatedNv()
     nv.release.set()
@@ -723,8 +723,8 @@ def test_a_pcie_call_thread_answers_once_per_start_and_ends_when_retired() -> No
         call.result()
     call.start()
     call.retire()  # just handed a call: the thread may not have taken it yet
-    call.join(30)
-    assert not call.alive() and nv.calls <= 2
+    call.thread.join(30)
+    assert not call.thread.is_alive() and nv.calls <= 2
 
 
 def test_a_lost_gpu_ends_its_pcie_threads_and_close_leaves_none(

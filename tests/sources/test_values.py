@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from gputop.model import GPU_METRICS
 from gputop.sources import procfs
-from gputop.sources.bounds import BOUNDS
 from gputop.sources.host import HostReader
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, GiB, Scenario
 from tests.helpers.pidns import in_driver_pid_namespace
@@ -86,8 +86,10 @@ def test_impossible_values_are_na_with_an_error_each(fake_nvml_env: MakeEnv) -> 
 
 def test_the_bounds_are_in_the_docs() -> None:
     doc = (ROOT / "docs" / "metrics.md").read_text()
-    for path, low, high, _ in BOUNDS:
-        assert f"| `{path}` |" in doc and f"| {low:g}-{high:g} |" in doc, path
+    for m in GPU_METRICS:
+        if m.bounds is not None:
+            low, high = m.bounds
+            assert f"| `{m.field}` |" in doc and f"| {low:g}-{high:g} |" in doc, m.field
     assert "at most the total" in doc
 
 
