@@ -206,7 +206,7 @@ def test_process_rows_cover_invisible_pids_and_unlisted_holders() -> None:
 
 def test_process_rows_respect_the_gpu_filter() -> None:
     snap = fx.multi_gpu_snapshot(3)
-    rows = views.process_rows(snap, frozenset({1}))
+    rows = views.table_rows(views.process_rows(snap), gpus=frozenset({1}))
     assert {r.gpu for r in rows} == {1}
     assert len(rows) == 2
 
