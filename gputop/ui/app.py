@@ -157,27 +157,29 @@ class GpuTopApp(App[int]):
             base = replace(base, window_seconds=float(window))
             base.check()
         self.thresholds = base
-        # Judges each snapshot once and keeps the charts' history.
-        self.feed = Feed(base, history=max(HISTORY, len(snapshots)))
+        keep = max(HISTORY, len(snapshots))
+        self.feed = Feed(base, history=keep)  # judges each snapshot once, keeps the history
         self.frame: Frame | None = None  # the newest frame taken
         self._diagnosis: Diagnosis | None = None
         # The GPU lines' verdict marks of self._diagnosis.
         self._marks: Mapping[int, views.VerdictMark] = {}
         self.verdict_error: str | None = None  # the analysis failed on the newest snapshot
         # (time, GPU index -> verdict kind) per diagnosis: the detail screen's history.
-        self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(
-            maxlen=max(HISTORY, len(snapshots))
-        )
+        self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(maxlen=keep)
         self.verdict_seconds: list[float] = []  # what each diagnosis cost
         # run_app sets it: SIGTERM / SIGHUP / SIGINT then end the app the normal way.
         self.handle_signals = False
         self.ending = Ending()  # exit() was called, a signal came, the terminal went
         self._restore_signals: Callable[[], None] | None = None
         self._initial = tuple(snapshots)
-        self._gpu_spec = gpu_filter
-        self._base_gpus: frozenset[int] | None = None  # from --gpus; None = all
-        self._base_resolved = gpu_filter is None
-        self.shown_gpus: frozenset[int] | None = None  # None = every GPU
+        # --gpus: indices, or UUIDs resolved on the first snapshot; None: every GPU.
+        self._gpu_spec: list[str] | None = None
+        self._base_gpus: frozenset[int] | None = None
+        if gpu_filter is not None and all(isinstance(g, int) for g in gpu_filter):
+            self._base_gpus = frozenset(int(g) for g in gpu_filter)
+        elif gpu_filter is not None:
+            self._gpu_spec = [str(g) for g in gpu_filter]
+        self.shown_gpus = self._base_gpus
         self.text_filter = ""
         self.sort_key = "gpu"
         self.sort_reverse = False
@@ -197,10 +199,6 @@ class GpuTopApp(App[int]):
         self.frames = 0  # snapshots drawn
         self._size: Size | None = None
         self._notes: tuple[views.Parts, ...] = ()
-        if gpu_filter is not None and all(isinstance(g, int) for g in gpu_filter):
-            self._base_gpus = frozenset(int(g) for g in gpu_filter)
-            self._base_resolved = True
-        self.shown_gpus = self._base_gpus
 
     def compose(self) -> ComposeResult:
         with Vertical(id="main"):
@@ -272,11 +270,6 @@ class GpuTopApp(App[int]):
         if latest is not None:
             self.apply_frame(self.feed.push(latest, publish=False))
 
-    def restore_signal_handlers(self) -> None:
-        if self._restore_signals is not None:
-            self._restore_signals()
-            self._restore_signals = None
-
     async def action_interrupt(self) -> None:
         """Ctrl-C: quit with SIGINT's status, as a shell would report it."""
         self.exit(return_code=128 + signal.SIGINT)
@@ -333,12 +326,9 @@ class GpuTopApp(App[int]):
             self._adopt(frame.diagnosis)  # once: a frame handed over again is not new
         snapshot = self.snapshot = frame.snapshot
         self.history = frame.history
-        if not self._base_resolved:
-            spec = self._gpu_spec
-            assert spec is not None
-            self._base_gpus = self._resolve_gpus([str(s) for s in spec], snapshot)
-            self._base_resolved = True
-            self.shown_gpus = self._base_gpus
+        if self._gpu_spec is not None:
+            self._base_gpus = self.shown_gpus = self._resolve_gpus(self._gpu_spec, snapshot)
+            self._gpu_spec = None
         self._update_top_screen()
         if self.paused or self.too_small or self.screen is not self._main_screen:
             self.pending = True
@@ -370,7 +360,7 @@ class GpuTopApp(App[int]):
         """Why the frame shown has no verdicts yet (None: judged)."""
         return None if self.frame is None else self.frame.judging
 
-    def _adopt(self, done: Diagnosis) -> Diagnosis:
+    def _adopt(self, done: Diagnosis) -> None:
         """Make ``done`` the current diagnosis (UI thread): say a failure once, log it."""
         if done.error is not None:
             # Textual's log, not stderr: stderr is the screen.
@@ -385,14 +375,12 @@ class GpuTopApp(App[int]):
         self.verdict_seconds.append(done.seconds)
         if len(self.verdict_seconds) > 1000:
             del self.verdict_seconds[:500]
-        return done
 
     def gpu_verdict(self, index: int) -> tuple[Verdict | None, list[tuple[float, str]]]:
         """GPU ``index``'s verdict now, and its (time, kind) history (the detail screen)."""
         diagnosis = self.diagnosis()
         verdict = None if diagnosis is None else diagnosis.gpus.get(index)
-        log_ = [(t, kinds[index]) for t, kinds in self.verdict_log if index in kinds]
-        return verdict, log_
+        return verdict, [(t, kinds[index]) for t, kinds in self.verdict_log if index in kinds]
 
     def _verdict_marks(self) -> Mapping[int, str | views.VerdictMark] | None:
         if self.verdicts is not None:
@@ -566,11 +554,8 @@ class GpuTopApp(App[int]):
         key = event.column_key.value
         if key not in views.SORT_KEYS:
             return
-        if key == self.sort_key:
-            self.sort_reverse = not self.sort_reverse
-        else:
-            self.sort_key = key
-            self.sort_reverse = False
+        self.sort_reverse = key == self.sort_key and not self.sort_reverse  # again: reversed
+        self.sort_key = key
         self.refresh_view()
 
     def action_pause(self) -> None:
@@ -607,10 +592,7 @@ class GpuTopApp(App[int]):
         key = table.cursor_key
         if key is None:
             return
-        if key in self.tagged:
-            self.tagged.discard(key)
-        else:
-            self.tagged.add(key)
+        self.tagged ^= {key}
         self.refresh_view()
         if table.cursor_row < table.row_count - 1:
             table.move_cursor(row=table.cursor_row + 1)
@@ -816,7 +798,8 @@ def run_in_terminal(
             app.run()
     finally:
         cleanup()
-        app.restore_signal_handlers()
+        if app._restore_signals is not None:
+            app._restore_signals()
     if app.return_code is not None:
         return app.return_code
     return app.ending.status or 0

@@ -25,7 +25,6 @@ from gputop.ui.views import (
     level,
     memory_percent,
     plain,
-    verdict_for,
     verdict_width_for,
 )
 
@@ -159,7 +158,7 @@ class GpuPanel(VerticalScroll):
                 g,
                 compact=compact,
                 bar_width=bar_width,
-                verdict=verdict_for(verdicts, g.index),
+                verdict=None if verdicts is None else verdicts.get(g.index),
                 verdict_width=verdict_width,
             )
             for g in gpus

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -343,9 +342,3 @@ def host_only_message(snapshot: Snapshot) -> Parts:
         (why.rstrip("."), ""),
         (". Host metrics and /dev/nvidia* holders are still shown.", "dim"),
     )
-
-
-def verdict_for(
-    verdicts: Mapping[int, str | VerdictMark] | Mapping[int, str] | None, index: int
-) -> str | VerdictMark | None:
-    return None if verdicts is None else verdicts.get(index)

@@ -152,23 +152,20 @@ class ProcessTable(DataTable[Text]):
         cols = visible_columns(self._compact, self._owners)
         cells = {r.key: self._row_cells(r, r.key in tagged, cols) for r in rows}
         self.rows_by_key = {r.key: r for r in rows}
-        if order != self._order and self.row_count == len(order) and set(order) == set(self._order):
-            # The same rows in another order: move them (cheaper than a rebuild).
-            self._reorder(order)
-            reordered = True
-        else:
-            reordered = False
+        reordered = (
+            order != self._order and self.row_count == len(order) and set(order) == set(self._order)
+        )
+        if reordered:
+            self._reorder(order)  # the same rows in another order: cheaper than a rebuild
         if order == self._order and self.row_count == len(order):
             changed = [k for k in order if cells[k] != self._cells.get(k)]
-            if not changed:
-                self.last_update = "reorder" if reordered else "skip"
-                return self.last_update
-            # Cells in place even when every row changed: a rebuild re-measures them all.
-            self._update_cells(changed, cells)
-            self.last_update = "reorder" if reordered else "cells"
-            return self.last_update
-        self._rebuild(order, cells)
-        self.last_update = "rebuild"
+            if changed:
+                # Cells in place even when every row changed: a rebuild re-measures them all.
+                self._update_cells(changed, cells)
+            self.last_update = "reorder" if reordered else "cells" if changed else "skip"
+        else:
+            self._rebuild(order, cells)
+            self.last_update = "rebuild"
         return self.last_update
 
     def _update_cells(self, changed: list[str], cells: dict[str, RowCells]) -> None:
@@ -290,6 +287,12 @@ class ProcessTable(DataTable[Text]):
     ) -> tuple[SegmentLines, SegmentLines]:
         """One body row as a few segments, cached by its cells: as DataTable draws it, but
         same-style cells merge and clicks name column 0; anything else goes DataTable's way."""
+
+        def datatable() -> tuple[SegmentLines, SegmentLines]:
+            return super(ProcessTable, self)._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            )
+
         if (
             line_no != 0
             or self.cursor_type != "row"
@@ -298,9 +301,7 @@ class ProcessTable(DataTable[Text]):
             or self.zebra_stripes
             or (self.show_row_labels and self._labelled_row_exists)
         ):
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
+            return datatable()
         if row_key is self._header_row_key:
             # The header changes only with the columns: DataTable's rendering, cached.
             header_key = (
@@ -315,17 +316,13 @@ class ProcessTable(DataTable[Text]):
             )
             header = self._fast_rows.get(header_key)
             if header is None:
-                header = super()._render_line_in_row(
-                    row_key, line_no, base_style, cursor_location, hover_location
-                )
+                header = datatable()
                 self._fast_rows[header_key] = header
             return header
         cells = None if row_key.value is None else self._cells.get(row_key.value)
         row_index = self._row_locations.get(row_key)
         if cells is None or row_index is None:
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
+            return datatable()
         cursor = cursor_location.row == row_index
         hover = hover_location.row == row_index
         show_cursor = self.show_cursor
@@ -347,9 +344,7 @@ class ProcessTable(DataTable[Text]):
             return cached
         table_width = self._table_width
         if sum(cell_len(text) for text, _ in cells) != table_width:
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
+            return datatable()
         component, post = self._get_styles_to_render_cell(
             False,
             False,

@@ -155,7 +155,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             self.generation = generation
         super().on_frame_arrived(message)
 
-    def _adopt(self, done: Diagnosis) -> Diagnosis:
+    def _adopt(self, done: Diagnosis) -> None:
         # The verdict history (detail screen) is of the look-back before the cursor only:
         # after a jump, what was judged at the old position is not this one's history.
         t = done.snapshot.time
@@ -165,7 +165,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         if len(kept) != len(log):
             log.clear()
             log.extend(kept)
-        return super()._adopt(done)
+        super()._adopt(done)
 
     def _render_header(self) -> None:
         self.header.show(self.header_parts_now())
@@ -235,9 +235,6 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             self.player.goto(t)
 
         self.push_screen(GoToScreen(), done)
-
-    def action_tag(self) -> None:
-        pass
 
     def action_help(self) -> None:
         from gputop.ui.screens.help import HelpScreen

@@ -20,7 +20,6 @@ from gputop.ui.gpu_view import is_mem_idle as is_mem_idle
 from gputop.ui.gpu_view import memory_percent as memory_percent
 from gputop.ui.gpu_view import pcie_downgrade as pcie_downgrade
 from gputop.ui.gpu_view import throttle_words as throttle_words
-from gputop.ui.gpu_view import verdict_for as verdict_for
 from gputop.ui.gpu_view import verdict_legend as verdict_legend
 from gputop.ui.gpu_view import verdict_mark as verdict_mark
 from gputop.ui.gpu_view import verdict_parts as verdict_parts
