@@ -77,8 +77,6 @@ class Ending:
         call began it. Safe from a signal handler: ``_lock`` is only tried."""
         if terminal_lost:
             self.terminal_lost = True
-        if self.begun.is_set():
-            return False
         if not self._lock.acquire(blocking=False):
             return False  # another thread is beginning it right now
         try:
@@ -300,8 +298,7 @@ class GpuTopDriver(LinuxDriver):
         finally:
             selector.close()
             with contextlib.suppress(EOFError, ParseError):
-                for _event in parser.feed(""):
-                    pass
+                list(parser.feed(""))  # the parser's end
 
     def _on_sigtstp(self, signum: int, frame: FrameType | None) -> None:
         """Suspend on the event loop (Textual: inside the handler, wherever the main

@@ -40,7 +40,6 @@ from gputop.ui.parts import level as level
 from gputop.ui.parts import memory_bar as memory_bar
 from gputop.ui.parts import plain as plain
 from gputop.ui.parts import safe as safe
-from gputop.ui.parts import spark as spark
 from gputop.ui.process_view import MIN_COMMAND_WIDTH as MIN_COMMAND_WIDTH
 from gputop.ui.process_view import SORT_KEYS as SORT_KEYS
 from gputop.ui.process_view import column_widths as column_widths

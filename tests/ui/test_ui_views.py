@@ -34,12 +34,18 @@ def test_level_is_a_fixed_scale(value: float | None, cell: str) -> None:
     assert views.level(value) == cell
 
 
-def test_spark_never_rescales_and_pads_left() -> None:
+def test_history_never_rescales_and_pads_left() -> None:
     # A flat 3 % stays at the floor; an auto-scaling chart would draw it full height.
-    assert views.spark([3.0, 3.0, 3.0], 5) == "  ▁▁▁"
-    assert views.spark([0.0, 100.0, None], 3) == " █·"
-    assert views.spark(list(range(100)), 4) == "████"
-    assert views.spark([50.0] * 10, 0) == ""
+    from gputop.ui.gpu_panel import history_parts  # the GPU panel's history rows
+
+    def history(values: list[float | None], width: int) -> str:
+        cells = "".join(views.level(v) for v in values)
+        return history_parts(("", cells), width, 0)[-1][0]
+
+    assert history([3.0, 3.0, 3.0], 5) == "  ▁▁▁"
+    assert history([0.0, 100.0, None], 3) == " █·"
+    assert history(list(range(100)), 4) == "████"
+    assert history([50.0] * 10, 0) == ""
 
 
 def test_memory_bar_shows_used_reserved_free_as_characters() -> None:
