@@ -22,13 +22,13 @@ from gputop.diagnosis import Diagnosis
 from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
 from gputop.keys import Key as Key
 from gputop.keys import remapped
-from gputop.model import Snapshot, Verdict
+from gputop.model import HostSample, Snapshot, Verdict
 from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.header import HeaderLine
-from gputop.ui.host_panel import HostPanel
+from gputop.ui.lines import PartsLines
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
 from gputop.ui.terminal import (
@@ -117,6 +117,20 @@ class FrameArrived(Message):
 
 #: Snapshots the dashboard's charts may show (its feed's history).
 HISTORY = 3600
+
+
+class HostPanel(PartsLines):
+    """Host panel: CPU, iowait, load, RAM, swap, disk, network, per-core cells; drawn line
+    by line, so a tick that moves only the per-core cells repaints that line."""
+
+    DEFAULT_CSS = """
+    HostPanel {
+        border-top: hkey $primary-muted;
+    }
+    """
+
+    def show(self, host: HostSample | None, *, width: int, compact: bool) -> bool:
+        return self.set_lines(views.host_lines(host, width, compact=compact))
 
 
 class GpuTopApp(App[int]):
@@ -645,9 +659,7 @@ class GpuTopApp(App[int]):
             return
         table = self.table
         rows = [table.rows_by_key[k] for k in sorted(self.tagged) if k in table.rows_by_key]
-        if not rows:
-            proc = table.cursor_proc
-            rows = [proc] if proc is not None else []
+        rows = rows or [p for p in (table.cursor_proc,) if p is not None]  # tagged, else cursor's
         if not rows:
             self.notify("no process selected", severity="warning", timeout=3)
             return

@@ -37,13 +37,10 @@ _NO_POINT: Point = (level(None), level(None))  # the GPU is missing or lost in t
 
 def _snapshot_points(snap: Snapshot) -> dict[int, Point]:
     """One snapshot's history cells per GPU, computed once: a tick only joins drawn cells."""
-    points: dict[int, Point] = {}
-    for g in snap.gpus:
-        if g.index not in points:  # as Snapshot.gpu(): the first GPU with that index
-            points[g.index] = (
-                _NO_POINT if g.lost else (level(g.utilization.gpu), level(memory_percent(g)))
-            )
-    return points
+    return {  # reversed: as Snapshot.gpu(), the first GPU with an index wins
+        g.index: _NO_POINT if g.lost else (level(g.utilization.gpu), level(memory_percent(g)))
+        for g in reversed(snap.gpus)
+    }
 
 
 class GpuBlock:

@@ -174,8 +174,7 @@ class TerminalOut:
 
 
 class GpuTopDriver(LinuxDriver):
-    """Textual's Linux driver, made to let go of a terminal that went away. The app
-    must have an ``ending`` attribute (:class:`Ending`)."""
+    """Textual's Linux driver, made to let go of a terminal that went away."""
 
     def __init__(self, app: App[Any], **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
@@ -301,8 +300,7 @@ class GpuTopDriver(LinuxDriver):
                 list(parser.feed(""))  # the parser's end
 
     def _on_sigtstp(self, signum: int, frame: FrameType | None) -> None:
-        """Suspend on the event loop (Textual: inside the handler, wherever the main
-        thread happened to be)."""
+        """Suspend on the event loop (Textual: in the handler, wherever the main thread was)."""
         self._call_soon(self._suspend)
 
     def _suspend(self) -> None:
@@ -314,8 +312,7 @@ class GpuTopDriver(LinuxDriver):
         os.kill(os.getpid(), signal.SIGSTOP)
 
     def _on_sigcont(self, signum: int, frame: FrameType | None) -> None:
-        """Textual: every SIGCONT restarts application mode; here only what this driver
-        suspended is resumed."""
+        """Textual: every SIGCONT restarts application mode; here only what we suspended."""
         self._call_soon(self._resume)
 
     def _resume(self) -> None:
