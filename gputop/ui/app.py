@@ -29,6 +29,7 @@ from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.header import HeaderLine
 from gputop.ui.lines import PartsLines
+from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, MIN_HEIGHT, MIN_WIDTH
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
 from gputop.ui.terminal import (
@@ -494,8 +495,8 @@ class GpuTopApp(App[int]):
         if size == self._size:
             return
         self._size = size
-        compact = size.width < views.COMPACT_WIDTH or size.height < views.COMPACT_HEIGHT
-        too_small = size.width < views.MIN_WIDTH or size.height < views.MIN_HEIGHT
+        compact = size.width < COMPACT_WIDTH or size.height < COMPACT_HEIGHT
+        too_small = size.width < MIN_WIDTH or size.height < MIN_HEIGHT
         self.compact = compact
         main = self.query_one("#main")
         main.set_class(compact, "-compact")
@@ -509,7 +510,7 @@ class GpuTopApp(App[int]):
                 quit_key = next(k.display for k in self.keys if k.action == "quit")
                 note.update(
                     f"terminal too small: {size.width}x{size.height}, "
-                    f"gputop needs {views.MIN_WIDTH}x{views.MIN_HEIGHT} ({quit_key} quits)"
+                    f"gputop needs {MIN_WIDTH}x{MIN_HEIGHT} ({quit_key} quits)"
                 )
         if not too_small and self.snapshot is not None:
             self.refresh_view()

@@ -12,21 +12,18 @@ from textual.widgets import Static
 
 from gputop.cells import cell_width
 from gputop.model import Snapshot
-from gputop.ui.lines import PartsLines
-from gputop.ui.roles import to_content
-from gputop.ui.views import (
+from gputop.ui.gpu_view import (
     GpuView,
-    Parts,
     VerdictMark,
     bar_width_for,
-    fit_parts,
     gpu_view,
     host_only_message,
-    level,
     memory_percent,
-    plain,
     verdict_width_for,
 )
+from gputop.ui.lines import PartsLines
+from gputop.ui.parts import Parts, fit_parts, level, plain
+from gputop.ui.roles import to_content
 
 HISTORY_LABEL_WIDTH = 5  # "util " / "mem  " before a history row (wide layout)
 # (label, cells oldest first): one ``level`` cell per snapshot, on the fixed 0-100 % scale.
