@@ -616,12 +616,9 @@ class GpuTopApp(App[int]):
         proc = self.table.cursor_proc
         if proc is not None and proc.gpu is not None:
             return proc.gpu
-        if self.snapshot is None:
-            return None
-        for g in self.snapshot.gpus:
-            if self.shown_gpus is None or g.index in self.shown_gpus:
-                return g.index
-        return None
+        gpus = () if self.snapshot is None else self.snapshot.gpus
+        shown = (g.index for g in gpus if self.shown_gpus is None or g.index in self.shown_gpus)
+        return next(shown, None)  # else the first GPU shown
 
     def action_detail(self) -> None:
         gpu = self._detail_gpu()

@@ -44,12 +44,12 @@ class ProcessTable(DataTable[Text]):
         super().__init__(
             id=id, cursor_type="row", cell_padding=0, zebra_stripes=False, show_row_labels=False
         )
-        self._columns_key: tuple[object, ...] | None = None
+        # (width, compact, sort key, reverse, owners) the columns and labels are for.
+        self._columns_key: tuple[int, bool, str, bool, bool] | None = None
         self._widths: dict[str, int] = {}
         self._table_width = 0  # the columns' total width, as DataTable renders them
         self._compact = False
         self._owners = False  # the OWNER column is shown (a row has an owner)
-        self._configured: tuple[int, bool, str, bool] | None = None
         self._order: list[str] = []
         self._cells: dict[str, RowCells] = {}
         self.rows_by_key: dict[str, ProcRow] = {}
@@ -65,7 +65,6 @@ class ProcessTable(DataTable[Text]):
     def configure(self, width: int, *, compact: bool, sort_key: str, reverse: bool) -> None:
         """(Re)build the columns when the width or layout changed; a new sort column or
         direction only relabels the headers (the rows stay: see ``show``)."""
-        self._configured = (width, compact, sort_key, reverse)
         key = (width, compact, sort_key, reverse, self._owners)
         if key == self._columns_key:
             return
@@ -131,9 +130,6 @@ class ProcessTable(DataTable[Text]):
             cells.append((text, style))
         return tuple(cells)
 
-    def _refresh_styles(self) -> None:
-        self._styles = rich_styles(self.app.theme_variables)
-
     def _text(self, cell: Cell) -> Text:
         text, style = cell
         return Text(text, style=self._styles.get(style, Style()), no_wrap=True, end="")
@@ -142,11 +138,11 @@ class ProcessTable(DataTable[Text]):
         """Show ``rows`` in this order; returns what it did: "skip", "cells", "reorder"
         (the same rows moved, changed cells updated) or "rebuild"."""
         if not self._styles:
-            self._refresh_styles()
+            self._styles = rich_styles(self.app.theme_variables)
         owners = any(r.owner for r in rows)
-        if owners != self._owners and self._configured is not None:
+        if owners != self._owners and self._columns_key is not None:
             self._owners = owners  # OWNER comes or goes: the columns are built again
-            width, compact, sort_key, reverse = self._configured
+            width, compact, sort_key, reverse, _ = self._columns_key
             self.configure(width, compact=compact, sort_key=sort_key, reverse=reverse)
         order = [r.key for r in rows]
         cols = visible_columns(self._compact, self._owners)
