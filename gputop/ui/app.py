@@ -6,6 +6,7 @@ import signal
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
@@ -726,7 +727,7 @@ class GpuTopApp(App[int]):
             yield SystemCommand(
                 f"{k.description} ({k.display})",
                 f"same as pressing {k.display}",
-                palette_action(self, k.action),
+                partial(self.run_action, k.action),
             )
 
 
@@ -735,13 +736,6 @@ def _ending_with(history: Sequence[Snapshot], snap: Snapshot) -> tuple[Snapshot,
     if history and history[-1] is snap:
         return tuple(history)  # the same object when it is already a tuple
     return (*(s for s in history if s.time < snap.time), snap)
-
-
-def palette_action(app: GpuTopApp, action: str) -> Callable[[], Any]:
-    async def run() -> None:
-        await app.run_action(action)
-
-    return run
 
 
 def help_legend() -> list[tuple[str, str]]:

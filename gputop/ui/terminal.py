@@ -234,10 +234,7 @@ class GpuTopDriver(LinuxDriver):
         while True:
             ending = self.ending.begun.is_set() or self._out.dead
             try:
-                if ending:
-                    queue.put_nowait(data)
-                else:
-                    queue.put(data, timeout=0.1)
+                queue.put(data, block=not ending, timeout=0.1)
                 return
             except Full:
                 if ending:
