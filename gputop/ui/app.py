@@ -28,9 +28,10 @@ from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
+from gputop.ui.gpu_view import JUDGING_MARK, MEM_IDLE_MARKER
 from gputop.ui.header import HeaderLine
 from gputop.ui.lines import PartsLines
-from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, MIN_HEIGHT, MIN_WIDTH
+from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, INTERVAL_STEPS, MIN_HEIGHT, MIN_WIDTH
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
 from gputop.ui.terminal import (
@@ -122,8 +123,7 @@ HISTORY = 3600
 
 
 class HostPanel(PartsLines):
-    """Host panel: CPU, iowait, load, RAM, swap, disk, network, per-core cells; drawn line
-    by line, so a tick that moves only the per-core cells repaints that line."""
+    """Host panel, line by line: a tick that moves only the per-core cells repaints that line."""
 
     DEFAULT_CSS = """
     HostPanel {
@@ -402,7 +402,7 @@ class GpuTopApp(App[int]):
         if self.verdicts is not None:
             return self.verdicts
         if self.judging is not None and self.snapshot is not None:
-            return {g.index: views.JUDGING_MARK for g in self.snapshot.gpus}
+            return {g.index: JUDGING_MARK for g in self.snapshot.gpus}
         return None if self.diagnosis() is None else self._marks
 
     def _render(self) -> None:
@@ -591,7 +591,7 @@ class GpuTopApp(App[int]):
             update_history(self.history)
 
     def action_interval(self, step: int) -> None:
-        steps = views.INTERVAL_STEPS
+        steps = INTERVAL_STEPS
         current = self.interval
         # Outside the steps (e.g. --interval 0.1 or 30) the key only moves towards them.
         if step > 0:
@@ -742,7 +742,7 @@ def help_legend() -> list[tuple[str, str]]:
     """What the markers mean: the verdict words first, then the other markers."""
     from gputop.ui.screens.help import LEGEND
 
-    others = [(marker, what) for marker, what in LEGEND if marker != views.MEM_IDLE_MARKER]
+    others = [(marker, what) for marker, what in LEGEND if marker != MEM_IDLE_MARKER]
     return list(views.verdict_legend()) + others
 
 

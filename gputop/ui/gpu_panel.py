@@ -1,7 +1,4 @@
-"""One block per GPU: text (bars, temperature, power, PCIe, throttling) + a fixed-scale history.
-
-Blocks are rebuilt only when the GPUs shown or the layout change.
-"""
+"""One block per GPU: text (bars, temperature, power, PCIe, throttling) + a fixed-scale history."""
 
 from __future__ import annotations
 

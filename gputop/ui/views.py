@@ -3,8 +3,6 @@ the per-panel view modules that the app and the screens use, in one place."""
 
 from __future__ import annotations
 
-from gputop.ui.gpu_view import JUDGING_MARK as JUDGING_MARK
-from gputop.ui.gpu_view import MEM_IDLE_MARKER as MEM_IDLE_MARKER
 from gputop.ui.gpu_view import POWER_CAP_WORD as POWER_CAP_WORD
 from gputop.ui.gpu_view import SEVERITY_ROLES as SEVERITY_ROLES
 from gputop.ui.gpu_view import VERDICT_WORDS as VERDICT_WORDS
@@ -15,7 +13,6 @@ from gputop.ui.gpu_view import verdict_parts as verdict_parts
 from gputop.ui.header_view import header_parts as header_parts
 from gputop.ui.header_view import mode_text as mode_text
 from gputop.ui.host_view import host_lines as host_lines
-from gputop.ui.parts import INTERVAL_STEPS as INTERVAL_STEPS
 from gputop.ui.parts import Part as Part
 from gputop.ui.parts import Parts as Parts
 from gputop.ui.parts import safe as safe

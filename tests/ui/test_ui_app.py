@@ -13,7 +13,7 @@ from gputop.model import DriverInfo, Snapshot, UnlistedHolder, replace
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_bindings
 from gputop.ui.gpu_panel import GpuBlock, GpuLines, history_parts
-from gputop.ui.parts import level, plain
+from gputop.ui.parts import INTERVAL_STEPS, level, plain
 from gputop.ui.process_view import MIN_COMMAND_WIDTH, column_widths
 from tests import builders as fx
 
@@ -246,9 +246,9 @@ async def test_plus_minus_change_the_interval_within_bounds() -> None:
         await pilot.press("minus", "minus")
         assert sampler.interval == 0.5
         await pilot.press(*["minus"] * 5)
-        assert sampler.interval == views.INTERVAL_STEPS[0] == 0.25
+        assert sampler.interval == INTERVAL_STEPS[0] == 0.25
         await pilot.press(*["plus"] * 10)
-        assert sampler.interval == views.INTERVAL_STEPS[-1] == 10.0
+        assert sampler.interval == INTERVAL_STEPS[-1] == 10.0
         assert "every 10s" in app.header.text
 
 
