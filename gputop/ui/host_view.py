@@ -81,7 +81,5 @@ def core_lines(per_core: Sequence[float], width: int, *, max_rows: int) -> list[
             hidden = len(cells) - (room * max_rows - len(more))
             more = f" +{hidden}"
         rows[-1] = rows[-1][: room - len(more)] + more
-    out: list[Parts] = []
-    for i, row in enumerate(rows):
-        out.append(((label if i == 0 else " " * len(label), "label"), (row, "cores")))
-    return out
+    pad = " " * len(label)
+    return [((label if i == 0 else pad, "label"), (row, "cores")) for i, row in enumerate(rows)]

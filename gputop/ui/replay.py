@@ -159,9 +159,8 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         # The verdict history (detail screen) is of the look-back before the cursor only:
         # after a jump, what was judged at the old position is not this one's history.
         t = done.snapshot.time
-        lookback = self.player.lookback
         log = self.verdict_log
-        kept = sorted((e for e in log if t - lookback < e[0] < t), key=lambda e: e[0])
+        kept = sorted((e for e in log if t - self.player.lookback < e[0] < t), key=lambda e: e[0])
         if len(kept) != len(log):
             log.clear()
             log.extend(kept)
