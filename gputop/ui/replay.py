@@ -29,13 +29,14 @@ from gputop.ui.app import (
     help_legend,
     key_bindings,
 )
+from gputop.ui.gpu_view import JUDGING_MARK
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
     from gputop.sampler import Sampler
 
 #: What the screen says while a frame's look-back is still being read.
-JUDGING = "judging from the recording…"
+JUDGING = JUDGING_MARK.label
 
 
 REPLAY_KEYS: tuple[Key, ...] = (
