@@ -254,16 +254,15 @@ class GpuTopApp(App[int]):
     def on_mount(self) -> None:
         if self.handle_signals:
             self._restore_signals = install_signal_handlers(self, self.ending)
-        if self._theme_name:
-            if self._theme_name in self.available_themes:
-                self.theme = self._theme_name
-            else:
-                known = ", ".join(sorted(self.available_themes))
-                self.notify(
-                    f"unknown theme {self._theme_name!r}; known: {known}",
-                    severity="warning",
-                    timeout=10,
-                )
+        if self._theme_name in self.available_themes:
+            self.theme = self._theme_name
+        elif self._theme_name:
+            known = ", ".join(sorted(self.available_themes))
+            self.notify(
+                f"unknown theme {self._theme_name!r}; known: {known}",
+                severity="warning",
+                timeout=10,
+            )
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._set_layout(self.size)
         if self._initial:
