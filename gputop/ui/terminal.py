@@ -68,7 +68,6 @@ class Ending:
         self.grace = grace
         self.on_timeout: list[Callable[[], None]] = []
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     def begin(
         self, status: int, *, terminal_lost: bool = False, grace: float | None = None
@@ -88,10 +87,8 @@ class Ending:
             self.began_at = time.monotonic()
             self.begun.set()
             if self.watchdog:
-                self._thread = threading.Thread(
-                    target=self._watch, name="gputop-exit-watchdog", daemon=True
-                )
-                self._thread.start()
+                name = "gputop-exit-watchdog"
+                threading.Thread(target=self._watch, name=name, daemon=True).start()
             return True
         finally:
             self._lock.release()
