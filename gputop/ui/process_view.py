@@ -228,12 +228,8 @@ def matches(row: ProcRow, text: str) -> bool:
     needle = text.strip().lower()
     if not needle:
         return True
-    return (
-        needle in row.command.lower()
-        or (row.owner is not None and needle in row.owner.lower())
-        or (row.user is not None and needle in row.user.lower())
-        or needle in str(row.pid)
-    )
+    fields = (row.command, row.owner or "", row.user or "", str(row.pid))
+    return any(needle in field.lower() for field in fields)
 
 
 def sort_rows(rows: Sequence[ProcRow], key: str, reverse: bool = False) -> list[ProcRow]:
