@@ -247,15 +247,13 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
 
 
 def replay_help() -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for k in REPLAY_KEYS:
-        if k.action in _HELP:
-            out.append((k.display, _HELP[k.action]))
-        elif k.show or k.action in ("jobs", "detail", "filter", "sort", "reverse", "all_gpus"):
-            out.append((k.display, k.description))
-    out.append(GPU_DIGITS_HELP)
-    out.append(("", "no signal is ever offered in a replay: its processes are of the past"))
-    return out
+    also = ("jobs", "detail", "filter", "sort", "reverse", "all_gpus")  # not in the footer
+    keys = [k for k in REPLAY_KEYS if k.action in _HELP or k.show or k.action in also]
+    return [
+        *((k.display, _HELP.get(k.action, k.description)) for k in keys),
+        GPU_DIGITS_HELP,
+        ("", "no signal is ever offered in a replay: its processes are of the past"),
+    ]
 
 
 def run_replay(
