@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import events
 from textual.app import ComposeResult
@@ -39,12 +39,6 @@ class FleetChanged(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, FleetChanged)
-
-
-class HostList(PartsLines):
-    """Every shown host's lines; the selected host is marked."""
-
-    LINES_FIT_WIDTH = False
 
 
 class FleetScreen(Screen[None]):
@@ -91,7 +85,7 @@ class FleetScreen(Screen[None]):
         yield PartsLines(id="fleet-summary")
         yield PartsLines(id="fleet-columns")
         with VerticalScroll(id="fleet-scroll"):
-            yield HostList(id="fleet-hosts")
+            yield PartsLines(id="fleet-hosts")  # every shown host's lines
         yield Input(placeholder="filter: host, user, pod, job (Esc clears)", id="fleet-filter")
         yield Footer()
 
@@ -132,7 +126,7 @@ class FleetScreen(Screen[None]):
             self.query_one("#fleet-header", HeaderLine).show(self._header(len(every)))
             self.query_one("#fleet-summary", PartsLines).set_lines([fv.summary_parts(every)])
             self.query_one("#fleet-columns", PartsLines).set_lines([fv.columns_header(width)])
-            self.query_one("#fleet-hosts", HostList).set_lines(lines)
+            self.query_one("#fleet-hosts", PartsLines).set_lines(lines)
         self._scroll_to_cursor()
         self.frames += 1
 
@@ -231,7 +225,7 @@ class FleetScreen(Screen[None]):
             ("R", "retry unreachable hosts now"),
             ("q", "quit (every ssh connection is closed)"),
         ]
-        legend = list(fv.legend()) + list(views.verdict_legend())
+        legend = [*fv.LEGEND, *views.verdict_legend()]
         self.app.push_screen(HelpScreen(keys, legend))
 
 
@@ -252,7 +246,6 @@ class FleetApp(GpuTopApp):
         thresholds: Thresholds | None = None,
         theme: str | None = None,
         clock: Callable[[], float] = time.monotonic,
-        start_streams: bool = True,
     ) -> None:
         super().__init__(None, readonly=True, thresholds=thresholds, theme=theme)
         self.streams = streams
@@ -260,7 +253,6 @@ class FleetApp(GpuTopApp):
         self.clock = clock
         self.interval_s = streams.interval
         self._interval = streams.interval
-        self.start_streams = start_streams
         self.fleet_screen = FleetScreen(self)
         self.host: str | None = None  # the host open in the dashboard
         self._host_seq = 0
@@ -271,8 +263,7 @@ class FleetApp(GpuTopApp):
         self.install_screen(self.fleet_screen, name="fleet")
         self.push_screen("fleet")
         self.streams.on_change = self._from_streams
-        if self.start_streams:
-            self.streams.start()
+        self.streams.start()
         self.set_interval(1.0, self.refresh_fleet, name="fleet-ages")
 
     def _from_streams(self) -> None:
@@ -302,15 +293,14 @@ class FleetApp(GpuTopApp):
         self._feed_host()
         if self.snapshot is None:
             self._render_header()
-        if callable(getattr(self.streams, "history", None)):
-            self.run_worker(lambda: self._fetch_history(name), thread=True, exclusive=True)
+        history = getattr(self.streams, "history", None)  # a source that keeps one
+        if callable(history):
+            self.run_worker(lambda: self._fetch_history(name, history), thread=True, exclusive=True)
 
-    def _fetch_history(self, name: str) -> None:
+    def _fetch_history(self, name: str, history: Callable[[str], list[dict[str, Any]]]) -> None:
         """Worker thread: the host's recent minutes; a failure is said, the live view goes on."""
-        history = getattr(self.streams, "history", None)
         try:
-            datas = history(name) if callable(history) else []
-            snaps = [to_snapshot(d) for d in datas]
+            snaps = [to_snapshot(d) for d in history(name)]
         except (LineError, ValueError) as exc:
             self.call_from_thread(self.notify, f"no history: {exc}", severity="warning")
             return

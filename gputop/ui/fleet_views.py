@@ -5,6 +5,7 @@ A GPU cell is ``util mem verdict``; the word carries the meaning (NO_COLOR-safe)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,9 +28,16 @@ WIDE_PREFIX = WIDE_NAME + 1 + WIDE_STATE + 1 + 3 + 1
 SORT_KEYS = ("host", "worst", "idle")
 SORT_LABELS = {"host": "host", "worst": "worst verdict", "idle": "idle memory"}
 
-#: Verdict kinds -> the fleet summary's groups.
-BUSY = frozenset({vd.GPU_BOUND, vd.MODERATE, vd.THROTTLED, vd.LINK_DEGRADED, vd.MEMORY_FULL})
-STARVED = frozenset({vd.TRANSFER_PCIE, vd.INPUT_DISK, vd.INPUT_CPU, vd.INPUT_MAIN, vd.UNDERUSED})
+#: Verdict kinds -> the fleet summary's groups (any other kind: "no verdict").
+BUSY = (vd.GPU_BOUND, vd.MODERATE, vd.THROTTLED, vd.LINK_DEGRADED, vd.MEMORY_FULL)
+STARVED = (vd.TRANSFER_PCIE, vd.INPUT_DISK, vd.INPUT_CPU, vd.INPUT_MAIN, vd.UNDERUSED)
+_GROUP_OF = {
+    vd.LOST: "lost",
+    vd.IDLE_HOLDER: "idle-holding",
+    vd.IDLE: "idle",
+    **dict.fromkeys(STARVED, "starved"),
+    **dict.fromkeys(BUSY, "busy"),
+}
 GROUPS = ("busy", "starved", "idle-holding", "idle", "lost", "no verdict")
 
 #: Host states, in the summary's order, and their roles.
@@ -51,20 +59,9 @@ _SEVERITY_RANK = {"bad": 0, "warn": 1, "info": 2, "ok": 3}
 
 def group(cell: GpuCell) -> str:
     """The summary group of one GPU."""
-    v = cell.verdict
-    if cell.lost or (v is not None and v.kind == vd.LOST):
+    if cell.lost:
         return "lost"
-    if v is None:
-        return "no verdict"
-    if v.kind == vd.IDLE_HOLDER:
-        return "idle-holding"
-    if v.kind == vd.IDLE:
-        return "idle"
-    if v.kind in STARVED:
-        return "starved"
-    if v.kind in BUSY:
-        return "busy"
-    return "no verdict"  # warming up, unknown
+    return "no verdict" if cell.verdict is None else _GROUP_OF.get(cell.verdict.kind, "no verdict")
 
 
 def word(v: Verdict | None) -> tuple[str, str]:
@@ -190,15 +187,12 @@ def summary_parts(items: Sequence[Row]) -> Parts:
     parts: list[Part] = [("GPUs ", "label"), (str(total), "title"), (":", "label")]
     for name in GROUPS:
         n = counts[name]
-        if n == 0 and name in ("no verdict",):
-            continue
-        parts += [(f" {name} ", "label"), (str(n), roles.get(name, "") if n else "dim")]
-    states: dict[str, int] = {}
-    for r in items:
-        states[r.state] = states.get(r.state, 0) + 1
+        if n or name != "no verdict":
+            parts += [(f" {name} ", "label"), (str(n), roles.get(name, "") if n else "dim")]
+    states = Counter(r.state for r in items)
     parts += [("  │ hosts ", "label"), (str(len(items)), "title"), (":", "label")]
     for state in _STATE_ROLES:
-        if states.get(state):
+        if states[state]:
             parts += [(f" {state} ", "label"), (str(states[state]), _STATE_ROLES[state])]
     return tuple(parts)
 
@@ -275,8 +269,7 @@ def host_lines(row: Row, width: int, selected: bool = False) -> list[Parts]:
         ((fit(safe(row.name, 128), NARROW_PREFIX - 1), name_role), (" ", "")),
         ((state, state_role), (" ", "")),
     ]
-    lines = body if len(body) >= 2 else [*body, ()] if body else [(), ()]
-    for i, b in enumerate(lines):
+    for i, b in enumerate(body + [()] * (2 - len(body))):  # the prefix takes two lines
         prefix = prefixes[i] if i < 2 else ((" " * NARROW_PREFIX, ""),)
         out.append(prefix + _cut(b, room))
     return out
@@ -298,13 +291,13 @@ def _cut(parts: Parts, room: int) -> Parts:
     return tuple(out)
 
 
-def legend() -> tuple[tuple[str, str], ...]:
-    return (
-        ("live", "a line arrived within the last 3 intervals"),
-        ("stale Ns", "no line for N seconds (the connection hangs, or it just dropped)"),
-        ("unreachable", "the last attempt failed; its ssh error is shown; retried with backoff"),
-        ("no gputop", "the host has no gputop: the install command is shown"),
-        ("new schema", "the host's gputop is newer than this one: update this one"),
-        ("bad data", "the host sent lines that are not gputop snapshots"),
-        ("ut% mem", "GPU utilization and memory used, percent; n/a = not reported"),
-    )
+#: The fleet's markers, for its help screen.
+LEGEND = (
+    ("live", "a line arrived within the last 3 intervals"),
+    ("stale Ns", "no line for N seconds (the connection hangs, or it just dropped)"),
+    ("unreachable", "the last attempt failed; its ssh error is shown; retried with backoff"),
+    ("no gputop", "the host has no gputop: the install command is shown"),
+    ("new schema", "the host's gputop is newer than this one: update this one"),
+    ("bad data", "the host sent lines that are not gputop snapshots"),
+    ("ut% mem", "GPU utilization and memory used, percent; n/a = not reported"),
+)

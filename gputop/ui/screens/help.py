@@ -54,28 +54,15 @@ class HelpScreen(ModalScreen[None]):
     """Keys and markers. Esc, ? or q closes it."""
 
     DEFAULT_CSS = """
-    HelpScreen {
-        align: center middle;
-    }
+    HelpScreen { align: center middle; }
     HelpScreen #help-dialog {
-        width: 90%;
-        max-width: 100;
-        height: auto;
-        max-height: 90%;
-        border: thick $primary;
-        background: $surface;
-        padding: 0 1;
+        width: 90%; max-width: 100; height: auto; max-height: 90%;
+        border: thick $primary; background: $surface; padding: 0 1;
     }
-    HelpScreen #help-body {
-        height: 1fr;  /* scrolls inside the dialog; the close line below stays visible */
-    }
-    HelpScreen #help-body Static {
-        height: auto;
-    }
-    HelpScreen #help-close {
-        color: $text-muted;
-        height: 1;
-    }
+    /* The body scrolls inside the dialog; the close line below stays visible. */
+    HelpScreen #help-body { height: 1fr; }
+    HelpScreen #help-body Static { height: auto; }
+    HelpScreen #help-close { color: $text-muted; height: 1; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -381,25 +381,14 @@ class JobsScreen(Screen[None]):
     """Esc, j or q returns."""
 
     DEFAULT_CSS = """
-    JobsScreen #jobs-title {
-        height: 1;
-        padding: 0 1;
-        background: $panel;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
+    JobsScreen #jobs-title, JobsScreen #jobs-header {
+        height: 1; text-wrap: nowrap; text-overflow: ellipsis;
     }
-    JobsScreen #jobs-header {
-        height: 1;
-        text-style: bold;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-    }
+    JobsScreen #jobs-title { padding: 0 1; background: $panel; }
+    JobsScreen #jobs-header { text-style: bold; }
     JobsScreen #jobs-detail {
-        height: auto;
-        max-height: 60%;
-        overflow-y: auto;
-        border-top: hkey $primary-muted;
-        padding: 0 1;
+        height: auto; max-height: 60%; overflow-y: auto;
+        border-top: hkey $primary-muted; padding: 0 1;
     }
     """
 

@@ -83,55 +83,21 @@ class KillScreen(ModalScreen[str | None]):
     """Dismisses with a summary of what was sent, or None."""
 
     DEFAULT_CSS = """
-    KillScreen {
-        align: center middle;
-    }
+    KillScreen { align: center middle; }
     KillScreen #kill-dialog {
-        width: 90%;
-        max-width: 120;
-        height: auto;
-        max-height: 90%;
-        border: thick $error;
-        background: $surface;
-        padding: 0 1;
+        width: 90%; max-width: 120; height: auto; max-height: 90%;
+        border: thick $error; background: $surface; padding: 0 1;
     }
-    KillScreen #kill-title {
-        text-style: bold;
-        height: auto;
-    }
-    KillScreen #kill-note {
-        color: $text-muted;
-        height: auto;
-    }
-    KillScreen #kill-owners {
-        height: auto;
-        margin: 1 0 0 0;
-    }
-    KillScreen #kill-targets {
-        height: auto;
-        max-height: 8;
-        margin: 1 0 0 0;
-    }
-    KillScreen #kill-targets Static {
-        height: auto;
-    }
-    KillScreen .kill-buttons {
-        height: auto;
-        align-horizontal: center;
-        margin: 1 0 0 0;
-    }
-    KillScreen .kill-buttons Button {
-        margin: 0 1;
-        min-width: 10;
-    }
-    KillScreen #kill-result {
-        height: auto;
-        max-height: 10;
-        margin: 1 0 0 0;
-    }
-    KillScreen #kill-outcomes {
-        height: auto;
-    }
+    KillScreen #kill-title { text-style: bold; height: auto; }
+    KillScreen #kill-note { color: $text-muted; height: auto; }
+    KillScreen #kill-owners, KillScreen #kill-targets, KillScreen .kill-buttons,
+    KillScreen #kill-result { height: auto; margin: 1 0 0 0; }
+    KillScreen #kill-targets { max-height: 8; }
+    KillScreen #kill-result { max-height: 10; }
+    KillScreen #kill-result, KillScreen #kill-after { display: none; }
+    KillScreen #kill-targets Static, KillScreen #kill-outcomes { height: auto; }
+    KillScreen .kill-buttons { align-horizontal: center; }
+    KillScreen .kill-buttons Button { margin: 0 1; min-width: 10; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -209,8 +175,6 @@ class KillScreen(ModalScreen[str | None]):
                 yield Button("Close", id="close", variant="primary")
 
     def on_mount(self) -> None:
-        self.query_one("#kill-result").display = False
-        self.query_one("#kill-after").display = False
         if self.readonly or not self.targets:
             self.query_one("#cancel", Button).focus()
 
@@ -233,12 +197,10 @@ class KillScreen(ModalScreen[str | None]):
         self.query_one("#kill-outcomes", Static).update(
             Group(outcomes_table(outcomes), Text("Press any key to close.", style="dim"))
         )
-        self.query_one("#kill-result").display = True
         self.query_one("#kill-title", Static).update(Text(f"{sig.name}: what happened"))
         # Room for the outcomes (each names its pid); #kill-owners may be absent.
-        for widget in self.query("#kill-note, #kill-owners, #kill-targets, #kill-choices"):
-            widget.display = False
-        self.query_one("#kill-after").display = True
+        self.query("#kill-note, #kill-owners, #kill-targets, #kill-choices").set(display=False)
+        self.query("#kill-result, #kill-after").set(display=True)
         self.query_one("#close", Button).focus()
         return outcomes
 
