@@ -10,6 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -109,18 +110,10 @@ def _on_chart(y: float | None, scale: float, ymax: float) -> float | None:
 def runs(points: Sequence[Point]) -> list[tuple[list[float], list[float]]]:
     """Split a series at unknown values so each run is drawn as its own line (gaps stay gaps)."""
     out: list[tuple[list[float], list[float]]] = []
-    xs: list[float] = []
-    ys: list[float] = []
-    for x, y in points:
-        if y is None:
-            if xs:
-                out.append((xs, ys))
-                xs, ys = [], []
-            continue
-        xs.append(x)
-        ys.append(y)
-    if xs:
-        out.append((xs, ys))
+    for known, group in groupby(points, key=lambda p: p[1] is not None):
+        if known:
+            run = list(group)
+            out.append(([x for x, _ in run], [y for _, y in run if y is not None]))
     return out
 
 
@@ -171,9 +164,7 @@ def verdict_lines(
 class HistoryPlot(PlotextPlot):
     """A plotext chart whose data only changes when ``draw`` is called."""
 
-    DEFAULT_CSS = """
-    HistoryPlot { height: 1fr; width: 1fr; }
-    """
+    DEFAULT_CSS = "HistoryPlot { height: 1fr; width: 1fr; }"
 
     _last_draw: tuple[str, tuple[Series, ...], dict[str, Any]] | None = None
     _drawn_columns = 0
@@ -305,17 +296,6 @@ class DetailScreen(Screen[None]):
     def action_close(self) -> None:
         self.dismiss(None)
 
-    def _latest_gpu(self) -> GpuSample | None:
-        return self.history[-1].gpu(self.gpu_index) if self.history else None
-
-    def _last_known_name(self) -> str | None:
-        """The newest name the GPU had (a lost GPU reports none)."""
-        for snap in reversed(self.history):
-            gpu = snap.gpu(self.gpu_index)
-            if gpu is not None and gpu.name:
-                return gpu.name
-        return None
-
     def _span(self) -> float:
         if len(self.history) < 2:
             return 10.0
@@ -331,7 +311,9 @@ class DetailScreen(Screen[None]):
 
     def _title(self) -> Text:
         text = Text(f"GPU {self.gpu_index}")
-        name = self._last_known_name()
+        # The newest name the GPU had (a lost GPU reports none).
+        gpus = (snap.gpu(self.gpu_index) for snap in reversed(self.history))
+        name = next((gpu.name for gpu in gpus if gpu is not None and gpu.name), None)
         if name:
             text.append("  ")
             text.append(fmt.clean_text(name, 80) or fmt.NA)
@@ -349,7 +331,7 @@ class DetailScreen(Screen[None]):
     def _now(self) -> Text:
         if not self.history:
             return Text("no samples yet", style="italic")
-        gpu = self._latest_gpu()
+        gpu = self.history[-1].gpu(self.gpu_index)
         if gpu is None:
             return Text(
                 f"GPU {self.gpu_index} is not in the latest snapshot; history below is older",

@@ -207,32 +207,16 @@ def job_entries(
             if parent is not None:
                 workers_of.setdefault(parent, []).append(pid)
         children: list[Entry] = []
-        placed: set[int] = set()
         for gpu, pid in job.gpu_pids:
-            workers: tuple[Entry, ...] = ()
-            if pid not in placed:  # a process on two GPUs: its workers under the first
-                placed.add(pid)
-                workers = tuple(
-                    Entry(f"worker:{job.id}:{w}", job.id, worker_parts(w, index.get(w), room2))
-                    for w in workers_of.get(pid, ())
-                )
-            children.append(
-                Entry(
-                    f"gpu:{job.id}:{gpu}:{pid}",
-                    job.id,
-                    gpu_proc_parts(gpu, gpu_procs.get((gpu, pid)), pid, index.get(pid), room1),
-                    workers,
-                    expanded=not fold_workers,
-                )
+            workers = tuple(  # popped: a process on two GPUs has its workers under the first
+                Entry(f"worker:{job.id}:{w}", job.id, worker_parts(w, index.get(w), room2))
+                for w in workers_of.pop(pid, ())
             )
-        out.append(
-            Entry(
-                f"job:{job.id}",
-                job.id,
-                job_parts(job, verdicts.get(job.id), width),
-                tuple(children),
-            )
-        )
+            line = gpu_proc_parts(gpu, gpu_procs.get((gpu, pid)), pid, index.get(pid), room1)
+            key = f"gpu:{job.id}:{gpu}:{pid}"
+            children.append(Entry(key, job.id, line, workers, expanded=not fold_workers))
+        line = job_parts(job, verdicts.get(job.id), width)
+        out.append(Entry(f"job:{job.id}", job.id, line, tuple(children)))
     return tuple(out)
 
 
@@ -285,9 +269,7 @@ def to_text(lines: Sequence[Parts], styles: Mapping[str, Style]) -> Text:
 
 
 class JobTree(Tree[str]):
-    DEFAULT_CSS = """
-    JobTree { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }
-    """
+    DEFAULT_CSS = "JobTree { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("jobs", id=id)
