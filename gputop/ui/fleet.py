@@ -104,9 +104,8 @@ class FleetScreen(Screen[None]):
         if not self.is_mounted:
             return
         app = self.fleet
-        now = app.clock()
         width = max(20, self.size.width)
-        every = fv.rows(app.streams.views(), now, app.interval_s)
+        every = fv.rows(app.streams.views(), app.clock(), app.interval)
         shown = [r for r in every if fv.matches(r, self.text_filter)]
         shown = fv.sort_rows(shown, self.sort_key, self.reverse)
         self.shown = shown
@@ -136,7 +135,7 @@ class FleetScreen(Screen[None]):
             ("gputop fleet ", "title"),
             (f"{hosts} hosts", ""),
             ("  every ", "label"),
-            (f"{app.interval_s:g}s", ""),
+            (f"{app.interval:g}s", ""),
             ("  via ", "label"),
             (app.via, ""),
             ("  sort ", "label"),
@@ -185,16 +184,14 @@ class FleetScreen(Screen[None]):
         box.display = True
         box.focus()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "fleet-filter":
-            self.text_filter = event.value
-            self.redraw()
+    def on_input_changed(self, event: Input.Changed) -> None:  # the screen's one Input
+        self.text_filter = event.value
+        self.redraw()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "fleet-filter":
-            if not event.value:
-                event.input.display = False
-            self.set_focus(None)
+        if not event.value:
+            event.input.display = False
+        self.set_focus(None)
 
     def action_clear_filter(self) -> None:
         box = self.filter_input
@@ -251,8 +248,7 @@ class FleetApp(GpuTopApp):
         self.streams = streams
         self.via = via
         self.clock = clock
-        self.interval_s = streams.interval
-        self._interval = streams.interval
+        self._interval = streams.interval  # GpuTopApp.interval (fixed: see action_interval)
         self.fleet_screen = FleetScreen(self)
         self.host: str | None = None  # the host open in the dashboard
         self._host_seq = 0
@@ -364,7 +360,7 @@ class FleetApp(GpuTopApp):
         self.apply_snapshot(snap, tuple(self._host_history))
 
     def _host_state(self, view: HostView) -> None:
-        state, shown, detail = status(view, self.clock(), self.interval_s)
+        state, shown, detail = status(view, self.clock(), self.interval)
         stale = state != "live"
         error = None if state in ("live", "stale") else f"{shown}: {detail or ''}"
         if stale != self.stale or error != self.sample_error:

@@ -119,10 +119,7 @@ def runs(points: Sequence[Point]) -> list[tuple[list[float], list[float]]]:
 
 def rate_unit(peak: float) -> tuple[str, float]:
     """The unit that shows ``peak`` bytes/s as a number below 1024."""
-    for name, scale in _RATE_UNITS:
-        if peak < 1024 * scale:
-            return name, scale
-    return _RATE_UNITS[-1]
+    return next((u for u in _RATE_UNITS if peak < 1024 * u[1]), _RATE_UNITS[-1])
 
 
 def _peak(*series: Sequence[Point]) -> float | None:
@@ -150,10 +147,9 @@ def verdict_lines(
     judging: str | None = None,
 ) -> tuple[Parts, ...]:
     """The GPU's verdict, evidence, advice and history as lines (or ``judging``: why none)."""
-    if judging is not None:
-        return ((("verdict: ", "label"), (judging, "dim")),)
-    if verdict is None:
-        return ((("verdict: ", "label"), (f"{fmt.NA} for GPU {gpu_index}", "dim")),)
+    if judging is not None or verdict is None:
+        why = judging if judging is not None else f"{fmt.NA} for GPU {gpu_index}"
+        return ((("verdict: ", "label"), (why, "dim")),)
     lines: list[Parts] = list(verdict_parts(verdict))
     history = verdict_history(log)
     if history is not None:
@@ -196,8 +192,7 @@ class HistoryPlot(PlotextPlot):
         self._last_draw = (title, tuple(series), options)
         # plotext draws every cell between two points: a value off the chart (or NaN, or
         # inf) would exhaust memory or raise, so each is clipped to the chart, or dropped.
-        span, ymax = _sane(span, 10.0), _sane(ymax, 100.0)
-        scale = _sane(scale, 1.0)
+        span, ymax, scale = _sane(span, 10.0), _sane(ymax, 100.0), _sane(scale, 1.0)
         right = _sane(after, 0.0) if after is not None else 0.0
         plt = self.plt
         plt.clear_data()
@@ -208,17 +203,11 @@ class HistoryPlot(PlotextPlot):
         if after is not None:
             plt.vline(0, "gray")
         for s in series:
-            labelled = False
             points = [(x, _on_chart(y, scale, ymax)) for x, y in s.points if -span <= x <= right]
-            for xs, ys in runs(downsample(points, span + right, columns, right=right)):
-                plt.plot(
-                    xs,
-                    ys,
-                    color=s.color,
-                    marker="hd",
-                    label=None if labelled or len(series) == 1 else s.label,
-                )
-                labelled = True
+            shown = downsample(points, span + right, columns, right=right)
+            for n, (xs, ys) in enumerate(runs(shown)):
+                label = s.label if n == 0 and len(series) > 1 else None  # once per series
+                plt.plot(xs, ys, color=s.color, marker="hd", label=label)
         plt.xlim(-span, right)
         plt.ylim(0, ymax)
         yt = list(yticks) if yticks is not None else [ymax * i / 4 for i in range(5)]
@@ -275,10 +264,8 @@ class DetailScreen(Screen[None]):
         yield Static(id="detail-now")
         yield Static(id="detail-verdict")
         with Grid(id="detail-charts"):
-            yield HistoryPlot(id="plot-util")
-            yield HistoryPlot(id="plot-mem")
-            yield HistoryPlot(id="plot-pcie")
-            yield HistoryPlot(id="plot-power")
+            for name in ("util", "mem", "pcie", "power"):
+                yield HistoryPlot(id=f"plot-{name}")
         yield Footer()
 
     def on_mount(self) -> None:
