@@ -46,8 +46,7 @@ class FleetScreen(Screen[None]):
 
     AUTO_FOCUS = None
     DEFAULT_CSS = """
-    FleetScreen #fleet-summary { height: 1; }
-    FleetScreen #fleet-columns { height: 1; }
+    FleetScreen #fleet-summary, FleetScreen #fleet-columns { height: 1; }
     FleetScreen #fleet-scroll { height: 1fr; scrollbar-size-vertical: 0; }
     FleetScreen #fleet-filter {
         display: none; height: 1; border: none; padding: 0 1; background: $boost;
@@ -77,7 +76,6 @@ class FleetScreen(Screen[None]):
         self.text_filter = ""
         self.cursor: str | None = None  # the selected host's name
         self.shown: list[fv.Row] = []
-        self._spans: list[tuple[int, int]] = []  # each shown row's first line and height
         self.frames = 0
 
     def compose(self) -> ComposeResult:
@@ -106,27 +104,28 @@ class FleetScreen(Screen[None]):
         app = self.fleet
         width = max(20, self.size.width)
         every = fv.rows(app.streams.views(), app.clock(), app.interval)
-        shown = [r for r in every if fv.matches(r, self.text_filter)]
-        shown = fv.sort_rows(shown, self.sort_key, self.reverse)
-        self.shown = shown
+        matching = [r for r in every if fv.matches(r, self.text_filter)]
+        self.shown = shown = fv.sort_rows(matching, self.sort_key, self.reverse)
         names = [r.name for r in shown]
         if self.cursor not in names:
             self.cursor = names[0] if names else None
         lines: list[Parts] = []
-        spans: list[tuple[int, int]] = []
+        at_cursor: Region | None = None  # the selected host's lines
         for r in shown:
             block = fv.host_lines(r, width, selected=r.name == self.cursor)
-            spans.append((len(lines), len(block)))
+            if r.name == self.cursor:
+                at_cursor = Region(0, len(lines), 1, len(block))
             lines.extend(block)
         if not shown:
             lines = [((f"no host matches {views.safe(self.text_filter, 64)!r}", "dim"),)]
-        self._spans = spans
         with app.batch_update():
             self.query_one("#fleet-header", HeaderLine).show(self._header(len(every)))
             self.query_one("#fleet-summary", PartsLines).set_lines([fv.summary_parts(every)])
             self.query_one("#fleet-columns", PartsLines).set_lines([fv.columns_header(width)])
             self.query_one("#fleet-hosts", PartsLines).set_lines(lines)
-        self._scroll_to_cursor()
+        if at_cursor is not None:
+            scroll = self.query_one("#fleet-scroll", VerticalScroll)
+            scroll.scroll_to_region(at_cursor, animate=False, immediate=True)
         self.frames += 1
 
     def _header(self, hosts: int) -> Parts:
@@ -144,14 +143,6 @@ class FleetScreen(Screen[None]):
         if self.text_filter:
             parts += [("  filter ", "label"), (views.safe(self.text_filter, 64), "accent")]
         return tuple(parts)
-
-    def _scroll_to_cursor(self) -> None:
-        names = [r.name for r in self.shown]
-        if self.cursor not in names:
-            return
-        top, height = self._spans[names.index(self.cursor)]
-        scroll = self.query_one("#fleet-scroll", VerticalScroll)
-        scroll.scroll_to_region(Region(0, top, 1, height), animate=False, immediate=True)
 
     def action_move(self, step: int) -> None:
         names = [r.name for r in self.shown]

@@ -276,10 +276,9 @@ class JobTree(Tree[str]):
         self.show_root = False
         self.guide_depth = GUIDE
         self.auto_expand = False  # Enter does not fold; Space does
-        self._labels: dict[str, Parts] = {}
         self._styles: Mapping[str, Style] | None = None
         self.nodes_by_key: dict[str, TreeNode[str]] = {}
-        self.job_of: dict[str, str] = {}  # node key -> job id
+        self.entries: dict[str, Entry] = {}  # node key -> what the node shows
 
     def reconcile(self, entries: Sequence[Entry], styles: Mapping[str, Style]) -> None:
         """Show ``entries``, keeping known nodes (so the cursor and folds stay)."""
@@ -328,11 +327,9 @@ class JobTree(Tree[str]):
                 else:
                     node = parent.add(label, entry.key, after=previous, expand=entry.expanded)
                 self.nodes_by_key[entry.key] = node
-                self.job_of[entry.key] = entry.job_id
-                self._labels[entry.key] = entry.parts
-            elif restyle or self._labels.get(entry.key) != entry.parts:
+            elif restyle or self.entries[entry.key].parts != entry.parts:
                 node.set_label(to_text((entry.parts,), styles))
-                self._labels[entry.key] = entry.parts
+            self.entries[entry.key] = entry
             node.allow_expand = bool(entry.children)
             self._reconcile(node, entry.children, styles, restyle)
             previous = node
@@ -342,8 +339,7 @@ class JobTree(Tree[str]):
             self._forget(child)
         if node.data is not None:
             self.nodes_by_key.pop(node.data, None)
-            self.job_of.pop(node.data, None)
-            self._labels.pop(node.data, None)
+            self.entries.pop(node.data, None)
 
     def select_key(self, key: str) -> bool:
         node = self.nodes_by_key.get(key)
@@ -413,8 +409,7 @@ class JobsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._refresh(force=True)
-        pid = self._select_pid
-        diagnosis = self._shown
+        pid, diagnosis = self._select_pid, self._shown
         if pid is not None and diagnosis is not None:
             job = next((j for j in diagnosis.jobs if pid in j.pids), None)
             if job is not None:
@@ -446,7 +441,8 @@ class JobsScreen(Screen[None]):
 
     def _refresh(self, force: bool = False) -> None:
         diagnosis = self._diagnose()
-        width = self.size.width or self.app.size.width
+        size = self.size if self.size.width else self.app.size
+        width = size.width
         if not force and diagnosis is self._shown and width == self._width:
             return
         self._shown = diagnosis
@@ -461,7 +457,6 @@ class JobsScreen(Screen[None]):
             self.job_tree.reconcile((), styles)
             self._show_detail()
             return
-        snap = diagnosis.snapshot
         jobs = diagnosis.jobs
         ngpus = len({g for j in jobs for g in j.gpus})
         title_parts: Parts = (
@@ -472,27 +467,18 @@ class JobsScreen(Screen[None]):
         )
         title.update(to_text((title_parts,), styles))
         header.update(Text(job_header(width)))
-        size = self.size if self.size.width else self.app.size
         fold = size.width < FOLD_WIDTH or size.height < FOLD_HEIGHT
-        entries = job_entries(jobs, diagnosis.job_verdicts, snap, width, fold_workers=fold)
-        self.job_tree.reconcile(entries, styles)
+        verdicts, snap = diagnosis.job_verdicts, diagnosis.snapshot
+        self.job_tree.reconcile(job_entries(jobs, verdicts, snap, width, fold_workers=fold), styles)
         self.updates += 1
         self._show_detail()
 
     def selected_job(self) -> Job | None:
         diagnosis = self._shown
-        key = self.job_tree.cursor_key
-        job_id = None if key is None else self.job_tree.job_of.get(key)
-        if diagnosis is None or job_id is None:
+        entry = self.job_tree.entries.get(self.job_tree.cursor_key or "")
+        if diagnosis is None or entry is None:
             return None
-        return diagnosis.job(job_id)
-
-    def _selected_process(self) -> tuple[str, int] | None:
-        key = self.job_tree.cursor_key
-        if key is None or key.startswith("job:"):
-            return None
-        pid = int(key.rsplit(":", 1)[1])
-        return ("GPU process" if key.startswith("gpu:") else "worker", pid)
+        return diagnosis.job(entry.job_id)
 
     def _show_detail(self) -> None:
         box = self.query_one("#jobs-detail", Static)
@@ -514,12 +500,11 @@ class JobsScreen(Screen[None]):
             return
         width = max(MIN_COMMAND, box.content_size.width or self.size.width - 2)
         lines = list(job_detail_parts(job, diagnosis.job_verdicts.get(job.id), width))
-        selected = self._selected_process()
-        if selected is not None:
-            what, pid = selected
-            info = process_index(diagnosis.snapshot).get(pid)
-            command, role = _proc_command(info)
-            head = f"{what} {pid}: "
+        key = self.job_tree.cursor_key
+        if key is not None and not key.startswith("job:"):  # a process: its command in full
+            pid = int(key.rsplit(":", 1)[1])
+            head = f"{'GPU process' if key.startswith('gpu:') else 'worker'} {pid}: "
+            command, role = _proc_command(process_index(diagnosis.snapshot).get(pid))
             command = fit(command, max(MIN_COMMAND, width - len(head)))
             lines.insert(1, ((head, "label"), (command, role)))
         box.update(to_text(lines, styles))
