@@ -226,7 +226,6 @@ def host_lines(row: Row, width: int, selected: bool = False) -> list[Parts]:
     count = str(len(gpus)) if row.view.report is not None else "-"
     # What fills the cell area: the GPU cells, or why there are none.
     problem = row.state in _PROBLEM_STATES or not gpus
-    body: list[Parts] = []
     if problem:
         if row.detail:
             text = row.detail
@@ -239,40 +238,38 @@ def host_lines(row: Row, width: int, selected: bool = False) -> list[Parts]:
         else:
             text = ""
         role = "error" if row.state in _PROBLEM_STATES else "dim"
-        body = [((" " + text, role),)]
+        body: list[Parts] = [((" " + text, role),)]
     else:
         dim = row.state != "live"
-        for start in range(0, len(gpus), per_line):
-            line: list[Part] = []
-            for c in gpus[start : start + per_line]:
-                line.extend(cell_parts(c, dim))
-            body.append(tuple(line))
-    room = width - (WIDE_PREFIX if wide else NARROW_PREFIX)
-    out: list[Parts] = []
+        lines = [gpus[i : i + per_line] for i in range(0, len(gpus), per_line)]
+        body = [tuple(part for c in cells for part in cell_parts(c, dim)) for cells in lines]
+    # The prefix: one line when wide, two (name, then state) when narrow.
+    prefixes: list[Parts]
     if wide:
-        first: Parts = (
-            (marker, name_role),
-            (fit(safe(row.name, 128), WIDE_NAME - 1), name_role),
-            (" ", ""),
-            (fit(row.shown, WIDE_STATE), state_role),
-            (" ", ""),
-            (fit(count, 3, ">"), ""),
-            (" ", ""),
-        )
-        for i, b in enumerate(body or [()]):
-            prefix = first if i == 0 else ((" " * WIDE_PREFIX, ""),)
-            out.append(prefix + _cut(b, room))
-        return out
-    both = f"{row.shown} {count}"
-    state = fit(both if len(both) < NARROW_PREFIX else row.shown, NARROW_PREFIX - 1)
-    prefixes = [
-        ((fit(safe(row.name, 128), NARROW_PREFIX - 1), name_role), (" ", "")),
-        ((state, state_role), (" ", "")),
+        prefixes = [
+            (
+                (marker, name_role),
+                (fit(safe(row.name, 128), WIDE_NAME - 1), name_role),
+                (" ", ""),
+                (fit(row.shown, WIDE_STATE), state_role),
+                (" ", ""),
+                (fit(count, 3, ">"), ""),
+                (" ", ""),
+            )
+        ]
+    else:
+        both = f"{row.shown} {count}"
+        state = fit(both if len(both) < NARROW_PREFIX else row.shown, NARROW_PREFIX - 1)
+        prefixes = [
+            ((fit(safe(row.name, 128), NARROW_PREFIX - 1), name_role), (" ", "")),
+            ((state, state_role), (" ", "")),
+        ]
+    indent = WIDE_PREFIX if wide else NARROW_PREFIX
+    body += [()] * (len(prefixes) - len(body))
+    return [
+        (prefixes[i] if i < len(prefixes) else ((" " * indent, ""),)) + _cut(b, width - indent)
+        for i, b in enumerate(body)
     ]
-    for i, b in enumerate(body + [()] * (2 - len(body))):  # the prefix takes two lines
-        prefix = prefixes[i] if i < 2 else ((" " * NARROW_PREFIX, ""),)
-        out.append(prefix + _cut(b, room))
-    return out
 
 
 def _cut(parts: Parts, room: int) -> Parts:

@@ -284,9 +284,8 @@ class DetailScreen(Screen[None]):
         self.dismiss(None)
 
     def _span(self) -> float:
-        if len(self.history) < 2:
-            return 10.0
-        return max(10.0, self.history[-1].time - self.history[0].time)
+        h = self.history
+        return max(10.0, h[-1].time - h[0].time) if len(h) >= 2 else 10.0
 
     def _after_span(self) -> float | None:
         """Seconds shown after the cursor (a replay), None live."""
@@ -362,11 +361,9 @@ class DetailScreen(Screen[None]):
         timeline = gpu_timeline(h, i, self.after)
         util = _series(timeline, lambda g: g.utilization.gpu)
         mem = _series(timeline, lambda g: fmt.ratio_percent(g.memory.used, g.memory.total))
-        for name, title, line in (
-            ("util", "GPU utilization %", Series("gpu", 10, util)),
-            ("mem", "memory used %", Series("mem", 14, mem)),
-        ):
-            chart(name, title, [line], ymax=100, ylabel="%", yticks=PERCENT_TICKS)
+        percent: dict[str, Any] = dict(ymax=100, ylabel="%", yticks=PERCENT_TICKS)
+        chart("util", "GPU utilization %", [Series("gpu", 10, util)], **percent)
+        chart("mem", "memory used %", [Series("mem", 14, mem)], **percent)
 
         tx = _series(timeline, lambda g: g.pcie.tx_bytes_per_s)
         rx = _series(timeline, lambda g: g.pcie.rx_bytes_per_s)

@@ -22,10 +22,9 @@ from textual.widgets import Button, Static
 from gputop import fmt
 from gputop.actions import SIGNALS, KillOutcome, KillTarget, send_signals, summary
 
-COMMAND_LIMIT = 300  # characters of a command line shown (the table crops further)
 
-
-def _target_text(value: str | None, limit: int = COMMAND_LIMIT) -> Text:
+def _target_text(value: str | None, limit: int = 300) -> Text:
+    """A command line (300 characters; the table crops further) or another field, cleaned."""
     return Text(fmt.clean_text(value, limit) or fmt.NA)
 
 
