@@ -157,9 +157,7 @@ class FleetScreen(Screen[None]):
         self.action_move(step * rows_per_page)
 
     def action_edge(self, end: int) -> None:
-        if self.shown:
-            self.cursor = self.shown[-1 if end else 0].name
-            self.redraw()
+        self.action_move(len(self.shown) if end else -len(self.shown))  # clamped: last, first
 
     def action_sort(self) -> None:
         keys = fv.SORT_KEYS
@@ -323,10 +321,9 @@ class FleetApp(GpuTopApp):
             box.display = False
 
     def _feed_host(self) -> None:
-        name = self.host
-        if name is None:
+        if self.host is None:
             return
-        view = self.streams.view(name)
+        view = self.streams.view(self.host)
         self._host_state(view)
         if view.seq == self._host_seq or view.data is None:
             return

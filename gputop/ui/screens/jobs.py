@@ -90,29 +90,27 @@ def job_cells(job: Job) -> dict[str, str]:
     }
 
 
-def _columns(wide: bool) -> list[tuple[Column, int]]:
-    return [(c, c.width(not wide)) for c in JOB_COLUMNS if c.width(not wide)]
+def _columns(width: int) -> list[tuple[Column, int]]:
+    compact = width < WIDE_WIDTH
+    return [(c, c.width(compact)) for c in JOB_COLUMNS if c.width(compact)]
 
 
 def job_header(width: int) -> str:
-    wide = width >= WIDE_WIDTH
-    cells = [fit(c.label, w, c.align) for c, w in _columns(wide)]
+    cells = [fit(c.label, w, c.align) for c, w in _columns(width)]
     return " " * TREE_ICON + " ".join(cells) + " COMMAND"
 
 
 def job_parts(job: Job, verdict: Verdict | None, width: int) -> Parts:
-    wide = width >= WIDE_WIDTH
     values = job_cells(job)
+    mark = None if verdict is None else verdict_mark(verdict)
     parts: list[Part] = []
-    for col, w in _columns(wide):
-        if col.key == "verdict":
-            if verdict is None:
-                parts.append((fit(fmt.NA, w), "dim"))
-            else:
-                mark = verdict_mark(verdict)
-                parts.append((fit(mark.text(w), w), mark.role))
-        else:
+    for col, w in _columns(width):
+        if col.key != "verdict":
             parts.append((fit(values[col.key], w, col.align), ""))
+        elif mark is None:
+            parts.append((fit(fmt.NA, w), "dim"))
+        else:
+            parts.append((fit(mark.text(w), w), mark.role))
         parts.append((" ", ""))
     used = TREE_ICON + sum(len(t) for t, _ in parts)
     room = max(MIN_COMMAND, width - used - 2)
@@ -124,10 +122,8 @@ def _status(info: ProcessInfo | None) -> tuple[str, str]:
     status = None if info is None else info.status
     if status is None:
         return fmt.NA, "dim"
-    if status == "disk-sleep":
-        return "D disk-sleep", "warn"
-    if status == "zombie":
-        return "zombie", "warn"
+    if status in ("disk-sleep", "zombie"):
+        return ("D " if status == "disk-sleep" else "") + status, "warn"
     return safe(status, 16), ""
 
 
