@@ -38,7 +38,6 @@ JudgingSource = Callable[[], str | None]
 
 Point = tuple[float, float | None]  # (seconds relative to the newest sample, value)
 
-PERCENT_TICKS = (0, 25, 50, 75, 100)
 _RATE_UNITS = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
 
 
@@ -361,7 +360,7 @@ class DetailScreen(Screen[None]):
         timeline = gpu_timeline(h, i, self.after)
         util = _series(timeline, lambda g: g.utilization.gpu)
         mem = _series(timeline, lambda g: fmt.ratio_percent(g.memory.used, g.memory.total))
-        percent: dict[str, Any] = dict(ymax=100, ylabel="%", yticks=PERCENT_TICKS)
+        percent: dict[str, Any] = dict(ymax=100, ylabel="%", yticks=(0, 25, 50, 75, 100))
         chart("util", "GPU utilization %", [Series("gpu", 10, util)], **percent)
         chart("mem", "memory used %", [Series("mem", 14, mem)], **percent)
 

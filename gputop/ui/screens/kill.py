@@ -189,9 +189,8 @@ class KillScreen(ModalScreen[str | None]):
                 if button == sig.name.lower():
                     self.send(sig)
 
-    def send(self, sig: signal.Signals) -> tuple[KillOutcome, ...]:
-        outcomes = send_signals(self.targets, sig, readonly=self.readonly)
-        self.outcomes = outcomes
+    def send(self, sig: signal.Signals) -> None:
+        self.outcomes = outcomes = send_signals(self.targets, sig, readonly=self.readonly)
         self.summary = summary(outcomes, sig)
         self.query_one("#kill-outcomes", Static).update(
             Group(outcomes_table(outcomes), Text("Press any key to close.", style="dim"))
@@ -201,7 +200,6 @@ class KillScreen(ModalScreen[str | None]):
         self.query("#kill-note, #kill-owners, #kill-targets, #kill-choices").set(display=False)
         self.query("#kill-result, #kill-after").set(display=True)
         self.query_one("#close", Button).focus()
-        return outcomes
 
     def on_key(self, event: events.Key) -> None:
         if self.outcomes is not None:
