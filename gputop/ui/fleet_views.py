@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from gputop.analysis import kinds as vd
@@ -68,10 +69,8 @@ def word(v: Verdict | None) -> tuple[str, str]:
     """(verdict word, role) for a cell."""
     if v is None:
         return "n/a", "dim"
-    if v.kind == vd.THROTTLED and v.severity == "info":
-        text = POWER_CAP_WORD
-    else:
-        text = VERDICT_WORDS.get(v.kind) or safe(v.kind, 8)
+    power_cap = v.kind == vd.THROTTLED and v.severity == "info"
+    text = POWER_CAP_WORD if power_cap else VERDICT_WORDS.get(v.kind) or safe(v.kind, 8)
     return text, SEVERITY_ROLES.get(v.severity, "")
 
 
@@ -161,16 +160,13 @@ def matches(row: Row, text: str) -> bool:
     """``/`` filter: the host's name (as given or as it names itself), a user on it, or a
     pod, container or Slurm job of its processes."""
     needle = text.strip().lower()
-    if not needle:
-        return True
-    if needle in row.name.lower():
+    if not needle or needle in row.name.lower():
         return True
     report = row.view.report
     if report is None:
         return False
-    if needle in report.hostname.lower() or any(needle in u.lower() for u in report.users):
-        return True
-    return any(needle in w.lower() for w in _owner_words(row.view.data))
+    words = chain((report.hostname,), report.users, _owner_words(row.view.data))
+    return any(needle in w.lower() for w in words)
 
 
 def summary_parts(items: Sequence[Row]) -> Parts:
@@ -199,15 +195,12 @@ def summary_parts(items: Sequence[Row]) -> Parts:
 
 def columns_header(width: int) -> Parts:
     """The line above the hosts: what each cell holds."""
-    wide = width >= WIDE_WIDTH
-    prefix = (
-        fit("host", WIDE_NAME) + " " + fit("state", WIDE_STATE) + " " + fit("GPU", 3) + " "
-        if wide
-        else fit("host/state", NARROW_PREFIX)
-    )
-    per_line = cells_per_line(width)
-    cell = " " + fit("ut% mem verdict", CELL_WIDTH - 1)
-    return ((prefix, "label"), (cell * per_line, "label"))
+    if width >= WIDE_WIDTH:
+        prefix = fit("host", WIDE_NAME) + " " + fit("state", WIDE_STATE) + " " + fit("GPU", 3) + " "
+    else:
+        prefix = fit("host/state", NARROW_PREFIX)
+    cells = (" " + fit("ut% mem verdict", CELL_WIDTH - 1)) * cells_per_line(width)
+    return ((prefix, "label"), (cells, "label"))
 
 
 def cells_per_line(width: int) -> int:
