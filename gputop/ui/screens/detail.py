@@ -300,8 +300,7 @@ class DetailScreen(Screen[None]):
         gpus = (snap.gpu(self.gpu_index) for snap in reversed(self.history))
         name = next((gpu.name for gpu in gpus if gpu is not None and gpu.name), None)
         if name:
-            text.append("  ")
-            text.append(fmt.clean_text(name, 80) or fmt.NA)
+            text.append("  " + (fmt.clean_text(name, 80) or fmt.NA))
         n = len(self.history)
         after = self._after_span()
         if after is None:
@@ -310,8 +309,7 @@ class DetailScreen(Screen[None]):
             n += len(self.after)
             shown = f"{self._span():.0f} s before the cursor and {after:.0f} s after"
         text.append(f"  · {shown}, {n} sample{'s' if n != 1 else ''}")
-        text.append("  · Esc back", style="dim")
-        return text
+        return text.append("  · Esc back", style="dim")
 
     def _now(self) -> Text:
         if not self.history:

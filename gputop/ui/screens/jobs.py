@@ -233,9 +233,8 @@ def job_detail_parts(
 ) -> tuple[Parts, ...]:
     """The selected job in full; with ``width`` the command line is cut to one line (the
     rest always wraps in full)."""
-    who = safe(job.user, 64)
     head = f"job {job.root_pid}"
-    middle = f" · {who} · "
+    middle = f" · {safe(job.user, 64)} · "
     command = job_command(job)
     if width is not None:
         command = fit(command, max(MIN_COMMAND, width - len(head) - len(middle)))
