@@ -339,7 +339,6 @@ class DetailScreen(Screen[None]):
         return Text("  ".join(parts))
 
     def _render_history(self) -> None:
-        h, i = self.history, self.gpu_index
         self.query_one("#detail-title", Static).update(self._title())
         self.query_one("#detail-now", Static).update(self._now())
         box = self.query_one("#detail-verdict", Static)
@@ -348,14 +347,14 @@ class DetailScreen(Screen[None]):
             verdict, log = self._verdict()
             judging = self._judging() if self._judging is not None else None
             styles = rich_styles(self.app.theme_variables)
-            box.update(to_text(verdict_lines(verdict, log, i, judging), styles))
+            box.update(to_text(verdict_lines(verdict, log, self.gpu_index, judging), styles))
 
         def chart(name: str, title: str, series: list[Series], **options: Any) -> None:
             self.query_one(f"#plot-{name}", HistoryPlot).draw(
                 title, series, span=self._span(), after=self._after_span(), **options
             )
 
-        timeline = gpu_timeline(h, i, self.after)
+        timeline = gpu_timeline(self.history, self.gpu_index, self.after)
         util = _series(timeline, lambda g: g.utilization.gpu)
         mem = _series(timeline, lambda g: fmt.ratio_percent(g.memory.used, g.memory.total))
         percent: dict[str, Any] = dict(ymax=100, ylabel="%", yticks=(0, 25, 50, 75, 100))
