@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.analysis.window import continues
 from gputop.diagnosis import Diagnoser, Diagnosis
 from gputop.model import Snapshot
 
@@ -98,19 +99,9 @@ class Feed:
     def _new(self, history: tuple[Snapshot, ...]) -> tuple[Snapshot, ...]:
         """The snapshots after those judged before if ``history`` continues them, else all
         of it, to a fresh diagnoser."""
-        before = self._given
-        if before:
-            last = before[-1]
-            for at in range(len(history) - 1, -1, -1):
-                if history[at] is last:
-                    head = history[: at + 1]
-                    if len(head) <= len(before) and all(
-                        a is b for a, b in zip(head, before[len(before) - len(head) :], strict=True)
-                    ):
-                        return history[at + 1 :]
-                    break
-                if history[at].time < last.time:
-                    break
+        cut = continues(self._given, history)
+        if cut is not None:
+            return history[len(self._given) - cut :]
         self._diagnoser = Diagnoser(self.thresholds)
         self._judged = None
         return history

@@ -32,11 +32,9 @@ _NEVER_ROOT_PREFIXES = ("containerd-shim", "systemd-")
 # Always a root: each Jupyter kernel is its own job though they share a server parent.
 ROOT_COMMAND_MARKERS: tuple[str, ...] = ("ipykernel_launcher", "ipykernel")
 
-# multiprocessing's own helpers: children of a GPU process under the spawn and forkserver
-# contexts, but no DataLoader worker, so never counted (or averaged) as one. Matched in
-# the command line they start with: "python -c 'from multiprocessing.<module> import main...'".
-# The fork server's own children (the workers) inherit its command line: a helper's child
-# is never a helper.
+# multiprocessing's helpers (spawn, forkserver contexts): children of a GPU process, never
+# workers; matched in their command line "... from multiprocessing.<module> import main",
+# which the fork server's children (the workers) inherit: a helper's child is no helper.
 HELPER_MODULES: tuple[str, ...] = (
     "multiprocessing.resource_tracker",
     "multiprocessing.forkserver",
@@ -227,21 +225,10 @@ def _shapes(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> tuple[_Shape, 
         if root is None:
             continue
         info, root_info = index.get(pid), index.get(root)
-        if (
-            pid != root
-            and pid not in gpu_pids
-            and info is not None
-            and root_info is not None
-            and (
-                (
-                    info.user is not None
-                    and root_info.user is not None
-                    and info.user != root_info.user
-                )
-                or info.owner != root_info.owner
-            )
-        ):
-            continue  # two users, or two pods, containers or Slurm jobs, never merge
+        if pid != root and pid not in gpu_pids and info is not None and root_info is not None:
+            users = (info.user, root_info.user)
+            if info.owner != root_info.owner or (users[0] != users[1] and None not in users):
+                continue  # two users, or two pods, containers or Slurm jobs, never merge
         members[root].add(pid)
 
     # A GPU process always belongs to its own root's job.

@@ -4,7 +4,6 @@ in order for a scope, :class:`Analyzer` and the API.
 
 from __future__ import annotations
 
-import operator
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from gputop.analysis.input_rules import JobTick, Track, input_causes
 from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import RULES, Finding, finding, verdict_of
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.window import Carried, Context, Tick, split_window
+from gputop.analysis.window import Carried, Context, Tick, continues, split_window
 from gputop.model import Snapshot, Verdict
 
 # --- judging one scope ---------------------------------------------------------------------
@@ -35,10 +34,8 @@ def _judge(ctx: Context, scope: _Scope) -> Verdict:
         if g.index in gpus:
             return verdict_of([lost_finding(g)])
 
-    findings: list[Finding] = []
     full = ctx.memory_full(gpus)
-    if full is not None:
-        findings.append(full)
+    findings = [] if full is None else [full]
 
     holder = _idle_holder(ctx, scope)
     if holder is not None:
@@ -57,38 +54,29 @@ def _judge(ctx: Context, scope: _Scope) -> Verdict:
         return verdict_of(findings)
     base = group.base
     findings.extend(group.throttle_link)
-
-    causes: list[Finding] = []
-    if not group.busy:
-        causes.extend(group.pcie)
-        jobs = (ctx.causes_of(job_id) for job_id in scope.job_ids)
-        own = scope.job is not None
-        causes.extend(input_causes(ctx.t, ctx.host, jobs, own, base, group.starved, group.severity))
-    findings.extend(causes)
-
     if group.busy:
-        findings.append(
-            finding(
-                RULES["gpu_bound"],
-                base,
-                "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
-                "model side (mixed precision, torch.compile, larger batch)",
-            )
+        advice = (
+            "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
+            "model side (mixed precision, torch.compile, larger batch)"
         )
-    elif not causes:
+        return verdict_of([*findings, finding(RULES["gpu_bound"], base, advice)])
+
+    jobs = (ctx.causes_of(job_id) for job_id in scope.job_ids)
+    own = scope.job is not None
+    causes = input_causes(ctx.t, ctx.host, jobs, own, base, group.starved, group.severity)
+    findings += group.pcie + causes
+    if group.pcie or causes:
+        return verdict_of(findings)
+    if group.starved:
         spec, advice = (
-            (
-                RULES["underused"],
-                "The GPU waits but no host cause is visible: profile a step "
-                "(torch.profiler) to see what it waits for",
-            )
-            if group.starved
-            else (
-                RULES["moderate"],
-                "Steady partial use: profile a step (torch.profiler) if you expected more",
-            )
+            RULES["underused"],
+            "The GPU waits but no host cause is visible: profile a step "
+            "(torch.profiler) to see what it waits for",
         )
-        findings.append(finding(spec, base + _no_host_view_note(ctx, scope), advice))
+    else:
+        spec = RULES["moderate"]
+        advice = "Steady partial use: profile a step (torch.profiler) if you expected more"
+    findings.append(finding(spec, base + _no_host_view_note(ctx, scope), advice))
     return verdict_of(findings)
 
 
@@ -215,7 +203,7 @@ class Analyzer:
         """Carry mode: (the history with look-back forms, its sequence number, continued)."""
         prev, older = self._given, self._older
         self._given = given
-        cut = _continues(prev, given)
+        cut = continues(prev, given)
         if cut is None:
             older.clear()
             return [*given], *self._restart()
@@ -266,7 +254,7 @@ class Analyzer:
         if self._carry is not None:  # the window is a suffix of what was given
             full, base, continued = self._carried(full)
         else:  # full[0]'s sequence number, whether it continues the previous numbering
-            cut = _continues(self._full, full)
+            cut = continues(self._full, full)
             base, continued = self._restart() if cut is None else (self._base + cut, True)
         ticks: list[Tick] = []
         for s in window:  # a new snapshot may take its jobs over from the one before
@@ -312,17 +300,3 @@ def _push(
             if track is None:
                 track = tracks[job_id] = Track()
             track.push(f)
-
-
-def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
-    """How many snapshots ``given`` cut from ``prev``'s start, if it continues it; else None."""
-    if not prev:
-        return None
-    last = prev[-1]
-    for i in range(len(given) - 1, -1, -1):
-        if given[i] is last:
-            cut = len(prev) - (i + 1)
-            if cut >= 0 and all(map(operator.is_, given[: i + 1], prev[cut:])):
-                return cut
-            return None
-    return None

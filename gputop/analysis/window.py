@@ -176,6 +176,20 @@ def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
 _time = operator.attrgetter("time")
 
 
+def continues(prev: Sequence[Snapshot], given: Sequence[Snapshot]) -> int | None:
+    """How many snapshots ``given`` cut from ``prev``'s start, if it continues it; else None."""
+    if not prev:
+        return None
+    last = prev[-1]
+    for i in range(len(given) - 1, -1, -1):
+        if given[i] is last:
+            cut = len(prev) - (i + 1)
+            if cut >= 0 and all(map(operator.is_, given[: i + 1], prev[cut:])):
+                return cut
+            return None
+    return None
+
+
 def split_window(
     history: Sequence[Snapshot], t: Thresholds
 ) -> tuple[list[Snapshot], list[Snapshot]]:
@@ -209,12 +223,6 @@ class Carried:
         self.groups_now: dict[GroupKey, KeptGroup] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class JobWindow:
-    present: tuple[bool, ...]
-    feats: list[JobTick | None]
-
-
 @dataclass(slots=True)
 class Context:
     t: Thresholds
@@ -226,13 +234,11 @@ class Context:
     # its job tracks are valid while its generation is still ``generation``
     carried: Carried | None = None
     generation: int = 0
-    groups: dict[tuple[tuple[int, ...], tuple[bool, ...]], Group] = field(default_factory=dict)
+    groups: dict[GroupKey, Group] = field(default_factory=dict)
     causes: dict[str, tuple[JobSignals, int] | None] = field(default_factory=dict)
-    job_windows: dict[str, JobWindow] = field(default_factory=dict)
     memory: dict[tuple[int, ...], Finding | None] = field(default_factory=dict)
     parts: dict[tuple[int, ...], list[GpuTick]] = field(default_factory=dict)
     _host: HostView | None = None
-    _all_present: tuple[bool, ...] | None = None
 
     @property
     def latest(self) -> Snapshot:
@@ -307,23 +313,16 @@ class Context:
             return None
         return c.tracks.get(job_id)
 
-    def job_window(self, job_id: str) -> JobWindow:
-        out = self.job_windows.get(job_id)
-        if out is None:
-            feats = [tk.feats.get(job_id) for tk in self.ticks]
-            present = tuple(f is not None for f in feats)
-            # a job judged on its own id may be unknown to the snapshots' jobs
-            out = self.job_windows[job_id] = JobWindow(present, feats)
-        return out
+    def feats(self, job_id: str) -> list[JobTick | None]:
+        """The job in each window tick (a job judged on its own id may be in none)."""
+        return [tk.feats.get(job_id) for tk in self.ticks]
 
     def present(self, job_id: str) -> tuple[bool, ...]:
         """Whether the job is in each window tick."""
         track = self.track(job_id)
         if track is not None and len(track.feats) == len(self.ticks):
-            if self._all_present is None:
-                self._all_present = (True,) * len(self.ticks)
-            return self._all_present
-        return self.job_window(job_id).present
+            return (True,) * len(self.ticks)
+        return tuple(f is not None for f in self.feats(job_id))
 
     def causes_of(self, job_id: str) -> tuple[JobSignals, int] | None:
         """The job's window signals and their ``cause_flags``, memoized."""
@@ -340,7 +339,7 @@ class Context:
             else:
                 out = track.cause = (sig, cause_flags(self.t, sig))
         else:
-            feats = [f for f in self.job_window(job_id).feats if f is not None]
+            feats = [f for f in self.feats(job_id) if f is not None]
             if feats:
                 sig = signals_of(feats)
                 out = (sig, cause_flags(self.t, sig))
