@@ -100,14 +100,10 @@ def idle_holder(
     if idle_for >= t.idle_holder_seconds:
         evidence = f"util <= {t.idle_util:g} % for {duration(idle_for)}; {memory}"
     elif start == 0 and idle_for >= t.idle_holder_min_observed:
-        ages: list[float] = []
-        for pid in pids:
-            info = procs.get(pid)
-            if info is None or info.create_time is None:
-                return None  # one unknown age: cannot claim they are all old
-            ages.append(history[-1].time - info.create_time)
-        if not ages or min(ages) < t.idle_holder_seconds:
-            return None
+        born = [None if (info := procs.get(pid)) is None else info.create_time for pid in pids]
+        ages = [history[-1].time - b for b in born if b is not None]
+        if not ages or len(ages) < len(born) or min(ages) < t.idle_holder_seconds:
+            return None  # one unknown age: cannot claim they are all old
         evidence = (
             f"util <= {t.idle_util:g} % for all {duration(idle_for)} observed; "
             f"running for {duration(min(ages))}; {memory}"

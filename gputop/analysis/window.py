@@ -333,16 +333,12 @@ class Context:
         out: tuple[JobSignals, int] | None = None
         if track is not None:
             sig = track.signals()
-            kept = track.cause
-            if kept is not None and kept[0] is sig:
-                out = kept
-            else:
-                out = track.cause = (sig, cause_flags(self.t, sig))
-        else:
-            feats = [f for f in self.feats(job_id) if f is not None]
-            if feats:
-                sig = signals_of(feats)
-                out = (sig, cause_flags(self.t, sig))
+            if track.cause is None or track.cause[0] is not sig:
+                track.cause = (sig, cause_flags(self.t, sig))
+            out = track.cause
+        elif feats := [f for f in self.feats(job_id) if f is not None]:
+            sig = signals_of(feats)
+            out = (sig, cause_flags(self.t, sig))
         causes[job_id] = out
         return out
 
