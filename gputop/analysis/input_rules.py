@@ -48,12 +48,8 @@ class JobTick:
 def _known_cpu(
     pids: tuple[int, ...], index: dict[int, ProcessInfo]
 ) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    rows = [(pid, index.get(pid)) for pid in pids]
-    known = [
-        (pid, row.cpu_percent)
-        for pid, row in rows
-        if row is not None and row.cpu_percent is not None
-    ]
+    cpus = [(pid, None if (row := index.get(pid)) is None else row.cpu_percent) for pid in pids]
+    known = [(pid, cpu) for pid, cpu in cpus if cpu is not None]
     return tuple(pid for pid, _ in known), tuple(cpu for _, cpu in known)
 
 
@@ -73,12 +69,12 @@ class JobSignals:
 
 
 def per_pid_means(
-    pids: list[tuple[int, ...]], cpus: list[tuple[float, ...]]
+    ticks: Iterable[tuple[tuple[int, ...], tuple[float, ...]]],
 ) -> list[tuple[int, float]]:
-    """(pid, mean CPU over the ticks it has one), pids in order of first appearance."""
+    """(pid, mean CPU over the (pids, CPUs) ticks it has one), pids in order of appearance."""
     per_pid: dict[int, list[float]] = {}
-    for tick_pids, tick_cpus in zip(pids, cpus, strict=True):
-        for pid, cpu in zip(tick_pids, tick_cpus, strict=True):
+    for pids, cpus in ticks:
+        for pid, cpu in zip(pids, cpus, strict=True):
             per_pid.setdefault(pid, []).append(cpu)
     return [(pid, sum(v) / len(v)) for pid, v in per_pid.items()]
 
@@ -106,10 +102,8 @@ def make_signals(
 
 def signals_of(feats: Sequence[JobTick]) -> JobSignals:
     """A job's signals from its ticks in the window (not empty), in window order."""
-    worker_means = [
-        m for _, m in per_pid_means([f.worker_pids for f in feats], [f.worker_cpu for f in feats])
-    ]
-    main_means = per_pid_means([f.main_pids for f in feats], [f.main_cpu for f in feats])
+    worker_means = [m for _, m in per_pid_means((f.worker_pids, f.worker_cpu) for f in feats)]
+    main_means = per_pid_means((f.main_pids, f.main_cpu) for f in feats)
     return make_signals(
         feats[-1].job,
         worker_means,

@@ -268,13 +268,12 @@ class Analyzer:
         memory = self.memory
         memory.generation += 1
         memory.groups_before, memory.groups_now = memory.groups_now, {}
-        if not track:
+        if track:
+            self._slide(base + len(full) - len(window), ticks, continued)
+        else:
             memory.tracks, self._window = {}, (0, [])
-            return Context(t, full, window, ticks, base, self._runs)
-        self._slide(base + len(full) - len(window), ticks, continued)
-        return Context(
-            t, full, window, ticks, base, self._runs, carried=memory, generation=memory.generation
-        )
+        carried = memory if track else None  # the plain path carries nothing to the next
+        return Context(t, full, window, ticks, base, self._runs, carried, memory.generation)
 
     def update(
         self,
