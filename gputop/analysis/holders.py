@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from gputop.analysis.gpu_rules import held, scope_samples
 from gputop.analysis.kinds import RULES, Finding, finding
@@ -44,14 +45,12 @@ def idle_and_held(
 RunKey = tuple[tuple[int, ...], frozenset[int] | None]
 
 
+@dataclass(slots=True, eq=False)
 class Runs:
     """Scope -> (sequence number computed at, the run's first or None, exact: the run did
     not reach the start of its history)."""
 
-    __slots__ = ("memo",)
-
-    def __init__(self) -> None:
-        self.memo: dict[RunKey, tuple[int, int | None, bool]] = {}
+    memo: dict[RunKey, tuple[int, int | None, bool]] = field(default_factory=dict)
 
     def start(self, key: RunKey, n: int, base: int, idle_held: Callable[[int], bool]) -> int:
         """Index of the first snapshot of the run ending the history (``n``: none)."""

@@ -121,12 +121,6 @@ def job_verdict(ctx: Context, job: Job) -> Verdict:
     return _judge(ctx, _Scope(job.gpus, (job.id,), job))
 
 
-def job_verdicts_of(
-    ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None
-) -> dict[str, Verdict]:
-    return {job_id: job_verdict(ctx, job) for job_id, job in jobs_to_judge(ctx, jobs).items()}
-
-
 # --- the API ----------------------------------------------------------------------------
 
 

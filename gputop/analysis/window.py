@@ -211,16 +211,14 @@ GroupKey = tuple[tuple[int, ...], tuple[bool, ...]]
 KeptGroup = tuple[list[GpuTick | None], float, int, Group]
 
 
+@dataclass(slots=True, eq=False)
 class Carried:
     """Carried between calls: the job tracks and the GPU groups of the last call and this."""
 
-    __slots__ = ("generation", "groups_before", "groups_now", "tracks")
-
-    def __init__(self) -> None:
-        self.generation = 0  # one per call: a context reads the tracks of its own only
-        self.tracks: dict[str, Track] = {}  # job id -> its track over the window
-        self.groups_before: dict[GroupKey, KeptGroup] = {}
-        self.groups_now: dict[GroupKey, KeptGroup] = {}
+    generation: int = 0  # one per call: a context reads the tracks of its own only
+    tracks: dict[str, Track] = field(default_factory=dict)  # job id -> its track over the window
+    groups_before: dict[GroupKey, KeptGroup] = field(default_factory=dict)
+    groups_now: dict[GroupKey, KeptGroup] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
