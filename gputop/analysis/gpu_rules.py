@@ -106,8 +106,8 @@ class GpuTick:
         self.worst: GpuSample | None = None
         hard_names: set[str] = set()
         where: set[int] = set()
-        # (index, (RX / capacity, RX), (TX / capacity, TX)); None: direction unknown
-        pcie: list[tuple[int, tuple[float, float] | None, tuple[float, float] | None]] = []
+        # (index, 0 for RX or 1 for TX, rate / capacity, rate) per direction known
+        pcie: list[tuple[int, int, float, float]] = []
         for g in samples:
             util = g.utilization.gpu
             if util is not None and util >= t.util_low:
@@ -136,13 +136,7 @@ class GpuTick:
             cap = link_capacity(g)
             if cap is None or cap <= 0:
                 continue
-            pcie.append(
-                (
-                    g.index,
-                    None if rx is None else (rx / cap, rx),
-                    None if tx is None else (tx / cap, tx),
-                )
-            )
+            pcie += [(g.index, d, v / cap, v) for d, v in enumerate((rx, tx)) if v is not None]
         self.hard_names, self.where = frozenset(hard_names), frozenset(where)
         self.pcie = tuple(pcie)
 
@@ -387,15 +381,13 @@ def pcie(t: Thresholds, parts: Sequence[GpuTick], base: str, severity: str) -> l
     # GPU index -> [sum of ratios, sum of rates, count] for RX, then TX
     sums: dict[int, list[list[float]]] = {}
     for p in parts:
-        for index, rx, tx in p.pcie:
+        for index, direction, ratio, value in p.pcie:
             acc = sums.get(index)
             if acc is None:
                 acc = sums[index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
-            for value, slot in ((rx, acc[0]), (tx, acc[1])):
-                if value is not None:
-                    slot[0] += value[0]
-                    slot[1] += value[1]
-                    slot[2] += 1
+            acc[direction][0] += ratio
+            acc[direction][1] += value
+            acc[direction][2] += 1
     return pcie_finding(t, sums, base, severity)
 
 

@@ -170,7 +170,6 @@ class Thresholds:
 
 
 def _parse_value(name: str, value: Any, type_name: Any) -> float | int:
-    is_int = type_name in ("int", int)
     if isinstance(value, int | float) and not isinstance(value, bool):
         number: float = float(value)
     elif isinstance(value, str):
@@ -187,7 +186,7 @@ def _parse_value(name: str, value: Any, type_name: Any) -> float | int:
         raise ThresholdError(f"{name.upper()}: expected a number, got {value!r}")
     if not math.isfinite(number):
         raise ThresholdError(f"{name.upper()}: expected a finite number, got {value!r}")
-    if is_int:
+    if type_name in ("int", int):
         if number != int(number):
             raise ThresholdError(f"{name.upper()}: expected a whole number, got {value!r}")
         return int(number)
@@ -208,13 +207,7 @@ def markdown_table() -> str:
     for name in Thresholds.names():
         meaning, kind = DOCS[name]
         value = getattr(DEFAULT, name)
-        if kind == "bytes":
-            shown = f"{value:.0f} ({value / 2**20:g} MiB/s)"
-        elif kind == "percent":
-            shown = f"{value:g} %"
-        elif kind == "seconds":
-            shown = f"{value:g} s"
-        else:
-            shown = f"{value:g}"
+        unit = {"percent": " %", "seconds": " s"}.get(kind, "")
+        shown = f"{value:.0f} ({value / 2**20:g} MiB/s)" if kind == "bytes" else f"{value:g}{unit}"
         lines.append(f"| `{name.upper()}` | {shown} | {meaning} |")
     return "\n".join(lines)

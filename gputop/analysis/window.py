@@ -23,7 +23,7 @@ from gputop.analysis.input_rules import (
 from gputop.analysis.jobs import Job, JobStructure, build_jobs_reusing, process_index
 from gputop.analysis.kinds import Finding
 from gputop.analysis.thresholds import Thresholds
-from gputop.model import GpuSample, ProcessInfo, Snapshot
+from gputop.model import GpuSample, Snapshot
 
 
 class Tick:
@@ -51,26 +51,23 @@ class Tick:
         self.snap = snap
         self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
-        self.procs: dict[int, ProcessInfo]
-        self.jobs: dict[str, Job]
-        self.feats: dict[str, JobTick]
-        self._ageless: bool | None = None
-        self._by_gpu: dict[int, tuple[str, ...]] | None = None
         self.structure: JobStructure
-        if previous is not None and _same_jobs(previous, snap):
-            self.procs = previous.procs
-            self.jobs = previous.jobs
-            self.structure = previous.structure
-            self.feats = previous.feats
-            self._ageless = previous._ageless
-            self._by_gpu = previous._by_gpu
-        else:
+        if previous is None or not _same_jobs(previous, snap):
             self.procs = index = process_index(snap)
             jobs, self.structure = build_jobs_reusing(
                 snap, None if previous is None else previous.structure, index
             )
             self.jobs = {j.id: j for j in jobs}
             self.feats = {job_id: JobTick.of(job, index) for job_id, job in self.jobs.items()}
+            self._ageless: bool | None = None
+            self._by_gpu: dict[int, tuple[str, ...]] | None = None
+        else:
+            self.procs = previous.procs
+            self.jobs = previous.jobs
+            self.structure = previous.structure
+            self.feats = previous.feats
+            self._ageless = previous._ageless
+            self._by_gpu = previous._by_gpu
         self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
         self._gpu: dict[tuple[int, ...], GpuTick] = {}
         # the maps only, not the tick (which would chain every tick before)
