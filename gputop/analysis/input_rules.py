@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from gputop.analysis.gpu_rules import mean, pct
 from gputop.analysis.jobs import Job
@@ -118,14 +119,14 @@ class Track:
     """One job across the window, pushed and popped as it slides: :func:`signals_of`'s
     sums, without going over the window."""
 
-    __slots__ = ("_memo", "cause", "dsleep", "feats", "mcols", "reads", "run", "same", "wcols")
+    __slots__ = ("_memo", "cause", "cols", "dsleep", "feats", "reads", "run", "same")
 
     def __init__(self) -> None:
         self.feats: deque[JobTick] = deque()  # one per window tick it is in
-        # the newest ``run`` feats have the same pids; w/mcols: each pid's CPU over them
+        # the newest ``run`` feats have the same pids; cols: each worker's, then each main
+        # process's CPU over them
         self.run = 0
-        self.wcols: list[deque[float]] = []
-        self.mcols: list[deque[float]] = []
+        self.cols: list[deque[float]] = []
         self.reads: deque[float] = deque()  # known reads, oldest first
         self.dsleep = 0
         # the newest ``same`` feats are one object (all of them: ``_memo`` holds)
@@ -143,14 +144,11 @@ class Track:
         self.same = self.same + 1 if feats and feats[-1] is f else 1
         if feats and f.worker_pids == feats[-1].worker_pids and f.main_pids == feats[-1].main_pids:
             self.run += 1
-            for col, value in zip(self.wcols, f.worker_cpu, strict=True):
-                col.append(value)
-            for col, value in zip(self.mcols, f.main_cpu, strict=True):
+            for col, value in zip(self.cols, f.worker_cpu + f.main_cpu, strict=True):
                 col.append(value)
         else:
             self.run = 1
-            self.wcols = [deque((value,)) for value in f.worker_cpu]
-            self.mcols = [deque((value,)) for value in f.main_cpu]
+            self.cols = [deque((value,)) for value in f.worker_cpu + f.main_cpu]
         feats.append(f)
         if f.read is not None:
             self.reads.append(float(f.read))
@@ -161,9 +159,7 @@ class Track:
         f = self.feats.popleft()
         if len(self.feats) < self.run:  # it was part of the run
             self.run -= 1
-            for col in self.wcols:
-                col.popleft()
-            for col in self.mcols:
+            for col in self.cols:
                 col.popleft()
         if f.read is not None:
             self.reads.popleft()
@@ -182,14 +178,12 @@ class Track:
         if self.run != n:  # the processes changed in the window
             out = signals_of(feats)
         else:
-            reads = self.reads
+            reads, workers = self.reads, len(last.worker_cpu)
+            means = [sum(col) / len(col) for col in self.cols]
             out = make_signals(
                 last.job,
-                [sum(col) / len(col) for col in self.wcols],
-                [
-                    (pid, sum(col) / len(col))
-                    for pid, col in zip(last.main_pids, self.mcols, strict=True)
-                ],
+                means[:workers],
+                list(zip(last.main_pids, means[workers:], strict=True)),
                 self.dsleep,
                 n,
                 sum(reads) / len(reads) if reads else None,
@@ -200,8 +194,6 @@ class Track:
 
 class HostView:
     """The host side of the window, shared by every scope of one call."""
-
-    __slots__ = ("_history", "_peak", "cpu", "disk_now", "iowait_high", "saturated", "suffix")
 
     def __init__(
         self, window: Sequence[Snapshot], history: Sequence[Snapshot], t: Thresholds
@@ -216,16 +208,13 @@ class HostView:
         self.iowait_high = iowait is not None and iowait >= t.iowait_high
         self.saturated = cpu is not None and cpu >= t.host_cpu_saturated
         self._history = history
-        self._peak: tuple[float | None] | None = None
 
-    @property
+    @cached_property
     def disk_peak(self) -> float | None:
         """The highest host disk read rate in the whole history."""
-        if self._peak is None:
-            rates = [s.host.disk.read_bytes_per_s for s in self._history if s.host is not None]
-            known = [r for r in rates if r is not None]
-            self._peak = (max(known) if known else None,)
-        return self._peak[0]
+        rates = [s.host.disk.read_bytes_per_s for s in self._history if s.host is not None]
+        known = [r for r in rates if r is not None]
+        return max(known) if known else None
 
 
 # --- the rules -------------------------------------------------------------------------

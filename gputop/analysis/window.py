@@ -9,6 +9,7 @@ import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gputop.analysis.gpu_rules import GpuTick, Group, group_of, held, memory_full, scope_samples
 from gputop.analysis.holders import Runs, all_idle, idle_and_held
@@ -218,7 +219,7 @@ class Carried:
     groups_now: dict[GroupKey, KeptGroup] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@dataclass(eq=False)
 class Context:
     t: Thresholds
     history: list[Snapshot]  # the full history, oldest first
@@ -233,7 +234,6 @@ class Context:
     causes: dict[str, tuple[JobSignals, int] | None] = field(default_factory=dict)
     memory: dict[tuple[int, ...], Finding | None] = field(default_factory=dict)
     parts: dict[tuple[int, ...], list[GpuTick]] = field(default_factory=dict)
-    _host: HostView | None = None
 
     @property
     def latest(self) -> Snapshot:
@@ -247,12 +247,9 @@ class Context:
     def latest_jobs(self) -> dict[str, Job]:
         return self.ticks[-1].jobs
 
-    @property
+    @cached_property
     def host(self) -> HostView:
-        done = self._host
-        if done is None:
-            done = self._host = HostView(self.window, self.history, self.t)
-        return done
+        return HostView(self.window, self.history, self.t)
 
     # --- the GPU side -------------------------------------------------------------------
 
