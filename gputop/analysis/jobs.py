@@ -84,11 +84,7 @@ class Job:
 
 def process_name(info: ProcessInfo) -> str | None:
     """The name matched against NEVER_ROOT (lower case, no path, no ': suffix')."""
-    name = info.name
-    if not name and info.command:
-        name = info.command.split(" ", 1)[0]
-    if not name:
-        return None
+    name = info.name or (info.command or "").split(" ", 1)[0]
     name = name.strip().lstrip("-").split(":", 1)[0].strip()
     return name.rsplit("/", 1)[-1].lower() or None
 

@@ -112,7 +112,6 @@ class Thresholds:
     ) -> Thresholds:
         """``base`` (default: the defaults) with ``overrides`` applied (names
         case-insensitive, ``-`` for ``_``); ThresholdError on a bad name or value."""
-        start = base if base is not None else cls()
         known = {f.name: f for f in dataclasses.fields(cls)}
         changes: dict[str, Any] = {}
         for raw_name, raw_value in overrides.items():
@@ -123,7 +122,7 @@ class Thresholds:
                     + ", ".join(n.upper() for n in known)
                 )
             changes[name] = _parse_value(name, raw_value, known[name].type)
-        result = dataclasses.replace(start, **changes)
+        result = dataclasses.replace(base or cls(), **changes)
         result.check()
         return result
 

@@ -124,11 +124,6 @@ def job_verdict(ctx: Context, job: Job) -> Verdict:
 # --- the API ----------------------------------------------------------------------------
 
 
-def window(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> list[Snapshot]:
-    """The snapshots the window covers (oldest first)."""
-    return split_window(history, thresholds)[1] if history else []
-
-
 class JobVerdicts(Mapping[str, Verdict]):
     """Job id -> verdict, each judged the first time it is read (then kept): a view that
     shows a few jobs pays for those only. Bound to the history it was made from."""
