@@ -30,9 +30,7 @@ def used_share(gpu: GpuSample) -> float | None:
 
 
 def held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
-    if gpu.processes:
-        return True
-    if any(h.gpu == gpu.index for h in snap.unlisted_holders):
+    if gpu.processes or any(h.gpu == gpu.index for h in snap.unlisted_holders):
         return True
     share = used_share(gpu)
     return share is not None and share >= t.held_memory_fraction
@@ -59,9 +57,7 @@ def link_capacity(gpu: GpuSample) -> float | None:
     cap = p.link_max_bytes_per_s
     lane = lane_bytes_per_s(p.gen)
     if cap is None or cap <= 0:
-        if lane is not None and p.width:
-            return lane * p.width
-        return None
+        return lane * p.width if lane is not None and p.width else None
     max_lane = lane_bytes_per_s(p.max_gen)
     if lane is not None and max_lane is not None and p.width and p.max_width:
         cap *= (lane * p.width) / (max_lane * p.max_width)
@@ -150,7 +146,6 @@ class Stats:
     low: float
     high: float
     stdev: float
-    n: int
 
 
 def stats(values: Iterable[float | None]) -> Stats | None:
@@ -159,7 +154,7 @@ def stats(values: Iterable[float | None]) -> Stats | None:
         return None
     mean = sum(known) / len(known)
     var = sum((v - mean) ** 2 for v in known) / len(known)
-    return Stats(mean, min(known), max(known), math.sqrt(var), len(known))
+    return Stats(mean, min(known), max(known), math.sqrt(var))
 
 
 def pct(value: float) -> str:
