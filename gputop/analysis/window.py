@@ -205,8 +205,8 @@ def split_window(
 
 #: (GPU set, ticks present): the key of a GPU group.
 GroupKey = tuple[tuple[int, ...], tuple[bool, ...]]
-#: (window parts, span, ticks, group): a group with what it was judged from.
-KeptGroup = tuple[list[GpuTick | None], float, int, Group]
+#: (window parts, span, group): a group with what it was judged from.
+KeptGroup = tuple[list[GpuTick | None], float, Group]
 
 
 @dataclass(slots=True, eq=False)
@@ -283,18 +283,13 @@ class Context:
         c = self.carried
         key: GroupKey = (gpus, present)
         kept = None if c is None else c.groups_before.get(key)
-        if (
-            kept is not None
-            and kept[1] == span
-            and kept[2] == len(ticks)
-            and len(kept[0]) == len(parts)
-            and all(map(operator.is_, kept[0], parts))
-        ):
-            group = kept[3]
+        # the key fixes how many ticks and parts there are: the rest must match
+        if kept is not None and kept[1] == span and all(map(operator.is_, kept[0], parts)):
+            group = kept[2]
         else:
             group = group_of(self.t, gpus, parts, ticks, span)
         if c is not None:
-            c.groups_now[key] = (parts, span, len(ticks), group)
+            c.groups_now[key] = (parts, span, group)
         return group
 
     # --- the jobs -----------------------------------------------------------------------
