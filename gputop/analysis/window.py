@@ -72,11 +72,7 @@ class Tick:
         self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
         self._gpu: dict[tuple[int, ...], GpuTick] = {}
         # the maps only, not the tick (which would chain every tick before)
-        self._before = (
-            None
-            if previous is None
-            else (previous._gpu, previous._samples, previous.snap.unlisted_holders)
-        )
+        self._before = None if previous is None else (previous._gpu, previous.snap.unlisted_holders)
         self._idle: dict[tuple[int, ...], bool] = {}
         self._held: dict[tuple[int, ...], bool] = {}
         self._pids: dict[tuple[int, ...], frozenset[int]] = {}
@@ -114,13 +110,12 @@ class Tick:
             samples = self.samples(gpus)
             before = self._before
             if before is not None:
-                part, their = before[0].get(gpus), before[1].get(gpus)
+                part = before[0].get(gpus)
                 if (
                     part is not None
-                    and their is not None
-                    and len(their) == len(samples)
-                    and all(map(operator.is_, their, samples))
-                    and before[2] == self.snap.unlisted_holders  # what ``held`` reads
+                    and len(part.samples) == len(samples)
+                    and all(map(operator.is_, part.samples, samples))
+                    and before[1] == self.snap.unlisted_holders  # what ``held`` reads
                 ):
                     out = part
             if out is None:
