@@ -134,11 +134,9 @@ def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
         if ppid is None or ppid <= 1 or ppid in seen:
             break
         parent = index.get(ppid)
-        if parent is None or not parent.visible:
+        if parent is None or not parent.visible or parent.user is None:
             break
-        if parent.user is None or parent.user != cur.user or parent.owner != cur.owner:
-            break
-        if is_never_root(parent):
+        if parent.user != cur.user or parent.owner != cur.owner or is_never_root(parent):
             break
         seen.add(ppid)
         cur = parent

@@ -35,7 +35,6 @@ class Tick:
         "_before",
         "_by_gpu",
         "_gpu",
-        "_held",
         "_idle",
         "_pids",
         "_samples",
@@ -74,7 +73,6 @@ class Tick:
         # the maps only, not the tick (which would chain every tick before)
         self._before = None if previous is None else (previous._gpu, previous.snap.unlisted_holders)
         self._idle: dict[tuple[int, ...], bool] = {}
-        self._held: dict[tuple[int, ...], bool] = {}
         self._pids: dict[tuple[int, ...], frozenset[int]] = {}
 
     def job_ids_by_gpu(self) -> dict[int, tuple[str, ...]]:
@@ -141,10 +139,7 @@ class Tick:
             if on is None:
                 on = self._pids[gpus] = frozenset(p.pid for g in samples for p in g.processes)
             return not on.isdisjoint(pids)
-        out = self._held.get(gpus)
-        if out is None:
-            out = self._held[gpus] = all(held(self.snap, g, t) for g in samples)
-        return out
+        return all(held(self.snap, g, t) for g in samples)  # once a tick: the runs' memo
 
 
 def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
