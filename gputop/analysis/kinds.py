@@ -209,8 +209,15 @@ def finding(spec: KindSpec, evidence: str, advice: str, severity: str | None = N
 
 def verdict_of(findings: list[Finding]) -> Verdict:
     """The lowest rank's finding, the other kinds in ``also``."""
-    first, *rest = sorted(findings, key=lambda f: f.rank)
-    also = dict.fromkeys(f.kind for f in rest if f.kind != first.kind)
+    if len(findings) == 1:
+        first = findings[0]
+        return Verdict(first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity)
+    findings = sorted(findings, key=lambda f: f.rank)
+    first = findings[0]
+    also: list[str] = []
+    for f in findings[1:]:
+        if f.kind != first.kind and f.kind not in also:
+            also.append(f.kind)
     return Verdict(
         first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity, tuple(also)
     )
