@@ -233,9 +233,7 @@ def cause_flags(t: Thresholds, sig: JobSignals) -> int:
     if sig.ticks and sig.dsleep_ticks >= t.disk_sleep_fraction * sig.ticks:
         flags |= DSLEEP
     if read is None or read >= t.disk_min_read:
-        flags |= READING
-    if read is not None and read >= t.disk_min_read:
-        flags |= READS
+        flags |= READING if read is None else READING | READS
     if sig.workers > 0 and sig.worker_cpu is not None and sig.worker_cpu >= t.worker_busy_cpu:
         flags |= BUSY_WORKERS
     if (
@@ -339,12 +337,10 @@ def input_causes(
 
         # disk, weak: host disk reads near the highest rate seen, while the job reads
         if (
-            flags & READS
+            flags & READS  # reads known
             and DISK_WEAK.rank not in found
-            and read is not None
             and disk_now is not None
-            and (disk_peak := host.disk_peak) is not None
-            and disk_peak > 0
+            and (disk_peak := host.disk_peak or 0.0) > 0
             and disk_now >= t.disk_near_peak * disk_peak
         ):
             add(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from gputop.analysis.gpu_rules import idle, lost_finding
@@ -21,15 +20,10 @@ from gputop.model import Snapshot, Verdict
 # --- judging one scope ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    gpus: tuple[int, ...]
-    job_ids: tuple[str, ...]  # jobs whose processes explain the GPU's state
-    job: Job | None  # set when judging a job
-
-
-def _judge(ctx: Context, scope: _Scope) -> Verdict:
-    gpus = scope.gpus
+def _judge(
+    ctx: Context, gpus: tuple[int, ...], job_ids: tuple[str, ...], job: Job | None
+) -> Verdict:
+    """A scope's verdict: a GPU set, the jobs that explain its state, the job judged or None."""
     for g in ctx.ticks[-1].lost:
         if g.index in gpus:
             return verdict_of([lost_finding(g)])
@@ -37,18 +31,18 @@ def _judge(ctx: Context, scope: _Scope) -> Verdict:
     full = ctx.memory_full(gpus)
     findings = [] if full is None else [full]
 
-    holder = _idle_holder(ctx, scope)
+    holder = _idle_holder(ctx, gpus, job)
     if holder is not None:
         findings.append(holder)
         return verdict_of(findings)
 
-    if scope.job is None:
+    if job is None:
         idle_found = idle(ctx.gpu_parts(gpus), ctx.span)
         if idle_found is not None:
             return verdict_of([idle_found])
 
     # The GPU side, shared by every scope on the same GPUs and ticks.
-    group = ctx.group(gpus, None if scope.job is None else ctx.present(scope.job.id))
+    group = ctx.group(gpus, None if job is None else ctx.present(job.id))
     if group.early is not None:
         findings.append(group.early)
         return verdict_of(findings)
@@ -61,8 +55,8 @@ def _judge(ctx: Context, scope: _Scope) -> Verdict:
         )
         return verdict_of([*findings, finding(RULES["gpu_bound"], base, advice)])
 
-    jobs = (ctx.causes_of(job_id) for job_id in scope.job_ids)
-    own = scope.job is not None
+    jobs = (ctx.causes_of(job_id) for job_id in job_ids)
+    own = job is not None
     causes = input_causes(ctx.t, ctx.host, jobs, own, base, group.starved, group.severity)
     findings += group.pcie + causes
     if group.pcie or causes:
@@ -76,29 +70,28 @@ def _judge(ctx: Context, scope: _Scope) -> Verdict:
     else:
         spec = RULES["moderate"]
         advice = "Steady partial use: profile a step (torch.profiler) if you expected more"
-    findings.append(finding(spec, base + _no_host_view_note(ctx, scope), advice))
+    findings.append(finding(spec, base + _no_host_view_note(ctx, job_ids, job), advice))
     return verdict_of(findings)
 
 
-def _idle_holder(ctx: Context, scope: _Scope) -> Finding | None:
+def _idle_holder(ctx: Context, gpus: tuple[int, ...], job: Job | None) -> Finding | None:
     tick = ctx.ticks[-1]
-    if not tick.idle(scope.gpus, ctx.t):
+    if not tick.idle(gpus, ctx.t):
         return None  # no run of idle-and-held snapshots ends the history
-    job = scope.job
-    samples = tick.samples(scope.gpus)
-    start = ctx.run_start(scope.gpus, None if job is None else frozenset(job.main_pids))
+    samples = tick.samples(gpus)
+    start = ctx.run_start(gpus, None if job is None else frozenset(job.main_pids))
     holders: Sequence[int] = (
         job.main_pids if job is not None else [p.pid for g in samples for p in g.processes]
     )
     return idle_holder(ctx.t, ctx.history, start, samples, tick.procs, holders)
 
 
-def _no_host_view_note(ctx: Context, scope: _Scope) -> str:
+def _no_host_view_note(ctx: Context, job_ids: tuple[str, ...], job: Job | None) -> str:
     latest_jobs = ctx.latest_jobs
-    jobs = [latest_jobs[j] for j in scope.job_ids if j in latest_jobs]
+    jobs = [latest_jobs[j] for j in job_ids if j in latest_jobs]
     if jobs and all(j.visible is not True for j in jobs):
         return "; its processes are not visible from here (other PID namespace?)"
-    if not jobs and scope.job is None:
+    if not jobs and job is None:
         return "; no process listed"
     return ""
 
@@ -106,8 +99,7 @@ def _no_host_view_note(ctx: Context, scope: _Scope) -> str:
 def gpu_verdicts_of(ctx: Context) -> dict[int, Verdict]:
     by_gpu = ctx.ticks[-1].job_ids_by_gpu()
     return {
-        g.index: _judge(ctx, _Scope((g.index,), by_gpu.get(g.index, ()), None))
-        for g in ctx.latest.gpus
+        g.index: _judge(ctx, (g.index,), by_gpu.get(g.index, ()), None) for g in ctx.latest.gpus
     }
 
 
@@ -118,7 +110,7 @@ def jobs_to_judge(ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None) 
 
 
 def job_verdict(ctx: Context, job: Job) -> Verdict:
-    return _judge(ctx, _Scope(job.gpus, (job.id,), job))
+    return _judge(ctx, job.gpus, (job.id,), job)
 
 
 # --- the API ----------------------------------------------------------------------------
