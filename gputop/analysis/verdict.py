@@ -256,19 +256,13 @@ class Analyzer:
         carried = memory if track else None  # the plain path carries nothing to the next
         return Context(t, full, window, ticks, base, self._runs, carried, memory.generation)
 
-    def update(
-        self,
-        history: Sequence[Snapshot],
-        jobs: Sequence[Job] | Mapping[str, Job] | None = None,
-    ) -> Analysis:
+    def update(self, history: Sequence[Snapshot]) -> Analysis:
         """``build_jobs(history[-1])`` and the verdicts on ``history`` (jobs judged lazily)."""
         ctx = self.context(history)
         if ctx is None:
             return Analysis({}, JobVerdicts(None, {}), ())
-        latest_jobs = tuple(ctx.latest_jobs.values())
-        return Analysis(
-            gpu_verdicts_of(ctx), JobVerdicts(ctx, jobs_to_judge(ctx, jobs)), latest_jobs
-        )
+        jobs = ctx.latest_jobs
+        return Analysis(gpu_verdicts_of(ctx), JobVerdicts(ctx, jobs), tuple(jobs.values()))
 
 
 def _push(
