@@ -77,18 +77,16 @@ class Feed:
         with self._lock:
             if judging is not None:
                 return Frame(history[-1], history, None, judging, tuple(after), generation)
-            return self._frame(history, None, None, tuple(after), generation)
+            return self._frame(history, self._new(history), None, tuple(after), generation)
 
     def _frame(
         self,
         history: tuple[Snapshot, ...],
-        new: tuple[Snapshot, ...] | None,
+        new: tuple[Snapshot, ...],
         judge_jobs: bool | None,
         after: tuple[Snapshot, ...] = (),
         generation: int | None = None,
     ) -> Frame:
-        if new is None:
-            new = self._new(history)
         self._given = history
         done = self._judged
         if new or done is None:

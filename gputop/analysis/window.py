@@ -78,16 +78,11 @@ class Tick:
     def job_ids_by_gpu(self) -> dict[int, tuple[str, ...]]:
         """GPU index -> the ids of the jobs on it, by GPU memory (most first), root pid."""
         if self._by_gpu is None:
-            by_gpu: dict[int, list[Job]] = {}
-            for j in self.jobs.values():
-                for g in set(j.gpus):
-                    by_gpu.setdefault(g, []).append(j)
-            self._by_gpu = {
-                g: tuple(
-                    j.id for j in sorted(jobs, key=lambda j: (-(j.gpu_memory or 0), j.root_pid))
-                )
-                for g, jobs in by_gpu.items()
-            }
+            by_gpu: dict[int, list[str]] = {}
+            for j in sorted(self.jobs.values(), key=lambda j: (-(j.gpu_memory or 0), j.root_pid)):
+                for g in j.gpus:
+                    by_gpu.setdefault(g, []).append(j.id)
+            self._by_gpu = {g: tuple(ids) for g, ids in by_gpu.items()}
         return self._by_gpu
 
     def ageless(self) -> bool:
