@@ -139,13 +139,10 @@ def _form_util(util: Utilization, before: GpuSample | None) -> Utilization:
 
 def _form_memory(memory: GpuMemory, before: GpuSample | None) -> GpuMemory:
     """What a form keeps of a GPU's memory: used and total (``held``), shared."""
-    if before is not None:
-        had = before.memory
-        if had.used == memory.used and had.total == memory.total:
-            return had
-        if had.total == memory.total:  # the same total's object
-            return GpuMemory(total=had.total, used=memory.used)
-    return GpuMemory(total=memory.total, used=memory.used)
+    had = None if before is None else before.memory
+    if had is None or had.total != memory.total:
+        return GpuMemory(total=memory.total, used=memory.used)
+    return had if had.used == memory.used else GpuMemory(total=had.total, used=memory.used)
 
 
 def lookback_form(snap: Snapshot, before: Snapshot | None) -> Snapshot:

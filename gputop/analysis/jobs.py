@@ -386,8 +386,7 @@ def build_jobs_reusing(
     index: dict[int, ProcessInfo] | None = None,
 ) -> tuple[tuple[Job, ...], JobStructure]:
     """``build_jobs(snapshot)`` and its structure, reusing ``before``'s shapes if they fit."""
-    if index is None:
-        index = process_index(snapshot)
+    index = process_index(snapshot) if index is None else index
     key = _structure_key(snapshot, index)
     if before is not None and before.key == key:
         structure = before
