@@ -104,8 +104,7 @@ def gpu_verdicts_of(ctx: Context) -> dict[int, Verdict]:
 
 
 def jobs_to_judge(ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None) -> dict[str, Job]:
-    if jobs is None:
-        jobs = ctx.latest_jobs
+    jobs = ctx.latest_jobs if jobs is None else jobs
     return {job.id: job for job in (jobs.values() if isinstance(jobs, Mapping) else jobs)}
 
 
