@@ -98,23 +98,24 @@ class GpuTick:
             held(snap, g, t) or (g.utilization.gpu is not None and g.utilization.gpu > t.idle_util)
             for g in samples
         )
-        self.throttle_busy = self.hard_n = self.soft_n = self.link_busy = self.degraded = 0
-        self.worst: GpuSample | None = None
+        busy = hard_n = soft_n = 0
         hard_names: set[str] = set()
         where: set[int] = set()
+        link_busy = degraded = 0
+        worst: GpuSample | None = None
         # (index, 0 for RX or 1 for TX, rate / capacity, rate) per direction known
         pcie: list[tuple[int, int, float, float]] = []
         for g in samples:
             util = g.utilization.gpu
             if util is not None and util >= t.util_low:
-                self.throttle_busy += 1
+                busy += 1
                 hard, soft = throttle_class(g.clock_event_reasons)
                 if hard:
-                    self.hard_n += 1
+                    hard_n += 1
                     hard_names.update(hard)
                     where.add(g.index)
                 elif soft:
-                    self.soft_n += 1
+                    soft_n += 1
                 p = g.pcie
                 if (
                     p.gen is not None
@@ -122,18 +123,23 @@ class GpuTick:
                     and p.width is not None
                     and p.max_width is not None
                 ):
-                    self.link_busy += 1
+                    link_busy += 1
                     if p.gen < p.max_gen or p.width < p.max_width:
-                        self.degraded += 1
-                        self.worst = g
+                        degraded += 1
+                        worst = g
             rx, tx = g.pcie.rx_bytes_per_s, g.pcie.tx_bytes_per_s
             if rx is None and tx is None:
                 continue
             cap = link_capacity(g)
             if cap is None or cap <= 0:
                 continue
-            pcie += [(g.index, d, v / cap, v) for d, v in enumerate((rx, tx)) if v is not None]
+            if rx is not None:
+                pcie.append((g.index, 0, rx / cap, rx))
+            if tx is not None:
+                pcie.append((g.index, 1, tx / cap, tx))
+        self.throttle_busy, self.hard_n, self.soft_n = busy, hard_n, soft_n
         self.hard_names, self.where = frozenset(hard_names), frozenset(where)
+        self.link_busy, self.degraded, self.worst = link_busy, degraded, worst
         self.pcie = tuple(pcie)
 
 
@@ -303,16 +309,17 @@ def util_reading(
 
 
 def throttle(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding]:
-    return throttle_finding(
-        t,
-        sum(p.n for p in parts),
-        sum(p.throttle_busy for p in parts),
-        sum(p.hard_n for p in parts),
-        sum(p.soft_n for p in parts),
-        set().union(*(p.hard_names for p in parts)),
-        set().union(*(p.where for p in parts)),
-        base,
-    )
+    busy = hard_n = soft_n = total = 0
+    hard_names: set[str] = set()
+    where: set[int] = set()
+    for p in parts:
+        total += p.n
+        busy += p.throttle_busy
+        soft_n += p.soft_n
+        hard_n += p.hard_n
+        hard_names.update(p.hard_names)
+        where.update(p.where)
+    return throttle_finding(t, total, busy, hard_n, soft_n, hard_names, where, base)
 
 
 def throttle_finding(
@@ -349,9 +356,15 @@ def throttle_finding(
 
 
 def link(t: Thresholds, parts: Sequence[GpuTick], base: str) -> list[Finding]:
-    worst = next((p.worst for p in reversed(parts) if p.worst is not None), None)
-    busy, degraded = sum(p.link_busy for p in parts), sum(p.degraded for p in parts)
-    return link_finding(t, sum(p.n for p in parts), busy, degraded, worst, base)
+    busy = degraded = total = 0
+    worst: GpuSample | None = None
+    for p in parts:
+        total += p.n
+        busy += p.link_busy
+        degraded += p.degraded
+        if p.worst is not None:
+            worst = p.worst
+    return link_finding(t, total, busy, degraded, worst, base)
 
 
 def link_finding(
