@@ -49,8 +49,11 @@ class JobTick:
 def _known_cpu(
     pids: tuple[int, ...], index: dict[int, ProcessInfo]
 ) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    cpus = [(pid, None if (row := index.get(pid)) is None else row.cpu_percent) for pid in pids]
-    known = [(pid, cpu) for pid, cpu in cpus if cpu is not None]
+    known = [
+        (pid, row.cpu_percent)
+        for pid in pids
+        if (row := index.get(pid)) is not None and row.cpu_percent is not None
+    ]
     return tuple(pid for pid, _ in known), tuple(cpu for _, cpu in known)
 
 
