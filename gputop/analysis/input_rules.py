@@ -250,6 +250,11 @@ def cause_flags(t: Thresholds, sig: JobSignals) -> int:
     return flags
 
 
+def _who(own: bool, sig: JobSignals) -> str:
+    """Which job a GPU verdict's cause is about (a job's own verdict: itself)."""
+    return "" if own else f"job {sig.job.root_pid}: "
+
+
 def _read_text(read: float | None) -> str:
     return "reads n/a" if read is None else f"reads {rate(read)}"
 
@@ -278,18 +283,17 @@ def input_causes(
             continue
         sig, flags = got
         read = sig.read
-        who = "" if own else f"job {sig.job.root_pid}: "  # a job's own verdict: itself
 
         # disk, strong: processes in D state, or high iowait while the job reads
         if DISK_STRONG.rank not in found:
             evidence = None
             if flags & DSLEEP:
                 evidence = (
-                    f"{base}; {who}a process in disk wait (D state) in "
+                    f"{base}; {_who(own, sig)}a process in disk wait (D state) in "
                     f"{sig.dsleep_ticks} of {sig.ticks} samples, {_read_text(read)}{host_suffix}"
                 )
             elif host.iowait_high and flags & READING:
-                evidence = f"{base}; {who}{_read_text(read)}{host_suffix}"
+                evidence = f"{base}; {_who(own, sig)}{_read_text(read)}{host_suffix}"
             if evidence is not None:
                 add(
                     DISK_STRONG,
@@ -303,7 +307,7 @@ def input_causes(
             assert sig.worker_cpu is not None
             add(
                 WORKERS,
-                f"{base}; {who}{sig.workers} workers at "
+                f"{base}; {_who(own, sig)}{sig.workers} workers at "
                 f"{pct(sig.worker_cpu)} of a core each{host_suffix}",
                 "DataLoader workers are maxed out: raise num_workers (if cores are free) or "
                 "make preprocessing cheaper (decode/augment on GPU, e.g. DALI)",
@@ -320,7 +324,7 @@ def input_causes(
             )
             add(
                 MAIN,
-                f"{base}; {who}main process {sig.main_pid} at "
+                f"{base}; {_who(own, sig)}main process {sig.main_pid} at "
                 f"{pct(sig.main_cpu)} of a core, {workers_text}{host_suffix}",
                 "The Python loop is the bottleneck: move preprocessing into DataLoader "
                 "workers, avoid .item()/.cpu() host syncs each step, use larger batches",
@@ -332,7 +336,7 @@ def input_causes(
             assert host_cpu is not None
             add(
                 HOST_CPU,
-                f"{base}; host CPU saturated ({pct(host_cpu)}); {who}{sig.workers} "
+                f"{base}; host CPU saturated ({pct(host_cpu)}); {_who(own, sig)}{sig.workers} "
                 f"workers, tree at {pct(sig.job.cpu_percent or 0.0)} of a core",
                 "The host has no CPU left: cheaper preprocessing, fewer competing "
                 "processes, or preprocess the data set offline",
@@ -348,7 +352,7 @@ def input_causes(
         ):
             add(
                 DISK_WEAK,
-                f"{base}; {who}{_read_text(read)}; disk reads {rate(disk_now)}, "
+                f"{base}; {_who(own, sig)}{_read_text(read)}; disk reads {rate(disk_now)}, "
                 f"{100 * disk_now / disk_peak:.0f} % of the peak {rate(disk_peak)} seen"
                 f"{host_suffix}",
                 "Reads run at the disk's limit: cache the data set in RAM or local NVMe, "
