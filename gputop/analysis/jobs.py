@@ -147,12 +147,9 @@ def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, int, tuple[int, int]]]:
     """Sorted (GPU index, pid, (GPU position, process position)), no lost GPU or invalid pid."""
     entries: dict[tuple[int, int], tuple[int, int]] = {}
     for at_gpu, gpu in enumerate(snapshot.gpus):
-        if gpu.lost:
-            continue
-        for at, proc in enumerate(gpu.processes):
-            if proc.pid in INVALID_PIDS:
-                continue
-            entries.setdefault((gpu.index, proc.pid), (at_gpu, at))
+        for at, proc in enumerate(() if gpu.lost else gpu.processes):
+            if proc.pid not in INVALID_PIDS:
+                entries.setdefault((gpu.index, proc.pid), (at_gpu, at))
     return [(g, pid, at) for (g, pid), at in sorted(entries.items())]
 
 

@@ -143,9 +143,7 @@ def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
     if snap.processes is not before.processes or len(snap.gpus) != len(before.gpus):
         return False
     for g, h in zip(snap.gpus, before.gpus, strict=True):
-        if g is h:
-            continue
-        if (
+        if g is not h and (
             g.index != h.index
             or g.lost != h.lost
             or g.processes is not h.processes
