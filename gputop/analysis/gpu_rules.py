@@ -405,11 +405,8 @@ def pcie_finding(
     best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
     for index in sorted(sums):
         for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):
-            if not n:
-                continue
-            ratio = ratio_sum / n
-            if best is None or ratio > best[0]:
-                best = (ratio, direction, index, rate_sum / n)
+            if n and (best is None or ratio_sum / n > best[0]):
+                best = (ratio_sum / n, direction, index, rate_sum / n)
     if best is None or best[0] < t.pcie_near_max:
         return []
     ratio, direction, index, mean_rate = best
