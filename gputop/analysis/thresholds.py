@@ -152,12 +152,11 @@ class Thresholds:
                 raise ThresholdError(f"{name.upper()}={value}: must be at least 1")
         if self.window_seconds <= 0:
             raise ThresholdError("WINDOW_SECONDS must be above 0")
-        pairs = (
+        for low, high in (
             ("idle_util", "util_low"),
             ("util_low", "util_high"),
             ("worker_idle_cpu", "worker_busy_cpu"),
-        )
-        for low, high in pairs:
+        ):
             if getattr(self, low) > getattr(self, high):
                 raise ThresholdError(
                     f"{low.upper()}={getattr(self, low)} must not exceed "
