@@ -279,9 +279,7 @@ class Context:
 
     def track(self, job_id: str) -> Track | None:
         c = self.carried
-        if c is None or c.generation != self.generation:
-            return None
-        return c.tracks.get(job_id)
+        return None if c is None or c.generation != self.generation else c.tracks.get(job_id)
 
     def feats(self, job_id: str) -> list[JobTick | None]:
         """The job in each window tick (a job judged on its own id may be in none)."""
