@@ -93,10 +93,6 @@ class Player:
     def position(self) -> int:
         return self._pos
 
-    @property
-    def generation(self) -> int:
-        return self._generation
-
     def frame(self) -> Frame | None:
         with self._lock:
             return self._frame
@@ -104,10 +100,6 @@ class Player:
     def latest(self) -> Snapshot | None:
         with self._lock:
             return None if self._frame is None else self._frame.snapshot
-
-    def history(self) -> tuple[Snapshot, ...]:
-        with self._lock:
-            return () if self._frame is None else self._frame.history
 
     def tick_now(self) -> Snapshot:
         """The frame at the cursor from its own block, not handed over; the worker
@@ -184,8 +176,6 @@ class Player:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-
-    close = stop
 
     _mark = 0.0  # wall (monotonic) time the cursor was last advanced by playing
 

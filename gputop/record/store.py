@@ -270,34 +270,29 @@ class Recorder:
         now = self.clock()
         active = None if self._segment is None else self._segment.path
         found = {p: _ours(p) for p in self.directory.iterdir() if _NAME.match(p.name)}
-        infos = {p: info for p, info in found.items() if info is not None}
-        segments = sorted(infos, key=lambda p: p.name)
-        gone: list[str] = []
-        sizes = {p: info.st_size for p, info in infos.items()}
-        if self.retain is not None:
-            for p in segments:
-                # st_mtime: when its last block was written.
-                if p != active and infos[p].st_mtime < now - self.retain:
-                    gone.append(p.name)
+        # Ours only, oldest first; st_mtime: when a segment's last block was written.
+        segments = sorted((p.name, p, info) for p, info in found.items() if info is not None)
+        too_old = -math.inf if self.retain is None else now - self.retain
+        gone = [name for name, p, info in segments if p != active and info.st_mtime < too_old]
         if self.max_size is not None:
-            total = sum(s for p, s in sizes.items() if p.name not in gone)
-            for p in segments:
+            total = sum(info.st_size for name, _, info in segments if name not in gone)
+            for name, p, info in segments:
                 if total <= self.max_size:
                     break
-                if p == active or p.name in gone or p not in sizes:
-                    continue
-                gone.append(p.name)
-                total -= sizes[p]
+                if p != active and name not in gone:
+                    gone.append(name)
+                    total -= info.st_size
         for name in gone:
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / name).unlink()
         self.deleted.extend(gone)
         return gone
 
-    def close(self) -> None:
-        """Flush what waits, close the segment and release the lock."""
+    def close(self, flush: bool = True) -> None:
+        """Flush what waits (unless told not to), close the segment and release the lock."""
         try:
-            self.flush()
+            if flush:
+                self.flush()
         finally:
             self._close_segment()
             if self._lock_fd >= 0:
@@ -381,17 +376,14 @@ def index_segment(path: Path) -> SegmentIndex:
     first_off = first_len = -1
     head_size = _BLOCK_HEAD.size + _CRC.size
     while pos + head_size <= len(data):
-        magic, length, count, first, last = _BLOCK_HEAD.unpack_from(data, pos)
+        head = data[pos : pos + _BLOCK_HEAD.size]
+        magic, length, count, first, last = _BLOCK_HEAD.unpack(head)
         (crc,) = _CRC.unpack_from(data, pos + _BLOCK_HEAD.size)
         start = pos + head_size
-        if magic != BLOCK_MAGIC or start + length > len(data) or count == 0:
+        body = data[start : start + length]
+        if magic != BLOCK_MAGIC or len(body) != length or count == 0:
             break
-        if not (math.isfinite(first) and math.isfinite(last) and first <= last):
-            break
-        if (
-            zlib.crc32(data[start : start + length], zlib.crc32(data[pos : pos + _BLOCK_HEAD.size]))
-            != crc
-        ):
+        if not -math.inf < first <= last < math.inf or crc != zlib.crc32(body, zlib.crc32(head)):
             break
         if first_off < 0:
             first_off, first_len = start, length
@@ -610,17 +602,12 @@ class BackgroundRecorder:
                 self._recorder.add(snapshot)
             except Exception as exc:  # a bug must not take the dashboard down either
                 self.error = str(exc) if isinstance(exc, RecordWriteError) else repr(exc)
-                self._give_up()
+                recorder, self._recorder = self._recorder, None
+                with contextlib.suppress(Exception):
+                    recorder.close(flush=False)
 
     def status(self) -> str | None:
         return self.error
-
-    def _give_up(self) -> None:
-        recorder, self._recorder = self._recorder, None
-        if recorder is not None:
-            with contextlib.suppress(Exception):
-                recorder._close_segment()
-                os.close(recorder._lock_fd)
 
     def close(self) -> None:
         with self._lock:
