@@ -8,7 +8,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from gputop import argtypes, gcpolicy
@@ -144,11 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
+        signal.signal(sig, lambda _signum, _frame: stop.set())
 
     source = make_source(args)
     # The state's feed keeps the history the verdicts need.

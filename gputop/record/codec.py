@@ -81,9 +81,7 @@ def _unshare_hosts(d: dict[str, Any]) -> dict[str, Any]:
                 info = procs.get(row.get("pid"))
                 if info is None:
                     raise CodecError("a process row refers to a pid the snapshot lacks")
-                for k, v in info.items():
-                    if k != "pid":
-                        row[k] = v
+                row.update((k, v) for k, v in info.items() if k != "pid")
     return d
 
 
@@ -587,8 +585,7 @@ class _Direct:
         if not _ROW_KEYS.union(HOST_FIELDS).issuperset(node.children) or "pid" not in node.children:
             raise _Fallback
         n = self.n
-        pids, _ = self._build(node.children["pid"], hints["pid"])
-        self._scan(GpuProcess, "pid", pids, False)
+        pids, _ = self._build(node.children["pid"], hints["pid"])  # scanned with the others
         hosts: list[Any] = [None] * n
         if any(name in node.children for name in HOST_FIELDS):
             info_hints = type_hints(ProcessInfo)

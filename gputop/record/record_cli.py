@@ -129,11 +129,8 @@ def main(argv: list[str]) -> int:
             failure.append(str(exc))
             stop.set()
 
-    def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+        signal.signal(sig, lambda _signum, _frame: stop.set())
 
     # The recorder keeps no history of its own: two snapshots are enough for the sampler.
     sampler = Sampler(source, interval=args.interval, history=2, on_snapshot=on_snapshot)

@@ -481,9 +481,8 @@ class Recording:
         as far back as the cache reaches without a gap."""
         end = self[pos]
         i = bisect.bisect_right(self._offsets, pos) - 1
-        out: list[Snapshot] = list(self.block(i)[: pos - self._offsets[i] + 1])
-        parts: list[list[Snapshot]] = [out]
-        first = out[0].time
+        parts = [self.block(i)[: pos - self._offsets[i] + 1]]
+        first = parts[0][0].time
         while i > 0 and first > end.time - seconds:
             i -= 1
             if i not in self._cache:
