@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
 from gputop import __version__
@@ -165,26 +165,17 @@ class Family(Metric):
 
     @property
     def samples(self) -> list[Sample]:
-        if self._samples is None:
-            self._samples = self._library().samples
+        if self._samples is None:  # as the library's families make them (an info's value: 1)
+            info = self.type == "info"
+            self._samples = []
+            for labels, value in self.series:
+                named = dict(zip(self.labelnames, labels, strict=True))
+                self._samples.append(Sample(self.sample_name, named, 1 if info else value))
         return self._samples
 
     @samples.setter
     def samples(self, value: list[Sample]) -> None:
         self._samples = value if value else None  # Metric.__init__ sets []
-
-    def _library(self) -> Metric:
-        fam: GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily
-        if self.type == "info":
-            info = fam = InfoMetricFamily(self.name, self.documentation, labels=self.labelnames)
-            for labels, _ in self.series:
-                info.add_metric(labels, {})
-            return fam
-        cls = CounterMetricFamily if self.type == "counter" else GaugeMetricFamily
-        fam = cls(self.name, self.documentation, labels=self.labelnames, unit=self.unit)
-        for labels, value in self.series:
-            fam.add_metric(labels, value)
-        return fam
 
 
 def _family(name: str, series: Iterable[tuple[tuple[str, ...], float]] = ()) -> Family:
