@@ -308,7 +308,6 @@ class BlockRef:
     count: int
     first: float
     last: float
-    first_in_segment: bool
     segment_first_offset: int  # payload offset of the segment's first block (dictionary)
     segment_first_length: int
 
@@ -387,9 +386,7 @@ def index_segment(path: Path) -> SegmentIndex:
             break
         if first_off < 0:
             first_off, first_len = start, length
-        blocks.append(
-            BlockRef(path, start, length, count, first, last, not blocks, first_off, first_len)
-        )
+        blocks.append(BlockRef(path, start, length, count, first, last, first_off, first_len))
         pos = start + length
     return SegmentIndex(path, header, tuple(blocks), len(data) - pos)
 
@@ -427,11 +424,10 @@ class Recording:
                     f"showing the {sum(b.count for b in seg.blocks)} snapshots before them"
                 )
         blocks = [b for s in self.segments for b in s.blocks]
-        blocks.sort(key=lambda b: (b.first, b.last))
-        self.blocks: list[BlockRef] = blocks
-        self._starts = [b.first for b in blocks]
+        self.blocks = sorted(blocks, key=lambda b: (b.first, b.last))
+        self._starts = [b.first for b in self.blocks]
         # Global position of each block's first snapshot.
-        self._offsets = [0, *itertools.accumulate(b.count for b in blocks)]
+        self._offsets = [0, *itertools.accumulate(b.count for b in self.blocks)]
         if not blocks:
             raise RecordingError(f"{path}: nothing recorded yet (no complete block)")
         self._cache: OrderedDict[int, list[Snapshot]] = OrderedDict()
@@ -563,8 +559,8 @@ class Recording:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            payload = codec.decompress(raw, None if b.first_in_segment else self._dictionary(b))
-            snaps = codec.decode_snapshots(payload)
+            dictionary = None if b.offset == b.segment_first_offset else self._dictionary(b)
+            snaps = codec.decode_snapshots(codec.decompress(raw, dictionary))
         except codec.CodecError as exc:
             raise RecordingError(f"{b.path}: {exc}") from None
         finally:
