@@ -142,7 +142,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
     stop = threading.Event()
-
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda _signum, _frame: stop.set())
 

@@ -1,6 +1,5 @@
 """Cached encoders for the Prometheus text format and OpenMetrics 1.0.0, byte for byte
-``prometheus_client``'s (the tests compare them); docs/exporter.md says how.
-"""
+``prometheus_client``'s (the tests compare them); docs/exporter.md says how."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The exporter: sampler -> diagnosis -> a Collector, served over HTTP.
-
-A tick only diagnoses and counts; a scrape never calls NVML, and the families and the
-encoded body are built once per tick (docs/exporter.md, "How it works").
-"""
+"""The exporter: sampler -> diagnosis -> a Collector, served over HTTP. A tick only diagnoses
+and counts; a scrape never calls NVML, and the families and the encoded body are built once
+per tick (docs/exporter.md, "How it works")."""
 
 from __future__ import annotations
 
@@ -55,7 +53,6 @@ class ExportState:
         with_jobs: bool = False,
         max_jobs: int = metrics.DEFAULT_MAX_JOBS,
     ) -> None:
-        # Without --jobs no job verdict is judged.
         self.feed = Feed(thresholds, judge_jobs=with_jobs)
         self.feed.subscribers.append(self.on_frame)
         self.on_snapshot = self.feed.push  # the sampler's: each frame comes to on_frame

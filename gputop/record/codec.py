@@ -1,9 +1,5 @@
-"""Block codec: a run of snapshots <-> one compressed, column-encoded payload.
-
-The encoding is described in docs/recording.md ("Format"). Decoding is exact:
-``decode(encode(s)) == s``, floats bit for bit (a decimal column is used only where the
-division gives back the very same float).
-"""
+"""Block codec: a run of snapshots <-> one compressed, column-encoded payload (the encoding:
+docs/recording.md, "Format"). Decoding is exact, floats bit for bit: decode(encode(s)) == s."""
 
 from __future__ import annotations
 
@@ -515,8 +511,7 @@ class _Direct:
             return self._merge_own(node, self._gpu_processes(node), False)
         hints = type_hints(cls)
         fields = dataclasses.fields(cls)
-        known = {f.name for f in fields}
-        if not known.issuperset(node.children):
+        if not {f.name for f in fields}.issuperset(node.children):
             raise _Fallback
         if cls is Snapshot and "processes" in node.children:  # before the GPUs' host_ref
             self._processes = self._build(node.children["processes"], hints["processes"])[0]
