@@ -298,12 +298,10 @@ def build(
             if rate is not None:
                 pcie.append(((label, direction), float(rate)))
         if g.clock_event_reasons is not None:
-            active = g.clock_event_reasons
+            active = g.clock_event_reasons  # every known reason, then any other that holds
+            every = (*REASONS, *sorted(set(active).difference(REASONS)))
             reasons = gauge("gputop_gpu_clock_event_reason")
-            for reason in REASONS:
-                reasons.append(((label, reason), 1.0 if reason in active else 0.0))
-            for reason in sorted(set(active).difference(REASONS)):
-                reasons.append(((label, reason), 1.0))
+            reasons.extend(((label, r), 1.0 if r in active else 0.0) for r in every)
         for m in g.mig_devices:
             slot = str(m.index)
             ids = (m.uuid or "", m.profile or "", _text(m.gpu_instance_id))

@@ -155,6 +155,7 @@ class _Server(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         now = time.monotonic()
+        job = (request, client_address)
         with self._pool_lock:
             self._open[request] = now
             over = len(self._open) - self.max_connections
@@ -166,12 +167,9 @@ class _Server(ThreadingHTTPServer):
                         conn.shutdown(socket.SHUT_RDWR)
             if self._idle:
                 self._idle -= 1  # that thread is now promised this connection
-                self._handoff.put((request, client_address))
+                self._handoff.put(job)
                 return
-        thread = threading.Thread(
-            target=self._handle, args=((request, client_address),), name=HANDLER, daemon=True
-        )
-        thread.start()
+        threading.Thread(target=self._handle, args=(job,), name=HANDLER, daemon=True).start()
 
     def _handle(self, job: tuple[Any, Any] | None) -> None:
         while job is not None:

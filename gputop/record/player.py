@@ -17,6 +17,7 @@ from gputop.record.store import Recording, RecordingError
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 #: Recorded gaps longer than this are skipped while playing.
 GAP_SECONDS = 60.0
+_Snaps = tuple[Snapshot, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +27,9 @@ class Frame:
 
     generation: int
     snapshot: Snapshot
-    history: tuple[Snapshot, ...]
+    history: _Snaps
     complete: bool
-    after: tuple[Snapshot, ...] = ()
+    after: _Snaps = ()
 
 
 class Player:
@@ -219,12 +220,7 @@ class Player:
         """A newer request waits (or the player stops): the move in progress gives way."""
         return bool(self._requests) or self._stopping.is_set()
 
-    def _set_frame(
-        self,
-        pos: int,
-        history: tuple[Snapshot, ...] | None,
-        after: tuple[Snapshot, ...] = (),
-    ) -> Frame:
+    def _set_frame(self, pos: int, history: _Snaps | None, after: _Snaps = ()) -> Frame:
         """Make the frame at ``pos``: ``history`` the complete look-back, or None for
         what is decoded already."""
         rec = self.recording

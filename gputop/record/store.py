@@ -38,6 +38,7 @@ _BLOCK_HEAD = struct.Struct("<4sIHdd")  # magic, length, count, first, last
 _CRC = struct.Struct("<I")
 SUFFIX = ".rec"
 _NAME = re.compile(r"^gputop-(\d{8}T\d{6}Z)(?:-\d+)?\.rec$")
+_Cancelled = Callable[[], bool] | None  # asked before each block to decode: stop?
 
 #: Longest time between two flushes: a crash loses at most this much.
 MAX_FLUSH_SECONDS = 60.0
@@ -465,12 +466,7 @@ class Recording:
         return self.block(i)[pos - self._offsets[i]]
 
     def window(
-        self,
-        pos: int,
-        seconds: float,
-        *,
-        cancelled: Callable[[], bool] | None = None,
-        cached_only: bool = False,
+        self, pos: int, seconds: float, *, cancelled: _Cancelled = None, cached_only: bool = False
     ) -> tuple[Snapshot, ...] | None:
         """The snapshots from ``seconds`` before the one at ``pos`` up to it; None when
         ``cancelled()`` (asked before each block to decode) says so. ``cached_only``: only
@@ -494,7 +490,7 @@ class Recording:
         return tuple(joined[cut:])
 
     def after(
-        self, pos: int, seconds: float, *, cancelled: Callable[[], bool] | None = None
+        self, pos: int, seconds: float, *, cancelled: _Cancelled = None
     ) -> tuple[Snapshot, ...] | None:
         """The snapshots up to ``seconds`` after the one at ``pos`` (None: cancelled)."""
         if seconds <= 0 or pos >= len(self) - 1:
