@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """'127.0.0.1:9867', ':9867' (all interfaces), '[::1]:9867', '9867' (loopback) ->
-    (host, port)."""
+    """'127.0.0.1:9867', ':9867' (all interfaces), '[::1]:9867', '9867' (loopback): (host, port)"""
     from gputop.exporter.server import DEFAULT_HOST
 
     host, sep, port_text = text.rpartition(":")

@@ -52,13 +52,8 @@ class _Encoder:
         return head
 
     def __call__(self, registry: Collector) -> bytes:
+        """The registry's bytes; with what this encoder does not handle, the library's."""
         metrics = list(registry.collect())
-        out = self._encode(metrics)
-        if out is None:  # something this encoder does not handle: the library's, all of it
-            return self.fallback(_Fixed(metrics))
-        return out
-
-    def _encode(self, metrics: Iterable[Any]) -> bytes | None:
         if len(self._prefix) > MAX_CACHED:
             self._prefix.clear()
         series_families: list[Family] = []
@@ -68,7 +63,7 @@ class _Encoder:
         for metric in metrics:
             head = self.head(metric)
             if head is None:
-                return None
+                return self.fallback(_Fixed(metrics))
             append(head[0])
             if type(metric) is Family:
                 _series(metric, self._lines, self.prefix_of, output)
@@ -76,7 +71,7 @@ class _Encoder:
                 continue
             for s in metric.samples:
                 if not self.plain(s, head[1]):
-                    return None
+                    return self.fallback(_Fixed(metrics))
                 key = (s.name, tuple(s.labels.items()))
                 prefix = prefixes.get(key)
                 if prefix is None:

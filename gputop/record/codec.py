@@ -276,12 +276,12 @@ def decode_snapshots(payload: bytes) -> list[Snapshot]:
     """The snapshots of an uncompressed payload: straight from the columns, or (paths
     :class:`_Direct` does not know) ``Snapshot.from_dict`` of each row's dict."""
     n, keys, columns, flags = _decode_columns(payload)
-    direct = _Direct(n, keys, columns, flags)
     try:
-        snapshots = direct.snapshots()
+        direct = _Direct(n, keys, columns, flags)
+        snapshots, suspect = direct.snapshots(), direct.suspect
     except _Fallback:
-        snapshots, direct.suspect = _from_dicts(n, keys, columns), True
-    if not direct.suspect:  # every column within LIMITS: the check would change nothing
+        snapshots, suspect = _from_dicts(n, keys, columns), True
+    if not suspect:  # every column within LIMITS: the check would change nothing
         return snapshots
     try:  # a recording is untrusted: the remote lines' check by value
         return [check_values(s, "replay", "the recording") for s in snapshots]
@@ -549,7 +549,7 @@ class _Direct:
             return self._merge_own(node, [_MISSING] * n, False)
         lengths = self.columns[node.length]
         count = len(node.children)
-        if set(node.children) != set(range(count)):
+        if set(node.children) != set(range(count)) or (not variadic and count > len(args)):
             raise _Fallback
         elements: list[list[Any]] = []
         constant = self.flags[node.length][0]

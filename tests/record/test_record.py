@@ -694,6 +694,17 @@ def test_a_block_the_direct_decoder_does_not_know_goes_the_dict_way() -> None:
     with pytest.raises(codec._Fallback):
         codec._Direct(n, keys, columns, flags).snapshots()
     assert codec.decode_snapshots(payload) == snaps
+    # An empty dict, or a fixed tuple with an item too many: the dict way too, whose
+    # answer it is (not an exception of the column decoder's own).
+    rows = [codec.flatten(s) for s in snaps]
+    for row in rows:
+        row[("gpus", 0, "future_part", "{}")] = 0
+    assert codec.decode_snapshots(codec.encode_rows(rows)) == snaps
+    rows = [codec.flatten(s) for s in snaps]
+    for row in rows:
+        row[("host", "load_average", 3)] = 1.0
+    with pytest.raises(codec.CodecError, match="does not fit the model"):
+        codec.decode_snapshots(codec.encode_rows(rows))
 
 
 def test_the_systemd_units_run_valid_commands() -> None:
