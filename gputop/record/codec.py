@@ -251,19 +251,19 @@ def _decode_columns(
     columns: list[list[Any]] = []
     flags: list[tuple[bool, bool]] = []
     for desc in descs:
-        body = [desc[0], *desc[2:]]
-        rows = body.pop()["rows"] if isinstance(body[-1], dict) else None
-        data = payload[pos : pos + desc[1]]
-        pos += desc[1]
-        try:
+        try:  # a recording is untrusted: any column description may be damaged
+            body = [desc[0], *desc[2:]]
+            rows = body.pop()["rows"] if isinstance(body[-1], dict) else None
+            data = payload[pos : pos + desc[1]]
+            pos += desc[1]
             values = _decode_column(body, data, n if rows is None else len(rows))
-        except (struct.error, ValueError, TypeError, IndexError) as exc:
+            if rows is not None:
+                full: list[Any] = [_MISSING] * n
+                for i, v in zip(rows, values, strict=True):
+                    full[i] = v
+                values = full
+        except (struct.error, ValueError, TypeError, IndexError, KeyError) as exc:
             raise CodecError(f"unreadable column: {exc}") from None
-        if rows is not None:
-            full: list[Any] = [_MISSING] * n
-            for i, v in zip(rows, values, strict=True):
-                full[i] = v
-            values = full
         kind = body[0]
         constant = rows is None and kind in ("c", "cf")
         floats = kind in ("n", "f", "cf") or (kind == "c" and type(body[1]) is float)

@@ -500,6 +500,11 @@ def test_time_forms() -> None:
 def test_codec_rejects_garbage() -> None:
     with pytest.raises(codec.CodecError):
         codec.decode_snapshots(b"\x05\x00\x00\x00{oops")
+    # Column descriptions that are not what the codec writes: a CodecError, nothing else.
+    for col in (5, [], ["c", "x", 1.0], ["c", 0, 1.0, {"rows": [7]}], ["c", 0, 1.0, {}]):
+        head = json.dumps({"n": 1, "keys": [["time"]], "cols": [col]}).encode()
+        with pytest.raises(codec.CodecError, match="unreadable column"):
+            codec.decode_snapshots(struct.pack("<I", len(head)) + head)
 
 
 # --- the dashboard's --record ---------------------------------------------------------
