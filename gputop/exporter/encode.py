@@ -147,13 +147,7 @@ def _pruned(lines: _Lines, families: list[Family]) -> _Lines:
     count = sum(len(fam.series) for fam in families)
     if len(lines) <= 2 * count + 64:
         return lines
-    kept: _Lines = {}
-    for fam in families:
-        name = fam.sample_name
-        for labels, _ in fam.series:
-            key = (name, labels)
-            kept[key] = lines[key]
-    return kept
+    return {(f.sample_name, ls): lines[f.sample_name, ls] for f in families for ls, _ in f.series}
 
 
 def _value(value: float) -> str:
