@@ -210,9 +210,8 @@ class Recorder:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise RecordWriteError(
-                f"another gputop record is writing to {self.directory}"
-            ) from None
+            busy = f"another gputop record is writing to {self.directory}"
+            raise RecordWriteError(busy) from None
         self._lock_fd = fd
         self.apply_retention()
 
@@ -235,14 +234,12 @@ class Recorder:
     def flush(self) -> None:
         if not self._rows:
             return
-        if self._segment is None:
-            self._open_segment(self._times[0])
-        assert self._segment is not None
+        segment = self._segment or self._open_segment(self._times[0])
         rows, times = self._rows, self._times
         self._rows, self._times = [], []
-        self._segment.write_block(rows, times[0], times[-1])
+        segment.write_block(rows, times[0], times[-1])
 
-    def _open_segment(self, start: float) -> None:
+    def _open_segment(self, start: float) -> SegmentWriter:
         base = "gputop-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(start)) + SUFFIX
         path = self.directory / base
         n = 1
@@ -259,6 +256,7 @@ class Recorder:
         }
         self._segment = SegmentWriter(path, header)
         self.apply_retention()
+        return self._segment
 
     def _close_segment(self) -> None:
         self._last = None
