@@ -34,6 +34,8 @@ from gputop.model import (
 LEVEL = 15
 
 _LEN = "#"  # path element of a list's length
+#: A flattened snapshot: path -> leaf (:func:`flatten`).
+Row = dict[tuple[Any, ...], Any]
 _MISSING = object()
 
 
@@ -81,14 +83,14 @@ def _unshare_hosts(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def flatten(snapshot: Snapshot) -> dict[tuple[Any, ...], Any]:
+def flatten(snapshot: Snapshot) -> Row:
     """The snapshot's leaves: path -> scalar (a list's length under ``#``)."""
-    out: dict[tuple[Any, ...], Any] = {}
+    out: Row = {}
     _flatten(_share_hosts(snapshot.to_dict()), (), out)
     return out
 
 
-def _flatten(value: Any, path: tuple[Any, ...], out: dict[tuple[Any, ...], Any]) -> None:
+def _flatten(value: Any, path: tuple[Any, ...], out: Row) -> None:
     if isinstance(value, dict):
         if not value:
             out[(*path, "{}")] = 0
@@ -207,7 +209,7 @@ def _decode_column(desc: list[Any], data: bytes, n: int) -> list[Any]:
 # --- blocks ---------------------------------------------------------------------------
 
 
-def encode_rows(rows: Sequence[dict[tuple[Any, ...], Any]]) -> bytes:
+def encode_rows(rows: Sequence[Row]) -> bytes:
     """The uncompressed payload of flattened snapshots (:func:`flatten`)."""
     if not rows:
         raise ValueError("an empty block")

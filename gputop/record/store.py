@@ -131,9 +131,7 @@ class SegmentWriter:
         except OSError as exc:
             raise RecordWriteError(f"cannot write {self.path}: {_why(exc)}") from None
 
-    def write_block(
-        self, rows: Sequence[dict[tuple[Any, ...], Any]], first: float, last: float
-    ) -> None:
+    def write_block(self, rows: Sequence[codec.Row], first: float, last: float) -> None:
         payload = codec.encode_rows(rows)
         data = self._compressor.compress(payload)
         if self._dictionary is None:
@@ -194,7 +192,7 @@ class Recorder:
         self.flush_seconds = min(flush_seconds, MAX_FLUSH_SECONDS)
         self.segment_seconds = segment_seconds
         self.clock = clock
-        self._rows: list[dict[tuple[Any, ...], Any]] = []
+        self._rows: list[codec.Row] = []
         self._times: list[float] = []
         self._segment: SegmentWriter | None = None
         self._segment_end = 0.0  # where the segment being filled ends (snapshot time)
