@@ -451,8 +451,7 @@ class Recording:
         i = bisect.bisect_right(self._starts, t) - 1
         if i < 0:
             return 0
-        snaps = self.block(i)
-        j = bisect.bisect_right([s.time for s in snaps], t) - 1
+        j = bisect.bisect_right(self.block(i), t, key=lambda s: s.time) - 1
         return self._offsets[i] + max(0, j)
 
     def __getitem__(self, pos: int) -> Snapshot:
@@ -515,13 +514,9 @@ class Recording:
 
     def between(self, t1: float, t2: float) -> Iterator[Snapshot]:
         """Every snapshot with ``t1 <= time <= t2``, oldest first, one block at a time."""
-        for k in self.blocks_between(t1, t2):
-            b = self.blocks[k]
-            if b.last < t1:
-                continue
-            for s in self._decode(b):
-                if t1 <= s.time <= t2:
-                    yield s
+        for b in (self.blocks[k] for k in self.blocks_between(t1, t2)):
+            if b.last >= t1:
+                yield from (s for s in self._decode(b) if t1 <= s.time <= t2)
 
     def block(self, i: int) -> list[Snapshot]:
         cached = self._cache.get(i)
