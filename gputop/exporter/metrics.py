@@ -247,8 +247,7 @@ def owner_memory(snapshot: Snapshot, max_series: int) -> list[tuple[tuple[str, .
     sums: dict[tuple[str, ...], float] = {}
     for g in snapshot.gpus:
         for p in g.processes:
-            owner = None if p.host is None else p.host.owner
-            labels = owner_labels(owner)
+            labels = owner_labels(None if p.host is None else p.host.owner)
             if p.gpu_memory is not None and any(labels):
                 key = (str(g.index), *labels)
                 sums[key] = sums.get(key, 0.0) + float(p.gpu_memory)
