@@ -6,6 +6,7 @@ import signal
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
@@ -22,13 +23,15 @@ from gputop.diagnosis import Diagnosis
 from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
 from gputop.keys import Key as Key
 from gputop.keys import remapped
-from gputop.model import Snapshot, Verdict
+from gputop.model import HostSample, Snapshot, Verdict
 from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
+from gputop.ui.gpu_view import JUDGING_MARK, MEM_IDLE_MARKER
 from gputop.ui.header import HeaderLine
-from gputop.ui.host_panel import HostPanel
+from gputop.ui.lines import PartsLines
+from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, INTERVAL_STEPS, MIN_HEIGHT, MIN_WIDTH
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
 from gputop.ui.terminal import (
@@ -119,6 +122,19 @@ class FrameArrived(Message):
 HISTORY = 3600
 
 
+class HostPanel(PartsLines):
+    """Host panel, line by line: a tick that moves only the per-core cells repaints that line."""
+
+    DEFAULT_CSS = """
+    HostPanel {
+        border-top: hkey $primary-muted;
+    }
+    """
+
+    def show(self, host: HostSample | None, *, width: int, compact: bool) -> bool:
+        return self.set_lines(views.host_lines(host, width, compact=compact))
+
+
 class GpuTopApp(App[int]):
     """gputop's main screen."""
 
@@ -157,27 +173,29 @@ class GpuTopApp(App[int]):
             base = replace(base, window_seconds=float(window))
             base.check()
         self.thresholds = base
-        # Judges each snapshot once and keeps the charts' history.
-        self.feed = Feed(base, history=max(HISTORY, len(snapshots)))
+        keep = max(HISTORY, len(snapshots))
+        self.feed = Feed(base, history=keep)  # judges each snapshot once, keeps the history
         self.frame: Frame | None = None  # the newest frame taken
         self._diagnosis: Diagnosis | None = None
         # The GPU lines' verdict marks of self._diagnosis.
         self._marks: Mapping[int, views.VerdictMark] = {}
         self.verdict_error: str | None = None  # the analysis failed on the newest snapshot
         # (time, GPU index -> verdict kind) per diagnosis: the detail screen's history.
-        self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(
-            maxlen=max(HISTORY, len(snapshots))
-        )
+        self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(maxlen=keep)
         self.verdict_seconds: list[float] = []  # what each diagnosis cost
         # run_app sets it: SIGTERM / SIGHUP / SIGINT then end the app the normal way.
         self.handle_signals = False
         self.ending = Ending()  # exit() was called, a signal came, the terminal went
         self._restore_signals: Callable[[], None] | None = None
         self._initial = tuple(snapshots)
-        self._gpu_spec = gpu_filter
-        self._base_gpus: frozenset[int] | None = None  # from --gpus; None = all
-        self._base_resolved = gpu_filter is None
-        self.shown_gpus: frozenset[int] | None = None  # None = every GPU
+        # --gpus: indices, or UUIDs resolved on the first snapshot; None: every GPU.
+        self._gpu_spec: list[str] | None = None
+        self._base_gpus: frozenset[int] | None = None
+        if gpu_filter is not None and all(isinstance(g, int) for g in gpu_filter):
+            self._base_gpus = frozenset(int(g) for g in gpu_filter)
+        elif gpu_filter is not None:
+            self._gpu_spec = [str(g) for g in gpu_filter]
+        self.shown_gpus = self._base_gpus
         self.text_filter = ""
         self.sort_key = "gpu"
         self.sort_reverse = False
@@ -197,10 +215,6 @@ class GpuTopApp(App[int]):
         self.frames = 0  # snapshots drawn
         self._size: Size | None = None
         self._notes: tuple[views.Parts, ...] = ()
-        if gpu_filter is not None and all(isinstance(g, int) for g in gpu_filter):
-            self._base_gpus = frozenset(int(g) for g in gpu_filter)
-            self._base_resolved = True
-        self.shown_gpus = self._base_gpus
 
     def compose(self) -> ComposeResult:
         with Vertical(id="main"):
@@ -240,16 +254,15 @@ class GpuTopApp(App[int]):
     def on_mount(self) -> None:
         if self.handle_signals:
             self._restore_signals = install_signal_handlers(self, self.ending)
-        if self._theme_name:
-            if self._theme_name in self.available_themes:
-                self.theme = self._theme_name
-            else:
-                known = ", ".join(sorted(self.available_themes))
-                self.notify(
-                    f"unknown theme {self._theme_name!r}; known: {known}",
-                    severity="warning",
-                    timeout=10,
-                )
+        if self._theme_name in self.available_themes:
+            self.theme = self._theme_name
+        elif self._theme_name:
+            known = ", ".join(sorted(self.available_themes))
+            self.notify(
+                f"unknown theme {self._theme_name!r}; known: {known}",
+                severity="warning",
+                timeout=10,
+            )
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._set_layout(self.size)
         if self._initial:
@@ -271,11 +284,6 @@ class GpuTopApp(App[int]):
         latest = sampler.latest()
         if latest is not None:
             self.apply_frame(self.feed.push(latest, publish=False))
-
-    def restore_signal_handlers(self) -> None:
-        if self._restore_signals is not None:
-            self._restore_signals()
-            self._restore_signals = None
 
     async def action_interrupt(self) -> None:
         """Ctrl-C: quit with SIGINT's status, as a shell would report it."""
@@ -333,12 +341,9 @@ class GpuTopApp(App[int]):
             self._adopt(frame.diagnosis)  # once: a frame handed over again is not new
         snapshot = self.snapshot = frame.snapshot
         self.history = frame.history
-        if not self._base_resolved:
-            spec = self._gpu_spec
-            assert spec is not None
-            self._base_gpus = self._resolve_gpus([str(s) for s in spec], snapshot)
-            self._base_resolved = True
-            self.shown_gpus = self._base_gpus
+        if self._gpu_spec is not None:
+            self._base_gpus = self.shown_gpus = self._resolve_gpus(self._gpu_spec, snapshot)
+            self._gpu_spec = None
         self._update_top_screen()
         if self.paused or self.too_small or self.screen is not self._main_screen:
             self.pending = True
@@ -370,7 +375,7 @@ class GpuTopApp(App[int]):
         """Why the frame shown has no verdicts yet (None: judged)."""
         return None if self.frame is None else self.frame.judging
 
-    def _adopt(self, done: Diagnosis) -> Diagnosis:
+    def _adopt(self, done: Diagnosis) -> None:
         """Make ``done`` the current diagnosis (UI thread): say a failure once, log it."""
         if done.error is not None:
             # Textual's log, not stderr: stderr is the screen.
@@ -385,20 +390,18 @@ class GpuTopApp(App[int]):
         self.verdict_seconds.append(done.seconds)
         if len(self.verdict_seconds) > 1000:
             del self.verdict_seconds[:500]
-        return done
 
     def gpu_verdict(self, index: int) -> tuple[Verdict | None, list[tuple[float, str]]]:
         """GPU ``index``'s verdict now, and its (time, kind) history (the detail screen)."""
         diagnosis = self.diagnosis()
         verdict = None if diagnosis is None else diagnosis.gpus.get(index)
-        log_ = [(t, kinds[index]) for t, kinds in self.verdict_log if index in kinds]
-        return verdict, log_
+        return verdict, [(t, kinds[index]) for t, kinds in self.verdict_log if index in kinds]
 
     def _verdict_marks(self) -> Mapping[int, str | views.VerdictMark] | None:
         if self.verdicts is not None:
             return self.verdicts
         if self.judging is not None and self.snapshot is not None:
-            return {g.index: views.JUDGING_MARK for g in self.snapshot.gpus}
+            return {g.index: JUDGING_MARK for g in self.snapshot.gpus}
         return None if self.diagnosis() is None else self._marks
 
     def _render(self) -> None:
@@ -492,8 +495,8 @@ class GpuTopApp(App[int]):
         if size == self._size:
             return
         self._size = size
-        compact = size.width < views.COMPACT_WIDTH or size.height < views.COMPACT_HEIGHT
-        too_small = size.width < views.MIN_WIDTH or size.height < views.MIN_HEIGHT
+        compact = size.width < COMPACT_WIDTH or size.height < COMPACT_HEIGHT
+        too_small = size.width < MIN_WIDTH or size.height < MIN_HEIGHT
         self.compact = compact
         main = self.query_one("#main")
         main.set_class(compact, "-compact")
@@ -507,7 +510,7 @@ class GpuTopApp(App[int]):
                 quit_key = next(k.display for k in self.keys if k.action == "quit")
                 note.update(
                     f"terminal too small: {size.width}x{size.height}, "
-                    f"gputop needs {views.MIN_WIDTH}x{views.MIN_HEIGHT} ({quit_key} quits)"
+                    f"gputop needs {MIN_WIDTH}x{MIN_HEIGHT} ({quit_key} quits)"
                 )
         if not too_small and self.snapshot is not None:
             self.refresh_view()
@@ -566,11 +569,8 @@ class GpuTopApp(App[int]):
         key = event.column_key.value
         if key not in views.SORT_KEYS:
             return
-        if key == self.sort_key:
-            self.sort_reverse = not self.sort_reverse
-        else:
-            self.sort_key = key
-            self.sort_reverse = False
+        self.sort_reverse = key == self.sort_key and not self.sort_reverse  # again: reversed
+        self.sort_key = key
         self.refresh_view()
 
     def action_pause(self) -> None:
@@ -590,7 +590,7 @@ class GpuTopApp(App[int]):
             update_history(self.history)
 
     def action_interval(self, step: int) -> None:
-        steps = views.INTERVAL_STEPS
+        steps = INTERVAL_STEPS
         current = self.interval
         # Outside the steps (e.g. --interval 0.1 or 30) the key only moves towards them.
         if step > 0:
@@ -607,10 +607,7 @@ class GpuTopApp(App[int]):
         key = table.cursor_key
         if key is None:
             return
-        if key in self.tagged:
-            self.tagged.discard(key)
-        else:
-            self.tagged.add(key)
+        self.tagged ^= {key}
         self.refresh_view()
         if table.cursor_row < table.row_count - 1:
             table.move_cursor(row=table.cursor_row + 1)
@@ -619,12 +616,9 @@ class GpuTopApp(App[int]):
         proc = self.table.cursor_proc
         if proc is not None and proc.gpu is not None:
             return proc.gpu
-        if self.snapshot is None:
-            return None
-        for g in self.snapshot.gpus:
-            if self.shown_gpus is None or g.index in self.shown_gpus:
-                return g.index
-        return None
+        gpus = () if self.snapshot is None else self.snapshot.gpus
+        shown = (g.index for g in gpus if self.shown_gpus is None or g.index in self.shown_gpus)
+        return next(shown, None)  # else the first GPU shown
 
     def action_detail(self) -> None:
         gpu = self._detail_gpu()
@@ -663,9 +657,7 @@ class GpuTopApp(App[int]):
             return
         table = self.table
         rows = [table.rows_by_key[k] for k in sorted(self.tagged) if k in table.rows_by_key]
-        if not rows:
-            proc = table.cursor_proc
-            rows = [proc] if proc is not None else []
+        rows = rows or [p for p in (table.cursor_proc,) if p is not None]  # tagged, else cursor's
         if not rows:
             self.notify("no process selected", severity="warning", timeout=3)
             return
@@ -734,7 +726,7 @@ class GpuTopApp(App[int]):
             yield SystemCommand(
                 f"{k.description} ({k.display})",
                 f"same as pressing {k.display}",
-                palette_action(self, k.action),
+                partial(self.run_action, k.action),
             )
 
 
@@ -745,18 +737,11 @@ def _ending_with(history: Sequence[Snapshot], snap: Snapshot) -> tuple[Snapshot,
     return (*(s for s in history if s.time < snap.time), snap)
 
 
-def palette_action(app: GpuTopApp, action: str) -> Callable[[], Any]:
-    async def run() -> None:
-        await app.run_action(action)
-
-    return run
-
-
 def help_legend() -> list[tuple[str, str]]:
     """What the markers mean: the verdict words first, then the other markers."""
     from gputop.ui.screens.help import LEGEND
 
-    others = [(marker, what) for marker, what in LEGEND if marker != views.MEM_IDLE_MARKER]
+    others = [(marker, what) for marker, what in LEGEND if marker != MEM_IDLE_MARKER]
     return list(views.verdict_legend()) + others
 
 
@@ -816,7 +801,8 @@ def run_in_terminal(
             app.run()
     finally:
         cleanup()
-        app.restore_signal_handlers()
+        if app._restore_signals is not None:
+            app._restore_signals()
     if app.return_code is not None:
         return app.return_code
     return app.ending.status or 0

@@ -1,7 +1,4 @@
-"""One block per GPU: text (bars, temperature, power, PCIe, throttling) + a fixed-scale history.
-
-Blocks are rebuilt only when the GPUs shown or the layout change.
-"""
+"""One block per GPU: text (bars, temperature, power, PCIe, throttling) + a fixed-scale history."""
 
 from __future__ import annotations
 
@@ -12,22 +9,18 @@ from textual.widgets import Static
 
 from gputop.cells import cell_width
 from gputop.model import Snapshot
-from gputop.ui.lines import PartsLines
-from gputop.ui.roles import to_content
-from gputop.ui.views import (
+from gputop.ui.gpu_view import (
     GpuView,
-    Parts,
     VerdictMark,
     bar_width_for,
-    fit_parts,
     gpu_view,
     host_only_message,
-    level,
     memory_percent,
-    plain,
-    verdict_for,
     verdict_width_for,
 )
+from gputop.ui.lines import PartsLines
+from gputop.ui.parts import Parts, fit_parts, level, plain
+from gputop.ui.roles import to_content
 
 HISTORY_LABEL_WIDTH = 5  # "util " / "mem  " before a history row (wide layout)
 # (label, cells oldest first): one ``level`` cell per snapshot, on the fixed 0-100 % scale.
@@ -38,13 +31,10 @@ _NO_POINT: Point = (level(None), level(None))  # the GPU is missing or lost in t
 
 def _snapshot_points(snap: Snapshot) -> dict[int, Point]:
     """One snapshot's history cells per GPU, computed once: a tick only joins drawn cells."""
-    points: dict[int, Point] = {}
-    for g in snap.gpus:
-        if g.index not in points:  # as Snapshot.gpu(): the first GPU with that index
-            points[g.index] = (
-                _NO_POINT if g.lost else (level(g.utilization.gpu), level(memory_percent(g)))
-            )
-    return points
+    return {  # reversed: as Snapshot.gpu(), the first GPU with an index wins
+        g.index: _NO_POINT if g.lost else (level(g.utilization.gpu), level(memory_percent(g)))
+        for g in reversed(snap.gpus)
+    }
 
 
 class GpuBlock:
@@ -159,7 +149,7 @@ class GpuPanel(VerticalScroll):
                 g,
                 compact=compact,
                 bar_width=bar_width,
-                verdict=verdict_for(verdicts, g.index),
+                verdict=None if verdicts is None else verdicts.get(g.index),
                 verdict_width=verdict_width,
             )
             for g in gpus

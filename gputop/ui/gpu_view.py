@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -205,16 +204,14 @@ def gpu_view(
     verdict: str | VerdictMark | None = None,
     verdict_width: int = VERDICT_WIDTH,
 ) -> GpuView:
-    idx = fit(str(gpu.index), 2, ">") + " "
+    name_width = COMPACT_NAME_WIDTH if compact else WIDE_NAME_WIDTH
+    head: Parts = (
+        (fit(str(gpu.index), 2, ">") + " ", "index"),
+        (fit(short_name(gpu.name), name_width) + " ", "name"),
+    )
     if gpu.lost:
         reason = safe(gpu.lost_reason, 200) if gpu.lost_reason else "fell off the bus"
-        name_w = COMPACT_NAME_WIDTH if compact else WIDE_NAME_WIDTH
-        line: Parts = (
-            (idx, "index"),
-            (fit(short_name(gpu.name), name_w) + " ", "name"),
-            ("LOST", "error"),
-            (f": {reason}", "error"),
-        )
+        line: Parts = (*head, ("LOST", "error"), (f": {reason}", "error"))
         more: tuple[Parts, ...] = () if compact else ((("   no data from this GPU", "dim"),),)
         return GpuView(gpu.index, (line, *more), lost=True)
 
@@ -226,8 +223,7 @@ def gpu_view(
     pct_role = "warn" if _holds_idle(gpu, verdict) else ""
     if compact:
         line = (
-            (idx, "index"),
-            (fit(short_name(gpu.name), COMPACT_NAME_WIDTH) + " ", "name"),
+            *head,
             ("M", "label"),
             *memory_bar(mem_pct, reserved_pct, bar_width),
             (pct4(mem_pct) + " ", pct_role),
@@ -241,8 +237,7 @@ def gpu_view(
         return GpuView(gpu.index, (line, mig_summary(gpu)) if gpu.mig_mode else (line,), lost=False)
 
     line1: Parts = (
-        (idx, "index"),
-        (fit(short_name(gpu.name), WIDE_NAME_WIDTH) + " ", "name"),
+        *head,
         ("MEM ", "label"),
         *memory_bar(mem_pct, reserved_pct, bar_width),
         (" " + fit(used_total(mem.used, mem.total), 17, ">"), ""),
@@ -275,10 +270,8 @@ def gpu_view(
     elif p.gen is not None and p.width is not None:
         parts.append((f" gen{p.gen}x{p.width}", "dim"))
     throttle = throttle_words(gpu.clock_event_reasons)
-    if throttle:
-        parts += [("  throttle: ", "label"), (throttle, "warn")]
-    elif throttle is None:
-        parts += [("  throttle: ", "label"), (fmt.NA, "dim")]
+    if throttle != "":  # '': no throttle, nothing said
+        parts += [("  throttle: ", "label"), (throttle, "warn") if throttle else (fmt.NA, "dim")]
     if gpu.mig_mode:
         parts += [("  MIG ", "label"), (f"on, {len(gpu.mig_devices)} devices", "")]
     return GpuView(gpu.index, (line1, tuple(parts), *mig_lines(gpu, bar_width)), lost=False)
@@ -343,9 +336,3 @@ def host_only_message(snapshot: Snapshot) -> Parts:
         (why.rstrip("."), ""),
         (". Host metrics and /dev/nvidia* holders are still shown.", "dim"),
     )
-
-
-def verdict_for(
-    verdicts: Mapping[int, str | VerdictMark] | Mapping[int, str] | None, index: int
-) -> str | VerdictMark | None:
-    return None if verdicts is None else verdicts.get(index)

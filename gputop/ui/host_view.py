@@ -63,9 +63,7 @@ def host_lines(host: HostSample | None, width: int, *, compact: bool) -> tuple[P
     else:
         line1 = (*cpu, *ram, ("  ", ""), *swap)
         line2 = (*io, (f"  {cores} cores{freq}", "dim"))
-    lines: list[Parts] = [line1, line2]
-    lines += core_lines(host.cpu_per_core, width, max_rows=2 if compact else 4)
-    return tuple(lines)
+    return (line1, line2, *core_lines(host.cpu_per_core, width, max_rows=2 if compact else 4))
 
 
 def core_lines(per_core: Sequence[float], width: int, *, max_rows: int) -> list[Parts]:
@@ -83,7 +81,5 @@ def core_lines(per_core: Sequence[float], width: int, *, max_rows: int) -> list[
             hidden = len(cells) - (room * max_rows - len(more))
             more = f" +{hidden}"
         rows[-1] = rows[-1][: room - len(more)] + more
-    out: list[Parts] = []
-    for i, row in enumerate(rows):
-        out.append(((label if i == 0 else " " * len(label), "label"), (row, "cores")))
-    return out
+    pad = " " * len(label)
+    return [((label if i == 0 else pad, "label"), (row, "cores")) for i, row in enumerate(rows)]

@@ -6,7 +6,7 @@ meaning always shows as words too. No Textual here.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from functools import lru_cache
 
 from gputop import fmt
@@ -67,14 +67,6 @@ def level(value: float | None) -> str:
         return NO_VALUE
     v = min(max(value, 0.0), 100.0)
     return LEVELS[min(8, math.ceil(v / 100.0 * 8))]
-
-
-def spark(values: Sequence[float | None], width: int) -> str:
-    """The last ``width`` values on the fixed 0-100 % scale, newest at the right."""
-    if width <= 0:
-        return ""
-    tail = values[-width:]
-    return " " * (width - len(tail)) + "".join(level(v) for v in tail)
 
 
 def bar_cells(percent: float | None, width: int) -> int:

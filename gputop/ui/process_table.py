@@ -44,12 +44,12 @@ class ProcessTable(DataTable[Text]):
         super().__init__(
             id=id, cursor_type="row", cell_padding=0, zebra_stripes=False, show_row_labels=False
         )
-        self._columns_key: tuple[object, ...] | None = None
+        # (width, compact, sort key, reverse, owners) the columns and labels are for.
+        self._columns_key: tuple[int, bool, str, bool, bool] | None = None
         self._widths: dict[str, int] = {}
         self._table_width = 0  # the columns' total width, as DataTable renders them
         self._compact = False
         self._owners = False  # the OWNER column is shown (a row has an owner)
-        self._configured: tuple[int, bool, str, bool] | None = None
         self._order: list[str] = []
         self._cells: dict[str, RowCells] = {}
         self.rows_by_key: dict[str, ProcRow] = {}
@@ -65,7 +65,6 @@ class ProcessTable(DataTable[Text]):
     def configure(self, width: int, *, compact: bool, sort_key: str, reverse: bool) -> None:
         """(Re)build the columns when the width or layout changed; a new sort column or
         direction only relabels the headers (the rows stay: see ``show``)."""
-        self._configured = (width, compact, sort_key, reverse)
         key = (width, compact, sort_key, reverse, self._owners)
         if key == self._columns_key:
             return
@@ -131,9 +130,6 @@ class ProcessTable(DataTable[Text]):
             cells.append((text, style))
         return tuple(cells)
 
-    def _refresh_styles(self) -> None:
-        self._styles = rich_styles(self.app.theme_variables)
-
     def _text(self, cell: Cell) -> Text:
         text, style = cell
         return Text(text, style=self._styles.get(style, Style()), no_wrap=True, end="")
@@ -142,33 +138,30 @@ class ProcessTable(DataTable[Text]):
         """Show ``rows`` in this order; returns what it did: "skip", "cells", "reorder"
         (the same rows moved, changed cells updated) or "rebuild"."""
         if not self._styles:
-            self._refresh_styles()
+            self._styles = rich_styles(self.app.theme_variables)
         owners = any(r.owner for r in rows)
-        if owners != self._owners and self._configured is not None:
+        if owners != self._owners and self._columns_key is not None:
             self._owners = owners  # OWNER comes or goes: the columns are built again
-            width, compact, sort_key, reverse = self._configured
+            width, compact, sort_key, reverse, _ = self._columns_key
             self.configure(width, compact=compact, sort_key=sort_key, reverse=reverse)
         order = [r.key for r in rows]
         cols = visible_columns(self._compact, self._owners)
         cells = {r.key: self._row_cells(r, r.key in tagged, cols) for r in rows}
         self.rows_by_key = {r.key: r for r in rows}
-        if order != self._order and self.row_count == len(order) and set(order) == set(self._order):
-            # The same rows in another order: move them (cheaper than a rebuild).
-            self._reorder(order)
-            reordered = True
-        else:
-            reordered = False
+        reordered = (
+            order != self._order and self.row_count == len(order) and set(order) == set(self._order)
+        )
+        if reordered:
+            self._reorder(order)  # the same rows in another order: cheaper than a rebuild
         if order == self._order and self.row_count == len(order):
             changed = [k for k in order if cells[k] != self._cells.get(k)]
-            if not changed:
-                self.last_update = "reorder" if reordered else "skip"
-                return self.last_update
-            # Cells in place even when every row changed: a rebuild re-measures them all.
-            self._update_cells(changed, cells)
-            self.last_update = "reorder" if reordered else "cells"
-            return self.last_update
-        self._rebuild(order, cells)
-        self.last_update = "rebuild"
+            if changed:
+                # Cells in place even when every row changed: a rebuild re-measures them all.
+                self._update_cells(changed, cells)
+            self.last_update = "reorder" if reordered else "cells" if changed else "skip"
+        else:
+            self._rebuild(order, cells)
+            self.last_update = "rebuild"
         return self.last_update
 
     def _update_cells(self, changed: list[str], cells: dict[str, RowCells]) -> None:
@@ -290,6 +283,12 @@ class ProcessTable(DataTable[Text]):
     ) -> tuple[SegmentLines, SegmentLines]:
         """One body row as a few segments, cached by its cells: as DataTable draws it, but
         same-style cells merge and clicks name column 0; anything else goes DataTable's way."""
+
+        def datatable() -> tuple[SegmentLines, SegmentLines]:
+            return super(ProcessTable, self)._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            )
+
         if (
             line_no != 0
             or self.cursor_type != "row"
@@ -298,9 +297,7 @@ class ProcessTable(DataTable[Text]):
             or self.zebra_stripes
             or (self.show_row_labels and self._labelled_row_exists)
         ):
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
+            return datatable()
         if row_key is self._header_row_key:
             # The header changes only with the columns: DataTable's rendering, cached.
             header_key = (
@@ -315,17 +312,13 @@ class ProcessTable(DataTable[Text]):
             )
             header = self._fast_rows.get(header_key)
             if header is None:
-                header = super()._render_line_in_row(
-                    row_key, line_no, base_style, cursor_location, hover_location
-                )
+                header = datatable()
                 self._fast_rows[header_key] = header
             return header
         cells = None if row_key.value is None else self._cells.get(row_key.value)
         row_index = self._row_locations.get(row_key)
         if cells is None or row_index is None:
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
+            return datatable()
         cursor = cursor_location.row == row_index
         hover = hover_location.row == row_index
         show_cursor = self.show_cursor
@@ -347,9 +340,7 @@ class ProcessTable(DataTable[Text]):
             return cached
         table_width = self._table_width
         if sum(cell_len(text) for text, _ in cells) != table_width:
-            return super()._render_line_in_row(
-                row_key, line_no, base_style, cursor_location, hover_location
-            )
+            return datatable()
         component, post = self._get_styles_to_render_cell(
             False,
             False,

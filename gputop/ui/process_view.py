@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from gputop import fmt
@@ -88,31 +88,11 @@ class ProcRow:
     stop: str | None = None  # what users would rather run: "kubectl delete pod -n ns name"
 
     def cell_text(self, key: str, *, compact: bool) -> str:
-        if key == "gpu":
-            return "?" if self.gpu is None else str(self.gpu)
-        if key == "pid":
-            return str(self.pid)
-        if key == "user":
-            return safe(self.user, 64)
-        if key == "type":
-            return self.type
         if key == "mem":
             return fmt.bytes_(self.gpu_memory) if compact else fmt.mib(self.gpu_memory)
-        if key == "sm":
-            return fmt.percent(self.sm_percent)
-        if key == "cpu":
-            return fmt.number(self.cpu_percent, digits=1)
-        if key == "rss":
-            return fmt.bytes_(self.rss)
-        if key == "read":
-            return fmt.rate(self.read_bytes_per_s)
-        if key == "time":
-            return fmt.duration(self.elapsed)
-        if key == "owner":
-            return self.owner or ""
         if key == "command":
             return f"[{self.owner}] {self.command}" if compact and self.owner else self.command
-        raise KeyError(key)
+        return _CELL_TEXT[key](self)
 
     def sort_value(self, key: str) -> float | str | None:
         values: dict[str, float | str | None] = {
@@ -129,6 +109,20 @@ class ProcRow:
         }
         return values[key]
 
+
+#: Column key -> its cell's text (the layout-dependent MEM and COMMAND aside).
+_CELL_TEXT: dict[str, Callable[[ProcRow], str]] = {
+    "gpu": lambda r: "?" if r.gpu is None else str(r.gpu),
+    "pid": lambda r: str(r.pid),
+    "user": lambda r: safe(r.user, 64),
+    "type": lambda r: r.type,
+    "sm": lambda r: fmt.percent(r.sm_percent),
+    "cpu": lambda r: fmt.number(r.cpu_percent, digits=1),
+    "rss": lambda r: fmt.bytes_(r.rss),
+    "read": lambda r: fmt.rate(r.read_bytes_per_s),
+    "time": lambda r: fmt.duration(r.elapsed),
+    "owner": lambda r: r.owner or "",
+}
 
 INVISIBLE = "pid not visible (other PID namespace)"
 
@@ -161,15 +155,13 @@ def _elapsed(now: float, info: ProcessInfo | None) -> float | None:
     return fmt.since(now, None if info is None else info.create_time)
 
 
-def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list[ProcRow]:
-    """Every GPU process and every unlisted /dev/nvidia* holder, unsorted, unfiltered by text."""
+def process_rows(snapshot: Snapshot) -> list[ProcRow]:
+    """Every GPU process and every unlisted /dev/nvidia* holder, unsorted, unfiltered."""
     rows: list[ProcRow] = []
     seen: set[str] = set()
     now = snapshot.time
     index = process_index(snapshot)
     for g in snapshot.gpus:
-        if gpus is not None and g.index not in gpus:
-            continue
         for p in g.processes:
             info = p.host if p.host is not None else index.get(p.pid)
             key = row_key(g.index, p.pid)
@@ -201,8 +193,6 @@ def process_rows(snapshot: Snapshot, gpus: frozenset[int] | None = None) -> list
                 )
             )
     for h in snapshot.unlisted_holders:
-        if gpus is not None and h.gpu not in gpus:
-            continue
         key = row_key(h.gpu, h.pid)
         if key in seen:
             continue
@@ -238,22 +228,16 @@ def matches(row: ProcRow, text: str) -> bool:
     needle = text.strip().lower()
     if not needle:
         return True
-    return (
-        needle in row.command.lower()
-        or (row.owner is not None and needle in row.owner.lower())
-        or (row.user is not None and needle in row.user.lower())
-        or needle in str(row.pid)
-    )
+    fields = (row.command, row.owner or "", row.user or "", str(row.pid))
+    return any(needle in field.lower() for field in fields)
 
 
 def sort_rows(rows: Sequence[ProcRow], key: str, reverse: bool = False) -> list[ProcRow]:
     """Sort by ``key``; unknown values (None) always last; ties by (gpu, pid)."""
-    known = [r for r in rows if r.sort_value(key) is not None]
-    unknown = [r for r in rows if r.sort_value(key) is None]
-    known.sort(key=lambda r: (r.gpu if r.gpu is not None else -1, r.pid))
+    placed = sorted(rows, key=lambda r: (r.gpu if r.gpu is not None else -1, r.pid))
+    known = [r for r in placed if r.sort_value(key) is not None]
     known.sort(key=lambda r: r.sort_value(key), reverse=reverse)  # type: ignore[arg-type,return-value]
-    unknown.sort(key=lambda r: (r.gpu if r.gpu is not None else -1, r.pid))
-    return known + unknown
+    return known + [r for r in placed if r.sort_value(key) is None]
 
 
 def table_rows(

@@ -29,13 +29,14 @@ from gputop.ui.app import (
     help_legend,
     key_bindings,
 )
+from gputop.ui.gpu_view import JUDGING_MARK
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
     from gputop.sampler import Sampler
 
 #: What the screen says while a frame's look-back is still being read.
-JUDGING = "judging from the recording…"
+JUDGING = JUDGING_MARK.label
 
 
 REPLAY_KEYS: tuple[Key, ...] = (
@@ -155,17 +156,16 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             self.generation = generation
         super().on_frame_arrived(message)
 
-    def _adopt(self, done: Diagnosis) -> Diagnosis:
+    def _adopt(self, done: Diagnosis) -> None:
         # The verdict history (detail screen) is of the look-back before the cursor only:
         # after a jump, what was judged at the old position is not this one's history.
         t = done.snapshot.time
-        lookback = self.player.lookback
         log = self.verdict_log
-        kept = sorted((e for e in log if t - lookback < e[0] < t), key=lambda e: e[0])
+        kept = sorted((e for e in log if t - self.player.lookback < e[0] < t), key=lambda e: e[0])
         if len(kept) != len(log):
             log.clear()
             log.extend(kept)
-        return super()._adopt(done)
+        super()._adopt(done)
 
     def _render_header(self) -> None:
         self.header.show(self.header_parts_now())
@@ -236,9 +236,6 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
 
         self.push_screen(GoToScreen(), done)
 
-    def action_tag(self) -> None:
-        pass
-
     def action_help(self) -> None:
         from gputop.ui.screens.help import HelpScreen
 
@@ -250,15 +247,13 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
 
 
 def replay_help() -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for k in REPLAY_KEYS:
-        if k.action in _HELP:
-            out.append((k.display, _HELP[k.action]))
-        elif k.show or k.action in ("jobs", "detail", "filter", "sort", "reverse", "all_gpus"):
-            out.append((k.display, k.description))
-    out.append(GPU_DIGITS_HELP)
-    out.append(("", "no signal is ever offered in a replay: its processes are of the past"))
-    return out
+    also = ("jobs", "detail", "filter", "sort", "reverse", "all_gpus")  # not in the footer
+    keys = [k for k in REPLAY_KEYS if k.action in _HELP or k.show or k.action in also]
+    return [
+        *((k.display, _HELP.get(k.action, k.description)) for k in keys),
+        GPU_DIGITS_HELP,
+        ("", "no signal is ever offered in a replay: its processes are of the past"),
+    ]
 
 
 def run_replay(

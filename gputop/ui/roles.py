@@ -60,7 +60,7 @@ def rich_styles(theme_variables: Mapping[str, str]) -> dict[str, Style]:
 
 def to_content(lines: Iterable[Parts]) -> Content:
     """Styled lines from view parts, never parsed as markup."""
-    out: list[Content] = []
-    for parts in lines:
-        out.append(Content.assemble(*((text, ROLE_STYLES.get(role, "")) for text, role in parts)))
-    return Content("\n").join(out)
+    return Content("\n").join(
+        Content.assemble(*((text, ROLE_STYLES.get(role, "")) for text, role in parts))
+        for parts in lines
+    )

@@ -68,7 +68,6 @@ class Ending:
         self.grace = grace
         self.on_timeout: list[Callable[[], None]] = []
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     def begin(
         self, status: int, *, terminal_lost: bool = False, grace: float | None = None
@@ -77,8 +76,6 @@ class Ending:
         call began it. Safe from a signal handler: ``_lock`` is only tried."""
         if terminal_lost:
             self.terminal_lost = True
-        if self.begun.is_set():
-            return False
         if not self._lock.acquire(blocking=False):
             return False  # another thread is beginning it right now
         try:
@@ -90,10 +87,8 @@ class Ending:
             self.began_at = time.monotonic()
             self.begun.set()
             if self.watchdog:
-                self._thread = threading.Thread(
-                    target=self._watch, name="gputop-exit-watchdog", daemon=True
-                )
-                self._thread.start()
+                name = "gputop-exit-watchdog"
+                threading.Thread(target=self._watch, name=name, daemon=True).start()
             return True
         finally:
             self._lock.release()
@@ -176,8 +171,7 @@ class TerminalOut:
 
 
 class GpuTopDriver(LinuxDriver):
-    """Textual's Linux driver, made to let go of a terminal that went away. The app
-    must have an ``ending`` attribute (:class:`Ending`)."""
+    """Textual's Linux driver, made to let go of a terminal that went away."""
 
     def __init__(self, app: App[Any], **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
@@ -237,10 +231,7 @@ class GpuTopDriver(LinuxDriver):
         while True:
             ending = self.ending.begun.is_set() or self._out.dead
             try:
-                if ending:
-                    queue.put_nowait(data)
-                else:
-                    queue.put(data, timeout=0.1)
+                queue.put(data, block=not ending, timeout=0.1)
                 return
             except Full:
                 if ending:
@@ -300,12 +291,10 @@ class GpuTopDriver(LinuxDriver):
         finally:
             selector.close()
             with contextlib.suppress(EOFError, ParseError):
-                for _event in parser.feed(""):
-                    pass
+                list(parser.feed(""))  # the parser's end
 
     def _on_sigtstp(self, signum: int, frame: FrameType | None) -> None:
-        """Suspend on the event loop (Textual: inside the handler, wherever the main
-        thread happened to be)."""
+        """Suspend on the event loop (Textual: in the handler, wherever the main thread was)."""
         self._call_soon(self._suspend)
 
     def _suspend(self) -> None:
@@ -317,8 +306,7 @@ class GpuTopDriver(LinuxDriver):
         os.kill(os.getpid(), signal.SIGSTOP)
 
     def _on_sigcont(self, signum: int, frame: FrameType | None) -> None:
-        """Textual: every SIGCONT restarts application mode; here only what this driver
-        suspended is resumed."""
+        """Textual: every SIGCONT restarts application mode; here only what we suspended."""
         self._call_soon(self._resume)
 
     def _resume(self) -> None:

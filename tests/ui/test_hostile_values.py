@@ -58,7 +58,6 @@ FORMATTERS = [
     lambda v: fmt.ratio_percent(v, 100.0),
     lambda v: fmt.ratio_percent(1.0, v),
     parts.level,
-    lambda v: parts.spark([v, 1.0, v], 5),
     lambda v: parts.bar_cells(v, 10),
     lambda v: parts.bar(v, 10),
     lambda v: parts.memory_bar(v, v, 10),

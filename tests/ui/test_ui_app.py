@@ -13,6 +13,8 @@ from gputop.model import DriverInfo, Snapshot, UnlistedHolder, replace
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_bindings
 from gputop.ui.gpu_panel import GpuBlock, GpuLines, history_parts
+from gputop.ui.parts import INTERVAL_STEPS, level, plain
+from gputop.ui.process_view import MIN_COMMAND_WIDTH, column_widths
 from tests import builders as fx
 
 WIDE = (200, 50)
@@ -197,7 +199,7 @@ async def test_sort_key_skips_columns_the_compact_table_hides() -> None:
 async def test_clicking_a_header_sorts_and_again_reverses() -> None:
     app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)])
     async with app.run_test(size=WIDE) as pilot:
-        widths = views.column_widths(WIDE[0] - 1, compact=False)
+        widths = column_widths(WIDE[0] - 1, compact=False)
         x = widths["tag"] + widths["gpu"] + 1 + widths["pid"] + 1 + 3  # inside USER
         y = header_y(app)
         await pilot.click("#procs", offset=(x, y))
@@ -244,9 +246,9 @@ async def test_plus_minus_change_the_interval_within_bounds() -> None:
         await pilot.press("minus", "minus")
         assert sampler.interval == 0.5
         await pilot.press(*["minus"] * 5)
-        assert sampler.interval == views.INTERVAL_STEPS[0] == 0.25
+        assert sampler.interval == INTERVAL_STEPS[0] == 0.25
         await pilot.press(*["plus"] * 10)
-        assert sampler.interval == views.INTERVAL_STEPS[-1] == 10.0
+        assert sampler.interval == INTERVAL_STEPS[-1] == 10.0
         assert "every 10s" in app.header.text
 
 
@@ -280,7 +282,7 @@ async def test_resize_compact_too_small_and_back() -> None:
         assert all(len(app.gpu_panel.blocks[i].view.lines) == 1 for i in range(8))
         lines = app.gpu_panel.query_one(GpuLines)
         assert lines.region.height == 8 and len(lines.lines) == 8
-        assert app.table.ordered_columns[-1].width >= views.MIN_COMMAND_WIDTH
+        assert app.table.ordered_columns[-1].width >= MIN_COMMAND_WIDTH
         await pilot.resize_terminal(40, 12)
         await pilot.pause()
         assert app.too_small
@@ -581,10 +583,10 @@ async def test_history_widget_draws_fixed_scale_series() -> None:
         assert history_cells(lines, 0, 0).endswith(" ▄█")
         assert history_cells(lines, 0, 1).endswith("▄▄▄")  # memory 50 %
         # The history fills the line after the GPU's text and one space.
-        first = views.plain(lines.lines[0])
+        first = plain(lines.lines[0])
         assert len(first) == lines.size.width
         assert first.endswith(history_cells(lines, 0, 0))
-        assert "util " in first and "mem  " in views.plain(lines.lines[1])
+        assert "util " in first and "mem  " in plain(lines.lines[1])
 
 
 async def test_history_repaints_only_rows_whose_cells_changed() -> None:
@@ -599,14 +601,14 @@ async def test_history_repaints_only_rows_whose_cells_changed() -> None:
         (block,) = lines.blocks.values()
         (util_label, _), (mem_label, _) = block.series
         # A history wider than the line: the window shows only its newest samples.
-        util = mem = views.level(50.0) * 300
+        util = mem = level(50.0) * 300
         lines.set_blocks({0: GpuBlock(block.view, [(util_label, util), (mem_label, mem)])}, 60)
         lines.render_line(0), lines.render_line(1)
         util_strip, mem_strip = lines._cache[0], lines._cache[1]
         # One more sample: util moves, memory stays at 50 % (a flat line looks the same).
         moved = [
-            (util_label, util[1:] + views.level(25.0)),
-            (mem_label, mem[1:] + views.level(50.0)),
+            (util_label, util[1:] + level(25.0)),
+            (mem_label, mem[1:] + level(50.0)),
         ]
         lines.set_blocks({0: GpuBlock(block.view, moved)}, 60)
         assert lines._cache.get(1) is mem_strip  # kept: nothing to repaint

@@ -17,7 +17,15 @@ from gputop.model import ProcessInfo, Snapshot, Verdict, replace
 from gputop.pipeline import Feed
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_legend, run_app
-from gputop.ui.parts import gpu_ranges
+from gputop.ui.gpu_view import (
+    LONG_VERDICT_WIDTH,
+    MIN_WIDE_HISTORY,
+    VERDICT_WIDTH,
+    bar_width_for,
+    gpu_view,
+    verdict_width_for,
+)
+from gputop.ui.parts import gpu_ranges, plain
 from gputop.ui.screens.detail import DetailScreen, verdict_history
 from gputop.ui.screens.help import HelpScreen
 from gputop.ui.screens.jobs import JobsScreen, job_entries
@@ -121,9 +129,9 @@ def test_verdict_words_fit_the_compact_slot() -> None:
     for kind in vd.KINDS:
         verdict = Verdict(kind, vd.LABELS[kind], "e", "a", "warn")
         mark = views.verdict_mark(verdict)
-        assert 0 < len(mark.word) <= views.VERDICT_WIDTH, kind
-        assert len(mark.text(views.VERDICT_WIDTH)) <= views.VERDICT_WIDTH
-        assert mark.text(views.LONG_VERDICT_WIDTH) == vd.LABELS[kind]
+        assert 0 < len(mark.word) <= VERDICT_WIDTH, kind
+        assert len(mark.text(VERDICT_WIDTH)) <= VERDICT_WIDTH
+        assert mark.text(LONG_VERDICT_WIDTH) == vd.LABELS[kind]
     soft = views.verdict_mark(Verdict(vd.THROTTLED, "throttled", "e", "a", "info"))
     hard = views.verdict_mark(Verdict(vd.THROTTLED, "throttled", "e", "a", "bad"))
     assert soft.word != hard.word  # the power cap is told apart in words, not colour only
@@ -135,17 +143,15 @@ def test_verdict_words_fit_the_compact_slot() -> None:
 
 def test_the_wide_slot_widens_only_when_the_history_keeps_room() -> None:
     for width in (100, 120, 140, 160, 200, 300):
-        bar = views.bar_width_for(width, False)
-        slot = views.verdict_width_for(width, False, bar)
-        assert views.VERDICT_WIDTH <= slot <= views.LONG_VERDICT_WIDTH
-        line = views.gpu_view(
-            fx.full_gpu_sample(0), compact=False, bar_width=bar, verdict_width=slot
-        )
-        text = len(views.plain(line.lines[0]))
-        if slot > views.VERDICT_WIDTH:
-            assert width - text - 7 >= views.MIN_WIDE_HISTORY
-    assert views.verdict_width_for(200, False, views.bar_width_for(200, False)) == 25
-    assert views.verdict_width_for(80, True, 8) == views.VERDICT_WIDTH
+        bar = bar_width_for(width, False)
+        slot = verdict_width_for(width, False, bar)
+        assert VERDICT_WIDTH <= slot <= LONG_VERDICT_WIDTH
+        line = gpu_view(fx.full_gpu_sample(0), compact=False, bar_width=bar, verdict_width=slot)
+        text = len(plain(line.lines[0]))
+        if slot > VERDICT_WIDTH:
+            assert width - text - 7 >= MIN_WIDE_HISTORY
+    assert verdict_width_for(200, False, bar_width_for(200, False)) == 25
+    assert verdict_width_for(80, True, 8) == VERDICT_WIDTH
 
 
 async def test_a_failing_analysis_falls_back_to_the_mem_idle_marker(

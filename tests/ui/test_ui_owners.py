@@ -8,6 +8,7 @@ from functools import cache
 from gputop.model import Snapshot
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp
+from gputop.ui.process_view import matches
 from gputop.ui.screens.jobs import JobsScreen
 from gputop.ui.screens.kill import KillScreen
 from tests import builders as fx
@@ -34,8 +35,8 @@ def test_rows_carry_their_owner_label_detail_and_stop_command() -> None:
         "docker stop 9c0ffee19c0f",
     )
     assert rows[30115].owner is None and rows[30115].stop is None  # nobody: no column text
-    assert views.matches(rows[52840], "resnet-ddp") and views.matches(rows[61022], "81234")
-    assert not views.matches(rows[30115], "ml-research")
+    assert matches(rows[52840], "resnet-ddp") and matches(rows[61022], "81234")
+    assert not matches(rows[30115], "ml-research")
 
 
 async def test_the_wide_table_has_an_owner_column_only_when_someone_owns_a_process() -> None:

@@ -8,6 +8,10 @@ import pytest
 
 from gputop.model import DriverInfo, UnlistedHolder
 from gputop.ui import views
+from gputop.ui.gpu_view import bar_width_for, gpu_view, is_mem_idle, pcie_downgrade, throttle_words
+from gputop.ui.host_view import core_lines
+from gputop.ui.parts import level, memory_bar, plain
+from gputop.ui.process_view import MIN_COMMAND_WIDTH, column_widths, matches, sort_rows
 from tests import builders as fx
 
 
@@ -31,21 +35,27 @@ def test_views_module_does_not_import_textual() -> None:
     [(None, "·"), (0.0, " "), (0.1, "▁"), (12.5, "▁"), (13.0, "▂"), (50.0, "▄"), (100.0, "█")],
 )
 def test_level_is_a_fixed_scale(value: float | None, cell: str) -> None:
-    assert views.level(value) == cell
+    assert level(value) == cell
 
 
-def test_spark_never_rescales_and_pads_left() -> None:
+def test_history_never_rescales_and_pads_left() -> None:
     # A flat 3 % stays at the floor; an auto-scaling chart would draw it full height.
-    assert views.spark([3.0, 3.0, 3.0], 5) == "  ▁▁▁"
-    assert views.spark([0.0, 100.0, None], 3) == " █·"
-    assert views.spark(list(range(100)), 4) == "████"
-    assert views.spark([50.0] * 10, 0) == ""
+    from gputop.ui.gpu_panel import history_parts  # the GPU panel's history rows
+
+    def history(values: list[float | None], width: int) -> str:
+        cells = "".join(level(v) for v in values)
+        return history_parts(("", cells), width, 0)[-1][0]
+
+    assert history([3.0, 3.0, 3.0], 5) == "  ▁▁▁"
+    assert history([0.0, 100.0, None], 3) == " █·"
+    assert history(list(range(100)), 4) == "████"
+    assert history([50.0] * 10, 0) == ""
 
 
 def test_memory_bar_shows_used_reserved_free_as_characters() -> None:
-    parts = views.memory_bar(50.0, 25.0, 8)
-    assert views.plain(parts) == "████▓▓░░"
-    assert views.plain(views.memory_bar(None, None, 4)) == "····"
+    parts = memory_bar(50.0, 25.0, 8)
+    assert plain(parts) == "████▓▓░░"
+    assert plain(memory_bar(None, None, 4)) == "····"
 
 
 def test_mem_idle_marker_thresholds() -> None:
@@ -53,21 +63,21 @@ def test_mem_idle_marker_thresholds() -> None:
     busy = fx.full_gpu_sample(1, util=50.0, used=70 * fx.GiB, total=80 * fx.GiB)
     empty = fx.full_gpu_sample(2, util=0.0, used=1 * fx.GiB, total=80 * fx.GiB)
     unknown = fx.full_gpu_sample(3, util=None, used=70 * fx.GiB, total=80 * fx.GiB)
-    assert views.is_mem_idle(idle)
-    assert not views.is_mem_idle(busy)
-    assert not views.is_mem_idle(empty)
-    assert not views.is_mem_idle(unknown)  # unknown is not idle
+    assert is_mem_idle(idle)
+    assert not is_mem_idle(busy)
+    assert not is_mem_idle(empty)
+    assert not is_mem_idle(unknown)  # unknown is not idle
     for compact in (True, False):
-        line = views.plain(views.gpu_view(idle, compact=compact, bar_width=8).lines[0])
+        line = plain(gpu_view(idle, compact=compact, bar_width=8).lines[0])
         assert "MEM IDLE" in line
-        line = views.plain(views.gpu_view(busy, compact=compact, bar_width=8).lines[0])
+        line = plain(gpu_view(busy, compact=compact, bar_width=8).lines[0])
         assert "MEM IDLE" not in line
 
 
 def test_verdict_word_takes_the_slot() -> None:
     idle = fx.full_gpu_sample(0, util=5.0, used=70 * fx.GiB)
-    view = views.gpu_view(idle, compact=True, bar_width=8, verdict="INPUT")
-    line = views.plain(view.lines[0])
+    view = gpu_view(idle, compact=True, bar_width=8, verdict="INPUT")
+    line = plain(view.lines[0])
     assert line.rstrip().endswith("INPUT")
     assert "MEM IDLE" not in line
 
@@ -78,16 +88,15 @@ def test_gpu_lines_have_fixed_widths() -> None:
     c = fx.full_gpu_sample(3, util=None, used=None)
     for compact in (True, False):
         widths = {
-            len(views.plain(views.gpu_view(g, compact=compact, bar_width=10).lines[0]))
-            for g in (a, b, c)
+            len(plain(gpu_view(g, compact=compact, bar_width=10).lines[0])) for g in (a, b, c)
         }
         assert len(widths) == 1, widths
 
 
 def test_compact_gpu_line_fits_80_columns_with_room_for_history() -> None:
     g = fx.full_gpu_sample(0)
-    bw = views.bar_width_for(80, compact=True)
-    line = views.plain(views.gpu_view(g, compact=True, bar_width=bw).lines[0])
+    bw = bar_width_for(80, compact=True)
+    line = plain(gpu_view(g, compact=True, bar_width=bw).lines[0])
     assert len(line) <= 66
     assert line.startswith(" 0 H100 80GB HBM3")
     assert "55°C" in line and "300W" in line
@@ -95,7 +104,7 @@ def test_compact_gpu_line_fits_80_columns_with_room_for_history() -> None:
 
 def test_wide_gpu_lines_say_everything() -> None:
     g = fx.full_gpu_sample(1, util=80.0, gen=4, width=8, reasons=("sw power cap", "hw thermal"))
-    lines = [views.plain(p) for p in views.gpu_view(g, compact=False, bar_width=20).lines]
+    lines = [plain(p) for p in gpu_view(g, compact=False, bar_width=20).lines]
     assert "H100 80GB HBM3" in lines[0]
     assert "40.0GiB/80.0GiB" in lines[0] and "50%" in lines[0] and "80%" in lines[0]
     second = lines[1]
@@ -108,11 +117,11 @@ def test_wide_gpu_lines_say_everything() -> None:
 def test_pcie_downgrade_only_matters_while_busy() -> None:
     idle = fx.full_gpu_sample(0, util=0.0, gen=1, width=16)
     idle = views_replace_pcie_traffic(idle, 0.0)
-    assert views.pcie_downgrade(idle) is None
+    assert pcie_downgrade(idle) is None
     busy = fx.full_gpu_sample(0, util=90.0, gen=3, width=16)
-    assert views.pcie_downgrade(busy) == "LINK gen3x16<gen5x16"
+    assert pcie_downgrade(busy) == "LINK gen3x16<gen5x16"
     full = fx.full_gpu_sample(0, util=90.0)
-    assert views.pcie_downgrade(full) is None
+    assert pcie_downgrade(full) is None
 
 
 def views_replace_pcie_traffic(g, value):  # type: ignore[no-untyped-def]
@@ -124,64 +133,64 @@ def views_replace_pcie_traffic(g, value):  # type: ignore[no-untyped-def]
 def test_lost_gpu_says_lost() -> None:
     lost = fx.full_gpu_sample(2, lost=True)
     for compact in (True, False):
-        view = views.gpu_view(lost, compact=compact, bar_width=8)
+        view = gpu_view(lost, compact=compact, bar_width=8)
         assert view.lost
-        assert "LOST" in views.plain(view.lines[0])
-        assert "GPU is lost" in views.plain(view.lines[0])
+        assert "LOST" in plain(view.lines[0])
+        assert "GPU is lost" in plain(view.lines[0])
 
 
 def test_none_values_show_na_never_zero() -> None:
     g = fx.full_gpu_sample(0, util=None, used=None)
-    line = views.plain(views.gpu_view(g, compact=True, bar_width=8).lines[0])
+    line = plain(gpu_view(g, compact=True, bar_width=8).lines[0])
     assert line.count("n/a") == 2
     assert " 0%" not in line
 
 
 def test_throttle_words() -> None:
-    assert views.throttle_words(None) is None
-    assert views.throttle_words(()) == ""
+    assert throttle_words(None) is None
+    assert throttle_words(()) == ""
     # idle clocks are not a throttle (issue 10): an idle GPU shows none
-    assert views.throttle_words(("idle", "sw power cap")) == "SW power cap"
-    assert views.throttle_words(("idle",)) == ""
-    assert views.throttle_words(("something_new",)) == "something new"
+    assert throttle_words(("idle", "sw power cap")) == "SW power cap"
+    assert throttle_words(("idle",)) == ""
+    assert throttle_words(("something_new",)) == "something new"
 
 
 def test_header_parts() -> None:
     snap = fx.full_snapshot([fx.full_gpu_sample(0)])
-    text = views.plain(views.header_parts(snap, interval=0.5, paused=True, stale=True))
+    text = plain(views.header_parts(snap, interval=0.5, paused=True, stale=True))
     for word in ("node-1", "550.90.07", "CUDA 12.4", "0.5s", "live", "PAUSED", "STALE", "12ms"):
         assert word in text, word
     host_only = fx.full_snapshot(
         driver=DriverInfo(available=False, error="NVML library not found"), source="host-only"
     )
-    text = views.plain(views.header_parts(host_only, interval=1, paused=False, stale=False))
+    text = plain(views.header_parts(host_only, interval=1, paused=False, stale=False))
     assert "HOST-ONLY (NVML library not found)" in text
     assert "PAUSED" not in text and "STALE" not in text
     demo = fx.full_snapshot([fx.full_gpu_sample(0)], source="demo")
-    text = views.plain(views.header_parts(demo, interval=1, paused=False, stale=False))
+    text = plain(views.header_parts(demo, interval=1, paused=False, stale=False))
     assert "DEMO" in text
-    assert "waiting" in views.plain(views.header_parts(None, interval=1, paused=False, stale=False))
+    assert "waiting" in plain(views.header_parts(None, interval=1, paused=False, stale=False))
 
 
 def test_host_lines() -> None:
-    lines = [views.plain(p) for p in views.host_lines(fx.full_host_sample(), 80, compact=False)]
+    lines = [plain(p) for p in views.host_lines(fx.full_host_sample(), 80, compact=False)]
     text = "\n".join(lines)
     for word in ("CPU  25%", "iowait 2%", "load 1.50 1.25 1.00", "RAM 16.0GiB/64.0GiB 25%"):
         assert word in text, word
     assert "disk R 10.0MiB/s W 2.0MiB/s" in text
     assert "net rx 5.0MiB/s tx 1.0MiB/s" in text
     assert lines[-1] == "cores  ▁▄█▃▆▁█"
-    assert views.plain(views.host_lines(None, 80, compact=True)[0]).startswith("host: n/a")
+    assert plain(views.host_lines(None, 80, compact=True)[0]).startswith("host: n/a")
 
 
 def test_core_cells_wrap_and_say_how_many_are_hidden() -> None:
-    rows = views.core_lines([50.0] * 300, 46, max_rows=2)
+    rows = core_lines([50.0] * 300, 46, max_rows=2)
     assert len(rows) == 2
     # 2 rows of 40 cells; " +225" takes 5 of them: 75 cells shown, 225 hidden.
-    assert views.plain(rows[1]).endswith("▄ +225")
-    assert sum(views.plain(r).count("▄") for r in rows) == 75
+    assert plain(rows[1]).endswith("▄ +225")
+    assert sum(plain(r).count("▄") for r in rows) == 75
     for row in rows:
-        assert len(views.plain(row)) <= 46
+        assert len(plain(row)) <= 46
 
 
 def test_process_rows_cover_invisible_pids_and_unlisted_holders() -> None:
@@ -206,7 +215,7 @@ def test_process_rows_cover_invisible_pids_and_unlisted_holders() -> None:
 
 def test_process_rows_respect_the_gpu_filter() -> None:
     snap = fx.multi_gpu_snapshot(3)
-    rows = views.process_rows(snap, frozenset({1}))
+    rows = views.table_rows(views.process_rows(snap), gpus=frozenset({1}))
     assert {r.gpu for r in rows} == {1}
     assert len(rows) == 2
 
@@ -228,31 +237,31 @@ def test_untrusted_text_is_cleaned() -> None:
 def test_text_filter_matches_command_user_and_pid() -> None:
     snap = fx.multi_gpu_snapshot(2)
     rows = views.process_rows(snap)
-    assert {r.pid for r in rows if views.matches(r, "v1")} == {1011}
-    assert {r.pid for r in rows if views.matches(r, "1000")} == {1000}
-    assert {r.pid for r in rows if views.matches(r, "TRAIN")} == {1000, 1001, 1010, 1011}
-    assert all(views.matches(r, "  ") for r in rows)
+    assert {r.pid for r in rows if matches(r, "v1")} == {1011}
+    assert {r.pid for r in rows if matches(r, "1000")} == {1000}
+    assert {r.pid for r in rows if matches(r, "TRAIN")} == {1000, 1001, 1010, 1011}
+    assert all(matches(r, "  ") for r in rows)
 
 
 def test_sort_puts_unknown_last_both_ways() -> None:
     snap = fx.multi_gpu_snapshot(3)
     rows = views.process_rows(snap)
-    by_sm = [r.pid for r in views.sort_rows(rows, "sm")]
+    by_sm = [r.pid for r in sort_rows(rows, "sm")]
     assert by_sm == [1000, 1010, 1020, 1001, 1011, 1021]
-    by_sm_rev = [r.pid for r in views.sort_rows(rows, "sm", reverse=True)]
+    by_sm_rev = [r.pid for r in sort_rows(rows, "sm", reverse=True)]
     assert by_sm_rev == [1020, 1010, 1000, 1001, 1011, 1021]
     for key in views.SORT_KEYS:
-        assert len(views.sort_rows(rows, key)) == len(rows)
+        assert len(sort_rows(rows, key)) == len(rows)
 
 
 def test_column_widths_are_fixed_and_fill_the_width() -> None:
     for compact, width in ((True, 79), (False, 199)):
-        w = views.column_widths(width, compact)
+        w = column_widths(width, compact)
         cols = views.visible_columns(compact)
         assert sum(w.values()) + len(cols) - 1 == width
-        assert w["command"] >= views.MIN_COMMAND_WIDTH
-    assert "rss" not in views.column_widths(79, True)
-    assert "rss" in views.column_widths(199, False)
+        assert w["command"] >= MIN_COMMAND_WIDTH
+    assert "rss" not in column_widths(79, True)
+    assert "rss" in column_widths(199, False)
 
 
 def test_history_cells_of_each_snapshot() -> None:
@@ -268,10 +277,10 @@ def test_history_cells_of_each_snapshot() -> None:
     points = [_snapshot_points(s) for s in history[-4:]]
     util = [p.get(0, _NO_POINT)[0] for p in points]
     mem = [p.get(0, _NO_POINT)[1] for p in points]
-    assert util == [views.level(7.0), views.level(8.0), views.level(9.0), views.level(None)]
-    assert mem == [views.level(50.0)] * 3 + [views.level(None)]
-    assert views.level(None) != views.level(0.0)
-    assert [p.get(5, _NO_POINT) for p in points] == [(views.level(None),) * 2] * 4
+    assert util == [level(7.0), level(8.0), level(9.0), level(None)]
+    assert mem == [level(50.0)] * 3 + [level(None)]
+    assert level(None) != level(0.0)
+    assert [p.get(5, _NO_POINT) for p in points] == [(level(None),) * 2] * 4
 
 
 def test_table_rows_filters_and_sorts() -> None:
