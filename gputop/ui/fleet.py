@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import events
 from textual.app import ComposeResult
@@ -41,19 +41,12 @@ class FleetChanged(Message):
         return isinstance(message, FleetChanged)
 
 
-class HostList(PartsLines):
-    """Every shown host's lines; the selected host is marked."""
-
-    LINES_FIT_WIDTH = False
-
-
 class FleetScreen(Screen[None]):
     """One row per host, a summary line, sort and filter."""
 
     AUTO_FOCUS = None
     DEFAULT_CSS = """
-    FleetScreen #fleet-summary { height: 1; }
-    FleetScreen #fleet-columns { height: 1; }
+    FleetScreen #fleet-summary, FleetScreen #fleet-columns { height: 1; }
     FleetScreen #fleet-scroll { height: 1fr; scrollbar-size-vertical: 0; }
     FleetScreen #fleet-filter {
         display: none; height: 1; border: none; padding: 0 1; background: $boost;
@@ -83,7 +76,6 @@ class FleetScreen(Screen[None]):
         self.text_filter = ""
         self.cursor: str | None = None  # the selected host's name
         self.shown: list[fv.Row] = []
-        self._spans: list[tuple[int, int]] = []  # each shown row's first line and height
         self.frames = 0
 
     def compose(self) -> ComposeResult:
@@ -91,7 +83,7 @@ class FleetScreen(Screen[None]):
         yield PartsLines(id="fleet-summary")
         yield PartsLines(id="fleet-columns")
         with VerticalScroll(id="fleet-scroll"):
-            yield HostList(id="fleet-hosts")
+            yield PartsLines(id="fleet-hosts")  # every shown host's lines
         yield Input(placeholder="filter: host, user, pod, job (Esc clears)", id="fleet-filter")
         yield Footer()
 
@@ -110,30 +102,30 @@ class FleetScreen(Screen[None]):
         if not self.is_mounted:
             return
         app = self.fleet
-        now = app.clock()
         width = max(20, self.size.width)
-        every = fv.rows(app.streams.views(), now, app.interval_s)
-        shown = [r for r in every if fv.matches(r, self.text_filter)]
-        shown = fv.sort_rows(shown, self.sort_key, self.reverse)
-        self.shown = shown
+        every = fv.rows(app.streams.views(), app.clock(), app.interval)
+        matching = [r for r in every if fv.matches(r, self.text_filter)]
+        self.shown = shown = fv.sort_rows(matching, self.sort_key, self.reverse)
         names = [r.name for r in shown]
         if self.cursor not in names:
             self.cursor = names[0] if names else None
         lines: list[Parts] = []
-        spans: list[tuple[int, int]] = []
+        at_cursor: Region | None = None  # the selected host's lines
         for r in shown:
             block = fv.host_lines(r, width, selected=r.name == self.cursor)
-            spans.append((len(lines), len(block)))
+            if r.name == self.cursor:
+                at_cursor = Region(0, len(lines), 1, len(block))
             lines.extend(block)
         if not shown:
             lines = [((f"no host matches {views.safe(self.text_filter, 64)!r}", "dim"),)]
-        self._spans = spans
         with app.batch_update():
             self.query_one("#fleet-header", HeaderLine).show(self._header(len(every)))
             self.query_one("#fleet-summary", PartsLines).set_lines([fv.summary_parts(every)])
             self.query_one("#fleet-columns", PartsLines).set_lines([fv.columns_header(width)])
-            self.query_one("#fleet-hosts", HostList).set_lines(lines)
-        self._scroll_to_cursor()
+            self.query_one("#fleet-hosts", PartsLines).set_lines(lines)
+        if at_cursor is not None:
+            scroll = self.query_one("#fleet-scroll", VerticalScroll)
+            scroll.scroll_to_region(at_cursor, animate=False, immediate=True)
         self.frames += 1
 
     def _header(self, hosts: int) -> Parts:
@@ -142,7 +134,7 @@ class FleetScreen(Screen[None]):
             ("gputop fleet ", "title"),
             (f"{hosts} hosts", ""),
             ("  every ", "label"),
-            (f"{app.interval_s:g}s", ""),
+            (f"{app.interval:g}s", ""),
             ("  via ", "label"),
             (app.via, ""),
             ("  sort ", "label"),
@@ -151,14 +143,6 @@ class FleetScreen(Screen[None]):
         if self.text_filter:
             parts += [("  filter ", "label"), (views.safe(self.text_filter, 64), "accent")]
         return tuple(parts)
-
-    def _scroll_to_cursor(self) -> None:
-        names = [r.name for r in self.shown]
-        if self.cursor not in names:
-            return
-        top, height = self._spans[names.index(self.cursor)]
-        scroll = self.query_one("#fleet-scroll", VerticalScroll)
-        scroll.scroll_to_region(Region(0, top, 1, height), animate=False, immediate=True)
 
     def action_move(self, step: int) -> None:
         names = [r.name for r in self.shown]
@@ -173,9 +157,7 @@ class FleetScreen(Screen[None]):
         self.action_move(step * rows_per_page)
 
     def action_edge(self, end: int) -> None:
-        if self.shown:
-            self.cursor = self.shown[-1 if end else 0].name
-            self.redraw()
+        self.action_move(len(self.shown) if end else -len(self.shown))  # clamped: last, first
 
     def action_sort(self) -> None:
         keys = fv.SORT_KEYS
@@ -191,16 +173,14 @@ class FleetScreen(Screen[None]):
         box.display = True
         box.focus()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "fleet-filter":
-            self.text_filter = event.value
-            self.redraw()
+    def on_input_changed(self, event: Input.Changed) -> None:  # the screen's one Input
+        self.text_filter = event.value
+        self.redraw()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "fleet-filter":
-            if not event.value:
-                event.input.display = False
-            self.set_focus(None)
+        if not event.value:
+            event.input.display = False
+        self.set_focus(None)
 
     def action_clear_filter(self) -> None:
         box = self.filter_input
@@ -231,7 +211,7 @@ class FleetScreen(Screen[None]):
             ("R", "retry unreachable hosts now"),
             ("q", "quit (every ssh connection is closed)"),
         ]
-        legend = list(fv.legend()) + list(views.verdict_legend())
+        legend = [*fv.LEGEND, *views.verdict_legend()]
         self.app.push_screen(HelpScreen(keys, legend))
 
 
@@ -252,15 +232,12 @@ class FleetApp(GpuTopApp):
         thresholds: Thresholds | None = None,
         theme: str | None = None,
         clock: Callable[[], float] = time.monotonic,
-        start_streams: bool = True,
     ) -> None:
         super().__init__(None, readonly=True, thresholds=thresholds, theme=theme)
         self.streams = streams
         self.via = via
         self.clock = clock
-        self.interval_s = streams.interval
-        self._interval = streams.interval
-        self.start_streams = start_streams
+        self._interval = streams.interval  # GpuTopApp.interval (fixed: see action_interval)
         self.fleet_screen = FleetScreen(self)
         self.host: str | None = None  # the host open in the dashboard
         self._host_seq = 0
@@ -271,8 +248,7 @@ class FleetApp(GpuTopApp):
         self.install_screen(self.fleet_screen, name="fleet")
         self.push_screen("fleet")
         self.streams.on_change = self._from_streams
-        if self.start_streams:
-            self.streams.start()
+        self.streams.start()
         self.set_interval(1.0, self.refresh_fleet, name="fleet-ages")
 
     def _from_streams(self) -> None:
@@ -302,15 +278,14 @@ class FleetApp(GpuTopApp):
         self._feed_host()
         if self.snapshot is None:
             self._render_header()
-        if callable(getattr(self.streams, "history", None)):
-            self.run_worker(lambda: self._fetch_history(name), thread=True, exclusive=True)
+        history = getattr(self.streams, "history", None)  # a source that keeps one
+        if callable(history):
+            self.run_worker(lambda: self._fetch_history(name, history), thread=True, exclusive=True)
 
-    def _fetch_history(self, name: str) -> None:
+    def _fetch_history(self, name: str, history: Callable[[str], list[dict[str, Any]]]) -> None:
         """Worker thread: the host's recent minutes; a failure is said, the live view goes on."""
-        history = getattr(self.streams, "history", None)
         try:
-            datas = history(name) if callable(history) else []
-            snaps = [to_snapshot(d) for d in datas]
+            snaps = [to_snapshot(d) for d in history(name)]
         except (LineError, ValueError) as exc:
             self.call_from_thread(self.notify, f"no history: {exc}", severity="warning")
             return
@@ -346,10 +321,9 @@ class FleetApp(GpuTopApp):
             box.display = False
 
     def _feed_host(self) -> None:
-        name = self.host
-        if name is None:
+        if self.host is None:
             return
-        view = self.streams.view(name)
+        view = self.streams.view(self.host)
         self._host_state(view)
         if view.seq == self._host_seq or view.data is None:
             return
@@ -374,7 +348,7 @@ class FleetApp(GpuTopApp):
         self.apply_snapshot(snap, tuple(self._host_history))
 
     def _host_state(self, view: HostView) -> None:
-        state, shown, detail = status(view, self.clock(), self.interval_s)
+        state, shown, detail = status(view, self.clock(), self.interval)
         stale = state != "live"
         error = None if state in ("live", "stale") else f"{shown}: {detail or ''}"
         if stale != self.stale or error != self.sample_error:

@@ -5,8 +5,10 @@ A GPU cell is ``util mem verdict``; the word carries the meaning (NO_COLOR-safe)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from gputop.analysis import kinds as vd
@@ -27,9 +29,16 @@ WIDE_PREFIX = WIDE_NAME + 1 + WIDE_STATE + 1 + 3 + 1
 SORT_KEYS = ("host", "worst", "idle")
 SORT_LABELS = {"host": "host", "worst": "worst verdict", "idle": "idle memory"}
 
-#: Verdict kinds -> the fleet summary's groups.
-BUSY = frozenset({vd.GPU_BOUND, vd.MODERATE, vd.THROTTLED, vd.LINK_DEGRADED, vd.MEMORY_FULL})
-STARVED = frozenset({vd.TRANSFER_PCIE, vd.INPUT_DISK, vd.INPUT_CPU, vd.INPUT_MAIN, vd.UNDERUSED})
+#: Verdict kinds -> the fleet summary's groups (any other kind: "no verdict").
+BUSY = (vd.GPU_BOUND, vd.MODERATE, vd.THROTTLED, vd.LINK_DEGRADED, vd.MEMORY_FULL)
+STARVED = (vd.TRANSFER_PCIE, vd.INPUT_DISK, vd.INPUT_CPU, vd.INPUT_MAIN, vd.UNDERUSED)
+_GROUP_OF = {
+    vd.LOST: "lost",
+    vd.IDLE_HOLDER: "idle-holding",
+    vd.IDLE: "idle",
+    **dict.fromkeys(STARVED, "starved"),
+    **dict.fromkeys(BUSY, "busy"),
+}
 GROUPS = ("busy", "starved", "idle-holding", "idle", "lost", "no verdict")
 
 #: Host states, in the summary's order, and their roles.
@@ -51,30 +60,17 @@ _SEVERITY_RANK = {"bad": 0, "warn": 1, "info": 2, "ok": 3}
 
 def group(cell: GpuCell) -> str:
     """The summary group of one GPU."""
-    v = cell.verdict
-    if cell.lost or (v is not None and v.kind == vd.LOST):
+    if cell.lost:
         return "lost"
-    if v is None:
-        return "no verdict"
-    if v.kind == vd.IDLE_HOLDER:
-        return "idle-holding"
-    if v.kind == vd.IDLE:
-        return "idle"
-    if v.kind in STARVED:
-        return "starved"
-    if v.kind in BUSY:
-        return "busy"
-    return "no verdict"  # warming up, unknown
+    return "no verdict" if cell.verdict is None else _GROUP_OF.get(cell.verdict.kind, "no verdict")
 
 
 def word(v: Verdict | None) -> tuple[str, str]:
     """(verdict word, role) for a cell."""
     if v is None:
         return "n/a", "dim"
-    if v.kind == vd.THROTTLED and v.severity == "info":
-        text = POWER_CAP_WORD
-    else:
-        text = VERDICT_WORDS.get(v.kind) or safe(v.kind, 8)
+    power_cap = v.kind == vd.THROTTLED and v.severity == "info"
+    text = POWER_CAP_WORD if power_cap else VERDICT_WORDS.get(v.kind) or safe(v.kind, 8)
     return text, SEVERITY_ROLES.get(v.severity, "")
 
 
@@ -164,16 +160,13 @@ def matches(row: Row, text: str) -> bool:
     """``/`` filter: the host's name (as given or as it names itself), a user on it, or a
     pod, container or Slurm job of its processes."""
     needle = text.strip().lower()
-    if not needle:
-        return True
-    if needle in row.name.lower():
+    if not needle or needle in row.name.lower():
         return True
     report = row.view.report
     if report is None:
         return False
-    if needle in report.hostname.lower() or any(needle in u.lower() for u in report.users):
-        return True
-    return any(needle in w.lower() for w in _owner_words(row.view.data))
+    words = chain((report.hostname,), report.users, _owner_words(row.view.data))
+    return any(needle in w.lower() for w in words)
 
 
 def summary_parts(items: Sequence[Row]) -> Parts:
@@ -190,30 +183,24 @@ def summary_parts(items: Sequence[Row]) -> Parts:
     parts: list[Part] = [("GPUs ", "label"), (str(total), "title"), (":", "label")]
     for name in GROUPS:
         n = counts[name]
-        if n == 0 and name in ("no verdict",):
-            continue
-        parts += [(f" {name} ", "label"), (str(n), roles.get(name, "") if n else "dim")]
-    states: dict[str, int] = {}
-    for r in items:
-        states[r.state] = states.get(r.state, 0) + 1
+        if n or name != "no verdict":
+            parts += [(f" {name} ", "label"), (str(n), roles.get(name, "") if n else "dim")]
+    states = Counter(r.state for r in items)
     parts += [("  │ hosts ", "label"), (str(len(items)), "title"), (":", "label")]
     for state in _STATE_ROLES:
-        if states.get(state):
+        if states[state]:
             parts += [(f" {state} ", "label"), (str(states[state]), _STATE_ROLES[state])]
     return tuple(parts)
 
 
 def columns_header(width: int) -> Parts:
     """The line above the hosts: what each cell holds."""
-    wide = width >= WIDE_WIDTH
-    prefix = (
-        fit("host", WIDE_NAME) + " " + fit("state", WIDE_STATE) + " " + fit("GPU", 3) + " "
-        if wide
-        else fit("host/state", NARROW_PREFIX)
-    )
-    per_line = cells_per_line(width)
-    cell = " " + fit("ut% mem verdict", CELL_WIDTH - 1)
-    return ((prefix, "label"), (cell * per_line, "label"))
+    if width >= WIDE_WIDTH:
+        prefix = fit("host", WIDE_NAME) + " " + fit("state", WIDE_STATE) + " " + fit("GPU", 3) + " "
+    else:
+        prefix = fit("host/state", NARROW_PREFIX)
+    cells = (" " + fit("ut% mem verdict", CELL_WIDTH - 1)) * cells_per_line(width)
+    return ((prefix, "label"), (cells, "label"))
 
 
 def cells_per_line(width: int) -> int:
@@ -232,7 +219,6 @@ def host_lines(row: Row, width: int, selected: bool = False) -> list[Parts]:
     count = str(len(gpus)) if row.view.report is not None else "-"
     # What fills the cell area: the GPU cells, or why there are none.
     problem = row.state in _PROBLEM_STATES or not gpus
-    body: list[Parts] = []
     if problem:
         if row.detail:
             text = row.detail
@@ -245,41 +231,38 @@ def host_lines(row: Row, width: int, selected: bool = False) -> list[Parts]:
         else:
             text = ""
         role = "error" if row.state in _PROBLEM_STATES else "dim"
-        body = [((" " + text, role),)]
+        body: list[Parts] = [((" " + text, role),)]
     else:
         dim = row.state != "live"
-        for start in range(0, len(gpus), per_line):
-            line: list[Part] = []
-            for c in gpus[start : start + per_line]:
-                line.extend(cell_parts(c, dim))
-            body.append(tuple(line))
-    room = width - (WIDE_PREFIX if wide else NARROW_PREFIX)
-    out: list[Parts] = []
+        lines = [gpus[i : i + per_line] for i in range(0, len(gpus), per_line)]
+        body = [tuple(part for c in cells for part in cell_parts(c, dim)) for cells in lines]
+    # The prefix: one line when wide, two (name, then state) when narrow.
+    prefixes: list[Parts]
     if wide:
-        first: Parts = (
-            (marker, name_role),
-            (fit(safe(row.name, 128), WIDE_NAME - 1), name_role),
-            (" ", ""),
-            (fit(row.shown, WIDE_STATE), state_role),
-            (" ", ""),
-            (fit(count, 3, ">"), ""),
-            (" ", ""),
-        )
-        for i, b in enumerate(body or [()]):
-            prefix = first if i == 0 else ((" " * WIDE_PREFIX, ""),)
-            out.append(prefix + _cut(b, room))
-        return out
-    both = f"{row.shown} {count}"
-    state = fit(both if len(both) < NARROW_PREFIX else row.shown, NARROW_PREFIX - 1)
-    prefixes = [
-        ((fit(safe(row.name, 128), NARROW_PREFIX - 1), name_role), (" ", "")),
-        ((state, state_role), (" ", "")),
+        prefixes = [
+            (
+                (marker, name_role),
+                (fit(safe(row.name, 128), WIDE_NAME - 1), name_role),
+                (" ", ""),
+                (fit(row.shown, WIDE_STATE), state_role),
+                (" ", ""),
+                (fit(count, 3, ">"), ""),
+                (" ", ""),
+            )
+        ]
+    else:
+        both = f"{row.shown} {count}"
+        state = fit(both if len(both) < NARROW_PREFIX else row.shown, NARROW_PREFIX - 1)
+        prefixes = [
+            ((fit(safe(row.name, 128), NARROW_PREFIX - 1), name_role), (" ", "")),
+            ((state, state_role), (" ", "")),
+        ]
+    indent = WIDE_PREFIX if wide else NARROW_PREFIX
+    body += [()] * (len(prefixes) - len(body))
+    return [
+        (prefixes[i] if i < len(prefixes) else ((" " * indent, ""),)) + _cut(b, width - indent)
+        for i, b in enumerate(body)
     ]
-    lines = body if len(body) >= 2 else [*body, ()] if body else [(), ()]
-    for i, b in enumerate(lines):
-        prefix = prefixes[i] if i < 2 else ((" " * NARROW_PREFIX, ""),)
-        out.append(prefix + _cut(b, room))
-    return out
 
 
 def _cut(parts: Parts, room: int) -> Parts:
@@ -298,13 +281,13 @@ def _cut(parts: Parts, room: int) -> Parts:
     return tuple(out)
 
 
-def legend() -> tuple[tuple[str, str], ...]:
-    return (
-        ("live", "a line arrived within the last 3 intervals"),
-        ("stale Ns", "no line for N seconds (the connection hangs, or it just dropped)"),
-        ("unreachable", "the last attempt failed; its ssh error is shown; retried with backoff"),
-        ("no gputop", "the host has no gputop: the install command is shown"),
-        ("new schema", "the host's gputop is newer than this one: update this one"),
-        ("bad data", "the host sent lines that are not gputop snapshots"),
-        ("ut% mem", "GPU utilization and memory used, percent; n/a = not reported"),
-    )
+#: The fleet's markers, for its help screen.
+LEGEND = (
+    ("live", "a line arrived within the last 3 intervals"),
+    ("stale Ns", "no line for N seconds (the connection hangs, or it just dropped)"),
+    ("unreachable", "the last attempt failed; its ssh error is shown; retried with backoff"),
+    ("no gputop", "the host has no gputop: the install command is shown"),
+    ("new schema", "the host's gputop is newer than this one: update this one"),
+    ("bad data", "the host sent lines that are not gputop snapshots"),
+    ("ut% mem", "GPU utilization and memory used, percent; n/a = not reported"),
+)

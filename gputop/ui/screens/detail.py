@@ -10,6 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -37,7 +38,6 @@ JudgingSource = Callable[[], str | None]
 
 Point = tuple[float, float | None]  # (seconds relative to the newest sample, value)
 
-PERCENT_TICKS = (0, 25, 50, 75, 100)
 _RATE_UNITS = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
 
 
@@ -109,27 +109,16 @@ def _on_chart(y: float | None, scale: float, ymax: float) -> float | None:
 def runs(points: Sequence[Point]) -> list[tuple[list[float], list[float]]]:
     """Split a series at unknown values so each run is drawn as its own line (gaps stay gaps)."""
     out: list[tuple[list[float], list[float]]] = []
-    xs: list[float] = []
-    ys: list[float] = []
-    for x, y in points:
-        if y is None:
-            if xs:
-                out.append((xs, ys))
-                xs, ys = [], []
-            continue
-        xs.append(x)
-        ys.append(y)
-    if xs:
-        out.append((xs, ys))
+    for known, group in groupby(points, key=lambda p: p[1] is not None):
+        if known:
+            run = list(group)
+            out.append(([x for x, _ in run], [y for _, y in run if y is not None]))
     return out
 
 
 def rate_unit(peak: float) -> tuple[str, float]:
     """The unit that shows ``peak`` bytes/s as a number below 1024."""
-    for name, scale in _RATE_UNITS:
-        if peak < 1024 * scale:
-            return name, scale
-    return _RATE_UNITS[-1]
+    return next((u for u in _RATE_UNITS if peak < 1024 * u[1]), _RATE_UNITS[-1])
 
 
 def _peak(*series: Sequence[Point]) -> float | None:
@@ -157,10 +146,9 @@ def verdict_lines(
     judging: str | None = None,
 ) -> tuple[Parts, ...]:
     """The GPU's verdict, evidence, advice and history as lines (or ``judging``: why none)."""
-    if judging is not None:
-        return ((("verdict: ", "label"), (judging, "dim")),)
-    if verdict is None:
-        return ((("verdict: ", "label"), (f"{fmt.NA} for GPU {gpu_index}", "dim")),)
+    if judging is not None or verdict is None:
+        why = judging if judging is not None else f"{fmt.NA} for GPU {gpu_index}"
+        return ((("verdict: ", "label"), (why, "dim")),)
     lines: list[Parts] = list(verdict_parts(verdict))
     history = verdict_history(log)
     if history is not None:
@@ -171,9 +159,7 @@ def verdict_lines(
 class HistoryPlot(PlotextPlot):
     """A plotext chart whose data only changes when ``draw`` is called."""
 
-    DEFAULT_CSS = """
-    HistoryPlot { height: 1fr; width: 1fr; }
-    """
+    DEFAULT_CSS = "HistoryPlot { height: 1fr; width: 1fr; }"
 
     _last_draw: tuple[str, tuple[Series, ...], dict[str, Any]] | None = None
     _drawn_columns = 0
@@ -205,8 +191,7 @@ class HistoryPlot(PlotextPlot):
         self._last_draw = (title, tuple(series), options)
         # plotext draws every cell between two points: a value off the chart (or NaN, or
         # inf) would exhaust memory or raise, so each is clipped to the chart, or dropped.
-        span, ymax = _sane(span, 10.0), _sane(ymax, 100.0)
-        scale = _sane(scale, 1.0)
+        span, ymax, scale = _sane(span, 10.0), _sane(ymax, 100.0), _sane(scale, 1.0)
         right = _sane(after, 0.0) if after is not None else 0.0
         plt = self.plt
         plt.clear_data()
@@ -217,17 +202,11 @@ class HistoryPlot(PlotextPlot):
         if after is not None:
             plt.vline(0, "gray")
         for s in series:
-            labelled = False
             points = [(x, _on_chart(y, scale, ymax)) for x, y in s.points if -span <= x <= right]
-            for xs, ys in runs(downsample(points, span + right, columns, right=right)):
-                plt.plot(
-                    xs,
-                    ys,
-                    color=s.color,
-                    marker="hd",
-                    label=None if labelled or len(series) == 1 else s.label,
-                )
-                labelled = True
+            shown = downsample(points, span + right, columns, right=right)
+            for n, (xs, ys) in enumerate(runs(shown)):
+                label = s.label if n == 0 and len(series) > 1 else None  # once per series
+                plt.plot(xs, ys, color=s.color, marker="hd", label=label)
         plt.xlim(-span, right)
         plt.ylim(0, ymax)
         yt = list(yticks) if yticks is not None else [ymax * i / 4 for i in range(5)]
@@ -284,10 +263,8 @@ class DetailScreen(Screen[None]):
         yield Static(id="detail-now")
         yield Static(id="detail-verdict")
         with Grid(id="detail-charts"):
-            yield HistoryPlot(id="plot-util")
-            yield HistoryPlot(id="plot-mem")
-            yield HistoryPlot(id="plot-pcie")
-            yield HistoryPlot(id="plot-power")
+            for name in ("util", "mem", "pcie", "power"):
+                yield HistoryPlot(id=f"plot-{name}")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -305,21 +282,9 @@ class DetailScreen(Screen[None]):
     def action_close(self) -> None:
         self.dismiss(None)
 
-    def _latest_gpu(self) -> GpuSample | None:
-        return self.history[-1].gpu(self.gpu_index) if self.history else None
-
-    def _last_known_name(self) -> str | None:
-        """The newest name the GPU had (a lost GPU reports none)."""
-        for snap in reversed(self.history):
-            gpu = snap.gpu(self.gpu_index)
-            if gpu is not None and gpu.name:
-                return gpu.name
-        return None
-
     def _span(self) -> float:
-        if len(self.history) < 2:
-            return 10.0
-        return max(10.0, self.history[-1].time - self.history[0].time)
+        h = self.history
+        return max(10.0, h[-1].time - h[0].time) if len(h) >= 2 else 10.0
 
     def _after_span(self) -> float | None:
         """Seconds shown after the cursor (a replay), None live."""
@@ -331,10 +296,11 @@ class DetailScreen(Screen[None]):
 
     def _title(self) -> Text:
         text = Text(f"GPU {self.gpu_index}")
-        name = self._last_known_name()
+        # The newest name the GPU had (a lost GPU reports none).
+        gpus = (snap.gpu(self.gpu_index) for snap in reversed(self.history))
+        name = next((gpu.name for gpu in gpus if gpu is not None and gpu.name), None)
         if name:
-            text.append("  ")
-            text.append(fmt.clean_text(name, 80) or fmt.NA)
+            text.append("  " + (fmt.clean_text(name, 80) or fmt.NA))
         n = len(self.history)
         after = self._after_span()
         if after is None:
@@ -343,13 +309,12 @@ class DetailScreen(Screen[None]):
             n += len(self.after)
             shown = f"{self._span():.0f} s before the cursor and {after:.0f} s after"
         text.append(f"  · {shown}, {n} sample{'s' if n != 1 else ''}")
-        text.append("  · Esc back", style="dim")
-        return text
+        return text.append("  · Esc back", style="dim")
 
     def _now(self) -> Text:
         if not self.history:
             return Text("no samples yet", style="italic")
-        gpu = self._latest_gpu()
+        gpu = self.history[-1].gpu(self.gpu_index)
         if gpu is None:
             return Text(
                 f"GPU {self.gpu_index} is not in the latest snapshot; history below is older",
@@ -374,7 +339,6 @@ class DetailScreen(Screen[None]):
         return Text("  ".join(parts))
 
     def _render_history(self) -> None:
-        h, i = self.history, self.gpu_index
         self.query_one("#detail-title", Static).update(self._title())
         self.query_one("#detail-now", Static).update(self._now())
         box = self.query_one("#detail-verdict", Static)
@@ -383,21 +347,19 @@ class DetailScreen(Screen[None]):
             verdict, log = self._verdict()
             judging = self._judging() if self._judging is not None else None
             styles = rich_styles(self.app.theme_variables)
-            box.update(to_text(verdict_lines(verdict, log, i, judging), styles))
+            box.update(to_text(verdict_lines(verdict, log, self.gpu_index, judging), styles))
 
         def chart(name: str, title: str, series: list[Series], **options: Any) -> None:
             self.query_one(f"#plot-{name}", HistoryPlot).draw(
                 title, series, span=self._span(), after=self._after_span(), **options
             )
 
-        timeline = gpu_timeline(h, i, self.after)
+        timeline = gpu_timeline(self.history, self.gpu_index, self.after)
         util = _series(timeline, lambda g: g.utilization.gpu)
         mem = _series(timeline, lambda g: fmt.ratio_percent(g.memory.used, g.memory.total))
-        for name, title, line in (
-            ("util", "GPU utilization %", Series("gpu", 10, util)),
-            ("mem", "memory used %", Series("mem", 14, mem)),
-        ):
-            chart(name, title, [line], ymax=100, ylabel="%", yticks=PERCENT_TICKS)
+        percent: dict[str, Any] = dict(ymax=100, ylabel="%", yticks=(0, 25, 50, 75, 100))
+        chart("util", "GPU utilization %", [Series("gpu", 10, util)], **percent)
+        chart("mem", "memory used %", [Series("mem", 14, mem)], **percent)
 
         tx = _series(timeline, lambda g: g.pcie.tx_bytes_per_s)
         rx = _series(timeline, lambda g: g.pcie.rx_bytes_per_s)

@@ -13,6 +13,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+#: (key or marker, what it means) lines of the help.
+Rows = Sequence[tuple[str, str]]
+
 #: Marker -> meaning; the app may pass its own to HelpScreen.
 LEGEND: tuple[tuple[str, str], ...] = (
     (
@@ -35,7 +38,7 @@ LEGEND: tuple[tuple[str, str], ...] = (
 )
 
 
-def help_table(bindings: Sequence[tuple[str, str]], legend: Sequence[tuple[str, str]]) -> Table:
+def help_table(bindings: Rows, legend: Rows) -> Table:
     """Keys, then markers, in one table so both columns line up."""
     table = Table(box=None, show_header=False, pad_edge=False, expand=True)
     table.add_column("key", style="bold", no_wrap=True)
@@ -54,28 +57,15 @@ class HelpScreen(ModalScreen[None]):
     """Keys and markers. Esc, ? or q closes it."""
 
     DEFAULT_CSS = """
-    HelpScreen {
-        align: center middle;
-    }
+    HelpScreen { align: center middle; }
     HelpScreen #help-dialog {
-        width: 90%;
-        max-width: 100;
-        height: auto;
-        max-height: 90%;
-        border: thick $primary;
-        background: $surface;
-        padding: 0 1;
+        width: 90%; max-width: 100; height: auto; max-height: 90%;
+        border: thick $primary; background: $surface; padding: 0 1;
     }
-    HelpScreen #help-body {
-        height: 1fr;  /* scrolls inside the dialog; the close line below stays visible */
-    }
-    HelpScreen #help-body Static {
-        height: auto;
-    }
-    HelpScreen #help-close {
-        color: $text-muted;
-        height: 1;
-    }
+    /* The body scrolls inside the dialog; the close line below stays visible. */
+    HelpScreen #help-body { height: 1fr; }
+    HelpScreen #help-body Static { height: auto; }
+    HelpScreen #help-close { color: $text-muted; height: 1; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -83,11 +73,7 @@ class HelpScreen(ModalScreen[None]):
         Binding("question_mark,q", "close", "Close", show=False),
     ]
 
-    def __init__(
-        self,
-        bindings: Sequence[tuple[str, str]],
-        legend: Sequence[tuple[str, str]] = LEGEND,
-    ) -> None:
+    def __init__(self, bindings: Rows, legend: Rows = LEGEND) -> None:
         super().__init__()
         self.key_bindings = tuple(bindings)
         self.legend = tuple(legend)

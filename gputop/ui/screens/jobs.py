@@ -90,29 +90,27 @@ def job_cells(job: Job) -> dict[str, str]:
     }
 
 
-def _columns(wide: bool) -> list[tuple[Column, int]]:
-    return [(c, c.width(not wide)) for c in JOB_COLUMNS if c.width(not wide)]
+def _columns(width: int) -> list[tuple[Column, int]]:
+    compact = width < WIDE_WIDTH
+    return [(c, c.width(compact)) for c in JOB_COLUMNS if c.width(compact)]
 
 
 def job_header(width: int) -> str:
-    wide = width >= WIDE_WIDTH
-    cells = [fit(c.label, w, c.align) for c, w in _columns(wide)]
+    cells = [fit(c.label, w, c.align) for c, w in _columns(width)]
     return " " * TREE_ICON + " ".join(cells) + " COMMAND"
 
 
 def job_parts(job: Job, verdict: Verdict | None, width: int) -> Parts:
-    wide = width >= WIDE_WIDTH
     values = job_cells(job)
+    mark = None if verdict is None else verdict_mark(verdict)
     parts: list[Part] = []
-    for col, w in _columns(wide):
-        if col.key == "verdict":
-            if verdict is None:
-                parts.append((fit(fmt.NA, w), "dim"))
-            else:
-                mark = verdict_mark(verdict)
-                parts.append((fit(mark.text(w), w), mark.role))
-        else:
+    for col, w in _columns(width):
+        if col.key != "verdict":
             parts.append((fit(values[col.key], w, col.align), ""))
+        elif mark is None:
+            parts.append((fit(fmt.NA, w), "dim"))
+        else:
+            parts.append((fit(mark.text(w), w), mark.role))
         parts.append((" ", ""))
     used = TREE_ICON + sum(len(t) for t, _ in parts)
     room = max(MIN_COMMAND, width - used - 2)
@@ -124,10 +122,8 @@ def _status(info: ProcessInfo | None) -> tuple[str, str]:
     status = None if info is None else info.status
     if status is None:
         return fmt.NA, "dim"
-    if status == "disk-sleep":
-        return "D disk-sleep", "warn"
-    if status == "zombie":
-        return "zombie", "warn"
+    if status in ("disk-sleep", "zombie"):
+        return ("D " if status == "disk-sleep" else "") + status, "warn"
     return safe(status, 16), ""
 
 
@@ -207,32 +203,16 @@ def job_entries(
             if parent is not None:
                 workers_of.setdefault(parent, []).append(pid)
         children: list[Entry] = []
-        placed: set[int] = set()
         for gpu, pid in job.gpu_pids:
-            workers: tuple[Entry, ...] = ()
-            if pid not in placed:  # a process on two GPUs: its workers under the first
-                placed.add(pid)
-                workers = tuple(
-                    Entry(f"worker:{job.id}:{w}", job.id, worker_parts(w, index.get(w), room2))
-                    for w in workers_of.get(pid, ())
-                )
-            children.append(
-                Entry(
-                    f"gpu:{job.id}:{gpu}:{pid}",
-                    job.id,
-                    gpu_proc_parts(gpu, gpu_procs.get((gpu, pid)), pid, index.get(pid), room1),
-                    workers,
-                    expanded=not fold_workers,
-                )
+            workers = tuple(  # popped: a process on two GPUs has its workers under the first
+                Entry(f"worker:{job.id}:{w}", job.id, worker_parts(w, index.get(w), room2))
+                for w in workers_of.pop(pid, ())
             )
-        out.append(
-            Entry(
-                f"job:{job.id}",
-                job.id,
-                job_parts(job, verdicts.get(job.id), width),
-                tuple(children),
-            )
-        )
+            line = gpu_proc_parts(gpu, gpu_procs.get((gpu, pid)), pid, index.get(pid), room1)
+            key = f"gpu:{job.id}:{gpu}:{pid}"
+            children.append(Entry(key, job.id, line, workers, expanded=not fold_workers))
+        line = job_parts(job, verdicts.get(job.id), width)
+        out.append(Entry(f"job:{job.id}", job.id, line, tuple(children)))
     return tuple(out)
 
 
@@ -253,9 +233,8 @@ def job_detail_parts(
 ) -> tuple[Parts, ...]:
     """The selected job in full; with ``width`` the command line is cut to one line (the
     rest always wraps in full)."""
-    who = safe(job.user, 64)
     head = f"job {job.root_pid}"
-    middle = f" · {who} · "
+    middle = f" · {safe(job.user, 64)} · "
     command = job_command(job)
     if width is not None:
         command = fit(command, max(MIN_COMMAND, width - len(head) - len(middle)))
@@ -285,19 +264,16 @@ def to_text(lines: Sequence[Parts], styles: Mapping[str, Style]) -> Text:
 
 
 class JobTree(Tree[str]):
-    DEFAULT_CSS = """
-    JobTree { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }
-    """
+    DEFAULT_CSS = "JobTree { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("jobs", id=id)
         self.show_root = False
         self.guide_depth = GUIDE
         self.auto_expand = False  # Enter does not fold; Space does
-        self._labels: dict[str, Parts] = {}
         self._styles: Mapping[str, Style] | None = None
         self.nodes_by_key: dict[str, TreeNode[str]] = {}
-        self.job_of: dict[str, str] = {}  # node key -> job id
+        self.entries: dict[str, Entry] = {}  # node key -> what the node shows
 
     def reconcile(self, entries: Sequence[Entry], styles: Mapping[str, Style]) -> None:
         """Show ``entries``, keeping known nodes (so the cursor and folds stay)."""
@@ -346,11 +322,9 @@ class JobTree(Tree[str]):
                 else:
                     node = parent.add(label, entry.key, after=previous, expand=entry.expanded)
                 self.nodes_by_key[entry.key] = node
-                self.job_of[entry.key] = entry.job_id
-                self._labels[entry.key] = entry.parts
-            elif restyle or self._labels.get(entry.key) != entry.parts:
+            elif restyle or self.entries[entry.key].parts != entry.parts:
                 node.set_label(to_text((entry.parts,), styles))
-                self._labels[entry.key] = entry.parts
+            self.entries[entry.key] = entry
             node.allow_expand = bool(entry.children)
             self._reconcile(node, entry.children, styles, restyle)
             previous = node
@@ -360,8 +334,7 @@ class JobTree(Tree[str]):
             self._forget(child)
         if node.data is not None:
             self.nodes_by_key.pop(node.data, None)
-            self.job_of.pop(node.data, None)
-            self._labels.pop(node.data, None)
+            self.entries.pop(node.data, None)
 
     def select_key(self, key: str) -> bool:
         node = self.nodes_by_key.get(key)
@@ -381,25 +354,14 @@ class JobsScreen(Screen[None]):
     """Esc, j or q returns."""
 
     DEFAULT_CSS = """
-    JobsScreen #jobs-title {
-        height: 1;
-        padding: 0 1;
-        background: $panel;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
+    JobsScreen #jobs-title, JobsScreen #jobs-header {
+        height: 1; text-wrap: nowrap; text-overflow: ellipsis;
     }
-    JobsScreen #jobs-header {
-        height: 1;
-        text-style: bold;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-    }
+    JobsScreen #jobs-title { padding: 0 1; background: $panel; }
+    JobsScreen #jobs-header { text-style: bold; }
     JobsScreen #jobs-detail {
-        height: auto;
-        max-height: 60%;
-        overflow-y: auto;
-        border-top: hkey $primary-muted;
-        padding: 0 1;
+        height: auto; max-height: 60%; overflow-y: auto;
+        border-top: hkey $primary-muted; padding: 0 1;
     }
     """
 
@@ -442,8 +404,7 @@ class JobsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._refresh(force=True)
-        pid = self._select_pid
-        diagnosis = self._shown
+        pid, diagnosis = self._select_pid, self._shown
         if pid is not None and diagnosis is not None:
             job = next((j for j in diagnosis.jobs if pid in j.pids), None)
             if job is not None:
@@ -475,7 +436,8 @@ class JobsScreen(Screen[None]):
 
     def _refresh(self, force: bool = False) -> None:
         diagnosis = self._diagnose()
-        width = self.size.width or self.app.size.width
+        size = self.size if self.size.width else self.app.size
+        width = size.width
         if not force and diagnosis is self._shown and width == self._width:
             return
         self._shown = diagnosis
@@ -490,7 +452,6 @@ class JobsScreen(Screen[None]):
             self.job_tree.reconcile((), styles)
             self._show_detail()
             return
-        snap = diagnosis.snapshot
         jobs = diagnosis.jobs
         ngpus = len({g for j in jobs for g in j.gpus})
         title_parts: Parts = (
@@ -501,27 +462,18 @@ class JobsScreen(Screen[None]):
         )
         title.update(to_text((title_parts,), styles))
         header.update(Text(job_header(width)))
-        size = self.size if self.size.width else self.app.size
         fold = size.width < FOLD_WIDTH or size.height < FOLD_HEIGHT
-        entries = job_entries(jobs, diagnosis.job_verdicts, snap, width, fold_workers=fold)
-        self.job_tree.reconcile(entries, styles)
+        verdicts, snap = diagnosis.job_verdicts, diagnosis.snapshot
+        self.job_tree.reconcile(job_entries(jobs, verdicts, snap, width, fold_workers=fold), styles)
         self.updates += 1
         self._show_detail()
 
     def selected_job(self) -> Job | None:
         diagnosis = self._shown
-        key = self.job_tree.cursor_key
-        job_id = None if key is None else self.job_tree.job_of.get(key)
-        if diagnosis is None or job_id is None:
+        entry = self.job_tree.entries.get(self.job_tree.cursor_key or "")
+        if diagnosis is None or entry is None:
             return None
-        return diagnosis.job(job_id)
-
-    def _selected_process(self) -> tuple[str, int] | None:
-        key = self.job_tree.cursor_key
-        if key is None or key.startswith("job:"):
-            return None
-        pid = int(key.rsplit(":", 1)[1])
-        return ("GPU process" if key.startswith("gpu:") else "worker", pid)
+        return diagnosis.job(entry.job_id)
 
     def _show_detail(self) -> None:
         box = self.query_one("#jobs-detail", Static)
@@ -543,12 +495,11 @@ class JobsScreen(Screen[None]):
             return
         width = max(MIN_COMMAND, box.content_size.width or self.size.width - 2)
         lines = list(job_detail_parts(job, diagnosis.job_verdicts.get(job.id), width))
-        selected = self._selected_process()
-        if selected is not None:
-            what, pid = selected
-            info = process_index(diagnosis.snapshot).get(pid)
-            command, role = _proc_command(info)
-            head = f"{what} {pid}: "
+        key = self.job_tree.cursor_key
+        if key is not None and not key.startswith("job:"):  # a process: its command in full
+            pid = int(key.rsplit(":", 1)[1])
+            head = f"{'GPU process' if key.startswith('gpu:') else 'worker'} {pid}: "
+            command, role = _proc_command(process_index(diagnosis.snapshot).get(pid))
             command = fit(command, max(MIN_COMMAND, width - len(head)))
             lines.insert(1, ((head, "label"), (command, role)))
         box.update(to_text(lines, styles))

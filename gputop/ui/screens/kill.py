@@ -22,10 +22,9 @@ from textual.widgets import Button, Static
 from gputop import fmt
 from gputop.actions import SIGNALS, KillOutcome, KillTarget, send_signals, summary
 
-COMMAND_LIMIT = 300  # characters of a command line shown (the table crops further)
 
-
-def _target_text(value: str | None, limit: int = COMMAND_LIMIT) -> Text:
+def _target_text(value: str | None, limit: int = 300) -> Text:
+    """A command line (300 characters; the table crops further) or another field, cleaned."""
     return Text(fmt.clean_text(value, limit) or fmt.NA)
 
 
@@ -83,55 +82,21 @@ class KillScreen(ModalScreen[str | None]):
     """Dismisses with a summary of what was sent, or None."""
 
     DEFAULT_CSS = """
-    KillScreen {
-        align: center middle;
-    }
+    KillScreen { align: center middle; }
     KillScreen #kill-dialog {
-        width: 90%;
-        max-width: 120;
-        height: auto;
-        max-height: 90%;
-        border: thick $error;
-        background: $surface;
-        padding: 0 1;
+        width: 90%; max-width: 120; height: auto; max-height: 90%;
+        border: thick $error; background: $surface; padding: 0 1;
     }
-    KillScreen #kill-title {
-        text-style: bold;
-        height: auto;
-    }
-    KillScreen #kill-note {
-        color: $text-muted;
-        height: auto;
-    }
-    KillScreen #kill-owners {
-        height: auto;
-        margin: 1 0 0 0;
-    }
-    KillScreen #kill-targets {
-        height: auto;
-        max-height: 8;
-        margin: 1 0 0 0;
-    }
-    KillScreen #kill-targets Static {
-        height: auto;
-    }
-    KillScreen .kill-buttons {
-        height: auto;
-        align-horizontal: center;
-        margin: 1 0 0 0;
-    }
-    KillScreen .kill-buttons Button {
-        margin: 0 1;
-        min-width: 10;
-    }
-    KillScreen #kill-result {
-        height: auto;
-        max-height: 10;
-        margin: 1 0 0 0;
-    }
-    KillScreen #kill-outcomes {
-        height: auto;
-    }
+    KillScreen #kill-title { text-style: bold; height: auto; }
+    KillScreen #kill-note { color: $text-muted; height: auto; }
+    KillScreen #kill-owners, KillScreen #kill-targets, KillScreen .kill-buttons,
+    KillScreen #kill-result { height: auto; margin: 1 0 0 0; }
+    KillScreen #kill-targets { max-height: 8; }
+    KillScreen #kill-result { max-height: 10; }
+    KillScreen #kill-result, KillScreen #kill-after { display: none; }
+    KillScreen #kill-targets Static, KillScreen #kill-outcomes { height: auto; }
+    KillScreen .kill-buttons { align-horizontal: center; }
+    KillScreen .kill-buttons Button { margin: 0 1; min-width: 10; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -209,8 +174,6 @@ class KillScreen(ModalScreen[str | None]):
                 yield Button("Close", id="close", variant="primary")
 
     def on_mount(self) -> None:
-        self.query_one("#kill-result").display = False
-        self.query_one("#kill-after").display = False
         if self.readonly or not self.targets:
             self.query_one("#cancel", Button).focus()
 
@@ -226,21 +189,17 @@ class KillScreen(ModalScreen[str | None]):
                 if button == sig.name.lower():
                     self.send(sig)
 
-    def send(self, sig: signal.Signals) -> tuple[KillOutcome, ...]:
-        outcomes = send_signals(self.targets, sig, readonly=self.readonly)
-        self.outcomes = outcomes
+    def send(self, sig: signal.Signals) -> None:
+        self.outcomes = outcomes = send_signals(self.targets, sig, readonly=self.readonly)
         self.summary = summary(outcomes, sig)
         self.query_one("#kill-outcomes", Static).update(
             Group(outcomes_table(outcomes), Text("Press any key to close.", style="dim"))
         )
-        self.query_one("#kill-result").display = True
         self.query_one("#kill-title", Static).update(Text(f"{sig.name}: what happened"))
         # Room for the outcomes (each names its pid); #kill-owners may be absent.
-        for widget in self.query("#kill-note, #kill-owners, #kill-targets, #kill-choices"):
-            widget.display = False
-        self.query_one("#kill-after").display = True
+        self.query("#kill-note, #kill-owners, #kill-targets, #kill-choices").set(display=False)
+        self.query("#kill-result, #kill-after").set(display=True)
         self.query_one("#close", Button).focus()
-        return outcomes
 
     def on_key(self, event: events.Key) -> None:
         if self.outcomes is not None:
