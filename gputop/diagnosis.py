@@ -16,7 +16,8 @@ from types import MappingProxyType
 
 from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer, window
+from gputop.analysis.verdict import Analyzer
+from gputop.analysis.window import split_window
 from gputop.model import Snapshot, Verdict
 
 _NO_VERDICTS: Mapping[int, Verdict] = MappingProxyType({})
@@ -96,7 +97,7 @@ class Diagnoser:
                 new += 1
             # Only the window stays whole; the analyzer must see an overlap and every new
             # snapshot once, so the old ones go before judging and the new ones after.
-            drop = len(kept) - len(window(kept, self.thresholds))
+            drop = len(kept) - len(split_window(kept, self.thresholds)[1])
             now = min(drop, max(0, len(kept) - new - 1))
             for _ in range(now):
                 kept.popleft()

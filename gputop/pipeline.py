@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.analysis.window import continues
 from gputop.diagnosis import Diagnoser, Diagnosis
 from gputop.model import Snapshot
 
@@ -76,18 +77,16 @@ class Feed:
         with self._lock:
             if judging is not None:
                 return Frame(history[-1], history, None, judging, tuple(after), generation)
-            return self._frame(history, None, None, tuple(after), generation)
+            return self._frame(history, self._new(history), None, tuple(after), generation)
 
     def _frame(
         self,
         history: tuple[Snapshot, ...],
-        new: tuple[Snapshot, ...] | None,
+        new: tuple[Snapshot, ...],
         judge_jobs: bool | None,
         after: tuple[Snapshot, ...] = (),
         generation: int | None = None,
     ) -> Frame:
-        if new is None:
-            new = self._new(history)
         self._given = history
         done = self._judged
         if new or done is None:
@@ -98,19 +97,9 @@ class Feed:
     def _new(self, history: tuple[Snapshot, ...]) -> tuple[Snapshot, ...]:
         """The snapshots after those judged before if ``history`` continues them, else all
         of it, to a fresh diagnoser."""
-        before = self._given
-        if before:
-            last = before[-1]
-            for at in range(len(history) - 1, -1, -1):
-                if history[at] is last:
-                    head = history[: at + 1]
-                    if len(head) <= len(before) and all(
-                        a is b for a, b in zip(head, before[len(before) - len(head) :], strict=True)
-                    ):
-                        return history[at + 1 :]
-                    break
-                if history[at].time < last.time:
-                    break
+        cut = continues(self._given, history)
+        if cut is not None:
+            return history[len(self._given) - cut :]
         self._diagnoser = Diagnoser(self.thresholds)
         self._judged = None
         return history

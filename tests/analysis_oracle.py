@@ -15,7 +15,7 @@ from gputop.analysis.gpu_rules import Group, held, link_capacity, throttle_class
 from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import Finding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdicts_of, jobs_to_judge
+from gputop.analysis.verdict import Analyzer, JobVerdicts, gpu_verdicts_of, jobs_to_judge
 from gputop.analysis.window import Context
 from gputop.model import GpuSample, Snapshot, Verdict
 
@@ -167,4 +167,4 @@ def all_verdicts(
         assert plain == ctx.group_of_parts(*key), key
         # production's judge then reads the plain group (its memo of the call)
         ctx.groups[key] = plain
-    return gpu_verdicts_of(ctx), job_verdicts_of(ctx, jobs)
+    return gpu_verdicts_of(ctx), dict(JobVerdicts(ctx, jobs_to_judge(ctx, jobs)))

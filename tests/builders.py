@@ -21,7 +21,7 @@ from typing import Any
 
 from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdicts_of
+from gputop.analysis.verdict import Analyzer, JobVerdicts, gpu_verdicts_of, jobs_to_judge
 from gputop.analysis.window import Context
 from gputop.model import (
     Clocks,
@@ -593,7 +593,7 @@ def job_verdicts(
 ) -> dict[str, Verdict]:
     """One verdict per job, keyed by job id. ``jobs`` defaults to the newest snapshot's."""
     ctx = _context(history, thresholds)
-    return {} if ctx is None else job_verdicts_of(ctx, jobs)
+    return {} if ctx is None else dict(JobVerdicts(ctx, jobs_to_judge(ctx, jobs)))
 
 
 def all_verdicts(
@@ -605,7 +605,7 @@ def all_verdicts(
     ctx = _context(history, thresholds)
     if ctx is None:
         return {}, {}
-    return gpu_verdicts_of(ctx), job_verdicts_of(ctx, jobs)
+    return gpu_verdicts_of(ctx), dict(JobVerdicts(ctx, jobs_to_judge(ctx, jobs)))
 
 
 # --- owners (issue 22): who owns each process tree ------------------------------------------

@@ -30,9 +30,7 @@ def used_share(gpu: GpuSample) -> float | None:
 
 
 def held(snap: Snapshot, gpu: GpuSample, t: Thresholds) -> bool:
-    if gpu.processes:
-        return True
-    if any(h.gpu == gpu.index for h in snap.unlisted_holders):
+    if gpu.processes or any(h.gpu == gpu.index for h in snap.unlisted_holders):
         return True
     share = used_share(gpu)
     return share is not None and share >= t.held_memory_fraction
@@ -59,9 +57,7 @@ def link_capacity(gpu: GpuSample) -> float | None:
     cap = p.link_max_bytes_per_s
     lane = lane_bytes_per_s(p.gen)
     if cap is None or cap <= 0:
-        if lane is not None and p.width:
-            return lane * p.width
-        return None
+        return lane * p.width if lane is not None and p.width else None
     max_lane = lane_bytes_per_s(p.max_gen)
     if lane is not None and max_lane is not None and p.width and p.max_width:
         cap *= (lane * p.width) / (max_lane * p.max_width)
@@ -107,8 +103,8 @@ class GpuTick:
         where: set[int] = set()
         link_busy = degraded = 0
         worst: GpuSample | None = None
-        # (index, (RX / capacity, RX), (TX / capacity, TX)); None: direction unknown
-        pcie: list[tuple[int, tuple[float, float] | None, tuple[float, float] | None]] = []
+        # (index, 0 for RX or 1 for TX, rate / capacity, rate) per direction known
+        pcie: list[tuple[int, int, float, float]] = []
         for g in samples:
             util = g.utilization.gpu
             if util is not None and util >= t.util_low:
@@ -137,13 +133,10 @@ class GpuTick:
             cap = link_capacity(g)
             if cap is None or cap <= 0:
                 continue
-            pcie.append(
-                (
-                    g.index,
-                    None if rx is None else (rx / cap, rx),
-                    None if tx is None else (tx / cap, tx),
-                )
-            )
+            if rx is not None:
+                pcie.append((g.index, 0, rx / cap, rx))
+            if tx is not None:
+                pcie.append((g.index, 1, tx / cap, tx))
         self.throttle_busy, self.hard_n, self.soft_n = busy, hard_n, soft_n
         self.hard_names, self.where = frozenset(hard_names), frozenset(where)
         self.link_busy, self.degraded, self.worst = link_busy, degraded, worst
@@ -159,7 +152,6 @@ class Stats:
     low: float
     high: float
     stdev: float
-    n: int
 
 
 def stats(values: Iterable[float | None]) -> Stats | None:
@@ -168,7 +160,7 @@ def stats(values: Iterable[float | None]) -> Stats | None:
         return None
     mean = sum(known) / len(known)
     var = sum((v - mean) ** 2 for v in known) / len(known)
-    return Stats(mean, min(known), max(known), math.sqrt(var), len(known))
+    return Stats(mean, min(known), max(known), math.sqrt(var))
 
 
 def pct(value: float) -> str:
@@ -397,15 +389,13 @@ def pcie(t: Thresholds, parts: Sequence[GpuTick], base: str, severity: str) -> l
     # GPU index -> [sum of ratios, sum of rates, count] for RX, then TX
     sums: dict[int, list[list[float]]] = {}
     for p in parts:
-        for index, rx, tx in p.pcie:
+        for index, direction, ratio, value in p.pcie:
             acc = sums.get(index)
             if acc is None:
                 acc = sums[index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
-            for value, slot in ((rx, acc[0]), (tx, acc[1])):
-                if value is not None:
-                    slot[0] += value[0]
-                    slot[1] += value[1]
-                    slot[2] += 1
+            acc[direction][0] += ratio
+            acc[direction][1] += value
+            acc[direction][2] += 1
     return pcie_finding(t, sums, base, severity)
 
 
@@ -415,11 +405,8 @@ def pcie_finding(
     best: tuple[float, str, int, float] | None = None  # (ratio, direction, gpu, rate)
     for index in sorted(sums):
         for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):
-            if not n:
-                continue
-            ratio = ratio_sum / n
-            if best is None or ratio > best[0]:
-                best = (ratio, direction, index, rate_sum / n)
+            if n and (best is None or ratio_sum / n > best[0]):
+                best = (ratio_sum / n, direction, index, rate_sum / n)
     if best is None or best[0] < t.pcie_near_max:
         return []
     ratio, direction, index, mean_rate = best

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from gputop.analysis.gpu_rules import held, scope_samples
 from gputop.analysis.kinds import RULES, Finding, finding
@@ -44,14 +45,12 @@ def idle_and_held(
 RunKey = tuple[tuple[int, ...], frozenset[int] | None]
 
 
+@dataclass(slots=True, eq=False)
 class Runs:
     """Scope -> (sequence number computed at, the run's first or None, exact: the run did
     not reach the start of its history)."""
 
-    __slots__ = ("memo",)
-
-    def __init__(self) -> None:
-        self.memo: dict[RunKey, tuple[int, int | None, bool]] = {}
+    memo: dict[RunKey, tuple[int, int | None, bool]] = field(default_factory=dict)
 
     def start(self, key: RunKey, n: int, base: int, idle_held: Callable[[int], bool]) -> int:
         """Index of the first snapshot of the run ending the history (``n``: none)."""
@@ -100,14 +99,10 @@ def idle_holder(
     if idle_for >= t.idle_holder_seconds:
         evidence = f"util <= {t.idle_util:g} % for {duration(idle_for)}; {memory}"
     elif start == 0 and idle_for >= t.idle_holder_min_observed:
-        ages: list[float] = []
-        for pid in pids:
-            info = procs.get(pid)
-            if info is None or info.create_time is None:
-                return None  # one unknown age: cannot claim they are all old
-            ages.append(history[-1].time - info.create_time)
-        if not ages or min(ages) < t.idle_holder_seconds:
-            return None
+        born = [None if (info := procs.get(pid)) is None else info.create_time for pid in pids]
+        ages = [history[-1].time - b for b in born if b is not None]
+        if not ages or len(ages) < len(born) or min(ages) < t.idle_holder_seconds:
+            return None  # one unknown age: cannot claim they are all old
         evidence = (
             f"util <= {t.idle_util:g} % for all {duration(idle_for)} observed; "
             f"running for {duration(min(ages))}; {memory}"
@@ -144,13 +139,10 @@ def _form_util(util: Utilization, before: GpuSample | None) -> Utilization:
 
 def _form_memory(memory: GpuMemory, before: GpuSample | None) -> GpuMemory:
     """What a form keeps of a GPU's memory: used and total (``held``), shared."""
-    if before is not None:
-        had = before.memory
-        if had.used == memory.used and had.total == memory.total:
-            return had
-        if had.total == memory.total:  # the same total's object
-            return GpuMemory(total=had.total, used=memory.used)
-    return GpuMemory(total=memory.total, used=memory.used)
+    had = None if before is None else before.memory
+    if had is None or had.total != memory.total:
+        return GpuMemory(total=memory.total, used=memory.used)
+    return had if had.used == memory.used else GpuMemory(total=had.total, used=memory.used)
 
 
 def lookback_form(snap: Snapshot, before: Snapshot | None) -> Snapshot:

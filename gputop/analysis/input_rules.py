@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from gputop.analysis.gpu_rules import mean, pct
 from gputop.analysis.jobs import Job
@@ -48,11 +49,10 @@ class JobTick:
 def _known_cpu(
     pids: tuple[int, ...], index: dict[int, ProcessInfo]
 ) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    rows = [(pid, index.get(pid)) for pid in pids]
     known = [
         (pid, row.cpu_percent)
-        for pid, row in rows
-        if row is not None and row.cpu_percent is not None
+        for pid in pids
+        if (row := index.get(pid)) is not None and row.cpu_percent is not None
     ]
     return tuple(pid for pid, _ in known), tuple(cpu for _, cpu in known)
 
@@ -73,12 +73,12 @@ class JobSignals:
 
 
 def per_pid_means(
-    pids: list[tuple[int, ...]], cpus: list[tuple[float, ...]]
+    ticks: Iterable[tuple[tuple[int, ...], tuple[float, ...]]],
 ) -> list[tuple[int, float]]:
-    """(pid, mean CPU over the ticks it has one), pids in order of first appearance."""
+    """(pid, mean CPU over the (pids, CPUs) ticks it has one), pids in order of appearance."""
     per_pid: dict[int, list[float]] = {}
-    for tick_pids, tick_cpus in zip(pids, cpus, strict=True):
-        for pid, cpu in zip(tick_pids, tick_cpus, strict=True):
+    for pids, cpus in ticks:
+        for pid, cpu in zip(pids, cpus, strict=True):
             per_pid.setdefault(pid, []).append(cpu)
     return [(pid, sum(v) / len(v)) for pid, v in per_pid.items()]
 
@@ -106,10 +106,8 @@ def make_signals(
 
 def signals_of(feats: Sequence[JobTick]) -> JobSignals:
     """A job's signals from its ticks in the window (not empty), in window order."""
-    worker_means = [
-        m for _, m in per_pid_means([f.worker_pids for f in feats], [f.worker_cpu for f in feats])
-    ]
-    main_means = per_pid_means([f.main_pids for f in feats], [f.main_cpu for f in feats])
+    worker_means = [m for _, m in per_pid_means((f.worker_pids, f.worker_cpu) for f in feats)]
+    main_means = per_pid_means((f.main_pids, f.main_cpu) for f in feats)
     return make_signals(
         feats[-1].job,
         worker_means,
@@ -124,14 +122,14 @@ class Track:
     """One job across the window, pushed and popped as it slides: :func:`signals_of`'s
     sums, without going over the window."""
 
-    __slots__ = ("_memo", "cause", "dsleep", "feats", "mcols", "reads", "run", "same", "wcols")
+    __slots__ = ("_memo", "cause", "cols", "dsleep", "feats", "reads", "run", "same")
 
     def __init__(self) -> None:
         self.feats: deque[JobTick] = deque()  # one per window tick it is in
-        # the newest ``run`` feats have the same pids; w/mcols: each pid's CPU over them
+        # the newest ``run`` feats have the same pids; cols: each worker's, then each main
+        # process's CPU over them
         self.run = 0
-        self.wcols: list[deque[float]] = []
-        self.mcols: list[deque[float]] = []
+        self.cols: list[deque[float]] = []
         self.reads: deque[float] = deque()  # known reads, oldest first
         self.dsleep = 0
         # the newest ``same`` feats are one object (all of them: ``_memo`` holds)
@@ -149,14 +147,11 @@ class Track:
         self.same = self.same + 1 if feats and feats[-1] is f else 1
         if feats and f.worker_pids == feats[-1].worker_pids and f.main_pids == feats[-1].main_pids:
             self.run += 1
-            for col, value in zip(self.wcols, f.worker_cpu, strict=True):
-                col.append(value)
-            for col, value in zip(self.mcols, f.main_cpu, strict=True):
+            for col, value in zip(self.cols, f.worker_cpu + f.main_cpu, strict=True):
                 col.append(value)
         else:
             self.run = 1
-            self.wcols = [deque((value,)) for value in f.worker_cpu]
-            self.mcols = [deque((value,)) for value in f.main_cpu]
+            self.cols = [deque((value,)) for value in f.worker_cpu + f.main_cpu]
         feats.append(f)
         if f.read is not None:
             self.reads.append(float(f.read))
@@ -167,9 +162,7 @@ class Track:
         f = self.feats.popleft()
         if len(self.feats) < self.run:  # it was part of the run
             self.run -= 1
-            for col in self.wcols:
-                col.popleft()
-            for col in self.mcols:
+            for col in self.cols:
                 col.popleft()
         if f.read is not None:
             self.reads.popleft()
@@ -188,14 +181,12 @@ class Track:
         if self.run != n:  # the processes changed in the window
             out = signals_of(feats)
         else:
-            reads = self.reads
+            reads, workers = self.reads, len(last.worker_cpu)
+            means = [sum(col) / len(col) for col in self.cols]
             out = make_signals(
                 last.job,
-                [sum(col) / len(col) for col in self.wcols],
-                [
-                    (pid, sum(col) / len(col))
-                    for pid, col in zip(last.main_pids, self.mcols, strict=True)
-                ],
+                means[:workers],
+                list(zip(last.main_pids, means[workers:], strict=True)),
                 self.dsleep,
                 n,
                 sum(reads) / len(reads) if reads else None,
@@ -207,35 +198,26 @@ class Track:
 class HostView:
     """The host side of the window, shared by every scope of one call."""
 
-    __slots__ = ("_history", "_peak", "cpu", "disk_now", "iowait_high", "saturated", "suffix")
-
     def __init__(
         self, window: Sequence[Snapshot], history: Sequence[Snapshot], t: Thresholds
     ) -> None:
         hosts = [s.host for s in window if s.host is not None]
         self.cpu = cpu = mean(h.cpu_percent for h in hosts)  # host CPU %, window mean
         iowait = mean(h.iowait_percent for h in hosts)
-        parts = []
-        if cpu is not None:
-            parts.append(f"host CPU {cpu:.0f} %")
-        if iowait is not None:
-            parts.append(f"iowait {iowait:.0f} %")
-        text = ", ".join(parts)
+        named = (("host CPU", cpu), ("iowait", iowait))
+        text = ", ".join(f"{name} {v:.0f} %" for name, v in named if v is not None)
         self.suffix = f"; {text}" if text else ""  # "; host CPU 93 %, iowait 4 %"
         self.disk_now = mean(h.disk.read_bytes_per_s for h in hosts)  # window mean
         self.iowait_high = iowait is not None and iowait >= t.iowait_high
         self.saturated = cpu is not None and cpu >= t.host_cpu_saturated
         self._history = history
-        self._peak: tuple[float | None] | None = None
 
-    @property
+    @cached_property
     def disk_peak(self) -> float | None:
         """The highest host disk read rate in the whole history."""
-        if self._peak is None:
-            rates = [s.host.disk.read_bytes_per_s for s in self._history if s.host is not None]
-            known = [r for r in rates if r is not None]
-            self._peak = (max(known) if known else None,)
-        return self._peak[0]
+        rates = [s.host.disk.read_bytes_per_s for s in self._history if s.host is not None]
+        known = [r for r in rates if r is not None]
+        return max(known) if known else None
 
 
 # --- the rules -------------------------------------------------------------------------
@@ -254,9 +236,7 @@ def cause_flags(t: Thresholds, sig: JobSignals) -> int:
     if sig.ticks and sig.dsleep_ticks >= t.disk_sleep_fraction * sig.ticks:
         flags |= DSLEEP
     if read is None or read >= t.disk_min_read:
-        flags |= READING
-    if read is not None and read >= t.disk_min_read:
-        flags |= READS
+        flags |= READING if read is None else READING | READS
     if sig.workers > 0 and sig.worker_cpu is not None and sig.worker_cpu >= t.worker_busy_cpu:
         flags |= BUSY_WORKERS
     if (
@@ -364,12 +344,10 @@ def input_causes(
 
         # disk, weak: host disk reads near the highest rate seen, while the job reads
         if (
-            flags & READS
+            flags & READS  # reads known
             and DISK_WEAK.rank not in found
-            and read is not None
             and disk_now is not None
-            and (disk_peak := host.disk_peak) is not None
-            and disk_peak > 0
+            and (disk_peak := host.disk_peak or 0.0) > 0
             and disk_now >= t.disk_near_peak * disk_peak
         ):
             add(

@@ -32,11 +32,9 @@ _NEVER_ROOT_PREFIXES = ("containerd-shim", "systemd-")
 # Always a root: each Jupyter kernel is its own job though they share a server parent.
 ROOT_COMMAND_MARKERS: tuple[str, ...] = ("ipykernel_launcher", "ipykernel")
 
-# multiprocessing's own helpers: children of a GPU process under the spawn and forkserver
-# contexts, but no DataLoader worker, so never counted (or averaged) as one. Matched in
-# the command line they start with: "python -c 'from multiprocessing.<module> import main...'".
-# The fork server's own children (the workers) inherit its command line: a helper's child
-# is never a helper.
+# multiprocessing's helpers (spawn, forkserver contexts): children of a GPU process, never
+# workers; matched in their command line "... from multiprocessing.<module> import main",
+# which the fork server's children (the workers) inherit: a helper's child is no helper.
 HELPER_MODULES: tuple[str, ...] = (
     "multiprocessing.resource_tracker",
     "multiprocessing.forkserver",
@@ -86,11 +84,7 @@ class Job:
 
 def process_name(info: ProcessInfo) -> str | None:
     """The name matched against NEVER_ROOT (lower case, no path, no ': suffix')."""
-    name = info.name
-    if not name and info.command:
-        name = info.command.split(" ", 1)[0]
-    if not name:
-        return None
+    name = info.name or (info.command or "").split(" ", 1)[0]
     name = name.strip().lstrip("-").split(":", 1)[0].strip()
     return name.rsplit("/", 1)[-1].lower() or None
 
@@ -140,11 +134,9 @@ def _find_root(pid: int, index: dict[int, ProcessInfo]) -> int:
         if ppid is None or ppid <= 1 or ppid in seen:
             break
         parent = index.get(ppid)
-        if parent is None or not parent.visible:
+        if parent is None or not parent.visible or parent.user is None:
             break
-        if parent.user is None or parent.user != cur.user or parent.owner != cur.owner:
-            break
-        if is_never_root(parent):
+        if parent.user != cur.user or parent.owner != cur.owner or is_never_root(parent):
             break
         seen.add(ppid)
         cur = parent
@@ -155,12 +147,9 @@ def _gpu_entries(snapshot: Snapshot) -> list[tuple[int, int, tuple[int, int]]]:
     """Sorted (GPU index, pid, (GPU position, process position)), no lost GPU or invalid pid."""
     entries: dict[tuple[int, int], tuple[int, int]] = {}
     for at_gpu, gpu in enumerate(snapshot.gpus):
-        if gpu.lost:
-            continue
-        for at, proc in enumerate(gpu.processes):
-            if proc.pid in INVALID_PIDS:
-                continue
-            entries.setdefault((gpu.index, proc.pid), (at_gpu, at))
+        for at, proc in enumerate(() if gpu.lost else gpu.processes):
+            if proc.pid not in INVALID_PIDS:
+                entries.setdefault((gpu.index, proc.pid), (at_gpu, at))
     return [(g, pid, at) for (g, pid), at in sorted(entries.items())]
 
 
@@ -227,21 +216,10 @@ def _shapes(snapshot: Snapshot, index: dict[int, ProcessInfo]) -> tuple[_Shape, 
         if root is None:
             continue
         info, root_info = index.get(pid), index.get(root)
-        if (
-            pid != root
-            and pid not in gpu_pids
-            and info is not None
-            and root_info is not None
-            and (
-                (
-                    info.user is not None
-                    and root_info.user is not None
-                    and info.user != root_info.user
-                )
-                or info.owner != root_info.owner
-            )
-        ):
-            continue  # two users, or two pods, containers or Slurm jobs, never merge
+        if pid != root and pid not in gpu_pids and info is not None and root_info is not None:
+            users = (info.user, root_info.user)
+            if info.owner != root_info.owner or (users[0] != users[1] and None not in users):
+                continue  # two users, or two pods, containers or Slurm jobs, never merge
         members[root].add(pid)
 
     # A GPU process always belongs to its own root's job.
@@ -405,8 +383,7 @@ def build_jobs_reusing(
     index: dict[int, ProcessInfo] | None = None,
 ) -> tuple[tuple[Job, ...], JobStructure]:
     """``build_jobs(snapshot)`` and its structure, reusing ``before``'s shapes if they fit."""
-    if index is None:
-        index = process_index(snapshot)
+    index = process_index(snapshot) if index is None else index
     key = _structure_key(snapshot, index)
     if before is not None and before.key == key:
         structure = before

@@ -146,15 +146,13 @@ KIND_SPECS: tuple[KindSpec, ...] = (
 
 #: Rule name -> its row.
 RULES: dict[str, KindSpec] = {s.rule: s for s in KIND_SPECS}
-_FIRST: dict[str, KindSpec] = {}
-for _spec in KIND_SPECS:
-    _FIRST.setdefault(_spec.kind, _spec)
+_FIRST = {s.kind: s for s in reversed(KIND_SPECS)}  # kind -> its first row
 #: Every kind, in the order of its first rank.
-KINDS: tuple[str, ...] = tuple(_FIRST)
+KINDS: tuple[str, ...] = tuple(dict.fromkeys(s.kind for s in KIND_SPECS))
 #: Kind -> the verdict's label.
-LABELS: dict[str, str] = {kind: s.label for kind, s in _FIRST.items()}
+LABELS: dict[str, str] = {kind: _FIRST[kind].label for kind in KINDS}
 #: Kind -> the short word of a compact GPU line (a view may show a later row's word).
-VERDICT_WORDS: dict[str, str] = {kind: s.word for kind, s in _FIRST.items()}
+VERDICT_WORDS: dict[str, str] = {kind: _FIRST[kind].word for kind in KINDS}
 
 
 def legend() -> tuple[tuple[str, str], ...]:

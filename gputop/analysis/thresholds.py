@@ -112,7 +112,6 @@ class Thresholds:
     ) -> Thresholds:
         """``base`` (default: the defaults) with ``overrides`` applied (names
         case-insensitive, ``-`` for ``_``); ThresholdError on a bad name or value."""
-        start = base if base is not None else cls()
         known = {f.name: f for f in dataclasses.fields(cls)}
         changes: dict[str, Any] = {}
         for raw_name, raw_value in overrides.items():
@@ -123,7 +122,7 @@ class Thresholds:
                     + ", ".join(n.upper() for n in known)
                 )
             changes[name] = _parse_value(name, raw_value, known[name].type)
-        result = dataclasses.replace(start, **changes)
+        result = dataclasses.replace(base or cls(), **changes)
         result.check()
         return result
 
@@ -153,12 +152,11 @@ class Thresholds:
                 raise ThresholdError(f"{name.upper()}={value}: must be at least 1")
         if self.window_seconds <= 0:
             raise ThresholdError("WINDOW_SECONDS must be above 0")
-        pairs = (
+        for low, high in (
             ("idle_util", "util_low"),
             ("util_low", "util_high"),
             ("worker_idle_cpu", "worker_busy_cpu"),
-        )
-        for low, high in pairs:
+        ):
             if getattr(self, low) > getattr(self, high):
                 raise ThresholdError(
                     f"{low.upper()}={getattr(self, low)} must not exceed "
@@ -170,7 +168,6 @@ class Thresholds:
 
 
 def _parse_value(name: str, value: Any, type_name: Any) -> float | int:
-    is_int = type_name in ("int", int)
     if isinstance(value, int | float) and not isinstance(value, bool):
         number: float = float(value)
     elif isinstance(value, str):
@@ -187,7 +184,7 @@ def _parse_value(name: str, value: Any, type_name: Any) -> float | int:
         raise ThresholdError(f"{name.upper()}: expected a number, got {value!r}")
     if not math.isfinite(number):
         raise ThresholdError(f"{name.upper()}: expected a finite number, got {value!r}")
-    if is_int:
+    if type_name in ("int", int):
         if number != int(number):
             raise ThresholdError(f"{name.upper()}: expected a whole number, got {value!r}")
         return int(number)
@@ -208,13 +205,7 @@ def markdown_table() -> str:
     for name in Thresholds.names():
         meaning, kind = DOCS[name]
         value = getattr(DEFAULT, name)
-        if kind == "bytes":
-            shown = f"{value:.0f} ({value / 2**20:g} MiB/s)"
-        elif kind == "percent":
-            shown = f"{value:g} %"
-        elif kind == "seconds":
-            shown = f"{value:g} s"
-        else:
-            shown = f"{value:g}"
+        unit = {"percent": " %", "seconds": " s"}.get(kind, "")
+        shown = f"{value:.0f} ({value / 2**20:g} MiB/s)" if kind == "bytes" else f"{value:g}{unit}"
         lines.append(f"| `{name.upper()}` | {shown} | {meaning} |")
     return "\n".join(lines)

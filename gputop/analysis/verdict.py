@@ -4,10 +4,8 @@ in order for a scope, :class:`Analyzer` and the API.
 
 from __future__ import annotations
 
-import operator
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from gputop.analysis.gpu_rules import idle, lost_finding
@@ -16,101 +14,84 @@ from gputop.analysis.input_rules import JobTick, Track, input_causes
 from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import RULES, Finding, finding, verdict_of
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.window import Carried, Context, Tick, split_window
+from gputop.analysis.window import Carried, Context, Tick, continues, split_window
 from gputop.model import Snapshot, Verdict
 
 # --- judging one scope ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    gpus: tuple[int, ...]
-    job_ids: tuple[str, ...]  # jobs whose processes explain the GPU's state
-    job: Job | None  # set when judging a job
-
-
-def _judge(ctx: Context, scope: _Scope) -> Verdict:
-    gpus = scope.gpus
+def _judge(
+    ctx: Context, gpus: tuple[int, ...], job_ids: tuple[str, ...], job: Job | None
+) -> Verdict:
+    """A scope's verdict: a GPU set, the jobs that explain its state, the job judged or None."""
     for g in ctx.ticks[-1].lost:
         if g.index in gpus:
             return verdict_of([lost_finding(g)])
 
-    findings: list[Finding] = []
     full = ctx.memory_full(gpus)
-    if full is not None:
-        findings.append(full)
+    findings = [] if full is None else [full]
 
-    holder = _idle_holder(ctx, scope)
+    holder = _idle_holder(ctx, gpus, job)
     if holder is not None:
         findings.append(holder)
         return verdict_of(findings)
 
-    if scope.job is None:
+    if job is None:
         idle_found = idle(ctx.gpu_parts(gpus), ctx.span)
         if idle_found is not None:
             return verdict_of([idle_found])
 
     # The GPU side, shared by every scope on the same GPUs and ticks.
-    group = ctx.group(gpus, None if scope.job is None else ctx.present(scope.job.id))
+    group = ctx.group(gpus, None if job is None else ctx.present(job.id))
     if group.early is not None:
         findings.append(group.early)
         return verdict_of(findings)
     base = group.base
     findings.extend(group.throttle_link)
-
-    causes: list[Finding] = []
-    if not group.busy:
-        causes.extend(group.pcie)
-        jobs = (ctx.causes_of(job_id) for job_id in scope.job_ids)
-        own = scope.job is not None
-        causes.extend(input_causes(ctx.t, ctx.host, jobs, own, base, group.starved, group.severity))
-    findings.extend(causes)
-
     if group.busy:
-        findings.append(
-            finding(
-                RULES["gpu_bound"],
-                base,
-                "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
-                "model side (mixed precision, torch.compile, larger batch)",
-            )
+        advice = (
+            "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
+            "model side (mixed precision, torch.compile, larger batch)"
         )
-    elif not causes:
+        return verdict_of([*findings, finding(RULES["gpu_bound"], base, advice)])
+
+    jobs = (ctx.causes_of(job_id) for job_id in job_ids)
+    own = job is not None
+    causes = input_causes(ctx.t, ctx.host, jobs, own, base, group.starved, group.severity)
+    findings += group.pcie + causes
+    if group.pcie or causes:
+        return verdict_of(findings)
+    if group.starved:
         spec, advice = (
-            (
-                RULES["underused"],
-                "The GPU waits but no host cause is visible: profile a step "
-                "(torch.profiler) to see what it waits for",
-            )
-            if group.starved
-            else (
-                RULES["moderate"],
-                "Steady partial use: profile a step (torch.profiler) if you expected more",
-            )
+            RULES["underused"],
+            "The GPU waits but no host cause is visible: profile a step "
+            "(torch.profiler) to see what it waits for",
         )
-        findings.append(finding(spec, base + _no_host_view_note(ctx, scope), advice))
+    else:
+        spec = RULES["moderate"]
+        advice = "Steady partial use: profile a step (torch.profiler) if you expected more"
+    findings.append(finding(spec, base + _no_host_view_note(ctx, job_ids, job), advice))
     return verdict_of(findings)
 
 
-def _idle_holder(ctx: Context, scope: _Scope) -> Finding | None:
+def _idle_holder(ctx: Context, gpus: tuple[int, ...], job: Job | None) -> Finding | None:
     tick = ctx.ticks[-1]
-    if not tick.idle(scope.gpus, ctx.t):
+    if not tick.idle(gpus, ctx.t):
         return None  # no run of idle-and-held snapshots ends the history
-    job = scope.job
-    samples = tick.samples(scope.gpus)
-    start = ctx.run_start(scope.gpus, None if job is None else frozenset(job.main_pids))
+    samples = tick.samples(gpus)
+    start = ctx.run_start(gpus, None if job is None else frozenset(job.main_pids))
     holders: Sequence[int] = (
         job.main_pids if job is not None else [p.pid for g in samples for p in g.processes]
     )
     return idle_holder(ctx.t, ctx.history, start, samples, tick.procs, holders)
 
 
-def _no_host_view_note(ctx: Context, scope: _Scope) -> str:
+def _no_host_view_note(ctx: Context, job_ids: tuple[str, ...], job: Job | None) -> str:
     latest_jobs = ctx.latest_jobs
-    jobs = [latest_jobs[j] for j in scope.job_ids if j in latest_jobs]
+    jobs = [latest_jobs[j] for j in job_ids if j in latest_jobs]
     if jobs and all(j.visible is not True for j in jobs):
         return "; its processes are not visible from here (other PID namespace?)"
-    if not jobs and scope.job is None:
+    if not jobs and job is None:
         return "; no process listed"
     return ""
 
@@ -118,33 +99,20 @@ def _no_host_view_note(ctx: Context, scope: _Scope) -> str:
 def gpu_verdicts_of(ctx: Context) -> dict[int, Verdict]:
     by_gpu = ctx.ticks[-1].job_ids_by_gpu()
     return {
-        g.index: _judge(ctx, _Scope((g.index,), by_gpu.get(g.index, ()), None))
-        for g in ctx.latest.gpus
+        g.index: _judge(ctx, (g.index,), by_gpu.get(g.index, ()), None) for g in ctx.latest.gpus
     }
 
 
 def jobs_to_judge(ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None) -> dict[str, Job]:
-    if jobs is None:
-        jobs = ctx.latest_jobs
+    jobs = ctx.latest_jobs if jobs is None else jobs
     return {job.id: job for job in (jobs.values() if isinstance(jobs, Mapping) else jobs)}
 
 
 def job_verdict(ctx: Context, job: Job) -> Verdict:
-    return _judge(ctx, _Scope(job.gpus, (job.id,), job))
-
-
-def job_verdicts_of(
-    ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None
-) -> dict[str, Verdict]:
-    return {job_id: job_verdict(ctx, job) for job_id, job in jobs_to_judge(ctx, jobs).items()}
+    return _judge(ctx, job.gpus, (job.id,), job)
 
 
 # --- the API ----------------------------------------------------------------------------
-
-
-def window(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> list[Snapshot]:
-    """The snapshots the window covers (oldest first)."""
-    return split_window(history, thresholds)[1] if history else []
 
 
 class JobVerdicts(Mapping[str, Verdict]):
@@ -215,7 +183,7 @@ class Analyzer:
         """Carry mode: (the history with look-back forms, its sequence number, continued)."""
         prev, older = self._given, self._older
         self._given = given
-        cut = _continues(prev, given)
+        cut = continues(prev, given)
         if cut is None:
             older.clear()
             return [*given], *self._restart()
@@ -266,7 +234,7 @@ class Analyzer:
         if self._carry is not None:  # the window is a suffix of what was given
             full, base, continued = self._carried(full)
         else:  # full[0]'s sequence number, whether it continues the previous numbering
-            cut = _continues(self._full, full)
+            cut = continues(self._full, full)
             base, continued = self._restart() if cut is None else (self._base + cut, True)
         ticks: list[Tick] = []
         for s in window:  # a new snapshot may take its jobs over from the one before
@@ -280,27 +248,20 @@ class Analyzer:
         memory = self.memory
         memory.generation += 1
         memory.groups_before, memory.groups_now = memory.groups_now, {}
-        if not track:
+        if track:
+            self._slide(base + len(full) - len(window), ticks, continued)
+        else:
             memory.tracks, self._window = {}, (0, [])
-            return Context(t, full, window, ticks, base, self._runs)
-        self._slide(base + len(full) - len(window), ticks, continued)
-        return Context(
-            t, full, window, ticks, base, self._runs, carried=memory, generation=memory.generation
-        )
+        carried = memory if track else None  # the plain path carries nothing to the next
+        return Context(t, full, window, ticks, base, self._runs, carried, memory.generation)
 
-    def update(
-        self,
-        history: Sequence[Snapshot],
-        jobs: Sequence[Job] | Mapping[str, Job] | None = None,
-    ) -> Analysis:
+    def update(self, history: Sequence[Snapshot]) -> Analysis:
         """``build_jobs(history[-1])`` and the verdicts on ``history`` (jobs judged lazily)."""
         ctx = self.context(history)
         if ctx is None:
             return Analysis({}, JobVerdicts(None, {}), ())
-        latest_jobs = tuple(ctx.latest_jobs.values())
-        return Analysis(
-            gpu_verdicts_of(ctx), JobVerdicts(ctx, jobs_to_judge(ctx, jobs)), latest_jobs
-        )
+        jobs = ctx.latest_jobs
+        return Analysis(gpu_verdicts_of(ctx), JobVerdicts(ctx, jobs), tuple(jobs.values()))
 
 
 def _push(
@@ -312,17 +273,3 @@ def _push(
             if track is None:
                 track = tracks[job_id] = Track()
             track.push(f)
-
-
-def _continues(prev: list[Snapshot], given: list[Snapshot]) -> int | None:
-    """How many snapshots ``given`` cut from ``prev``'s start, if it continues it; else None."""
-    if not prev:
-        return None
-    last = prev[-1]
-    for i in range(len(given) - 1, -1, -1):
-        if given[i] is last:
-            cut = len(prev) - (i + 1)
-            if cut >= 0 and all(map(operator.is_, given[: i + 1], prev[cut:])):
-                return cut
-            return None
-    return None

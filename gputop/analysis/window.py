@@ -9,6 +9,7 @@ import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from gputop.analysis.gpu_rules import GpuTick, Group, group_of, held, memory_full, scope_samples
 from gputop.analysis.holders import Runs, all_idle, idle_and_held
@@ -23,7 +24,7 @@ from gputop.analysis.input_rules import (
 from gputop.analysis.jobs import Job, JobStructure, build_jobs_reusing, process_index
 from gputop.analysis.kinds import Finding
 from gputop.analysis.thresholds import Thresholds
-from gputop.model import GpuSample, ProcessInfo, Snapshot
+from gputop.model import GpuSample, Snapshot
 
 
 class Tick:
@@ -34,7 +35,6 @@ class Tick:
         "_before",
         "_by_gpu",
         "_gpu",
-        "_held",
         "_idle",
         "_pids",
         "_samples",
@@ -51,51 +51,38 @@ class Tick:
         self.snap = snap
         self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
-        self.procs: dict[int, ProcessInfo]
-        self.jobs: dict[str, Job]
-        self.feats: dict[str, JobTick]
-        self._ageless: bool | None = None
-        self._by_gpu: dict[int, tuple[str, ...]] | None = None
         self.structure: JobStructure
-        if previous is not None and _same_jobs(previous, snap):
-            self.procs = previous.procs
-            self.jobs = previous.jobs
-            self.structure = previous.structure
-            self.feats = previous.feats
-            self._ageless = previous._ageless
-            self._by_gpu = previous._by_gpu
-        else:
+        if previous is None or not _same_jobs(previous, snap):
             self.procs = index = process_index(snap)
             jobs, self.structure = build_jobs_reusing(
                 snap, None if previous is None else previous.structure, index
             )
             self.jobs = {j.id: j for j in jobs}
             self.feats = {job_id: JobTick.of(job, index) for job_id, job in self.jobs.items()}
+            self._ageless: bool | None = None
+            self._by_gpu: dict[int, tuple[str, ...]] | None = None
+        else:
+            self.procs = previous.procs
+            self.jobs = previous.jobs
+            self.structure = previous.structure
+            self.feats = previous.feats
+            self._ageless = previous._ageless
+            self._by_gpu = previous._by_gpu
         self._samples: dict[tuple[int, ...], list[GpuSample]] = {}
         self._gpu: dict[tuple[int, ...], GpuTick] = {}
         # the maps only, not the tick (which would chain every tick before)
-        self._before = (
-            None
-            if previous is None
-            else (previous._gpu, previous._samples, previous.snap.unlisted_holders)
-        )
+        self._before = None if previous is None else (previous._gpu, previous.snap.unlisted_holders)
         self._idle: dict[tuple[int, ...], bool] = {}
-        self._held: dict[tuple[int, ...], bool] = {}
         self._pids: dict[tuple[int, ...], frozenset[int]] = {}
 
     def job_ids_by_gpu(self) -> dict[int, tuple[str, ...]]:
         """GPU index -> the ids of the jobs on it, by GPU memory (most first), root pid."""
         if self._by_gpu is None:
-            by_gpu: dict[int, list[Job]] = {}
-            for j in self.jobs.values():
-                for g in set(j.gpus):
-                    by_gpu.setdefault(g, []).append(j)
-            self._by_gpu = {
-                g: tuple(
-                    j.id for j in sorted(jobs, key=lambda j: (-(j.gpu_memory or 0), j.root_pid))
-                )
-                for g, jobs in by_gpu.items()
-            }
+            by_gpu: dict[int, list[str]] = {}
+            for j in sorted(self.jobs.values(), key=lambda j: (-(j.gpu_memory or 0), j.root_pid)):
+                for g in j.gpus:
+                    by_gpu.setdefault(g, []).append(j.id)
+            self._by_gpu = {g: tuple(ids) for g, ids in by_gpu.items()}
         return self._by_gpu
 
     def ageless(self) -> bool:
@@ -116,13 +103,12 @@ class Tick:
             samples = self.samples(gpus)
             before = self._before
             if before is not None:
-                part, their = before[0].get(gpus), before[1].get(gpus)
+                part = before[0].get(gpus)
                 if (
                     part is not None
-                    and their is not None
-                    and len(their) == len(samples)
-                    and all(map(operator.is_, their, samples))
-                    and before[2] == self.snap.unlisted_holders  # what ``held`` reads
+                    and len(part.samples) == len(samples)
+                    and all(map(operator.is_, part.samples, samples))
+                    and before[1] == self.snap.unlisted_holders  # what ``held`` reads
                 ):
                     out = part
             if out is None:
@@ -148,10 +134,7 @@ class Tick:
             if on is None:
                 on = self._pids[gpus] = frozenset(p.pid for g in samples for p in g.processes)
             return not on.isdisjoint(pids)
-        out = self._held.get(gpus)
-        if out is None:
-            out = self._held[gpus] = all(held(self.snap, g, t) for g in samples)
-        return out
+        return all(held(self.snap, g, t) for g in samples)  # once a tick: the runs' memo
 
 
 def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
@@ -160,9 +143,7 @@ def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
     if snap.processes is not before.processes or len(snap.gpus) != len(before.gpus):
         return False
     for g, h in zip(snap.gpus, before.gpus, strict=True):
-        if g is h:
-            continue
-        if (
+        if g is not h and (
             g.index != h.index
             or g.lost != h.lost
             or g.processes is not h.processes
@@ -174,6 +155,20 @@ def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
 
 
 _time = operator.attrgetter("time")
+
+
+def continues(prev: Sequence[Snapshot], given: Sequence[Snapshot]) -> int | None:
+    """How many snapshots ``given`` cut from ``prev``'s start, if it continues it; else None."""
+    if not prev:
+        return None
+    last = prev[-1]
+    for i in range(len(given) - 1, -1, -1):
+        if given[i] is last:
+            cut = len(prev) - (i + 1)
+            if cut >= 0 and all(map(operator.is_, given[: i + 1], prev[cut:])):
+                return cut
+            return None
+    return None
 
 
 def split_window(
@@ -193,29 +188,21 @@ def split_window(
 
 #: (GPU set, ticks present): the key of a GPU group.
 GroupKey = tuple[tuple[int, ...], tuple[bool, ...]]
-#: (window parts, span, ticks, group): a group with what it was judged from.
-KeptGroup = tuple[list[GpuTick | None], float, int, Group]
+#: (window parts, span, group): a group with what it was judged from.
+KeptGroup = tuple[list[GpuTick | None], float, Group]
 
 
+@dataclass(slots=True, eq=False)
 class Carried:
     """Carried between calls: the job tracks and the GPU groups of the last call and this."""
 
-    __slots__ = ("generation", "groups_before", "groups_now", "tracks")
-
-    def __init__(self) -> None:
-        self.generation = 0  # one per call: a context reads the tracks of its own only
-        self.tracks: dict[str, Track] = {}  # job id -> its track over the window
-        self.groups_before: dict[GroupKey, KeptGroup] = {}
-        self.groups_now: dict[GroupKey, KeptGroup] = {}
+    generation: int = 0  # one per call: a context reads the tracks of its own only
+    tracks: dict[str, Track] = field(default_factory=dict)  # job id -> its track over the window
+    groups_before: dict[GroupKey, KeptGroup] = field(default_factory=dict)
+    groups_now: dict[GroupKey, KeptGroup] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class JobWindow:
-    present: tuple[bool, ...]
-    feats: list[JobTick | None]
-
-
-@dataclass(slots=True)
+@dataclass(eq=False)
 class Context:
     t: Thresholds
     history: list[Snapshot]  # the full history, oldest first
@@ -226,13 +213,10 @@ class Context:
     # its job tracks are valid while its generation is still ``generation``
     carried: Carried | None = None
     generation: int = 0
-    groups: dict[tuple[tuple[int, ...], tuple[bool, ...]], Group] = field(default_factory=dict)
+    groups: dict[GroupKey, Group] = field(default_factory=dict)
     causes: dict[str, tuple[JobSignals, int] | None] = field(default_factory=dict)
-    job_windows: dict[str, JobWindow] = field(default_factory=dict)
     memory: dict[tuple[int, ...], Finding | None] = field(default_factory=dict)
     parts: dict[tuple[int, ...], list[GpuTick]] = field(default_factory=dict)
-    _host: HostView | None = None
-    _all_present: tuple[bool, ...] | None = None
 
     @property
     def latest(self) -> Snapshot:
@@ -246,12 +230,9 @@ class Context:
     def latest_jobs(self) -> dict[str, Job]:
         return self.ticks[-1].jobs
 
-    @property
+    @cached_property
     def host(self) -> HostView:
-        done = self._host
-        if done is None:
-            done = self._host = HostView(self.window, self.history, self.t)
-        return done
+        return HostView(self.window, self.history, self.t)
 
     # --- the GPU side -------------------------------------------------------------------
 
@@ -285,45 +266,31 @@ class Context:
         c = self.carried
         key: GroupKey = (gpus, present)
         kept = None if c is None else c.groups_before.get(key)
-        if (
-            kept is not None
-            and kept[1] == span
-            and kept[2] == len(ticks)
-            and len(kept[0]) == len(parts)
-            and all(map(operator.is_, kept[0], parts))
-        ):
-            group = kept[3]
+        # the key fixes how many ticks and parts there are: the rest must match
+        if kept is not None and kept[1] == span and all(map(operator.is_, kept[0], parts)):
+            group = kept[2]
         else:
             group = group_of(self.t, gpus, parts, ticks, span)
         if c is not None:
-            c.groups_now[key] = (parts, span, len(ticks), group)
+            c.groups_now[key] = (parts, span, group)
         return group
 
     # --- the jobs -----------------------------------------------------------------------
 
     def track(self, job_id: str) -> Track | None:
         c = self.carried
-        if c is None or c.generation != self.generation:
-            return None
-        return c.tracks.get(job_id)
+        return None if c is None or c.generation != self.generation else c.tracks.get(job_id)
 
-    def job_window(self, job_id: str) -> JobWindow:
-        out = self.job_windows.get(job_id)
-        if out is None:
-            feats = [tk.feats.get(job_id) for tk in self.ticks]
-            present = tuple(f is not None for f in feats)
-            # a job judged on its own id may be unknown to the snapshots' jobs
-            out = self.job_windows[job_id] = JobWindow(present, feats)
-        return out
+    def feats(self, job_id: str) -> list[JobTick | None]:
+        """The job in each window tick (a job judged on its own id may be in none)."""
+        return [tk.feats.get(job_id) for tk in self.ticks]
 
     def present(self, job_id: str) -> tuple[bool, ...]:
         """Whether the job is in each window tick."""
         track = self.track(job_id)
         if track is not None and len(track.feats) == len(self.ticks):
-            if self._all_present is None:
-                self._all_present = (True,) * len(self.ticks)
-            return self._all_present
-        return self.job_window(job_id).present
+            return (True,) * len(self.ticks)
+        return tuple(f is not None for f in self.feats(job_id))
 
     def causes_of(self, job_id: str) -> tuple[JobSignals, int] | None:
         """The job's window signals and their ``cause_flags``, memoized."""
@@ -334,16 +301,12 @@ class Context:
         out: tuple[JobSignals, int] | None = None
         if track is not None:
             sig = track.signals()
-            kept = track.cause
-            if kept is not None and kept[0] is sig:
-                out = kept
-            else:
-                out = track.cause = (sig, cause_flags(self.t, sig))
-        else:
-            feats = [f for f in self.job_window(job_id).feats if f is not None]
-            if feats:
-                sig = signals_of(feats)
-                out = (sig, cause_flags(self.t, sig))
+            if track.cause is None or track.cause[0] is not sig:
+                track.cause = (sig, cause_flags(self.t, sig))
+            out = track.cause
+        elif feats := [f for f in self.feats(job_id) if f is not None]:
+            sig = signals_of(feats)
+            out = (sig, cause_flags(self.t, sig))
         causes[job_id] = out
         return out
 

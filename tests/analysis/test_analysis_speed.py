@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from gputop.analysis import jobs as jobs_mod
-from gputop.analysis import verdict as vd
 from gputop.analysis import window as analysis_window
 from gputop.analysis.input_rules import Track
 from gputop.analysis.jobs import build_jobs
@@ -132,7 +131,7 @@ def test_the_analyzer_keeps_only_the_window() -> None:
     for _ in range(80):
         hist = [*hist[-59:], next(snaps)]  # a 60 s lookback
         analyzer.update(hist)
-    n_window = len(vd.window(hist, t))
+    n_window = len(analysis_window.split_window(hist, t)[1])
     assert len(analyzer._ticks) == n_window  # per-snapshot work: the window's only
     assert analyzer._window[1][-1].snap is hist[-1]
     assert len(analyzer.memory.tracks) == 2 * 4  # one per job in the window

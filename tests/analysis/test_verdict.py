@@ -35,7 +35,8 @@ from gputop.analysis.kinds import (
     WARMING_UP,
 )
 from gputop.analysis.thresholds import ThresholdError, Thresholds
-from gputop.analysis.verdict import Analyzer, window
+from gputop.analysis.verdict import Analyzer
+from gputop.analysis.window import split_window
 from gputop.model import Pcie, ProcessInfo, Snapshot, UnlistedHolder, Verdict, replace
 from gputop.sources.demo import DemoSource
 from tests.builders import (
@@ -552,7 +553,7 @@ def test_shared_gpu_verdict_names_the_job() -> None:
 
 def test_window_ignores_older_snapshots() -> None:
     snaps = snapshot_history(steady(10, 30) + steady(95, 21), tree=trainer_processes(worker_cpu=30))
-    assert len(window(snaps)) == 21
+    assert len(split_window(snaps, th.DEFAULT)[1]) == 21
     assert gv(snaps).kind == GPU_BOUND
     assert gv(snaps, Thresholds.from_overrides({"window_seconds": 60})).kind != GPU_BOUND
 
@@ -642,7 +643,7 @@ def test_defaults_are_documented_in_docs_verdicts() -> None:
 def test_slow_sampling_window_keeps_min_samples() -> None:
     # one sample every 10 s: the 20 s window would hold 3; it is widened to MIN_SAMPLES
     snaps = snapshot_history(steady(30, 8), interval=10.0, tree=trainer_processes(worker_cpu=95))
-    assert len(window(snaps)) == th.DEFAULT.min_samples
+    assert len(split_window(snaps, th.DEFAULT)[1]) == th.DEFAULT.min_samples
     v = gv(snaps)
     assert v.kind == INPUT_CPU
     assert "over 40 s" in v.evidence
