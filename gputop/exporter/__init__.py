@@ -8,7 +8,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from gputop import argtypes, gcpolicy
@@ -19,8 +18,7 @@ if TYPE_CHECKING:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """'127.0.0.1:9867', ':9867' (all interfaces), '[::1]:9867', '9867' (loopback) ->
-    (host, port)."""
+    """'127.0.0.1:9867', ':9867' (all interfaces), '[::1]:9867', '9867' (loopback): (host, port)"""
     from gputop.exporter.server import DEFAULT_HOST
 
     host, sep, port_text = text.rpartition(":")
@@ -143,12 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
+        signal.signal(sig, lambda _signum, _frame: stop.set())
 
     source = make_source(args)
     # The state's feed keeps the history the verdicts need.

@@ -1,6 +1,5 @@
 """Cached encoders for the Prometheus text format and OpenMetrics 1.0.0, byte for byte
-``prometheus_client``'s (the tests compare them); docs/exporter.md says how.
-"""
+``prometheus_client``'s (the tests compare them); docs/exporter.md says how."""
 
 from __future__ import annotations
 
@@ -35,21 +34,26 @@ class _Encoder:
     fallback: Callable[[Collector], bytes]  # the library's encoder
     prefix_of: Callable[[str, dict[str, str]], str]  # ``name{labels} ``
     plain: Callable[[Any, str], bool]  # whether it writes (sample, family's name) itself
-    head: Callable[[Any], tuple[str, str] | None]  # (HELP/TYPE lines, sample name); None: no
+    make_head: Callable[[Any], tuple[str, str]]  # (HELP/TYPE/UNIT lines, sample name)
 
     def __init__(self) -> None:
         self._prefix: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-        self._heads: dict[tuple[str, ...], str] = {}
+        self._heads: dict[tuple[str, ...], tuple[str, str]] = {}
         self._lines: _Lines = {}
 
-    def __call__(self, registry: Collector) -> bytes:
-        metrics = list(registry.collect())
-        out = self._encode(metrics)
-        if out is None:  # something this encoder does not handle: the library's, all of it
-            return self.fallback(_Fixed(metrics))
-        return out
+    def head(self, metric: Any) -> tuple[str, str] | None:
+        """:attr:`make_head`, cached; None for a type it does not write."""
+        if metric.type not in _PLAIN_TYPES:
+            return None
+        key = (metric.name, metric.type, metric.documentation, metric.unit)
+        head = self._heads.get(key)
+        if head is None:
+            head = self._heads[key] = self.make_head(metric)
+        return head
 
-    def _encode(self, metrics: Iterable[Any]) -> bytes | None:
+    def __call__(self, registry: Collector) -> bytes:
+        """The registry's bytes; with what this encoder does not handle, the library's."""
+        metrics = list(registry.collect())
         if len(self._prefix) > MAX_CACHED:
             self._prefix.clear()
         series_families: list[Family] = []
@@ -59,7 +63,7 @@ class _Encoder:
         for metric in metrics:
             head = self.head(metric)
             if head is None:
-                return None
+                return self.fallback(_Fixed(metrics))
             append(head[0])
             if type(metric) is Family:
                 _series(metric, self._lines, self.prefix_of, output)
@@ -67,7 +71,7 @@ class _Encoder:
                 continue
             for s in metric.samples:
                 if not self.plain(s, head[1]):
-                    return None
+                    return self.fallback(_Fixed(metrics))
                 key = (s.name, tuple(s.labels.items()))
                 prefix = prefixes.get(key)
                 if prefix is None:
@@ -83,18 +87,12 @@ class TextEncoder(_Encoder):
 
     fallback = staticmethod(generate_latest)
 
-    def head(self, metric: Any) -> tuple[str, str] | None:
-        mtype = _PLAIN_TYPES.get(metric.type)
-        if mtype is None:
-            return None
+    @staticmethod
+    def make_head(metric: Any) -> tuple[str, str]:
         mname = metric.name + SAMPLE_SUFFIX.get(metric.type, "")
-        key = (mname, mtype, metric.documentation)
-        head = self._heads.get(key)
-        if head is None:
-            name = escape_metric_name(mname, UNDERSCORES)
-            doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
-            head = self._heads[key] = f"# HELP {name} {doc}\n# TYPE {name} {mtype}\n"
-        return head, mname
+        name = escape_metric_name(mname, UNDERSCORES)
+        doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        return f"# HELP {name} {doc}\n# TYPE {name} {_PLAIN_TYPES[metric.type]}\n", mname
 
     @staticmethod
     def plain(sample: Any, name: str) -> bool:
@@ -149,13 +147,7 @@ def _pruned(lines: _Lines, families: list[Family]) -> _Lines:
     count = sum(len(fam.series) for fam in families)
     if len(lines) <= 2 * count + 64:
         return lines
-    kept: _Lines = {}
-    for fam in families:
-        name = fam.sample_name
-        for labels, _ in fam.series:
-            key = (name, labels)
-            kept[key] = lines[key]
-    return kept
+    return {(f.sample_name, ls): lines[f.sample_name, ls] for f in families for ls, _ in f.series}
 
 
 def _value(value: float) -> str:
@@ -192,19 +184,12 @@ class OpenMetricsEncoder(_Encoder):
     def prefix_of(name: str, labels: dict[str, str]) -> str:
         return _prefix(om._escape(name, UNDERSCORES, om._is_legacy_labelname_rune), labels)
 
-    def head(self, metric: Any) -> tuple[str, str] | None:
-        if metric.type not in _PLAIN_TYPES:
-            return None
-        key = (metric.name, metric.type, metric.documentation, metric.unit)
-        head = self._heads.get(key)
-        if head is None:
-            name = escape_metric_name(metric.name, UNDERSCORES)
-            doc = _escape_value(metric.documentation)
-            head = f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n"
-            if metric.unit:
-                head += f"# UNIT {name} {metric.unit}\n"
-            self._heads[key] = head
-        return head, metric.name
+    @staticmethod
+    def make_head(metric: Any) -> tuple[str, str]:
+        name = escape_metric_name(metric.name, UNDERSCORES)
+        head = f"# HELP {name} {_escape_value(metric.documentation)}\n# TYPE {name} {metric.type}\n"
+        unit = f"# UNIT {name} {metric.unit}\n" if metric.unit else ""
+        return head + unit, metric.name
 
     @staticmethod
     def plain(sample: Any, name: str) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
 from gputop import __version__
@@ -165,34 +165,27 @@ class Family(Metric):
 
     @property
     def samples(self) -> list[Sample]:
-        if self._samples is None:
-            self._samples = self._library().samples
+        if self._samples is None:  # as the library's families make them (an info's value: 1)
+            info = self.type == "info"
+            self._samples = []
+            for labels, value in self.series:
+                named = dict(zip(self.labelnames, labels, strict=True))
+                self._samples.append(Sample(self.sample_name, named, 1 if info else value))
         return self._samples
 
     @samples.setter
     def samples(self, value: list[Sample]) -> None:
         self._samples = value if value else None  # Metric.__init__ sets []
 
-    def _library(self) -> Metric:
-        fam: GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily
-        if self.type == "info":
-            info = fam = InfoMetricFamily(self.name, self.documentation, labels=self.labelnames)
-            for labels, _ in self.series:
-                info.add_metric(labels, {})
-            return fam
-        cls = CounterMetricFamily if self.type == "counter" else GaugeMetricFamily
-        fam = cls(self.name, self.documentation, labels=self.labelnames, unit=self.unit)
-        for labels, value in self.series:
-            fam.add_metric(labels, value)
-        return fam
 
-
-def _family(name: str) -> Family:
-    """The empty family of a :data:`METRICS` entry, named by its scrape name."""
+def _family(name: str, series: Iterable[tuple[tuple[str, ...], float]] = ()) -> Family:
+    """The family of a :data:`METRICS` entry, named by its scrape name, with ``series``."""
     d = _DEFS[name]
     base = name.removesuffix(SAMPLE_SUFFIX.get(d.type, ""))
     unit = "seconds" if d.type == "counter" and base.endswith("_seconds") else ""
-    return Family(base, d.help, d.type, d.labels, unit)
+    fam = Family(base, d.help, d.type, d.labels, unit)
+    fam.series.extend(series)
+    return fam
 
 
 def _gpu_values(g: GpuSample) -> Iterable[tuple[str, float]]:
@@ -238,35 +231,14 @@ def job_rows(
         key = (job.user or "", _job_name(job), gpus, owner_labels(job.owner))
         groups.setdefault(key, []).append(job)
     rows: list[JobRow] = []
-    for (user, name, gpus, owner), members in groups.items():
+    for key, members in sorted(groups.items()):  # ties in the order below: by the key
         mems = [j.gpu_memory for j in members if j.gpu_memory is not None]
         cpus = [j.cpu_percent for j in members if j.cpu_percent is not None]
-        cpu_ratio = None
-        if cpus and cpu_count:
-            cpu_ratio = sum(cpus) / 100.0 / cpu_count
-        kinds = sorted({verdicts[j.id].kind for j in members if j.id in verdicts})
-        rows.append(
-            JobRow(
-                user,
-                name,
-                gpus,
-                owner,
-                sum(mems) if mems else None,
-                cpu_ratio,
-                sum(len(j.worker_pids) for j in members),
-                tuple(kinds),
-            )
-        )
-    rows.sort(
-        key=lambda r: (
-            -(r.gpu_memory or 0),
-            -(r.cpu_ratio or 0.0),
-            r.user,
-            r.command,
-            r.gpus,
-            r.owner,
-        )
-    )
+        cpu_ratio = sum(cpus) / 100.0 / cpu_count if cpus and cpu_count else None
+        kinds = tuple(sorted({verdicts[j.id].kind for j in members if j.id in verdicts}))
+        workers = sum(len(j.worker_pids) for j in members)
+        rows.append(JobRow(*key, sum(mems) if mems else None, cpu_ratio, workers, kinds))
+    rows.sort(key=lambda r: (-(r.gpu_memory or 0), -(r.cpu_ratio or 0.0)))
     return rows[: max(0, max_jobs)]
 
 
@@ -275,8 +247,7 @@ def owner_memory(snapshot: Snapshot, max_series: int) -> list[tuple[tuple[str, .
     sums: dict[tuple[str, ...], float] = {}
     for g in snapshot.gpus:
         for p in g.processes:
-            owner = None if p.host is None else p.host.owner
-            labels = owner_labels(owner)
+            labels = owner_labels(None if p.host is None else p.host.owner)
             if p.gpu_memory is not None and any(labels):
                 key = (str(g.index), *labels)
                 sums[key] = sums.get(key, 0.0) + float(p.gpu_memory)
@@ -295,10 +266,7 @@ def build(
     max_jobs: int = DEFAULT_MAX_JOBS,
 ) -> list[Metric]:
     """Every family for one snapshot (None: nothing sampled yet, only build info)."""
-    out: list[Metric] = []
-    build_info = _family("gputop_build_info")
-    build_info.series.append(((__version__,), 1.0))
-    out.append(build_info)
+    out: list[Metric] = [_family("gputop_build_info", [((__version__,), 1.0)])]
     if snapshot is None:
         return out
 
@@ -329,21 +297,18 @@ def build(
             if rate is not None:
                 pcie.append(((label, direction), float(rate)))
         if g.clock_event_reasons is not None:
-            active = g.clock_event_reasons
+            active = g.clock_event_reasons  # every known reason, then any other that holds
+            every = (*REASONS, *sorted(set(active).difference(REASONS)))
             reasons = gauge("gputop_gpu_clock_event_reason")
-            for reason in REASONS:
-                reasons.append(((label, reason), 1.0 if reason in active else 0.0))
-            for reason in sorted(set(active).difference(REASONS)):
-                reasons.append(((label, reason), 1.0))
+            reasons.extend(((label, r), 1.0 if r in active else 0.0) for r in every)
         for m in g.mig_devices:
             slot = str(m.index)
             ids = (m.uuid or "", m.profile or "", _text(m.gpu_instance_id))
             mig_info.series.append(((label, slot, *ids, _text(m.compute_instance_id)), 1.0))
             for which, amount in (("used", m.memory.used), ("total", m.memory.total)):
                 if amount is not None:
-                    gauge(f"gputop_gpu_mig_memory_{which}_bytes").append(
-                        ((label, slot), float(amount))
-                    )
+                    mig = gauge(f"gputop_gpu_mig_memory_{which}_bytes")
+                    mig.append(((label, slot), float(amount)))
         verdict = gpu_verdicts.get(g.index)
         if verdict is not None:
             gauge("gputop_gpu_verdict").append(((label, verdict.kind, verdict.severity), 1.0))
@@ -353,11 +318,8 @@ def build(
     out.extend(families.values())
 
     shown = {str(g.index) for g in snapshot.gpus if not g.lost}
-    seconds = _family("gputop_gpu_verdict_seconds_total")
-    seconds.series.extend(
-        (key, value) for key, value in sorted(totals.verdict_seconds.items()) if key[0] in shown
-    )
-    out.append(seconds)
+    seconds = [s for s in sorted(totals.verdict_seconds.items()) if s[0][0] in shown]
+    out.append(_family("gputop_gpu_verdict_seconds_total", seconds))
 
     if with_jobs:
         cpu_count = snapshot.host.cpu_count if snapshot.host is not None else None
@@ -374,27 +336,18 @@ def build(
             workers.series.append((labels, float(row.workers)))
             for kind in row.kinds:
                 job_verdict.series.append(((*labels, kind), 1.0))
-        owned = _family("gputop_process_owner_gpu_memory_bytes")
-        owned.series.extend(owner_memory(snapshot, max_jobs))
+        owned = _family("gputop_process_owner_gpu_memory_bytes", owner_memory(snapshot, max_jobs))
         out += (memory, cpu, workers, job_verdict, owned)
 
-    out.append(_plain("gputop_driver_available", 1.0 if snapshot.driver.available else 0.0))
-    out.append(_plain("gputop_last_sample_timestamp_seconds", snapshot.time))
+    available = 1.0 if snapshot.driver.available else 0.0
+    out.append(_family("gputop_driver_available", [((), available)]))
+    out.append(_family("gputop_last_sample_timestamp_seconds", [((), snapshot.time)]))
     if snapshot.tick_seconds is not None:
-        out.append(_plain("gputop_sample_duration_seconds", snapshot.tick_seconds))
-    errors = _family("gputop_read_errors_total")
-    errors.series.extend(
-        ((source,), float(count)) for source, count in sorted(totals.read_errors.items())
-    )
-    out.append(errors)
+        out.append(_family("gputop_sample_duration_seconds", [((), snapshot.tick_seconds)]))
+    errors = sorted(totals.read_errors.items())
+    out.append(_family("gputop_read_errors_total", (((k,), float(v)) for k, v in errors)))
     return out
 
 
 def _text(value: int | None) -> str:
     return "" if value is None else str(value)
-
-
-def _plain(name: str, value: float) -> Family:
-    fam = _family(name)
-    fam.series.append(((), value))
-    return fam

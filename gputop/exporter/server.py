@@ -1,8 +1,6 @@
-"""The exporter: sampler -> diagnosis -> a Collector, served over HTTP.
-
-A tick only diagnoses and counts; a scrape never calls NVML, and the families and the
-encoded body are built once per tick (docs/exporter.md, "How it works").
-"""
+"""The exporter: sampler -> diagnosis -> a Collector, served over HTTP. A tick only diagnoses
+and counts; a scrape never calls NVML, and the families and the encoded body are built once
+per tick (docs/exporter.md, "How it works")."""
 
 from __future__ import annotations
 
@@ -40,6 +38,8 @@ HANDLER = "gputop-http-conn"
 GZIP_LEVEL = 1
 #: The OpenMetrics variant Prometheus asks for first (the cached encoder writes it).
 _OPENMETRICS_1 = {"escaping": UNDERSCORES, "version": "1.0.0"}
+#: The newest frame's snapshot, GPU verdicts, jobs and job verdicts: metrics.build's first.
+_Latest = tuple[Snapshot | None, dict[int, Verdict], tuple[Job, ...], dict[str, Verdict]]
 
 
 class ExportState:
@@ -53,53 +53,37 @@ class ExportState:
         with_jobs: bool = False,
         max_jobs: int = metrics.DEFAULT_MAX_JOBS,
     ) -> None:
-        # Without --jobs no job verdict is judged.
         self.feed = Feed(thresholds, judge_jobs=with_jobs)
         self.feed.subscribers.append(self.on_frame)
+        self.on_snapshot = self.feed.push  # the sampler's: each frame comes to on_frame
         self.interval = interval
         self.with_jobs = with_jobs
         self.max_jobs = max_jobs
         self.selection: frozenset[int] | None = None  # --gpus, set after the first tick
         self._lock = threading.Lock()
-        self._snapshot: Snapshot | None = None
-        self._gpu_verdicts: dict[int, Verdict] = {}
-        self._jobs: tuple[Job, ...] = ()
-        self._job_verdicts: dict[str, Verdict] = {}
+        self._latest: _Latest = (None, {}, (), {})
         self._totals = metrics.Totals()
         self.generation = 0
-        self._built: tuple[int, list[Metric]] | None = None
-
-    def on_snapshot(self, snapshot: Snapshot) -> None:
-        self.feed.push(snapshot)
+        self._built: list[Metric] | None = None  # the families of this generation
 
     def on_frame(self, frame: Frame) -> None:
         assert frame.diagnosis is not None  # a live feed's frames are always judged
         diagnosis = frame.diagnosis.only(self.selection)
         shown = filter_gpus(frame.snapshot, self.selection)
+        latest = (shown, dict(diagnosis.gpus), diagnosis.jobs, dict(diagnosis.job_verdicts))
         with self._lock:
             self._totals.add(shown, diagnosis.gpus, max_step=2.0 * self.interval)
-            self._snapshot = shown
-            self._gpu_verdicts = dict(diagnosis.gpus)
-            self._jobs = diagnosis.jobs
-            self._job_verdicts = dict(diagnosis.job_verdicts)
+            self._latest = latest
             self.generation += 1
+            self._built = None
 
     def families(self) -> list[Metric]:
         with self._lock:
-            built = self._built
-            if built is not None and built[0] == self.generation:
-                return built[1]
-            fams = metrics.build(
-                self._snapshot,
-                self._gpu_verdicts,
-                self._jobs,
-                self._job_verdicts,
-                self._totals,
-                with_jobs=self.with_jobs,
-                max_jobs=self.max_jobs,
-            )
-            self._built = (self.generation, fams)
-            return fams
+            if self._built is None:
+                self._built = metrics.build(
+                    *self._latest, self._totals, with_jobs=self.with_jobs, max_jobs=self.max_jobs
+                )
+            return self._built
 
 
 class SnapshotCollector(Collector):
@@ -108,11 +92,8 @@ class SnapshotCollector(Collector):
     def __init__(self, state: ExportState) -> None:
         self.state = state
 
-    def collect(self) -> Iterable[Metric]:
+    def collect(self) -> Iterable[Metric]:  # only: no describe(), no build at registration
         return list(self.state.families())
-
-    def describe(self) -> Iterable[Metric]:
-        return []  # do not build families at registration
 
 
 def make_registry(state: ExportState) -> CollectorRegistry:
@@ -140,8 +121,7 @@ class _Server(ThreadingHTTPServer):
     request_seconds = 10.0
 
     def __init__(self, address: tuple[str, int], state: ExportState) -> None:
-        host = address[0]
-        if ":" in host:  # IPv6 literal
+        if ":" in address[0]:  # IPv6 literal
             self.address_family = socket.AF_INET6
         self.state = state
         self.registry = make_registry(state)
@@ -175,6 +155,7 @@ class _Server(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         now = time.monotonic()
+        job = (request, client_address)
         with self._pool_lock:
             self._open[request] = now
             over = len(self._open) - self.max_connections
@@ -186,12 +167,9 @@ class _Server(ThreadingHTTPServer):
                         conn.shutdown(socket.SHUT_RDWR)
             if self._idle:
                 self._idle -= 1  # that thread is now promised this connection
-                self._handoff.put((request, client_address))
+                self._handoff.put(job)
                 return
-        thread = threading.Thread(
-            target=self._handle, args=((request, client_address),), name=HANDLER, daemon=True
-        )
-        thread.start()
+        threading.Thread(target=self._handle, args=(job,), name=HANDLER, daemon=True).start()
 
     def _handle(self, job: tuple[Any, Any] | None) -> None:
         while job is not None:
@@ -286,8 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.command != "HEAD":
                 self.wfile.write(data)
 
-    def do_HEAD(self) -> None:
-        self.do_GET()
+    do_HEAD = do_GET
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per scrape on stderr would drown what matters

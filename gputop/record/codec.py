@@ -1,13 +1,10 @@
-"""Block codec: a run of snapshots <-> one compressed, column-encoded payload.
-
-The encoding is described in docs/recording.md ("Format"). Decoding is exact:
-``decode(encode(s)) == s``, floats bit for bit (a decimal column is used only where the
-division gives back the very same float).
-"""
+"""Block codec: a run of snapshots <-> one compressed, column-encoded payload (the encoding:
+docs/recording.md, "Format"). Decoding is exact, floats bit for bit: decode(encode(s)) == s."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -37,6 +34,8 @@ from gputop.model import (
 LEVEL = 15
 
 _LEN = "#"  # path element of a list's length
+#: A flattened snapshot: path -> leaf (:func:`flatten`).
+Row = dict[tuple[Any, ...], Any]
 _MISSING = object()
 
 
@@ -80,20 +79,18 @@ def _unshare_hosts(d: dict[str, Any]) -> dict[str, Any]:
                 info = procs.get(row.get("pid"))
                 if info is None:
                     raise CodecError("a process row refers to a pid the snapshot lacks")
-                for k, v in info.items():
-                    if k != "pid":
-                        row[k] = v
+                row.update((k, v) for k, v in info.items() if k != "pid")
     return d
 
 
-def flatten(snapshot: Snapshot) -> dict[tuple[Any, ...], Any]:
+def flatten(snapshot: Snapshot) -> Row:
     """The snapshot's leaves: path -> scalar (a list's length under ``#``)."""
-    out: dict[tuple[Any, ...], Any] = {}
+    out: Row = {}
     _flatten(_share_hosts(snapshot.to_dict()), (), out)
     return out
 
 
-def _flatten(value: Any, path: tuple[Any, ...], out: dict[tuple[Any, ...], Any]) -> None:
+def _flatten(value: Any, path: tuple[Any, ...], out: Row) -> None:
     if isinstance(value, dict):
         if not value:
             out[(*path, "{}")] = 0
@@ -212,13 +209,11 @@ def _decode_column(desc: list[Any], data: bytes, n: int) -> list[Any]:
 # --- blocks ---------------------------------------------------------------------------
 
 
-def encode_rows(rows: Sequence[dict[tuple[Any, ...], Any]]) -> bytes:
+def encode_rows(rows: Sequence[Row]) -> bytes:
     """The uncompressed payload of flattened snapshots (:func:`flatten`)."""
     if not rows:
         raise ValueError("an empty block")
-    keys: dict[tuple[Any, ...], None] = {}
-    for row in rows:
-        keys.update(dict.fromkeys(row))
+    keys = dict.fromkeys(itertools.chain.from_iterable(rows))
     n = len(rows)
     descs: list[list[Any]] = []
     blobs: list[bytes] = []
@@ -258,24 +253,20 @@ def _decode_columns(
     columns: list[list[Any]] = []
     flags: list[tuple[bool, bool]] = []
     for desc in descs:
-        length = desc[1]
-        body = [desc[0], *desc[2:]]
-        rows = None
-        if isinstance(body[-1], dict):
-            rows = body.pop()["rows"]
-        data = payload[pos : pos + length]
-        pos += length
-        count = n if rows is None else len(rows)
-        try:
-            values = _decode_column(body, data, count)
-        except (struct.error, ValueError, TypeError, IndexError) as exc:
+        try:  # a recording is untrusted: any column description may be damaged
+            body = [desc[0], *desc[2:]]
+            rows = body.pop()["rows"] if isinstance(body[-1], dict) else None
+            data = payload[pos : pos + desc[1]]
+            pos += desc[1]
+            values = _decode_column(body, data, n if rows is None else len(rows))
+            if rows is not None:
+                full: list[Any] = [_MISSING] * n
+                for i, v in zip(rows, values, strict=True):
+                    full[i] = v
+                values = full
+        except (struct.error, ValueError, TypeError, IndexError, KeyError) as exc:
             raise CodecError(f"unreadable column: {exc}") from None
         kind = body[0]
-        if rows is not None:
-            full: list[Any] = [_MISSING] * n
-            for i, v in zip(rows, values, strict=True):
-                full[i] = v
-            values = full
         constant = rows is None and kind in ("c", "cf")
         floats = kind in ("n", "f", "cf") or (kind == "c" and type(body[1]) is float)
         columns.append(values)
@@ -287,12 +278,12 @@ def decode_snapshots(payload: bytes) -> list[Snapshot]:
     """The snapshots of an uncompressed payload: straight from the columns, or (paths
     :class:`_Direct` does not know) ``Snapshot.from_dict`` of each row's dict."""
     n, keys, columns, flags = _decode_columns(payload)
-    direct = _Direct(n, keys, columns, flags)
     try:
-        snapshots = direct.snapshots()
+        direct = _Direct(n, keys, columns, flags)
+        snapshots, suspect = direct.snapshots(), direct.suspect
     except _Fallback:
-        snapshots, direct.suspect = _from_dicts(n, keys, columns), True
-    if not direct.suspect:  # every column within LIMITS: the check would change nothing
+        snapshots, suspect = _from_dicts(n, keys, columns), True
+    if not suspect:  # every column within LIMITS: the check would change nothing
         return snapshots
     try:  # a recording is untrusted: the remote lines' check by value
         return [check_values(s, "replay", "the recording") for s in snapshots]
@@ -361,10 +352,6 @@ def decompress(data: bytes, dictionary: bytes | None = None) -> bytes:
 # shared. Anything unknown raises _Fallback and the dict path decodes the block.
 
 
-#: (class, field) -> (its LIMITS, its _classify kind), or None: not bounded.
-_SCANS: dict[tuple[type, str], Any] = {}
-
-
 class _Fallback(Exception):
     pass
 
@@ -398,15 +385,10 @@ def _tree(keys: list[tuple[Any, ...]]) -> _Node:
     return root
 
 
-_MAKERS: dict[type, Callable[..., Any]] = {}
-
-
+@functools.cache
 def _maker(cls: type) -> Callable[..., Any]:
     """A positional constructor of the frozen, slotted dataclass ``cls`` that sets the
     slots directly (``__init__`` without its per-field ``object.__setattr__``)."""
-    found = _MAKERS.get(cls)
-    if found is not None:
-        return found
     names = [f.name for f in dataclasses.fields(cls)]
     if hasattr(cls, "__post_init__") or not all(
         isinstance(cls.__dict__.get(name), types.MemberDescriptorType) for name in names
@@ -419,28 +401,36 @@ def _maker(cls: type) -> Callable[..., Any]:
     body = "".join(f"    s{i}(o, a{i})\n" for i in range(len(names)))
     exec(f"def make({args}):\n    o = new(cls)\n{body}    return o\n", env)
     made: Callable[..., Any] = env["make"]
-    _MAKERS[cls] = made
     return made
 
 
-_KINDS: dict[Any, tuple[int, Any]] = {}
-
-
+@functools.cache
 def _classify(tp: Any) -> tuple[int, Any]:
     """(1: a dataclass, 2: a tuple, 0: a value; the type without its Optional)."""
-    found = _KINDS.get(tp)
-    if found is None:
-        bare = tp
-        if typing.get_origin(tp) in (typing.Union, types.UnionType):  # Optional: its type
-            bare = next(a for a in typing.get_args(tp) if a is not type(None))
-        if isinstance(bare, type) and dataclasses.is_dataclass(bare):
-            found = (1, bare)
-        elif typing.get_origin(bare) is tuple:
-            found = (2, bare)
-        else:
-            found = (0, bare)
-        _KINDS[tp] = found
-    return found
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):  # Optional: its type
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return 1, tp
+    return (2 if typing.get_origin(tp) is tuple else 0), tp
+
+
+@functools.cache
+def _bounds(cls: type, name: str) -> tuple[tuple[float, float, str], int, set[type]] | None:
+    """A field's LIMITS, its _classify kind and the number types it takes; None: unbounded."""
+    limit = LIMITS.get((cls, name))
+    if not limit:
+        return None
+    kind, bare = _classify(type_hints(cls)[name])
+    return limit, kind, {int} if bare is int else {int, float}
+
+
+def _default(f: dataclasses.Field[Any], n: int) -> list[Any]:
+    """The column of a field no row has: its default (none: _Fallback)."""
+    if f.default is not dataclasses.MISSING:
+        return [f.default] * n
+    if f.default_factory is not dataclasses.MISSING:
+        return [f.default_factory()] * n
+    raise _Fallback
 
 
 class _Direct:
@@ -463,15 +453,8 @@ class _Direct:
     def _scan(self, cls: type, name: str, col: list[Any], constant: bool) -> None:
         """Whether the column may hold a value outside its LIMITS (a fast test, at C speed,
         that lets a block whose every value is sane skip :func:`check_values`)."""
-        if self.suspect:
-            return
-        found = _SCANS.get((cls, name), _MISSING)
-        if found is _MISSING:
-            limit = LIMITS.get((cls, name))
-            kind, bare = _classify(type_hints(cls)[name])
-            numbers = {int} if bare is int else {int, float}
-            found = _SCANS[(cls, name)] = limit and (limit, kind, numbers)
-        if not found:
+        found = None if self.suspect else _bounds(cls, name)
+        if found is None:
             return
         (low, high, _), kind, numbers = found
         values = col[:1] if constant else col
@@ -530,25 +513,17 @@ class _Direct:
             return self._merge_own(node, self._gpu_processes(node), False)
         hints = type_hints(cls)
         fields = dataclasses.fields(cls)
-        known = {f.name for f in fields}
-        if not known.issuperset(node.children):
+        if not {f.name for f in fields}.issuperset(node.children):
             raise _Fallback
-        if cls is Snapshot and "processes" in node.children:
-            procs, _ = self._build(node.children["processes"], hints["processes"])
-            self._processes = procs
+        if cls is Snapshot and "processes" in node.children:  # before the GPUs' host_ref
+            self._processes = self._build(node.children["processes"], hints["processes"])[0]
         cols: list[Any] = []
         constant = True
         n = self.n
         for f in fields:
             child = node.children.get(f.name)
             if child is None:
-                if f.default is not dataclasses.MISSING:
-                    value = f.default
-                elif f.default_factory is not dataclasses.MISSING:
-                    value = f.default_factory()
-                else:
-                    raise _Fallback
-                cols.append([value] * n)
+                cols.append(_default(f, n))
                 continue
             if cls is Snapshot and f.name == "processes" and self._processes is not None:
                 col, same = self._processes, False
@@ -576,7 +551,7 @@ class _Direct:
             return self._merge_own(node, [_MISSING] * n, False)
         lengths = self.columns[node.length]
         count = len(node.children)
-        if set(node.children) != set(range(count)):
+        if set(node.children) != set(range(count)) or (not variadic and count > len(args)):
             raise _Fallback
         elements: list[list[Any]] = []
         constant = self.flags[node.length][0]
@@ -607,9 +582,7 @@ class _Direct:
         if not _ROW_KEYS.union(HOST_FIELDS).issuperset(node.children) or "pid" not in node.children:
             raise _Fallback
         n = self.n
-        missing = _MISSING
-        pids, _ = self._build(node.children["pid"], hints["pid"])
-        self._scan(GpuProcess, "pid", pids, False)
+        pids, _ = self._build(node.children["pid"], hints["pid"])  # scanned with the others
         hosts: list[Any] = [None] * n
         if any(name in node.children for name in HOST_FIELDS):
             info_hints = type_hints(ProcessInfo)
@@ -628,7 +601,7 @@ class _Direct:
             if ref.own is None or ref.children or ref.length is not None:
                 raise _Fallback
             for r, is_ref in enumerate(self.columns[ref.own]):
-                if is_ref is not missing and is_ref:
+                if is_ref is not _MISSING and is_ref:
                     info = self._info(r, pids[r])
                     hosts[r] = info if self._has_host(info.visible) else None
         cols: list[Any] = []
@@ -637,9 +610,7 @@ class _Direct:
             if f.name == "host":
                 cols.append(hosts)
             elif child is None:
-                if f.default is dataclasses.MISSING:
-                    raise _Fallback
-                cols.append([f.default] * n)
+                cols.append(_default(f, n))
             else:
                 cols.append(pids if f.name == "pid" else self._build(child, hints[f.name])[0])
                 self._scan(GpuProcess, f.name, cols[-1], False)

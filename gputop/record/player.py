@@ -17,6 +17,7 @@ from gputop.record.store import Recording, RecordingError
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 #: Recorded gaps longer than this are skipped while playing.
 GAP_SECONDS = 60.0
+_Snaps = tuple[Snapshot, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +27,9 @@ class Frame:
 
     generation: int
     snapshot: Snapshot
-    history: tuple[Snapshot, ...]
+    history: _Snaps
     complete: bool
-    after: tuple[Snapshot, ...] = ()
+    after: _Snaps = ()
 
 
 class Player:
@@ -40,15 +41,12 @@ class Player:
         position: int | None = None,
         *,
         lookback: float = 600.0,
-        after: float | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.recording = recording
         last = len(recording) - 1
         self._pos = last if position is None else max(0, min(position, last))
         self.lookback = lookback
-        # The detail charts' window after the cursor: half the look-back by default.
-        self.after_seconds = lookback / 2 if after is None else after
+        self.after_seconds = lookback / 2  # the detail charts' window after the cursor
         self.on_snapshot: Callable[[Snapshot], None] | None = None
         self.speed = 1.0
         self.playing = False
@@ -56,9 +54,11 @@ class Player:
         self.stale = False
         self.last_error: str | None = None
         self.at_end = self._pos == last
-        self._monotonic = monotonic
         self._interval = float(recording.header.get("interval") or 1.0)
-        self._size_cache()
+        # Enough decoded blocks for the whole window: playing decodes each once.
+        span = max([b.last - b.first for b in recording.blocks[-8:]], default=0.0)
+        needed = math.ceil((lookback + self.after_seconds) / max(span + self._interval, 1e-3))
+        recording.cache_blocks = max(recording.cache_blocks, min(needed + 4, 4096))
         self._t = recording[self._pos].time  # the cursor, recorded time
         self._frame: Frame | None = None
         self._generation = 0
@@ -68,14 +68,6 @@ class Player:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.superseded = 0  # moves whose decoding stopped for a newer request
-
-    def _size_cache(self) -> None:
-        """Keep enough decoded blocks for the whole window: playing decodes each once."""
-        rec = self.recording
-        sample = rec.blocks[-min(len(rec.blocks), 8) :]
-        span = max([b.last - b.first for b in sample] + [0.0]) + self._interval
-        needed = math.ceil((self.lookback + self.after_seconds) / max(span, 1e-3)) + 4
-        rec.cache_blocks = max(rec.cache_blocks, min(needed, 4096))
 
     @property
     def interval(self) -> float:
@@ -93,10 +85,6 @@ class Player:
     def position(self) -> int:
         return self._pos
 
-    @property
-    def generation(self) -> int:
-        return self._generation
-
     def frame(self) -> Frame | None:
         with self._lock:
             return self._frame
@@ -104,10 +92,6 @@ class Player:
     def latest(self) -> Snapshot | None:
         with self._lock:
             return None if self._frame is None else self._frame.snapshot
-
-    def history(self) -> tuple[Snapshot, ...]:
-        with self._lock:
-            return () if self._frame is None else self._frame.history
 
     def tick_now(self) -> Snapshot:
         """The frame at the cursor from its own block, not handed over; the worker
@@ -185,13 +169,11 @@ class Player:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
-    close = stop
-
     _mark = 0.0  # wall (monotonic) time the cursor was last advanced by playing
 
     def _run(self) -> None:
         self._move(self._pos)  # completes what tick_now began (cheap when it is decoded)
-        self._mark = self._monotonic()
+        self._mark = time.monotonic()
         while not self._stopping.is_set():
             tick = min(1.0, max(0.2, self._interval / self.speed))
             self._wake.wait(tick if self.playing else None)
@@ -211,10 +193,10 @@ class Player:
                 self._move(target)
             except RecordingError as exc:
                 self.last_error = str(exc)
-            self._mark = self._monotonic()
+            self._mark = time.monotonic()
 
     def _advance(self) -> None:
-        now = self._monotonic()
+        now = time.monotonic()
         self._t += (now - self._mark) * self.speed
         self._mark = now
         rec = self.recording
@@ -238,12 +220,7 @@ class Player:
         """A newer request waits (or the player stops): the move in progress gives way."""
         return bool(self._requests) or self._stopping.is_set()
 
-    def _set_frame(
-        self,
-        pos: int,
-        history: tuple[Snapshot, ...] | None,
-        after: tuple[Snapshot, ...] = (),
-    ) -> Frame:
+    def _set_frame(self, pos: int, history: _Snaps | None, after: _Snaps = ()) -> Frame:
         """Make the frame at ``pos``: ``history`` the complete look-back, or None for
         what is decoded already."""
         rec = self.recording

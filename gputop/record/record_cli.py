@@ -28,14 +28,13 @@ DEFAULT_RETAIN = "7d"
 DEFAULT_MAX_SIZE = "1G"
 
 
-def _typed(parse: Callable[[str], object], what: str) -> Callable[[str], object]:
+def _typed(parse: Callable[[str], object]) -> Callable[[str], object]:
     def convert(text: str) -> object:
         try:
             return parse(text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
-    convert.__name__ = what
     return convert
 
 
@@ -70,14 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--retain",
-        type=_typed(parse_duration, "duration"),
+        type=_typed(parse_duration),
         default=parse_duration(DEFAULT_RETAIN),
         metavar="AGE",
         help=f"delete segments older than this, e.g. 12h, 7d (default {DEFAULT_RETAIN})",
     )
     p.add_argument(
         "--max-size",
-        type=_typed(parse_size, "size"),
+        type=_typed(parse_size),
         default=parse_size(DEFAULT_MAX_SIZE),
         metavar="SIZE",
         help=f"delete the oldest segments above this total, e.g. 500M, 2G (default "
@@ -129,11 +128,8 @@ def main(argv: list[str]) -> int:
             failure.append(str(exc))
             stop.set()
 
-    def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+        signal.signal(sig, lambda _signum, _frame: stop.set())
 
     # The recorder keeps no history of its own: two snapshots are enough for the sampler.
     sampler = Sampler(source, interval=args.interval, history=2, on_snapshot=on_snapshot)

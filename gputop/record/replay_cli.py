@@ -72,15 +72,11 @@ def main(argv: list[str]) -> int:
     if ranged and (args.at is not None or args.once):
         parser.error("--from/--to and --at/--once exclude each other")
     path: Path = args.path if args.path is not None else default_dir()
-    try:
+    try:  # not a readable recording, when opened or when read: one line, exit 2
         recording = Recording(path)
-    except RecordingError as exc:
-        print(f"gputop replay: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    for line in recording.problems:
-        print(f"gputop replay: {line}", file=sys.stderr)
-    at = None if args.at is None else _time(parser, args.at, "--at")
-    try:
+        for line in recording.problems:
+            print(f"gputop replay: {line}", file=sys.stderr)
+        at = None if args.at is None else _time(parser, args.at, "--at")
         if ranged:
             if args.start is None:
                 parser.error("--to needs --from")
@@ -153,8 +149,7 @@ def print_range(recording: Recording, t1: float, t2: float, thresholds: Threshol
         d = feed.push(snap, judge_jobs=snap.time >= t1).diagnosis
         if snap.time < t1:
             continue
-        out.write(json.dumps(to_json_dict(snap, d), separators=(",", ":"), allow_nan=False))
-        out.write("\n")
+        out.write(json.dumps(to_json_dict(snap, d), separators=(",", ":"), allow_nan=False) + "\n")
         out.flush()
         written += 1
     if not written:  # a gap in the recording: not an error

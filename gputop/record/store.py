@@ -38,6 +38,7 @@ _BLOCK_HEAD = struct.Struct("<4sIHdd")  # magic, length, count, first, last
 _CRC = struct.Struct("<I")
 SUFFIX = ".rec"
 _NAME = re.compile(r"^gputop-(\d{8}T\d{6}Z)(?:-\d+)?\.rec$")
+_Cancelled = Callable[[], bool] | None  # asked before each block to decode: stop?
 
 #: Longest time between two flushes: a crash loses at most this much.
 MAX_FLUSH_SECONDS = 60.0
@@ -130,9 +131,7 @@ class SegmentWriter:
         except OSError as exc:
             raise RecordWriteError(f"cannot write {self.path}: {_why(exc)}") from None
 
-    def write_block(
-        self, rows: Sequence[dict[tuple[Any, ...], Any]], first: float, last: float
-    ) -> None:
+    def write_block(self, rows: Sequence[codec.Row], first: float, last: float) -> None:
         payload = codec.encode_rows(rows)
         data = self._compressor.compress(payload)
         if self._dictionary is None:
@@ -193,7 +192,7 @@ class Recorder:
         self.flush_seconds = min(flush_seconds, MAX_FLUSH_SECONDS)
         self.segment_seconds = segment_seconds
         self.clock = clock
-        self._rows: list[dict[tuple[Any, ...], Any]] = []
+        self._rows: list[codec.Row] = []
         self._times: list[float] = []
         self._segment: SegmentWriter | None = None
         self._segment_end = 0.0  # where the segment being filled ends (snapshot time)
@@ -209,9 +208,8 @@ class Recorder:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise RecordWriteError(
-                f"another gputop record is writing to {self.directory}"
-            ) from None
+            busy = f"another gputop record is writing to {self.directory}"
+            raise RecordWriteError(busy) from None
         self._lock_fd = fd
         self.apply_retention()
 
@@ -234,14 +232,12 @@ class Recorder:
     def flush(self) -> None:
         if not self._rows:
             return
-        if self._segment is None:
-            self._open_segment(self._times[0])
-        assert self._segment is not None
+        segment = self._segment or self._open_segment(self._times[0])
         rows, times = self._rows, self._times
         self._rows, self._times = [], []
-        self._segment.write_block(rows, times[0], times[-1])
+        segment.write_block(rows, times[0], times[-1])
 
-    def _open_segment(self, start: float) -> None:
+    def _open_segment(self, start: float) -> SegmentWriter:
         base = "gputop-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(start)) + SUFFIX
         path = self.directory / base
         n = 1
@@ -258,6 +254,7 @@ class Recorder:
         }
         self._segment = SegmentWriter(path, header)
         self.apply_retention()
+        return self._segment
 
     def _close_segment(self) -> None:
         self._last = None
@@ -270,34 +267,29 @@ class Recorder:
         now = self.clock()
         active = None if self._segment is None else self._segment.path
         found = {p: _ours(p) for p in self.directory.iterdir() if _NAME.match(p.name)}
-        infos = {p: info for p, info in found.items() if info is not None}
-        segments = sorted(infos, key=lambda p: p.name)
-        gone: list[str] = []
-        sizes = {p: info.st_size for p, info in infos.items()}
-        if self.retain is not None:
-            for p in segments:
-                # st_mtime: when its last block was written.
-                if p != active and infos[p].st_mtime < now - self.retain:
-                    gone.append(p.name)
+        # Ours only, oldest first; st_mtime: when a segment's last block was written.
+        segments = sorted((p.name, p, info) for p, info in found.items() if info is not None)
+        too_old = -math.inf if self.retain is None else now - self.retain
+        gone = [name for name, p, info in segments if p != active and info.st_mtime < too_old]
         if self.max_size is not None:
-            total = sum(s for p, s in sizes.items() if p.name not in gone)
-            for p in segments:
+            total = sum(info.st_size for name, _, info in segments if name not in gone)
+            for name, p, info in segments:
                 if total <= self.max_size:
                     break
-                if p == active or p.name in gone or p not in sizes:
-                    continue
-                gone.append(p.name)
-                total -= sizes[p]
+                if p != active and name not in gone:
+                    gone.append(name)
+                    total -= info.st_size
         for name in gone:
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / name).unlink()
         self.deleted.extend(gone)
         return gone
 
-    def close(self) -> None:
-        """Flush what waits, close the segment and release the lock."""
+    def close(self, flush: bool = True) -> None:
+        """Flush what waits (unless told not to), close the segment and release the lock."""
         try:
-            self.flush()
+            if flush:
+                self.flush()
         finally:
             self._close_segment()
             if self._lock_fd >= 0:
@@ -313,7 +305,6 @@ class BlockRef:
     count: int
     first: float
     last: float
-    first_in_segment: bool
     segment_first_offset: int  # payload offset of the segment's first block (dictionary)
     segment_first_length: int
 
@@ -381,23 +372,18 @@ def index_segment(path: Path) -> SegmentIndex:
     first_off = first_len = -1
     head_size = _BLOCK_HEAD.size + _CRC.size
     while pos + head_size <= len(data):
-        magic, length, count, first, last = _BLOCK_HEAD.unpack_from(data, pos)
+        head = data[pos : pos + _BLOCK_HEAD.size]
+        magic, length, count, first, last = _BLOCK_HEAD.unpack(head)
         (crc,) = _CRC.unpack_from(data, pos + _BLOCK_HEAD.size)
         start = pos + head_size
-        if magic != BLOCK_MAGIC or start + length > len(data) or count == 0:
+        body = data[start : start + length]
+        if magic != BLOCK_MAGIC or len(body) != length or count == 0:
             break
-        if not (math.isfinite(first) and math.isfinite(last) and first <= last):
-            break
-        if (
-            zlib.crc32(data[start : start + length], zlib.crc32(data[pos : pos + _BLOCK_HEAD.size]))
-            != crc
-        ):
+        if not -math.inf < first <= last < math.inf or crc != zlib.crc32(body, zlib.crc32(head)):
             break
         if first_off < 0:
             first_off, first_len = start, length
-        blocks.append(
-            BlockRef(path, start, length, count, first, last, not blocks, first_off, first_len)
-        )
+        blocks.append(BlockRef(path, start, length, count, first, last, first_off, first_len))
         pos = start + length
     return SegmentIndex(path, header, tuple(blocks), len(data) - pos)
 
@@ -435,11 +421,10 @@ class Recording:
                     f"showing the {sum(b.count for b in seg.blocks)} snapshots before them"
                 )
         blocks = [b for s in self.segments for b in s.blocks]
-        blocks.sort(key=lambda b: (b.first, b.last))
-        self.blocks: list[BlockRef] = blocks
-        self._starts = [b.first for b in blocks]
+        self.blocks = sorted(blocks, key=lambda b: (b.first, b.last))
+        self._starts = [b.first for b in self.blocks]
         # Global position of each block's first snapshot.
-        self._offsets = [0, *itertools.accumulate(b.count for b in blocks)]
+        self._offsets = [0, *itertools.accumulate(b.count for b in self.blocks)]
         if not blocks:
             raise RecordingError(f"{path}: nothing recorded yet (no complete block)")
         self._cache: OrderedDict[int, list[Snapshot]] = OrderedDict()
@@ -466,8 +451,7 @@ class Recording:
         i = bisect.bisect_right(self._starts, t) - 1
         if i < 0:
             return 0
-        snaps = self.block(i)
-        j = bisect.bisect_right([s.time for s in snaps], t) - 1
+        j = bisect.bisect_right(self.block(i), t, key=lambda s: s.time) - 1
         return self._offsets[i] + max(0, j)
 
     def __getitem__(self, pos: int) -> Snapshot:
@@ -477,21 +461,15 @@ class Recording:
         return self.block(i)[pos - self._offsets[i]]
 
     def window(
-        self,
-        pos: int,
-        seconds: float,
-        *,
-        cancelled: Callable[[], bool] | None = None,
-        cached_only: bool = False,
+        self, pos: int, seconds: float, *, cancelled: _Cancelled = None, cached_only: bool = False
     ) -> tuple[Snapshot, ...] | None:
         """The snapshots from ``seconds`` before the one at ``pos`` up to it; None when
         ``cancelled()`` (asked before each block to decode) says so. ``cached_only``: only
         as far back as the cache reaches without a gap."""
         end = self[pos]
         i = bisect.bisect_right(self._offsets, pos) - 1
-        out: list[Snapshot] = list(self.block(i)[: pos - self._offsets[i] + 1])
-        parts: list[list[Snapshot]] = [out]
-        first = out[0].time
+        parts = [self.block(i)[: pos - self._offsets[i] + 1]]
+        first = parts[0][0].time
         while i > 0 and first > end.time - seconds:
             i -= 1
             if i not in self._cache:
@@ -507,7 +485,7 @@ class Recording:
         return tuple(joined[cut:])
 
     def after(
-        self, pos: int, seconds: float, *, cancelled: Callable[[], bool] | None = None
+        self, pos: int, seconds: float, *, cancelled: _Cancelled = None
     ) -> tuple[Snapshot, ...] | None:
         """The snapshots up to ``seconds`` after the one at ``pos`` (None: cancelled)."""
         if seconds <= 0 or pos >= len(self) - 1:
@@ -536,13 +514,9 @@ class Recording:
 
     def between(self, t1: float, t2: float) -> Iterator[Snapshot]:
         """Every snapshot with ``t1 <= time <= t2``, oldest first, one block at a time."""
-        for k in self.blocks_between(t1, t2):
-            b = self.blocks[k]
-            if b.last < t1:
-                continue
-            for s in self._decode(b):
-                if t1 <= s.time <= t2:
-                    yield s
+        for b in (self.blocks[k] for k in self.blocks_between(t1, t2)):
+            if b.last >= t1:
+                yield from (s for s in self._decode(b) if t1 <= s.time <= t2)
 
     def block(self, i: int) -> list[Snapshot]:
         cached = self._cache.get(i)
@@ -572,8 +546,8 @@ class Recording:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            payload = codec.decompress(raw, None if b.first_in_segment else self._dictionary(b))
-            snaps = codec.decode_snapshots(payload)
+            dictionary = None if b.offset == b.segment_first_offset else self._dictionary(b)
+            snaps = codec.decode_snapshots(codec.decompress(raw, dictionary))
         except codec.CodecError as exc:
             raise RecordingError(f"{b.path}: {exc}") from None
         finally:
@@ -610,17 +584,12 @@ class BackgroundRecorder:
                 self._recorder.add(snapshot)
             except Exception as exc:  # a bug must not take the dashboard down either
                 self.error = str(exc) if isinstance(exc, RecordWriteError) else repr(exc)
-                self._give_up()
+                recorder, self._recorder = self._recorder, None
+                with contextlib.suppress(Exception):
+                    recorder.close(flush=False)
 
     def status(self) -> str | None:
         return self.error
-
-    def _give_up(self) -> None:
-        recorder, self._recorder = self._recorder, None
-        if recorder is not None:
-            with contextlib.suppress(Exception):
-                recorder._close_segment()
-                os.close(recorder._lock_fd)
 
     def close(self) -> None:
         with self._lock:

@@ -43,22 +43,17 @@ def _parse(text: str, now: float) -> float:
     for word, day in (("yesterday", today - dt.timedelta(days=1)), ("today", today)):
         if s.startswith(word + " ") or s == word:
             rest = s[len(word) :].strip() or "00:00"
-            clock = _clock(rest, text)
-            return dt.datetime.combine(day, clock).timestamp()
-    m = _CLOCK.match(s)
-    if m:
-        clock = _clock(s, text)
-        when = dt.datetime.combine(today, clock)
+            return dt.datetime.combine(day, _clock(rest, text)).timestamp()
+    if _CLOCK.match(s):
+        when = dt.datetime.combine(today, _clock(s, text))
         if when.timestamp() > now:
             when -= dt.timedelta(days=1)
         return when.timestamp()
     try:
         return dt.datetime.fromisoformat(s.replace(" ", "T")).timestamp()
     except ValueError:
-        pass
-    raise ValueError(
-        f"not a time: {text!r} (e.g. '2026-11-30 03:00', '03:00', '2h ago', 'yesterday 23:10')"
-    )
+        e_g = "'2026-11-30 03:00', '03:00', '2h ago', 'yesterday 23:10'"
+        raise ValueError(f"not a time: {text!r} (e.g. {e_g})") from None
 
 
 def _clock(s: str, text: str) -> dt.time:

@@ -265,6 +265,7 @@ def test_the_exporter_judges_as_the_whole_history() -> None:
         history.append(snap)
         state.on_snapshot(snap)
         want = diagnose(history, SHORT)
-        assert state._gpu_verdicts == dict(want.gpus)
-        assert state._job_verdicts == dict(want.job_verdicts)
+        _, gpu_verdicts, _, job_verdicts = state._latest  # what the scrapes are built from
+        assert gpu_verdicts == dict(want.gpus)
+        assert job_verdicts == dict(want.job_verdicts)
     assert state.feed.kept[1] > 0

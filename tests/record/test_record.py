@@ -500,6 +500,11 @@ def test_time_forms() -> None:
 def test_codec_rejects_garbage() -> None:
     with pytest.raises(codec.CodecError):
         codec.decode_snapshots(b"\x05\x00\x00\x00{oops")
+    # Column descriptions that are not what the codec writes: a CodecError, nothing else.
+    for col in (5, [], ["c", "x", 1.0], ["c", 0, 1.0, {"rows": [7]}], ["c", 0, 1.0, {}]):
+        head = json.dumps({"n": 1, "keys": [["time"]], "cols": [col]}).encode()
+        with pytest.raises(codec.CodecError, match="unreadable column"):
+            codec.decode_snapshots(struct.pack("<I", len(head)) + head)
 
 
 # --- the dashboard's --record ---------------------------------------------------------
@@ -694,6 +699,17 @@ def test_a_block_the_direct_decoder_does_not_know_goes_the_dict_way() -> None:
     with pytest.raises(codec._Fallback):
         codec._Direct(n, keys, columns, flags).snapshots()
     assert codec.decode_snapshots(payload) == snaps
+    # An empty dict, or a fixed tuple with an item too many: the dict way too, whose
+    # answer it is (not an exception of the column decoder's own).
+    rows = [codec.flatten(s) for s in snaps]
+    for row in rows:
+        row[("gpus", 0, "future_part", "{}")] = 0
+    assert codec.decode_snapshots(codec.encode_rows(rows)) == snaps
+    rows = [codec.flatten(s) for s in snaps]
+    for row in rows:
+        row[("host", "load_average", 3)] = 1.0
+    with pytest.raises(codec.CodecError, match="does not fit the model"):
+        codec.decode_snapshots(codec.encode_rows(rows))
 
 
 def test_the_systemd_units_run_valid_commands() -> None:
