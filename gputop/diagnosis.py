@@ -20,9 +20,6 @@ from gputop.analysis.verdict import Analyzer
 from gputop.analysis.window import split_window
 from gputop.model import Snapshot, Verdict
 
-_NO_VERDICTS: Mapping[int, Verdict] = MappingProxyType({})
-_NO_JOB_VERDICTS: Mapping[str, Verdict] = MappingProxyType({})
-
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Diagnosis:
@@ -119,20 +116,14 @@ class Diagnoser:
         start = time.perf_counter()
         error = trace = None
         try:
-            gpus, lazy, jobs = self._analyzer.update(history)
-            # Judge every job now: a failure belongs here, not in a view reading it.
-            job_verdicts: Mapping[str, Verdict] = (
-                MappingProxyType(dict(lazy)) if judge_jobs else _NO_JOB_VERDICTS
-            )
-            gpu_verdicts: Mapping[int, Verdict] = MappingProxyType(gpus)
+            gpus, job_verdicts, jobs = self._analyzer.update(history, judge_jobs)
         except Exception as exc:  # a bug in the analysis must not take a consumer down
             error = str(exc) or type(exc).__name__
             trace = tb.format_exc()
-            jobs, gpu_verdicts, job_verdicts = (), _NO_VERDICTS, _NO_JOB_VERDICTS
+            gpus, job_verdicts, jobs = {}, {}, ()
         seconds = time.perf_counter() - start
-        return Diagnosis(
-            snap, tuple(jobs), gpu_verdicts, job_verdicts, self.thresholds, seconds, error, trace
-        )
+        verdicts = MappingProxyType(gpus), MappingProxyType(job_verdicts)
+        return Diagnosis(snap, jobs, *verdicts, self.thresholds, seconds, error, trace)
 
 
 def diagnose(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> Diagnosis:

@@ -196,7 +196,6 @@ KeptGroup = tuple[list[GpuTick | None], float, Group]
 class Carried:
     """Carried between calls: the job tracks and the GPU groups of the last call and this."""
 
-    generation: int = 0  # one per call: a context reads the tracks of its own only
     tracks: dict[str, Track] = field(default_factory=dict)  # job id -> its track over the window
     groups_before: dict[GroupKey, KeptGroup] = field(default_factory=dict)
     groups_now: dict[GroupKey, KeptGroup] = field(default_factory=dict)
@@ -210,9 +209,7 @@ class Context:
     ticks: list[Tick]  # one per window snapshot
     base: int  # sequence number of history[0] (idle-holder run memo)
     runs: Runs
-    # its job tracks are valid while its generation is still ``generation``
-    carried: Carried | None = None
-    generation: int = 0
+    carried: Carried | None = None  # valid until the analyzer's next call
     groups: dict[GroupKey, Group] = field(default_factory=dict)
     causes: dict[str, tuple[JobSignals, int] | None] = field(default_factory=dict)
     memory: dict[tuple[int, ...], Finding | None] = field(default_factory=dict)
@@ -278,8 +275,7 @@ class Context:
     # --- the jobs -----------------------------------------------------------------------
 
     def track(self, job_id: str) -> Track | None:
-        c = self.carried
-        return None if c is None or c.generation != self.generation else c.tracks.get(job_id)
+        return None if self.carried is None else self.carried.tracks.get(job_id)
 
     def feats(self, job_id: str) -> list[JobTick | None]:
         """The job in each window tick (a job judged on its own id may be in none)."""
