@@ -33,12 +33,14 @@ def group(ctx: Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None)
     t = ctx.t
     window_samples = [tk.samples(gpus) for tk in ctx.ticks]
     if present is None:
-        ticks = [tk.time for tk, samples in zip(ctx.ticks, window_samples, strict=True) if samples]
+        ticks = [
+            tk.snap.time for tk, samples in zip(ctx.ticks, window_samples, strict=True) if samples
+        ]
     else:
         window_samples = [
             samples if here else [] for samples, here in zip(window_samples, present, strict=True)
         ]
-        ticks = [tk.time for tk, here in zip(ctx.ticks, present, strict=True) if here]
+        ticks = [tk.snap.time for tk, here in zip(ctx.ticks, present, strict=True) if here]
     span = ticks[-1] - ticks[0] if ticks else 0.0
     early: Finding | None = None
     base = ""

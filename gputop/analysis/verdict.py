@@ -128,12 +128,12 @@ class Analyzer:
         self._carry = carry
         self._given: list[Snapshot] = []  # carry: the previous call's history as given
         self._older: deque[Snapshot] = deque()  # carry: look-back forms, oldest first
-        self._ticks: dict[int, Tick] = {}  # id(snapshot) -> its work; tick.snap pins it
         self._full: list[Snapshot] = []  # the previous call's sorted history
         self._base = 0  # sequence number of _full[0]
         self._runs = Runs()
         self.memory = Carried()  # the job tracks and GPU groups the rules read
-        self._window: tuple[int, list[Tick]] = (0, [])  # (sequence number of [0], ticks)
+        # (sequence number of [0], ticks): the window's work, the only snapshots kept
+        self._window: tuple[int, list[Tick]] = (0, [])
 
     @property
     def carried(self) -> int:
@@ -202,14 +202,12 @@ class Analyzer:
         else:  # full[0]'s sequence number, whether it continues the previous numbering
             cut = continues(self._full, full)
             base, continued = self._restart() if cut is None else (self._base + cut, True)
+        before = {id(tk.snap): tk for tk in self._window[1]}  # the ticks pin their snapshots
         ticks: list[Tick] = []
         for s in window:  # a new snapshot may take its jobs over from the one before
-            tick = self._ticks.get(id(s))
-            if tick is None or tick.snap is not s:  # id() of a collected snapshot reused
-                tick = Tick(s, ticks[-1] if ticks else None)
-            ticks.append(tick)
+            tick = before.get(id(s))
+            ticks.append(Tick(s, ticks[-1] if ticks else None) if tick is None else tick)
         self._full, self._base = full, base
-        self._ticks = {id(tk.snap): tk for tk in ticks}  # the window only
         self._runs.prune(base + len(full) - 2)  # scopes not judged last call or this one
         memory = self.memory
         memory.groups_before, memory.groups_now = memory.groups_now, {}

@@ -44,12 +44,10 @@ class Tick:
         "procs",
         "snap",
         "structure",
-        "time",
     )
 
     def __init__(self, snap: Snapshot, previous: Tick | None = None) -> None:
         self.snap = snap
-        self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
         self.structure: JobStructure
         if previous is None or not _same_jobs(previous, snap):
@@ -258,7 +256,7 @@ class Context:
     def group_of_parts(self, gpus: tuple[int, ...], present: tuple[bool, ...]) -> Group:
         """``group_of`` the parts, or the last call's group when judged from the same."""
         parts = [p if here else None for p, here in zip(self.gpu_parts(gpus), present, strict=True)]
-        ticks = [tk.time for tk, here in zip(self.ticks, present, strict=True) if here]
+        ticks = [tk.snap.time for tk, here in zip(self.ticks, present, strict=True) if here]
         span = ticks[-1] - ticks[0] if ticks else 0.0
         c = self.carried
         key: GroupKey = (gpus, present)
