@@ -216,7 +216,7 @@ class Analyzer:
         else:
             memory.tracks, self._window = {}, (0, [])
         carried = memory if track else None  # the plain path carries nothing to the next
-        return Context(t, full, window, ticks, base, self._runs, carried)
+        return Context(t, full, ticks, base, self._runs, carried)
 
     def update(self, history: Sequence[Snapshot], judge_jobs: bool = True) -> Analysis:
         """``build_jobs(history[-1])`` and the verdicts on ``history`` (``judge_jobs=False``:

@@ -203,8 +203,7 @@ class Carried:
 class Context:
     t: Thresholds
     history: list[Snapshot]  # the full history, oldest first
-    window: list[Snapshot]  # a suffix of ``history``
-    ticks: list[Tick]  # one per window snapshot
+    ticks: list[Tick]  # one per window snapshot: a suffix of ``history``
     base: int  # sequence number of history[0] (idle-holder run memo)
     runs: Runs
     carried: Carried | None = None  # valid until the analyzer's next call
@@ -215,11 +214,11 @@ class Context:
 
     @property
     def latest(self) -> Snapshot:
-        return self.window[-1]
+        return self.ticks[-1].snap
 
     @property
     def span(self) -> float:
-        return self.window[-1].time - self.window[0].time
+        return self.ticks[-1].snap.time - self.ticks[0].snap.time
 
     @property
     def latest_jobs(self) -> dict[str, Job]:
@@ -227,7 +226,7 @@ class Context:
 
     @cached_property
     def host(self) -> HostView:
-        return HostView(self.window, self.history, self.t)
+        return HostView([tk.snap for tk in self.ticks], self.history, self.t)
 
     # --- the GPU side -------------------------------------------------------------------
 
@@ -308,7 +307,7 @@ class Context:
 
     def idle_and_held(self, i: int, gpus: tuple[int, ...], pids: frozenset[int] | None) -> bool:
         """``idle_and_held`` on history[i]; memoized when history[i] is in the window."""
-        w = i - (len(self.history) - len(self.window))
+        w = i - (len(self.history) - len(self.ticks))
         if w >= 0:
             return self.ticks[w].idle_and_held(gpus, pids, self.t)
         return idle_and_held(self.history[i], gpus, pids, self.t)
