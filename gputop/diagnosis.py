@@ -119,9 +119,3 @@ class Diagnoser:
         seconds = time.perf_counter() - start
         verdicts = MappingProxyType(gpus), MappingProxyType(job_verdicts)
         return Diagnosis(snap, jobs, *verdicts, self.thresholds, seconds, error, trace)
-
-
-def diagnose(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> Diagnosis:
-    """One-shot: the diagnosis of the newest of ``history``, by a fresh :class:`Diagnoser`."""
-    ordered = sorted(history, key=lambda s: s.time)
-    return Diagnoser(thresholds).push(*recent(ordered, lookback_seconds(thresholds)))

@@ -23,6 +23,7 @@ from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdict
 from gputop.analysis.window import Context
+from gputop.diagnosis import Diagnosis
 from gputop.model import (
     Clocks,
     DriverInfo,
@@ -576,6 +577,13 @@ def demo_host_lines(
 
 def _context(history: Sequence[Snapshot], t: Thresholds) -> Context | None:
     return Analyzer(t).context(history, track=False)
+
+
+def diagnose(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> Diagnosis:
+    """One-shot, as `gputop replay --once` judges: a fresh Feed's frame of ``history``."""
+    diagnosis = Feed(thresholds).frame(history).diagnosis
+    assert diagnosis is not None
+    return diagnosis
 
 
 def jobs_to_judge(ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None) -> list[Job]:
