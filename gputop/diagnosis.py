@@ -107,7 +107,6 @@ class Diagnoser:
         return len(self._recent), self._analyzer.carried
 
     def _judge(self, history: Sequence[Snapshot], judge_jobs: bool) -> Diagnosis:
-        snap = history[-1]
         start = time.perf_counter()
         error = trace = None
         try:
@@ -118,4 +117,4 @@ class Diagnoser:
             gpus, job_verdicts, jobs = {}, {}, ()
         seconds = time.perf_counter() - start
         verdicts = MappingProxyType(gpus), MappingProxyType(job_verdicts)
-        return Diagnosis(snap, jobs, *verdicts, self.thresholds, seconds, error, trace)
+        return Diagnosis(history[-1], jobs, *verdicts, self.thresholds, seconds, error, trace)

@@ -30,22 +30,6 @@ from gputop.model import GpuSample, Snapshot
 class Tick:
     """The verdicts' work on one snapshot, done once (jobs, and per GPU set the parts)."""
 
-    __slots__ = (
-        "_ageless",
-        "_before",
-        "_by_gpu",
-        "_gpu",
-        "_idle",
-        "_pids",
-        "_samples",
-        "feats",
-        "jobs",
-        "lost",
-        "procs",
-        "snap",
-        "structure",
-    )
-
     def __init__(self, snap: Snapshot, previous: Tick | None = None) -> None:
         self.snap = snap
         self.lost = [g for g in snap.gpus if g.lost]
