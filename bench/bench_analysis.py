@@ -9,9 +9,9 @@ last ``lookback_seconds`` = 600 s with the default thresholds), and the analysis
 
 - ``plain``: what the dashboard did before ``Analyzer``: ``build_jobs(newest)`` then
   ``all_verdicts(history, jobs)`` (every window snapshot's jobs rebuilt each call);
-- ``cached``: ``Analyzer.update(history)`` with every job verdict read;
-- ``cached-gpu``: ``Analyzer.update(history)`` reading the GPU verdicts only (job
-  verdicts are judged when read: the main screen shows GPU verdicts only).
+- ``cached``: ``Analyzer.update(history)``: every job judged;
+- ``cached-gpu``: ``Analyzer.update(history, judge_jobs=False)``: the GPU verdicts only
+  (the main screen shows GPU verdicts only).
 
 Scenarios: ``demo8-600s`` (the demo source: 8 GPUs, 600 s of history), and the
 synthetic big node of ``tests/builders.py``'s ``busy_node_snapshots`` (16 GPUs x 64
@@ -69,17 +69,15 @@ def run(make: Callable[[], Iterator[Snapshot]], size: int, method: str, ticks: i
     history = [next(snaps) for _ in range(size)]
     analyzer = Analyzer(DEFAULT)
     if method != "plain":  # the first call builds the whole window: not a steady tick
-        dict(analyzer.update(history).job_verdicts)
+        analyzer.update(history)
     costs = []
     for _ in range(ticks):
         history = [*history[1:], next(snaps)]
         t0 = time.perf_counter()
         if method == "plain":
             plain(history)
-        elif method == "cached":
-            dict(analyzer.update(history).job_verdicts)
         else:
-            analyzer.update(history)
+            analyzer.update(history, judge_jobs=method == "cached")
         costs.append(time.perf_counter() - t0)
     return costs
 

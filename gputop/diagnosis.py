@@ -6,7 +6,6 @@ diagnosis then carries ``error`` and no verdicts.
 from __future__ import annotations
 
 import bisect
-import threading
 import time
 import traceback as tb
 from collections import deque
@@ -19,9 +18,6 @@ from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Analyzer
 from gputop.analysis.window import split_window
 from gputop.model import Snapshot, Verdict
-
-_NO_VERDICTS: Mapping[int, Verdict] = MappingProxyType({})
-_NO_JOB_VERDICTS: Mapping[str, Verdict] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -71,11 +67,11 @@ def recent(history: Sequence[Snapshot], seconds: float) -> Sequence[Snapshot]:
 
 
 class Diagnoser:
-    """Turns a history into the :class:`Diagnosis` of its newest snapshot (one call at a time)."""
+    """Turns a history into the :class:`Diagnosis` of its newest snapshot; not thread-safe
+    (:class:`~gputop.pipeline.Feed` serializes the calls)."""
 
     def __init__(self, thresholds: Thresholds = DEFAULT) -> None:
         self.thresholds = thresholds
-        self._lock = threading.Lock()
         # The window's snapshots, whole (the rest of the look-back is carried by _analyzer).
         self._recent: deque[Snapshot] = deque()
         self._analyzer = Analyzer(thresholds, carry=lookback_seconds(thresholds))
@@ -86,56 +82,39 @@ class Diagnoser:
         afresh. ``judge_jobs=False``: job verdicts left empty."""
         if not snapshots:
             raise ValueError("nothing to diagnose: the history is empty")
-        with self._lock:
-            kept = self._recent
-            new = 0
-            for snapshot in snapshots:
-                if kept and not snapshot.time >= kept[-1].time:
-                    kept.clear()  # the clock stepped back: start afresh from this snapshot
-                    new = 0
-                kept.append(snapshot)
-                new += 1
-            # Only the window stays whole; the analyzer must see an overlap and every new
-            # snapshot once, so the old ones go before judging and the new ones after.
-            drop = len(kept) - len(split_window(kept, self.thresholds)[1])
-            now = min(drop, max(0, len(kept) - new - 1))
-            for _ in range(now):
-                kept.popleft()
-            done = self._judge(
-                list(recent(list(kept), lookback_seconds(self.thresholds))), judge_jobs
-            )
-            for _ in range(drop - now):
-                kept.popleft()
-            return done
+        kept = self._recent
+        new = 0
+        for snapshot in snapshots:
+            if kept and not snapshot.time >= kept[-1].time:
+                kept.clear()  # the clock stepped back: start afresh from this snapshot
+                new = 0
+            kept.append(snapshot)
+            new += 1
+        # Only the window stays whole; the analyzer must see an overlap and every new
+        # snapshot once, so the old ones go before judging and the new ones after.
+        drop = len(kept) - len(split_window(kept, self.thresholds)[1])
+        now = min(drop, max(0, len(kept) - new - 1))
+        for _ in range(now):
+            kept.popleft()
+        done = self._judge(recent(list(kept), lookback_seconds(self.thresholds)), judge_jobs)
+        for _ in range(drop - now):
+            kept.popleft()
+        return done
 
     @property
     def kept(self) -> tuple[int, int]:
         """What is kept between pushes: (snapshots kept whole, look-back forms)."""
-        with self._lock:
-            return len(self._recent), self._analyzer.carried
+        return len(self._recent), self._analyzer.carried
 
     def _judge(self, history: Sequence[Snapshot], judge_jobs: bool) -> Diagnosis:
-        snap = history[-1]
         start = time.perf_counter()
         error = trace = None
         try:
-            gpus, lazy, jobs = self._analyzer.update(history)
-            # Judge every job now: a failure belongs here, not in a view reading it.
-            job_verdicts: Mapping[str, Verdict] = (
-                MappingProxyType(dict(lazy)) if judge_jobs else _NO_JOB_VERDICTS
-            )
-            gpu_verdicts: Mapping[int, Verdict] = MappingProxyType(gpus)
+            gpus, job_verdicts, jobs = self._analyzer.update(history, judge_jobs)
         except Exception as exc:  # a bug in the analysis must not take a consumer down
             error = str(exc) or type(exc).__name__
             trace = tb.format_exc()
-            jobs, gpu_verdicts, job_verdicts = (), _NO_VERDICTS, _NO_JOB_VERDICTS
+            gpus, job_verdicts, jobs = {}, {}, ()
         seconds = time.perf_counter() - start
-        return Diagnosis(
-            snap, tuple(jobs), gpu_verdicts, job_verdicts, self.thresholds, seconds, error, trace
-        )
-
-
-def diagnose(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> Diagnosis:
-    """One-shot: the diagnosis of the newest of ``history``, by a fresh :class:`Diagnoser`."""
-    ordered = sorted(history, key=lambda s: s.time)
-    return Diagnoser(thresholds).push(*recent(ordered, lookback_seconds(thresholds)))
+        verdicts = MappingProxyType(gpus), MappingProxyType(job_verdicts)
+        return Diagnosis(history[-1], jobs, *verdicts, self.thresholds, seconds, error, trace)

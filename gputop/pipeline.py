@@ -4,7 +4,6 @@ place a Diagnoser is driven (docs/architecture.md).
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -71,9 +70,7 @@ class Feed:
         generation: int | None = None,
     ) -> Frame:
         """The frame of ``history[-1]``, not published; only what is new is judged."""
-        history = tuple(history)
-        if any(a.time > b.time for a, b in itertools.pairwise(history)):
-            history = tuple(sorted(history, key=lambda s: s.time))  # judged in time order
+        history = tuple(sorted(history, key=lambda s: s.time))  # judged in time order
         with self._lock:
             if judging is not None:
                 return Frame(history[-1], history, None, judging, tuple(after), generation)

@@ -15,9 +15,10 @@ from gputop.analysis.gpu_rules import Group, held, link_capacity, throttle_class
 from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import Finding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer, JobVerdicts, gpu_verdicts_of, jobs_to_judge
+from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdict
 from gputop.analysis.window import Context
 from gputop.model import GpuSample, Snapshot, Verdict
+from tests.builders import jobs_to_judge
 
 
 def mig_without_util(window: Sequence[Sequence[GpuSample]]) -> bool:
@@ -32,12 +33,14 @@ def group(ctx: Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None)
     t = ctx.t
     window_samples = [tk.samples(gpus) for tk in ctx.ticks]
     if present is None:
-        ticks = [tk.time for tk, samples in zip(ctx.ticks, window_samples, strict=True) if samples]
+        ticks = [
+            tk.snap.time for tk, samples in zip(ctx.ticks, window_samples, strict=True) if samples
+        ]
     else:
         window_samples = [
             samples if here else [] for samples, here in zip(window_samples, present, strict=True)
         ]
-        ticks = [tk.time for tk, here in zip(ctx.ticks, present, strict=True) if here]
+        ticks = [tk.snap.time for tk, here in zip(ctx.ticks, present, strict=True) if here]
     span = ticks[-1] - ticks[0] if ticks else 0.0
     early: Finding | None = None
     base = ""
@@ -157,7 +160,8 @@ def all_verdicts(
     scopes: list[tuple[tuple[int, ...], tuple[bool, ...] | None]] = [
         ((g.index,), None) for g in ctx.latest.gpus
     ]
-    scopes += [(job.gpus, ctx.present(job.id)) for job in jobs_to_judge(ctx, jobs).values()]
+    listed = jobs_to_judge(ctx, jobs)
+    scopes += [(job.gpus, ctx.present(job.id)) for job in listed]
     for gpus, present in scopes:
         window_samples = [tk.samples(gpus) for tk in ctx.ticks]
         if present is None:
@@ -167,4 +171,4 @@ def all_verdicts(
         assert plain == ctx.group_of_parts(*key), key
         # production's judge then reads the plain group (its memo of the call)
         ctx.groups[key] = plain
-    return gpu_verdicts_of(ctx), dict(JobVerdicts(ctx, jobs_to_judge(ctx, jobs)))
+    return gpu_verdicts_of(ctx), {job.id: job_verdict(ctx, job) for job in listed}

@@ -21,8 +21,9 @@ from typing import Any
 
 from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.verdict import Analyzer, JobVerdicts, gpu_verdicts_of, jobs_to_judge
+from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdict
 from gputop.analysis.window import Context
+from gputop.diagnosis import Diagnosis
 from gputop.model import (
     Clocks,
     DriverInfo,
@@ -578,6 +579,19 @@ def _context(history: Sequence[Snapshot], t: Thresholds) -> Context | None:
     return Analyzer(t).context(history, track=False)
 
 
+def diagnose(history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT) -> Diagnosis:
+    """One-shot, as `gputop replay --once` judges: a fresh Feed's frame of ``history``."""
+    diagnosis = Feed(thresholds).frame(history).diagnosis
+    assert diagnosis is not None
+    return diagnosis
+
+
+def jobs_to_judge(ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None) -> list[Job]:
+    """``jobs`` as a list (None: the newest snapshot's jobs)."""
+    jobs = ctx.latest_jobs if jobs is None else jobs
+    return list(jobs.values() if isinstance(jobs, Mapping) else jobs)
+
+
 def gpu_verdicts(
     history: Sequence[Snapshot], thresholds: Thresholds = DEFAULT
 ) -> dict[int, Verdict]:
@@ -593,7 +607,7 @@ def job_verdicts(
 ) -> dict[str, Verdict]:
     """One verdict per job, keyed by job id. ``jobs`` defaults to the newest snapshot's."""
     ctx = _context(history, thresholds)
-    return {} if ctx is None else dict(JobVerdicts(ctx, jobs_to_judge(ctx, jobs)))
+    return {} if ctx is None else {j.id: job_verdict(ctx, j) for j in jobs_to_judge(ctx, jobs)}
 
 
 def all_verdicts(
@@ -605,7 +619,7 @@ def all_verdicts(
     ctx = _context(history, thresholds)
     if ctx is None:
         return {}, {}
-    return gpu_verdicts_of(ctx), dict(JobVerdicts(ctx, jobs_to_judge(ctx, jobs)))
+    return gpu_verdicts_of(ctx), {j.id: job_verdict(ctx, j) for j in jobs_to_judge(ctx, jobs)}
 
 
 # --- owners (issue 22): who owns each process tree ------------------------------------------

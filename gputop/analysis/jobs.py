@@ -82,16 +82,11 @@ class Job:
 # --- helpers -----------------------------------------------------------------------------
 
 
-def process_name(info: ProcessInfo) -> str | None:
-    """The name matched against NEVER_ROOT (lower case, no path, no ': suffix')."""
-    name = info.name or (info.command or "").split(" ", 1)[0]
-    name = name.strip().lstrip("-").split(":", 1)[0].strip()
-    return name.rsplit("/", 1)[-1].lower() or None
-
-
 def is_never_root(info: ProcessInfo) -> bool:
-    name = process_name(info)
-    return name is not None and (name in NEVER_ROOT or name.startswith(_NEVER_ROOT_PREFIXES))
+    """Whether its name (lower case, no path, no ': suffix') is in NEVER_ROOT."""
+    name = info.name or (info.command or "").split(" ", 1)[0]
+    name = name.strip().lstrip("-").split(":", 1)[0].strip().rsplit("/", 1)[-1].lower()
+    return bool(name) and (name in NEVER_ROOT or name.startswith(_NEVER_ROOT_PREFIXES))
 
 
 _ROOT_MARKER_RE = re.compile(

@@ -212,14 +212,10 @@ def verdict_of(findings: list[Finding]) -> Verdict:
     if len(findings) == 1:
         first = findings[0]
         return Verdict(first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity)
-    findings = sorted(findings, key=lambda f: f.rank)
-    first = findings[0]
-    also: list[str] = []
-    for f in findings[1:]:
-        if f.kind != first.kind and f.kind not in also:
-            also.append(f.kind)
+    first, *rest = sorted(findings, key=lambda f: f.rank)
+    also = tuple(dict.fromkeys(f.kind for f in rest if f.kind != first.kind))
     return Verdict(
-        first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity, tuple(also)
+        first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity, also
     )
 
 

@@ -5,7 +5,7 @@ in order for a scope, :class:`Analyzer` and the API.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from gputop.analysis.gpu_rules import idle, lost_finding
@@ -103,11 +103,6 @@ def gpu_verdicts_of(ctx: Context) -> dict[int, Verdict]:
     }
 
 
-def jobs_to_judge(ctx: Context, jobs: Sequence[Job] | Mapping[str, Job] | None) -> dict[str, Job]:
-    jobs = ctx.latest_jobs if jobs is None else jobs
-    return {job.id: job for job in (jobs.values() if isinstance(jobs, Mapping) else jobs)}
-
-
 def job_verdict(ctx: Context, job: Job) -> Verdict:
     return _judge(ctx, job.gpus, (job.id,), job)
 
@@ -115,40 +110,11 @@ def job_verdict(ctx: Context, job: Job) -> Verdict:
 # --- the API ----------------------------------------------------------------------------
 
 
-class JobVerdicts(Mapping[str, Verdict]):
-    """Job id -> verdict, each judged the first time it is read (then kept): a view that
-    shows a few jobs pays for those only. Bound to the history it was made from."""
-
-    __slots__ = ("_ctx", "_done", "_jobs")
-
-    def __init__(self, ctx: Context | None, jobs: dict[str, Job]) -> None:
-        self._ctx = ctx
-        self._jobs = jobs
-        self._done: dict[str, Verdict] = {}
-
-    def __getitem__(self, job_id: str) -> Verdict:
-        done = self._done.get(job_id)
-        if done is None:
-            job = self._jobs[job_id]  # KeyError for a job not judged
-            assert self._ctx is not None
-            done = self._done[job_id] = job_verdict(self._ctx, job)
-        return done
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._jobs)
-
-    def __len__(self) -> int:
-        return len(self._jobs)
-
-    def __contains__(self, job_id: object) -> bool:
-        return job_id in self._jobs
-
-
 class Analysis(NamedTuple):
     """What :meth:`Analyzer.update` returns (unpacks as a 3-tuple)."""
 
     gpu_verdicts: dict[int, Verdict]  # GPU index -> verdict, for the newest snapshot's GPUs
-    job_verdicts: JobVerdicts  # job id -> verdict (judged on first read)
+    job_verdicts: dict[str, Verdict]  # job id -> verdict (empty: jobs not judged)
     jobs: tuple[Job, ...]  # the newest snapshot's jobs (``build_jobs``), sorted as it sorts
 
 
@@ -162,12 +128,12 @@ class Analyzer:
         self._carry = carry
         self._given: list[Snapshot] = []  # carry: the previous call's history as given
         self._older: deque[Snapshot] = deque()  # carry: look-back forms, oldest first
-        self._ticks: dict[int, Tick] = {}  # id(snapshot) -> its work; tick.snap pins it
         self._full: list[Snapshot] = []  # the previous call's sorted history
         self._base = 0  # sequence number of _full[0]
         self._runs = Runs()
         self.memory = Carried()  # the job tracks and GPU groups the rules read
-        self._window: tuple[int, list[Tick]] = (0, [])  # (sequence number of [0], ticks)
+        # (sequence number of [0], ticks): the window's work, the only snapshots kept
+        self._window: tuple[int, list[Tick]] = (0, [])
 
     @property
     def carried(self) -> int:
@@ -236,32 +202,31 @@ class Analyzer:
         else:  # full[0]'s sequence number, whether it continues the previous numbering
             cut = continues(self._full, full)
             base, continued = self._restart() if cut is None else (self._base + cut, True)
+        before = {id(tk.snap): tk for tk in self._window[1]}  # the ticks pin their snapshots
         ticks: list[Tick] = []
         for s in window:  # a new snapshot may take its jobs over from the one before
-            tick = self._ticks.get(id(s))
-            if tick is None or tick.snap is not s:  # id() of a collected snapshot reused
-                tick = Tick(s, ticks[-1] if ticks else None)
-            ticks.append(tick)
+            tick = before.get(id(s))
+            ticks.append(Tick(s, ticks[-1] if ticks else None) if tick is None else tick)
         self._full, self._base = full, base
-        self._ticks = {id(tk.snap): tk for tk in ticks}  # the window only
         self._runs.prune(base + len(full) - 2)  # scopes not judged last call or this one
         memory = self.memory
-        memory.generation += 1
         memory.groups_before, memory.groups_now = memory.groups_now, {}
         if track:
             self._slide(base + len(full) - len(window), ticks, continued)
         else:
             memory.tracks, self._window = {}, (0, [])
         carried = memory if track else None  # the plain path carries nothing to the next
-        return Context(t, full, window, ticks, base, self._runs, carried, memory.generation)
+        return Context(t, full, ticks, base, self._runs, carried)
 
-    def update(self, history: Sequence[Snapshot]) -> Analysis:
-        """``build_jobs(history[-1])`` and the verdicts on ``history`` (jobs judged lazily)."""
+    def update(self, history: Sequence[Snapshot], judge_jobs: bool = True) -> Analysis:
+        """``build_jobs(history[-1])`` and the verdicts on ``history`` (``judge_jobs=False``:
+        no job verdict, the main screen's and the exporter's lean path)."""
         ctx = self.context(history)
         if ctx is None:
-            return Analysis({}, JobVerdicts(None, {}), ())
-        jobs = ctx.latest_jobs
-        return Analysis(gpu_verdicts_of(ctx), JobVerdicts(ctx, jobs), tuple(jobs.values()))
+            return Analysis({}, {}, ())
+        gpus, jobs = gpu_verdicts_of(ctx), ctx.latest_jobs
+        job_verdicts = {i: job_verdict(ctx, j) for i, j in jobs.items()} if judge_jobs else {}
+        return Analysis(gpus, job_verdicts, tuple(jobs.values()))
 
 
 def _push(

@@ -30,26 +30,8 @@ from gputop.model import GpuSample, Snapshot
 class Tick:
     """The verdicts' work on one snapshot, done once (jobs, and per GPU set the parts)."""
 
-    __slots__ = (
-        "_ageless",
-        "_before",
-        "_by_gpu",
-        "_gpu",
-        "_idle",
-        "_pids",
-        "_samples",
-        "feats",
-        "jobs",
-        "lost",
-        "procs",
-        "snap",
-        "structure",
-        "time",
-    )
-
     def __init__(self, snap: Snapshot, previous: Tick | None = None) -> None:
         self.snap = snap
-        self.time = snap.time
         self.lost = [g for g in snap.gpus if g.lost]
         self.structure: JobStructure
         if previous is None or not _same_jobs(previous, snap):
@@ -196,7 +178,6 @@ KeptGroup = tuple[list[GpuTick | None], float, Group]
 class Carried:
     """Carried between calls: the job tracks and the GPU groups of the last call and this."""
 
-    generation: int = 0  # one per call: a context reads the tracks of its own only
     tracks: dict[str, Track] = field(default_factory=dict)  # job id -> its track over the window
     groups_before: dict[GroupKey, KeptGroup] = field(default_factory=dict)
     groups_now: dict[GroupKey, KeptGroup] = field(default_factory=dict)
@@ -206,13 +187,10 @@ class Carried:
 class Context:
     t: Thresholds
     history: list[Snapshot]  # the full history, oldest first
-    window: list[Snapshot]  # a suffix of ``history``
-    ticks: list[Tick]  # one per window snapshot
+    ticks: list[Tick]  # one per window snapshot: a suffix of ``history``
     base: int  # sequence number of history[0] (idle-holder run memo)
     runs: Runs
-    # its job tracks are valid while its generation is still ``generation``
-    carried: Carried | None = None
-    generation: int = 0
+    carried: Carried | None = None  # valid until the analyzer's next call
     groups: dict[GroupKey, Group] = field(default_factory=dict)
     causes: dict[str, tuple[JobSignals, int] | None] = field(default_factory=dict)
     memory: dict[tuple[int, ...], Finding | None] = field(default_factory=dict)
@@ -220,11 +198,11 @@ class Context:
 
     @property
     def latest(self) -> Snapshot:
-        return self.window[-1]
+        return self.ticks[-1].snap
 
     @property
     def span(self) -> float:
-        return self.window[-1].time - self.window[0].time
+        return self.ticks[-1].snap.time - self.ticks[0].snap.time
 
     @property
     def latest_jobs(self) -> dict[str, Job]:
@@ -232,7 +210,7 @@ class Context:
 
     @cached_property
     def host(self) -> HostView:
-        return HostView(self.window, self.history, self.t)
+        return HostView([tk.snap for tk in self.ticks], self.history, self.t)
 
     # --- the GPU side -------------------------------------------------------------------
 
@@ -261,7 +239,7 @@ class Context:
     def group_of_parts(self, gpus: tuple[int, ...], present: tuple[bool, ...]) -> Group:
         """``group_of`` the parts, or the last call's group when judged from the same."""
         parts = [p if here else None for p, here in zip(self.gpu_parts(gpus), present, strict=True)]
-        ticks = [tk.time for tk, here in zip(self.ticks, present, strict=True) if here]
+        ticks = [tk.snap.time for tk, here in zip(self.ticks, present, strict=True) if here]
         span = ticks[-1] - ticks[0] if ticks else 0.0
         c = self.carried
         key: GroupKey = (gpus, present)
@@ -278,8 +256,7 @@ class Context:
     # --- the jobs -----------------------------------------------------------------------
 
     def track(self, job_id: str) -> Track | None:
-        c = self.carried
-        return None if c is None or c.generation != self.generation else c.tracks.get(job_id)
+        return None if self.carried is None else self.carried.tracks.get(job_id)
 
     def feats(self, job_id: str) -> list[JobTick | None]:
         """The job in each window tick (a job judged on its own id may be in none)."""
@@ -314,7 +291,7 @@ class Context:
 
     def idle_and_held(self, i: int, gpus: tuple[int, ...], pids: frozenset[int] | None) -> bool:
         """``idle_and_held`` on history[i]; memoized when history[i] is in the window."""
-        w = i - (len(self.history) - len(self.window))
+        w = i - (len(self.history) - len(self.ticks))
         if w >= 0:
             return self.ticks[w].idle_and_held(gpus, pids, self.t)
         return idle_and_held(self.history[i], gpus, pids, self.t)

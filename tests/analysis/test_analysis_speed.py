@@ -132,7 +132,7 @@ def test_the_analyzer_keeps_only_the_window() -> None:
         hist = [*hist[-59:], next(snaps)]  # a 60 s lookback
         analyzer.update(hist)
     n_window = len(analysis_window.split_window(hist, t)[1])
-    assert len(analyzer._ticks) == n_window  # per-snapshot work: the window's only
+    assert len(analyzer._window[1]) == n_window  # per-snapshot work: the window's only
     assert analyzer._window[1][-1].snap is hist[-1]
     assert len(analyzer.memory.tracks) == 2 * 4  # one per job in the window
     # idle-holder runs: one per GPU and per job judged in the last two calls

@@ -11,10 +11,11 @@ from gputop.analysis import verdict as vd
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.kinds import WARMING_UP
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.diagnosis import Diagnoser, Diagnosis, diagnose, lookback_seconds, recent
+from gputop.diagnosis import Diagnoser, Diagnosis, lookback_seconds, recent
 from gputop.model import Snapshot
 from gputop.pipeline import Feed
 from tests import builders as fx
+from tests.builders import diagnose
 
 
 def _kinds(d: Diagnosis) -> tuple[dict[int, str], dict[str, str]]:

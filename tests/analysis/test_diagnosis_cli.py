@@ -17,13 +17,12 @@ from gputop.analysis.jobs import build_jobs
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.cells import is_wide
 from gputop.cli import EXIT_USAGE
-from gputop.diagnosis import diagnose
 from gputop.model import GpuSample, Snapshot, replace
 from gputop.present import filter_gpus, to_json_dict
 from gputop.sources.demo import LINK_FLAP, DemoSource
 from gputop.textout import render_text
 from gputop.ui.parts import gpu_ranges
-from tests.builders import all_verdicts
+from tests.builders import all_verdicts, diagnose
 from tests.cli.test_cli import run_main
 
 GPU_JOB_KEYS = {

@@ -20,7 +20,7 @@ from gputop.analysis import window as window_mod
 from gputop.analysis.holders import idle_and_held, lookback_form
 from gputop.analysis.kinds import IDLE_HOLDER
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.diagnosis import Diagnoser, diagnose, lookback_seconds
+from gputop.diagnosis import Diagnoser, lookback_seconds
 from gputop.exporter.server import ExportState
 from gputop.model import (
     DriverInfo,
@@ -36,6 +36,7 @@ from gputop.model import (
     replace,
 )
 from gputop.sources.demo import DemoSource
+from tests.builders import diagnose
 from tests.verdict_scenarios import GOLDEN, SCENARIOS, START, digest, kinds
 
 SHORT = Thresholds.from_overrides(

@@ -724,17 +724,20 @@ def test_analyzer_matches_with_processes_coming_and_going() -> None:
         _same_as_plain(analyzer, hist[-40:], t, f"tick {tick}")
 
 
-def test_job_verdicts_are_judged_when_read_and_stay_valid() -> None:
+def test_job_verdicts_are_judged_on_request_and_stay_valid() -> None:
     source = DemoSource(seed=1, start_time=1_700_000_000.0, step=1.0)
     hist = [source.snapshot() for _ in range(30)]
     analyzer = Analyzer()
     first = analyzer.update(hist)
     hist.append(source.snapshot())
-    analyzer.update(hist)  # the analyzer moves on; the first result is not affected
+    lean = analyzer.update(hist, judge_jobs=False)  # the main screen's path: GPUs only
+    assert lean.job_verdicts == {} and lean.jobs and lean.gpu_verdicts
+    # the analyzer moved on; the first result is not affected
     assert set(first.job_verdicts) == {j.id for j in first.jobs}
     assert _as_dicts(first.job_verdicts) == _as_dicts(all_verdicts(hist[:-1])[1])
     with pytest.raises(KeyError):
         first.job_verdicts["no such job"]
+    assert _as_dicts(analyzer.update(hist).job_verdicts) == _as_dicts(all_verdicts(hist)[1])
     assert analyzer.update([]) == ({}, {}, ())
 
 

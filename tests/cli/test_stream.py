@@ -239,6 +239,7 @@ def test_the_first_reading_is_analysed_inside_the_window_and_the_line_is_unchang
     the second (it costs the first line nothing), and the line is what a one-shot
     diagnosis of the same two readings gives."""
     from gputop import diagnosis as diagnosis_module
+    from tests.builders import diagnose
 
     clock = _Clock()
     calls: list[tuple[Any, int]] = []  # (the snapshot pushed, sleeps so far)
@@ -262,5 +263,5 @@ def test_the_first_reading_is_analysed_inside_the_window_and_the_line_is_unchang
     monkeypatch.setattr(diagnosis_module.Diagnoser, "push", real_push)
     from gputop.present import to_json_dict
 
-    expected = to_json_dict(history[-1], diagnosis_module.diagnose(history))
+    expected = to_json_dict(history[-1], diagnose(history))
     assert json.loads(out.lines[0]) == json.loads(stream.json_line(expected))

@@ -12,7 +12,6 @@ import pytest
 from prometheus_client.exposition import generate_latest
 
 from gputop.analysis.kinds import KINDS
-from gputop.diagnosis import diagnose
 from gputop.exporter import parse_listen
 from gputop.exporter.metrics import METRICS, Totals, build, job_rows
 from gputop.exporter.server import ExportState, make_registry
@@ -26,6 +25,7 @@ from gputop.model import (
     Verdict,
 )
 from gputop.sources.demo import DemoSource
+from tests.builders import diagnose
 from tests.helpers.exporter import DASHBOARD, dashboard_exprs, parse, series
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from gputop.diagnosis import diagnose
 from gputop.model import SCHEMA_VERSION, Snapshot
 from gputop.present import to_json_dict
 from gputop.sources import remote
 from gputop.sources.demo import DemoSource
 from gputop.sources.prometheus import build_hosts
+from tests.builders import diagnose
 
 
 def demo_line(seed: int = 0, ticks: int = 6) -> str:

@@ -151,11 +151,11 @@ def test_namespace_detection_and_its_override(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_non_root_holder_scan_says_others_are_not_visible(fake_nvml: FakeNvml) -> None:
-    from gputop.diagnosis import diagnose
     from gputop.present import render_json
     from gputop.sources.live import LiveSource
     from gputop.textout import render_text
     from gputop.ui import views
+    from tests.builders import diagnose
 
     fake_nvml.write(Scenario(gpus=[FakeGpu()]))
     source = LiveSource()
