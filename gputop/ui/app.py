@@ -28,9 +28,8 @@ from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
-from gputop.ui.gpu_view import JUDGING_MARK, MEM_IDLE_MARKER
-from gputop.ui.header import HeaderLine
-from gputop.ui.lines import PartsLines
+from gputop.ui.gpu_view import JUDGING_MARK, MEM_IDLE_MARKER, VerdictMark, verdict_legend
+from gputop.ui.lines import HeaderLine, PartsLines
 from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, INTERVAL_STEPS, MIN_HEIGHT, MIN_WIDTH
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
@@ -46,21 +45,8 @@ if TYPE_CHECKING:
     from gputop.sampler import Sampler
 
 
-#: Actions on the main screen's table, filter or GPU choice: off on the other screens.
-MAIN_ONLY_ACTIONS = frozenset(
-    {
-        "filter",
-        "sort",
-        "reverse",
-        "detail",
-        "kill",
-        "tag",
-        "all_gpus",
-        "gpu",
-        "clear_filter",
-        "jobs",
-    }
-)
+#: Actions off while another screen is on top (the digits' "gpu" has no Key).
+MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
 
 #: The digit keys' line in `?`, for the live dashboard and the replay alike.
 GPU_DIGITS_HELP = ("0-9", "show only that GPU (a: all GPUs again)")
@@ -167,7 +153,7 @@ class GpuTopApp(App[int]):
         # Why no signal is offered at all (demo, replay, snapshots); None: live pids.
         self.no_signal_reason = no_signal_reason(getattr(sampler, "source", None))
         # GPU index -> a fixed word for the verdict slot; None: the diagnosis fills it.
-        self.verdicts: Mapping[int, str | views.VerdictMark] | None = verdicts
+        self.verdicts: Mapping[int, str | VerdictMark] | None = verdicts
         base = thresholds if thresholds is not None else DEFAULT
         if window is not None:
             base = replace(base, window_seconds=float(window))
@@ -178,7 +164,7 @@ class GpuTopApp(App[int]):
         self.frame: Frame | None = None  # the newest frame taken
         self._diagnosis: Diagnosis | None = None
         # The GPU lines' verdict marks of self._diagnosis.
-        self._marks: Mapping[int, views.VerdictMark] = {}
+        self._marks: Mapping[int, VerdictMark] = {}
         self.verdict_error: str | None = None  # the analysis failed on the newest snapshot
         # (time, GPU index -> verdict kind) per diagnosis: the detail screen's history.
         self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(maxlen=keep)
@@ -397,7 +383,7 @@ class GpuTopApp(App[int]):
         verdict = None if diagnosis is None else diagnosis.gpus.get(index)
         return verdict, [(t, kinds[index]) for t, kinds in self.verdict_log if index in kinds]
 
-    def _verdict_marks(self) -> Mapping[int, str | views.VerdictMark] | None:
+    def _verdict_marks(self) -> Mapping[int, str | VerdictMark] | None:
         if self.verdicts is not None:
             return self.verdicts
         if self.judging is not None and self.snapshot is not None:
@@ -742,7 +728,7 @@ def help_legend() -> list[tuple[str, str]]:
     from gputop.ui.screens.help import LEGEND
 
     others = [(marker, what) for marker, what in LEGEND if marker != MEM_IDLE_MARKER]
-    return list(views.verdict_legend()) + others
+    return list(verdict_legend()) + others
 
 
 def help_bindings(keys: Iterable[Key] = KEYS) -> list[tuple[str, str]]:

@@ -24,11 +24,10 @@ from gputop.model import Snapshot
 from gputop.sources.remote import LineError, summarize, to_snapshot
 from gputop.sources.streams import FleetSource, HostView, status
 from gputop.ui import fleet_views as fv
-from gputop.ui import views
 from gputop.ui.app import GpuTopApp, run_in_terminal
-from gputop.ui.header import HeaderLine
-from gputop.ui.lines import PartsLines
-from gputop.ui.views import Parts, VerdictMark
+from gputop.ui.gpu_view import VerdictMark, verdict_legend
+from gputop.ui.lines import HeaderLine, PartsLines
+from gputop.ui.parts import Parts, safe
 
 #: Snapshots of the open host kept for its dashboard (its histories and verdicts).
 HOST_HISTORY = 900
@@ -117,7 +116,7 @@ class FleetScreen(Screen[None]):
                 at_cursor = Region(0, len(lines), 1, len(block))
             lines.extend(block)
         if not shown:
-            lines = [((f"no host matches {views.safe(self.text_filter, 64)!r}", "dim"),)]
+            lines = [((f"no host matches {safe(self.text_filter, 64)!r}", "dim"),)]
         with app.batch_update():
             self.query_one("#fleet-header", HeaderLine).show(self._header(len(every)))
             self.query_one("#fleet-summary", PartsLines).set_lines([fv.summary_parts(every)])
@@ -141,7 +140,7 @@ class FleetScreen(Screen[None]):
             (fv.SORT_LABELS[self.sort_key] + (" ↑" if self.reverse else ""), "accent"),
         ]
         if self.text_filter:
-            parts += [("  filter ", "label"), (views.safe(self.text_filter, 64), "accent")]
+            parts += [("  filter ", "label"), (safe(self.text_filter, 64), "accent")]
         return tuple(parts)
 
     def action_move(self, step: int) -> None:
@@ -211,7 +210,7 @@ class FleetScreen(Screen[None]):
             ("R", "retry unreachable hosts now"),
             ("q", "quit (every ssh connection is closed)"),
         ]
-        legend = [*fv.LEGEND, *views.verdict_legend()]
+        legend = [*fv.LEGEND, *verdict_legend()]
         self.app.push_screen(HelpScreen(keys, legend))
 
 
@@ -362,7 +361,7 @@ class FleetApp(GpuTopApp):
         if self.host is None or not self.screen_stack:
             return
         head = self.header
-        name = views.safe(self.host, 64)
+        name = safe(self.host, 64)
         lead: Parts = (("fleet › ", "dim"), (name, "accent"), (" (Esc) ", "dim"))
         rest = head.lines[0] if head.lines else ()
         if rest and rest[0][0].strip() == "gputop":

@@ -16,7 +16,8 @@ from gputop.cells import cell_width, fit
 from gputop.model import Verdict
 from gputop.sources.remote import GpuCell
 from gputop.sources.streams import HostView, status
-from gputop.ui.views import POWER_CAP_WORD, SEVERITY_ROLES, VERDICT_WORDS, Part, Parts, safe
+from gputop.ui.gpu_view import POWER_CAP_WORD, SEVERITY_ROLES, VERDICT_WORDS
+from gputop.ui.parts import Part, Parts, safe
 
 #: From this width a host's prefix (name, state, GPU count) is one line.
 WIDE_WIDTH = 120

@@ -20,7 +20,6 @@ from gputop.analysis.thresholds import Thresholds
 from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
 from gputop.pipeline import Frame
-from gputop.ui import views
 from gputop.ui.app import (
     GPU_DIGITS_HELP,
     FrameArrived,
@@ -30,6 +29,8 @@ from gputop.ui.app import (
     key_bindings,
 )
 from gputop.ui.gpu_view import JUDGING_MARK
+from gputop.ui.header_view import mode_text
+from gputop.ui.parts import Parts
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
@@ -170,7 +171,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
     def _render_header(self) -> None:
         self.header.show(self.header_parts_now())
 
-    def header_parts_now(self) -> views.Parts:
+    def header_parts_now(self) -> Parts:
         """The live header, its mode replaced by REPLAY, the recorded time, speed and state."""
         snap = self.snapshot
         parts = list(self.header_parts(paused=False, stale=False, error=self.player.last_error))
@@ -179,14 +180,14 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.time))
         p = self.player
         state = "PLAYING" if p.playing else ("END" if p.at_end else "PAUSED")
-        replay: views.Parts = (
+        replay: Parts = (
             ("REPLAY ", "warn-strong"),
             (stamp, "accent"),
             (f" {p.speed:g}x {state}", "warn-strong" if state != "PLAYING" else "ok"),
         )
         if self.judging is not None:
             replay += (("  " + self.judging, "dim"),)
-        mode = views.mode_text(snap)
+        mode = mode_text(snap)
         if mode in parts:
             at = parts.index(mode)
             parts[at : at + 1] = list(replay)

@@ -24,10 +24,10 @@ from textual_plotext import PlotextPlot
 from gputop import fmt
 from gputop.analysis.kinds import LABELS
 from gputop.model import LABELLED_METRICS, GpuSample, Snapshot, Verdict
-from gputop.ui.gpu_view import metric_text
+from gputop.ui.gpu_view import metric_text, verdict_parts
+from gputop.ui.parts import Parts
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
-from gputop.ui.views import Parts, verdict_parts
 
 #: What the app hands over: the GPU's verdict now, and its (time, kind) history.
 VerdictSource = Callable[[], tuple[Verdict | None, Sequence[tuple[float, str]]]]
