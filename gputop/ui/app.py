@@ -59,8 +59,12 @@ _HELP_EXTRA: tuple[tuple[str, str], ...] = (
 )
 
 
-def key_bindings(keys: Iterable[Key]) -> list[BindingType]:
-    return [
+def key_bindings(
+    keys: Iterable[Key], gpu_0: tuple[str, str] = ("One GPU", "0-9")
+) -> list[BindingType]:
+    """``keys``, then the digits (hidden: `?` lists "0-9"; the footer must fit 80 columns);
+    ``gpu_0``: the 0 key's description and display."""
+    out: list[BindingType] = [
         Binding(
             k.keys,
             k.action,
@@ -72,25 +76,20 @@ def key_bindings(keys: Iterable[Key]) -> list[BindingType]:
         )
         for k in keys
     ]
+    for n in range(10):
+        what, display = gpu_0 if n == 0 else (f"Show GPU {n}", str(n))
+        out.append(Binding(str(n), f"gpu({n})", what, show=False, key_display=display))
+    return out
 
 
 def _bindings() -> list[BindingType]:
-    out = key_bindings(KEYS)
-    for n in range(10):
-        out.append(
-            Binding(
-                str(n),
-                f"gpu({n})",
-                "One GPU" if n == 0 else f"Show GPU {n}",
-                show=False,  # `?` lists "0-9"; the footer must fit 80 columns
-                key_display="0-9" if n == 0 else str(n),
-            )
-        )
-    # Ctrl-C quits with SIGINT's status; priority: also from the filter box and dialogs.
-    out.append(Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True))
-    # Ctrl-Z suspends: Textual reads it as a key (the tty's ISIG is off).
-    out.append(Binding("ctrl+z", "suspend_process", "Suspend", show=False, priority=True))
-    return out
+    return [
+        *key_bindings(KEYS),
+        # Ctrl-C quits with SIGINT's status; priority: also from the filter box and dialogs.
+        Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True),
+        # Ctrl-Z suspends: Textual reads it as a key (the tty's ISIG is off).
+        Binding("ctrl+z", "suspend_process", "Suspend", show=False, priority=True),
+    ]
 
 
 class FrameArrived(Message):

@@ -73,11 +73,8 @@ _HELP: dict[str, str] = {
 
 
 def _bindings() -> list[BindingType]:
-    out = key_bindings(REPLAY_KEYS)
-    for n in range(10):
-        out.append(Binding(str(n), f"gpu({n})", f"Show GPU {n}", show=False))
-    out.append(Binding("ctrl+c", "quit", "Quit", show=False, priority=True))
-    return out
+    quit_ = Binding("ctrl+c", "quit", "Quit", show=False, priority=True)
+    return [*key_bindings(REPLAY_KEYS, gpu_0=("Show GPU 0", "0")), quit_]
 
 
 class GoToScreen(ModalScreen[str | None]):
