@@ -52,7 +52,6 @@ MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
 GPU_DIGITS_HELP = ("0-9", "show only that GPU (a: all GPUs again)")
 
 _HELP_EXTRA: tuple[tuple[str, str], ...] = (
-    GPU_DIGITS_HELP,
     ("Up/Down, PgUp/PgDn", "move in the process table; click a row to select it"),
     ("click a column header", "sort by it; again to reverse"),
     ("ctrl+p", "command palette (themes, keys, screenshot)"),
@@ -336,6 +335,23 @@ class GpuTopApp(App[int]):
         self._render()
         self.frames += 1
         return True
+
+    def forget_view(self) -> None:
+        """Forget what is shown: snapshots, verdicts, GPU choice, filter, tags (a fleet host)."""
+        self.snapshot = None
+        self.frame = None
+        self._diagnosis = None
+        self.history = ()
+        self._marks = {}
+        self.verdict_log.clear()
+        self.shown_gpus = self._base_gpus = None
+        self.tagged.clear()
+        self.text_filter = ""
+        self.stale = False
+        self.sample_error = None
+        if self.screen_stack:
+            self.filter_input.value = ""
+            self.filter_input.display = False
 
     def _resolve_gpus(self, spec: Sequence[str], snapshot: Snapshot) -> frozenset[int] | None:
         """``--gpus`` indices or UUIDs; one that matches no GPU is said, every GPU shown."""
@@ -732,8 +748,8 @@ def help_legend() -> list[tuple[str, str]]:
 
 def help_bindings(keys: Iterable[Key] = KEYS) -> list[tuple[str, str]]:
     """(key, what it does) for the help screen."""
-    out = [(k.display, k.description) for k in keys]
-    return out[:1] + list(_HELP_EXTRA[:1]) + out[1:] + list(_HELP_EXTRA[1:])
+    first, *rest = [(k.display, k.description) for k in keys]
+    return [first, GPU_DIGITS_HELP, *rest, *_HELP_EXTRA]
 
 
 def run_app(

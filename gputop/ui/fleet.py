@@ -271,7 +271,8 @@ class FleetApp(GpuTopApp):
         self.host = name
         self._host_seq = 0
         self._host_history.clear()
-        self._reset_dashboard()
+        self.forget_view()  # the previous host's (the feed judges this one's afresh)
+        self.verdicts = {}
         if self.screen is self.fleet_screen:
             self.pop_screen()
         self._feed_host()
@@ -298,26 +299,6 @@ class FleetApp(GpuTopApp):
         self._host_history = deque([*older, *self._host_history], maxlen=HOST_HISTORY)
         if self.snapshot is not None:
             self.apply_snapshot(self.snapshot, tuple(self._host_history))
-
-    def _reset_dashboard(self) -> None:
-        """Forget the previous host: its snapshots, verdicts, GPU choice, filter, tags."""
-        self.snapshot = None
-        self.history = ()
-        self.frame = None
-        self._diagnosis = None  # (the feed judges the next host's history afresh)
-        self._marks = {}
-        self.verdict_log.clear()
-        self.verdicts = {}
-        self.shown_gpus = None
-        self._base_gpus = None
-        self.tagged.clear()
-        self.text_filter = ""
-        self.stale = False
-        self.sample_error = None
-        if self.screen_stack:
-            box = self.filter_input
-            box.value = ""
-            box.display = False
 
     def _feed_host(self) -> None:
         if self.host is None:

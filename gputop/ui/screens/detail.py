@@ -256,7 +256,6 @@ class DetailScreen(Screen[None]):
         self._after_source = after
         self._judging = judging
         self.after: tuple[Snapshot, ...] = tuple(after()) if after is not None else ()
-        self._composed = False  # widgets exist (on_mount ran): charts can be drawn
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title")
@@ -268,7 +267,6 @@ class DetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._composed = True
         self._render_history()
 
     def update_history(self, history: tuple[Snapshot, ...]) -> None:
@@ -276,7 +274,7 @@ class DetailScreen(Screen[None]):
         self.history = tuple(history)
         if self._after_source is not None:
             self.after = tuple(self._after_source())
-        if self._composed:
+        if self.is_mounted:  # on_mount ran: the charts exist
             self._render_history()
 
     def action_close(self) -> None:
