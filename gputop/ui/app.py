@@ -23,7 +23,7 @@ from gputop.diagnosis import Diagnosis
 from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
 from gputop.keys import Key as Key
 from gputop.keys import remapped
-from gputop.model import HostSample, Snapshot, Verdict
+from gputop.model import Snapshot, Verdict
 from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
 from gputop.ui import views
@@ -106,19 +106,6 @@ class FrameArrived(Message):
 HISTORY = 3600
 
 
-class HostPanel(PartsLines):
-    """Host panel, line by line: a tick that moves only the per-core cells repaints that line."""
-
-    DEFAULT_CSS = """
-    HostPanel {
-        border-top: hkey $primary-muted;
-    }
-    """
-
-    def show(self, host: HostSample | None, *, width: int, compact: bool) -> bool:
-        return self.set_lines(views.host_lines(host, width, compact=compact))
-
-
 class GpuTopApp(App[int]):
     """gputop's main screen."""
 
@@ -136,7 +123,6 @@ class GpuTopApp(App[int]):
         snapshots: Sequence[Snapshot] = (),
         gpu_filter: Collection[int] | Sequence[str] | None = None,
         readonly: bool = False,
-        verdicts: Mapping[int, str] | None = None,
         thresholds: Thresholds | None = None,
         window: float | None = None,
         theme: str | None = None,
@@ -150,8 +136,8 @@ class GpuTopApp(App[int]):
         self.readonly = readonly
         # Why no signal is offered at all (demo, replay, snapshots); None: live pids.
         self.no_signal_reason = no_signal_reason(getattr(sampler, "source", None))
-        # GPU index -> a fixed word for the verdict slot; None: the diagnosis fills it.
-        self.verdicts: Mapping[int, str | VerdictMark] | None = verdicts
+        # GPU index -> a fixed mark for the verdict slot (a fleet host's); None: the diagnosis'.
+        self.verdicts: Mapping[int, str | VerdictMark] | None = None
         base = thresholds if thresholds is not None else DEFAULT
         if window is not None:
             base = replace(base, window_seconds=float(window))
@@ -204,7 +190,7 @@ class GpuTopApp(App[int]):
         with Vertical(id="main"):
             yield HeaderLine(id="header")
             yield GpuPanel(id="gpus")
-            yield HostPanel(id="host")
+            yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
             yield Static(id="notes")  # why the process table may be incomplete
             yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
             yield ProcessTable(id="procs")
@@ -220,8 +206,8 @@ class GpuTopApp(App[int]):
         return self.query_one("#gpus", GpuPanel)
 
     @property
-    def host_panel(self) -> HostPanel:
-        return self.query_one("#host", HostPanel)
+    def host_panel(self) -> PartsLines:
+        return self.query_one("#host", PartsLines)
 
     @property
     def table(self) -> ProcessTable:
@@ -421,7 +407,7 @@ class GpuTopApp(App[int]):
                 width=width,
                 verdicts=self._verdict_marks(),
             )
-            self.host_panel.show(snapshot.host, width=width, compact=self.compact)
+            self.host_panel.set_lines(views.host_lines(snapshot.host, width, compact=self.compact))
             self._render_notes(snapshot)
             self._render_table()
 

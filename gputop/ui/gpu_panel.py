@@ -82,11 +82,15 @@ class GpuLines(PartsLines):
         self._text_width = text_width
         self.set_lines(self._compose_lines(self.size.width))
 
+    def _cells(self, label_width: int, width: int | None = None) -> int:
+        width = self.size.width if width is None else width
+        return width - self._text_width - 1 - label_width
+
     def _compose_lines(self, width: int) -> list[Parts]:
         lines: list[Parts] = []
         for block in self.blocks.values():
             label_width = block.label_width
-            cells = width - self._text_width - 1 - label_width  # after the text and a space
+            cells = self._cells(label_width, width)
             for row, text in enumerate(block.view.lines):
                 line = fit_parts(text, self._text_width)
                 if width > 0 and row < len(block.series):
