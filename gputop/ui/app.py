@@ -137,7 +137,7 @@ class GpuTopApp(App[int]):
         # Why no signal is offered at all (demo, replay, snapshots); None: live pids.
         self.no_signal_reason = no_signal_reason(getattr(sampler, "source", None))
         # GPU index -> a fixed mark for the verdict slot (a fleet host's); None: the diagnosis'.
-        self.verdicts: Mapping[int, str | VerdictMark] | None = None
+        self.verdicts: Mapping[int, VerdictMark] | None = None
         base = thresholds if thresholds is not None else DEFAULT
         if window is not None:
             base = replace(base, window_seconds=float(window))
@@ -384,7 +384,7 @@ class GpuTopApp(App[int]):
         verdict = None if diagnosis is None else diagnosis.gpus.get(index)
         return verdict, [(t, kinds[index]) for t, kinds in self.verdict_log if index in kinds]
 
-    def _verdict_marks(self) -> Mapping[int, str | VerdictMark] | None:
+    def _verdict_marks(self) -> Mapping[int, VerdictMark] | None:
         if self.verdicts is not None:
             return self.verdicts
         if self.judging is not None and self.snapshot is not None:

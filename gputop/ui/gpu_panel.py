@@ -132,7 +132,7 @@ class GpuPanel(VerticalScroll):
         shown: frozenset[int] | None,
         compact: bool,
         width: int,
-        verdicts: Mapping[int, str | VerdictMark] | Mapping[int, str] | None = None,
+        verdicts: Mapping[int, VerdictMark] | None = None,
     ) -> None:
         if not snapshot.driver.available:
             self._show_message(host_only_message(snapshot))

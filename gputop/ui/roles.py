@@ -22,7 +22,6 @@ ROLE_STYLES: dict[str, str] = {
     "ok": "$success",
     "accent": "bold $accent",
     "selected": "bold reverse",
-    "verdict": "bold $accent",
     "warn": "bold $warning",
     "warn-strong": "bold reverse $warning",
     "error": "bold $error",
