@@ -28,7 +28,7 @@ from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
-from gputop.ui.gpu_view import JUDGING_MARK, MEM_IDLE_MARKER, VerdictMark, verdict_legend
+from gputop.ui.gpu_view import JUDGING_MARK, VerdictMark, verdict_legend
 from gputop.ui.lines import HeaderLine, PartsLines
 from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, INTERVAL_STEPS, MIN_HEIGHT, MIN_WIDTH
 from gputop.ui.process_table import ProcessTable
@@ -728,8 +728,7 @@ def help_legend() -> list[tuple[str, str]]:
     """What the markers mean: the verdict words first, then the other markers."""
     from gputop.ui.screens.help import LEGEND
 
-    others = [(marker, what) for marker, what in LEGEND if marker != MEM_IDLE_MARKER]
-    return list(verdict_legend()) + others
+    return [*verdict_legend(), *LEGEND]
 
 
 def help_bindings(keys: Iterable[Key] = KEYS) -> list[tuple[str, str]]:
