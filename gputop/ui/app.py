@@ -121,7 +121,7 @@ class GpuTopApp(App[int]):
         sampler: Sampler | None = None,
         *,
         snapshots: Sequence[Snapshot] = (),
-        gpu_filter: Collection[int] | Sequence[str] | None = None,
+        gpu_filter: Collection[int] | None = None,
         readonly: bool = False,
         thresholds: Thresholds | None = None,
         window: float | None = None,
@@ -158,13 +158,8 @@ class GpuTopApp(App[int]):
         self.ending = Ending()  # exit() was called, a signal came, the terminal went
         self._restore_signals: Callable[[], None] | None = None
         self._initial = tuple(snapshots)
-        # --gpus: indices, or UUIDs resolved on the first snapshot; None: every GPU.
-        self._gpu_spec: list[str] | None = None
-        self._base_gpus: frozenset[int] | None = None
-        if gpu_filter is not None and all(isinstance(g, int) for g in gpu_filter):
-            self._base_gpus = frozenset(int(g) for g in gpu_filter)
-        elif gpu_filter is not None:
-            self._gpu_spec = [str(g) for g in gpu_filter]
+        # --gpus as the CLI resolved it (indices); None: every GPU.
+        self._base_gpus = None if gpu_filter is None else frozenset(gpu_filter)
         self.shown_gpus = self._base_gpus
         self.text_filter = ""
         self.sort_key = "gpu"
@@ -309,11 +304,8 @@ class GpuTopApp(App[int]):
         self.frame = frame
         if frame.diagnosis is not None and frame.diagnosis is not self._diagnosis:
             self._adopt(frame.diagnosis)  # once: a frame handed over again is not new
-        snapshot = self.snapshot = frame.snapshot
+        self.snapshot = frame.snapshot
         self.history = frame.history
-        if self._gpu_spec is not None:
-            self._base_gpus = self.shown_gpus = self._resolve_gpus(self._gpu_spec, snapshot)
-            self._gpu_spec = None
         self._update_top_screen()
         if self.paused or self.too_small or self.screen is not self._main_screen:
             self.pending = True
@@ -338,16 +330,6 @@ class GpuTopApp(App[int]):
         if self.screen_stack:
             self.filter_input.value = ""
             self.filter_input.display = False
-
-    def _resolve_gpus(self, spec: Sequence[str], snapshot: Snapshot) -> frozenset[int] | None:
-        """``--gpus`` indices or UUIDs; one that matches no GPU is said, every GPU shown."""
-        from gputop.present import resolve_gpu_selection
-
-        try:
-            return resolve_gpu_selection(spec, snapshot.gpus)
-        except ValueError as exc:
-            self.notify(f"{exc}: showing every GPU", severity="warning", timeout=8)
-            return None
 
     @property
     def _main_screen(self) -> Screen[Any]:
@@ -740,7 +722,7 @@ def help_bindings(keys: Iterable[Key] = KEYS) -> list[tuple[str, str]]:
 def run_app(
     sampler: Sampler,
     *,
-    gpu_filter: Collection[int] | Sequence[str] | None = None,
+    gpu_filter: Collection[int] | None = None,
     readonly: bool = False,
     thresholds: Thresholds | None = None,
     window: float | None = None,
