@@ -184,12 +184,8 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         )
         if self.judging is not None:
             replay += (("  " + self.judging, "dim"),)
-        mode = mode_text(snap)
-        if mode in parts:
-            at = parts.index(mode)
-            parts[at : at + 1] = list(replay)
-        else:
-            parts[0:0] = [*replay, ("  ", "")]
+        at = parts.index(mode_text(snap))  # the header of a snapshot always says its mode
+        parts[at : at + 1] = replay
         return tuple(parts)
 
     def action_play(self) -> None:

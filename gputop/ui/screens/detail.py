@@ -29,13 +29,6 @@ from gputop.ui.parts import Parts
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
 
-#: What the app hands over: the GPU's verdict now, and its (time, kind) history.
-VerdictSource = Callable[[], tuple[Verdict | None, Sequence[tuple[float, str]]]]
-#: A replay's snapshots after the cursor (the charts' right half).
-AfterSource = Callable[[], Sequence[Snapshot]]
-#: Why there is no verdict yet (a replay reading its look-back); None: there is one.
-JudgingSource = Callable[[], str | None]
-
 Point = tuple[float, float | None]  # (seconds relative to the newest sample, value)
 
 _RATE_UNITS = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
@@ -244,10 +237,12 @@ class DetailScreen(Screen[None]):
         gpu_index: int,
         history: tuple[Snapshot, ...],
         *,
-        verdict: VerdictSource | None = None,
-        after: AfterSource | None = None,
-        judging: JudgingSource | None = None,
+        verdict: Callable[[], tuple[Verdict | None, Sequence[tuple[float, str]]]] | None = None,
+        after: Callable[[], Sequence[Snapshot]] | None = None,
+        judging: Callable[[], str | None] | None = None,
     ) -> None:
+        """The app hands over callables: the GPU's verdict now and its (time, kind) history;
+        a replay's snapshots after the cursor; why there is no verdict yet (None: there is)."""
         super().__init__()
         self.gpu_index = gpu_index
         self.history: tuple[Snapshot, ...] = tuple(history)
