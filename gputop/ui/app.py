@@ -424,7 +424,7 @@ class GpuTopApp(App[int]):
         parts = self.header_parts(paused=self.paused, stale=self.stale, error=self.sample_error)
         if self.record_error:
             parts += (("  ", ""), (f"! not recording: {self.record_error}", "error-strong"))
-        self.header.show(parts)
+        self.header.set_lines([parts])
 
     def _render_table(self) -> None:
         table = self.table

@@ -86,11 +86,8 @@ class FleetScreen(Screen[None]):
         yield Input(placeholder="filter: host, user, pod, job (Esc clears)", id="fleet-filter")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.redraw()
-
     def on_resize(self, _event: events.Resize) -> None:
-        self.redraw()
+        self.redraw()  # also the first draw: a screen is laid out (and resized) once mounted
 
     @property
     def filter_input(self) -> Input:
@@ -118,7 +115,7 @@ class FleetScreen(Screen[None]):
         if not shown:
             lines = [((f"no host matches {safe(self.text_filter, 64)!r}", "dim"),)]
         with app.batch_update():
-            self.query_one("#fleet-header", HeaderLine).show(self._header(len(every)))
+            self.query_one("#fleet-header", HeaderLine).set_lines([self._header(len(every))])
             self.query_one("#fleet-summary", PartsLines).set_lines([fv.summary_parts(every)])
             self.query_one("#fleet-columns", PartsLines).set_lines([fv.columns_header(width)])
             self.query_one("#fleet-hosts", PartsLines).set_lines(lines)
@@ -159,7 +156,7 @@ class FleetScreen(Screen[None]):
         self.action_move(len(self.shown) if end else -len(self.shown))  # clamped: last, first
 
     def action_sort(self) -> None:
-        keys = fv.SORT_KEYS
+        keys = list(fv.SORT_LABELS)
         self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
         self.redraw()
 
@@ -347,7 +344,7 @@ class FleetApp(GpuTopApp):
         rest = head.lines[0] if head.lines else ()
         if rest and rest[0][0].strip() == "gputop":
             rest = rest[1:]  # the program's name: "fleet" already says it
-        head.show(lead + rest)
+        head.set_lines([lead + rest])
 
     def action_clear_filter(self) -> None:
         """Esc: clears the filter first; without one, back to the fleet."""

@@ -27,7 +27,7 @@ NARROW_PREFIX = 12  # name (or state) + a space
 WIDE_NAME, WIDE_STATE = 20, 12
 WIDE_PREFIX = WIDE_NAME + 1 + WIDE_STATE + 1 + 3 + 1
 
-SORT_KEYS = ("host", "worst", "idle")
+#: Sort keys, in the order s cycles through them, and their words in the header.
 SORT_LABELS = {"host": "host", "worst": "worst verdict", "idle": "idle memory"}
 
 #: Verdict kinds -> the fleet summary's groups (any other kind: "no verdict").

@@ -135,7 +135,3 @@ class HeaderLine(PartsLines):
         background: $panel;
     }
     """
-
-    def show(self, parts: Parts) -> bool:
-        """Repaint when the parts changed; returns whether it did."""
-        return self.set_lines((parts,))

@@ -166,7 +166,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         super()._adopt(done)
 
     def _render_header(self) -> None:
-        self.header.show(self.header_parts_now())
+        self.header.set_lines([self.header_parts_now()])
 
     def header_parts_now(self) -> Parts:
         """The live header, its mode replaced by REPLAY, the recorded time, speed and state."""
