@@ -87,14 +87,12 @@ class GoToScreen(ModalScreen[str | None]):
     }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    AUTO_FOCUS = "#goto-input"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="goto-box"):
             yield Static("Go to (e.g. 2026-11-30 03:00, 03:00, 2h ago, yesterday 23:10):")
             yield Input(id="goto-input", placeholder="time")
-
-    def on_mount(self) -> None:
-        self.query_one("#goto-input", Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
