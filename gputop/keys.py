@@ -20,6 +20,8 @@ class Key:
     # Checked by the app before the key goes to the focused widget (see "slash").
     priority: bool = False
     name: str = ""  # its name in [keys]; "" = the action's
+    # Acts on the main screen's table, filter or GPU choice: off while another screen is on top.
+    main: bool = False
 
     @property
     def id(self) -> str:
@@ -30,20 +32,20 @@ class Key:
 KEYS: tuple[Key, ...] = (
     Key("q", "quit", "Quit", "q"),
     Key("question_mark", "help", "Help", "?"),
-    Key("j", "jobs", "Jobs", "j"),
+    Key("j", "jobs", "Jobs", "j", main=True),
     # Priority: the keys typed (or pasted) right after it must reach the box.
-    Key("slash", "filter", "Filter", "/", priority=True),
-    Key("s", "sort", "Sort", "s"),
-    Key("r", "reverse", "Reverse sort", "r", show=False),
+    Key("slash", "filter", "Filter", "/", priority=True, main=True),
+    Key("s", "sort", "Sort", "s", main=True),
+    Key("r", "reverse", "Reverse sort", "r", show=False, main=True),
     Key("p", "pause", "Pause", "p"),
-    Key("enter", "detail", "Detail", "Enter"),
-    Key("k", "kill", "Kill", "k"),
+    Key("enter", "detail", "Detail", "Enter", main=True),
+    Key("k", "kill", "Kill", "k", main=True),
     # Shown in `?` and the palette, not the footer: the footer must fit 80 columns.
-    Key("space", "tag", "Tag", "Space", show=False),
-    Key("a", "all_gpus", "All GPUs", "a", show=False),
+    Key("space", "tag", "Tag", "Space", show=False, main=True),
+    Key("a", "all_gpus", "All GPUs", "a", show=False, main=True),
     Key("plus,equals_sign", "interval(1)", "Slower refresh", "+", show=False, name="slower"),
     Key("minus", "interval(-1)", "Faster refresh", "-", show=False, name="faster"),
-    Key("escape", "clear_filter", "Clear filter", "Esc", show=False),
+    Key("escape", "clear_filter", "Clear filter", "Esc", show=False, main=True),
 )
 
 #: Keys no action may take: GPU choice, quit, suspend, palette, moving in the table.

@@ -23,14 +23,13 @@ from gputop.diagnosis import Diagnosis
 from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
 from gputop.keys import Key as Key
 from gputop.keys import remapped
-from gputop.model import HostSample, Snapshot, Verdict
+from gputop.model import Snapshot, Verdict
 from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
 from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
-from gputop.ui.gpu_view import JUDGING_MARK, MEM_IDLE_MARKER
-from gputop.ui.header import HeaderLine
-from gputop.ui.lines import PartsLines
+from gputop.ui.gpu_view import JUDGING_MARK, VerdictMark, verdict_legend
+from gputop.ui.lines import HeaderLine, PartsLines
 from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, INTERVAL_STEPS, MIN_HEIGHT, MIN_WIDTH
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
@@ -46,35 +45,25 @@ if TYPE_CHECKING:
     from gputop.sampler import Sampler
 
 
-#: Actions on the main screen's table, filter or GPU choice: off on the other screens.
-MAIN_ONLY_ACTIONS = frozenset(
-    {
-        "filter",
-        "sort",
-        "reverse",
-        "detail",
-        "kill",
-        "tag",
-        "all_gpus",
-        "gpu",
-        "clear_filter",
-        "jobs",
-    }
-)
+#: Actions off while another screen is on top (the digits' "gpu" has no Key).
+MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
 
 #: The digit keys' line in `?`, for the live dashboard and the replay alike.
 GPU_DIGITS_HELP = ("0-9", "show only that GPU (a: all GPUs again)")
 
 _HELP_EXTRA: tuple[tuple[str, str], ...] = (
-    GPU_DIGITS_HELP,
     ("Up/Down, PgUp/PgDn", "move in the process table; click a row to select it"),
     ("click a column header", "sort by it; again to reverse"),
     ("ctrl+p", "command palette (themes, keys, screenshot)"),
 )
 
 
-def key_bindings(keys: Iterable[Key]) -> list[BindingType]:
-    return [
+def key_bindings(
+    keys: Iterable[Key], gpu_0: tuple[str, str] = ("One GPU", "0-9")
+) -> list[BindingType]:
+    """``keys``, then the digits (hidden: `?` lists "0-9"; the footer must fit 80 columns);
+    ``gpu_0``: the 0 key's description and display."""
+    out: list[BindingType] = [
         Binding(
             k.keys,
             k.action,
@@ -86,25 +75,20 @@ def key_bindings(keys: Iterable[Key]) -> list[BindingType]:
         )
         for k in keys
     ]
+    for n in range(10):
+        what, display = gpu_0 if n == 0 else (f"Show GPU {n}", str(n))
+        out.append(Binding(str(n), f"gpu({n})", what, show=False, key_display=display))
+    return out
 
 
 def _bindings() -> list[BindingType]:
-    out = key_bindings(KEYS)
-    for n in range(10):
-        out.append(
-            Binding(
-                str(n),
-                f"gpu({n})",
-                "One GPU" if n == 0 else f"Show GPU {n}",
-                show=False,  # `?` lists "0-9"; the footer must fit 80 columns
-                key_display="0-9" if n == 0 else str(n),
-            )
-        )
-    # Ctrl-C quits with SIGINT's status; priority: also from the filter box and dialogs.
-    out.append(Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True))
-    # Ctrl-Z suspends: Textual reads it as a key (the tty's ISIG is off).
-    out.append(Binding("ctrl+z", "suspend_process", "Suspend", show=False, priority=True))
-    return out
+    return [
+        *key_bindings(KEYS),
+        # Ctrl-C quits with SIGINT's status; priority: also from the filter box and dialogs.
+        Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True),
+        # Ctrl-Z suspends: Textual reads it as a key (the tty's ISIG is off).
+        Binding("ctrl+z", "suspend_process", "Suspend", show=False, priority=True),
+    ]
 
 
 class FrameArrived(Message):
@@ -122,19 +106,6 @@ class FrameArrived(Message):
 HISTORY = 3600
 
 
-class HostPanel(PartsLines):
-    """Host panel, line by line: a tick that moves only the per-core cells repaints that line."""
-
-    DEFAULT_CSS = """
-    HostPanel {
-        border-top: hkey $primary-muted;
-    }
-    """
-
-    def show(self, host: HostSample | None, *, width: int, compact: bool) -> bool:
-        return self.set_lines(views.host_lines(host, width, compact=compact))
-
-
 class GpuTopApp(App[int]):
     """gputop's main screen."""
 
@@ -150,9 +121,8 @@ class GpuTopApp(App[int]):
         sampler: Sampler | None = None,
         *,
         snapshots: Sequence[Snapshot] = (),
-        gpu_filter: Collection[int] | Sequence[str] | None = None,
+        gpu_filter: Collection[int] | None = None,
         readonly: bool = False,
-        verdicts: Mapping[int, str] | None = None,
         thresholds: Thresholds | None = None,
         window: float | None = None,
         theme: str | None = None,
@@ -166,8 +136,8 @@ class GpuTopApp(App[int]):
         self.readonly = readonly
         # Why no signal is offered at all (demo, replay, snapshots); None: live pids.
         self.no_signal_reason = no_signal_reason(getattr(sampler, "source", None))
-        # GPU index -> a fixed word for the verdict slot; None: the diagnosis fills it.
-        self.verdicts: Mapping[int, str | views.VerdictMark] | None = verdicts
+        # GPU index -> a fixed mark for the verdict slot (a fleet host's); None: the diagnosis'.
+        self.verdicts: Mapping[int, VerdictMark] | None = None
         base = thresholds if thresholds is not None else DEFAULT
         if window is not None:
             base = replace(base, window_seconds=float(window))
@@ -178,7 +148,7 @@ class GpuTopApp(App[int]):
         self.frame: Frame | None = None  # the newest frame taken
         self._diagnosis: Diagnosis | None = None
         # The GPU lines' verdict marks of self._diagnosis.
-        self._marks: Mapping[int, views.VerdictMark] = {}
+        self._marks: Mapping[int, VerdictMark] = {}
         self.verdict_error: str | None = None  # the analysis failed on the newest snapshot
         # (time, GPU index -> verdict kind) per diagnosis: the detail screen's history.
         self.verdict_log: deque[tuple[float, dict[int, str]]] = deque(maxlen=keep)
@@ -188,13 +158,8 @@ class GpuTopApp(App[int]):
         self.ending = Ending()  # exit() was called, a signal came, the terminal went
         self._restore_signals: Callable[[], None] | None = None
         self._initial = tuple(snapshots)
-        # --gpus: indices, or UUIDs resolved on the first snapshot; None: every GPU.
-        self._gpu_spec: list[str] | None = None
-        self._base_gpus: frozenset[int] | None = None
-        if gpu_filter is not None and all(isinstance(g, int) for g in gpu_filter):
-            self._base_gpus = frozenset(int(g) for g in gpu_filter)
-        elif gpu_filter is not None:
-            self._gpu_spec = [str(g) for g in gpu_filter]
+        # --gpus as the CLI resolved it (indices); None: every GPU.
+        self._base_gpus = None if gpu_filter is None else frozenset(gpu_filter)
         self.shown_gpus = self._base_gpus
         self.text_filter = ""
         self.sort_key = "gpu"
@@ -220,7 +185,7 @@ class GpuTopApp(App[int]):
         with Vertical(id="main"):
             yield HeaderLine(id="header")
             yield GpuPanel(id="gpus")
-            yield HostPanel(id="host")
+            yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
             yield Static(id="notes")  # why the process table may be incomplete
             yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
             yield ProcessTable(id="procs")
@@ -236,8 +201,8 @@ class GpuTopApp(App[int]):
         return self.query_one("#gpus", GpuPanel)
 
     @property
-    def host_panel(self) -> HostPanel:
-        return self.query_one("#host", HostPanel)
+    def host_panel(self) -> PartsLines:
+        return self.query_one("#host", PartsLines)
 
     @property
     def table(self) -> ProcessTable:
@@ -339,11 +304,8 @@ class GpuTopApp(App[int]):
         self.frame = frame
         if frame.diagnosis is not None and frame.diagnosis is not self._diagnosis:
             self._adopt(frame.diagnosis)  # once: a frame handed over again is not new
-        snapshot = self.snapshot = frame.snapshot
+        self.snapshot = frame.snapshot
         self.history = frame.history
-        if self._gpu_spec is not None:
-            self._base_gpus = self.shown_gpus = self._resolve_gpus(self._gpu_spec, snapshot)
-            self._gpu_spec = None
         self._update_top_screen()
         if self.paused or self.too_small or self.screen is not self._main_screen:
             self.pending = True
@@ -352,15 +314,22 @@ class GpuTopApp(App[int]):
         self.frames += 1
         return True
 
-    def _resolve_gpus(self, spec: Sequence[str], snapshot: Snapshot) -> frozenset[int] | None:
-        """``--gpus`` indices or UUIDs; one that matches no GPU is said, every GPU shown."""
-        from gputop.present import resolve_gpu_selection
-
-        try:
-            return resolve_gpu_selection(spec, snapshot.gpus)
-        except ValueError as exc:
-            self.notify(f"{exc}: showing every GPU", severity="warning", timeout=8)
-            return None
+    def forget_view(self) -> None:
+        """Forget what is shown: snapshots, verdicts, GPU choice, filter, tags (a fleet host)."""
+        self.snapshot = None
+        self.frame = None
+        self._diagnosis = None
+        self.history = ()
+        self._marks = {}
+        self.verdict_log.clear()
+        self.shown_gpus = self._base_gpus = None
+        self.tagged.clear()
+        self.text_filter = ""
+        self.stale = False
+        self.sample_error = None
+        if self.screen_stack:
+            self.filter_input.value = ""
+            self.filter_input.display = False
 
     @property
     def _main_screen(self) -> Screen[Any]:
@@ -397,7 +366,7 @@ class GpuTopApp(App[int]):
         verdict = None if diagnosis is None else diagnosis.gpus.get(index)
         return verdict, [(t, kinds[index]) for t, kinds in self.verdict_log if index in kinds]
 
-    def _verdict_marks(self) -> Mapping[int, str | views.VerdictMark] | None:
+    def _verdict_marks(self) -> Mapping[int, VerdictMark] | None:
         if self.verdicts is not None:
             return self.verdicts
         if self.judging is not None and self.snapshot is not None:
@@ -420,7 +389,7 @@ class GpuTopApp(App[int]):
                 width=width,
                 verdicts=self._verdict_marks(),
             )
-            self.host_panel.show(snapshot.host, width=width, compact=self.compact)
+            self.host_panel.set_lines(views.host_lines(snapshot.host, width, compact=self.compact))
             self._render_notes(snapshot)
             self._render_table()
 
@@ -455,7 +424,7 @@ class GpuTopApp(App[int]):
         parts = self.header_parts(paused=self.paused, stale=self.stale, error=self.sample_error)
         if self.record_error:
             parts += (("  ", ""), (f"! not recording: {self.record_error}", "error-strong"))
-        self.header.show(parts)
+        self.header.set_lines([parts])
 
     def _render_table(self) -> None:
         table = self.table
@@ -741,20 +710,19 @@ def help_legend() -> list[tuple[str, str]]:
     """What the markers mean: the verdict words first, then the other markers."""
     from gputop.ui.screens.help import LEGEND
 
-    others = [(marker, what) for marker, what in LEGEND if marker != MEM_IDLE_MARKER]
-    return list(views.verdict_legend()) + others
+    return [*verdict_legend(), *LEGEND]
 
 
 def help_bindings(keys: Iterable[Key] = KEYS) -> list[tuple[str, str]]:
     """(key, what it does) for the help screen."""
-    out = [(k.display, k.description) for k in keys]
-    return out[:1] + list(_HELP_EXTRA[:1]) + out[1:] + list(_HELP_EXTRA[1:])
+    first, *rest = [(k.display, k.description) for k in keys]
+    return [first, GPU_DIGITS_HELP, *rest, *_HELP_EXTRA]
 
 
 def run_app(
     sampler: Sampler,
     *,
-    gpu_filter: Collection[int] | Sequence[str] | None = None,
+    gpu_filter: Collection[int] | None = None,
     readonly: bool = False,
     thresholds: Thresholds | None = None,
     window: float | None = None,

@@ -24,11 +24,10 @@ from gputop.model import Snapshot
 from gputop.sources.remote import LineError, summarize, to_snapshot
 from gputop.sources.streams import FleetSource, HostView, status
 from gputop.ui import fleet_views as fv
-from gputop.ui import views
 from gputop.ui.app import GpuTopApp, run_in_terminal
-from gputop.ui.header import HeaderLine
-from gputop.ui.lines import PartsLines
-from gputop.ui.views import Parts, VerdictMark
+from gputop.ui.gpu_view import VerdictMark, verdict_legend
+from gputop.ui.lines import HeaderLine, PartsLines
+from gputop.ui.parts import Parts, safe
 
 #: Snapshots of the open host kept for its dashboard (its histories and verdicts).
 HOST_HISTORY = 900
@@ -87,11 +86,8 @@ class FleetScreen(Screen[None]):
         yield Input(placeholder="filter: host, user, pod, job (Esc clears)", id="fleet-filter")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.redraw()
-
     def on_resize(self, _event: events.Resize) -> None:
-        self.redraw()
+        self.redraw()  # also the first draw: a screen is laid out (and resized) once mounted
 
     @property
     def filter_input(self) -> Input:
@@ -117,9 +113,9 @@ class FleetScreen(Screen[None]):
                 at_cursor = Region(0, len(lines), 1, len(block))
             lines.extend(block)
         if not shown:
-            lines = [((f"no host matches {views.safe(self.text_filter, 64)!r}", "dim"),)]
+            lines = [((f"no host matches {safe(self.text_filter, 64)!r}", "dim"),)]
         with app.batch_update():
-            self.query_one("#fleet-header", HeaderLine).show(self._header(len(every)))
+            self.query_one("#fleet-header", HeaderLine).set_lines([self._header(len(every))])
             self.query_one("#fleet-summary", PartsLines).set_lines([fv.summary_parts(every)])
             self.query_one("#fleet-columns", PartsLines).set_lines([fv.columns_header(width)])
             self.query_one("#fleet-hosts", PartsLines).set_lines(lines)
@@ -141,7 +137,7 @@ class FleetScreen(Screen[None]):
             (fv.SORT_LABELS[self.sort_key] + (" ↑" if self.reverse else ""), "accent"),
         ]
         if self.text_filter:
-            parts += [("  filter ", "label"), (views.safe(self.text_filter, 64), "accent")]
+            parts += [("  filter ", "label"), (safe(self.text_filter, 64), "accent")]
         return tuple(parts)
 
     def action_move(self, step: int) -> None:
@@ -160,7 +156,7 @@ class FleetScreen(Screen[None]):
         self.action_move(len(self.shown) if end else -len(self.shown))  # clamped: last, first
 
     def action_sort(self) -> None:
-        keys = fv.SORT_KEYS
+        keys = list(fv.SORT_LABELS)
         self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
         self.redraw()
 
@@ -211,7 +207,7 @@ class FleetScreen(Screen[None]):
             ("R", "retry unreachable hosts now"),
             ("q", "quit (every ssh connection is closed)"),
         ]
-        legend = [*fv.LEGEND, *views.verdict_legend()]
+        legend = [*fv.LEGEND, *verdict_legend()]
         self.app.push_screen(HelpScreen(keys, legend))
 
 
@@ -272,7 +268,8 @@ class FleetApp(GpuTopApp):
         self.host = name
         self._host_seq = 0
         self._host_history.clear()
-        self._reset_dashboard()
+        self.forget_view()  # the previous host's (the feed judges this one's afresh)
+        self.verdicts = {}
         if self.screen is self.fleet_screen:
             self.pop_screen()
         self._feed_host()
@@ -299,26 +296,6 @@ class FleetApp(GpuTopApp):
         self._host_history = deque([*older, *self._host_history], maxlen=HOST_HISTORY)
         if self.snapshot is not None:
             self.apply_snapshot(self.snapshot, tuple(self._host_history))
-
-    def _reset_dashboard(self) -> None:
-        """Forget the previous host: its snapshots, verdicts, GPU choice, filter, tags."""
-        self.snapshot = None
-        self.history = ()
-        self.frame = None
-        self._diagnosis = None  # (the feed judges the next host's history afresh)
-        self._marks = {}
-        self.verdict_log.clear()
-        self.verdicts = {}
-        self.shown_gpus = None
-        self._base_gpus = None
-        self.tagged.clear()
-        self.text_filter = ""
-        self.stale = False
-        self.sample_error = None
-        if self.screen_stack:
-            box = self.filter_input
-            box.value = ""
-            box.display = False
 
     def _feed_host(self) -> None:
         if self.host is None:
@@ -362,12 +339,12 @@ class FleetApp(GpuTopApp):
         if self.host is None or not self.screen_stack:
             return
         head = self.header
-        name = views.safe(self.host, 64)
+        name = safe(self.host, 64)
         lead: Parts = (("fleet › ", "dim"), (name, "accent"), (" (Esc) ", "dim"))
         rest = head.lines[0] if head.lines else ()
         if rest and rest[0][0].strip() == "gputop":
             rest = rest[1:]  # the program's name: "fleet" already says it
-        head.show(lead + rest)
+        head.set_lines([lead + rest])
 
     def action_clear_filter(self) -> None:
         """Esc: clears the filter first; without one, back to the fleet."""

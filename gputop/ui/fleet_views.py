@@ -16,7 +16,8 @@ from gputop.cells import cell_width, fit
 from gputop.model import Verdict
 from gputop.sources.remote import GpuCell
 from gputop.sources.streams import HostView, status
-from gputop.ui.views import POWER_CAP_WORD, SEVERITY_ROLES, VERDICT_WORDS, Part, Parts, safe
+from gputop.ui.gpu_view import POWER_CAP_WORD, SEVERITY_ROLES, VERDICT_WORDS
+from gputop.ui.parts import Part, Parts, safe
 
 #: From this width a host's prefix (name, state, GPU count) is one line.
 WIDE_WIDTH = 120
@@ -26,7 +27,7 @@ NARROW_PREFIX = 12  # name (or state) + a space
 WIDE_NAME, WIDE_STATE = 20, 12
 WIDE_PREFIX = WIDE_NAME + 1 + WIDE_STATE + 1 + 3 + 1
 
-SORT_KEYS = ("host", "worst", "idle")
+#: Sort keys, in the order s cycles through them, and their words in the header.
 SORT_LABELS = {"host": "host", "worst": "worst verdict", "idle": "idle memory"}
 
 #: Verdict kinds -> the fleet summary's groups (any other kind: "no verdict").

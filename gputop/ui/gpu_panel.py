@@ -55,13 +55,10 @@ class GpuBlock:
         return HISTORY_LABEL_WIDTH if len(self.series) > 1 else 0
 
 
-_HISTORY_ROLES = {"util": "hist-util", "mem": "hist-mem"}
-
-
 def history_parts(series: Series, cells: int, label_width: int) -> Parts:
     """One history row: its label (``label_width`` cells, may be 0) and its cells."""
     label, history = series
-    role = _HISTORY_ROLES.get(label.strip(), "hist-util")
+    role = "hist-mem" if label.strip() == "mem" else "hist-util"
     parts: Parts = ((label[:label_width].ljust(label_width), "hist-label"),) if label_width else ()
     tail = history[-cells:] if cells > 0 else ""
     return (*parts, (tail.rjust(cells), role))
@@ -132,7 +129,7 @@ class GpuPanel(VerticalScroll):
         shown: frozenset[int] | None,
         compact: bool,
         width: int,
-        verdicts: Mapping[int, str | VerdictMark] | Mapping[int, str] | None = None,
+        verdicts: Mapping[int, VerdictMark] | None = None,
     ) -> None:
         if not snapshot.driver.available:
             self._show_message(host_only_message(snapshot))

@@ -151,22 +151,14 @@ verdict_legend = kinds.legend
 
 
 def gpu_marker(
-    gpu: GpuSample, verdict: str | VerdictMark | None = None, width: int = VERDICT_WIDTH
+    gpu: GpuSample, verdict: VerdictMark | None = None, width: int = VERDICT_WIDTH
 ) -> Part:
     """What fills the verdict slot: the verdict when given, else the MEM IDLE marker."""
-    if isinstance(verdict, VerdictMark):
+    if verdict is not None:
         return fit(verdict.text(width), width), verdict.role
-    if verdict:
-        return fit(safe(verdict, 32), width), "verdict"
     if is_mem_idle(gpu):
         return fit(MEM_IDLE_MARKER, width), "warn"
     return " " * width, ""
-
-
-def _holds_idle(gpu: GpuSample, verdict: str | VerdictMark | None) -> bool:
-    if isinstance(verdict, VerdictMark):
-        return verdict.kind == kinds.IDLE_HOLDER
-    return not verdict and is_mem_idle(gpu)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +193,7 @@ def gpu_view(
     *,
     compact: bool,
     bar_width: int,
-    verdict: str | VerdictMark | None = None,
+    verdict: VerdictMark | None = None,
     verdict_width: int = VERDICT_WIDTH,
 ) -> GpuView:
     name_width = COMPACT_NAME_WIDTH if compact else WIDE_NAME_WIDTH
@@ -220,7 +212,8 @@ def gpu_view(
     reserved_pct = fmt.ratio_percent(mem.reserved, mem.total)
     util = gpu.utilization.gpu
     marker = gpu_marker(gpu, verdict, VERDICT_WIDTH if compact else verdict_width)
-    pct_role = "warn" if _holds_idle(gpu, verdict) else ""
+    holds_idle = is_mem_idle(gpu) if verdict is None else verdict.kind == kinds.IDLE_HOLDER
+    pct_role = "warn" if holds_idle else ""
     if compact:
         line = (
             *head,

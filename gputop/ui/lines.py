@@ -123,3 +123,15 @@ class PartsLines(Widget):
         self._cache.clear()
         self._styles.clear()
         self._segments.clear()
+
+
+class HeaderLine(PartsLines):
+    """The one-line header: host, driver, CUDA, interval, mode, markers, tick cost."""
+
+    DEFAULT_CSS = """
+    HeaderLine {
+        height: 1;
+        width: 1fr;
+        background: $panel;
+    }
+    """

@@ -20,7 +20,6 @@ from gputop.analysis.thresholds import Thresholds
 from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
 from gputop.pipeline import Frame
-from gputop.ui import views
 from gputop.ui.app import (
     GPU_DIGITS_HELP,
     FrameArrived,
@@ -30,6 +29,8 @@ from gputop.ui.app import (
     key_bindings,
 )
 from gputop.ui.gpu_view import JUDGING_MARK
+from gputop.ui.header_view import mode_text
+from gputop.ui.parts import Parts
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
@@ -72,11 +73,8 @@ _HELP: dict[str, str] = {
 
 
 def _bindings() -> list[BindingType]:
-    out = key_bindings(REPLAY_KEYS)
-    for n in range(10):
-        out.append(Binding(str(n), f"gpu({n})", f"Show GPU {n}", show=False))
-    out.append(Binding("ctrl+c", "quit", "Quit", show=False, priority=True))
-    return out
+    quit_ = Binding("ctrl+c", "quit", "Quit", show=False, priority=True)
+    return [*key_bindings(REPLAY_KEYS, gpu_0=("Show GPU 0", "0")), quit_]
 
 
 class GoToScreen(ModalScreen[str | None]):
@@ -89,14 +87,12 @@ class GoToScreen(ModalScreen[str | None]):
     }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    AUTO_FOCUS = "#goto-input"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="goto-box"):
             yield Static("Go to (e.g. 2026-11-30 03:00, 03:00, 2h ago, yesterday 23:10):")
             yield Input(id="goto-input", placeholder="time")
-
-    def on_mount(self) -> None:
-        self.query_one("#goto-input", Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -168,9 +164,9 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         super()._adopt(done)
 
     def _render_header(self) -> None:
-        self.header.show(self.header_parts_now())
+        self.header.set_lines([self.header_parts_now()])
 
-    def header_parts_now(self) -> views.Parts:
+    def header_parts_now(self) -> Parts:
         """The live header, its mode replaced by REPLAY, the recorded time, speed and state."""
         snap = self.snapshot
         parts = list(self.header_parts(paused=False, stale=False, error=self.player.last_error))
@@ -179,19 +175,15 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.time))
         p = self.player
         state = "PLAYING" if p.playing else ("END" if p.at_end else "PAUSED")
-        replay: views.Parts = (
+        replay: Parts = (
             ("REPLAY ", "warn-strong"),
             (stamp, "accent"),
             (f" {p.speed:g}x {state}", "warn-strong" if state != "PLAYING" else "ok"),
         )
         if self.judging is not None:
             replay += (("  " + self.judging, "dim"),)
-        mode = views.mode_text(snap)
-        if mode in parts:
-            at = parts.index(mode)
-            parts[at : at + 1] = list(replay)
-        else:
-            parts[0:0] = [*replay, ("  ", "")]
+        at = parts.index(mode_text(snap))  # the header of a snapshot always says its mode
+        parts[at : at + 1] = replay
         return tuple(parts)
 
     def action_play(self) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from rich.style import Style
 from textual.content import Content
 
-from gputop.ui.views import Parts
+from gputop.ui.parts import Parts
 
 #: Theme variables only, so dark and light themes both work.
 ROLE_STYLES: dict[str, str] = {
@@ -22,7 +22,6 @@ ROLE_STYLES: dict[str, str] = {
     "ok": "$success",
     "accent": "bold $accent",
     "selected": "bold reverse",
-    "verdict": "bold $accent",
     "warn": "bold $warning",
     "warn-strong": "bold reverse $warning",
     "error": "bold $error",

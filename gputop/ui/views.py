@@ -3,19 +3,10 @@ the per-panel view modules that the app and the screens use, in one place."""
 
 from __future__ import annotations
 
-from gputop.ui.gpu_view import POWER_CAP_WORD as POWER_CAP_WORD
-from gputop.ui.gpu_view import SEVERITY_ROLES as SEVERITY_ROLES
-from gputop.ui.gpu_view import VERDICT_WORDS as VERDICT_WORDS
-from gputop.ui.gpu_view import VerdictMark as VerdictMark
-from gputop.ui.gpu_view import verdict_legend as verdict_legend
 from gputop.ui.gpu_view import verdict_mark as verdict_mark
-from gputop.ui.gpu_view import verdict_parts as verdict_parts
 from gputop.ui.header_view import header_parts as header_parts
-from gputop.ui.header_view import mode_text as mode_text
 from gputop.ui.host_view import host_lines as host_lines
-from gputop.ui.parts import Part as Part
 from gputop.ui.parts import Parts as Parts
-from gputop.ui.parts import safe as safe
 from gputop.ui.process_view import SORT_KEYS as SORT_KEYS
 from gputop.ui.process_view import process_notes as process_notes
 from gputop.ui.process_view import process_rows as process_rows

@@ -10,6 +10,7 @@ import pytest
 from textual.widgets import Input, Static
 
 from gputop.model import DriverInfo, Snapshot, UnlistedHolder, replace
+from gputop.present import resolve_gpu_selection
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_bindings
 from gputop.ui.gpu_panel import GpuBlock, GpuLines, history_parts
@@ -89,7 +90,7 @@ async def test_first_frame_shows_gpus_host_and_processes() -> None:
 
 
 async def test_digit_shows_one_gpu_and_a_restores_the_cli_filter() -> None:
-    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(4)], gpu_filter=["0", "2"])
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(4)], gpu_filter=frozenset({0, 2}))
     async with app.run_test(size=WIDE) as pilot:
         assert sorted(app.gpu_panel.blocks) == [0, 2]
         assert {p // 10 for p in table_pids(app)} == {100, 102}
@@ -104,14 +105,14 @@ async def test_digit_shows_one_gpu_and_a_restores_the_cli_filter() -> None:
 
 
 async def test_a_gpu_filter_of_uuids_resolves_as_the_cli_does() -> None:
-    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(4)], gpu_filter=["GPU-00000002", "3"])
+    # The CLI resolves --gpus (indices or UUIDs) before the app starts; unknown: exit 2.
+    snap = fx.multi_gpu_snapshot(4)
+    chosen = resolve_gpu_selection(["GPU-00000002", "3"], snap.gpus)
+    app = GpuTopApp(snapshots=[snap], gpu_filter=chosen)
     async with app.run_test(size=WIDE):
         assert sorted(app.gpu_panel.blocks) == [2, 3]
-    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(4)], gpu_filter=["7"])
-    async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
-        assert sorted(app.gpu_panel.blocks) == [0, 1, 2, 3]  # unknown: every GPU, said
-        assert any("no GPU with index 7" in str(n.message) for n in app._notifications)
+    with pytest.raises(ValueError, match="no GPU with index 7"):
+        resolve_gpu_selection(["7"], snap.gpus)
 
 
 async def test_a_shows_all_gpus_without_cli_filter() -> None:

@@ -26,6 +26,7 @@ from gputop.model import (
     Snapshot,
     Utilization,
 )
+from gputop.ui.app import help_legend
 from gputop.ui.screens.detail import DetailScreen, HistoryPlot, downsample, runs
 from gputop.ui.screens.help import HelpScreen
 from gputop.ui.screens.kill import KillScreen
@@ -199,7 +200,7 @@ async def test_readonly_dialog(child: subprocess.Popen[bytes]) -> None:
 @pytest.mark.parametrize("close_key", ["escape", "question_mark", "q"])
 async def test_help_lists_keys_and_closes(close_key: str) -> None:
     keys = [("q", "quit"), ("k", "send a signal to the selected process"), ("[b]x[/b]", "literal")]
-    app = Host(HelpScreen(keys))
+    app = Host(HelpScreen(keys, help_legend()))
     async with app.run_test(size=(100, 30)) as pilot:
         shown = widgets_text(app)
         for key, what in keys:

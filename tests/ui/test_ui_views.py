@@ -8,7 +8,14 @@ import pytest
 
 from gputop.model import DriverInfo, UnlistedHolder
 from gputop.ui import views
-from gputop.ui.gpu_view import bar_width_for, gpu_view, is_mem_idle, pcie_downgrade, throttle_words
+from gputop.ui.gpu_view import (
+    VerdictMark,
+    bar_width_for,
+    gpu_view,
+    is_mem_idle,
+    pcie_downgrade,
+    throttle_words,
+)
 from gputop.ui.host_view import core_lines
 from gputop.ui.parts import level, memory_bar, plain
 from gputop.ui.process_view import MIN_COMMAND_WIDTH, column_widths, matches, sort_rows
@@ -76,7 +83,8 @@ def test_mem_idle_marker_thresholds() -> None:
 
 def test_verdict_word_takes_the_slot() -> None:
     idle = fx.full_gpu_sample(0, util=5.0, used=70 * fx.GiB)
-    view = gpu_view(idle, compact=True, bar_width=8, verdict="INPUT")
+    mark = VerdictMark("input_cpu", "INPUT", "input-bound: CPU", "warn")
+    view = gpu_view(idle, compact=True, bar_width=8, verdict=mark)
     line = plain(view.lines[0])
     assert line.rstrip().endswith("INPUT")
     assert "MEM IDLE" not in line

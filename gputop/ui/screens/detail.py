@@ -24,17 +24,10 @@ from textual_plotext import PlotextPlot
 from gputop import fmt
 from gputop.analysis.kinds import LABELS
 from gputop.model import LABELLED_METRICS, GpuSample, Snapshot, Verdict
-from gputop.ui.gpu_view import metric_text
+from gputop.ui.gpu_view import metric_text, verdict_parts
+from gputop.ui.parts import Parts
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
-from gputop.ui.views import Parts, verdict_parts
-
-#: What the app hands over: the GPU's verdict now, and its (time, kind) history.
-VerdictSource = Callable[[], tuple[Verdict | None, Sequence[tuple[float, str]]]]
-#: A replay's snapshots after the cursor (the charts' right half).
-AfterSource = Callable[[], Sequence[Snapshot]]
-#: Why there is no verdict yet (a replay reading its look-back); None: there is one.
-JudgingSource = Callable[[], str | None]
 
 Point = tuple[float, float | None]  # (seconds relative to the newest sample, value)
 
@@ -244,10 +237,12 @@ class DetailScreen(Screen[None]):
         gpu_index: int,
         history: tuple[Snapshot, ...],
         *,
-        verdict: VerdictSource | None = None,
-        after: AfterSource | None = None,
-        judging: JudgingSource | None = None,
+        verdict: Callable[[], tuple[Verdict | None, Sequence[tuple[float, str]]]] | None = None,
+        after: Callable[[], Sequence[Snapshot]] | None = None,
+        judging: Callable[[], str | None] | None = None,
     ) -> None:
+        """The app hands over callables: the GPU's verdict now and its (time, kind) history;
+        a replay's snapshots after the cursor; why there is no verdict yet (None: there is)."""
         super().__init__()
         self.gpu_index = gpu_index
         self.history: tuple[Snapshot, ...] = tuple(history)
@@ -256,7 +251,6 @@ class DetailScreen(Screen[None]):
         self._after_source = after
         self._judging = judging
         self.after: tuple[Snapshot, ...] = tuple(after()) if after is not None else ()
-        self._composed = False  # widgets exist (on_mount ran): charts can be drawn
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title")
@@ -268,7 +262,6 @@ class DetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._composed = True
         self._render_history()
 
     def update_history(self, history: tuple[Snapshot, ...]) -> None:
@@ -276,7 +269,7 @@ class DetailScreen(Screen[None]):
         self.history = tuple(history)
         if self._after_source is not None:
             self.after = tuple(self._after_source())
-        if self._composed:
+        if self.is_mounted:  # on_mount ran: the charts exist
             self._render_history()
 
     def action_close(self) -> None:

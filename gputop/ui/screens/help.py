@@ -16,13 +16,8 @@ from textual.widgets import Static
 #: (key or marker, what it means) lines of the help.
 Rows = Sequence[tuple[str, str]]
 
-#: Marker -> meaning; the app may pass its own to HelpScreen.
+#: The markers besides the verdict words (``help_legend`` puts those first).
 LEGEND: tuple[tuple[str, str], ...] = (
-    (
-        "MEM IDLE",
-        "the GPU holds memory but has run no kernel for a while: an allocation nobody is "
-        "using, or a job waiting on its input",
-    ),
     ("LOST", "the GPU fell off the bus or stopped answering the driver; its values are unknown"),
     (
         "not visible",
@@ -73,7 +68,7 @@ class HelpScreen(ModalScreen[None]):
         Binding("question_mark,q", "close", "Close", show=False),
     ]
 
-    def __init__(self, bindings: Rows, legend: Rows = LEGEND) -> None:
+    def __init__(self, bindings: Rows, legend: Rows) -> None:
         super().__init__()
         self.key_bindings = tuple(bindings)
         self.legend = tuple(legend)

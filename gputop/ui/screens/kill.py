@@ -185,9 +185,7 @@ class KillScreen(ModalScreen[str | None]):
         elif button == "close":
             self.dismiss(self.summary)
         elif self.outcomes is None:
-            for sig in SIGNALS:
-                if button == sig.name.lower():
-                    self.send(sig)
+            self.send(next(sig for sig in SIGNALS if sig.name.lower() == button))
 
     def send(self, sig: signal.Signals) -> None:
         self.outcomes = outcomes = send_signals(self.targets, sig, readonly=self.readonly)
