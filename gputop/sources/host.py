@@ -642,13 +642,4 @@ class HostReader:
         return _row(tracked, now, alive, cpu_seconds, io, got), alive
 
     def close(self) -> None:
-        """Forget all state."""
-        self._tracked.clear()
-        self._last_scan = self._children = None
-        self._gone.clear()
-        self._exited.clear()
-        self._invisible.clear()
-        self._physical.clear()
-        self._cpu = self._disk = self._net = None
-        self._cpu_count = self._cpu_cores = None
-        self._host_time = None
+        """Nothing to release: the reader holds no files or threads between calls."""

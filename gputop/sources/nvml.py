@@ -817,45 +817,42 @@ class NvmlReader:
 
     def _mig_devices(self, gpu: _Gpu, h: Any) -> tuple[MigDevice, ...]:
         nv = self._nv
-        metric = "mig_devices"
-        count = self._get(gpu, metric, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
+
+        def ask(fn: str, mh: Any, raw: bool = False) -> Any:
+            try:  # looked up at each call, as every other NVML call is
+                return (_raw(getattr(nv, fn)) if raw else getattr(nv, fn))(mh)
+            except Exception as exc:
+                _raise_if_lost(nv, exc)
+                return None
+
+        count = self._get(gpu, "mig_devices", lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
         out = []
         for i in range(int(count or 0)):
             try:
                 mh = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
             except Exception as exc:
                 if _raise_if_lost(nv, exc) != _NOT_FOUND:  # NotFound: an empty slot
-                    self._failed(gpu, metric, exc)
+                    self._failed(gpu, "mig_devices", exc)
                     break
                 continue
-            out.append(self._mig_device(i, mh))
+            name = clean_text(ask("nvmlDeviceGetName", mh, raw=True), 96)
+            mem = ask("nvmlDeviceGetMemoryInfo", mh)
+            gi = ask("nvmlDeviceGetGpuInstanceId", mh)
+            ci = ask("nvmlDeviceGetComputeInstanceId", mh)
+            out.append(
+                MigDevice(
+                    index=i,
+                    uuid=clean_text(ask("nvmlDeviceGetUUID", mh, raw=True), 96),
+                    name=name,
+                    profile=mig_profile(name),
+                    gpu_instance_id=None if gi is None else int(gi),
+                    compute_instance_id=None if ci is None else int(ci),
+                    memory=GpuMemory()
+                    if mem is None
+                    else GpuMemory(total=int(mem.total), used=int(mem.used), free=int(mem.free)),
+                )
+            )
         return tuple(out)
-
-    def _mig_device(self, index: int, mh: Any) -> MigDevice:
-        nv = self._nv
-
-        def ask(call: Callable[[], Any]) -> Any:
-            try:
-                return call()
-            except Exception as exc:
-                _raise_if_lost(nv, exc)
-                return None
-
-        name = clean_text(ask(lambda: _raw(nv.nvmlDeviceGetName)(mh)), 96)
-        mem = ask(lambda: nv.nvmlDeviceGetMemoryInfo(mh))
-        gi = ask(lambda: nv.nvmlDeviceGetGpuInstanceId(mh))
-        ci = ask(lambda: nv.nvmlDeviceGetComputeInstanceId(mh))
-        return MigDevice(
-            index=index,
-            uuid=clean_text(ask(lambda: _raw(nv.nvmlDeviceGetUUID)(mh)), 96),
-            name=name,
-            profile=mig_profile(name),
-            gpu_instance_id=None if gi is None else int(gi),
-            compute_instance_id=None if ci is None else int(ci),
-            memory=GpuMemory()
-            if mem is None
-            else GpuMemory(total=int(mem.total), used=int(mem.used), free=int(mem.free)),
-        )
 
     def _process_utilization(self, gpu: _Gpu, h: Any) -> dict[int, tuple[float, float]] | None:
         """pid -> (mean SM %, mean memory-bandwidth %) since the last tick; None: unknown."""

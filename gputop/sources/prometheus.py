@@ -16,7 +16,7 @@ from typing import Any
 
 from gputop.fmt import clean_text
 from gputop.model import SCHEMA_VERSION
-from gputop.sources.remote import LineError, parse_line, summarize
+from gputop.sources.remote import LineError, parse_line, summarize, text_of
 from gputop.sources.streams import MAX_BACKOFF_S, HostView, HostViews
 
 #: An answer above this many bytes is refused.
@@ -95,11 +95,6 @@ def _value(sample: Any) -> tuple[float, float] | None:
     return (ts, v) if math.isfinite(v) else None
 
 
-def _label(metric: dict[str, Any], name: str) -> str | None:
-    value = metric.get(name)
-    return clean_text(value, 200) if isinstance(value, str) else None
-
-
 def build_hosts(
     series: list[dict[str, Any]], host_label: str = "instance"
 ) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
@@ -112,7 +107,7 @@ def build_hosts(
     for s in series:
         metric = s["metric"]
         name = metric.get("__name__")
-        host = _label(metric, host_label)
+        host = text_of(metric.get(host_label), 200)
         point = _value(s.get("value"))
         if host is None or point is None or not isinstance(name, str):
             continue
@@ -124,7 +119,7 @@ def build_hosts(
             # The host's real age: an instant query's own timestamps are always "now".
             sampled[host] = v
             continue
-        gpu_label = _label(metric, "gpu")
+        gpu_label = text_of(metric.get("gpu"), 200)
         if gpu_label is None or not gpu_label.isdigit():
             continue
         index = int(gpu_label)
@@ -135,8 +130,8 @@ def build_hosts(
         if name.startswith("DCGM_"):
             dcgm.add(host)
         if name == "gputop_gpu_info":
-            gpu["name"] = _label(metric, "name")
-            gpu["uuid"] = _label(metric, "uuid")
+            gpu["name"] = text_of(metric.get("name"), 200)
+            gpu["uuid"] = text_of(metric.get("uuid"), 200)
         elif name == "gputop_gpu_utilization_ratio":
             gpu["utilization"]["gpu"] = 100.0 * v
         elif name == "gputop_gpu_memory_used_bytes":
@@ -146,14 +141,14 @@ def build_hosts(
         elif name == "gputop_gpu_lost":
             gpu["lost"] = v == 1
         elif name == "gputop_gpu_verdict" and v == 1:
-            kind = _label(metric, "kind")
+            kind = text_of(metric.get("kind"), 200)
             if kind:
-                severity = _label(metric, "severity") or "info"
+                severity = text_of(metric.get("severity"), 200) or "info"
                 gpu["verdict"] = {"kind": kind, "label": kind, "severity": severity}
         elif name == "DCGM_FI_DEV_GPU_UTIL":
             gpu["utilization"]["gpu"] = v
-            gpu.setdefault("name", _label(metric, "modelName"))
-            gpu.setdefault("uuid", _label(metric, "UUID"))
+            gpu.setdefault("name", text_of(metric.get("modelName"), 200))
+            gpu.setdefault("uuid", text_of(metric.get("UUID"), 200))
         elif name == "DCGM_FI_DEV_FB_USED":
             gpu["_fb_used"] = v
         elif name == "DCGM_FI_DEV_FB_FREE":

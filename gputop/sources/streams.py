@@ -449,9 +449,6 @@ class StreamSet(HostViews):
         return base * self._rng.uniform(0.8, 1.2)
 
 
-FleetSource = HostViews
-
-
 def _last_line(buf: bytes | bytearray) -> str | None:
     for raw in reversed(bytes(buf).splitlines()):
         text = clean_text(raw, 300)

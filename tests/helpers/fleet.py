@@ -15,7 +15,7 @@ from tests.builders import demo_host_lines
 
 
 class FakeFleet:
-    """Implements gputop.sources.streams.FleetSource with views set by the test."""
+    """Implements gputop.sources.streams.HostViews with views set by the test."""
 
     def __init__(
         self,
