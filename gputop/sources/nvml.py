@@ -74,6 +74,13 @@ _LOST_REASONS = {
     16: "GPU requires a reset (NVML ResetRequired)",
 }
 
+#: Why a process list was not read, by nvmlReturn_t (any other: "the call failed").
+_UNREADABLE: dict[int | None, str] = {
+    _FUNCTION_NOT_FOUND: "the driver lacks the call",
+    _NOT_SUPPORTED: "not supported",
+    _NO_PERMISSION: "no permission",
+}
+
 _NO_BINDING = "The Python NVML binding (nvidia-ml-py) is not installed."
 #: By nvmlReturn_t: LibraryNotFound, DriverNotLoaded, LibRmVersionMismatch, NoPermission.
 _INIT_ERRORS = {
@@ -191,70 +198,6 @@ class ProcessCall:
     symbol: str
     layout: type[ctypes.Structure]
     label: str  # "v3", "v3 (535.43-535.86 layout)", "v2", "v1"
-
-
-class Capabilities:
-    """What one ``libnvidia-ml.so.1`` offers, probed once (after nvmlInit): each tick makes
-    only calls that exist."""
-
-    def __init__(self, nv: Any) -> None:
-        self._nv = nv
-        self._has: dict[str, bool] = {}
-        self._process_calls: dict[str, ProcessCall | None] = {}
-
-    def has(self, symbol: str) -> bool:
-        # pynvml finds symbols lazily and raises FunctionNotFound only at the call
-        if symbol not in self._has:
-            try:
-                self._nv._nvmlGetFunctionPointer(symbol)
-                self._has[symbol] = True
-            except Exception:  # FunctionNotFound (or NVML not loaded: nothing to call)
-                self._has[symbol] = False
-        return self._has[symbol]
-
-    def drop(self, symbol: str) -> None:
-        """``symbol`` exists but answered FunctionNotFound."""
-        self._has[symbol] = False
-        self._process_calls.clear()
-
-    def process_call(self, kind: str) -> ProcessCall | None:
-        """The newest variant of the "Compute" or "Graphics" list call this library has."""
-        if kind not in self._process_calls:
-            base = f"nvmlDeviceGet{kind}RunningProcesses"
-            variants = (
-                ProcessCall(f"{base}_v3", _ProcV2, "v3"),
-                ProcessCall(f"{base}_v2", _ProcV2, "v2"),
-                ProcessCall(base, _ProcV1, "v1"),
-            )
-            call = next((c for c in variants if self.has(c.symbol)), None)
-            # 535.43-535.86: _v3 fills 32-byte entries (docs/drivers.md)
-            legacy = self.has("nvmlDeviceGetConfComputeMemSizeInfo") and not self.has(
-                "nvmlDeviceGetRunningProcessDetailList"
-            )
-            if call is not None and call.label == "v3" and legacy:
-                call = ProcessCall(call.symbol, _ProcV3Legacy, "v3 (535.43-535.86 layout)")
-            self._process_calls[kind] = call
-        return self._process_calls[kind]
-
-    def notes(self) -> tuple[str, ...]:
-        """The fallbacks in use, in words (``DriverInfo.compat``); () when none."""
-        out = []
-        for kind in ("Compute", "Graphics"):
-            call = self.process_call(kind)
-            if call is None:
-                out.append(
-                    f"{kind.lower()} process list unavailable: driver lacks "
-                    f"nvmlDeviceGet{kind}RunningProcesses (v1, v2 and v3)"
-                )
-            elif call.label != "v3":
-                out.append(f"{kind.lower()} process list read with {call.symbol} ({call.label})")
-        if not self.has("nvmlDeviceGetMemoryInfo_v2"):
-            out.append("memory read with nvmlDeviceGetMemoryInfo v1: used includes reserved")
-        if not self.has("nvmlDeviceGetCurrentClocksEventReasons"):
-            out.append("clock-event reasons read with nvmlDeviceGetCurrentClocksThrottleReasons")
-        if not self.has("nvmlDeviceGetMigMode"):
-            out.append("driver lacks MIG calls (before R450): MIG not shown")
-        return tuple(out)
 
 
 def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.Structure]:
@@ -429,13 +372,14 @@ class NvmlReader:
 
     def __init__(self, pid_check: PidCheck | None = None) -> None:
         self._nv: Any = None  # pynvml, while NVML is initialized
-        self.caps: Capabilities | None = None
+        # What this libnvidia-ml.so.1 offers, probed once: each tick makes only calls that exist
+        self._symbols: dict[str, bool] = {}
+        self._process_calls: dict[str, ProcessCall | None] = {}
         self._pid_check = pid_check if pid_check is not None else PidCheck()
         self._pid_max = pid_max()
         self._count: int | None = None
         self._gpus: list[_Gpu] = []
         self._pcie_calls: list[_PcieCall] = []  # every PCIe call thread still alive
-        self._last_failure: int | None = None  # nvmlReturn_t of the last failed metric call
         self._last_samples: dict[int, GpuSample] = {}  # the last read, by GPU index
         self._errors: list[SampleError] = []  # the running read's
         self.driver: DriverInfo = self._init()
@@ -451,14 +395,13 @@ class NvmlReader:
             why = f"NVML failed to initialize: {_describe(nv, exc)}."
             return DriverInfo(available=False, error=_INIT_ERRORS.get(_code(nv, exc) or 0, why))
         self._nv = nv
-        self.caps = Capabilities(nv)
         self._ensure_count()
         return DriverInfo(
             available=True,
             driver_version=self._system_string(nv.nvmlSystemGetDriverVersion),
             cuda_version=cuda_version_string(self._cuda_version()),
             nvml_version=self._system_string(nv.nvmlSystemGetNVMLVersion),
-            compat=self.caps.notes(),
+            compat=self._notes(),
         )
 
     def _system_string(self, fn: Callable[[], Any]) -> str | None:
@@ -472,6 +415,60 @@ class NvmlReader:
             with contextlib.suppress(Exception):  # missing, or failing: the older one
                 return int(getattr(self._nv, name)())
         return None
+
+    def _has(self, symbol: str) -> bool:
+        # pynvml finds symbols lazily and raises FunctionNotFound only at the call
+        if symbol not in self._symbols:
+            try:
+                self._nv._nvmlGetFunctionPointer(symbol)
+                self._symbols[symbol] = True
+            except Exception:  # FunctionNotFound (or NVML not loaded: nothing to call)
+                self._symbols[symbol] = False
+        return self._symbols[symbol]
+
+    def _drop(self, symbol: str) -> None:
+        """``symbol`` exists but answered FunctionNotFound."""
+        self._symbols[symbol] = False
+        self._process_calls.clear()
+
+    def _process_call(self, kind: str) -> ProcessCall | None:
+        """The newest variant of the "Compute" or "Graphics" list call this library has."""
+        if kind not in self._process_calls:
+            base = f"nvmlDeviceGet{kind}RunningProcesses"
+            variants = (
+                ProcessCall(f"{base}_v3", _ProcV2, "v3"),
+                ProcessCall(f"{base}_v2", _ProcV2, "v2"),
+                ProcessCall(base, _ProcV1, "v1"),
+            )
+            call = next((c for c in variants if self._has(c.symbol)), None)
+            # 535.43-535.86: _v3 fills 32-byte entries (docs/drivers.md)
+            legacy = self._has("nvmlDeviceGetConfComputeMemSizeInfo") and not self._has(
+                "nvmlDeviceGetRunningProcessDetailList"
+            )
+            if call is not None and call.label == "v3" and legacy:
+                call = ProcessCall(call.symbol, _ProcV3Legacy, "v3 (535.43-535.86 layout)")
+            self._process_calls[kind] = call
+        return self._process_calls[kind]
+
+    def _notes(self) -> tuple[str, ...]:
+        """The fallbacks in use, in words (``DriverInfo.compat``); () when none."""
+        out = []
+        for kind in ("Compute", "Graphics"):
+            call = self._process_call(kind)
+            if call is None:
+                out.append(
+                    f"{kind.lower()} process list unavailable: driver lacks "
+                    f"nvmlDeviceGet{kind}RunningProcesses (v1, v2 and v3)"
+                )
+            elif call.label != "v3":
+                out.append(f"{kind.lower()} process list read with {call.symbol} ({call.label})")
+        if not self._has("nvmlDeviceGetMemoryInfo_v2"):
+            out.append("memory read with nvmlDeviceGetMemoryInfo v1: used includes reserved")
+        if not self._has("nvmlDeviceGetCurrentClocksEventReasons"):
+            out.append("clock-event reasons read with nvmlDeviceGetCurrentClocksThrottleReasons")
+        if not self._has("nvmlDeviceGetMigMode"):
+            out.append("driver lacks MIG calls (before R450): MIG not shown")
+        return tuple(out)
 
     def close(self) -> None:
         """Shut NVML down (once); PCIe calls still running get ``CLOSE_WAIT_S`` in all,
@@ -627,21 +624,16 @@ class NvmlReader:
                 gpu.variant[metric] = k + 1  # the next variant, from now on
         return None
 
-    def _failed(self, gpu: _Gpu, metric: str, exc: Exception, denied: str = "") -> None:
-        code = self._last_failure = _raise_if_lost(self._nv, exc)
+    def _failed(self, gpu: _Gpu, metric: str, exc: Exception, denied: str = "") -> int | None:
+        """Report the failure (or mark ``metric`` unsupported); its nvmlReturn_t."""
+        code = _raise_if_lost(self._nv, exc)
         if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
             gpu.unsupported[metric] = code
         elif code == _NO_PERMISSION:
             self._report(gpu, metric, denied or f"no permission to read {metric}")
         else:
             self._report(gpu, metric, f"reading {metric} failed: {_describe(self._nv, exc)}")
-
-    def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
-        """In words, why ``metric`` gave no value on this read (after ``_get``)."""
-        code = gpu.unsupported.get(metric)
-        if code is not None:
-            return "the driver lacks the call" if code == _FUNCTION_NOT_FOUND else "not supported"
-        return "no permission" if self._last_failure == _NO_PERMISSION else "the call failed"
+        return code
 
     def _read_gpu(self, gpu: _Gpu) -> dict[str, Any]:
         """The fields of the GPU's GpuSample but ``pcie``."""
@@ -796,24 +788,20 @@ class NvmlReader:
     def _read_list(self, gpu: _Gpu, h: Any, what: str) -> list[Any] | str:
         """One process list with the newest call the library has, or why not in words."""
         metric, family = f"{what}_processes", what.capitalize()
-        caps = self.caps
-        assert caps is not None
         while True:
-            call = caps.process_call(family)
+            call = self._process_call(family)
             if call is None:
                 return f"driver lacks nvmlDeviceGet{family}RunningProcesses (v1, v2 and v3)"
             if metric in gpu.unsupported:
-                return self._why_unreadable(gpu, metric)
-            self._last_failure = None
+                return _UNREADABLE[gpu.unsupported[metric]]
             try:
                 return read_process_list(self._nv, call, h)
             except Exception as exc:
                 if _code(self._nv, exc) == _FUNCTION_NOT_FOUND:
-                    caps.drop(call.symbol)  # answered "function not found": the next one
+                    self._drop(call.symbol)  # answered "function not found": the next one
                     continue
                 denied = f"no permission to list {what} processes: they are not shown"
-                self._failed(gpu, metric, exc, denied)
-                return self._why_unreadable(gpu, metric)
+                return _UNREADABLE.get(self._failed(gpu, metric, exc, denied), "the call failed")
 
     def _mig_devices(self, gpu: _Gpu, h: Any) -> tuple[MigDevice, ...]:
         nv = self._nv

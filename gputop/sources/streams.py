@@ -207,7 +207,6 @@ class StreamSet(HostViews):
         self._env = env
         self._views = {h: HostView(h) for h in self.hosts}
         self._conns: dict[str, _Conn] = {}
-        self._by_fd: dict[int, tuple[str, _Conn]] = {}
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -261,7 +260,7 @@ class StreamSet(HostViews):
                         with contextlib.suppress(OSError):
                             os.read(self._wake_r, 4096)
                         continue
-                    self._readable(key.fd)
+                    self._readable(key.fd, *key.data)
                 self._notify()
         except Exception as exc:  # a bug here must not leave children running unseen
             for h in self.hosts:
@@ -326,8 +325,7 @@ class StreamSet(HostViews):
         conn = self._conns[name] = _Conn(proc, err, now, {out, err})
         for fd in (out, err):
             os.set_blocking(fd, False)
-            self._by_fd[fd] = (name, conn)
-            self._sel.register(fd, selectors.EVENT_READ, name)
+            self._sel.register(fd, selectors.EVENT_READ, (name, conn))
         self._set(name, connected=True, retry_at=None, attempts=self._views[name].attempts + 1)
 
     def _check_hung(self, now: float) -> None:
@@ -336,11 +334,9 @@ class StreamSet(HostViews):
             if conn.good == 0 and now - conn.started > self.first_line_timeout:
                 self._end(name, conn, f"no data in {self.first_line_timeout:.0f}s: timed out")
 
-    def _readable(self, fd: int) -> None:
-        entry = self._by_fd.get(fd)
-        if entry is None:
+    def _readable(self, fd: int, name: str, conn: _Conn) -> None:
+        if self._conns.get(name) is not conn:  # ended earlier in this select's batch
             return
-        name, conn = entry
         try:
             chunk = os.read(fd, 1 << 16)
         except (BlockingIOError, InterruptedError):
@@ -361,7 +357,6 @@ class StreamSet(HostViews):
     def _unregister(self, fd: int) -> None:
         with contextlib.suppress(KeyError, ValueError, OSError):
             self._sel.unregister(fd)
-        self._by_fd.pop(fd, None)
         _close([fd])
 
     def _feed(self, name: str, conn: _Conn, chunk: bytes) -> None:
