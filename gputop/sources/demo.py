@@ -445,10 +445,7 @@ class DemoSource:
 
     def snapshot(self) -> Snapshot:
         first = self._ticks == 0
-        if self._clock is not None:
-            now = self._clock()
-        else:
-            now = self._now if first else self._now + self._step
+        now = self._clock() if self._clock is not None else self._now + (0 if first else self._step)
         dt = 0.0 if first else max(0.0, now - self._now)
         self._now = now
         self._ticks += 1

@@ -72,13 +72,10 @@ def _counter_rates(
 
 
 @functools.lru_cache(maxsize=8)
-def _cpu_layout(names: tuple[str, ...]) -> tuple[int | None, int | None, int | None, int | None]:
+def _cpu_layout(names: tuple[str, ...]) -> tuple[int | None, ...]:
     """Where idle, iowait, guest and guest_nice are in CPU times with these field names."""
-
-    def at(name: str) -> int | None:
-        return names.index(name) if name in names else None
-
-    return at("idle"), at("iowait"), at("guest"), at("guest_nice")
+    fields = ("idle", "iowait", "guest", "guest_nice")
+    return tuple(names.index(n) if n in names else None for n in fields)
 
 
 def _cpu_percents(

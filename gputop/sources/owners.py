@@ -117,17 +117,11 @@ def parse_cgroup(text: bytes | str) -> Owner | None:
     """The owner a ``/proc/PID/cgroup`` text names, or None."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    paths: list[str] = []
-    for line in text.splitlines():
-        path = line.split(":", 2)[-1] if line.count(":") >= 2 else ""
-        if path.startswith("/") and path != "/" and path not in paths:
-            paths.append(path)
-    for parse in (_pod, _container, _slurm, _unit):  # a pod wherever it is seen, then ...
-        for path in paths:
-            found = parse(path)
-            if found is not None:
-                return found
-    return None
+    cut = (line.split(":", 2)[-1] if line.count(":") >= 2 else "" for line in text.splitlines())
+    paths = list(dict.fromkeys(p for p in cut if p.startswith("/") and p != "/"))
+    # a pod wherever it is seen, then a container, ...
+    found = (parse(path) for parse in (_pod, _container, _slurm, _unit) for path in paths)
+    return next((owner for owner in found if owner is not None), None)
 
 
 def _pod(path: str) -> Owner | None:
