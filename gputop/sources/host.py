@@ -217,7 +217,7 @@ class HostReader:
         it: /proc/cpuinfo is the costliest host file (some kernels interrupt every CPU)."""
         self._read_freq = cpu_freq
         self._rescan_seconds = rescan_seconds
-        self._pid_max: int | None = None
+        self._pid_max = procfs.pid_max()
         self.shared_pid_namespace = (
             shares_driver_pid_namespace() if shared_pid_namespace is None else shared_pid_namespace
         )
@@ -432,15 +432,6 @@ class HostReader:
         except psutil.Error:
             return None
 
-    def _exited_if_missing(self, pid: int) -> bool:
-        """In the driver's PID namespace a listed pid that /proc lacks has exited, unless
-        no process could ever have it (0, negative, above the kernel's pid_max)."""
-        if not self.shared_pid_namespace or pid <= 0:
-            return False
-        if self._pid_max is None:
-            self._pid_max = procfs.pid_max()
-        return pid <= self._pid_max
-
     def read_processes(
         self, pids: Iterable[int], *, ancestors: bool = False
     ) -> tuple[ProcessInfo, ...]:
@@ -507,9 +498,9 @@ class HostReader:
                     continue
                 if seen_before is None:
                     seen_before = {p for p, _ in self._tracked} | self._gone
-                if pid in seen_before or self._exited_if_missing(pid):
-                    # Seen here before, or this is the driver's own PID namespace: the pid
-                    # exited (a process cannot leave its namespace), it is not hidden.
+                # Seen here before, or this is the driver's own PID namespace and a pid some
+                # process could have: it exited (a process cannot leave its namespace).
+                if pid in seen_before or (self.shared_pid_namespace and 0 < pid <= self._pid_max):
                     gone.add(pid)
                     # the same row each tick
                     row = exited[pid] = self._exited.get(pid) or _exited_row(pid)

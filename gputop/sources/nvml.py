@@ -245,13 +245,12 @@ class PidCheck:
     #: At most this many pidfds are held (past it, the start-time comparison alone).
     MAX_PIDFDS = 1024
 
-    def __init__(self, device_prefix: str = "/dev/nvidia", proc: str = "/proc") -> None:
+    def __init__(self, device_prefix: str = "/dev/nvidia") -> None:
         self.device_prefix = device_prefix
-        self.proc = proc
         self._ok: dict[int, int] = {}  # pid -> its start time, found holding
         self._checkable: bool | None = None
         self._pidfds: dict[int, int] = {}  # pid -> pidfd, of pids in _ok
-        self._use_pidfds = proc == "/proc" and hasattr(os, "pidfd_open") and hasattr(select, "poll")
+        self._use_pidfds = hasattr(os, "pidfd_open") and hasattr(select, "poll")
         self._poll = select.poll() if self._use_pidfds else None
         self._exited: set[int] | None = None  # pids whose pidfd reported an exit, this tick
 
@@ -265,7 +264,7 @@ class PidCheck:
         return self._checkable
 
     def _start(self, pid: int) -> int | None:
-        st = read_stat(pid, self.proc)
+        st = read_stat(pid)
         return None if st is None else st.starttime
 
     def _hold(self, pid: int) -> None:
@@ -302,7 +301,7 @@ class PidCheck:
         if self._ok.get(pid) == start:
             return True
         self._drop_pidfd(pid)  # another process now has this pid
-        fd_dir = f"{self.proc}/{pid}/fd"
+        fd_dir = f"/proc/{pid}/fd"
         try:
             names = os.listdir(fd_dir)
         except OSError:

@@ -210,7 +210,7 @@ def slurm_environ(data: bytes) -> dict[str, str]:
     return out
 
 
-def read_owner(pid: int, proc_root: str = PROC_ROOT, pod_logs: str | None = None) -> Owner | None:
+def read_owner(pid: int, proc_root: str = PROC_ROOT) -> Owner | None:
     """The owner of ``pid``, with the names the cgroup lacks; None when unknown."""
     try:
         owner = parse_cgroup(read_file(f"{proc_root}/{pid}/cgroup", 1 << 16))
@@ -219,7 +219,7 @@ def read_owner(pid: int, proc_root: str = PROC_ROOT, pod_logs: str | None = None
     if owner is None:
         return None
     if owner.kind == "pod" and owner.pod_uid is not None:
-        root = pod_logs or os.environ.get("GPUTOP_POD_LOGS") or POD_LOGS
+        root = os.environ.get("GPUTOP_POD_LOGS") or POD_LOGS
         owner = replace(owner, **pod_names(owner.pod_uid, owner.id, root))
     elif owner.kind == "slurm":
         try:
@@ -234,9 +234,8 @@ class OwnerReader:
     """Attaches each row's owner; a process is read once (pid and start time: a pid is
     reused) and an unchanged row comes back as the same object."""
 
-    def __init__(self, proc_root: str = PROC_ROOT, pod_logs: str | None = None) -> None:
+    def __init__(self, proc_root: str = PROC_ROOT) -> None:
         self._proc_root = proc_root
-        self._pod_logs = pod_logs
         # (pid, create time) -> (the owner, the last row in, the row out)
         self._known: dict[tuple[int, float | None], tuple[Owner | None, object, ProcessInfo]] = {}
 
@@ -253,7 +252,7 @@ class OwnerReader:
             if before is not None:
                 owner = before[0]
             elif row.visible and row.create_time is not None and row.status != "dead":
-                owner = read_owner(row.pid, self._proc_root, self._pod_logs)
+                owner = read_owner(row.pid, self._proc_root)
             else:
                 owner = None
             done = row if owner is None else replace(row, owner=owner)

@@ -10,7 +10,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +34,8 @@ GPUTOP_METRICS = (
 DCGM_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE")
 SELECTOR = '{__name__=~"' + "|".join(("up", *GPUTOP_METRICS, *DCGM_METRICS)) + '"}'
 MIB = 2**20
+#: The label that names a series' host.
+HOST_LABEL = "instance"
 
 
 class PrometheusError(ValueError):
@@ -95,9 +96,7 @@ def _value(sample: Any) -> tuple[float, float] | None:
     return (ts, v) if math.isfinite(v) else None
 
 
-def build_hosts(
-    series: list[dict[str, Any]], host_label: str = "instance"
-) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
+def build_hosts(series: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
     """Group an instant vector by host: (host -> ``--json``-shaped dict, host -> up)."""
     hosts: dict[str, dict[int, dict[str, Any]]] = {}
     times: dict[str, float] = {}
@@ -107,7 +106,7 @@ def build_hosts(
     for s in series:
         metric = s["metric"]
         name = metric.get("__name__")
-        host = text_of(metric.get(host_label), 200)
+        host = text_of(metric.get(HOST_LABEL), 200)
         point = _value(s.get("value"))
         if host is None or point is None or not isinstance(name, str):
             continue
@@ -189,18 +188,9 @@ class PrometheusFleet(HostViews):
 
     thread_name = "gputop-prometheus"
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        interval: float = 2.0,
-        host_label: str = "instance",
-        on_change: Callable[[], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, url: str, *, interval: float = 2.0) -> None:
         self.url = check_url(url)
-        super().__init__(interval, on_change, clock)
-        self.host_label = host_label
+        super().__init__(interval)
         self.error: str | None = None  # Prometheus itself failed: why
         self.failures = 0
 
@@ -233,7 +223,7 @@ class PrometheusFleet(HostViews):
             return
         self.failures = 0
         self.error = None
-        hosts, up = build_hosts(series, self.host_label)
+        hosts, up = build_hosts(series)
         with self._lock:
             for host, data in hosts.items():
                 old = self._views.get(host) or HostView(host)
@@ -269,10 +259,9 @@ class PrometheusFleet(HostViews):
     def history(self, host: str, seconds: float = 600.0) -> list[dict[str, Any]]:
         """The host's recent snapshot dicts, oldest first, one per interval."""
         end = time.time()
-        label = self.host_label
         quoted = host.replace("\\", "\\\\").replace('"', '\\"')
         names = "|".join(n for n in (*GPUTOP_METRICS, *DCGM_METRICS) if n != "gputop_gpu_info")
-        selector = f'{{__name__=~"{names}",{label}="{quoted}"}}'
+        selector = f'{{__name__=~"{names}",{HOST_LABEL}="{quoted}"}}'
         series = query(
             self.url,
             "/api/v1/query_range",
@@ -292,5 +281,5 @@ class PrometheusFleet(HostViews):
                     by_time.setdefault(point[0], []).append(
                         {"metric": s["metric"], "value": list(sample)}
                     )
-        built = (build_hosts(by_time[ts], label)[0] for ts in sorted(by_time))
+        built = (build_hosts(by_time[ts])[0] for ts in sorted(by_time))
         return [hosts[host] for hosts in built if host in hosts]

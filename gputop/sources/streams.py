@@ -129,13 +129,11 @@ class HostViews:
 
     thread_name = "gputop-fleet"
 
-    def __init__(
-        self, interval: float, on_change: Callable[[], None] | None, clock: Callable[[], float]
-    ) -> None:
+    def __init__(self, interval: float) -> None:
         self.interval = float(interval)
-        self.on_change = on_change
+        self.on_change: Callable[[], None] | None = None  # set by the fleet screen
         self.hosts: tuple[str, ...] = ()
-        self._clock = clock
+        self._clock = time.monotonic
         self._lock = threading.Lock()
         self._views: dict[str, HostView] = {}
         self._stop = threading.Event()
@@ -191,20 +189,15 @@ class StreamSet(HostViews):
         command: Callable[[str, int], list[str]],
         *,
         interval: float = 2.0,
-        on_change: Callable[[], None] | None = None,
         first_line_timeout: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-        env: dict[str, str] | None = None,
     ) -> None:
         if not hosts:
             raise ValueError("no hosts")
-        super().__init__(interval, on_change, clock)
+        super().__init__(interval)
         self.hosts = tuple(hosts)
         self.first_line_timeout = first_line_timeout
         self._command = command
-        self._rng = rng or random.Random()
-        self._env = env
+        self._rng = random.Random()
         self._views = {h: HostView(h) for h in self.hosts}
         self._conns: dict[str, _Conn] = {}
         self._sel = selectors.DefaultSelector()
@@ -303,7 +296,6 @@ class StreamSet(HostViews):
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group: killed whole on close
                 close_fds=True,
-                env=self._env,
             )
         except OSError as exc:
             failures = self._views[name].failures + 1
