@@ -44,13 +44,12 @@ def ssh_command(
     remote_command: str,
     interval: float,
     *,
-    ssh: str = "ssh",
     ssh_config: str | None = None,
     options: Sequence[str] = (),
 ) -> list[str]:
     """The system's ssh running ``remote_command --stream`` on ``host`` (one string:
     the remote shell parses it)."""
-    argv = [ssh, "-F", ssh_config] if ssh_config else [ssh]
+    argv = ["ssh", "-F", ssh_config] if ssh_config else ["ssh"]
     for opt in ("BatchMode=yes", "ServerAliveInterval=5", "ConnectTimeout=10"):
         argv += ["-o", opt]
     argv.append("-T")  # no pseudo-terminal: a byte stream, no echo, no terminal modes
@@ -227,10 +226,6 @@ class StreamSet(HostViews):
         with contextlib.suppress(OSError):
             self._sel.close()
         _close([fd for c in conns for fd in c.fds] + [self._wake_r, self._wake_w])
-
-    def pids(self) -> list[int]:
-        """Process ids of the running children (tests)."""
-        return [c.proc.pid for c in list(self._conns.values())]
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):

@@ -46,9 +46,6 @@ class FakeFleet:
     def retry_now(self, name: str | None = None) -> None:
         self.retried += 1
 
-    def pids(self) -> list[int]:
-        return []
-
     def feed(self, name: str, data: dict[str, Any], age: float = 0.0) -> None:
         old = self._views[name]
         self._views[name] = replace(
