@@ -50,14 +50,12 @@ def check_url(url: str) -> str:
     return url.strip().rstrip("/")
 
 
-def query(
-    base: str, path: str, params: dict[str, str], timeout: float = HTTP_TIMEOUT_S
-) -> list[dict[str, Any]]:
+def query(base: str, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
     """GET ``base + path`` and return ``data.result`` (a vector or a matrix)."""
     url = f"{base}{path}?{urllib.parse.urlencode(params)}"
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
             body = response.read(MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as exc:
         detail = ""
@@ -194,7 +192,7 @@ class PrometheusFleet(HostViews):
         self.error: str | None = None  # Prometheus itself failed: why
         self.failures = 0
 
-    def retry_now(self, name: str | None = None) -> None:
+    def retry_now(self) -> None:
         self.failures = 0
 
     def _run(self) -> None:

@@ -152,7 +152,7 @@ class HostViews:
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
 
-    def retry_now(self, name: str | None = None) -> None:
+    def retry_now(self) -> None:
         raise NotImplementedError
 
     def close(self, timeout: float = 3.0) -> None:
@@ -207,13 +207,13 @@ class StreamSet(HostViews):
         self._dirty = False
         self._last_notify = 0.0
 
-    def retry_now(self, name: str | None = None) -> None:
-        """Try a host (None: every host not connected) at once, whatever its backoff."""
+    def retry_now(self) -> None:
+        """Try every host not connected at once, whatever its backoff."""
         with self._lock:
-            for h in self.hosts if name is None else (name,):
-                v = self._views[h]
+            now = self._clock()
+            for h, v in self._views.items():
                 if not v.connected:
-                    self._views[h] = replace(v, retry_at=self._clock())
+                    self._views[h] = replace(v, retry_at=now)
         self._wake()
 
     def close(self, timeout: float = 3.0) -> None:

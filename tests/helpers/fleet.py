@@ -43,7 +43,7 @@ class FakeFleet:
     def close(self, timeout: float = 3.0) -> None:
         self.closed = True
 
-    def retry_now(self, name: str | None = None) -> None:
+    def retry_now(self) -> None:
         self.retried += 1
 
     def feed(self, name: str, data: dict[str, Any], age: float = 0.0) -> None:
