@@ -718,22 +718,21 @@ class NvmlReader:
             listed += len(entries)
             seen: set[tuple[int, int | None, int | None]] = set()
             for pid, used, gi, ci in _entries(entries):
-                if (pid, gi, ci) in seen or pid in INVALID_PIDS or pid > pid_max:
-                    why = (
-                        f"pid {pid}"
-                        if pid in INVALID_PIDS
-                        else f"pid above pid_max {pid_max}"
-                        if pid > pid_max
-                        else "a pid listed twice"
-                    )
-                    dropped[why] = dropped.get(why, 0) + 1
+                if pid in INVALID_PIDS:
+                    why = f"pid {pid}"
+                elif pid > pid_max:
+                    why = f"pid above pid_max {pid_max}"
+                elif (pid, gi, ci) in seen:
+                    why = "a pid listed twice"
+                else:
+                    seen.add((pid, gi, ci))
+                    row = merged.setdefault(pid, [kind, None, gi, ci])
+                    if kind not in row[0]:
+                        row[0] = "C+G"
+                    if used is not None and (row[1] is None or used > row[1]):
+                        row[1] = used
                     continue
-                seen.add((pid, gi, ci))
-                row = merged.setdefault(pid, [kind, None, gi, ci])
-                if kind not in row[0]:
-                    row[0] = "C+G"
-                if used is not None and (row[1] is None or used > row[1]):
-                    row[1] = used
+                dropped[why] = dropped.get(why, 0) + 1
         for pid in list(merged):  # where it cannot tell (None), the entry stays
             if self._pid_check.holds_device(pid) is False:
                 del merged[pid]
