@@ -197,16 +197,16 @@ class PrometheusFleet(HostViews):
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = self._clock()
+            started = time.monotonic()
             self.poll()
             delay = self.interval
             if self.failures:
                 delay = min(MAX_BACKOFF_S, self.interval * 2 ** min(self.failures, 6))
-            self._stop.wait(max(0.0, started + delay - self._clock()))
+            self._stop.wait(max(0.0, started + delay - time.monotonic()))
 
     def poll(self) -> None:
         """One instant query; every host's view updated (also when Prometheus fails)."""
-        now_mono, now_wall = self._clock(), time.time()
+        now_mono, now_wall = time.monotonic(), time.time()
         try:
             series = query(self.url, "/api/v1/query", {"query": SELECTOR})
         except PrometheusError as exc:

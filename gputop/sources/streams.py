@@ -132,7 +132,6 @@ class HostViews:
         self.interval = float(interval)
         self.on_change: Callable[[], None] | None = None  # set by the fleet screen
         self.hosts: tuple[str, ...] = ()
-        self._clock = time.monotonic
         self._lock = threading.Lock()
         self._views: dict[str, HostView] = {}
         self._stop = threading.Event()
@@ -210,7 +209,7 @@ class StreamSet(HostViews):
     def retry_now(self) -> None:
         """Try every host not connected at once, whatever its backoff."""
         with self._lock:
-            now = self._clock()
+            now = time.monotonic()
             for h, v in self._views.items():
                 if not v.connected:
                     self._views[h] = replace(v, retry_at=now)
@@ -239,7 +238,7 @@ class StreamSet(HostViews):
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                now = self._clock()
+                now = time.monotonic()
                 self._start_due(now)
                 self._check_hung(now)
                 timeout = self._next_timeout(now)
@@ -268,7 +267,7 @@ class StreamSet(HostViews):
     def _notify(self, force: bool = False) -> None:
         if not self._dirty:
             return
-        now = self._clock()
+        now = time.monotonic()
         if not force and now - self._last_notify < NOTIFY_EVERY_S:
             return
         self._dirty = False
@@ -387,7 +386,7 @@ class StreamSet(HostViews):
             report=report,
             data=data,
             seq=self._views[name].seq + 1,
-            received=self._clock(),
+            received=time.monotonic(),
             failures=0,
             problem=None,
             error=None,
@@ -423,7 +422,7 @@ class StreamSet(HostViews):
             failures=failures,
             error=clean_text(error, 300),
             problem=problem or (view.problem if view.problem == "bad-data" else None),
-            retry_at=self._clock() + delay,
+            retry_at=time.monotonic() + delay,
         )
 
     def _backoff(self, failures: int) -> float:
