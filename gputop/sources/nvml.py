@@ -159,12 +159,6 @@ def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
     return (*names, *(hex(bit) for bit in unknown if bit not in known))
 
 
-def mig_profile(name: str | None) -> str | None:
-    """ "NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb" (None when the name has no profile)."""
-    _, mig, profile = (name or "").rpartition(" MIG ")
-    return (profile.strip() or None) if mig else None
-
-
 def cuda_version_string(version: int | None) -> str | None:
     """NVML's CUDA driver version integer (1000*major + 10*minor) -> "12.4"."""
     if version is None or version <= 0:
@@ -822,6 +816,7 @@ class NvmlReader:
                     break
                 continue
             name = clean_text(ask("nvmlDeviceGetName", mh, raw=True), 96)
+            _, mig, profile = (name or "").rpartition(" MIG ")  # "A100... MIG 1g.5gb": 1g.5gb
             mem = ask("nvmlDeviceGetMemoryInfo", mh)
             gi = ask("nvmlDeviceGetGpuInstanceId", mh)
             ci = ask("nvmlDeviceGetComputeInstanceId", mh)
@@ -830,7 +825,7 @@ class NvmlReader:
                     index=i,
                     uuid=clean_text(ask("nvmlDeviceGetUUID", mh, raw=True), 96),
                     name=name,
-                    profile=mig_profile(name),
+                    profile=(profile.strip() or None) if mig else None,
                     gpu_instance_id=None if gi is None else int(gi),
                     compute_instance_id=None if ci is None else int(ci),
                     memory=GpuMemory()
