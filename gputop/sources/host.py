@@ -103,16 +103,6 @@ def _is_physical_disk(name: str, sys_block: str) -> bool:
     return _WHOLE_DISK.match(name) is not None
 
 
-def _scan_with_psutil() -> dict[int, _Stat]:
-    """Fallback without a Linux /proc: identity from psutil's create_time."""
-    out: dict[int, _Stat] = {}
-    for p in psutil.process_iter(["pid", "ppid", "create_time"]):
-        ppid, ctime = p.info.get("ppid"), p.info.get("create_time")
-        if ppid is not None:
-            out[p.info["pid"]] = _Stat(ppid, round((ctime or 0.0) * 100))
-    return out
-
-
 @dataclass(slots=True)
 class _Tracked:
     pid: int
@@ -392,7 +382,12 @@ class HostReader:
                 return scan_processes(PROC_ROOT)
             except OSError:
                 self._use_proc = False
-        return _scan_with_psutil()
+        out: dict[int, _Stat] = {}  # without a Linux /proc: identity from psutil's create_time
+        for p in psutil.process_iter(["pid", "ppid", "create_time"]):
+            ppid, ctime = p.info.get("ppid"), p.info.get("create_time")
+            if ppid is not None:
+                out[p.info["pid"]] = _Stat(ppid, round((ctime or 0.0) * 100))
+        return out
 
     def _tree_scan(
         self, given: list[int]
