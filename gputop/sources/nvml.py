@@ -419,11 +419,6 @@ class NvmlReader:
                 self._symbols[symbol] = False
         return self._symbols[symbol]
 
-    def _drop(self, symbol: str) -> None:
-        """``symbol`` exists but answered FunctionNotFound."""
-        self._symbols[symbol] = False
-        self._process_calls.clear()
-
     def _process_call(self, kind: str) -> ProcessCall | None:
         """The newest variant of the "Compute" or "Graphics" list call this library has."""
         if kind not in self._process_calls:
@@ -790,7 +785,9 @@ class NvmlReader:
                 return read_process_list(self._nv, call, h)
             except Exception as exc:
                 if _code(self._nv, exc) == _FUNCTION_NOT_FOUND:
-                    self._drop(call.symbol)  # answered "function not found": the next one
+                    # the symbol exists but answered "function not found": the next variant
+                    self._symbols[call.symbol] = False
+                    self._process_calls.clear()
                     continue
                 denied = f"no permission to list {what} processes: they are not shown"
                 return _UNREADABLE.get(self._failed(gpu, metric, exc, denied), "the call failed")
