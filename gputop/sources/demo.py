@@ -59,14 +59,8 @@ DRIVER = DriverInfo(
 DECLARED: dict[str, Any] = {m.field: m.demo for m in GPU_METRICS if m.demo is not None}
 
 
-def pcie_link_bytes_per_s(gen: int, width: int) -> float:
-    """Per-direction capacity of a PCIe link (gen5 x16: 63.0 GB/s)."""
-    value = link_max_bytes_per_s(gen, width)
-    assert value is not None
-    return value
-
-
-LINK_MAX = pcie_link_bytes_per_s(5, 16)
+#: Per-direction capacity of the H100's gen5 x16 link: 63.0 GB/s.
+LINK_MAX = link_max_bytes_per_s(5, 16) or 0.0
 
 # Phases, in seconds since the simulation started (the first snapshot).
 CYCLE_S = 600.0  # the scenario repeats every 10 minutes (as the checkpoint writes do)
@@ -451,10 +445,7 @@ class DemoSource:
 
     def snapshot(self) -> Snapshot:
         first = self._ticks == 0
-        if self._clock is not None:
-            now = self._clock()
-        else:
-            now = self._now if first else self._now + self._step
+        now = self._clock() if self._clock is not None else self._now + (0 if first else self._step)
         dt = 0.0 if first else max(0.0, now - self._now)
         self._now = now
         self._ticks += 1
@@ -579,6 +570,7 @@ class DemoSource:
                 rx = 1e5 * self._rng.random()
                 tx = 1e5 * self._rng.random()
                 gen, width = 1, 16
+            link = link_max_bytes_per_s(gen, width) or 0.0  # (every gen here is known)
             out.append(
                 GpuSample(
                     index=g.index,
@@ -612,8 +604,8 @@ class DemoSource:
                         max_gen=5,
                         max_width=16,
                         link_max_bytes_per_s=LINK_MAX,
-                        tx_bytes_per_s=min(tx, pcie_link_bytes_per_s(gen, width)),
-                        rx_bytes_per_s=min(rx, pcie_link_bytes_per_s(gen, width)),
+                        tx_bytes_per_s=min(tx, link),
+                        rx_bytes_per_s=min(rx, link),
                     ),
                     mig_mode=False,
                     ecc_uncorrected=0,

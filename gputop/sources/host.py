@@ -72,13 +72,10 @@ def _counter_rates(
 
 
 @functools.lru_cache(maxsize=8)
-def _cpu_layout(names: tuple[str, ...]) -> tuple[int | None, int | None, int | None, int | None]:
+def _cpu_layout(names: tuple[str, ...]) -> tuple[int | None, ...]:
     """Where idle, iowait, guest and guest_nice are in CPU times with these field names."""
-
-    def at(name: str) -> int | None:
-        return names.index(name) if name in names else None
-
-    return at("idle"), at("iowait"), at("guest"), at("guest_nice")
+    fields = ("idle", "iowait", "guest", "guest_nice")
+    return tuple(names.index(n) if n in names else None for n in fields)
 
 
 def _cpu_percents(
@@ -104,16 +101,6 @@ def _is_physical_disk(name: str, sys_block: str) -> bool:
     if os.path.isdir(sys_block):
         return os.path.exists(os.path.join(sys_block, name.replace("/", "!"), "device"))
     return _WHOLE_DISK.match(name) is not None
-
-
-def _scan_with_psutil() -> dict[int, _Stat]:
-    """Fallback without a Linux /proc: identity from psutil's create_time."""
-    out: dict[int, _Stat] = {}
-    for p in psutil.process_iter(["pid", "ppid", "create_time"]):
-        ppid, ctime = p.info.get("ppid"), p.info.get("create_time")
-        if ppid is not None:
-            out[p.info["pid"]] = _Stat(ppid, round((ctime or 0.0) * 100))
-    return out
 
 
 @dataclass(slots=True)
@@ -220,7 +207,7 @@ class HostReader:
         it: /proc/cpuinfo is the costliest host file (some kernels interrupt every CPU)."""
         self._read_freq = cpu_freq
         self._rescan_seconds = rescan_seconds
-        self._pid_max: int | None = None
+        self._pid_max = procfs.pid_max()
         self.shared_pid_namespace = (
             shares_driver_pid_namespace() if shared_pid_namespace is None else shared_pid_namespace
         )
@@ -395,7 +382,12 @@ class HostReader:
                 return scan_processes(PROC_ROOT)
             except OSError:
                 self._use_proc = False
-        return _scan_with_psutil()
+        out: dict[int, _Stat] = {}  # without a Linux /proc: identity from psutil's create_time
+        for p in psutil.process_iter(["pid", "ppid", "create_time"]):
+            ppid, ctime = p.info.get("ppid"), p.info.get("create_time")
+            if ppid is not None:
+                out[p.info["pid"]] = _Stat(ppid, round((ctime or 0.0) * 100))
+        return out
 
     def _tree_scan(
         self, given: list[int]
@@ -434,15 +426,6 @@ class HostReader:
             return _Stat(p.ppid(), round(p.create_time() * 100))
         except psutil.Error:
             return None
-
-    def _exited_if_missing(self, pid: int) -> bool:
-        """In the driver's PID namespace a listed pid that /proc lacks has exited, unless
-        no process could ever have it (0, negative, above the kernel's pid_max)."""
-        if not self.shared_pid_namespace or pid <= 0:
-            return False
-        if self._pid_max is None:
-            self._pid_max = procfs.pid_max()
-        return pid <= self._pid_max
 
     def read_processes(
         self, pids: Iterable[int], *, ancestors: bool = False
@@ -510,9 +493,9 @@ class HostReader:
                     continue
                 if seen_before is None:
                     seen_before = {p for p, _ in self._tracked} | self._gone
-                if pid in seen_before or self._exited_if_missing(pid):
-                    # Seen here before, or this is the driver's own PID namespace: the pid
-                    # exited (a process cannot leave its namespace), it is not hidden.
+                # Seen here before, or this is the driver's own PID namespace and a pid some
+                # process could have: it exited (a process cannot leave its namespace).
+                if pid in seen_before or (self.shared_pid_namespace and 0 < pid <= self._pid_max):
                     gone.add(pid)
                     # the same row each tick
                     row = exited[pid] = self._exited.get(pid) or _exited_row(pid)
@@ -642,13 +625,4 @@ class HostReader:
         return _row(tracked, now, alive, cpu_seconds, io, got), alive
 
     def close(self) -> None:
-        """Forget all state."""
-        self._tracked.clear()
-        self._last_scan = self._children = None
-        self._gone.clear()
-        self._exited.clear()
-        self._invisible.clear()
-        self._physical.clear()
-        self._cpu = self._disk = self._net = None
-        self._cpu_count = self._cpu_cores = None
-        self._host_time = None
+        """Nothing to release: the reader holds no files or threads between calls."""

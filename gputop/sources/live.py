@@ -110,10 +110,7 @@ class LiveSource:
 
     @property
     def driver(self) -> DriverInfo:
-        try:
-            return self._nvml.driver
-        except Exception as exc:
-            return DriverInfo(available=False, error=_describe(exc))
+        return self._nvml.driver  # set once, when the reader starts NVML
 
     def snapshot(self) -> Snapshot:
         wall0 = time.perf_counter()

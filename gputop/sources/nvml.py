@@ -74,6 +74,13 @@ _LOST_REASONS = {
     16: "GPU requires a reset (NVML ResetRequired)",
 }
 
+#: Why a process list was not read, by nvmlReturn_t (any other: "the call failed").
+_UNREADABLE: dict[int | None, str] = {
+    _FUNCTION_NOT_FOUND: "the driver lacks the call",
+    _NOT_SUPPORTED: "not supported",
+    _NO_PERMISSION: "no permission",
+}
+
 _NO_BINDING = "The Python NVML binding (nvidia-ml-py) is not installed."
 #: By nvmlReturn_t: LibraryNotFound, DriverNotLoaded, LibRmVersionMismatch, NoPermission.
 _INIT_ERRORS = {
@@ -152,12 +159,6 @@ def decode_clock_event_reasons(mask: int) -> tuple[str, ...]:
     return (*names, *(hex(bit) for bit in unknown if bit not in known))
 
 
-def mig_profile(name: str | None) -> str | None:
-    """ "NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb" (None when the name has no profile)."""
-    _, mig, profile = (name or "").rpartition(" MIG ")
-    return (profile.strip() or None) if mig else None
-
-
 def cuda_version_string(version: int | None) -> str | None:
     """NVML's CUDA driver version integer (1000*major + 10*minor) -> "12.4"."""
     if version is None or version <= 0:
@@ -191,70 +192,6 @@ class ProcessCall:
     symbol: str
     layout: type[ctypes.Structure]
     label: str  # "v3", "v3 (535.43-535.86 layout)", "v2", "v1"
-
-
-class Capabilities:
-    """What one ``libnvidia-ml.so.1`` offers, probed once (after nvmlInit): each tick makes
-    only calls that exist."""
-
-    def __init__(self, nv: Any) -> None:
-        self._nv = nv
-        self._has: dict[str, bool] = {}
-        self._process_calls: dict[str, ProcessCall | None] = {}
-
-    def has(self, symbol: str) -> bool:
-        # pynvml finds symbols lazily and raises FunctionNotFound only at the call
-        if symbol not in self._has:
-            try:
-                self._nv._nvmlGetFunctionPointer(symbol)
-                self._has[symbol] = True
-            except Exception:  # FunctionNotFound (or NVML not loaded: nothing to call)
-                self._has[symbol] = False
-        return self._has[symbol]
-
-    def drop(self, symbol: str) -> None:
-        """``symbol`` exists but answered FunctionNotFound."""
-        self._has[symbol] = False
-        self._process_calls.clear()
-
-    def process_call(self, kind: str) -> ProcessCall | None:
-        """The newest variant of the "Compute" or "Graphics" list call this library has."""
-        if kind not in self._process_calls:
-            base = f"nvmlDeviceGet{kind}RunningProcesses"
-            variants = (
-                ProcessCall(f"{base}_v3", _ProcV2, "v3"),
-                ProcessCall(f"{base}_v2", _ProcV2, "v2"),
-                ProcessCall(base, _ProcV1, "v1"),
-            )
-            call = next((c for c in variants if self.has(c.symbol)), None)
-            # 535.43-535.86: _v3 fills 32-byte entries (docs/drivers.md)
-            legacy = self.has("nvmlDeviceGetConfComputeMemSizeInfo") and not self.has(
-                "nvmlDeviceGetRunningProcessDetailList"
-            )
-            if call is not None and call.label == "v3" and legacy:
-                call = ProcessCall(call.symbol, _ProcV3Legacy, "v3 (535.43-535.86 layout)")
-            self._process_calls[kind] = call
-        return self._process_calls[kind]
-
-    def notes(self) -> tuple[str, ...]:
-        """The fallbacks in use, in words (``DriverInfo.compat``); () when none."""
-        out = []
-        for kind in ("Compute", "Graphics"):
-            call = self.process_call(kind)
-            if call is None:
-                out.append(
-                    f"{kind.lower()} process list unavailable: driver lacks "
-                    f"nvmlDeviceGet{kind}RunningProcesses (v1, v2 and v3)"
-                )
-            elif call.label != "v3":
-                out.append(f"{kind.lower()} process list read with {call.symbol} ({call.label})")
-        if not self.has("nvmlDeviceGetMemoryInfo_v2"):
-            out.append("memory read with nvmlDeviceGetMemoryInfo v1: used includes reserved")
-        if not self.has("nvmlDeviceGetCurrentClocksEventReasons"):
-            out.append("clock-event reasons read with nvmlDeviceGetCurrentClocksThrottleReasons")
-        if not self.has("nvmlDeviceGetMigMode"):
-            out.append("driver lacks MIG calls (before R450): MIG not shown")
-        return tuple(out)
 
 
 def read_process_list(nv: Any, call: ProcessCall, handle: Any) -> list[ctypes.Structure]:
@@ -302,13 +239,12 @@ class PidCheck:
     #: At most this many pidfds are held (past it, the start-time comparison alone).
     MAX_PIDFDS = 1024
 
-    def __init__(self, device_prefix: str = "/dev/nvidia", proc: str = "/proc") -> None:
+    def __init__(self, device_prefix: str = "/dev/nvidia") -> None:
         self.device_prefix = device_prefix
-        self.proc = proc
         self._ok: dict[int, int] = {}  # pid -> its start time, found holding
         self._checkable: bool | None = None
         self._pidfds: dict[int, int] = {}  # pid -> pidfd, of pids in _ok
-        self._use_pidfds = proc == "/proc" and hasattr(os, "pidfd_open") and hasattr(select, "poll")
+        self._use_pidfds = hasattr(os, "pidfd_open") and hasattr(select, "poll")
         self._poll = select.poll() if self._use_pidfds else None
         self._exited: set[int] | None = None  # pids whose pidfd reported an exit, this tick
 
@@ -322,7 +258,7 @@ class PidCheck:
         return self._checkable
 
     def _start(self, pid: int) -> int | None:
-        st = read_stat(pid, self.proc)
+        st = read_stat(pid)
         return None if st is None else st.starttime
 
     def _hold(self, pid: int) -> None:
@@ -359,7 +295,7 @@ class PidCheck:
         if self._ok.get(pid) == start:
             return True
         self._drop_pidfd(pid)  # another process now has this pid
-        fd_dir = f"{self.proc}/{pid}/fd"
+        fd_dir = f"/proc/{pid}/fd"
         try:
             names = os.listdir(fd_dir)
         except OSError:
@@ -429,13 +365,14 @@ class NvmlReader:
 
     def __init__(self, pid_check: PidCheck | None = None) -> None:
         self._nv: Any = None  # pynvml, while NVML is initialized
-        self.caps: Capabilities | None = None
+        # What this libnvidia-ml.so.1 offers, probed once: each tick makes only calls that exist
+        self._symbols: dict[str, bool] = {}
+        self._process_calls: dict[str, ProcessCall | None] = {}
         self._pid_check = pid_check if pid_check is not None else PidCheck()
         self._pid_max = pid_max()
         self._count: int | None = None
         self._gpus: list[_Gpu] = []
         self._pcie_calls: list[_PcieCall] = []  # every PCIe call thread still alive
-        self._last_failure: int | None = None  # nvmlReturn_t of the last failed metric call
         self._last_samples: dict[int, GpuSample] = {}  # the last read, by GPU index
         self._errors: list[SampleError] = []  # the running read's
         self.driver: DriverInfo = self._init()
@@ -451,14 +388,13 @@ class NvmlReader:
             why = f"NVML failed to initialize: {_describe(nv, exc)}."
             return DriverInfo(available=False, error=_INIT_ERRORS.get(_code(nv, exc) or 0, why))
         self._nv = nv
-        self.caps = Capabilities(nv)
         self._ensure_count()
         return DriverInfo(
             available=True,
             driver_version=self._system_string(nv.nvmlSystemGetDriverVersion),
             cuda_version=cuda_version_string(self._cuda_version()),
             nvml_version=self._system_string(nv.nvmlSystemGetNVMLVersion),
-            compat=self.caps.notes(),
+            compat=self._notes(),
         )
 
     def _system_string(self, fn: Callable[[], Any]) -> str | None:
@@ -472,6 +408,55 @@ class NvmlReader:
             with contextlib.suppress(Exception):  # missing, or failing: the older one
                 return int(getattr(self._nv, name)())
         return None
+
+    def _has(self, symbol: str) -> bool:
+        # pynvml finds symbols lazily and raises FunctionNotFound only at the call
+        if symbol not in self._symbols:
+            try:
+                self._nv._nvmlGetFunctionPointer(symbol)
+                self._symbols[symbol] = True
+            except Exception:  # FunctionNotFound (or NVML not loaded: nothing to call)
+                self._symbols[symbol] = False
+        return self._symbols[symbol]
+
+    def _process_call(self, kind: str) -> ProcessCall | None:
+        """The newest variant of the "Compute" or "Graphics" list call this library has."""
+        if kind not in self._process_calls:
+            base = f"nvmlDeviceGet{kind}RunningProcesses"
+            variants = (
+                ProcessCall(f"{base}_v3", _ProcV2, "v3"),
+                ProcessCall(f"{base}_v2", _ProcV2, "v2"),
+                ProcessCall(base, _ProcV1, "v1"),
+            )
+            call = next((c for c in variants if self._has(c.symbol)), None)
+            # 535.43-535.86: _v3 fills 32-byte entries (docs/drivers.md)
+            legacy = self._has("nvmlDeviceGetConfComputeMemSizeInfo") and not self._has(
+                "nvmlDeviceGetRunningProcessDetailList"
+            )
+            if call is not None and call.label == "v3" and legacy:
+                call = ProcessCall(call.symbol, _ProcV3Legacy, "v3 (535.43-535.86 layout)")
+            self._process_calls[kind] = call
+        return self._process_calls[kind]
+
+    def _notes(self) -> tuple[str, ...]:
+        """The fallbacks in use, in words (``DriverInfo.compat``); () when none."""
+        out = []
+        for kind in ("Compute", "Graphics"):
+            call = self._process_call(kind)
+            if call is None:
+                out.append(
+                    f"{kind.lower()} process list unavailable: driver lacks "
+                    f"nvmlDeviceGet{kind}RunningProcesses (v1, v2 and v3)"
+                )
+            elif call.label != "v3":
+                out.append(f"{kind.lower()} process list read with {call.symbol} ({call.label})")
+        if not self._has("nvmlDeviceGetMemoryInfo_v2"):
+            out.append("memory read with nvmlDeviceGetMemoryInfo v1: used includes reserved")
+        if not self._has("nvmlDeviceGetCurrentClocksEventReasons"):
+            out.append("clock-event reasons read with nvmlDeviceGetCurrentClocksThrottleReasons")
+        if not self._has("nvmlDeviceGetMigMode"):
+            out.append("driver lacks MIG calls (before R450): MIG not shown")
+        return tuple(out)
 
     def close(self) -> None:
         """Shut NVML down (once); PCIe calls still running get ``CLOSE_WAIT_S`` in all,
@@ -627,21 +612,16 @@ class NvmlReader:
                 gpu.variant[metric] = k + 1  # the next variant, from now on
         return None
 
-    def _failed(self, gpu: _Gpu, metric: str, exc: Exception, denied: str = "") -> None:
-        code = self._last_failure = _raise_if_lost(self._nv, exc)
+    def _failed(self, gpu: _Gpu, metric: str, exc: Exception, denied: str = "") -> int | None:
+        """Report the failure (or mark ``metric`` unsupported); its nvmlReturn_t."""
+        code = _raise_if_lost(self._nv, exc)
         if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
             gpu.unsupported[metric] = code
         elif code == _NO_PERMISSION:
             self._report(gpu, metric, denied or f"no permission to read {metric}")
         else:
             self._report(gpu, metric, f"reading {metric} failed: {_describe(self._nv, exc)}")
-
-    def _why_unreadable(self, gpu: _Gpu, metric: str) -> str:
-        """In words, why ``metric`` gave no value on this read (after ``_get``)."""
-        code = gpu.unsupported.get(metric)
-        if code is not None:
-            return "the driver lacks the call" if code == _FUNCTION_NOT_FOUND else "not supported"
-        return "no permission" if self._last_failure == _NO_PERMISSION else "the call failed"
+        return code
 
     def _read_gpu(self, gpu: _Gpu) -> dict[str, Any]:
         """The fields of the GPU's GpuSample but ``pcie``."""
@@ -727,22 +707,21 @@ class NvmlReader:
             listed += len(entries)
             seen: set[tuple[int, int | None, int | None]] = set()
             for pid, used, gi, ci in _entries(entries):
-                if (pid, gi, ci) in seen or pid in INVALID_PIDS or pid > pid_max:
-                    why = (
-                        f"pid {pid}"
-                        if pid in INVALID_PIDS
-                        else f"pid above pid_max {pid_max}"
-                        if pid > pid_max
-                        else "a pid listed twice"
-                    )
-                    dropped[why] = dropped.get(why, 0) + 1
+                if pid in INVALID_PIDS:
+                    why = f"pid {pid}"
+                elif pid > pid_max:
+                    why = f"pid above pid_max {pid_max}"
+                elif (pid, gi, ci) in seen:
+                    why = "a pid listed twice"
+                else:
+                    seen.add((pid, gi, ci))
+                    row = merged.setdefault(pid, [kind, None, gi, ci])
+                    if kind not in row[0]:
+                        row[0] = "C+G"
+                    if used is not None and (row[1] is None or used > row[1]):
+                        row[1] = used
                     continue
-                seen.add((pid, gi, ci))
-                row = merged.setdefault(pid, [kind, None, gi, ci])
-                if kind not in row[0]:
-                    row[0] = "C+G"
-                if used is not None and (row[1] is None or used > row[1]):
-                    row[1] = used
+                dropped[why] = dropped.get(why, 0) + 1
         for pid in list(merged):  # where it cannot tell (None), the entry stays
             if self._pid_check.holds_device(pid) is False:
                 del merged[pid]
@@ -796,66 +775,62 @@ class NvmlReader:
     def _read_list(self, gpu: _Gpu, h: Any, what: str) -> list[Any] | str:
         """One process list with the newest call the library has, or why not in words."""
         metric, family = f"{what}_processes", what.capitalize()
-        caps = self.caps
-        assert caps is not None
         while True:
-            call = caps.process_call(family)
+            call = self._process_call(family)
             if call is None:
                 return f"driver lacks nvmlDeviceGet{family}RunningProcesses (v1, v2 and v3)"
             if metric in gpu.unsupported:
-                return self._why_unreadable(gpu, metric)
-            self._last_failure = None
+                return _UNREADABLE[gpu.unsupported[metric]]
             try:
                 return read_process_list(self._nv, call, h)
             except Exception as exc:
                 if _code(self._nv, exc) == _FUNCTION_NOT_FOUND:
-                    caps.drop(call.symbol)  # answered "function not found": the next one
+                    # the symbol exists but answered "function not found": the next variant
+                    self._symbols[call.symbol] = False
+                    self._process_calls.clear()
                     continue
                 denied = f"no permission to list {what} processes: they are not shown"
-                self._failed(gpu, metric, exc, denied)
-                return self._why_unreadable(gpu, metric)
+                return _UNREADABLE.get(self._failed(gpu, metric, exc, denied), "the call failed")
 
     def _mig_devices(self, gpu: _Gpu, h: Any) -> tuple[MigDevice, ...]:
         nv = self._nv
-        metric = "mig_devices"
-        count = self._get(gpu, metric, lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
+
+        def ask(fn: str, mh: Any, raw: bool = False) -> Any:
+            try:  # looked up at each call, as every other NVML call is
+                return (_raw(getattr(nv, fn)) if raw else getattr(nv, fn))(mh)
+            except Exception as exc:
+                _raise_if_lost(nv, exc)
+                return None
+
+        count = self._get(gpu, "mig_devices", lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h))
         out = []
         for i in range(int(count or 0)):
             try:
                 mh = nv.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
             except Exception as exc:
                 if _raise_if_lost(nv, exc) != _NOT_FOUND:  # NotFound: an empty slot
-                    self._failed(gpu, metric, exc)
+                    self._failed(gpu, "mig_devices", exc)
                     break
                 continue
-            out.append(self._mig_device(i, mh))
+            name = clean_text(ask("nvmlDeviceGetName", mh, raw=True), 96)
+            _, mig, profile = (name or "").rpartition(" MIG ")  # "A100... MIG 1g.5gb": 1g.5gb
+            mem = ask("nvmlDeviceGetMemoryInfo", mh)
+            gi = ask("nvmlDeviceGetGpuInstanceId", mh)
+            ci = ask("nvmlDeviceGetComputeInstanceId", mh)
+            out.append(
+                MigDevice(
+                    index=i,
+                    uuid=clean_text(ask("nvmlDeviceGetUUID", mh, raw=True), 96),
+                    name=name,
+                    profile=(profile.strip() or None) if mig else None,
+                    gpu_instance_id=None if gi is None else int(gi),
+                    compute_instance_id=None if ci is None else int(ci),
+                    memory=GpuMemory()
+                    if mem is None
+                    else GpuMemory(total=int(mem.total), used=int(mem.used), free=int(mem.free)),
+                )
+            )
         return tuple(out)
-
-    def _mig_device(self, index: int, mh: Any) -> MigDevice:
-        nv = self._nv
-
-        def ask(call: Callable[[], Any]) -> Any:
-            try:
-                return call()
-            except Exception as exc:
-                _raise_if_lost(nv, exc)
-                return None
-
-        name = clean_text(ask(lambda: _raw(nv.nvmlDeviceGetName)(mh)), 96)
-        mem = ask(lambda: nv.nvmlDeviceGetMemoryInfo(mh))
-        gi = ask(lambda: nv.nvmlDeviceGetGpuInstanceId(mh))
-        ci = ask(lambda: nv.nvmlDeviceGetComputeInstanceId(mh))
-        return MigDevice(
-            index=index,
-            uuid=clean_text(ask(lambda: _raw(nv.nvmlDeviceGetUUID)(mh)), 96),
-            name=name,
-            profile=mig_profile(name),
-            gpu_instance_id=None if gi is None else int(gi),
-            compute_instance_id=None if ci is None else int(ci),
-            memory=GpuMemory()
-            if mem is None
-            else GpuMemory(total=int(mem.total), used=int(mem.used), free=int(mem.free)),
-        )
 
     def _process_utilization(self, gpu: _Gpu, h: Any) -> dict[int, tuple[float, float]] | None:
         """pid -> (mean SM %, mean memory-bandwidth %) since the last tick; None: unknown."""

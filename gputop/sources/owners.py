@@ -117,17 +117,11 @@ def parse_cgroup(text: bytes | str) -> Owner | None:
     """The owner a ``/proc/PID/cgroup`` text names, or None."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    paths: list[str] = []
-    for line in text.splitlines():
-        path = line.split(":", 2)[-1] if line.count(":") >= 2 else ""
-        if path.startswith("/") and path != "/" and path not in paths:
-            paths.append(path)
-    for parse in (_pod, _container, _slurm, _unit):  # a pod wherever it is seen, then ...
-        for path in paths:
-            found = parse(path)
-            if found is not None:
-                return found
-    return None
+    cut = (line.split(":", 2)[-1] if line.count(":") >= 2 else "" for line in text.splitlines())
+    paths = list(dict.fromkeys(p for p in cut if p.startswith("/") and p != "/"))
+    # a pod wherever it is seen, then a container, ...
+    found = (parse(path) for parse in (_pod, _container, _slurm, _unit) for path in paths)
+    return next((owner for owner in found if owner is not None), None)
 
 
 def _pod(path: str) -> Owner | None:
@@ -216,7 +210,7 @@ def slurm_environ(data: bytes) -> dict[str, str]:
     return out
 
 
-def read_owner(pid: int, proc_root: str = PROC_ROOT, pod_logs: str | None = None) -> Owner | None:
+def read_owner(pid: int, proc_root: str = PROC_ROOT) -> Owner | None:
     """The owner of ``pid``, with the names the cgroup lacks; None when unknown."""
     try:
         owner = parse_cgroup(read_file(f"{proc_root}/{pid}/cgroup", 1 << 16))
@@ -225,7 +219,7 @@ def read_owner(pid: int, proc_root: str = PROC_ROOT, pod_logs: str | None = None
     if owner is None:
         return None
     if owner.kind == "pod" and owner.pod_uid is not None:
-        root = pod_logs or os.environ.get("GPUTOP_POD_LOGS") or POD_LOGS
+        root = os.environ.get("GPUTOP_POD_LOGS") or POD_LOGS
         owner = replace(owner, **pod_names(owner.pod_uid, owner.id, root))
     elif owner.kind == "slurm":
         try:
@@ -240,9 +234,8 @@ class OwnerReader:
     """Attaches each row's owner; a process is read once (pid and start time: a pid is
     reused) and an unchanged row comes back as the same object."""
 
-    def __init__(self, proc_root: str = PROC_ROOT, pod_logs: str | None = None) -> None:
+    def __init__(self, proc_root: str = PROC_ROOT) -> None:
         self._proc_root = proc_root
-        self._pod_logs = pod_logs
         # (pid, create time) -> (the owner, the last row in, the row out)
         self._known: dict[tuple[int, float | None], tuple[Owner | None, object, ProcessInfo]] = {}
 
@@ -259,7 +252,7 @@ class OwnerReader:
             if before is not None:
                 owner = before[0]
             elif row.visible and row.create_time is not None and row.status != "dead":
-                owner = read_owner(row.pid, self._proc_root, self._pod_logs)
+                owner = read_owner(row.pid, self._proc_root)
             else:
                 owner = None
             done = row if owner is None else replace(row, owner=owner)

@@ -10,13 +10,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from gputop.fmt import clean_text
 from gputop.model import SCHEMA_VERSION
-from gputop.sources.remote import LineError, parse_line, summarize
+from gputop.sources.remote import LineError, parse_line, summarize, text_of
 from gputop.sources.streams import MAX_BACKOFF_S, HostView, HostViews
 
 #: An answer above this many bytes is refused.
@@ -35,6 +34,8 @@ GPUTOP_METRICS = (
 DCGM_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE")
 SELECTOR = '{__name__=~"' + "|".join(("up", *GPUTOP_METRICS, *DCGM_METRICS)) + '"}'
 MIB = 2**20
+#: The label that names a series' host.
+HOST_LABEL = "instance"
 
 
 class PrometheusError(ValueError):
@@ -49,14 +50,12 @@ def check_url(url: str) -> str:
     return url.strip().rstrip("/")
 
 
-def query(
-    base: str, path: str, params: dict[str, str], timeout: float = HTTP_TIMEOUT_S
-) -> list[dict[str, Any]]:
+def query(base: str, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
     """GET ``base + path`` and return ``data.result`` (a vector or a matrix)."""
     url = f"{base}{path}?{urllib.parse.urlencode(params)}"
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
             body = response.read(MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as exc:
         detail = ""
@@ -95,14 +94,7 @@ def _value(sample: Any) -> tuple[float, float] | None:
     return (ts, v) if math.isfinite(v) else None
 
 
-def _label(metric: dict[str, Any], name: str) -> str | None:
-    value = metric.get(name)
-    return clean_text(value, 200) if isinstance(value, str) else None
-
-
-def build_hosts(
-    series: list[dict[str, Any]], host_label: str = "instance"
-) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
+def build_hosts(series: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
     """Group an instant vector by host: (host -> ``--json``-shaped dict, host -> up)."""
     hosts: dict[str, dict[int, dict[str, Any]]] = {}
     times: dict[str, float] = {}
@@ -112,7 +104,7 @@ def build_hosts(
     for s in series:
         metric = s["metric"]
         name = metric.get("__name__")
-        host = _label(metric, host_label)
+        host = text_of(metric.get(HOST_LABEL), 200)
         point = _value(s.get("value"))
         if host is None or point is None or not isinstance(name, str):
             continue
@@ -124,7 +116,7 @@ def build_hosts(
             # The host's real age: an instant query's own timestamps are always "now".
             sampled[host] = v
             continue
-        gpu_label = _label(metric, "gpu")
+        gpu_label = text_of(metric.get("gpu"), 200)
         if gpu_label is None or not gpu_label.isdigit():
             continue
         index = int(gpu_label)
@@ -135,8 +127,8 @@ def build_hosts(
         if name.startswith("DCGM_"):
             dcgm.add(host)
         if name == "gputop_gpu_info":
-            gpu["name"] = _label(metric, "name")
-            gpu["uuid"] = _label(metric, "uuid")
+            gpu["name"] = text_of(metric.get("name"), 200)
+            gpu["uuid"] = text_of(metric.get("uuid"), 200)
         elif name == "gputop_gpu_utilization_ratio":
             gpu["utilization"]["gpu"] = 100.0 * v
         elif name == "gputop_gpu_memory_used_bytes":
@@ -146,14 +138,14 @@ def build_hosts(
         elif name == "gputop_gpu_lost":
             gpu["lost"] = v == 1
         elif name == "gputop_gpu_verdict" and v == 1:
-            kind = _label(metric, "kind")
+            kind = text_of(metric.get("kind"), 200)
             if kind:
-                severity = _label(metric, "severity") or "info"
+                severity = text_of(metric.get("severity"), 200) or "info"
                 gpu["verdict"] = {"kind": kind, "label": kind, "severity": severity}
         elif name == "DCGM_FI_DEV_GPU_UTIL":
             gpu["utilization"]["gpu"] = v
-            gpu.setdefault("name", _label(metric, "modelName"))
-            gpu.setdefault("uuid", _label(metric, "UUID"))
+            gpu.setdefault("name", text_of(metric.get("modelName"), 200))
+            gpu.setdefault("uuid", text_of(metric.get("UUID"), 200))
         elif name == "DCGM_FI_DEV_FB_USED":
             gpu["_fb_used"] = v
         elif name == "DCGM_FI_DEV_FB_FREE":
@@ -194,36 +186,27 @@ class PrometheusFleet(HostViews):
 
     thread_name = "gputop-prometheus"
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        interval: float = 2.0,
-        host_label: str = "instance",
-        on_change: Callable[[], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, url: str, *, interval: float = 2.0) -> None:
         self.url = check_url(url)
-        super().__init__(interval, on_change, clock)
-        self.host_label = host_label
+        super().__init__(interval)
         self.error: str | None = None  # Prometheus itself failed: why
         self.failures = 0
 
-    def retry_now(self, name: str | None = None) -> None:
+    def retry_now(self) -> None:
         self.failures = 0
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = self._clock()
+            started = time.monotonic()
             self.poll()
             delay = self.interval
             if self.failures:
                 delay = min(MAX_BACKOFF_S, self.interval * 2 ** min(self.failures, 6))
-            self._stop.wait(max(0.0, started + delay - self._clock()))
+            self._stop.wait(max(0.0, started + delay - time.monotonic()))
 
     def poll(self) -> None:
         """One instant query; every host's view updated (also when Prometheus fails)."""
-        now_mono, now_wall = self._clock(), time.time()
+        now_mono, now_wall = time.monotonic(), time.time()
         try:
             series = query(self.url, "/api/v1/query", {"query": SELECTOR})
         except PrometheusError as exc:
@@ -238,7 +221,7 @@ class PrometheusFleet(HostViews):
             return
         self.failures = 0
         self.error = None
-        hosts, up = build_hosts(series, self.host_label)
+        hosts, up = build_hosts(series)
         with self._lock:
             for host, data in hosts.items():
                 old = self._views.get(host) or HostView(host)
@@ -274,10 +257,9 @@ class PrometheusFleet(HostViews):
     def history(self, host: str, seconds: float = 600.0) -> list[dict[str, Any]]:
         """The host's recent snapshot dicts, oldest first, one per interval."""
         end = time.time()
-        label = self.host_label
         quoted = host.replace("\\", "\\\\").replace('"', '\\"')
         names = "|".join(n for n in (*GPUTOP_METRICS, *DCGM_METRICS) if n != "gputop_gpu_info")
-        selector = f'{{__name__=~"{names}",{label}="{quoted}"}}'
+        selector = f'{{__name__=~"{names}",{HOST_LABEL}="{quoted}"}}'
         series = query(
             self.url,
             "/api/v1/query_range",
@@ -297,5 +279,5 @@ class PrometheusFleet(HostViews):
                     by_time.setdefault(point[0], []).append(
                         {"metric": s["metric"], "value": list(sample)}
                     )
-        built = (build_hosts(by_time[ts], label)[0] for ts in sorted(by_time))
+        built = (build_hosts(by_time[ts])[0] for ts in sorted(by_time))
         return [hosts[host] for hosts in built if host in hosts]

@@ -113,7 +113,8 @@ def _bounded(value: Any, cls: type, name: str) -> Any:
     return value if within(value, *LIMITS[cls, name]) else None
 
 
-def _text(value: Any, limit: int) -> str | None:
+def text_of(value: Any, limit: int) -> str | None:
+    """``value`` cleaned (at most ``limit`` characters) when a string, else None."""
     return clean_text(value, limit) if isinstance(value, str) else None
 
 
@@ -127,16 +128,16 @@ def _list(value: Any) -> list[Any]:
 
 def _verdict(value: Any) -> Verdict | None:
     value = _dict(value)
-    kind = _text(value.get("kind"), 64)
+    kind = text_of(value.get("kind"), 64)
     if not kind:
         return None
-    severity = _text(value.get("severity"), 16) or "info"
+    severity = text_of(value.get("severity"), 16) or "info"
     return Verdict(
         kind=kind,
-        label=_text(value.get("label"), 128) or kind,
+        label=text_of(value.get("label"), 128) or kind,
         severity=severity if severity in _SEVERITIES else "info",
-        evidence=_text(value.get("evidence"), 1024) or "",
-        advice=_text(value.get("advice"), 1024) or "",
+        evidence=text_of(value.get("evidence"), 1024) or "",
+        advice=text_of(value.get("advice"), 1024) or "",
     )
 
 
@@ -144,7 +145,7 @@ def summarize(data: dict[str, Any]) -> HostReport:
     """The fleet row's part of a parsed line (see :func:`parse_line`)."""
     users_by_pid: dict[int, str] = {}
     for p in map(_dict, _list(data.get("processes"))):
-        pid, user = _int(p.get("pid")), _text(p.get("user"), 64)
+        pid, user = _int(p.get("pid")), text_of(p.get("user"), 64)
         if pid is not None and user:
             users_by_pid[pid] = user
     cells: list[GpuCell] = []
@@ -153,7 +154,7 @@ def summarize(data: dict[str, Any]) -> HostReport:
         mem = _dict(g.get("memory"))
         users: set[str] = set()
         for p in map(_dict, _list(g.get("processes"))):
-            user = _text(p.get("user"), 64) or users_by_pid.get(_int(p.get("pid")))
+            user = text_of(p.get("user"), 64) or users_by_pid.get(_int(p.get("pid")))
             if user:
                 users.add(user)
         every |= users
@@ -175,11 +176,11 @@ def summarize(data: dict[str, Any]) -> HostReport:
     available = driver.get("available") is not False
     return HostReport(
         time=_num(data.get("time")) or 0.0,
-        hostname=_text(data.get("hostname"), 128) or "?",
+        hostname=text_of(data.get("hostname"), 128) or "?",
         gpus=tuple(cells),
         users=tuple(sorted(every)),
-        source=_text(data.get("source"), 32) or "?",
-        driver_error=None if available else (_text(driver.get("error"), 256) or "no NVIDIA driver"),
+        source=text_of(data.get("source"), 32) or "?",
+        driver_error=None if available else text_of(driver.get("error"), 256) or "no NVIDIA driver",
     )
 
 

@@ -44,13 +44,12 @@ def ssh_command(
     remote_command: str,
     interval: float,
     *,
-    ssh: str = "ssh",
     ssh_config: str | None = None,
     options: Sequence[str] = (),
 ) -> list[str]:
     """The system's ssh running ``remote_command --stream`` on ``host`` (one string:
     the remote shell parses it)."""
-    argv = [ssh, "-F", ssh_config] if ssh_config else [ssh]
+    argv = ["ssh", "-F", ssh_config] if ssh_config else ["ssh"]
     for opt in ("BatchMode=yes", "ServerAliveInterval=5", "ConnectTimeout=10"):
         argv += ["-o", opt]
     argv.append("-T")  # no pseudo-terminal: a byte stream, no echo, no terminal modes
@@ -129,13 +128,10 @@ class HostViews:
 
     thread_name = "gputop-fleet"
 
-    def __init__(
-        self, interval: float, on_change: Callable[[], None] | None, clock: Callable[[], float]
-    ) -> None:
+    def __init__(self, interval: float) -> None:
         self.interval = float(interval)
-        self.on_change = on_change
+        self.on_change: Callable[[], None] | None = None  # set by the fleet screen
         self.hosts: tuple[str, ...] = ()
-        self._clock = clock
         self._lock = threading.Lock()
         self._views: dict[str, HostView] = {}
         self._stop = threading.Event()
@@ -155,7 +151,7 @@ class HostViews:
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
 
-    def retry_now(self, name: str | None = None) -> None:
+    def retry_now(self) -> None:
         raise NotImplementedError
 
     def close(self, timeout: float = 3.0) -> None:
@@ -191,23 +187,17 @@ class StreamSet(HostViews):
         command: Callable[[str, int], list[str]],
         *,
         interval: float = 2.0,
-        on_change: Callable[[], None] | None = None,
         first_line_timeout: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-        env: dict[str, str] | None = None,
     ) -> None:
         if not hosts:
             raise ValueError("no hosts")
-        super().__init__(interval, on_change, clock)
+        super().__init__(interval)
         self.hosts = tuple(hosts)
         self.first_line_timeout = first_line_timeout
         self._command = command
-        self._rng = rng or random.Random()
-        self._env = env
+        self._rng = random.Random()
         self._views = {h: HostView(h) for h in self.hosts}
         self._conns: dict[str, _Conn] = {}
-        self._by_fd: dict[int, tuple[str, _Conn]] = {}
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -216,13 +206,13 @@ class StreamSet(HostViews):
         self._dirty = False
         self._last_notify = 0.0
 
-    def retry_now(self, name: str | None = None) -> None:
-        """Try a host (None: every host not connected) at once, whatever its backoff."""
+    def retry_now(self) -> None:
+        """Try every host not connected at once, whatever its backoff."""
         with self._lock:
-            for h in self.hosts if name is None else (name,):
-                v = self._views[h]
+            now = time.monotonic()
+            for h, v in self._views.items():
                 if not v.connected:
-                    self._views[h] = replace(v, retry_at=self._clock())
+                    self._views[h] = replace(v, retry_at=now)
         self._wake()
 
     def close(self, timeout: float = 3.0) -> None:
@@ -236,10 +226,6 @@ class StreamSet(HostViews):
             self._sel.close()
         _close([fd for c in conns for fd in c.fds] + [self._wake_r, self._wake_w])
 
-    def pids(self) -> list[int]:
-        """Process ids of the running children (tests)."""
-        return [c.proc.pid for c in list(self._conns.values())]
-
     def _wake(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
@@ -252,7 +238,7 @@ class StreamSet(HostViews):
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                now = self._clock()
+                now = time.monotonic()
                 self._start_due(now)
                 self._check_hung(now)
                 timeout = self._next_timeout(now)
@@ -261,7 +247,7 @@ class StreamSet(HostViews):
                         with contextlib.suppress(OSError):
                             os.read(self._wake_r, 4096)
                         continue
-                    self._readable(key.fd)
+                    self._readable(key.fd, *key.data)
                 self._notify()
         except Exception as exc:  # a bug here must not leave children running unseen
             for h in self.hosts:
@@ -281,7 +267,7 @@ class StreamSet(HostViews):
     def _notify(self, force: bool = False) -> None:
         if not self._dirty:
             return
-        now = self._clock()
+        now = time.monotonic()
         if not force and now - self._last_notify < NOTIFY_EVERY_S:
             return
         self._dirty = False
@@ -304,7 +290,6 @@ class StreamSet(HostViews):
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group: killed whole on close
                 close_fds=True,
-                env=self._env,
             )
         except OSError as exc:
             failures = self._views[name].failures + 1
@@ -326,8 +311,7 @@ class StreamSet(HostViews):
         conn = self._conns[name] = _Conn(proc, err, now, {out, err})
         for fd in (out, err):
             os.set_blocking(fd, False)
-            self._by_fd[fd] = (name, conn)
-            self._sel.register(fd, selectors.EVENT_READ, name)
+            self._sel.register(fd, selectors.EVENT_READ, (name, conn))
         self._set(name, connected=True, retry_at=None, attempts=self._views[name].attempts + 1)
 
     def _check_hung(self, now: float) -> None:
@@ -336,11 +320,9 @@ class StreamSet(HostViews):
             if conn.good == 0 and now - conn.started > self.first_line_timeout:
                 self._end(name, conn, f"no data in {self.first_line_timeout:.0f}s: timed out")
 
-    def _readable(self, fd: int) -> None:
-        entry = self._by_fd.get(fd)
-        if entry is None:
+    def _readable(self, fd: int, name: str, conn: _Conn) -> None:
+        if self._conns.get(name) is not conn:  # ended earlier in this select's batch
             return
-        name, conn = entry
         try:
             chunk = os.read(fd, 1 << 16)
         except (BlockingIOError, InterruptedError):
@@ -361,7 +343,6 @@ class StreamSet(HostViews):
     def _unregister(self, fd: int) -> None:
         with contextlib.suppress(KeyError, ValueError, OSError):
             self._sel.unregister(fd)
-        self._by_fd.pop(fd, None)
         _close([fd])
 
     def _feed(self, name: str, conn: _Conn, chunk: bytes) -> None:
@@ -405,7 +386,7 @@ class StreamSet(HostViews):
             report=report,
             data=data,
             seq=self._views[name].seq + 1,
-            received=self._clock(),
+            received=time.monotonic(),
             failures=0,
             problem=None,
             error=None,
@@ -441,15 +422,12 @@ class StreamSet(HostViews):
             failures=failures,
             error=clean_text(error, 300),
             problem=problem or (view.problem if view.problem == "bad-data" else None),
-            retry_at=self._clock() + delay,
+            retry_at=time.monotonic() + delay,
         )
 
     def _backoff(self, failures: int) -> float:
         base = min(MAX_BACKOFF_S, 2.0 ** max(0, failures - 1))
         return base * self._rng.uniform(0.8, 1.2)
-
-
-FleetSource = HostViews
 
 
 def _last_line(buf: bytes | bytearray) -> str | None:

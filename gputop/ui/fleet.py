@@ -22,7 +22,7 @@ from textual.widgets import Footer, Input
 from gputop.analysis.thresholds import Thresholds
 from gputop.model import Snapshot
 from gputop.sources.remote import LineError, summarize, to_snapshot
-from gputop.sources.streams import FleetSource, HostView, status
+from gputop.sources.streams import HostView, HostViews, status
 from gputop.ui import fleet_views as fv
 from gputop.ui.app import GpuTopApp, run_in_terminal
 from gputop.ui.gpu_view import VerdictMark, verdict_legend
@@ -222,7 +222,7 @@ class FleetApp(GpuTopApp):
 
     def __init__(
         self,
-        streams: FleetSource,
+        streams: HostViews,
         *,
         via: str = "ssh",
         thresholds: Thresholds | None = None,
@@ -373,7 +373,7 @@ class FleetApp(GpuTopApp):
 
 
 def run_fleet(
-    streams: FleetSource,
+    streams: HostViews,
     *,
     via: str = "ssh",
     thresholds: Thresholds | None = None,

@@ -109,7 +109,7 @@ async def test_pilot_stale_unreachable_back_and_no_ssh_left(lab: SshLab) -> None
             assert app.screen is not app.fleet_screen
             await pilot.press("escape")
             await until(lambda: app.screen is app.fleet_screen, "the fleet again")
-            pids = streams.pids()
+            pids = lab.ssh_processes()  # the children: one ssh client per host
             assert len(pids) == 2
             await pilot.press("q")
     finally:

@@ -15,7 +15,7 @@ from tests.builders import demo_host_lines
 
 
 class FakeFleet:
-    """Implements gputop.sources.streams.FleetSource with views set by the test."""
+    """Implements gputop.sources.streams.HostViews with views set by the test."""
 
     def __init__(
         self,
@@ -43,11 +43,8 @@ class FakeFleet:
     def close(self, timeout: float = 3.0) -> None:
         self.closed = True
 
-    def retry_now(self, name: str | None = None) -> None:
+    def retry_now(self) -> None:
         self.retried += 1
-
-    def pids(self) -> list[int]:
-        return []
 
     def feed(self, name: str, data: dict[str, Any], age: float = 0.0) -> None:
         old = self._views[name]
