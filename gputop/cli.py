@@ -54,9 +54,6 @@ SUBCOMMANDS: dict[str, str] = {
     "replay": "gputop.record.replay_cli",
 }
 
-EXIT_NO_DRIVER = 3
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
-
 
 def _count(text: str) -> int:
     value = ascii_whole(text)
@@ -270,7 +267,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     sampler = Sampler(source, interval=config.interval, history=2)
     try:
         if stream:
-            return _stream(sampler, args, parser)
+            from gputop.stream import run
+
+            try:
+                return run(
+                    sampler,
+                    thresholds=args.thresholds,
+                    count=args.count,
+                    select=lambda snap: _selection(args, parser, snap),
+                    first_window=ONCE_WINDOW_S,
+                )
+            except KeyboardInterrupt:  # Ctrl-C: the usual way to stop a stream; no traceback
+                return argtypes.EXIT_INTERRUPTED
         if once:
             return _once(sampler, args, parser)
         return _dashboard(sampler, args, parser, config)
@@ -342,23 +350,8 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
             f"gputop: NVIDIA driver not available: {why} Showing the host part only.",
             file=sys.stderr,
         )
-        return EXIT_NO_DRIVER
+        return argtypes.EXIT_NO_DRIVER
     return EXIT_OK
-
-
-def _stream(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from gputop import stream
-
-    try:
-        return stream.run(
-            sampler,
-            thresholds=args.thresholds,
-            count=args.count,
-            select=lambda snap: _selection(args, parser, snap),
-            first_window=ONCE_WINDOW_S,
-        )
-    except KeyboardInterrupt:  # Ctrl-C: the usual way to stop a stream; no traceback
-        return EXIT_INTERRUPTED
 
 
 def _dashboard(

@@ -28,8 +28,8 @@ import psutil
 import pytest
 
 from gputop import actions
+from gputop.argtypes import EXIT_NO_DRIVER
 from gputop.cells import is_wide
-from gputop.cli import EXIT_NO_DRIVER
 from gputop.fmt import clean_text
 from gputop.model import (
     DriverInfo,
