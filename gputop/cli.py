@@ -81,16 +81,6 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return check_window(config, explicit=explicit)
 
 
-def _unknown_theme(name: str) -> str | None:
-    from textual.theme import BUILTIN_THEMES
-
-    if name in BUILTIN_THEMES:
-        return None
-    shown = name if len(name) <= 40 else name[:40] + "…"
-    known = ", ".join(sorted(BUILTIN_THEMES))
-    return f"--theme: unknown theme {shown!r} (from --theme or the config file); known: {known}"
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="gputop",
@@ -246,8 +236,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(args)
     except ConfigError as exc:
         parser.error(str(exc))
-    if config.theme is not None and (unknown := _unknown_theme(config.theme)):
-        parser.error(unknown)
+    if (theme := config.theme) is not None:
+        from textual.theme import BUILTIN_THEMES
+
+        if theme not in BUILTIN_THEMES:
+            shown = theme if len(theme) <= 40 else theme[:40] + "…"
+            parser.error(
+                f"--theme: unknown theme {shown!r} (from --theme or the config file); "
+                f"known: {', '.join(sorted(BUILTIN_THEMES))}"
+            )
     args.thresholds = config.thresholds
     if not once and not stream:
         if not encoding.has_terminal():
@@ -364,16 +361,16 @@ def _dashboard(
     except ImportError as exc:
         print(f"gputop: the dashboard is not available ({exc}); try --once", file=sys.stderr)
         return EXIT_FAILURE
-    recorder = None
     extra: dict[str, Any] = {}
-    if args.record is not None:  # a subscriber of the dashboard's frames
-        from gputop.record.store import BackgroundRecorder, default_dir
+    with contextlib.ExitStack() as stack:
+        if args.record is not None:  # a subscriber of the dashboard's frames
+            from gputop.record.store import BackgroundRecorder, default_dir
 
-        where = Path(args.record) if args.record else default_dir()
-        recorder = take = BackgroundRecorder(where, interval=sampler.interval)
-        extra = {"record_status": take.status, "subscribers": [lambda f: take(f.snapshot)]}
-    try:
-        result: int = run_app(
+            where = Path(args.record) if args.record else default_dir()
+            take = BackgroundRecorder(where, interval=sampler.interval)
+            stack.callback(take.close)
+            extra = {"record_status": take.status, "subscribers": [lambda f: take(f.snapshot)]}
+        return run_app(
             sampler,
             gpu_filter=selection,
             readonly=config.readonly,
@@ -383,7 +380,3 @@ def _dashboard(
             watchdog=True,
             **extra,
         )
-    finally:
-        if recorder is not None:
-            recorder.close()
-    return result
