@@ -62,25 +62,6 @@ def _count(text: str) -> int:
     return value
 
 
-def config_from_args(args: argparse.Namespace) -> Config:
-    """The config file with the flags that were given on top. Raises ConfigError."""
-    file = load_config(args.config)
-    config = with_overrides(
-        file,
-        readonly=True if args.readonly else None,
-        interval=args.interval,
-        window=args.window,
-        thresholds=args.threshold or (),
-        theme=args.theme,
-    )
-    explicit = (
-        args.window is not None
-        or file.thresholds.window_seconds != DEFAULT.window_seconds
-        or names_window(t.split("=")[0] for t in args.threshold or ())
-    )
-    return check_window(config, explicit=explicit)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="gputop",
@@ -232,8 +213,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--record goes with the dashboard (`gputop record` records on its own)")
     stream = bool(args.stream)
     once = bool(args.once or args.json) and not stream  # --stream --json: still a stream
-    try:
-        config = config_from_args(args)
+    try:  # the config file with the flags that were given on top
+        file = load_config(args.config)
+        config = with_overrides(
+            file,
+            readonly=True if args.readonly else None,
+            interval=args.interval,
+            window=args.window,
+            thresholds=args.threshold or (),
+            theme=args.theme,
+        )
+        explicit = (
+            args.window is not None
+            or file.thresholds.window_seconds != DEFAULT.window_seconds
+            or names_window(t.split("=")[0] for t in args.threshold or ())
+        )
+        config = check_window(config, explicit=explicit)
     except ConfigError as exc:
         parser.error(str(exc))
     if (theme := config.theme) is not None:

@@ -250,16 +250,6 @@ def _warming_note(diagnosis: Diagnosis) -> list[str]:
     )
 
 
-def _core_strip(values: tuple[float, ...]) -> list[str]:
-    """Per-core load as one digit each: 0 = under 10 %, 9 = 90 % or more."""
-    digits = "".join(
-        "?" if fmt.finite(v) is None else str(min(9, max(0, int(v // 10)))) for v in values
-    )
-    label = "      Cores "
-    step = WIDTH - len(label)
-    return [label + digits[i : i + step] for i in range(0, len(digits), step)]
-
-
 def _host_lines(snapshot: Snapshot) -> list[str]:
     h = snapshot.host
     if h is None:
@@ -285,7 +275,13 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
     ]
     if h.cpu_per_core:
         lines.append("      Per-core load, one digit per core (0: <10 %, 9: >=90 %):")
-        lines.extend(_core_strip(h.cpu_per_core))
+        digits = "".join(
+            "?" if fmt.finite(v) is None else str(min(9, max(0, int(v // 10))))
+            for v in h.cpu_per_core
+        )
+        label = "      Cores "
+        step = WIDTH - len(label)
+        lines.extend(label + digits[i : i + step] for i in range(0, len(digits), step))
     # Which window the rates cover (``--once``'s two readings are a short time apart).
     rates = "Rates (CPU %, disk, network, per process)"
     if h.rate_seconds is None:
