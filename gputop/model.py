@@ -156,10 +156,6 @@ class GpuProcess:
     compute_instance_id: int | None = None
     host: ProcessInfo | None = None
 
-    @property
-    def visible(self) -> bool | None:
-        return None if self.host is None else self.host.visible
-
 
 def with_host(p: GpuProcess, host: ProcessInfo | None) -> GpuProcess:
     """``replace(p, host=host)`` on a per-tick hot path (a test checks every field)."""
