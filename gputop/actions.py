@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import psutil
 
 from gputop.fmt import clean_text
-from gputop.model import GpuProcess, ProcessInfo, Snapshot
 from gputop.sources.procfs import pid_max
 
 #: Signals the kill dialog offers, the default first.
@@ -47,33 +46,6 @@ class KillOutcome:
     pid: int
     ok: bool
     message: str  # in words, for people
-
-
-def target_from_info(
-    info: ProcessInfo, *, gpu: int | None = None, gpu_memory: int | None = None
-) -> KillTarget:
-    """A kill target from the host's view of a pid (create_time None when not visible)."""
-    return KillTarget(
-        pid=info.pid,
-        create_time=info.create_time if info.visible else None,
-        user=info.user,
-        command=info.command or info.name,
-        gpu=gpu,
-        gpu_memory=gpu_memory,
-    )
-
-
-def target_from_snapshot(snapshot: Snapshot, pid: int, gpu: int | None = None) -> KillTarget:
-    """A kill target for ``pid`` as ``snapshot`` shows it; ``gpu`` None: the first GPU
-    the pid is on."""
-    rows = ((g.index, p) for g in snapshot.gpus if gpu in (None, g.index) for p in g.processes)
-    found: tuple[int | None, GpuProcess | None] = (gpu, None)
-    on_gpu, row = next(((i, p) for i, p in rows if p.pid == pid), found)
-    info = (row.host if row else None) or snapshot.process_info(pid)
-    gpu_memory = row.gpu_memory if row else None
-    if info is None:
-        return KillTarget(pid, None, None, None, on_gpu, gpu_memory)
-    return target_from_info(info, gpu=on_gpu, gpu_memory=gpu_memory)
 
 
 def _user_name(uid: int) -> str:

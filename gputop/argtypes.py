@@ -14,6 +14,8 @@ from typing import NoReturn
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_NO_DRIVER = 3  # --once and --stream without a driver (the host part still shown)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 
 class Parser(argparse.ArgumentParser):

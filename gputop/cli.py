@@ -54,44 +54,12 @@ SUBCOMMANDS: dict[str, str] = {
     "replay": "gputop.record.replay_cli",
 }
 
-EXIT_NO_DRIVER = 3
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
-
 
 def _count(text: str) -> int:
     value = ascii_whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text}: at least 1 expected")
     return value
-
-
-def config_from_args(args: argparse.Namespace) -> Config:
-    """The config file with the flags that were given on top. Raises ConfigError."""
-    file = load_config(args.config)
-    config = with_overrides(
-        file,
-        readonly=True if args.readonly else None,
-        interval=args.interval,
-        window=args.window,
-        thresholds=args.threshold or (),
-        theme=args.theme,
-    )
-    explicit = (
-        args.window is not None
-        or file.thresholds.window_seconds != DEFAULT.window_seconds
-        or names_window(t.split("=")[0] for t in args.threshold or ())
-    )
-    return check_window(config, explicit=explicit)
-
-
-def _unknown_theme(name: str) -> str | None:
-    from textual.theme import BUILTIN_THEMES
-
-    if name in BUILTIN_THEMES:
-        return None
-    shown = name if len(name) <= 40 else name[:40] + "…"
-    known = ", ".join(sorted(BUILTIN_THEMES))
-    return f"--theme: unknown theme {shown!r} (from --theme or the config file); known: {known}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,12 +213,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--record goes with the dashboard (`gputop record` records on its own)")
     stream = bool(args.stream)
     once = bool(args.once or args.json) and not stream  # --stream --json: still a stream
-    try:
-        config = config_from_args(args)
+    try:  # the config file with the flags that were given on top
+        file = load_config(args.config)
+        config = with_overrides(
+            file,
+            readonly=True if args.readonly else None,
+            interval=args.interval,
+            window=args.window,
+            thresholds=args.threshold or (),
+            theme=args.theme,
+        )
+        explicit = (
+            args.window is not None
+            or file.thresholds.window_seconds != DEFAULT.window_seconds
+            or names_window(t.split("=")[0] for t in args.threshold or ())
+        )
+        config = check_window(config, explicit=explicit)
     except ConfigError as exc:
         parser.error(str(exc))
-    if config.theme is not None and (unknown := _unknown_theme(config.theme)):
-        parser.error(unknown)
+    if (theme := config.theme) is not None:
+        from textual.theme import BUILTIN_THEMES
+
+        if theme not in BUILTIN_THEMES:
+            shown = theme if len(theme) <= 40 else theme[:40] + "…"
+            parser.error(
+                f"--theme: unknown theme {shown!r} (from --theme or the config file); "
+                f"known: {', '.join(sorted(BUILTIN_THEMES))}"
+            )
     args.thresholds = config.thresholds
     if not once and not stream:
         if not encoding.has_terminal():
@@ -270,7 +259,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     sampler = Sampler(source, interval=config.interval, history=2)
     try:
         if stream:
-            return _stream(sampler, args, parser)
+            from gputop.stream import run
+
+            try:
+                return run(
+                    sampler,
+                    thresholds=args.thresholds,
+                    count=args.count,
+                    select=lambda snap: _selection(args, parser, snap),
+                    first_window=ONCE_WINDOW_S,
+                )
+            except KeyboardInterrupt:  # Ctrl-C: the usual way to stop a stream; no traceback
+                return argtypes.EXIT_INTERRUPTED
         if once:
             return _once(sampler, args, parser)
         return _dashboard(sampler, args, parser, config)
@@ -342,23 +342,8 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
             f"gputop: NVIDIA driver not available: {why} Showing the host part only.",
             file=sys.stderr,
         )
-        return EXIT_NO_DRIVER
+        return argtypes.EXIT_NO_DRIVER
     return EXIT_OK
-
-
-def _stream(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from gputop import stream
-
-    try:
-        return stream.run(
-            sampler,
-            thresholds=args.thresholds,
-            count=args.count,
-            select=lambda snap: _selection(args, parser, snap),
-            first_window=ONCE_WINDOW_S,
-        )
-    except KeyboardInterrupt:  # Ctrl-C: the usual way to stop a stream; no traceback
-        return EXIT_INTERRUPTED
 
 
 def _dashboard(
@@ -371,16 +356,16 @@ def _dashboard(
     except ImportError as exc:
         print(f"gputop: the dashboard is not available ({exc}); try --once", file=sys.stderr)
         return EXIT_FAILURE
-    recorder = None
     extra: dict[str, Any] = {}
-    if args.record is not None:  # a subscriber of the dashboard's frames
-        from gputop.record.store import BackgroundRecorder, default_dir
+    with contextlib.ExitStack() as stack:
+        if args.record is not None:  # a subscriber of the dashboard's frames
+            from gputop.record.store import BackgroundRecorder, default_dir
 
-        where = Path(args.record) if args.record else default_dir()
-        recorder = take = BackgroundRecorder(where, interval=sampler.interval)
-        extra = {"record_status": take.status, "subscribers": [lambda f: take(f.snapshot)]}
-    try:
-        result: int = run_app(
+            where = Path(args.record) if args.record else default_dir()
+            take = BackgroundRecorder(where, interval=sampler.interval)
+            stack.callback(take.close)
+            extra = {"record_status": take.status, "subscribers": [lambda f: take(f.snapshot)]}
+        return run_app(
             sampler,
             gpu_filter=selection,
             readonly=config.readonly,
@@ -390,7 +375,3 @@ def _dashboard(
             watchdog=True,
             **extra,
         )
-    finally:
-        if recorder is not None:
-            recorder.close()
-    return result

@@ -186,16 +186,13 @@ def _from_mapping(data: Mapping[str, Any]) -> Config:
                 f"{thresholds.window_seconds:g} disagree; set one of them"
             )
         thresholds = _with_window(thresholds, window)
-    hosts, remote_command, ssh_config = _fleet(data.get("fleet", {}))
     return Config(
         readonly=readonly,
         interval=interval,
         thresholds=thresholds,
         theme=theme,
-        fleet_hosts=hosts,
-        fleet_remote_command=remote_command,
-        fleet_ssh_config=ssh_config,
         keys=_keys(data.get("keys", {})),
+        **_fleet(data.get("fleet", {})),
     )
 
 
@@ -226,8 +223,8 @@ def check_window(config: Config, *, explicit: bool = True) -> Config:
     return config
 
 
-def _fleet(table: Any) -> tuple[tuple[str, ...], str | None, str | None]:
-    """``[fleet]``: (hosts, remote_command, ssh_config)."""
+def _fleet(table: Any) -> dict[str, Any]:
+    """``[fleet]``: the Config's ``fleet_`` fields."""
     if not isinstance(table, dict):
         raise ConfigError(f"fleet must be a table ([fleet]), not {_shown(table)}")
     unknown = [k for k in table if k not in _FLEET_KEYS]
@@ -241,13 +238,12 @@ def _fleet(table: Any) -> tuple[tuple[str, ...], str | None, str | None]:
     for h in hosts:
         if not h.strip() or h.strip() != h or _one_line(h) != h or h.startswith("-"):
             raise ConfigError(f"[fleet] hosts: {_shown(h)} is not a host name")
-    out: list[str | None] = []
+    out: dict[str, Any] = {"fleet_hosts": tuple(hosts)}
     for key in ("remote_command", "ssh_config"):
-        value = table.get(key)
+        value = out[f"fleet_{key}"] = table.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ConfigError(f"[fleet] {key} must be a non-empty string, not {_shown(value)}")
-        out.append(value)
-    return tuple(hosts), out[0], out[1]
+    return out
 
 
 def _keys(table: Any) -> tuple[tuple[str, str], ...]:

@@ -9,11 +9,15 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from gputop import argtypes
 from gputop.argtypes import EXIT_FAILURE, Parser, ascii_number
-from gputop.config import ConfigError, load_config, with_overrides
+from gputop.config import Config, ConfigError, load_config, with_overrides
 from gputop.fmt import clean_text
+
+if TYPE_CHECKING:
+    from gputop.sources.streams import HostViews
 
 DEFAULT_INTERVAL = 2.0
 PROMETHEUS_INTERVAL = 15.0
@@ -149,10 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = with_overrides(load_config(args.config), theme=args.theme)
     except ConfigError as exc:
         parser.error(str(exc))
-    interval = args.interval or DEFAULT_INTERVAL
+    # Prometheus's data is as fresh as its scrapes (15 s by default): ask that often.
+    interval = args.interval or (PROMETHEUS_INTERVAL if args.prometheus else DEFAULT_INTERVAL)
     if args.prometheus:
-        # Prometheus's data is as fresh as its scrapes (15 s by default): ask that often.
-        interval = args.interval or PROMETHEUS_INTERVAL
         from gputop.sources.prometheus import PrometheusError, PrometheusFleet, check_url
 
         try:
@@ -160,25 +163,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except PrometheusError as exc:
             parser.error(str(exc))
         _need_terminal(parser)
-        from gputop.ui.fleet import run_fleet
-
-        fleet = PrometheusFleet(url, interval=interval)
-        return run_fleet(
-            fleet,
-            via=f"prometheus {url}",
-            thresholds=config.thresholds,
-            theme=config.theme,
-            watchdog=True,
-        )
+        return _run(PrometheusFleet(url, interval=interval), f"prometheus {url}", config)
     try:
         hosts = list(args.hosts)
         if args.hosts_file:
             hosts += _read_hosts_file(args.hosts_file)
         if args.slurm is not None:
             hosts += slurm_hosts(args.slurm)
-        if not hosts:
-            hosts = list(config.fleet_hosts)
-        hosts = check_hosts(hosts)
+        hosts = check_hosts(hosts or config.fleet_hosts)
     except ValueError as exc:
         parser.error(str(exc))
     if not hosts:
@@ -203,14 +195,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return local_command(cmd, interval)
         return ssh_command(host, cmd, interval, ssh_config=ssh_config, options=args.ssh_option)
 
-    via = "local commands" if args.local else "ssh"
     streams = StreamSet(hosts, command, interval=interval, first_line_timeout=args.connect_timeout)
+    return _run(streams, "local commands" if args.local else "ssh", config)
+
+
+def _run(fleet: HostViews, via: str, config: Config) -> int:
+    """The fleet screen over ``fleet`` until the user quits."""
     try:
         from gputop.ui.fleet import run_fleet
     except ImportError as exc:  # pragma: no cover - textual is a dependency
-        streams.close()
+        fleet.close()
         print(f"gputop fleet: the screen is not available ({exc})", file=sys.stderr)
         return EXIT_FAILURE
     return run_fleet(
-        streams, via=via, thresholds=config.thresholds, theme=config.theme, watchdog=True
+        fleet, via=via, thresholds=config.thresholds, theme=config.theme, watchdog=True
     )

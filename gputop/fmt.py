@@ -29,12 +29,10 @@ def bytes_(value: float | None, digits: int = 1) -> str:
     v = finite(value)
     if v is None:
         return NA
-    v = float(v)
-    for unit in _UNITS:
-        if abs(v) < 1024 or unit == _UNITS[-1]:
-            return f"{v:.0f}B" if unit == "B" else f"{v:.{digits}f}{unit}"
-        v /= 1024
-    raise AssertionError("unreachable")
+    v, i = float(v), 0
+    while abs(v) >= 1024 and i < len(_UNITS) - 1:
+        v, i = v / 1024, i + 1
+    return f"{v:.0f}B" if i == 0 else f"{v:.{digits}f}{_UNITS[i]}"
 
 
 def mib(value: float | None) -> str:

@@ -156,10 +156,6 @@ class GpuProcess:
     compute_instance_id: int | None = None
     host: ProcessInfo | None = None
 
-    @property
-    def visible(self) -> bool | None:
-        return None if self.host is None else self.host.visible
-
 
 def with_host(p: GpuProcess, host: ProcessInfo | None) -> GpuProcess:
     """``replace(p, host=host)`` on a per-tick hot path (a test checks every field)."""
@@ -294,7 +290,7 @@ class Snapshot:
         """The snapshot of its JSON form; ``checked``: a remote host's (see :func:`decoder`
         and :func:`check_values`), ValueError when even the time, hostname or driver is
         unusable."""
-        snapshot: Snapshot = decoder(cls, checked=checked)(data)
+        snapshot: Snapshot = decoder(Snapshot, checked=checked)(data)
         if snapshot is _INVALID:
             raise ValueError("not a snapshot: its time, hostname or driver is unusable")
         return check_values(snapshot, "remote", "the remote host") if checked else snapshot
@@ -367,15 +363,6 @@ def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None
 Decode = Callable[[Any], Any]
 #: A checked decoder's answer for a value it refuses.
 _INVALID: Any = object()
-_DECODERS: dict[tuple[Any, bool], Decode] = {}
-
-
-def decoder(tp: Any, *, checked: bool = False) -> Decode:
-    """The function from the JSON form of a ``tp`` to the value."""
-    found = _DECODERS.get((tp, checked))
-    if found is None:
-        found = _DECODERS[(tp, checked)] = _compile(tp, checked)
-    return found
 
 
 def _identity(value: Any) -> Any:
@@ -391,24 +378,22 @@ def _to_float(value: Any) -> Any:
         return math.inf if value > 0 else -math.inf
 
 
-def _compile(tp: Any, checked: bool) -> Decode:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        members = [decoder(a, checked=checked) for a in typing.get_args(tp) if a is not NoneType]
+@functools.cache
+def decoder(tp: Any, *, checked: bool = False) -> Decode:
+    """The function from the JSON form of a ``tp`` (a field's type: ``X | None`` at most)
+    to the value."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        (inner,) = (a for a in typing.get_args(tp) if a is not NoneType)
+        member = decoder(inner, checked=checked)
         if not checked:
-            return members[0]
+            return member
 
         def optional(value: Any) -> Any:
-            if value is None:
-                return None
-            for member in members:
-                out = member(value)
-                if out is not _INVALID:
-                    return out
-            return None  # n/a
+            out = None if value is None else member(value)
+            return None if out is _INVALID else out  # n/a
 
         return optional
-    if origin is tuple:
+    if typing.get_origin(tp) is tuple:
         return _tuple_decoder(typing.get_args(tp), checked)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_decoder(tp, checked)
@@ -466,6 +451,12 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
     # (field, its decoder or None for the identity, required)
     plan: list[tuple[str, Decode | None, bool]] = []
     host = host_decoder(checked=checked) if cls is GpuProcess else None
+    for f in dataclasses.fields(cls):
+        if host is not None and f.name == "host":
+            continue
+        conv = decoder(hints[f.name], checked=checked)
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        plan.append((f.name, None if conv is _identity else conv, required))
 
     def build(value: Any) -> Any:
         if value is None:
@@ -497,14 +488,7 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
         except TypeError:  # a required field is absent
             return _INVALID
 
-    made = _DECODERS[(cls, checked)] = build_checked if checked else build
-    for f in dataclasses.fields(cls):
-        if host is not None and f.name == "host":
-            continue
-        conv = decoder(hints[f.name], checked=checked)
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        plan.append((f.name, None if conv is _identity else conv, required))
-    return made
+    return build_checked if checked else build
 
 
 @functools.cache

@@ -92,7 +92,7 @@ def _gpu_lines(g: GpuSample) -> list[str]:
     c = g.clocks
     clocks = f"     SM clock {fmt.number(c.sm_mhz, 'MHz')} of {fmt.number(c.sm_max_mhz, 'MHz')}"
     for metric in LABELLED_METRICS:
-        clocks += f"  {metric.label.capitalize()} {fmt.shown(metric.of(g), metric.text)}"
+        clocks += f"  {metric.label.capitalize()} {fmt.shown(metric.get(g), metric.text)}"
     events = f"Clock events: {slow}"
     if cells.cell_width(clocks) + 2 + cells.cell_width(events) <= WIDTH:
         lines.append(f"{clocks}  {events}")
@@ -139,13 +139,10 @@ def _children_summary(pid: int, children: dict[int, list[int]], rows: _Rows) -> 
     return fit(text)
 
 
-_PROC_HEADER = (
-    f"{'GPU':>3} {'PID':>7} {'USER':<8} {'GPU-MEM':>8} {'SM':>4} {'CPU':>5} {'AGE':>8}  COMMAND"
-)
-
-
 def _process_lines(snapshot: Snapshot) -> list[str]:
-    lines = [_PROC_HEADER]
+    lines = [
+        f"{'GPU':>3} {'PID':>7} {'USER':<8} {'GPU-MEM':>8} {'SM':>4} {'CPU':>5} {'AGE':>8}  COMMAND"
+    ]
     children = children_of(snapshot.processes)  # indexed once, not scanned per process
     rows: _Rows = {}
     for i, row in enumerate(snapshot.processes):
@@ -220,14 +217,11 @@ def _job_command(command: str | None) -> str:
     return short
 
 
-_JOB_HEADER = f"{'ROOT':>7} {'USER':<8} {'GPUS':<8} {'WORKERS':>7} {'CORES':>5}  COMMAND"
-
-
 def _job_lines(diagnosis: Diagnosis) -> list[str]:
     lines = ["Jobs (a launch and its process tree; CORES: CPU used by the whole tree):"]
     if not diagnosis.jobs:
         return [*lines, "  (no jobs)"]
-    lines.append(_JOB_HEADER)
+    lines.append(f"{'ROOT':>7} {'USER':<8} {'GPUS':<8} {'WORKERS':>7} {'CORES':>5}  COMMAND")
     for job in diagnosis.jobs:
         if job.visible is False:
             user, command = fmt.NA, "not visible (another PID namespace)"
@@ -256,16 +250,6 @@ def _warming_note(diagnosis: Diagnosis) -> list[str]:
     )
 
 
-def _core_strip(values: tuple[float, ...]) -> list[str]:
-    """Per-core load as one digit each: 0 = under 10 %, 9 = 90 % or more."""
-    digits = "".join(
-        "?" if fmt.finite(v) is None else str(min(9, max(0, int(v // 10)))) for v in values
-    )
-    label = "      Cores "
-    step = WIDTH - len(label)
-    return [label + digits[i : i + step] for i in range(0, len(digits), step)]
-
-
 def _host_lines(snapshot: Snapshot) -> list[str]:
     h = snapshot.host
     if h is None:
@@ -291,7 +275,13 @@ def _host_lines(snapshot: Snapshot) -> list[str]:
     ]
     if h.cpu_per_core:
         lines.append("      Per-core load, one digit per core (0: <10 %, 9: >=90 %):")
-        lines.extend(_core_strip(h.cpu_per_core))
+        digits = "".join(
+            "?" if fmt.finite(v) is None else str(min(9, max(0, int(v // 10))))
+            for v in h.cpu_per_core
+        )
+        label = "      Cores "
+        step = WIDTH - len(label)
+        lines.extend(label + digits[i : i + step] for i in range(0, len(digits), step))
     # Which window the rates cover (``--once``'s two readings are a short time apart).
     rates = "Rates (CPU %, disk, network, per process)"
     if h.rate_seconds is None:

@@ -72,13 +72,15 @@ async def _shoot(
 
 
 async def _kill(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
-    from gputop.actions import target_from_snapshot
+    from gputop.actions import KillTarget
     from gputop.sources.base import no_signal_reason
+    from gputop.ui.process_view import process_rows
     from gputop.ui.screens.kill import KillScreen
 
     snap = history[-1]
-    gpu = snap.gpu(3) or snap.gpus[0]
-    targets = [target_from_snapshot(snap, p.pid, gpu.index) for p in gpu.processes]
+    gpu = (snap.gpu(3) or snap.gpus[0]).index
+    rows = [r for r in process_rows(snap) if r.gpu == gpu]
+    targets = [KillTarget(r.pid, r.create_time, r.user, r.command, gpu, r.gpu_memory) for r in rows]
     # As the demo shows it: simulated pids are offered no signal (the dialog says why).
     app.push_screen(KillScreen(targets, no_signals=no_signal_reason(DemoSource(seed=0))))
 

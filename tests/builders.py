@@ -19,6 +19,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from gputop.actions import KillTarget
 from gputop.analysis.jobs import Job
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdict
@@ -682,3 +683,12 @@ def with_owners(snapshot: Snapshot, owners: dict[int, Owner] | None = None) -> S
         for g in snapshot.gpus
     )
     return replace(snapshot, processes=processes, gpus=gpus)  # type: ignore[arg-type]
+
+
+def kill_target(snapshot: Snapshot, pid: int, gpu: int | None = None) -> KillTarget:
+    """The kill target of ``pid``'s row (on ``gpu``, else its first), built as the
+    dashboard's kill key builds it from the process table's rows."""
+    from gputop.ui.process_view import process_rows
+
+    r = next(r for r in process_rows(snapshot) if r.pid == pid and gpu in (None, r.gpu))
+    return KillTarget(r.pid, r.create_time, r.user, r.command, r.gpu, r.gpu_memory)

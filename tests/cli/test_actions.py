@@ -15,6 +15,7 @@ import pytest
 from gputop import actions
 from gputop.actions import KillOutcome, KillTarget, send_signal, send_signals, summary
 from gputop.model import GpuProcess, ProcessInfo
+from tests.builders import kill_target
 
 
 def _target(pid: int, create_time: float | None) -> KillTarget:
@@ -194,7 +195,7 @@ def test_targets_from_model() -> None:
     def target(process: GpuProcess, gpu: int) -> KillTarget:
         gpus = (GpuSample(index=gpu, processes=(process,)),)
         snap = Snapshot(time=1.0, hostname="h", driver=DriverInfo(True), gpus=gpus)
-        return actions.target_from_snapshot(snap, process.pid, gpu)
+        return kill_target(snap, process.pid, gpu)
 
     info = ProcessInfo(
         pid=42, user="alice", name="python", command="python train.py", create_time=123.5
@@ -208,7 +209,7 @@ def test_targets_from_model() -> None:
     assert target(GpuProcess(pid=42, host=hidden), 0).create_time is None
 
 
-def test_target_from_snapshot_joins_the_host_view() -> None:
+def test_kill_target_joins_the_host_view() -> None:
     from gputop.model import DriverInfo, GpuSample, Snapshot
 
     info = ProcessInfo(pid=7, user="bob", command="python ppo.py", create_time=55.0)
@@ -218,15 +219,10 @@ def test_target_from_snapshot_joins_the_host_view() -> None:
         driver=DriverInfo(True),
         gpus=(
             GpuSample(index=0),
-            GpuSample(index=1, processes=(GpuProcess(pid=7, gpu_memory=2048),)),
+            GpuSample(index=1, processes=(GpuProcess(pid=7, gpu_memory=2048), GpuProcess(pid=8))),
         ),
         processes=(info,),
     )
-    assert actions.target_from_snapshot(snap, 7) == KillTarget(
-        7, 55.0, "bob", "python ppo.py", 1, 2048
-    )
-    assert actions.target_from_snapshot(snap, 7, 0) == KillTarget(
-        7, 55.0, "bob", "python ppo.py", 0, None
-    )
+    assert kill_target(snap, 7) == KillTarget(7, 55.0, "bob", "python ppo.py", 1, 2048)
     # A pid the host cannot see: no identity, so it will be refused.
-    assert actions.target_from_snapshot(snap, 8) == KillTarget(8, None, None, None, None, None)
+    assert kill_target(snap, 8) == KillTarget(8, None, None, "n/a", 1, None)

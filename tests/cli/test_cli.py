@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from gputop import __version__
+from gputop.argtypes import EXIT_NO_DRIVER
 from gputop.cells import is_wide
-from gputop.cli import EXIT_NO_DRIVER, EXIT_USAGE, main
+from gputop.cli import EXIT_USAGE, main
 from gputop.model import GpuProcess, GpuSample, SampleError, Snapshot, replace
 from gputop.present import filter_gpus
 from gputop.sources.demo import DemoSource

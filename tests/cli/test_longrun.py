@@ -234,9 +234,9 @@ def test_live_source_with_churning_processes_keeps_memory_flat(
         snap = sampler.latest()
         assert snap is not None
         ghosts = [p for g in snap.gpus for p in g.processes if p.pid in churn.ghosts]
-        assert len(ghosts) == 12 and all(p.visible is False for p in ghosts)
+        assert len(ghosts) == 12 and all(p.host and p.host.visible is False for p in ghosts)
         children = {c.pid for c in churn.children}
-        shown = {p.pid for g in snap.gpus for p in g.processes if p.visible}
+        shown = {p.pid for g in snap.gpus for p in g.processes if p.host and p.host.visible}
         assert children & shown  # the real short-lived children are seen
     finally:
         sampler.stop()

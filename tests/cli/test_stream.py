@@ -14,7 +14,7 @@ import pytest
 
 from gputop import stream
 from gputop.analysis.thresholds import Thresholds
-from gputop.cli import EXIT_NO_DRIVER, EXIT_USAGE
+from gputop.argtypes import EXIT_NO_DRIVER, EXIT_USAGE
 from gputop.model import SCHEMA_VERSION, Snapshot
 from gputop.sampler import Sampler
 from gputop.sources.demo import DemoSource

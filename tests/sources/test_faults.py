@@ -28,8 +28,8 @@ import psutil
 import pytest
 
 from gputop import actions
+from gputop.argtypes import EXIT_NO_DRIVER
 from gputop.cells import is_wide
-from gputop.cli import EXIT_NO_DRIVER
 from gputop.fmt import clean_text
 from gputop.model import (
     DriverInfo,
@@ -45,6 +45,7 @@ from gputop.sources.host import HostReader
 from gputop.sources.live import LiveSource
 from gputop.textout import render_text
 from tests import fakenvml
+from tests.builders import kill_target
 from tests.conftest import missing
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, FakeSample, GiB, Scenario
 from tests.helpers import spawn
@@ -401,7 +402,7 @@ def test_pids_of_another_namespace_are_not_visible_and_invalid_pids_left_out(
     assert host.asked == [ghost, ghost]
     assert not set(INVALID) & set(looked_up)
     # A kill of the invisible pid is refused: its identity is unknown.
-    target = actions.target_from_snapshot(snap, ghost)
+    target = kill_target(snap, ghost)
     outcome = actions.send_signal(target, signal.SIGTERM)
     assert not outcome.ok and "not signalled" in outcome.message
 
@@ -451,7 +452,7 @@ def test_a_process_exiting_mid_tick_keeps_its_row_and_cannot_be_signalled(
             row = first.gpus[0].processes[0]
             assert row.pid == child.pid and row.host is not None and row.host.visible
             assert row.host.command is not None and "host_child.py sleep" in row.host.command
-            target = actions.target_from_snapshot(first, child.pid)
+            target = kill_target(first, child.pid)
             events = _kill_during_process_utilization(monkeypatch, child, reap)
             snap = source.snapshot()  # the tick completes
             assert events == ["killed"]
@@ -516,8 +517,7 @@ def test_real_pid_reuse_between_selection_and_kill_is_refused() -> None:
     first = subprocess.Popen(["sleep", "60"])
     pid = first.pid
     info = psutil.Process(pid)
-    shown = ProcessInfo(pid=pid, user="root", command="sleep 60", create_time=info.create_time())
-    target = actions.target_from_info(shown, gpu=0)
+    target = actions.KillTarget(pid, info.create_time(), "root", "sleep 60", 0, None)
     first.kill()
     first.wait()
     time.sleep(2.5 / os.sysconf("SC_CLK_TCK"))  # the new process starts ticks later

@@ -413,7 +413,7 @@ def test_live_joins_host_info_into_gpu_processes() -> None:
     assert p10.host is not None and p10.host.user == "u" and p10.gpu_memory == 5
     assert p0.host is None
     (p20,) = g1.processes
-    assert p20.visible is False
+    assert p20.host is not None and p20.host.visible is False
     assert [p.pid for p in snap.processes] == [10, 11, 20]
     assert snap.host is not None and snap.host.cpu_percent == 12.0
     # NVML's own errors and the host reader's reported problems are kept.
