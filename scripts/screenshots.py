@@ -90,8 +90,7 @@ async def _help(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
 
     await pilot.press("question_mark")
     await pilot.pause()
-    if not isinstance(app.screen, HelpScreen):
-        app.push_screen(HelpScreen(help_bindings(app)))
+    assert isinstance(app.screen, HelpScreen), "? did not open the help screen"
 
 
 async def _detail(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
