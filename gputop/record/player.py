@@ -33,8 +33,6 @@ class Frame:
 
 
 class Player:
-    kind = "replay"
-
     def __init__(
         self,
         recording: Recording,
@@ -50,7 +48,6 @@ class Player:
         self.on_snapshot: Callable[[Snapshot], None] | None = None
         self.speed = 1.0
         self.playing = False
-        self.paused = False  # the dashboard's "draw nothing" (not bound in a replay)
         self.stale = False
         self.last_error: str | None = None
         self.at_end = self._pos == last
@@ -88,10 +85,6 @@ class Player:
     def frame(self) -> Frame | None:
         with self._lock:
             return self._frame
-
-    def latest(self) -> Snapshot | None:
-        with self._lock:
-            return None if self._frame is None else self._frame.snapshot
 
     def tick_now(self) -> Snapshot:
         """The frame at the cursor from its own block, not handed over; the worker

@@ -311,7 +311,6 @@ class BlockRef:
 
 @dataclass(frozen=True, slots=True)
 class SegmentIndex:
-    path: Path
     header: dict[str, Any]
     blocks: tuple[BlockRef, ...]
     unreadable: int  # bytes after the readable prefix
@@ -385,7 +384,7 @@ def index_segment(path: Path) -> SegmentIndex:
             first_off, first_len = start, length
         blocks.append(BlockRef(path, start, length, count, first, last, first_off, first_len))
         pos = start + length
-    return SegmentIndex(path, header, tuple(blocks), len(data) - pos)
+    return SegmentIndex(header, tuple(blocks), len(data) - pos)
 
 
 class Recording:
@@ -403,7 +402,7 @@ class Recording:
         else:
             raise RecordingError(f"{path}: no such file or directory")
         self.path = path
-        self.segments: list[SegmentIndex] = []
+        segments: list[SegmentIndex] = []
         self.problems: list[str] = []  # one line per damaged segment
         for f in files:
             try:
@@ -414,26 +413,23 @@ class Recording:
                 if not isinstance(exc, EmptySegment):
                     self.problems.append(str(exc))
                 continue
-            self.segments.append(seg)
+            segments.append(seg)
             if seg.unreadable:
                 self.problems.append(
                     f"{f}: {seg.unreadable} bytes could not be read (damaged or cut short); "
                     f"showing the {sum(b.count for b in seg.blocks)} snapshots before them"
                 )
-        blocks = [b for s in self.segments for b in s.blocks]
+        blocks = [b for s in segments for b in s.blocks]
         self.blocks = sorted(blocks, key=lambda b: (b.first, b.last))
         self._starts = [b.first for b in self.blocks]
         # Global position of each block's first snapshot.
         self._offsets = [0, *itertools.accumulate(b.count for b in self.blocks)]
         if not blocks:
             raise RecordingError(f"{path}: nothing recorded yet (no complete block)")
+        self.header = segments[-1].header  # the newest segment's
         self._cache: OrderedDict[int, list[Snapshot]] = OrderedDict()
         self._dicts: OrderedDict[Path, bytes] = OrderedDict()
         self.cache_blocks = cache_blocks
-
-    @property
-    def header(self) -> dict[str, Any]:
-        return self.segments[-1].header
 
     def __len__(self) -> int:
         return self._offsets[-1]
@@ -567,12 +563,11 @@ class BackgroundRecorder:
     failure stops the recording and stays in :attr:`error`."""
 
     def __init__(self, directory: Path, *, interval: float, **kwargs: Any) -> None:
-        self.directory = Path(directory)
         self.error: str | None = None
         self._recorder: Recorder | None = None
         self._lock = threading.Lock()
         try:
-            self._recorder = Recorder(self.directory, interval=interval, **kwargs)
+            self._recorder = Recorder(directory, interval=interval, **kwargs)
         except RecordWriteError as exc:
             self.error = str(exc)
 

@@ -72,7 +72,7 @@ def test_demo_round_trips_losslessly_across_segments(tmp_path: Path) -> None:
     assert rec.problems == []
     assert len(rec) == 150
     assert [rec[i] for i in range(150)] == snaps
-    head = rec.segments[0].header
+    head = index_segment(segments(tmp_path)[0]).header
     assert head["format"] == FORMAT_VERSION and head["interval"] == 1.0
     assert head["host"] and head["gputop"]
 
