@@ -197,7 +197,6 @@ class Recorder:
         self._segment: SegmentWriter | None = None
         self._segment_end = 0.0  # where the segment being filled ends (snapshot time)
         self._last: float | None = None  # time of the last snapshot of that segment
-        self.deleted: list[str] = []  # segment files retention removed
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
@@ -282,7 +281,6 @@ class Recorder:
         for name in gone:
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / name).unlink()
-        self.deleted.extend(gone)
         return gone
 
     def close(self, flush: bool = True) -> None:
