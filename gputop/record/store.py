@@ -85,14 +85,9 @@ def _ours(path: Path) -> os.stat_result | None:
     """The status of a regular file starting with gputop's magic, else None (retention
     touches nothing else, and never follows a link)."""
     try:
-        f, info = open_segment(path)
-    except RecordingError:
+        return path.lstat() if _read(path, 0, len(MAGIC)) == MAGIC else None
+    except (RecordingError, OSError):
         return None
-    with f:
-        try:
-            return info if f.read(len(MAGIC)) == MAGIC else None
-        except OSError:
-            return None
 
 
 class SegmentWriter:
@@ -192,8 +187,8 @@ class Recorder:
         self.flush_seconds = min(flush_seconds, MAX_FLUSH_SECONDS)
         self.segment_seconds = segment_seconds
         self.clock = clock
-        self._rows: list[codec.Row] = []
-        self._times: list[float] = []
+        self._rows: list[codec.Row] = []  # waiting for the next block
+        self._first = 0.0  # time of the first of them
         self._segment: SegmentWriter | None = None
         self._segment_end = 0.0  # where the segment being filled ends (snapshot time)
         self._last: float | None = None  # time of the last snapshot of that segment
@@ -222,19 +217,19 @@ class Recorder:
             last = None
         if last is None:
             self._segment_end = (t // self.segment_seconds + 1) * self.segment_seconds
-        if self._times and t - self._times[0] >= self.flush_seconds:
+        if self._rows and t - self._first >= self.flush_seconds:
             self.flush()
+        if not self._rows:
+            self._first = t
         self._rows.append(codec.flatten(snapshot))
-        self._times.append(t)
         self._last = t
 
     def flush(self) -> None:
-        if not self._rows:
+        if not self._rows or self._last is None:
             return
-        segment = self._segment or self._open_segment(self._times[0])
-        rows, times = self._rows, self._times
-        self._rows, self._times = [], []
-        segment.write_block(rows, times[0], times[-1])
+        segment = self._segment or self._open_segment(self._first)
+        rows, self._rows = self._rows, []
+        segment.write_block(rows, self._first, self._last)
 
     def _open_segment(self, start: float) -> SegmentWriter:
         base = "gputop-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(start)) + SUFFIX
@@ -399,7 +394,6 @@ class Recording:
             files = [Path(os.path.realpath(path))]  # a link the user names is followed
         else:
             raise RecordingError(f"{path}: no such file or directory")
-        self.path = path
         segments: list[SegmentIndex] = []
         self.problems: list[str] = []  # one line per damaged segment
         for f in files:
