@@ -17,7 +17,6 @@ from gputop.model import (
     CLOCK_EVENT_REASONS,
     GPU_METRICS,
     GpuMetric,
-    GpuSample,
     Owner,
     Snapshot,
     Verdict,
@@ -174,26 +173,10 @@ def _family(name: str, series: Iterable[tuple[tuple[str, ...], float]] = ()) -> 
     return fam
 
 
-def _gpu_values(g: GpuSample) -> Iterable[tuple[str, float]]:
-    for name, get, convert in _GAUGE_READS:
-        value = get(g)
-        if value is not None:
-            yield name, float(value if convert is None else convert(value))
-
-
 _GAUGE_READS = tuple(
     (name, m.get, CONVERSIONS.get((m.unit, m.export_unit))) for name, m in GPU_GAUGES
 )
 _DEFS = {m.name: m for m in METRICS}
-
-
-def _job_name(job: Job) -> str:
-    """The launch's short command name (``torchrun``, ``python``)."""
-    if job.name:
-        return job.name
-    if job.command:
-        return job.command.split(" ", 1)[0].rsplit("/", 1)[-1]
-    return ""  # unknown: an empty label is no label in Prometheus
 
 
 def owner_labels(owner: Owner | None) -> tuple[str, ...]:
@@ -215,7 +198,9 @@ def job_families(
     groups: dict[tuple[str, ...], list[Job]] = {}
     for job in jobs:
         gpus = ",".join(str(i) for i in job.gpus)
-        key = (job.user or "", _job_name(job), gpus, *owner_labels(job.owner))
+        # The launch's short command name (torchrun, python); "" (unknown) is no label.
+        command = job.command.split(" ", 1)[0].rsplit("/", 1)[-1] if job.command else ""
+        key = (job.user or "", job.name or command, gpus, *owner_labels(job.owner))
         groups.setdefault(key, []).append(job)
     # (labels, GPU memory, CPU ratio, workers, verdict kinds)
     rows: list[tuple[tuple[str, ...], int | None, float | None, int, list[str]]] = []
@@ -287,8 +272,10 @@ def build(
         gauge("gputop_gpu_lost").append((one, 1.0 if g.lost else 0.0))
         if g.lost:
             continue
-        for name, value in _gpu_values(g):
-            gauge(name).append((one, value))
+        for name, get, convert in _GAUGE_READS:
+            value = get(g)
+            if value is not None:
+                gauge(name).append((one, float(value if convert is None else convert(value))))
         pcie = gauge("gputop_gpu_pcie_bytes_per_second")
         for direction, rate in (("tx", g.pcie.tx_bytes_per_s), ("rx", g.pcie.rx_bytes_per_s)):
             if rate is not None:
