@@ -51,10 +51,11 @@ class Player:
         self.stale = False
         self.last_error: str | None = None
         self.at_end = self.position == last
-        self._interval = float(recording.header.get("interval") or 1.0)
+        # What it was recorded at; no replay key changes it (the dashboard's +/- are unbound).
+        self.interval = float(recording.header.get("interval") or 1.0)
         # Enough decoded blocks for the whole window: playing decodes each once.
         span = max([b.last - b.first for b in recording.blocks[-8:]], default=0.0)
-        needed = math.ceil((lookback + self.after_seconds) / max(span + self._interval, 1e-3))
+        needed = math.ceil((lookback + self.after_seconds) / max(span + self.interval, 1e-3))
         recording.cache_blocks = max(recording.cache_blocks, min(needed + 4, 4096))
         self._t = recording[self.position].time  # the cursor, recorded time
         self._frame: Frame | None = None
@@ -65,14 +66,6 @@ class Player:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.superseded = 0  # moves whose decoding stopped for a newer request
-
-    @property
-    def interval(self) -> float:
-        return self._interval
-
-    @interval.setter
-    def interval(self, value: float) -> None:
-        pass  # a recording's interval is what it was
 
     @property
     def running(self) -> bool:
@@ -164,7 +157,7 @@ class Player:
         self._move(self.position)  # completes what tick_now began (cheap when it is decoded)
         self._mark = time.monotonic()
         while not self._stopping.is_set():
-            tick = min(1.0, max(0.2, self._interval / self.speed))
+            tick = min(1.0, max(0.2, self.interval / self.speed))
             self._wake.wait(tick if self.playing else None)
             self._wake.clear()
             if self._stopping.is_set():
