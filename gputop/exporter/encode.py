@@ -41,16 +41,6 @@ class _Encoder:
         self._heads: dict[tuple[str, ...], tuple[str, str]] = {}
         self._lines: _Lines = {}
 
-    def head(self, metric: Any) -> tuple[str, str] | None:
-        """:attr:`make_head`, cached; None for a type it does not write."""
-        if metric.type not in _PLAIN_TYPES:
-            return None
-        key = (metric.name, metric.type, metric.documentation, metric.unit)
-        head = self._heads.get(key)
-        if head is None:
-            head = self._heads[key] = self.make_head(metric)
-        return head
-
     def __call__(self, registry: Collector) -> bytes:
         """The registry's bytes; with what this encoder does not handle, the library's."""
         metrics = list(registry.collect())
@@ -61,9 +51,12 @@ class _Encoder:
         output: list[str] = []
         append = output.append
         for metric in metrics:
-            head = self.head(metric)
-            if head is None:
+            if metric.type not in _PLAIN_TYPES:
                 return self.fallback(_Fixed(metrics))
+            about = (metric.name, metric.type, metric.documentation, metric.unit)
+            head = self._heads.get(about)
+            if head is None:
+                head = self._heads[about] = self.make_head(metric)
             append(head[0])
             if type(metric) is Family:
                 _series(metric, self._lines, self.prefix_of, output)

@@ -17,7 +17,6 @@ from gputop.model import (
     CLOCK_EVENT_REASONS,
     GPU_METRICS,
     GpuMetric,
-    GpuSample,
     Owner,
     Snapshot,
     Verdict,
@@ -136,20 +135,6 @@ class Totals:
                 self.verdict_seconds[key] = self.verdict_seconds.get(key, 0.0) + step
 
 
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    """One job series set: the jobs sharing (user, command, gpus, owner), summed."""
-
-    user: str
-    command: str
-    gpus: str
-    owner: tuple[str, ...]  # OWNER's values
-    gpu_memory: int | None
-    cpu_ratio: float | None
-    workers: int
-    kinds: tuple[str, ...]
-
-
 class Family(Metric):
     """A metric family kept as its series, (label values, value), which the encoders
     write directly; :attr:`samples` builds the library's own samples on first use."""
@@ -188,26 +173,10 @@ def _family(name: str, series: Iterable[tuple[tuple[str, ...], float]] = ()) -> 
     return fam
 
 
-def _gpu_values(g: GpuSample) -> Iterable[tuple[str, float]]:
-    for name, get, convert in _GAUGE_READS:
-        value = get(g)
-        if value is not None:
-            yield name, float(value if convert is None else convert(value))
-
-
 _GAUGE_READS = tuple(
     (name, m.get, CONVERSIONS.get((m.unit, m.export_unit))) for name, m in GPU_GAUGES
 )
 _DEFS = {m.name: m for m in METRICS}
-
-
-def _job_name(job: Job) -> str:
-    """The launch's short command name (``torchrun``, ``python``)."""
-    if job.name:
-        return job.name
-    if job.command:
-        return job.command.split(" ", 1)[0].rsplit("/", 1)[-1]
-    return ""  # unknown: an empty label is no label in Prometheus
 
 
 def owner_labels(owner: Owner | None) -> tuple[str, ...]:
@@ -221,25 +190,38 @@ def owner_labels(owner: Owner | None) -> tuple[str, ...]:
     return tuple(v or "" for v in values)
 
 
-def job_rows(
+def job_families(
     jobs: Sequence[Job], verdicts: Mapping[str, Verdict], cpu_count: int | None, max_jobs: int
-) -> list[JobRow]:
-    """Jobs merged by (user, command, gpus, owner), the top ``max_jobs`` by GPU memory, CPU."""
-    groups: dict[tuple[str, str, str, tuple[str, ...]], list[Job]] = {}
+) -> list[Family]:
+    """The job families: jobs merged by JOB's labels (user, command, gpus, owner), summed;
+    the top ``max_jobs`` by GPU memory, then CPU."""
+    groups: dict[tuple[str, ...], list[Job]] = {}
     for job in jobs:
         gpus = ",".join(str(i) for i in job.gpus)
-        key = (job.user or "", _job_name(job), gpus, owner_labels(job.owner))
+        # The launch's short command name (torchrun, python); "" (unknown) is no label.
+        command = job.command.split(" ", 1)[0].rsplit("/", 1)[-1] if job.command else ""
+        key = (job.user or "", job.name or command, gpus, *owner_labels(job.owner))
         groups.setdefault(key, []).append(job)
-    rows: list[JobRow] = []
+    # (labels, GPU memory, CPU ratio, workers, verdict kinds)
+    rows: list[tuple[tuple[str, ...], int | None, float | None, int, list[str]]] = []
     for key, members in sorted(groups.items()):  # ties in the order below: by the key
         mems = [j.gpu_memory for j in members if j.gpu_memory is not None]
         cpus = [j.cpu_percent for j in members if j.cpu_percent is not None]
         cpu_ratio = sum(cpus) / 100.0 / cpu_count if cpus and cpu_count else None
-        kinds = tuple(sorted({verdicts[j.id].kind for j in members if j.id in verdicts}))
+        kinds = sorted({verdicts[j.id].kind for j in members if j.id in verdicts})
         workers = sum(len(j.worker_pids) for j in members)
-        rows.append(JobRow(*key, sum(mems) if mems else None, cpu_ratio, workers, kinds))
-    rows.sort(key=lambda r: (-(r.gpu_memory or 0), -(r.cpu_ratio or 0.0)))
-    return rows[: max(0, max_jobs)]
+        rows.append((key, sum(mems) if mems else None, cpu_ratio, workers, kinds))
+    rows.sort(key=lambda r: (-(r[1] or 0), -(r[2] or 0.0)))
+    fams = [_family(m.name) for m in METRICS if m.name.startswith("gputop_job_")]
+    memory, cpu, worker_count, verdict = (fam.series for fam in fams)
+    for labels, gpu_memory, ratio, workers, kinds in rows[: max(0, max_jobs)]:
+        if gpu_memory is not None:
+            memory.append((labels, float(gpu_memory)))
+        if ratio is not None:
+            cpu.append((labels, ratio))
+        worker_count.append((labels, float(workers)))
+        verdict.extend(((*labels, kind), 1.0) for kind in kinds)
+    return fams
 
 
 def owner_memory(snapshot: Snapshot, max_series: int) -> list[tuple[tuple[str, ...], float]]:
@@ -290,8 +272,10 @@ def build(
         gauge("gputop_gpu_lost").append((one, 1.0 if g.lost else 0.0))
         if g.lost:
             continue
-        for name, value in _gpu_values(g):
-            gauge(name).append((one, value))
+        for name, get, convert in _GAUGE_READS:
+            value = get(g)
+            if value is not None:
+                gauge(name).append((one, float(value if convert is None else convert(value))))
         pcie = gauge("gputop_gpu_pcie_bytes_per_second")
         for direction, rate in (("tx", g.pcie.tx_bytes_per_s), ("rx", g.pcie.rx_bytes_per_s)):
             if rate is not None:
@@ -323,21 +307,9 @@ def build(
 
     if with_jobs:
         cpu_count = snapshot.host.cpu_count if snapshot.host is not None else None
-        memory = _family("gputop_job_gpu_memory_bytes")
-        cpu = _family("gputop_job_cpu_ratio")
-        workers = _family("gputop_job_workers")
-        job_verdict = _family("gputop_job_verdict")
-        for row in job_rows(jobs, job_verdicts, cpu_count, max_jobs):
-            labels = (row.user, row.command, row.gpus, *row.owner)
-            if row.gpu_memory is not None:
-                memory.series.append((labels, float(row.gpu_memory)))
-            if row.cpu_ratio is not None:
-                cpu.series.append((labels, row.cpu_ratio))
-            workers.series.append((labels, float(row.workers)))
-            for kind in row.kinds:
-                job_verdict.series.append(((*labels, kind), 1.0))
+        out += job_families(jobs, job_verdicts, cpu_count, max_jobs)
         owned = _family("gputop_process_owner_gpu_memory_bytes", owner_memory(snapshot, max_jobs))
-        out += (memory, cpu, workers, job_verdict, owned)
+        out.append(owned)
 
     available = 1.0 if snapshot.driver.available else 0.0
     out.append(_family("gputop_driver_available", [((), available)]))

@@ -42,8 +42,9 @@ _OPENMETRICS_1 = {"escaping": UNDERSCORES, "version": "1.0.0"}
 _Latest = tuple[Snapshot | None, dict[int, Verdict], tuple[Job, ...], dict[str, Verdict]]
 
 
-class ExportState:
-    """What the sampler thread (``on_snapshot``) hands to the scrapes (``families``)."""
+class ExportState(Collector):
+    """What the sampler thread (``on_snapshot``) hands to the scrapes (``families``), and
+    the registry's collector of it (never calls NVML)."""
 
     def __init__(
         self,
@@ -85,20 +86,13 @@ class ExportState:
                 )
             return self._built
 
-
-class SnapshotCollector(Collector):
-    """A prometheus_client Collector over :class:`ExportState` (never calls NVML)."""
-
-    def __init__(self, state: ExportState) -> None:
-        self.state = state
-
     def collect(self) -> Iterable[Metric]:  # only: no describe(), no build at registration
-        return list(self.state.families())
+        return list(self.families())
 
 
 def make_registry(state: ExportState) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(state))
+    registry.register(state)
     registry.register(ProcessCollector(registry=None))  # process_* of the exporter itself
     return registry
 

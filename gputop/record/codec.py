@@ -509,24 +509,26 @@ class _Direct:
             return self._merge_own(node, [_MISSING] * self.n, False)
         if node.length is not None:
             raise _Fallback
-        if cls is GpuProcess:
-            return self._merge_own(node, self._gpu_processes(node), False)
         hints = type_hints(cls)
         fields = dataclasses.fields(cls)
-        if not {f.name for f in fields}.issuperset(node.children):
+        given: dict[str, list[Any]] = {}  # columns built before the others
+        if cls is GpuProcess:
+            given = self._gpu_process_parts(node)
+        elif not {f.name for f in fields}.issuperset(node.children):
             raise _Fallback
         if cls is Snapshot and "processes" in node.children:  # before the GPUs' host_ref
             self._processes = self._build(node.children["processes"], hints["processes"])[0]
+            given["processes"] = self._processes
         cols: list[Any] = []
         constant = True
         n = self.n
         for f in fields:
             child = node.children.get(f.name)
-            if child is None:
+            if f.name in given:
+                col, same = given[f.name], False
+            elif child is None:
                 cols.append(_default(f, n))
                 continue
-            if cls is Snapshot and f.name == "processes" and self._processes is not None:
-                col, same = self._processes, False
             else:
                 col, same = self._build(child, hints[f.name])
             cols.append(col)
@@ -575,9 +577,9 @@ class _Direct:
                 ]
         return self._merge_own(node, rows, False)
 
-    def _gpu_processes(self, node: _Node) -> list[Any]:
-        """GpuProcess: its own fields by column; its host from the row's host fields, or
-        (``host_ref``) the snapshot's own ProcessInfo of that pid (shared)."""
+    def _gpu_process_parts(self, node: _Node) -> dict[str, list[Any]]:
+        """A GpuProcess's pid and its host: from the row's host fields, or (``host_ref``)
+        the snapshot's own ProcessInfo of that pid (shared)."""
         hints = type_hints(GpuProcess)
         if not _ROW_KEYS.union(HOST_FIELDS).issuperset(node.children) or "pid" not in node.children:
             raise _Fallback
@@ -604,17 +606,7 @@ class _Direct:
                 if is_ref is not _MISSING and is_ref:
                     info = self._info(r, pids[r])
                     hosts[r] = info if self._has_host(info.visible) else None
-        cols: list[Any] = []
-        for f in dataclasses.fields(GpuProcess):
-            child = node.children.get(f.name)
-            if f.name == "host":
-                cols.append(hosts)
-            elif child is None:
-                cols.append(_default(f, n))
-            else:
-                cols.append(pids if f.name == "pid" else self._build(child, hints[f.name])[0])
-                self._scan(GpuProcess, f.name, cols[-1], False)
-        return list(map(_maker(GpuProcess), *cols))
+        return {"pid": pids, "host": hosts}
 
     def _has_host(self, visible: Any) -> bool:
         """Whether a row with this ``visible`` value has a host (asked once per value)."""

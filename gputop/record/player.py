@@ -33,8 +33,6 @@ class Frame:
 
 
 class Player:
-    kind = "replay"
-
     def __init__(
         self,
         recording: Recording,
@@ -44,22 +42,22 @@ class Player:
     ) -> None:
         self.recording = recording
         last = len(recording) - 1
-        self._pos = last if position is None else max(0, min(position, last))
+        self.position = last if position is None else max(0, min(position, last))
         self.lookback = lookback
         self.after_seconds = lookback / 2  # the detail charts' window after the cursor
         self.on_snapshot: Callable[[Snapshot], None] | None = None
         self.speed = 1.0
         self.playing = False
-        self.paused = False  # the dashboard's "draw nothing" (not bound in a replay)
         self.stale = False
         self.last_error: str | None = None
-        self.at_end = self._pos == last
-        self._interval = float(recording.header.get("interval") or 1.0)
+        self.at_end = self.position == last
+        # What it was recorded at; no replay key changes it (the dashboard's +/- are unbound).
+        self.interval = float(recording.header.get("interval") or 1.0)
         # Enough decoded blocks for the whole window: playing decodes each once.
         span = max([b.last - b.first for b in recording.blocks[-8:]], default=0.0)
-        needed = math.ceil((lookback + self.after_seconds) / max(span + self._interval, 1e-3))
+        needed = math.ceil((lookback + self.after_seconds) / max(span + self.interval, 1e-3))
         recording.cache_blocks = max(recording.cache_blocks, min(needed + 4, 4096))
-        self._t = recording[self._pos].time  # the cursor, recorded time
+        self._t = recording[self.position].time  # the cursor, recorded time
         self._frame: Frame | None = None
         self._generation = 0
         self._lock = threading.Lock()
@@ -70,33 +68,17 @@ class Player:
         self.superseded = 0  # moves whose decoding stopped for a newer request
 
     @property
-    def interval(self) -> float:
-        return self._interval
-
-    @interval.setter
-    def interval(self, value: float) -> None:
-        pass  # a recording's interval is what it was
-
-    @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def position(self) -> int:
-        return self._pos
 
     def frame(self) -> Frame | None:
         with self._lock:
             return self._frame
 
-    def latest(self) -> Snapshot | None:
-        with self._lock:
-            return None if self._frame is None else self._frame.snapshot
-
     def tick_now(self) -> Snapshot:
         """The frame at the cursor from its own block, not handed over; the worker
         completes it when started."""
-        return self._set_frame(self._pos, None).snapshot
+        return self._set_frame(self.position, None).snapshot
 
     def load(self, pos: int) -> Frame:
         """The complete frame at ``pos``, not handed over (scripts, benchmarks)."""
@@ -110,8 +92,8 @@ class Player:
     def toggle(self) -> None:
         def run() -> int:
             # At the end it stays paused.
-            self.playing = not self.playing and self._pos < len(self.recording) - 1
-            return self._pos
+            self.playing = not self.playing and self.position < len(self.recording) - 1
+            return self.position
 
         self._ask(run)
 
@@ -120,7 +102,7 @@ class Player:
 
         def run() -> int:
             self.playing = False
-            return self._pos + n
+            return self.position + n
 
         self._ask(run)
 
@@ -128,9 +110,9 @@ class Player:
         """``seconds`` of recorded time on (back when negative)."""
 
         def run() -> int:
-            here = self.recording[self._pos].time
+            here = self.recording[self.position].time
             target = self.recording.position(here + seconds)
-            if seconds > 0 and target == self._pos:
+            if seconds > 0 and target == self.position:
                 target += 1  # a gap: on to the next snapshot
             return target
 
@@ -172,10 +154,10 @@ class Player:
     _mark = 0.0  # wall (monotonic) time the cursor was last advanced by playing
 
     def _run(self) -> None:
-        self._move(self._pos)  # completes what tick_now began (cheap when it is decoded)
+        self._move(self.position)  # completes what tick_now began (cheap when it is decoded)
         self._mark = time.monotonic()
         while not self._stopping.is_set():
-            tick = min(1.0, max(0.2, self._interval / self.speed))
+            tick = min(1.0, max(0.2, self.interval / self.speed))
             self._wake.wait(tick if self.playing else None)
             self._wake.clear()
             if self._stopping.is_set():
@@ -203,14 +185,14 @@ class Player:
         last = len(rec) - 1
         try:
             target = rec.position(self._t)
-            if target == self._pos and self._pos < last:
-                following = rec[self._pos + 1].time
+            if target == self.position and self.position < last:
+                following = rec[self.position + 1].time
                 if following - self._t > GAP_SECONDS:
                     self._t = following
-                    target = self._pos + 1
+                    target = self.position + 1
             if target >= last:
                 self.playing = False  # before the move: whoever sees the end sees it stopped
-            if target != self._pos:
+            if target != self.position:
                 self._move(target)
         except RecordingError as exc:
             self.last_error = str(exc)
@@ -232,7 +214,7 @@ class Player:
             complete = rec.is_cached(rec.blocks_between(t - self.lookback, t))
         frame = Frame(self._generation, history[-1], history, complete, after)
         with self._lock:
-            self._pos = pos
+            self.position = pos
             self._frame = frame
         self.at_end = pos == len(rec) - 1
         return frame

@@ -85,14 +85,9 @@ def _ours(path: Path) -> os.stat_result | None:
     """The status of a regular file starting with gputop's magic, else None (retention
     touches nothing else, and never follows a link)."""
     try:
-        f, info = open_segment(path)
-    except RecordingError:
+        return path.lstat() if _read(path, 0, len(MAGIC)) == MAGIC else None
+    except (RecordingError, OSError):
         return None
-    with f:
-        try:
-            return info if f.read(len(MAGIC)) == MAGIC else None
-        except OSError:
-            return None
 
 
 class SegmentWriter:
@@ -192,12 +187,11 @@ class Recorder:
         self.flush_seconds = min(flush_seconds, MAX_FLUSH_SECONDS)
         self.segment_seconds = segment_seconds
         self.clock = clock
-        self._rows: list[codec.Row] = []
-        self._times: list[float] = []
+        self._rows: list[codec.Row] = []  # waiting for the next block
+        self._first = 0.0  # time of the first of them
         self._segment: SegmentWriter | None = None
         self._segment_end = 0.0  # where the segment being filled ends (snapshot time)
         self._last: float | None = None  # time of the last snapshot of that segment
-        self.deleted: list[str] = []  # segment files retention removed
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
@@ -223,19 +217,19 @@ class Recorder:
             last = None
         if last is None:
             self._segment_end = (t // self.segment_seconds + 1) * self.segment_seconds
-        if self._times and t - self._times[0] >= self.flush_seconds:
+        if self._rows and t - self._first >= self.flush_seconds:
             self.flush()
+        if not self._rows:
+            self._first = t
         self._rows.append(codec.flatten(snapshot))
-        self._times.append(t)
         self._last = t
 
     def flush(self) -> None:
-        if not self._rows:
+        if not self._rows or self._last is None:
             return
-        segment = self._segment or self._open_segment(self._times[0])
-        rows, times = self._rows, self._times
-        self._rows, self._times = [], []
-        segment.write_block(rows, times[0], times[-1])
+        segment = self._segment or self._open_segment(self._first)
+        rows, self._rows = self._rows, []
+        segment.write_block(rows, self._first, self._last)
 
     def _open_segment(self, start: float) -> SegmentWriter:
         base = "gputop-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(start)) + SUFFIX
@@ -282,7 +276,6 @@ class Recorder:
         for name in gone:
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / name).unlink()
-        self.deleted.extend(gone)
         return gone
 
     def close(self, flush: bool = True) -> None:
@@ -311,7 +304,6 @@ class BlockRef:
 
 @dataclass(frozen=True, slots=True)
 class SegmentIndex:
-    path: Path
     header: dict[str, Any]
     blocks: tuple[BlockRef, ...]
     unreadable: int  # bytes after the readable prefix
@@ -385,7 +377,7 @@ def index_segment(path: Path) -> SegmentIndex:
             first_off, first_len = start, length
         blocks.append(BlockRef(path, start, length, count, first, last, first_off, first_len))
         pos = start + length
-    return SegmentIndex(path, header, tuple(blocks), len(data) - pos)
+    return SegmentIndex(header, tuple(blocks), len(data) - pos)
 
 
 class Recording:
@@ -402,8 +394,7 @@ class Recording:
             files = [Path(os.path.realpath(path))]  # a link the user names is followed
         else:
             raise RecordingError(f"{path}: no such file or directory")
-        self.path = path
-        self.segments: list[SegmentIndex] = []
+        segments: list[SegmentIndex] = []
         self.problems: list[str] = []  # one line per damaged segment
         for f in files:
             try:
@@ -414,26 +405,23 @@ class Recording:
                 if not isinstance(exc, EmptySegment):
                     self.problems.append(str(exc))
                 continue
-            self.segments.append(seg)
+            segments.append(seg)
             if seg.unreadable:
                 self.problems.append(
                     f"{f}: {seg.unreadable} bytes could not be read (damaged or cut short); "
                     f"showing the {sum(b.count for b in seg.blocks)} snapshots before them"
                 )
-        blocks = [b for s in self.segments for b in s.blocks]
+        blocks = [b for s in segments for b in s.blocks]
         self.blocks = sorted(blocks, key=lambda b: (b.first, b.last))
         self._starts = [b.first for b in self.blocks]
         # Global position of each block's first snapshot.
         self._offsets = [0, *itertools.accumulate(b.count for b in self.blocks)]
         if not blocks:
             raise RecordingError(f"{path}: nothing recorded yet (no complete block)")
+        self.header = segments[-1].header  # the newest segment's
         self._cache: OrderedDict[int, list[Snapshot]] = OrderedDict()
         self._dicts: OrderedDict[Path, bytes] = OrderedDict()
         self.cache_blocks = cache_blocks
-
-    @property
-    def header(self) -> dict[str, Any]:
-        return self.segments[-1].header
 
     def __len__(self) -> int:
         return self._offsets[-1]
@@ -567,12 +555,11 @@ class BackgroundRecorder:
     failure stops the recording and stays in :attr:`error`."""
 
     def __init__(self, directory: Path, *, interval: float, **kwargs: Any) -> None:
-        self.directory = Path(directory)
         self.error: str | None = None
         self._recorder: Recorder | None = None
         self._lock = threading.Lock()
         try:
-            self._recorder = Recorder(self.directory, interval=interval, **kwargs)
+            self._recorder = Recorder(directory, interval=interval, **kwargs)
         except RecordWriteError as exc:
             self.error = str(exc)
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from prometheus_client.exposition import generate_latest
 
+from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import KINDS
 from gputop.exporter import parse_listen
-from gputop.exporter.metrics import METRICS, Totals, build, job_rows
+from gputop.exporter.metrics import METRICS, Totals, build, job_families
 from gputop.exporter.server import ExportState, make_registry
 from gputop.model import (
     DriverInfo,
@@ -228,19 +230,27 @@ def _demo_diagnosis() -> tuple[Snapshot, object]:
     return history[-1], diagnose(history)
 
 
+def _job_series(
+    jobs: Sequence[Job], verdicts: Mapping[str, Verdict], max_jobs: int = 100
+) -> tuple[list[tuple[str, ...]], dict[tuple[str, ...], float]]:
+    """The labels of each job series set, in order, and GPU memory by labels."""
+    memory, _, workers, _ = job_families(jobs, verdicts, 64, max_jobs)
+    return [labels for labels, _ in workers.series], dict(memory.series)
+
+
 def test_jobs_are_capped_merged_and_never_carry_a_pid() -> None:
     snap, d = _demo_diagnosis()
     jobs, verdicts = d.jobs, d.job_verdicts  # type: ignore[attr-defined]
-    rows = job_rows(jobs, verdicts, 64, max_jobs=100)
-    assert 2 <= len(rows) <= len(jobs)
-    assert len({(r.user, r.command, r.gpus) for r in rows}) == len(rows)  # no duplicate series
-    assert [r.gpu_memory or 0 for r in rows] == sorted(
-        (r.gpu_memory or 0 for r in rows), reverse=True
-    )
-    assert len(job_rows(jobs, verdicts, 64, max_jobs=2)) == 2
+    order, memory = _job_series(jobs, verdicts)
+    assert 2 <= len(order) <= len(jobs)
+    assert len({labels[:3] for labels in order}) == len(order)  # no duplicate series
+    sizes = [memory.get(labels, 0) for labels in order]
+    assert sizes == sorted(sizes, reverse=True)
+    assert len(_job_series(jobs, verdicts, max_jobs=2)[0]) == 2
     # Two launches of the same command by the same user on the same GPUs: one series set.
-    twice = job_rows([*jobs, *jobs], verdicts, 64, max_jobs=100)
-    assert [r.gpu_memory for r in twice] == [2 * (r.gpu_memory or 0) or None for r in rows]
+    twice_order, twice = _job_series([*jobs, *jobs], verdicts)
+    assert twice_order == order
+    assert [twice.get(k) for k in order] == [2 * memory[k] if k in memory else None for k in order]
     text = _text(snap, with_jobs=True)
     assert "pid" not in text.replace("process_", "")
 

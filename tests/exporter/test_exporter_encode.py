@@ -19,7 +19,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as om_lates
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputop.exporter.encode import OpenMetricsEncoder, TextEncoder
-from gputop.exporter.server import ExportState, SnapshotCollector, make_registry
+from gputop.exporter.server import ExportState, make_registry
 from gputop.model import Verdict
 from gputop.pipeline import Feed
 from gputop.sources.demo import DemoSource
@@ -40,7 +40,7 @@ def test_demo_scrapes_are_byte_identical_tick_after_tick() -> None:
         for _ in range(5):
             state.on_snapshot(source.snapshot())
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(SnapshotCollector(state))
+        registry.register(state)
         encoder, full, om = TextEncoder(), TextEncoder(), OpenMetricsEncoder()
         for _ in range(6):  # the cache carries across ticks: values change, labels stay
             state.on_snapshot(source.snapshot())
@@ -137,7 +137,7 @@ def test_the_server_serves_each_format_as_the_library_writes_it() -> None:
     server = _Server(("127.0.0.1", 0), state)
     try:
         only = CollectorRegistry(auto_describe=False)
-        only.register(SnapshotCollector(state))
+        only.register(state)
         for accept in (
             "",
             PROMETHEUS_ACCEPT,
