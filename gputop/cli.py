@@ -26,6 +26,7 @@ from gputop.argtypes import EXIT_USAGE as EXIT_USAGE  # the exit codes are all h
 from gputop.config import (
     Config,
     ConfigError,
+    check_theme,
     check_window,
     load_config,
     names_window,
@@ -229,17 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             or names_window(t.split("=")[0] for t in args.threshold or ())
         )
         config = check_window(config, explicit=explicit)
+        check_theme(config)
     except ConfigError as exc:
         parser.error(str(exc))
-    if (theme := config.theme) is not None:
-        from textual.theme import BUILTIN_THEMES
-
-        if theme not in BUILTIN_THEMES:
-            shown = theme if len(theme) <= 40 else theme[:40] + "…"
-            parser.error(
-                f"--theme: unknown theme {shown!r} (from --theme or the config file); "
-                f"known: {', '.join(sorted(BUILTIN_THEMES))}"
-            )
     args.thresholds = config.thresholds
     if not once and not stream:
         if not encoding.has_terminal():

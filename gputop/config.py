@@ -201,6 +201,21 @@ def names_window(names: Iterable[object]) -> bool:
     return any(str(n).strip().lower().replace("-", "_") == "window_seconds" for n in names)
 
 
+def check_theme(config: Config) -> None:
+    """ConfigError when the theme (from a flag or the file) is not one Textual knows."""
+    theme = config.theme
+    if theme is None:
+        return
+    from textual.theme import BUILTIN_THEMES  # only when a theme is asked for
+
+    if theme not in BUILTIN_THEMES:
+        shown = theme if len(theme) <= 40 else theme[:40] + "…"
+        raise ConfigError(
+            f"--theme: unknown theme {shown!r} (from --theme or the config file); "
+            f"known: {', '.join(sorted(BUILTIN_THEMES))}"
+        )
+
+
 def check_window(config: Config, *, explicit: bool = True) -> Config:
     """A window too short to leave "warming up" (under MIN_SECONDS or MIN_SAMPLES samples)
     raises ConfigError when ``explicit``; the default one is stretched instead."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from gputop import argtypes
 from gputop.argtypes import EXIT_FAILURE, Parser, ascii_number
-from gputop.config import Config, ConfigError, load_config, with_overrides
+from gputop.config import Config, ConfigError, check_theme, load_config, with_overrides
 from gputop.fmt import clean_text
 
 if TYPE_CHECKING:
@@ -151,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(sys.argv[2:] if argv is None else argv))
     try:
         config = with_overrides(load_config(args.config), theme=args.theme)
+        check_theme(config)
     except ConfigError as exc:
         parser.error(str(exc))
     # Prometheus's data is as fresh as its scrapes (15 s by default): ask that often.

@@ -552,9 +552,6 @@ class GpuMetric:
     def __post_init__(self) -> None:
         object.__setattr__(self, "get", operator.attrgetter(self.field))
 
-    def of(self, gpu: GpuSample) -> Any:
-        return self.get(gpu)
-
 
 # Bounds admit every real card with headroom (issue 21): power 4x a GB200's 1200 W; memory
 # clock 2x GDDR7's top (NVML says half the per-pin rate); SM clock 3x any boost; memory

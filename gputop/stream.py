@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection
 from typing import Any, TextIO
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.argtypes import EXIT_NO_DRIVER, EXIT_OK
 from gputop.model import Snapshot
 from gputop.pipeline import Feed
 from gputop.present import filter_gpus, to_json_dict
@@ -81,10 +82,10 @@ def run(
             out.flush()
         except BrokenPipeError:
             silence(out)
-            return 0
+            return EXIT_OK
         written += 1
         if count is not None and written >= count:
-            return 0 if snap.driver.available else 3
+            return EXIT_OK if snap.driver.available else EXIT_NO_DRIVER
         wait = tick_start + sampler.interval - clock()
         if wait > 0:
             sleep(wait)

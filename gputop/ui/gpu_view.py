@@ -94,7 +94,7 @@ def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
 def metric_text(gpu: GpuSample, field: str) -> str:
     """One metric of ``gpu`` as the metric table formats it."""
     m = GPU_METRIC[field]
-    return fmt.shown(m.of(gpu), m.text)
+    return fmt.shown(m.get(gpu), m.text)
 
 
 #: Verdict kind -> the word of at most VERDICT_WIDTH characters the compact GPU line shows.
@@ -248,7 +248,7 @@ def gpu_view(
         (f"{metric_text(gpu, 'power_w')}/{metric_text(gpu, 'power_limit_w')}", ""),
     ]
     for m in LABELLED_METRICS:
-        parts += [(f" {m.label} ", "label"), (fmt.shown(m.of(gpu), m.text), "")]
+        parts += [(f" {m.label} ", "label"), (fmt.shown(m.get(gpu), m.text), "")]
     tx_pct, rx_pct = pcie_percent(gpu)
     p = gpu.pcie
     parts += [

@@ -70,7 +70,7 @@ def test_every_row_names_a_field_of_the_sample_and_of_its_json() -> None:
         for part in m.field.split("."):
             assert part in data, m.field
             data = data[part]
-        assert data == m.of(sample), m.field
+        assert data == m.get(sample), m.field
         assert m.about and m.nvml
 
 
@@ -90,7 +90,7 @@ def test_the_bounds_are_the_tables() -> None:
             )
         errors: list[SampleError] = []
         (checked,) = check_gpus([sample], errors)
-        assert m.of(checked) is None, m.field
+        assert m.get(checked) is None, m.field
         (error,) = errors
         assert error.metric == m.field
         assert f"outside {low:g}-{high:g}" in error.message
@@ -111,7 +111,7 @@ def test_a_labelled_metric_stands_on_its_own_in_the_panel_and_in_once() -> None:
     panel = plain(gv.gpu_view(g, compact=False, bar_width=10).lines[1])
     once = textout.render_text(Snapshot(0.0, "h", DriverInfo(True), gpus=(g,)))
     for m in LABELLED_METRICS:
-        value = fmt.shown(m.of(g), m.text)
+        value = fmt.shown(m.get(g), m.text)
         assert f" {m.label} {value}" in panel
         assert f"  {m.label.capitalize()} {value}" in once
 

@@ -33,6 +33,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
         (("--interval", "0"), "out of range"),
         (("--prometheus", "ftp://x"), "not an http(s) URL"),
         (("--connect-timeout", "-1", "h"), "seconds"),
+        (("--theme", "nosuch", "h"), "unknown theme 'nosuch'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -78,7 +78,7 @@ def test_the_bounds_keep_headroom_above_the_real_cards() -> None:
     for m in GPU_METRICS:
         if m.bounds is None or m.unit not in ("MHz", "W", "bytes"):
             continue
-        top = max((v for g in REAL_CARDS if (v := m.of(g)) is not None), default=None)
+        top = max((v for g in REAL_CARDS if (v := m.get(g)) is not None), default=None)
         if top is not None:
             assert m.bounds[1] >= 2 * top, m.field
 

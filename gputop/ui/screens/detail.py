@@ -327,7 +327,7 @@ class DetailScreen(Screen[None]):
             f"power {metric_text(gpu, 'power_w')} / {metric_text(gpu, 'power_limit_w')}",
             f"temp {metric_text(gpu, 'temperature_c')}",
             f"SM {fmt.number(gpu.clocks.sm_mhz, ' MHz')}",
-            *(f"{m.label} {fmt.shown(m.of(gpu), m.text)}" for m in LABELLED_METRICS),
+            *(f"{m.label} {fmt.shown(m.get(gpu), m.text)}" for m in LABELLED_METRICS),
         ]
         return Text("  ".join(parts))
 
