@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
-"""How fast the dashboard starts and what it costs idle: gputop, nvitop and a bare Textual app.
+"""How fast the dashboard starts and what it costs idle: gputop, nvitop, a bare Textual app
+and the stack's floor.
 
     python bench/bench_start.py [--rounds 5] [--scenarios 8x2,8x16] [--size 200x50]
                                 [--rss-at 20] [--seconds 30] [--quick]
 
-Each round starts the three programs one after the other, each in its own detached tmux
-pane of the same size (``bench_ui.py``'s panes), on the same fake 8-GPU scenario
-(tests/fakenvml; ``8xN``: N real ``sleep`` processes per GPU), at a 1 s interval. The
-start order rotates from round to round, so no program is always first or last.
+Each program runs in its own detached tmux pane of the same size (``bench_ui.py``'s
+panes), on the same fake 8-GPU scenario (tests/fakenvml; ``8xN``: N real ``sleep``
+processes per GPU), at a 1 s interval. A round has two parts, in a start order that
+rotates from round to round, so no program is always first or last:
+- the starts: each program alone, started, timed to its first frame and ended before
+  the next one starts (one still running would take CPU from the start being timed);
+- the steady state: all of them started one after the other and left running together.
 
 Reported per program and round, and as medians over the rounds:
 - first frame: seconds from starting the pane until GPU data (the 80 GiB total) is on
   screen; for the bare app (one ``Static`` holding such a text) its first paint;
-- RSS: VmRSS ``--rss-at`` seconds after the program started;
-- CPU: user+system time over the ``--seconds`` window that begins once all three run,
-  as % of one core.
+- RSS: VmRSS ``--rss-at`` seconds after the program started (steady part);
+- CPU: user+system time over the ``--seconds`` window that begins once all of them run,
+  as % of one core (steady part).
+
+The floor is the least any Textual program on gputop's stack does before it can show GPU
+data: the bare app, plus pynvml and psutil imported, NVML initialised, each GPU's name and
+memory and the host's CPU and RAM read once, and shown in the one ``Static``. It never
+updates (its CPU is not a figure to compare). Against the bare app it says what the stack
+alone costs before any of gputop's own code runs.
 
 Then the issue's goals as ratios within the run: gputop's first frame against the bare
 app's first paint (goal <= 1.1), gputop's RSS minus the bare app's (goal <= 8 MiB), and
@@ -54,6 +64,9 @@ from bench.bench_ui import (  # noqa: E402
 )
 from tests.fakenvml import subprocess_env  # noqa: E402
 
+#: Seconds between one timed start and the next (the ended program's pane is gone).
+SETTLE_S = 0.5
+
 #: The floor: Textual's own start and idle cost, one widget whose text the bench waits for.
 BARE_APP = (
     "from textual.app import App\n"
@@ -63,7 +76,26 @@ BARE_APP = (
     "        yield Static('NVIDIA H100 80GB HBM3   0 / 80 GiB')\n"
     "Bare().run()\n"
 )
-TOOLS = ("gputop", "nvitop", "bare")
+#: The floor of gputop's stack (see the module's doc): what the bare app's goals leave for
+#: gputop's own code once pynvml, psutil and NVML have had their share.
+FLOOR_APP = (
+    "import psutil, pynvml\n"
+    "pynvml.nvmlInit()\n"
+    "lines = []\n"
+    "for i in range(pynvml.nvmlDeviceGetCount()):\n"
+    "    h = pynvml.nvmlDeviceGetHandleByIndex(i)\n"
+    "    m = pynvml.nvmlDeviceGetMemoryInfo(h)\n"
+    "    lines.append(f'{i} {pynvml.nvmlDeviceGetName(h)}  {m.used >> 30} / {m.total >> 30} GiB')\n"
+    "vm = psutil.virtual_memory()\n"
+    "lines.append(f'CPU {psutil.cpu_percent()} %  RAM {vm.used >> 30} / {vm.total >> 30} GiB')\n"
+    "from textual.app import App\n"
+    "from textual.widgets import Static\n"
+    "class Floor(App):\n"
+    "    def compose(self):\n"
+    "        yield Static('\\n'.join(lines))\n"
+    "Floor().run()\n"
+)
+TOOLS = ("gputop", "nvitop", "bare", "floor")
 
 
 @dataclass
@@ -83,18 +115,29 @@ def commands() -> dict[str, str]:
         "gputop": f"{plain} {py} -m gputop --interval 1",
         "nvitop": f"{plain} {shlex.quote(nvitop)} --interval 1",
         "bare": f"{plain} {py} -c {shlex.quote(BARE_APP)}",
+        "floor": f"{plain} {py} -c {shlex.quote(FLOOR_APP)}",
     }
 
 
 def run_round(
     order: list[str], env: dict[str, str], size: tuple[int, int], rss_at: float, seconds: float
 ) -> list[Figures]:
+    first: dict[str, float | None] = {}
+    for tool in order:  # each start timed alone
+        pane = start_pane(tool, commands()[tool], env, size)
+        try:
+            wait_first_frame(pane)
+            first[tool] = pane.first_frame_s
+        finally:
+            tmux("kill-session", "-t", pane.session, check=False)
+        time.sleep(SETTLE_S)
     panes: list[Pane] = []
     try:
         for tool in order:
             pane = start_pane(tool, commands()[tool], env, size)
             panes.append(pane)
             wait_first_frame(pane)
+            pane.first_frame_s = first[tool]
         live = [p for p in panes if not p.note]
         rss: dict[str, float | None] = {}
         for p in live:
@@ -150,15 +193,20 @@ def median_of(tool: str, rows: list[Figures]) -> Figures:
 
 
 def print_goals(m: dict[str, Figures]) -> None:
-    g, n, b = m["gputop"], m["nvitop"], m["bare"]
+    g, n, b, f = m["gputop"], m["nvitop"], m["bare"], m["floor"]
 
     def ratio(a: float | None, c: float | None) -> str:
         return "n/a" if a is None or not c else f"{a / c:.2f}"
 
-    diff = None if g.rss_mib is None or b.rss_mib is None else g.rss_mib - b.rss_mib
+    def minus(a: float | None, c: float | None) -> str:
+        return _f(None if a is None or c is None else a - c, "+.1f")
+
     print(f"  first frame, gputop / bare first paint: {ratio(g.first_frame_s, b.first_frame_s)}")
+    print(f"  first frame, floor / bare first paint:  {ratio(f.first_frame_s, b.first_frame_s)}")
     print(f"  first frame, gputop / nvitop:           {ratio(g.first_frame_s, n.first_frame_s)}")
-    print(f"  RSS, gputop - bare:                     {_f(diff, '+.1f')} MiB (goal <= +8)")
+    rss = minus(g.rss_mib, b.rss_mib)
+    print(f"  RSS, gputop - bare:                     {rss} MiB (goal <= +8)")
+    print(f"  RSS, floor - bare:                      {minus(f.rss_mib, b.rss_mib)} MiB")
     print(f"  CPU, gputop / nvitop:                   {ratio(g.cpu_percent, n.cpu_percent)}")
 
 
@@ -198,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     rows: list[Figures] = []
                     for r in range(args.rounds):
-                        order = list(TOOLS[r % 3 :] + TOOLS[: r % 3])
+                        order = list(TOOLS[r % len(TOOLS) :] + TOOLS[: r % len(TOOLS)])
                         load = os.getloadavg()[0]
                         got = run_round(order, env, (w, h), args.rss_at, args.seconds)
                         rows += got

@@ -158,11 +158,14 @@ class OutputClosed(OSError):
 
 
 class _ClosedStdout(io.TextIOBase):
-    """``sys.stdout`` when there is none: the first write ends the command, said once."""
+    """``sys.stdout`` when there is none: the first write ends the command, said once.
+    ``lost``: a write came (argparse's ``--help`` swallows the error, so it is kept)."""
 
     encoding = "utf-8"
+    lost = False
 
     def write(self, text: str) -> int:
+        self.lost = True
         raise OutputClosed(errno.EBADF, "standard output is closed")
 
 
@@ -170,13 +173,16 @@ def entry() -> int:
     """The ``gputop`` command: :func:`main`, then, after a dashboard, straight out (no
     slow teardown of the UI; a thread stuck in a hung NVML call cannot hold the process).
     A closed stdout is one line and exit 1; a reader gone (``| head``) ends quietly."""
-    if sys.stdout is None:
-        sys.stdout = cast(TextIO, _ClosedStdout())
+    closed = _ClosedStdout() if sys.stdout is None else None
+    if closed is not None:
+        sys.stdout = cast(TextIO, closed)
     try:
         status = main()
-    except OutputClosed as exc:
+    except (OutputClosed, SystemExit) as exc:
+        if isinstance(exc, SystemExit) and (closed is None or not closed.lost):
+            raise  # an exit that lost nothing (argparse's usage errors go to stderr)
         if sys.stderr is not None:
-            print(f"gputop: {exc.strerror}; nothing written", file=sys.stderr)
+            print("gputop: standard output is closed; nothing written", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:
         poll = select.poll()  # stdout's reader gone: the poll of fd 1 says error

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import codecs
+import functools
 import sys
 import unicodedata
 
@@ -17,7 +18,10 @@ def has_terminal() -> bool:
         return False
 
 
+@functools.cache
 def _ascii_table() -> dict[int, str]:
+    """Built on the first character a non-UTF terminal lacks: the names it reads page in
+    Unicode's name database, which a UTF-8 terminal never needs."""
     table: dict[int, str] = {}
     for code in range(0x2500, 0x2580):  # box drawing
         name = unicodedata.name(chr(code), "")
@@ -32,9 +36,6 @@ def _ascii_table() -> dict[int, str]:
     return table
 
 
-_ASCII = _ascii_table()
-
-
 _UTF = frozenset({"utf8", "utf16", "utf32", "utf8sig"})
 
 
@@ -46,7 +47,8 @@ def _look_alike(exc: UnicodeError) -> tuple[str, int]:
     if not isinstance(exc, UnicodeEncodeError):
         raise exc
     bad = exc.object[exc.start : exc.end]
-    return "".join(_ASCII.get(ord(c), "?") for c in bad), exc.end
+    table = _ascii_table()
+    return "".join(table.get(ord(c), "?") for c in bad), exc.end
 
 
 #: The codec error handler of :func:`for_encoding`: ``text.encode(enc, ASCII_LOOK_ALIKE)``.

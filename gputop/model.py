@@ -841,6 +841,10 @@ def check_values(snapshot: Snapshot, source: str, who: str) -> Snapshot:
     return made  # type: ignore[no-any-return]
 
 
+#: A verdict's severities, mildest first.
+SEVERITIES = ("ok", "info", "warn", "bad")
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What the analysis concluded about one GPU or job (a remote host's too)."""
@@ -849,7 +853,7 @@ class Verdict:
     label: str  # for people
     evidence: str  # the numbers behind it, one line
     advice: str  # what to try, one line
-    severity: str  # "ok" | "info" | "warn" | "bad"
+    severity: str  # one of SEVERITIES
     also: tuple[str, ...] = ()  # other kinds that apply, by rank
 
     def to_dict(self) -> dict[str, Any]:

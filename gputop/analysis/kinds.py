@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from gputop.model import SEVERITIES as SEVERITIES  # the analysis' own name for them
 from gputop.model import Verdict
 
 LOST = "lost"
@@ -25,7 +26,6 @@ MODERATE = "moderate"
 MEMORY_FULL = "memory nearly full"
 UNKNOWN = "unknown"
 
-SEVERITIES = ("ok", "info", "warn", "bad")
 #: A waiting finding's severity: "warn" when the GPU is starved, "info" when steady.
 WAITING = "warn or info"
 

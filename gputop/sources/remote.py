@@ -12,6 +12,7 @@ from gputop.model import (
     LIMITS,
     MAX_ITEMS,
     SCHEMA_VERSION,
+    SEVERITIES,
     GpuMemory,
     GpuSample,
     Snapshot,
@@ -69,9 +70,6 @@ class HostReport:
     users: tuple[str, ...]  # every user with a GPU process, sorted
     source: str  # "nvml", "demo", "host-only", ...
     driver_error: str | None  # why the remote has no NVIDIA driver; None: it has one
-
-
-_SEVERITIES = ("ok", "info", "warn", "bad")
 
 
 def parse_line(line: bytes | str) -> dict[str, Any]:
@@ -135,7 +133,7 @@ def _verdict(value: Any) -> Verdict | None:
     return Verdict(
         kind=kind,
         label=text_of(value.get("label"), 128) or kind,
-        severity=severity if severity in _SEVERITIES else "info",
+        severity=severity if severity in SEVERITIES else "info",
         evidence=text_of(value.get("evidence"), 1024) or "",
         advice=text_of(value.get("advice"), 1024) or "",
     )

@@ -60,6 +60,13 @@ def test_a_closed_stdout_is_one_line_and_exit_1(recording: Path, name: str) -> N
     assert (r.returncode, r.stderr) == (1, CLOSED)
 
 
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["record", "--help"]])
+def test_help_to_a_closed_stdout_is_lost_and_said(args: list[str]) -> None:
+    """argparse swallows the write's error and exits 0: the help was lost all the same."""
+    r = _run(args, None)
+    assert (r.returncode, r.stderr) == (1, CLOSED)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_pipe_without_reader_ends_quietly(recording: Path, name: str) -> None:
     read, write = os.pipe()
