@@ -180,6 +180,10 @@ class GpuTopApp(App[int]):
         self.frames = 0  # snapshots drawn
         self._size: Size | None = None
         self._notes: tuple[views.Parts, ...] = ()
+        # The process rows of one snapshot, made once for it: a sort, a filter or a tag
+        # orders the same rows, and the table reuses their cells (ProcessTable.show).
+        self._rows_of: Snapshot | None = None
+        self._rows: list[views.ProcRow] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(id="main"):
@@ -433,7 +437,9 @@ class GpuTopApp(App[int]):
         )
         if self.snapshot is None:
             return
-        every = views.process_rows(self.snapshot)
+        if self._rows_of is not self.snapshot:  # a key re-renders the same snapshot
+            self._rows_of, self._rows = self.snapshot, views.process_rows(self.snapshot)
+        every = self._rows
         # A tag belongs to a (gpu, pid) that still exists: a gone process loses its tag.
         self.tagged &= {r.key for r in every}
         rows = views.table_rows(

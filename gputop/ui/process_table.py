@@ -52,6 +52,9 @@ class ProcessTable(DataTable[Text]):
         self._owners = False  # the OWNER column is shown (a row has an owner)
         self._order: list[str] = []
         self._cells: dict[str, RowCells] = {}
+        # Row key -> (the row, tagged, its cells) as last made: the same row object
+        # (the app makes a snapshot's rows once) keeps its cells until the columns change.
+        self._made: dict[str, tuple[ProcRow, bool, RowCells]] = {}
         self.rows_by_key: dict[str, ProcRow] = {}
         self.last_update = "none"  # "skip" | "cells" | "rebuild": what the last show() did
         self._styles: dict[str, Style] = {}
@@ -83,6 +86,7 @@ class ProcessTable(DataTable[Text]):
         self.clear(columns=True)
         self._order = []
         self._cells = {}
+        self._made = {}
         for i, (col_key, label) in enumerate(self._labels(sort_key, reverse).items()):
             self.add_column(label, width=self._widths[col_key] + (i > 0), key=col_key)
         self._table_width = sum(c.get_render_width(self) for c in self.ordered_columns)
@@ -130,6 +134,14 @@ class ProcessTable(DataTable[Text]):
             cells.append((text, style))
         return tuple(cells)
 
+    def _cells_of(
+        self, row: ProcRow, tagged: bool, cols: Sequence[Column]
+    ) -> tuple[ProcRow, bool, RowCells]:
+        made = self._made.get(row.key)
+        if made is not None and made[0] is row and made[1] == tagged:
+            return made
+        return row, tagged, self._row_cells(row, tagged, cols)
+
     def _text(self, cell: Cell) -> Text:
         text, style = cell
         return Text(text, style=self._styles.get(style, Style()), no_wrap=True, end="")
@@ -146,7 +158,9 @@ class ProcessTable(DataTable[Text]):
             self.configure(width, compact=compact, sort_key=sort_key, reverse=reverse)
         order = [r.key for r in rows]
         cols = visible_columns(self._compact, self._owners)
-        cells = {r.key: self._row_cells(r, r.key in tagged, cols) for r in rows}
+        made = {r.key: self._cells_of(r, r.key in tagged, cols) for r in rows}
+        self._made = made
+        cells = {key: m[2] for key, m in made.items()}
         self.rows_by_key = {r.key: r for r in rows}
         reordered = (
             order != self._order and self.row_count == len(order) and set(order) == set(self._order)

@@ -43,7 +43,6 @@ COLUMNS: tuple[Column, ...] = (
     Column("owner", "OWNER", 30, 0),  # compact: the start of COMMAND
     Column("command", "COMMAND", 0, 0),  # takes the rest of the width
 )
-SORT_KEYS = ("gpu", "pid", "user", "mem", "sm", "cpu", "rss", "read", "time", "command")
 MIN_COMMAND_WIDTH = 12
 
 
@@ -95,19 +94,24 @@ class ProcRow:
         return _CELL_TEXT[key](self)
 
     def sort_value(self, key: str) -> float | str | None:
-        values: dict[str, float | str | None] = {
-            "gpu": -1 if self.gpu is None else self.gpu,
-            "pid": self.pid,
-            "user": self.user.lower() if self.user else None,
-            "mem": self.gpu_memory,
-            "sm": self.sm_percent,
-            "cpu": self.cpu_percent,
-            "rss": self.rss,
-            "read": self.read_bytes_per_s,
-            "time": self.elapsed,
-            "command": self.command.lower() if self.visible is not False else None,
-        }
-        return values[key]
+        return _SORT_VALUE[key](self)
+
+
+#: Column key -> the value its sort orders by (None: unknown, always last).
+_SORT_VALUE: dict[str, Callable[[ProcRow], float | str | None]] = {
+    "gpu": lambda r: -1 if r.gpu is None else r.gpu,
+    "pid": lambda r: r.pid,
+    "user": lambda r: r.user.lower() if r.user else None,
+    "mem": lambda r: r.gpu_memory,
+    "sm": lambda r: r.sm_percent,
+    "cpu": lambda r: r.cpu_percent,
+    "rss": lambda r: r.rss,
+    "read": lambda r: r.read_bytes_per_s,
+    "time": lambda r: r.elapsed,
+    "command": lambda r: r.command.lower() if r.visible is not False else None,
+}
+#: The columns a sort can order by, in the order the sort key steps through them.
+SORT_KEYS = tuple(_SORT_VALUE)
 
 
 #: Column key -> its cell's text (the layout-dependent MEM and COMMAND aside).
@@ -235,9 +239,11 @@ def matches(row: ProcRow, text: str) -> bool:
 def sort_rows(rows: Sequence[ProcRow], key: str, reverse: bool = False) -> list[ProcRow]:
     """Sort by ``key``; unknown values (None) always last; ties by (gpu, pid)."""
     placed = sorted(rows, key=lambda r: (r.gpu if r.gpu is not None else -1, r.pid))
-    known = [r for r in placed if r.sort_value(key) is not None]
-    known.sort(key=lambda r: r.sort_value(key), reverse=reverse)  # type: ignore[arg-type,return-value]
-    return known + [r for r in placed if r.sort_value(key) is None]
+    value = _SORT_VALUE[key]
+    valued = [(value(r), r) for r in placed]  # each row's value once
+    known = [(v, r) for v, r in valued if v is not None]
+    known.sort(key=lambda vr: vr[0], reverse=reverse)
+    return [r for _, r in known] + [r for v, r in valued if v is None]
 
 
 def table_rows(

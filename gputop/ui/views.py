@@ -8,6 +8,7 @@ from gputop.ui.header_view import header_parts as header_parts
 from gputop.ui.host_view import host_lines as host_lines
 from gputop.ui.parts import Parts as Parts
 from gputop.ui.process_view import SORT_KEYS as SORT_KEYS
+from gputop.ui.process_view import ProcRow as ProcRow
 from gputop.ui.process_view import process_notes as process_notes
 from gputop.ui.process_view import process_rows as process_rows
 from gputop.ui.process_view import table_rows as table_rows

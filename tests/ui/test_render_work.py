@@ -72,3 +72,43 @@ async def test_an_update_of_many_rows_resolves_the_columns_once(
         assert rows >= 8 and app.table.last_update == "cells"
         # once for the cells, once to update them in place: not once per row
         assert len(calls) == 2
+
+
+async def test_a_key_on_the_same_snapshot_makes_no_row_or_cell_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sort, reverse and filter order the rows of the snapshot shown: its rows are made
+    once, and each row's cells once, however often the keys re-render it."""
+    from gputop.ui import views
+
+    first = fx.multi_gpu_snapshot(8)
+    app = GpuTopApp(snapshots=[first])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        made_rows: list[object] = []
+        made_cells: list[object] = []
+        rows_of, cells_of = views.process_rows, process_table.ProcessTable._row_cells
+
+        def counting_rows(snapshot: Any) -> Any:
+            made_rows.append(snapshot)
+            return rows_of(snapshot)
+
+        def counting_cells(self: Any, row: Any, *args: Any) -> Any:
+            made_cells.append(row)
+            return cells_of(self, row, *args)
+
+        monkeypatch.setattr(views, "process_rows", counting_rows)
+        monkeypatch.setattr(process_table.ProcessTable, "_row_cells", counting_cells)
+        before = [str(r.key.value) for r in app.table.ordered_rows]
+        for key in ("s", "s", "r"):
+            await pilot.press(key)
+            await pilot.pause()
+        assert [str(r.key.value) for r in app.table.ordered_rows] != before  # re-sorted
+        assert (made_rows, made_cells) == ([], [])
+        await pilot.press("space")  # tag the cursor's row: that row's cells only, once
+        await pilot.pause()
+        assert len(made_cells) == 1 and len(app.tagged) == 1
+        made_cells.clear()
+        second = _later(first, 61.0)  # a new snapshot: its rows and cells are made
+        app.apply_snapshot(second, (first, second))
+        assert made_rows == [second] and len(made_cells) == app.table.row_count >= 8
