@@ -27,19 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_ui import (  # noqa: E402
-    cpu_seconds,
-    memory_mib,
-    scenario_for,
-    start_pane,
-    tmux,
-    wait_first_frame,
-    warm_bytecode,
-)
+from bench import bench_ui as ui  # noqa: E402
+from gputop.ui.app import HISTORY  # noqa: E402  (the dashboard's history, in snapshots)
 from tests.fakenvml import subprocess_env  # noqa: E402
-
-#: The dashboard's history, in snapshots (gputop.ui.app.HISTORY, read without importing it).
-HISTORY = 3600
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,17 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     children = [subprocess.Popen(["sleep", "7200"]) for _ in range(8 * args.per_gpu)]
     try:
         with tempfile.TemporaryDirectory(prefix="gputop-bench-mem-") as tmp:
-            path = scenario_for([c.pid for c in children], args.per_gpu).write(
+            path = ui.scenario_for([c.pid for c in children], args.per_gpu).write(
                 Path(tmp) / "scenario.txt"
             )
             env = subprocess_env(path)
             env["PYTHONPATH"] = str(ROOT)
-            warm_bytecode(env, Path(tmp) / "pycache", "nvitop")
+            ui.warm_bytecode(env, Path(tmp) / "pycache", "nvitop")
             py = shlex.quote(sys.executable)
             command = f"env -u PYTHONDONTWRITEBYTECODE {py} -m gputop --interval {args.interval:g}"
-            pane = start_pane("gputop", command, env, (200, 50))
+            pane = ui.start_pane("gputop", command, env, (200, 50))
             try:
-                wait_first_frame(pane)
+                ui.wait_first_frame(pane)
                 if pane.note:
                     print(f"gputop: {pane.note}", file=sys.stderr)
                     return 1
@@ -74,13 +64,13 @@ def main(argv: list[str] | None = None) -> int:
                 head = (("seconds", 8), ("ticks <=", 9), ("RSS MiB", 8))
                 head += (("peak MiB", 9), ("CPU %", 6))
                 print("  " + " ".join(f"{name:>{width}}" for name, width in head))
-                last_cpu, last_t = cpu_seconds(pane.pid), time.monotonic()
+                last_cpu, last_t = ui.cpu_seconds(pane.pid), time.monotonic()
                 end = pane.started + 60 * args.minutes
                 while time.monotonic() < end:
                     time.sleep(min(args.every, max(0.0, end - time.monotonic())))
                     now = time.monotonic()
-                    rss, peak = memory_mib(pane.pid)
-                    cpu = cpu_seconds(pane.pid)
+                    rss, peak = ui.memory_mib(pane.pid)
+                    cpu = ui.cpu_seconds(pane.pid)
                     elapsed = now - pane.started
                     print(
                         f"  {elapsed:8.0f} {min(int(elapsed / args.interval), 10**9):9d} "
@@ -91,12 +81,12 @@ def main(argv: list[str] | None = None) -> int:
                     last_cpu, last_t = cpu, now
                 print(f"  load average at the end {os.getloadavg()[0]:.2f}")
             finally:
-                tmux("kill-session", "-t", pane.session, check=False)
+                ui.tmux("kill-session", "-t", pane.session, check=False)
     finally:
         for c in children:
             c.kill()
             c.wait()
-        tmux("kill-server", check=False)
+        ui.tmux("kill-server", check=False)
     return 0
 
 
