@@ -118,17 +118,17 @@ async def run_one(cfg: Config, ticks: int, interval: float, presses: int, tmp: P
                 key_event.set_sender(app)
                 assert app._driver is not None
                 app._driver.send_message(key_event)
-                wanted: dict[tuple[int, str], list[str]] = {}
+                wanted_for: tuple[Any, str] | None = None
+                want: list[str] = []
                 while True:
                     key = app.sort_key
                     snap = app.snapshot
                     if key != before and snap is not None:
                         # once per (snapshot, key): at 1,024 rows, working the order out
                         # at every poll would take the app's own thread from it
-                        if (id(snap), key) not in wanted:
+                        if wanted_for is None or wanted_for[0] is not snap or wanted_for[1] != key:
                             rows = views.table_rows(views.process_rows(snap), sort_key=key)
-                            wanted = {(id(snap), key): [r.key for r in rows]}
-                        want = wanted[(id(snap), key)]
+                            wanted_for, want = (snap, key), [r.key for r in rows]
                         got = [str(r.key.value) for r in app.table.ordered_rows]
                         arrows = [
                             str(c.key.value)

@@ -52,9 +52,10 @@ class ProcessTable(DataTable[Text]):
         self._owners = False  # the OWNER column is shown (a row has an owner)
         self._order: list[str] = []
         self._cells: dict[str, RowCells] = {}
-        # Row key -> (the row, tagged, its cells) as last made: the same row object
-        # (the app makes a snapshot's rows once) keeps its cells until the columns change.
-        self._made: dict[str, tuple[ProcRow, bool, RowCells]] = {}
+        # Row key -> (the row, tagged) its cells in _cells were made from: the same row
+        # object (the app makes a snapshot's rows once) keeps its cells until the columns
+        # change.
+        self._made: dict[str, tuple[ProcRow, bool]] = {}
         self.rows_by_key: dict[str, ProcRow] = {}
         self.last_update = "none"  # "skip" | "cells" | "rebuild": what the last show() did
         self._styles: dict[str, Style] = {}
@@ -134,13 +135,11 @@ class ProcessTable(DataTable[Text]):
             cells.append((text, style))
         return tuple(cells)
 
-    def _cells_of(
-        self, row: ProcRow, tagged: bool, cols: Sequence[Column]
-    ) -> tuple[ProcRow, bool, RowCells]:
-        made = self._made.get(row.key)
-        if made is not None and made[0] is row and made[1] == tagged:
-            return made
-        return row, tagged, self._row_cells(row, tagged, cols)
+    def _cells_of(self, row: ProcRow, tagged: bool, cols: Sequence[Column]) -> RowCells:
+        made, cells = self._made.get(row.key), self._cells.get(row.key)
+        if made is not None and cells is not None and made[0] is row and made[1] == tagged:
+            return cells
+        return self._row_cells(row, tagged, cols)
 
     def _text(self, cell: Cell) -> Text:
         text, style = cell
@@ -158,9 +157,9 @@ class ProcessTable(DataTable[Text]):
             self.configure(width, compact=compact, sort_key=sort_key, reverse=reverse)
         order = [r.key for r in rows]
         cols = visible_columns(self._compact, self._owners)
-        made = {r.key: self._cells_of(r, r.key in tagged, cols) for r in rows}
+        made = {r.key: (r, r.key in tagged) for r in rows}
+        cells = {key: self._cells_of(row, mark, cols) for key, (row, mark) in made.items()}
         self._made = made
-        cells = {key: m[2] for key, m in made.items()}
         self.rows_by_key = {r.key: r for r in rows}
         reordered = (
             order != self._order and self.row_count == len(order) and set(order) == set(self._order)
