@@ -87,6 +87,7 @@ def _non_reader(port: int, data: bytes) -> socket.socket:
     s.settimeout(30)
     s.connect(("127.0.0.1", port))
     s.sendall(data)
+    s.setblocking(False)  # so that _settled only looks (with a timeout it would wait)
     return s
 
 
@@ -125,7 +126,8 @@ def _hostile_wave(port: int, data: bytes, how: str) -> None:
             if how == "half-close":
                 s.shutdown(socket.SHUT_WR)  # half-open: sent all, reads no more
             elif how == "read a little":
-                s.recv(10, socket.MSG_DONTWAIT)  # what is there yet, if anything
+                s.setblocking(False)  # (with a timeout, Python would wait for a byte)
+                s.recv(10)  # what is there yet, if anything
     finally:
         _reset(s)
 
