@@ -279,3 +279,22 @@ def test_random_requests_and_closes_never_print_and_scrapes_go_on() -> None:
             raise AssertionError(
                 f"seed {seed} (GPUTOP_FUZZ_SEED): {err.getvalue()[-2000:]}"
             ) from exc
+
+
+def test_an_unexpected_error_of_a_connection_is_one_line_said_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not a traceback per connection (socketserver's default): one line per kind."""
+
+    def boom(self: _Handler) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(_Handler, "_get", boom)
+    err = io.StringIO()
+    with _serving() as server, contextlib.redirect_stderr(err):
+        for _ in range(3):
+            assert _scrape(int(server.server_address[1])) == b""  # closed, no answer
+        _wait_until(lambda: not server._open, "every connection handled and closed")
+    assert err.getvalue() == (
+        "gputop export: a connection failed: RuntimeError: boom (said once; later ones are not)\n"
+    )
