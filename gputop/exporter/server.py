@@ -172,9 +172,9 @@ class _Server(ThreadingHTTPServer):
         self._handoff: queue.SimpleQueue[tuple[Any, Any] | None] = queue.SimpleQueue()
         self._closed = False
         self._open: dict[Any, _Conn] = {}  # every connection not yet closed
-        #: Connections closed for the client's fault (reset, too slow, not reading, bad
-        #: request): never a traceback, only counted; and the unexpected errors, by type,
-        #: each said once on stderr.
+        #: Connections that failed for the client's fault (a reset, a broken pipe, a read
+        #: or write past its deadline): never a traceback, only counted; and the kinds of
+        #: unexpected error already said on stderr (each once).
         self.client_faults = 0
         self.evicted = 0
         self._said: set[str] = set()
