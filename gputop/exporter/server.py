@@ -5,13 +5,17 @@ per tick (docs/exporter.md, "How it works")."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gzip
 import queue
 import socket
+import struct
 import sys
+import termios
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -97,6 +101,47 @@ def make_registry(state: ExportState) -> CollectorRegistry:
     return registry
 
 
+#: Connections open at once; past it the worst offender among the others is closed
+#: (the most answer bytes its client left unread, then the longest stuck or idle), never
+#: the newcomer, so slow, stuck or non-reading clients cannot pile up threads or starve
+#: a real scrape (which is answered in milliseconds).
+MAX_CONNECTIONS = 64
+#: Seconds a connection may wait for its request: per read, and in all when a new
+#: connection comes.
+REQUEST_SECONDS = 10.0
+#: Seconds one answer may take to write in all; a client that does not read it by then
+#: is dropped, with whatever it pipelined behind it.
+WRITE_SECONDS = 10.0
+#: Requests answered on one kept-alive connection; the last says "Connection: close".
+#: Bounds what one pipelining client gets from one connection.
+MAX_REQUESTS_PER_CONNECTION = 100
+
+_IDLE, _ANSWERING, _WRITING = 0, 1, 2
+#: Linux's ioctl for the bytes sent that the peer has not acknowledged (not read).
+_OUTQ: int | None = getattr(termios, "TIOCOUTQ", None)
+
+
+def _unread(sock: Any) -> int:
+    """Bytes of our answers still queued to ``sock``'s peer (0 when unknown)."""
+    if _OUTQ is None:
+        return 0  # pragma: no cover
+    try:
+        out = fcntl.ioctl(sock.fileno(), _OUTQ, b"\0\0\0\0")
+    except (OSError, ValueError):
+        return 0
+    return int(struct.unpack("i", out)[0])
+
+
+@dataclass
+class _Conn:
+    """One open connection: what its thread does now, since when, and how many requests
+    it has read."""
+
+    state: int
+    since: float
+    requests: int = 0
+
+
 class _Server(ThreadingHTTPServer):
     """A thread per connection, but one whose connection ended waits a while for the next
     (no thread start per scrape); with none idle, a new one starts."""
@@ -107,12 +152,10 @@ class _Server(ThreadingHTTPServer):
     #: Idle handler threads kept, and how long each waits for a connection.
     keep_idle = 4
     idle_seconds = 60.0
-    #: Connections open at once; past it the one idle longest is closed, so slow or
-    #: stuck clients cannot pile up threads (a scrape is answered in milliseconds).
-    max_connections = 64
-    #: Seconds a connection may wait for its request: per read, and in all when a new
-    #: connection comes.
-    request_seconds = 10.0
+    max_connections = MAX_CONNECTIONS
+    request_seconds = REQUEST_SECONDS
+    write_seconds = WRITE_SECONDS
+    max_requests = MAX_REQUESTS_PER_CONNECTION
 
     def __init__(self, address: tuple[str, int], state: ExportState) -> None:
         if ":" in address[0]:  # IPv6 literal
@@ -128,42 +171,92 @@ class _Server(ThreadingHTTPServer):
         self._idle = 0  # threads waiting on _handoff, each for one connection
         self._handoff: queue.SimpleQueue[tuple[Any, Any] | None] = queue.SimpleQueue()
         self._closed = False
-        # Open connections, longest idle first: since when idle (None while answered).
-        self._open: dict[Any, float | None] = {}
+        self._open: dict[Any, _Conn] = {}  # every connection not yet closed
+        #: Connections that failed for the client's fault (a reset, a broken pipe, a read
+        #: or write past its deadline): never a traceback, only counted; and the kinds of
+        #: unexpected error already said on stderr (each once).
+        self.client_faults = 0
+        self.evicted = 0
+        self._said: set[str] = set()
         super().__init__(address, _Handler)
 
-    def active(self, connection: Any, answering: bool) -> bool:
-        """A request was read (``answering``) or answered: the connection moves last.
-        False when it was closed meanwhile (for want of room, or too slow)."""
+    def request_read(self, connection: Any) -> int | None:
+        """A request was read: how many this connection has read, or None when it was
+        closed meanwhile (for want of room, or too slow): then it gets no answer."""
         with self._pool_lock:
-            if connection not in self._open:
-                return False
-            del self._open[connection]
-            self._open[connection] = None if answering else time.monotonic()
-            return True
+            conn = self._open.get(connection)
+            if conn is None:
+                return None
+            conn.state, conn.since = _ANSWERING, time.monotonic()
+            conn.requests += 1
+            return conn.requests
+
+    def moved(self, connection: Any, state: int) -> None:
+        """The connection's thread begins writing (``_WRITING``) or waits for the next
+        request (``_IDLE``)."""
+        with self._pool_lock:
+            conn = self._open.get(connection)
+            if conn is not None:
+                conn.state, conn.since = state, time.monotonic()
 
     def shutdown_request(self, request: Any) -> None:
         with self._pool_lock:
             self._open.pop(request, None)
         super().shutdown_request(request)
 
+    def _offence(self, sock: Any, conn: _Conn, now: float) -> tuple[int, int, float]:
+        """How badly a connection holds its place: the answer bytes its client left
+        unread, then stuck in a write, then how long in that state (a connection being
+        answered, for which gputop is at work, least)."""
+        age = 0.0 if conn.state == _ANSWERING else now - conn.since
+        return (_unread(sock), conn.state == _WRITING, age)
+
+    def _evict(self, sock: Any) -> None:
+        del self._open[sock]  # its thread sees the end of the stream, or its write fails
+        self.evicted += 1
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
     def process_request(self, request: Any, client_address: Any) -> None:
         now = time.monotonic()
         job = (request, client_address)
         with self._pool_lock:
-            self._open[request] = now
-            over = len(self._open) - self.max_connections
-            for conn, since in list(self._open.items()):
-                if since is not None and (over > 0 or since < now - self.request_seconds):
-                    over -= 1
-                    del self._open[conn]  # its thread sees the end of the stream and ends
-                    with contextlib.suppress(OSError):
-                        conn.shutdown(socket.SHUT_RDWR)
+            for sock, conn in list(self._open.items()):  # idle too long
+                if conn.state == _IDLE and conn.since < now - self.request_seconds:
+                    self._evict(sock)
+            over = len(self._open) + 1 - self.max_connections
+            if over > 0:  # the worst offenders make room, never the newcomer
+                ranked = sorted(
+                    self._open.items(),
+                    key=lambda item: self._offence(item[0], item[1], now),
+                    reverse=True,
+                )
+                for sock, _conn in ranked[:over]:
+                    self._evict(sock)
+            self._open[request] = _Conn(_IDLE, now)
             if self._idle:
                 self._idle -= 1  # that thread is now promised this connection
                 self._handoff.put(job)
                 return
         threading.Thread(target=self._handle, args=(job,), name=HANDLER, daemon=True).start()
+
+    def client_fault(self) -> None:
+        with self._pool_lock:
+            self.client_faults += 1
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection's handling raised: a client's fault (reset, timeout) is counted;
+        anything else is one line on stderr per kind of error, never a traceback."""
+        exc = sys.exc_info()[1]
+        with self._pool_lock:
+            if isinstance(exc, OSError):
+                self.client_faults += 1
+                return
+            what = type(exc).__name__
+            if what in self._said:
+                return
+            self._said.add(what)
+        warn(f"a connection failed: {what}: {exc} (said once; later ones are not)")
 
     def _handle(self, job: tuple[Any, Any] | None) -> None:
         while job is not None:
@@ -216,16 +309,20 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
-    timeout = _Server.request_seconds  # a read or a write that waits longer ends it
+    timeout = REQUEST_SECONDS  # a read that waits longer ends the connection
+    _served = 0  # requests this connection has read, this one included
+    _headers_buffer: list[bytes]
 
     def do_GET(self) -> None:
-        if not self.server.active(self.connection, True):
+        served = self.server.request_read(self.connection)
+        if served is None:
             self.close_connection = True  # what it read was cut off: no answer
             return
+        self._served = served
         try:
             self._get()
         finally:
-            self.server.active(self.connection, False)
+            self.server.moved(self.connection, _IDLE)
 
     def _get(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -253,10 +350,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         if gzipped:
             self.send_header("Content-Encoding", "gzip")
-        with contextlib.suppress(OSError):  # the client went away, or was too slow
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
+        if self._served >= self.server.max_requests:
+            self.send_header("Connection", "close")  # and close_connection is set
+        # The head and the body in one write, under one deadline for the whole answer.
+        payload = b"".join(self._headers_buffer) + b"\r\n"
+        self._headers_buffer = []
+        if self.command != "HEAD":
+            payload += data
+        self.server.moved(self.connection, _WRITING)
+        try:
+            self.connection.settimeout(self.server.write_seconds)
+            self.wfile.write(payload)
+            self.connection.settimeout(self.timeout)
+        except OSError:  # gone, reset, or not reading: nothing more for this client
+            self.close_connection = True
+            self.server.client_fault()
 
     do_HEAD = do_GET
 
