@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from gputop import __version__, argtypes, encoding, output
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.argtypes import EXIT_FAILURE, EXIT_OK, MAX_INTERVAL, MIN_INTERVAL, Parser, ascii_whole
+from gputop.argtypes import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    MAX_INTERVAL,
+    MIN_INTERVAL,
+    Parser,
+    ascii_whole,
+    shorten,
+)
 from gputop.argtypes import EXIT_USAGE as EXIT_USAGE  # the exit codes are all here
 from gputop.config import (
     Config,
@@ -56,7 +64,7 @@ SUBCOMMANDS: dict[str, str] = {
 def _count(text: str) -> int:
     value = ascii_whole(text)
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: at least 1 expected")
+        raise argparse.ArgumentTypeError(f"{shorten(text)}: at least 1 expected")
     return value
 
 
