@@ -112,8 +112,8 @@ def canonical_key(key: str) -> str | None:
     produces it. A key: a printable ASCII character (alone: Textual names it itself), a
     letter or digit, or one of :data:`NAMED_KEYS` or :data:`CHARACTER_NAMES`' names,
     after modifiers from :data:`MODIFIERS`."""
-    head, _, base = ("", "", key) if key == "+" else key.rpartition("+")
-    mods = head.split("+") if head else []
+    head, plus, base = ("", "", key) if key == "+" else key.rpartition("+")
+    mods = head.split("+") if plus else []
     order = [MODIFIERS.index(m) if m in MODIFIERS else -1 for m in mods]
     if -1 in order or order != sorted(set(order)):
         return None
