@@ -124,3 +124,19 @@ def test_an_output_that_refuses_writes_is_one_line_and_exit_1(tmp_path: Path) ->
         1,
         "gputop: cannot write to standard output: Bad file descriptor\n",
     )
+
+
+@pytest.mark.parametrize("name", ["json", "stream", "replay range"])
+def test_a_terminal_gone_is_one_line_and_exit_1(recording: Path, name: str) -> None:
+    """stdout a pty whose master side is closed (the terminal went away): every write
+    fails with EIO."""
+    master, slave = os.openpty()
+    os.close(master)
+    try:
+        r = _run(_commands(recording)[name], slave)
+    finally:
+        os.close(slave)
+    assert (r.returncode, r.stderr) == (
+        1,
+        "gputop: cannot write to standard output: Input/output error\n",
+    )
