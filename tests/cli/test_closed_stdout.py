@@ -38,7 +38,7 @@ def _commands(recording: Path) -> dict[str, list[str]]:
 
 NAMES = ["once", "json", "stream", "replay once json", "replay once", "replay range"]
 FULL = "gputop: cannot write to standard output: No space left on device\n"
-HELP = [["--help"], ["--version"], ["record", "--help"], ["replay", "--help"], ["export", "-h"]]
+HELP = [["--help"], ["--version"], *([c, "-h"] for c in ("record", "replay", "export", "fleet"))]
 
 
 def _run(args: list[str], stdout: int | None) -> subprocess.CompletedProcess[str]:
