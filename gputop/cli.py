@@ -169,7 +169,7 @@ def entry() -> int:
         try:
             status = main()
         except SystemExit:
-            if guard.failure is None and guard.written:
+            if guard.failure is None:
                 guard.flush()  # argparse's --help and --version: still buffered
             if guard.failure is None:
                 raise  # an exit that lost nothing (argparse's usage errors go to stderr)

@@ -30,10 +30,8 @@ class Guard:
     def __init__(self, out: TextIO | None) -> None:
         self.out = out
         self.failure: OSError | None = None
-        self.written = False  # anything was asked to be written
 
     def write(self, text: str) -> int:
-        self.written = True
         if self.out is None:
             raise self._failed(OSError(errno.EBADF, "standard output is closed"))
         try:
