@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import importlib
-import io
 import os
-import select
 import sys
 import threading
 import time
@@ -19,9 +16,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from gputop import __version__, argtypes, encoding
+from gputop import __version__, argtypes, encoding, output
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.argtypes import EXIT_FAILURE, EXIT_OK, MAX_INTERVAL, MIN_INTERVAL, Parser, ascii_whole
+from gputop.argtypes import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    MAX_INTERVAL,
+    MIN_INTERVAL,
+    Parser,
+    ascii_whole,
+    shorten,
+)
 from gputop.argtypes import EXIT_USAGE as EXIT_USAGE  # the exit codes are all here
 from gputop.config import (
     Config,
@@ -59,7 +64,7 @@ SUBCOMMANDS: dict[str, str] = {
 def _count(text: str) -> int:
     value = ascii_whole(text)
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: at least 1 expected")
+        raise argparse.ArgumentTypeError(f"{shorten(text)}: at least 1 expected")
     return value
 
 
@@ -153,46 +158,28 @@ def _output_never_fails() -> None:
         out.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
 
 
-class OutputClosed(OSError):
-    """Standard output was closed before gputop started (``>&-``)."""
-
-
-class _ClosedStdout(io.TextIOBase):
-    """``sys.stdout`` when there is none: the first write ends the command, said once.
-    ``lost``: a write came (argparse's ``--help`` swallows the error, so it is kept)."""
-
-    encoding = "utf-8"
-    lost = False
-
-    def write(self, text: str) -> int:
-        self.lost = True
-        raise OutputClosed(errno.EBADF, "standard output is closed")
-
-
 def entry() -> int:
     """The ``gputop`` command: :func:`main`, then, after a dashboard, straight out (no
     slow teardown of the UI; a thread stuck in a hung NVML call cannot hold the process).
-    A closed stdout is one line and exit 1; a reader gone (``| head``) ends quietly."""
-    closed = _ClosedStdout() if sys.stdout is None else None
-    if closed is not None:
-        sys.stdout = cast(TextIO, closed)
+    A failure of stdout is one line and exit 1; a reader gone (``| head``) ends quietly
+    (:mod:`gputop.output`, the one home of both)."""
+    guard = output.Guard(sys.stdout)
+    sys.stdout = cast(TextIO, guard)
     try:
-        status = main()
-    except (OutputClosed, SystemExit) as exc:
-        if isinstance(exc, SystemExit) and (closed is None or not closed.lost):
-            raise  # an exit that lost nothing (argparse's usage errors go to stderr)
-        if sys.stderr is not None:
-            print("gputop: standard output is closed; nothing written", file=sys.stderr)
-        return EXIT_FAILURE
-    except BrokenPipeError:
-        poll = select.poll()  # stdout's reader gone: the poll of fd 1 says error
-        poll.register(1, select.POLLOUT)
-        if not any(events & select.POLLERR for _, events in poll.poll(0)):
-            raise  # another pipe than stdout: a bug to see
-        from gputop.stream import silence
-
-        silence(sys.stdout)
-        return EXIT_OK
+        try:
+            status = main()
+        except SystemExit:
+            if guard.failure is None:
+                guard.flush()  # argparse's --help and --version: still buffered
+            if guard.failure is None:
+                raise  # an exit that lost nothing (argparse's usage errors go to stderr)
+        else:
+            if guard.failure is None:
+                guard.flush()
+    except output.OutputFailed:
+        pass
+    if guard.failure is not None:
+        return output.report(guard, "gputop", stderr=sys.stderr)
     terminal = sys.modules.get("gputop.ui.terminal")  # imported only by a dashboard
     if terminal is not None and terminal.ended() is not None:
         for stream in (sys.stdout, sys.stderr):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,8 +17,9 @@ from typing import Any
 from gputop.analysis.thresholds import ThresholdError, Thresholds
 from gputop.argtypes import MAX_INTERVAL as MAX_INTERVAL  # re-exported for the commands
 from gputop.argtypes import MIN_INTERVAL as MIN_INTERVAL
+from gputop.argtypes import echo, shorten
 from gputop.fmt import clean_text
-from gputop.keys import KEYS, RESERVED
+from gputop.keys import KEYS, RESERVED, canonical_key
 
 DEFAULT_INTERVAL = 1.0
 #: A settings file is a few hundred bytes: larger is refused.
@@ -27,8 +27,6 @@ MAX_CONFIG_BYTES = 1 << 20
 
 _KEYS = ("readonly", "interval", "window", "theme", "thresholds", "fleet", "keys")
 _FLEET_KEYS = ("hosts", "remote_command", "ssh_config")
-#: A key as Textual names it: one printable character, or a name, after any modifiers.
-_KEY_NAME = re.compile(r"(?:(?:ctrl|shift|alt)\+)*(?:[a-z][a-z0-9_]+|[!-~])")
 
 
 class ConfigError(ValueError):
@@ -67,7 +65,7 @@ _THRESHOLD_ERROR_LIMIT = 2000
 def load_config(path: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
     explicit = path is not None
     file = Path(path) if path is not None else default_path(environ)
-    shown = _one_line(str(file))
+    shown = shorten(file)
     try:
         raw = _read_regular_file(file, shown)
     except FileNotFoundError:
@@ -122,12 +120,12 @@ def _number(key: str, value: Any) -> float:
 
 def _shown(value: Any) -> str:
     if isinstance(value, str):
-        return repr(_one_line(value)[:40])
+        return echo(value)
     if isinstance(value, dict):
         return "a table"
     if isinstance(value, list):
         return "a list"
-    return _one_line(repr(value))[:40]
+    return shorten(repr(value))
 
 
 def _interval(value: Any, key: str = "interval") -> float:
@@ -172,8 +170,9 @@ def _from_mapping(data: Mapping[str, Any]) -> Config:
         raise ConfigError(f"thresholds must be a table ([thresholds]), not {_shown(table)}")
     for name, value in table.items():
         if isinstance(value, bool) or not isinstance(value, int | float):
-            shown_name = _one_line(str(name))[:40]
-            raise ConfigError(f"[thresholds] {shown_name}: expected a number, not {_shown(value)}")
+            raise ConfigError(
+                f"[thresholds] {shorten(name)}: expected a number, not {_shown(value)}"
+            )
     try:
         thresholds = Thresholds.from_overrides(table)
     except ThresholdError as exc:
@@ -209,9 +208,8 @@ def check_theme(config: Config) -> None:
     from textual.theme import BUILTIN_THEMES  # only when a theme is asked for
 
     if theme not in BUILTIN_THEMES:
-        shown = theme if len(theme) <= 40 else theme[:40] + "…"
         raise ConfigError(
-            f"--theme: unknown theme {shown!r} (from --theme or the config file); "
+            f"--theme: unknown theme {echo(theme)} (from --theme or the config file); "
             f"known: {', '.join(sorted(BUILTIN_THEMES))}"
         )
 
@@ -262,25 +260,35 @@ def _fleet(table: Any) -> dict[str, Any]:
 
 
 def _keys(table: Any) -> tuple[tuple[str, str], ...]:
-    """``[keys]``: action = key, each key free (not another action's, not reserved)."""
+    """``[keys]``: action = key, each a key some key press produces (by Textual's names,
+    :func:`gputop.keys.canonical_key`), free (not another action's, not reserved)."""
     if not isinstance(table, dict):
         raise ConfigError(f"keys must be a table ([keys]), not {_shown(table)}")
     names = [k.id for k in KEYS]
+
+    def same(key: str) -> str:  # "?" and "question_mark" are one key
+        return canonical_key(key) or key
+
+    reserved = {same(key) for key in RESERVED}
     taken = {
-        key: k.id for k in KEYS if k.id not in table for key in [*k.keys.split(","), k.display]
+        same(key): k.id
+        for k in KEYS
+        if k.id not in table
+        for key in [*k.keys.split(","), k.display]
     }
     for name, key in table.items():
         if name not in names:
             raise ConfigError(f"[keys] unknown action {_shown(name)}; known: {', '.join(names)}")
-        if not isinstance(key, str) or not _KEY_NAME.fullmatch(key):
+        if not isinstance(key, str) or canonical_key(key) is None:
             raise ConfigError(
                 f'[keys] {name} must be a key such as "h", "ctrl+o" or "f2", not {_shown(key)}'
+                " (a key's name as Textual gives it)"
             )
-        if key in RESERVED:
+        if same(key) in reserved:
             raise ConfigError(f"[keys] {name} = {key!r}: reserved ({', '.join(sorted(RESERVED))})")
-        if key in taken:
-            raise ConfigError(f"[keys] {name} = {key!r} is already the key of {taken[key]}")
-        taken[key] = name
+        if same(key) in taken:
+            raise ConfigError(f"[keys] {name} = {key!r} is already the key of {taken[same(key)]}")
+        taken[same(key)] = name
     return tuple(table.items())
 
 

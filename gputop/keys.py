@@ -53,6 +53,81 @@ _MOVES = ("tab", "up", "down", "left", "right", "pageup", "pagedown")
 RESERVED = frozenset([*"0123456789", "ctrl+c", "ctrl+z", "ctrl+p", *_MOVES])
 
 
+#: Textual's names of the keys that type no character (textual.keys.Keys, unmodified).
+NAMED_KEYS = frozenset(
+    [
+        *("escape", "enter", "tab", "space", "backspace", "insert", "delete"),
+        *("up", "down", "left", "right", "home", "end", "pageup", "pagedown"),
+        *(f"f{n}" for n in range(1, 25)),
+    ]
+)
+#: Textual's name of each printable ASCII character that is not a letter or a digit (a
+#: binding may give either; tests/cli/test_config.py checks them against Textual's).
+CHARACTER_NAMES: dict[str, str] = dict(
+    zip(
+        "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+        [
+            "exclamation_mark",
+            "quotation_mark",
+            "number_sign",
+            "dollar_sign",
+            "percent_sign",
+            "ampersand",
+            "apostrophe",
+            "left_parenthesis",
+            "right_parenthesis",
+            "asterisk",
+            "plus",
+            "comma",
+            "minus",
+            "full_stop",
+            "slash",
+            "colon",
+            "semicolon",
+            "less_than_sign",
+            "equals_sign",
+            "greater_than_sign",
+            "question_mark",
+            "at",
+            "left_square_bracket",
+            "backslash",
+            "right_square_bracket",
+            "circumflex_accent",
+            "underscore",
+            "grave_accent",
+            "left_curly_bracket",
+            "vertical_line",
+            "right_curly_bracket",
+            "tilde",
+        ],
+        strict=True,
+    )
+)
+#: What may come before a key, each once, in this order ("ctrl+shift+up").
+MODIFIERS = ("ctrl", "shift", "alt")
+
+
+def canonical_key(key: str) -> str | None:
+    """``key`` as Textual names it ("?" -> "question_mark"), or None when no key press
+    produces it. A key: a printable ASCII character (alone: Textual names it itself), a
+    letter or digit, or one of :data:`NAMED_KEYS` or :data:`CHARACTER_NAMES`' names,
+    after modifiers from :data:`MODIFIERS`."""
+    head, plus, base = ("", "", key) if key == "+" else key.rpartition("+")
+    mods = head.split("+") if plus else []
+    order = [MODIFIERS.index(m) if m in MODIFIERS else -1 for m in mods]
+    if -1 in order or order != sorted(set(order)):
+        return None
+    if len(base) == 1 and base.isascii() and base.isalnum():
+        name = base
+    elif len(base) == 1 and not mods and base in CHARACTER_NAMES:
+        name = CHARACTER_NAMES[base]  # Textual's bindings name a lone character themselves
+    elif base in NAMED_KEYS or base in CHARACTER_NAMES.values():
+        name = base
+    else:
+        return None
+    return "+".join([*mods, name])
+
+
 def remapped(overrides: Mapping[str, str], keys: tuple[Key, ...] = KEYS) -> tuple[Key, ...]:
     """``keys`` with ``[keys]`` applied (action name -> key, already checked)."""
     return tuple(

@@ -6,9 +6,7 @@ piling lines up in memory.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Collection
@@ -27,18 +25,6 @@ def json_line(doc: dict[str, Any]) -> str:
     return json.dumps(doc, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
-def silence(out: TextIO) -> None:
-    """Point a closed pipe's descriptor at /dev/null: the last flush at exit is quiet."""
-    try:
-        fd = out.fileno()
-        devnull = os.open(os.devnull, os.O_WRONLY)
-    except (AttributeError, OSError, ValueError):
-        return
-    with contextlib.suppress(OSError):
-        os.dup2(devnull, fd)
-    os.close(devnull)
-
-
 def run(
     sampler: Sampler,
     *,
@@ -50,7 +36,8 @@ def run(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Write lines until ``count`` lines or a closed pipe; 0, or 3 without a driver.
+    """Write lines until ``count`` lines; 0, or 3 without a driver (an OSError of ``out``
+    is raised).
     ``select``: the GPUs to keep, from the first snapshot (may exit for a bad --gpus)."""
     out = sys.stdout if out is None else out
     feed = Feed(thresholds)
@@ -77,12 +64,8 @@ def run(
         assert diagnosis is not None  # a stream's frames are always judged
         diagnosis = diagnosis.only(selection)
         line = json_line(to_json_dict(filter_gpus(snap, selection), diagnosis))
-        try:
-            out.write(line + "\n")
-            out.flush()
-        except BrokenPipeError:
-            silence(out)
-            return EXIT_OK
+        out.write(line + "\n")  # a failure is the command's to say (gputop.output)
+        out.flush()
         written += 1
         if count is not None and written >= count:
             return EXIT_OK if snap.driver.available else EXIT_NO_DRIVER

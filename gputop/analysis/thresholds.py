@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.argtypes import echo
+
 
 class ThresholdError(ValueError):
     """A bad threshold override: unknown name, unparsable value, out of range."""
@@ -118,7 +120,7 @@ class Thresholds:
             name = str(raw_name).strip().lower().replace("-", "_")
             if name not in known:
                 raise ThresholdError(
-                    f"unknown threshold {str(raw_name)[:64]!r}; known: "
+                    f"unknown threshold {echo(raw_name)}; known: "
                     + ", ".join(n.upper() for n in known)
                 )
             changes[name] = _parse_value(name, raw_value, known[name].type)
@@ -133,7 +135,7 @@ class Thresholds:
         for item in items:
             name, sep, value = item.partition("=")
             if not sep or not name.strip():
-                raise ThresholdError(f"bad threshold {item!r}: expected NAME=VALUE")
+                raise ThresholdError(f"bad threshold {echo(item)}: expected NAME=VALUE")
             overrides[name] = value
         return cls.from_overrides(overrides, base)
 
@@ -174,19 +176,19 @@ def _parse_value(name: str, value: Any, type_name: Any) -> float | int:
         text = value.strip()
         if not text.isascii():  # float() would take "９０" or "٩٠"
             raise ThresholdError(
-                f"{name.upper()}: expected a number in ASCII digits, got {value!r}"
+                f"{name.upper()}: expected a number in ASCII digits, got {echo(value)}"
             )
         try:
             number = float(text)
         except ValueError:
-            raise ThresholdError(f"{name.upper()}: expected a number, got {value!r}") from None
+            raise ThresholdError(f"{name.upper()}: expected a number, got {echo(value)}") from None
     else:
-        raise ThresholdError(f"{name.upper()}: expected a number, got {value!r}")
+        raise ThresholdError(f"{name.upper()}: expected a number, got {echo(value)}")
     if not math.isfinite(number):
-        raise ThresholdError(f"{name.upper()}: expected a finite number, got {value!r}")
+        raise ThresholdError(f"{name.upper()}: expected a finite number, got {echo(value)}")
     if type_name in ("int", int):
         if number != int(number):
-            raise ThresholdError(f"{name.upper()}: expected a whole number, got {value!r}")
+            raise ThresholdError(f"{name.upper()}: expected a whole number, got {echo(value)}")
         return int(number)
     return number
 

@@ -147,7 +147,10 @@ def parse_size(text: str) -> int:
     if not m:
         raise ValueError(f"not a size: {text!r} (e.g. 500M, 2G)")
     scale = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}[m.group(2).lower()]
-    value = int(float(m.group(1)) * scale)
+    number = float(m.group(1)) * scale
+    if not number < 2**63:  # 1e400 is inf to float(), which int() refuses with OverflowError
+        raise ValueError(f"not a size: {text!r} (too large)")
+    value = int(number)
     if value <= 0:
         raise ValueError(f"a size above 0 expected: {text!r}")
     return value

@@ -1,6 +1,7 @@
-"""A closed stdout (``>&-``) is one line on stderr and exit 1; a reader gone (a pipe
-with no reader, as after ``| head``) ends quietly with 0 (README, exit codes). Never a
-traceback. Each against the real command."""
+"""A closed stdout (``>&-``) or any other failure to write it (a full device, ``>
+/dev/full``) is one line on stderr and exit 1; a reader gone (a pipe with no reader, as
+after ``| head``) ends quietly with 0 (README, exit codes). Never a traceback. Each
+against the real command."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def _commands(recording: Path) -> dict[str, list[str]]:
 
 
 NAMES = ["once", "json", "stream", "replay once json", "replay once", "replay range"]
+FULL = "gputop: cannot write to standard output: No space left on device\n"
+HELP = [["--help"], ["--version"], *([c, "-h"] for c in ("record", "replay", "export", "fleet"))]
 
 
 def _run(args: list[str], stdout: int | None) -> subprocess.CompletedProcess[str]:
@@ -89,3 +92,51 @@ def test_closed_stdout_and_stderr_is_exit_1_and_nothing_else() -> None:
         preexec_fn=lambda: (os.close(1), os.close(2)),
     )
     assert r.returncode == 1
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_full_device_is_one_line_and_exit_1(recording: Path, name: str) -> None:
+    """``> /dev/full``: every write (or its flush) fails with ENOSPC."""
+    with open("/dev/full", "w") as full:
+        r = _run(_commands(recording)[name], full.fileno())
+    assert (r.returncode, r.stderr) == (1, FULL)
+
+
+@pytest.mark.parametrize("args", HELP)
+def test_help_into_a_full_device_is_one_line_and_exit_1(args: list[str]) -> None:
+    """The help is still buffered when argparse exits: the flush on the way out fails."""
+    with open("/dev/full", "w") as full:
+        r = _run(args, full.fileno())
+    assert (r.returncode, r.stderr) == (1, FULL)
+
+
+def test_an_output_that_refuses_writes_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """A descriptor opened read-only fails every write with EBADF: one line, exit 1,
+    whatever the error."""
+    target = tmp_path / "out"
+    target.write_text("")
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        r = _run(["--demo", "--stream", "--interval", "0.1", "--count", "3"], fd)
+    finally:
+        os.close(fd)
+    assert (r.returncode, r.stderr) == (
+        1,
+        "gputop: cannot write to standard output: Bad file descriptor\n",
+    )
+
+
+@pytest.mark.parametrize("name", ["json", "stream", "replay range"])
+def test_a_terminal_gone_is_one_line_and_exit_1(recording: Path, name: str) -> None:
+    """stdout a pty whose master side is closed (the terminal went away): every write
+    fails with EIO."""
+    master, slave = os.openpty()
+    os.close(master)
+    try:
+        r = _run(_commands(recording)[name], slave)
+    finally:
+        os.close(slave)
+    assert (r.returncode, r.stderr) == (
+        1,
+        "gputop: cannot write to standard output: Input/output error\n",
+    )

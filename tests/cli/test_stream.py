@@ -185,14 +185,17 @@ def test_ticks_keep_the_interval_and_a_late_one_is_not_made_up() -> None:
     assert clock.sleeps == [0.1, 1.0, 0.8, 0.9]
 
 
-def test_a_pipe_closed_mid_stream_returns_0(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pipe_closed_mid_stream_is_raised_for_the_command_to_say() -> None:
+    """The stream stops at the failed write; what it means (a reader gone: quiet, exit
+    0) is the command's to say (gputop.output, tests/cli/test_closed_stdout.py)."""
     sampler = Sampler(DemoSource(0, clock=time.time), interval=0.01)
     out = _Lines(fail_after=2)
     try:
-        rc = stream.run(sampler, out=out, first_window=0.01, thresholds=Thresholds())
+        with pytest.raises(BrokenPipeError):
+            stream.run(sampler, out=out, first_window=0.01, thresholds=Thresholds())
     finally:
         sampler.stop()
-    assert rc == 0 and len(out.lines) == 2
+    assert len(out.lines) == 2
 
 
 def test_the_sampler_keeps_only_the_first_pair(
