@@ -71,6 +71,10 @@ class RecordWriteError(Exception):
     """Writing failed (disk full, directory not writable...). One line."""
 
 
+class DirectoryBusy(RecordWriteError):
+    """Another recorder holds the directory: nothing was written (a usage error)."""
+
+
 def default_dir() -> Path:
     """``$XDG_STATE_HOME/gputop`` (``~/.local/state/gputop`` when unset or relative)."""
     state = os.environ.get("XDG_STATE_HOME", "")
@@ -250,7 +254,7 @@ class Recorder:
         except OSError:
             os.close(fd)
             busy = f"another gputop record is writing to {self.directory}"
-            raise RecordWriteError(busy) from None
+            raise DirectoryBusy(busy) from None
         self._lock_fd = fd
         self.apply_retention()
 
