@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import fcntl
 import gc
 import itertools
@@ -118,7 +119,7 @@ def _delete_unless_open(path: Path) -> bool:
     except OSError:
         return False
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.pread(fd, len(MAGIC), 0) != MAGIC:
             return False
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # Deleted while locked: a writer that starts now cannot have this file open.
@@ -179,6 +180,8 @@ class SegmentWriter:
         if self._dictionary is None:
             self._dictionary = payload
             self._compressor = codec.compressor(payload)
+        if len(data) > SEGMENT_BYTES:  # what a reader takes for damage: not written
+            raise RecordWriteError(f"cannot write {self.path}: a block larger than a segment")
         head = _BLOCK_HEAD.pack(BLOCK_MAGIC, len(data), len(rows), first, last)
         crc = zlib.crc32(data, zlib.crc32(head))
         self._write(head + _CRC.pack(crc) + data)
@@ -251,8 +254,10 @@ class Recorder:
             raise RecordWriteError(f"cannot use {self.directory}: {_why(exc)}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as exc:
             os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise RecordWriteError(f"cannot lock {self.directory}: {_why(exc)}") from None
             busy = f"another gputop record is writing to {self.directory}"
             raise DirectoryBusy(busy) from None
         self._lock_fd = fd
@@ -462,6 +467,8 @@ def index_segment(path: Path) -> SegmentIndex:
             (crc,) = _CRC.unpack_from(raw, _BLOCK_HEAD.size)
             start = pos + head_size
             if magic != BLOCK_MAGIC or start + length > size or count == 0:
+                break
+            if length > SEGMENT_BYTES:  # no recorder writes it; reading it would cost that
                 break
             if not -math.inf < first <= last < math.inf:
                 break
