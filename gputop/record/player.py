@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gputop.model import Snapshot
-from gputop.record.store import Recording, RecordingError
+from gputop.record.store import Recording, RecordingError, SegmentCut
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 #: Recorded gaps longer than this are skipped while playing.
@@ -49,7 +49,8 @@ class Player:
         self.speed = 1.0
         self.playing = False
         self.stale = False
-        self.last_error: str | None = None
+        self.last_error: str | None = None  # why the last move failed, in replay words
+        self.cut: str | None = None  # a segment cut while open: said once, and it stays
         self.at_end = self.position == last
         # What it was recorded at; no replay key changes it (the dashboard's +/- are unbound).
         self.interval = float(recording.header.get("interval") or 1.0)
@@ -154,7 +155,10 @@ class Player:
     _mark = 0.0  # wall (monotonic) time the cursor was last advanced by playing
 
     def _run(self) -> None:
-        self._move(self.position)  # completes what tick_now began (cheap when it is decoded)
+        try:
+            self._move(self.position)  # completes what tick_now began (cheap when decoded)
+        except RecordingError as exc:
+            self._failed(exc)
         self._mark = time.monotonic()
         while not self._stopping.is_set():
             tick = min(1.0, max(0.2, self.interval / self.speed))
@@ -174,7 +178,7 @@ class Player:
                 self._t = self.recording[max(0, min(target, len(self.recording) - 1))].time
                 self._move(target)
             except RecordingError as exc:
-                self.last_error = str(exc)
+                self._failed(exc)
             self._mark = time.monotonic()
 
     def _advance(self) -> None:
@@ -195,8 +199,20 @@ class Player:
             if target != self.position:
                 self._move(target)
         except RecordingError as exc:
-            self.last_error = str(exc)
+            self._failed(exc)
             self.playing = False
+
+    def _failed(self, exc: RecordingError) -> None:
+        if isinstance(exc, SegmentCut):
+            # The damage stays: the same words whatever move meets it next, never repeated.
+            if self.cut is None:
+                self.cut = (
+                    f"{exc.path.name} was cut short while this replay had it open: "
+                    "what it held past the cut cannot be shown"
+                )
+            self.last_error = self.cut
+        else:
+            self.last_error = f"cannot show this part of the recording: {exc}"
 
     def _superseded(self) -> bool:
         """A newer request waits (or the player stops): the move in progress gives way."""
@@ -229,7 +245,7 @@ class Player:
         rec = self.recording
         pos = max(0, min(pos, len(rec) - 1))
         self._generation += 1
-        self.last_error = None
+        self.last_error = self.cut
         frame = self._set_frame(pos, None)
         t = frame.snapshot.time
         after_blocks = rec.blocks_between(t, t + self.after_seconds)

@@ -1,5 +1,6 @@
 """``gputop record``: sample and write to a recording until SIGINT/SIGTERM/SIGHUP (what
-waits is flushed). Exit 0 stopped, 1 writing failed (one line), 2 bad argument."""
+waits is flushed). Exit 0 stopped, 1 writing failed (one line), 2 bad argument or the
+directory is another recorder's."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gputop import argtypes
-from gputop.argtypes import Parser, ascii_number, ascii_whole
+from gputop.argtypes import EXIT_USAGE, Parser, ascii_number, ascii_whole
 from gputop.config import MAX_INTERVAL, MIN_INTERVAL
 from gputop.model import Snapshot
 from gputop.record.store import (
     MAX_FLUSH_SECONDS,
+    DirectoryBusy,
     Recorder,
     RecordWriteError,
     default_dir,
@@ -52,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Record snapshots (GPUs, processes, host) to segment files until stopped; "
             "`gputop replay` shows them again."
         ),
-        epilog="exit codes: 0 stopped, 1 writing failed, 2 bad argument",
+        epilog=(
+            "exit codes: 0 stopped, 1 writing failed, 2 bad argument or another recorder "
+            "is writing to DIR"
+        ),
     )
     p.add_argument(
         "--dir",
@@ -113,7 +118,7 @@ def main(argv: list[str]) -> int:
         )
     except RecordWriteError as exc:
         print(f"gputop record: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE if isinstance(exc, DirectoryBusy) else 1
 
     source = make_source(args.demo, args.seed)
     stop = threading.Event()

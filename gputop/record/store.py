@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import fcntl
 import gc
 import itertools
@@ -43,6 +44,14 @@ _Cancelled = Callable[[], bool] | None  # asked before each block to decode: sto
 #: Longest time between two flushes: a crash loses at most this much.
 MAX_FLUSH_SECONDS = 60.0
 SEGMENT_SECONDS = 3600.0
+#: A segment that has grown to this size is closed at its next block and a new one begun.
+SEGMENT_BYTES = 256 << 20
+#: What a reader accepts: a segment is at most SEGMENT_BYTES and one block more, so a
+#: file far larger than that was not written by a recorder and is refused unread.
+MAX_SEGMENT_BYTES = 4 * SEGMENT_BYTES
+#: The header is a few hundred bytes of JSON; a larger length field is damage.
+MAX_HEAD_BYTES = 1 << 16
+_CHUNK = 1 << 20  # bytes read at once while a block's CRC is checked
 
 
 class RecordingError(Exception):
@@ -50,8 +59,21 @@ class RecordingError(Exception):
     format, nothing recorded): exit 2. The message is one line."""
 
 
+class SegmentCut(RecordingError):
+    """A segment now ends before a block its index found there: cut (or replaced) after
+    it was opened. ``path``: that segment."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} was cut short after it was opened")
+        self.path = path
+
+
 class RecordWriteError(Exception):
     """Writing failed (disk full, directory not writable...). One line."""
+
+
+class DirectoryBusy(RecordWriteError):
+    """Another recorder holds the directory: nothing was written (a usage error)."""
 
 
 def default_dir() -> Path:
@@ -90,6 +112,25 @@ def _ours(path: Path) -> os.stat_result | None:
         return None
 
 
+def _delete_unless_open(path: Path) -> bool:
+    """Delete a segment unless its writer holds it (its flock): never one being written."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.pread(fd, len(MAGIC), 0) != MAGIC:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Deleted while locked: a writer that starts now cannot have this file open.
+        path.unlink()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 class SegmentWriter:
     """One segment file, created new (never appended to), written one block at a time."""
 
@@ -98,13 +139,19 @@ class SegmentWriter:
         self._dictionary: bytes | None = None
         self._compressor = codec.compressor()
         head = json.dumps(header, separators=(",", ":")).encode()
+        if len(head) > MAX_HEAD_BYTES:
+            raise RecordWriteError(f"cannot create {path}: its header is too long")
         data = _FILE_HEAD.pack(MAGIC, FORMAT_VERSION, len(head)) + head
         data += _CRC.pack(zlib.crc32(data))
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise RecordWriteError(f"cannot create {path}: {_why(exc)}") from None
+        # Held while it is written: retention (of any process) passes over a locked segment.
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._file: BinaryIO = os.fdopen(fd, "wb", buffering=0)
+        self.size = 0
         try:
             self._write(data)
         except RecordWriteError:
@@ -122,6 +169,7 @@ class SegmentWriter:
                 if not n:
                     raise OSError(28, "No space left on device")
                 view = view[n:]
+                self.size += n
             os.fsync(self._file.fileno())
         except OSError as exc:
             raise RecordWriteError(f"cannot write {self.path}: {_why(exc)}") from None
@@ -132,6 +180,8 @@ class SegmentWriter:
         if self._dictionary is None:
             self._dictionary = payload
             self._compressor = codec.compressor(payload)
+        if len(data) > SEGMENT_BYTES:  # what a reader takes for damage: not written
+            raise RecordWriteError(f"cannot write {self.path}: a block larger than a segment")
         head = _BLOCK_HEAD.pack(BLOCK_MAGIC, len(data), len(rows), first, last)
         crc = zlib.crc32(data, zlib.crc32(head))
         self._write(head + _CRC.pack(crc) + data)
@@ -170,7 +220,8 @@ def parse_duration(text: str) -> float:
 
 class Recorder:
     """Writes snapshots to ``directory`` (layout: docs/recording.md), one recorder per
-    directory (an flock on ``DIR/.lock``); errors raise :class:`RecordWriteError`."""
+    directory (an flock on the directory, held for the recorder's life); errors raise
+    :class:`RecordWriteError`."""
 
     def __init__(
         self,
@@ -181,6 +232,7 @@ class Recorder:
         max_size: int | None = None,
         flush_seconds: float = MAX_FLUSH_SECONDS,
         segment_seconds: float = SEGMENT_SECONDS,
+        segment_bytes: int = SEGMENT_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.directory = Path(directory)
@@ -189,6 +241,7 @@ class Recorder:
         self.max_size = max_size
         self.flush_seconds = min(flush_seconds, MAX_FLUSH_SECONDS)
         self.segment_seconds = segment_seconds
+        self.segment_bytes = min(segment_bytes, SEGMENT_BYTES)
         self.clock = clock
         self._rows: list[codec.Row] = []  # waiting for the next block
         self._first = 0.0  # time of the first of them
@@ -197,16 +250,19 @@ class Recorder:
         self._last: float | None = None  # time of the last snapshot of that segment
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
-            fd = os.open(self.directory / ".lock", flags, 0o644)
+            # The lock is on the directory itself: no file whose deletion or replacement
+            # would let a second recorder in (and its retention delete this one's segment).
+            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise RecordWriteError(f"cannot use {self.directory}: {_why(exc)}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as exc:
             os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise RecordWriteError(f"cannot lock {self.directory}: {_why(exc)}") from None
             busy = f"another gputop record is writing to {self.directory}"
-            raise RecordWriteError(busy) from None
+            raise DirectoryBusy(busy) from None
         self._lock_fd = fd
         self.apply_retention()
 
@@ -233,6 +289,8 @@ class Recorder:
         segment = self._segment or self._open_segment(self._first)
         rows, self._rows = self._rows, []
         segment.write_block(rows, self._first, self._last)
+        if segment.size >= self.segment_bytes:
+            self._close_segment()  # the next snapshot begins a new segment
 
     def _open_segment(self, start: float) -> SegmentWriter:
         base = "gputop-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(start)) + SUFFIX
@@ -276,10 +334,7 @@ class Recorder:
                 if p != active and name not in gone:
                     gone.append(name)
                     total -= info.st_size
-        for name in gone:
-            with contextlib.suppress(FileNotFoundError):
-                (self.directory / name).unlink()
-        return gone
+        return [name for name in gone if _delete_unless_open(self.directory / name)]
 
     def close(self, flush: bool = True) -> None:
         """Flush what waits (unless told not to), close the segment and release the lock."""
@@ -316,14 +371,39 @@ class EmptySegment(RecordingError):
     """A segment cut before the end of its header (a failed start): it holds nothing."""
 
 
-def _read_header(path: Path, data: bytes) -> tuple[dict[str, Any], int]:
+def _exactly(f: BinaryIO, path: Path, n: int) -> bytes:
+    """Up to ``n`` bytes from where ``f`` stands (fewer: the file ends there)."""
+    try:
+        return f.read(n)
+    except OSError as exc:
+        raise RecordingError(f"cannot read {path}: {_why(exc)}") from None
+
+
+def _read_header(path: Path, f: BinaryIO, size: int) -> tuple[dict[str, Any], int]:
+    """The header from the start of ``f`` (``size`` bytes long), checked by its CRC before
+    its length is used for anything but finding that CRC."""
+    data = _exactly(f, path, _FILE_HEAD.size)
     if len(data) < _FILE_HEAD.size and MAGIC.startswith(data[: len(MAGIC)]):
         raise EmptySegment(f"{path}: nothing recorded yet (no complete block)")
     if len(data) < _FILE_HEAD.size or not data.startswith(MAGIC):
         raise RecordingError(f"{path} is not a gputop recording")
+    if size > MAX_SEGMENT_BYTES:
+        raise RecordingError(
+            f"{path}: {size} bytes, far larger than any segment gputop writes "
+            f"(at most {MAX_SEGMENT_BYTES}): not read"
+        )
     _, version, head_len = _FILE_HEAD.unpack_from(data, 0)
     end = _FILE_HEAD.size + head_len
+    if head_len > MAX_HEAD_BYTES:
+        raise RecordingError(f"{path}: the recording's header is damaged (its length)")
+    data += _exactly(f, path, head_len + _CRC.size)
     if len(data) < end + _CRC.size:
+        # A start cut short (nothing written after it), or a length field that claims
+        # more than there is: then a whole header and more follow, and that is damage.
+        with contextlib.suppress(ValueError):
+            _, n = json.JSONDecoder().raw_decode(data[_FILE_HEAD.size :].decode("utf-8", "replace"))
+            if _FILE_HEAD.size + n + _CRC.size <= len(data):
+                raise RecordingError(f"{path}: the recording's header is damaged (its length)")
         raise EmptySegment(f"{path}: nothing recorded yet (no complete block)")
     # From format 2 on, the CRC covers the version too: check it before trusting it.
     covered = data[_FILE_HEAD.size if version == 1 else 0 : end]
@@ -355,32 +435,53 @@ def _read(path: Path, offset: int = 0, length: int = -1) -> bytes:
     except OSError as exc:
         raise RecordingError(f"cannot read {path}: {_why(exc)}") from None
     if length >= 0 and len(data) != length:
-        raise RecordingError(f"{path} was cut short while reading it")
+        raise SegmentCut(path)
     return data
 
 
+def _body_crc(f: BinaryIO, path: Path, length: int, crc: int) -> int | None:
+    """The CRC of the next ``length`` bytes, read a chunk at a time (None: cut short)."""
+    while length > 0:
+        chunk = _exactly(f, path, min(length, _CHUNK))
+        if not chunk:
+            return None
+        crc = zlib.crc32(chunk, crc)
+        length -= len(chunk)
+    return crc
+
+
 def index_segment(path: Path) -> SegmentIndex:
-    """A segment's header and its blocks up to the first damaged or cut-short one."""
-    data = _read(path)
-    header, pos = _read_header(path, data)
-    blocks: list[BlockRef] = []
-    first_off = first_len = -1
-    head_size = _BLOCK_HEAD.size + _CRC.size
-    while pos + head_size <= len(data):
-        head = data[pos : pos + _BLOCK_HEAD.size]
-        magic, length, count, first, last = _BLOCK_HEAD.unpack(head)
-        (crc,) = _CRC.unpack_from(data, pos + _BLOCK_HEAD.size)
-        start = pos + head_size
-        body = data[start : start + length]
-        if magic != BLOCK_MAGIC or len(body) != length or count == 0:
-            break
-        if not -math.inf < first <= last < math.inf or crc != zlib.crc32(body, zlib.crc32(head)):
-            break
-        if first_off < 0:
-            first_off, first_len = start, length
-        blocks.append(BlockRef(path, start, length, count, first, last, first_off, first_len))
-        pos = start + length
-    return SegmentIndex(header, tuple(blocks), len(data) - pos)
+    """A segment's header and its blocks up to the first damaged or cut-short one, read
+    a block at a time (memory does not grow with the file), up to the size it had when
+    opened (a recorder may be adding to it)."""
+    f, info = open_segment(path)
+    with f:
+        size = info.st_size
+        header, pos = _read_header(path, f, size)
+        blocks: list[BlockRef] = []
+        first_off = first_len = -1
+        head_size = _BLOCK_HEAD.size + _CRC.size
+        while pos + head_size <= size:
+            raw = _exactly(f, path, head_size)
+            if len(raw) < head_size:
+                break
+            head = raw[: _BLOCK_HEAD.size]
+            magic, length, count, first, last = _BLOCK_HEAD.unpack(head)
+            (crc,) = _CRC.unpack_from(raw, _BLOCK_HEAD.size)
+            start = pos + head_size
+            if magic != BLOCK_MAGIC or start + length > size or count == 0:
+                break
+            if length > SEGMENT_BYTES:  # no recorder writes it; reading it would cost that
+                break
+            if not -math.inf < first <= last < math.inf:
+                break
+            if _body_crc(f, path, length, zlib.crc32(head)) != crc:
+                break
+            if first_off < 0:
+                first_off, first_len = start, length
+            blocks.append(BlockRef(path, start, length, count, first, last, first_off, first_len))
+            pos = start + length
+    return SegmentIndex(header, tuple(blocks), size - pos)
 
 
 class Recording:
@@ -409,7 +510,11 @@ class Recording:
                     self.problems.append(str(exc))
                 continue
             segments.append(seg)
-            if seg.unreadable:
+            if seg.unreadable and not seg.blocks:
+                self.problems.append(
+                    f"{f}: damaged: none of its blocks could be read ({seg.unreadable} bytes)"
+                )
+            elif seg.unreadable:
                 self.problems.append(
                     f"{f}: {seg.unreadable} bytes could not be read (damaged or cut short); "
                     f"showing the {sum(b.count for b in seg.blocks)} snapshots before them"
@@ -419,6 +524,10 @@ class Recording:
         self._starts = [b.first for b in self.blocks]
         # Global position of each block's first snapshot.
         self._offsets = [0, *itertools.accumulate(b.count for b in self.blocks)]
+        if not blocks and self.problems:
+            more = len(self.problems) - 1
+            also = f" (and {more} more damaged segment{'s' * (more > 1)})" if more else ""
+            raise RecordingError(f"nothing readable: {self.problems[0]}{also}")
         if not blocks:
             raise RecordingError(f"{path}: nothing recorded yet (no complete block)")
         self.header = segments[-1].header  # the newest segment's

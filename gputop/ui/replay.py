@@ -30,7 +30,7 @@ from gputop.ui.app import (
 )
 from gputop.ui.gpu_view import JUDGING_MARK
 from gputop.ui.header_view import mode_text
-from gputop.ui.parts import Parts
+from gputop.ui.parts import Parts, safe
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
@@ -169,7 +169,9 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
     def header_parts_now(self) -> Parts:
         """The live header, its mode replaced by REPLAY, the recorded time, speed and state."""
         snap = self.snapshot
-        parts = list(self.header_parts(paused=False, stale=False, error=self.player.last_error))
+        parts = list(self.header_parts(paused=False, stale=False, error=None))
+        if self.player.last_error:  # in the replay's words, not a live sampler's
+            parts += [("  ", ""), (f"! {safe(self.player.last_error, 160)}", "error-strong")]
         if snap is None:
             return tuple(parts)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.time))
