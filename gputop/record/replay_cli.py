@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.argtypes import EXIT_USAGE, Parser, ascii_number
+from gputop.argtypes import EXIT_USAGE, Parser, ascii_number, cut_echoes
 from gputop.config import ConfigError, load_config, with_overrides
 from gputop.diagnosis import lookback_seconds
 from gputop.pipeline import Feed
@@ -72,10 +72,12 @@ def main(argv: list[str]) -> int:
     if ranged and (args.at is not None or args.once):
         parser.error("--from/--to and --at/--once exclude each other")
     path: Path = args.path if args.path is not None else default_dir()
-    try:  # not a readable recording, when opened or when read: one line, exit 2
+    # Not a readable recording, when opened or when read: one line, exit 2 (the path it
+    # quotes cut like every echo of the input).
+    try:
         recording = Recording(path)
         for line in recording.problems:
-            print(f"gputop replay: {line}", file=sys.stderr)
+            print(f"gputop replay: {cut_echoes(line, [str(path)])}", file=sys.stderr)
         at = None if args.at is None else _time(parser, args.at, "--at")
         if ranged:
             if args.start is None:
@@ -100,7 +102,7 @@ def main(argv: list[str]) -> int:
         result: int = run_replay(player, thresholds=config.thresholds, theme=config.theme)
         return result
     except RecordingError as exc:
-        print(f"gputop replay: {exc}", file=sys.stderr)
+        print(f"gputop replay: {cut_echoes(str(exc), [str(path)])}", file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -193,7 +193,7 @@ class SegmentWriter:
 
 def parse_size(text: str) -> int:
     """'2G', '500M', '10k', '1024' -> bytes (powers of 1024). Raises ValueError."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
     if not m:
         raise ValueError(f"not a size: {text!r} (e.g. 500M, 2G)")
     scale = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}[m.group(2).lower()]
@@ -208,7 +208,7 @@ def parse_size(text: str) -> int:
 
 def parse_duration(text: str) -> float:
     """'7d', '12h', '30m', '90s', '3600' -> seconds. Raises ValueError."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw]?)\s*", text)
     if not m:
         raise ValueError(f"not a duration: {text!r} (e.g. 7d, 12h, 30m)")
     scale = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}[m.group(2)]
@@ -490,8 +490,13 @@ class Recording:
 
     def __init__(self, path: Path | str, *, cache_blocks: int = 16) -> None:
         path = Path(path)
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if _NAME.match(p.name))
+        try:  # a name too long, or a directory that cannot be listed: one line
+            is_dir = path.is_dir()
+            if is_dir:
+                files = sorted(p for p in path.iterdir() if _NAME.match(p.name))
+        except OSError as exc:
+            raise RecordingError(f"{path}: {_why(exc)}") from None
+        if is_dir:
             if not files:
                 raise RecordingError(f"no recording in {path} (no gputop-*.rec segment files)")
         elif os.path.lexists(path):

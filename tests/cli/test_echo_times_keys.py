@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from gputop.argtypes import ECHO_CHARS, cut_echoes, echo, shorten
 from gputop.config import ConfigError, load_config
 from gputop.keys import CHARACTER_NAMES, NAMED_KEYS, canonical_key
+from gputop.record.store import parse_duration, parse_size
 from gputop.record.when import parse_time
 from tests.cli.test_cli import ROOT
 from tests.record.test_record import demo, record
@@ -94,6 +95,21 @@ def test_a_huge_argument_is_one_short_line_and_exit_2(
     if args[0] == "--config" and len(what) > 4000:  # a path: the kernel's limit first
         filled = ["--config", "/nonexistent/" + what[:3000]]
     one_short_line_exit_2(gputop(*filled))
+
+
+@pytest.mark.parametrize("length", [1000, 5000], ids=["missing", "too-long-for-the-kernel"])
+def test_a_long_recording_path_is_one_short_line_and_exit_2(tmp_path: Path, length: int) -> None:
+    """The path given to replay, missing or past the kernel's name limit (ENAMETOOLONG was
+    a traceback), is cut like every other echo."""
+    one_short_line_exit_2(gputop("replay", str(tmp_path / ("y" * length)), "--once"))
+
+
+@pytest.mark.parametrize("size", ["\u0661\u0660M", "\uff11G"], ids=["arabic-indic", "fullwidth"])
+def test_sizes_and_durations_take_ascii_digits_only(size: str) -> None:
+    with pytest.raises(ValueError):
+        parse_size(size)
+    with pytest.raises(ValueError):
+        parse_duration(size.rstrip("MG") + "d")
 
 
 def test_a_long_time_is_cut_in_the_middle_and_says_both_ends(recording: Path) -> None:
