@@ -159,7 +159,8 @@ def stop_command(owner: Owner | None) -> str | None:
 _HEX = r"[0-9a-f]{64}"
 _UID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _UID_ = r"[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}"  # systemd's escape
-_UNIT = r"[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?\.(?:service|scope)"
+# systemd's unit names: at most 255 characters (unit_name_is_valid())
+_UNIT = r"(?=[^/]{1,255}(?:/|\Z))[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?\.(?:service|scope)"
 _STEP = r"[A-Za-z0-9._-]{1,64}"  # "0", "batch", "extern", "interactive", "4.1"
 # The scope prefix of a container's cgroup (systemd driver) -> its runtime.
 _SCOPE_RUNTIME = {

@@ -293,6 +293,7 @@ def test_hostile_names_become_clean_text(tmp_path: Path) -> None:
     odd = "ev\x1b[31mil[/bold][red]x\u202e"
     # not a unit name systemd could have made: nobody, rather than a cleaned-up guess
     assert parse_cgroup(f"0::/system.slice/{odd}.service\n") is None
+    assert parse_cgroup(f"0::/system.slice/{'a' * 248}.service\n") is None  # over 255
     env = b"SLURM_JOB_NAME=" + odd.encode() + b"\xff\x00SLURM_JOB_USER=\x1b]0;t\x07bob\x00"
     got = slurm_environ(env)
     assert all(_is_clean(v) for v in got.values()) and "slurm_user" not in got
