@@ -12,10 +12,11 @@ docs/owners.md.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gputop.fmt import clean_text
@@ -269,16 +270,18 @@ _POSITIONS = tuple((p, re.compile(rf"(?:{p.pattern})(?=/|\Z)")) for p in POSITIO
 _RANK = {k.kind: i for i, k in enumerate(OWNER_KINDS)}
 
 
-def owner_at(path: str) -> tuple[Owner | None, bool]:
+def owner_at(path: str, seen_from: int = 0) -> tuple[Owner | None, bool]:
     """The owner a cgroup path's position names (None: nobody) and whether the path is
-    in a subtree a user or a container's root writes (see Position.user_writable)."""
+    in a subtree a user or a container's root writes (see Position.user_writable).
+    ``seen_from``: where the part of the path the kernel showed begins (see
+    :func:`host_path`); a position must reach past it."""
     if not path.startswith("/"):
         return None, False
     for position, pattern in _POSITIONS:
         m = pattern.match(path, 1)
         if m is None:
             continue
-        if not position.kind:
+        if not position.kind or m.end() <= seen_from:
             return None, position.user_writable
         got = {k: v for k, v in m.groupdict().items() if v is not None}
         runtime = _SCOPE_RUNTIME.get(got.pop("prefix", ""), position.runtime)
@@ -292,8 +295,57 @@ def owner_at(path: str) -> tuple[Owner | None, bool]:
     return None, False
 
 
-def parse_cgroup(text: bytes | str) -> Owner | None:
-    """The owner a ``/proc/PID/cgroup`` text names, or None.
+def namespace_depths(init_cgroup: bytes | str) -> dict[str, int]:
+    """How deep gputop's own cgroup namespace root is in each hierarchy (by the line's
+    controllers field), from PID 1's ``/proc/1/cgroup`` as gputop reads it: with the
+    host's PID namespace, PID 1 is the host's init, at the root (or in ``init.scope``),
+    and the kernel writes the way there from gputop's root as one ``..`` per level. In
+    the host's cgroup namespace (no ``..``): nothing."""
+    if isinstance(init_cgroup, bytes):
+        init_cgroup = init_cgroup.decode("utf-8", "replace")
+    out = {}
+    for line in init_cgroup.splitlines():
+        if line.count(":") < 2:
+            continue
+        _, controllers, path = line.split(":", 2)
+        parts = [p for p in path.split("/") if p]
+        ups = len(parts) - len(list(itertools.dropwhile(lambda p: p == "..", parts)))
+        if ups and len(parts) - ups <= 1:
+            out[controllers] = ups
+    return out
+
+
+def host_path(path: str, depth: int | None) -> tuple[str, int] | None:
+    """A path the kernel wrote from gputop's own cgroup namespace (``/../../x``) as a
+    path from the hierarchy's root, and where the part it showed begins; None where it
+    cannot be known.
+
+    Climbing ``depth`` levels reaches the root: the rest is the whole path. Climbing
+    fewer stops at one of gputop's own ancestors, whose names the kernel does not show;
+    only a systemd slice spells its parents in its name (``kubepods-burstable-pod<uid>
+    .slice`` is in ``kubepods.slice/kubepods-burstable.slice``), and it is taken only
+    when that is the very depth it is at. (Those ancestors are where gputop was deployed:
+    gputop trusts its own placement.)"""
+    parts = path.split("/")[1:]
+    ups = len(parts) - len(list(itertools.dropwhile(lambda p: p == "..", parts)))
+    if ups == 0:
+        return path, 0
+    rest = parts[ups:]
+    if depth is None or ups > depth or not rest or any(p in ("", ".", "..") for p in rest):
+        return None
+    if ups == depth:
+        return "/" + "/".join(rest), 0
+    names = rest[0].removesuffix(".slice").split("-")
+    if not rest[0].endswith(".slice") or len(names) != depth - ups + 1 or "" in names:
+        return None
+    parents = ["-".join(names[:i]) + ".slice" for i in range(1, len(names))]
+    implied = "/" + "/".join(parents)
+    return implied + "/" + "/".join(rest), len(implied)
+
+
+def parse_cgroup(text: bytes | str, depths: Mapping[str, int] | None = None) -> Owner | None:
+    """The owner a ``/proc/PID/cgroup`` text names, or None. ``depths``: gputop's own
+    cgroup namespace (:func:`namespace_depths`), for paths outside it.
 
     Each line (a hierarchy) is read on its own. A process in a user-writable subtree in
     any hierarchy (a user moves only its own processes, only within what it was given)
@@ -302,8 +354,9 @@ def parse_cgroup(text: bytes | str) -> Owner | None:
     Slurm step of a memory hierarchy beats the slurmd service of systemd's own)."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    cut = (line.split(":", 2)[-1] if line.count(":") >= 2 else "" for line in text.splitlines())
-    placed = [owner_at(p) for p in dict.fromkeys(cut)]
+    lines = [line.split(":", 2)[1:] for line in text.splitlines() if line.count(":") >= 2]
+    paths = (host_path(path, (depths or {}).get(controllers)) for controllers, path in lines)
+    placed = [owner_at(*p) for p in dict.fromkeys(paths) if p is not None]
     confined = [owner for owner, writable in placed if writable]
     found = [o for o in (confined if confined else [o for o, _ in placed]) if o is not None]
     if not found:
@@ -377,10 +430,23 @@ def slurm_environ(data: bytes) -> dict[str, str]:
     return out
 
 
-def read_owner(pid: int, proc_root: str = PROC_ROOT) -> Owner | None:
-    """The owner of ``pid``, with the names the cgroup lacks; None when unknown."""
+def read_depths(proc_root: str = PROC_ROOT) -> dict[str, int]:
+    """:func:`namespace_depths` of this machine (empty when PID 1 cannot be read)."""
     try:
-        owner = parse_cgroup(read_file(f"{proc_root}/{pid}/cgroup", 1 << 16))
+        return namespace_depths(read_file(f"{proc_root}/1/cgroup", 1 << 16))
+    except OSError:
+        return {}
+
+
+def read_owner(
+    pid: int, proc_root: str = PROC_ROOT, depths: Mapping[str, int] | None = None
+) -> Owner | None:
+    """The owner of ``pid``, with the names the cgroup lacks; None when unknown.
+    ``depths``: :func:`read_depths`, read here when not given."""
+    if depths is None:
+        depths = read_depths(proc_root)
+    try:
+        owner = parse_cgroup(read_file(f"{proc_root}/{pid}/cgroup", 1 << 16), depths)
     except OSError:
         return None
     if owner is None:
@@ -403,6 +469,8 @@ class OwnerReader:
 
     def __init__(self, proc_root: str = PROC_ROOT) -> None:
         self._proc_root = proc_root
+        # gputop's own cgroup namespace does not move: read once
+        self._depths = read_depths(proc_root)
         # (pid, create time) -> (the owner, the last row in, the row out)
         self._known: dict[tuple[int, float | None], tuple[Owner | None, object, ProcessInfo]] = {}
 
@@ -419,7 +487,7 @@ class OwnerReader:
             if before is not None:
                 owner = before[0]
             elif row.visible and row.create_time is not None and row.status != "dead":
-                owner = read_owner(row.pid, self._proc_root)
+                owner = read_owner(row.pid, self._proc_root, self._depths)
             else:
                 owner = None
             done = row if owner is None else replace(row, owner=owner)

@@ -15,6 +15,7 @@ import pytest
 from gputop.model import Owner, ProcessInfo, replace
 from gputop.sources.owners import (
     OwnerReader,
+    namespace_depths,
     owner_detail,
     owner_label,
     parse_cgroup,
@@ -554,3 +555,72 @@ def test_random_paths_give_owners_only_from_anchored_positions() -> None:
                 assert stop_command(owner) is None
         except Exception as exc:  # pragma: no cover - the failure message names the seed
             raise AssertionError(f"seed {seed} (GPUTOP_FUZZ_SEED): {lines!r}") from exc
+
+
+# --- gputop in a cgroup namespace of its own (a pod on a cgroup v2 node) -----------------
+
+#: gputop as a DaemonSet's besteffort pod: its namespace root is 4 levels down in v2
+#: (kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid>.slice/<ctr>)
+#: and, say, 2 in a v1 memory hierarchy; PID 1 (the host's init, hostPID) shows the way up.
+INIT_SEEN_FROM_A_POD = (
+    "4:memory:/../..\n1:name=systemd:/../../../../init.scope\n0::/../../../../init.scope\n"
+)
+DEPTHS = {"memory": 2, "name=systemd": 4, "": 4}
+
+
+def test_the_depth_of_gputops_own_namespace_comes_from_pid_1() -> None:
+    assert namespace_depths(INIT_SEEN_FROM_A_POD) == DEPTHS
+    assert namespace_depths("0::/init.scope\n1:name=systemd:/\n") == {}  # the host's own
+    assert namespace_depths("0::/../../x/y\n") == {}  # not the host's init
+
+
+@pytest.mark.parametrize(
+    ("seen", "want"),
+    [
+        # another pod: only the ancestors gputop shares are climbed; the slice spells them
+        (
+            f"0::/../../../kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/"
+            f"cri-containerd-{CID}.scope\n",
+            Owner("pod", runtime="containerd", id=CID, pod_uid=UID),
+        ),
+        (
+            f"0::/../../kubepods-besteffort-pod{UID_}.slice/crio-{CID}.scope\n",
+            Owner("pod", runtime="cri-o", id=CID, pod_uid=UID),
+        ),
+        (
+            f"0::/../../../kubepods-pod{UID_}.slice/crio-{CID}.scope\n",
+            Owner("pod", runtime="cri-o", id=CID, pod_uid=UID),
+        ),
+        # up to the root: the whole path
+        (
+            f"0::/../../../../system.slice/docker-{CID}.scope\n",
+            Owner("container", runtime="docker", id=CID),
+        ),
+        (f"4:memory:/../../docker/{CID}\n", Owner("container", runtime="docker", id=CID)),
+        (
+            f"0::/../../../..{USER_TREE}{FORGED['pod']}\n4:memory:/../../kubepods/pod{UID}\n",
+            Owner("session", unit="user@1000.service", uid="1000"),
+        ),
+        # a slice whose name does not fit where it is, a way further up than the root
+        (f"0::/../kubepods-burstable-pod{UID_}.slice/crio-{CID}.scope\n", None),
+        (f"0::/../../../../../system.slice/docker-{CID}.scope\n", None),
+        (f"0::/../../../x/../kubepods-pod{UID_}.slice\n", None),
+        # a user's slice named to spell a pod's parents, one level deeper than a pod's
+        (f"0::/../kubepods-burstable-pod{UID_}-x.slice/crio-{CID}.scope\n", None),
+    ],
+)
+def test_paths_outside_gputops_namespace_are_read_from_the_root(
+    seen: str, want: Owner | None
+) -> None:
+    assert parse_cgroup(seen, DEPTHS) == want
+    if want is not None and want.kind != "session":
+        assert parse_cgroup(seen) is None  # without knowing the depth: nobody, no guess
+
+
+def test_a_reader_in_a_namespace_of_its_own_reads_pid_1_once(tmp_path: Path) -> None:
+    _fake_proc(tmp_path, 1, INIT_SEEN_FROM_A_POD)
+    _fake_proc(tmp_path, 5, f"0::/../../kubepods-besteffort-pod{UID_}.slice/crio-{CID}.scope\n")
+    reader = OwnerReader(str(tmp_path))
+    (row,) = reader.attach([ProcessInfo(pid=5, create_time=1.0, status="running")])
+    assert row.owner == Owner("pod", runtime="cri-o", id=CID, pod_uid=UID)
+    assert read_owner(5, str(tmp_path)) == row.owner
