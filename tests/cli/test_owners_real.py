@@ -42,6 +42,40 @@ UID_A, UID_B = str(uuid.uuid4()), str(uuid.uuid4())
 JOB = str(100_000_000 + uuid.uuid4().int % 800_000_000)
 SERVICE = f"gputop-test-{uuid.uuid4().hex[:8]}.service"
 NOBODY = 65534
+#: Where gputop runs when it runs as a DaemonSet's pod would (a cgroup namespace of its own)
+GPUTOP_POD = (
+    f"kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"
+    f"{str(uuid.uuid4()).replace('-', '_')}.slice/cri-containerd-{uuid.uuid4().hex * 2}.scope"
+)
+
+
+def _gputop(
+    args: list[str], env: dict[str, str], in_pod: Cgroups | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``gputop ARGS``; with ``in_pod``, as a DaemonSet's pod on a cgroup v2 node runs it:
+    in a cgroup namespace of its own, rooted at a pod's real position (the host's PID
+    namespace, as the DaemonSet has)."""
+    cmd = [sys.executable, "-m", "gputop", *args]
+    if in_pod is None:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    unshare = require_tool("unshare")
+    proc = subprocess.Popen(
+        ["sh", "-c", 'read _ && exec "$@"', "sh", unshare, "--cgroup", "--", *cmd],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        in_pod.move(proc.pid, "v2", GPUTOP_POD)  # then it makes its namespace there
+        out, err = proc.communicate("\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _mounts() -> dict[str, Path]:
@@ -220,7 +254,7 @@ def _env(fake_nvml_env: Any, node: Node, tmp_path: Path) -> dict[str, str]:
 
 
 def test_real_cgroups_name_pods_containers_slurm_jobs_and_services(
-    node: Node, fake_nvml_env: Any, tmp_path: Path
+    node: Node, cgroups: Cgroups, fake_nvml_env: Any, tmp_path: Path
 ) -> None:
     env = _env(fake_nvml_env, node, tmp_path)
     r = subprocess.run(
@@ -253,6 +287,12 @@ def test_real_cgroups_name_pods_containers_slurm_jobs_and_services(
     jobs = {j["root_pid"]: j for j in data["jobs"]}
     assert jobs[p["launcher"]]["owner"] == a and p["b"] not in jobs[p["launcher"]]["pids"]
     assert jobs[p["b"]]["owner"] == b
+
+    # gputop in a cgroup namespace of its own (a pod's) names the same owners
+    r = _gputop(["--once", "--json"], env, in_pod=cgroups)
+    assert r.returncode == 0, r.stderr
+    seen = {q["pid"]: q["owner"] for g in json.loads(r.stdout)["gpus"] for q in g["processes"]}
+    assert seen == owners
 
     # --stream's lines carry the same owners.
     r = subprocess.run(
@@ -409,7 +449,7 @@ def forgers(cgroups: Cgroups) -> Iterator[Forgers]:
 
 
 def test_a_user_cannot_make_its_process_someone_elses_pod_job_or_container(
-    node: Node, forgers: Forgers, fake_nvml_env: Any, tmp_path: Path
+    node: Node, forgers: Forgers, cgroups: Cgroups, fake_nvml_env: Any, tmp_path: Path
 ) -> None:
     p, f = node.pids, forgers.pids
     scenario = Scenario(
@@ -446,6 +486,11 @@ def test_a_user_cannot_make_its_process_someone_elses_pod_job_or_container(
     assert owners[f["docker-systemd"]]["kind"] == "user-container"
     assert owners[f["docker-systemd"]]["id"] == CID_VICTIM
     assert owners[f["pod"]] == {**owners[f["pod"]], "kind": "session", "id": None}
+    # the same from a cgroup namespace of its own (a pod's)
+    r = _gputop(["--once", "--json"], env, in_pod=cgroups)
+    assert r.returncode == 0, r.stderr
+    seen = {q["pid"]: q["owner"] for g in json.loads(r.stdout)["gpus"] for q in g["processes"]}
+    assert seen == owners
     rows = {row.pid: row for row in views.process_rows(Snapshot.from_dict(data))}
     for name, pid in f.items():
         assert rows[pid].stop is None, (name, rows[pid].stop)  # no command aimed at anyone

@@ -15,6 +15,7 @@ import pytest
 from gputop.model import Owner, ProcessInfo, replace
 from gputop.sources.owners import (
     OwnerReader,
+    host_path,
     namespace_depths,
     owner_detail,
     owner_label,
@@ -535,6 +536,7 @@ def test_random_paths_give_owners_only_from_anchored_positions() -> None:
         n += 1
         # real positions, forged ones and junk, with anything below them
         starts = ["", USER_TREE, "/lxc.payload.c1", "/system.slice", *FORGED.values()]
+        starts += ["/../../..", "/..", "/../../kubepods-besteffort-pod" + UID_ + ".slice"]
         paths = [
             rng.choice(starts)
             + "/"
@@ -545,9 +547,16 @@ def test_random_paths_give_owners_only_from_anchored_positions() -> None:
             f"{i}:{rng.choice(['', 'memory', 'name=systemd'])}:{p}" for i, p in enumerate(paths)
         ]
         try:
-            owner = parse_cgroup("\n".join(lines))
+            # read from the host's namespace, or from a pod's of its own (paths with "..")
+            depths = rng.choice([None, DEPTHS])
+            owner = parse_cgroup("\n".join(lines), depths)
             if owner is None:
                 continue
+            if depths is not None:  # each path as from the root, where it can be known
+                seen = [
+                    host_path(p, depths.get(lines[i].split(":")[1])) for i, p in enumerate(paths)
+                ]
+                paths = [p[0] for p in seen if p is not None]
             assert any(p.startswith(ANCHORS[owner.kind]) for p in paths)
             if owner.kind in SYSTEM_KINDS:  # no line in a user's subtree or a payload
                 assert not any(WRITABLE.match(p) for p in paths)
