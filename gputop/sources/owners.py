@@ -65,12 +65,12 @@ _DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
 #: characters of ASCII letters, digits, ":-_.\\", one "@" before an instance).
 NAME_RULES: dict[str, re.Pattern[str]] = {
     "namespace": re.compile(_DNS_LABEL),
-    "pod": re.compile(rf"(?=.{{1,253}}$){_DNS_LABEL}(?:\.{_DNS_LABEL})*"),
+    "pod": re.compile(rf"(?=.{{1,253}}\Z){_DNS_LABEL}(?:\.{_DNS_LABEL})*"),
     "runtime": re.compile("|".join(sorted(STOPPABLE_RUNTIMES))),
     "id": re.compile(r"[0-9a-f]{64}"),  # runc's container ids; the short one is its start
     "slurm_job": re.compile(r"[1-9][0-9]{0,9}"),
     "unit": re.compile(
-        r"(?=.{1,255}$)[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?\.(?:service|scope)"
+        r"(?=.{1,255}\Z)[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?\.(?:service|scope)"
     ),
 }
 
