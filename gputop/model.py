@@ -117,9 +117,12 @@ class Owner:
     pod_uid: str | None = None
     slurm_job: str | None = None
     slurm_step: str | None = None  # "0", "batch", "extern", ...
-    slurm_job_name: str | None = None  # SLURM_JOB_NAME, where the environment is readable
-    slurm_user: str | None = None  # SLURM_JOB_USER
+    slurm_job_name: str | None = None  # SLURM_JOB_NAME: the process's claim, where readable
+    # SLURM_JOB_USER, which older gputop recorded: the process's claim, never shown (the
+    # process's real uid is its user); no longer read.
+    slurm_user: str | None = None
     unit: str | None = None  # the systemd unit
+    uid: str | None = None  # the user a trusted position names (user-UID.slice, uid_N)
 
 
 @dataclass(frozen=True, slots=True)

