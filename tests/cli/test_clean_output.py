@@ -9,9 +9,11 @@ import dataclasses
 import json
 import random
 import re
+import subprocess
 import sys
 import time
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +184,46 @@ def test_clean_text_fuzz_seeded() -> None:
         out = clean_text(text, 50)
         assert out is not None and len(out) <= 50
         assert_clean(out)
+
+
+# --- live: /proc and NVML --------------------------------------------------------------------
+
+
+@pytest.fixture
+def hostile_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A real process whose name and command line hold escape sequences."""
+    argv0 = "\x1b]0;PWNED\x07\x1b[2J" + "\u202ename\u200b"
+    code = (
+        "import os, time; open('/proc/self/comm', 'w').write('\\x1b[2J\\x9bJ\\u202ex');"
+        " os.close(1); time.sleep(120)"
+    )
+    child = subprocess.Popen(
+        [argv0, "-c", code, HOSTILE], executable=sys.executable, stdout=subprocess.PIPE
+    )
+    try:
+        child.stdout.read()  # type: ignore[union-attr]  # at its end: the child runs, named
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("mode", [(), ("--json",)], ids=["text", "json"])
+def test_live_once_writes_no_escape_sequence(
+    fake_nvml_env: Any, hostile_process: subprocess.Popen[bytes], mode: tuple[str]
+) -> None:
+    from tests import fakenvml
+
+    scenario = fakenvml.Scenario(
+        gpus=[
+            fakenvml.FakeGpu(
+                name=b"\x1b]0;PWNED\x07H100\x9b2J\xe2\x80\xae\xef\xbb\xbf",
+                processes=[fakenvml.FakeProcess(pid=hostile_process.pid, used_memory=2**30)],
+            )
+        ]
+    )
+    done = run_cli("--once", *mode, env=fake_nvml_env(scenario))
+    assert done.returncode == 0, done.stderr
+    assert str(hostile_process.pid) in done.stdout and "H100" in done.stdout
+    assert_clean(done.stdout)
+    assert_clean(done.stderr)
