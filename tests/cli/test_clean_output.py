@@ -227,3 +227,26 @@ def test_live_once_writes_no_escape_sequence(
     assert str(hostile_process.pid) in done.stdout and "H100" in done.stdout
     assert_clean(done.stdout)
     assert_clean(done.stderr)
+
+
+# --- error lines that echo what they were given ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        (HOSTILE,),  # argparse: "unrecognized arguments: ..."
+        ("--once", "--interval", HOSTILE),
+        ("replay", f"/nonexistent/{HOSTILE}", "--once"),
+        ("replay", "--at", HOSTILE),
+        ("record", "--max-size", HOSTILE),
+        ("fleet", "--once", HOSTILE),
+    ],
+    ids=["unknown", "interval", "replay-path", "replay-at", "record", "fleet"],
+)
+def test_an_error_that_echoes_an_argument_writes_no_escape_sequence(argv: tuple[str, ...]) -> None:
+    done = run_cli(*argv)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert_clean(done.stderr)
+    assert_clean(done.stdout)
