@@ -160,7 +160,7 @@ _ALPHABET = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None, derandomize=False)
+@settings(max_examples=400, deadline=None, print_blob=True)
 @given(text=st.text(_ALPHABET, max_size=200), limit=st.integers(1, 300))
 def test_clean_text_fuzz(text: str, limit: int) -> None:
     out = clean_text(text, limit)
@@ -250,3 +250,24 @@ def test_an_error_that_echoes_an_argument_writes_no_escape_sequence(argv: tuple[
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert_clean(done.stderr)
     assert_clean(done.stdout)
+
+
+# --- fuzz: generated strings through a recording's decoding and a remote line's check ----------
+
+_DEMO = demo(1)[0]
+
+
+@settings(max_examples=60, deadline=None, print_blob=True)
+@given(text=st.text(_ALPHABET, min_size=1, max_size=80))
+def test_decoded_strings_are_clean_fuzz(text: str) -> None:
+    from gputop.record.codec import decode_snapshots, encode_rows, flatten
+
+    snap = poison_strings(_DEMO, text)
+    (recorded,) = decode_snapshots(encode_rows([flatten(snap)]))
+    line = json.dumps(to_json_dict(snap), ensure_ascii=False)
+    remote = to_snapshot(parse_line(line))
+    for got in (recorded, remote):
+        for t in strings_of(got):
+            assert_clean(t)
+        assert_clean(render_text(got, total_gpus=len(got.gpus)))
+    assert recorded.hostname == clean_text(snap.hostname, 4096)
