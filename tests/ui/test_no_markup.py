@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ from textual.widgets import Input
 from textual.widgets._toast import Toast
 
 from gputop.model import ProcessInfo, Snapshot
+from gputop.present import to_json_dict
 from gputop.record.player import Player
 from gputop.record.store import Recording
+from gputop.sources.remote import parse_line, to_snapshot
 from gputop.ui.app import GpuTopApp
 from gputop.ui.fleet import FleetApp
 from gputop.ui.replay import ReplayApp
@@ -129,4 +132,31 @@ async def test_a_notification_of_untrusted_text_is_never_markup() -> None:
         said = " ".join(toasts(app))
         for text in MARKUP:
             assert f"pid 42 {text}: no such process" in said and f"screen says {text}" in said
+        assert app.is_running
+
+
+async def test_a_remote_hosts_names_reach_the_fleet_and_its_dashboard_as_plain_text() -> None:
+    """A host whose line names everything with markup and escape sequences: the fleet row
+    and the host's dashboard show the words, never a style, a link or a raw escape."""
+    from tests.builders import demo_host_lines
+    from tests.cli.test_clean_output import HOSTILE, UNSAFE, poison_strings
+    from tests.helpers.fleet import FakeFleet
+
+    text = f" {MARKUP[0]} {MARKUP[1]}{HOSTILE}"
+    lines = [
+        to_json_dict(poison_strings(to_snapshot(parse_line(json.dumps(d))), text))
+        for d in demo_host_lines(0, 12)
+    ]
+    fleet = FakeFleet(["h1"])
+    for data in lines:
+        fleet.feed("h1", data)
+    app = FleetApp(fleet)  # type: ignore[arg-type]
+    async with app.run_test(size=(200, 50), notifications=True) as pilot:
+        await pilot.pause()
+        assert not UNSAFE.search(terminal_words(app))
+        await pilot.press("enter")  # the host's own dashboard
+        await pilot.pause(0.2)
+        shown = terminal_words(app)
+        assert "[@click=app.quit]x[/]" in shown and "PWNED" not in shown, shown
+        assert not UNSAFE.search(shown)
         assert app.is_running
