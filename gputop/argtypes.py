@@ -2,7 +2,7 @@
 
 A bad argument is one line on stderr and exit 2 (:class:`Parser`). Numbers are read from
 ASCII only: ``float()``, ``int()`` and ``str.isdigit()`` also take fullwidth digits.
-Imports nothing of gputop but the model (its text cleaner, when it reports an error).
+Imports nothing of gputop.
 """
 
 from __future__ import annotations
@@ -20,11 +20,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        from gputop.model import clean_text  # only on this path: --help stays light
-
-        # argparse echoes arguments as given ("unrecognized arguments: ..."): a pasted
-        # command's escape sequences are not written back to the terminal.
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {clean_text(message)}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def ascii_number(text: str) -> float:

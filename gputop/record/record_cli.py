@@ -13,7 +13,7 @@ from pathlib import Path
 from gputop import argtypes
 from gputop.argtypes import Parser, ascii_number, ascii_whole
 from gputop.config import MAX_INTERVAL, MIN_INTERVAL
-from gputop.model import Snapshot, clean_text
+from gputop.model import Snapshot
 from gputop.record.store import (
     MAX_FLUSH_SECONDS,
     Recorder,
@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
             flush_seconds=args.flush,
         )
     except RecordWriteError as exc:
-        print(f"gputop record: {clean_text(str(exc))}", file=sys.stderr)
+        print(f"gputop record: {exc}", file=sys.stderr)
         return 1
 
     source = make_source(args.demo, args.seed)
@@ -134,7 +134,7 @@ def main(argv: list[str]) -> int:
     # The recorder keeps no history of its own: two snapshots are enough for the sampler.
     sampler = Sampler(source, interval=args.interval, history=2, on_snapshot=on_snapshot)
     print(
-        f"gputop record: recording to {clean_text(str(directory))} every {args.interval:g}s "
+        f"gputop record: recording to {directory} every {args.interval:g}s "
         f"(kept {_age(args.retain)}, at most {_size(args.max_size)})",
         file=sys.stderr,
         flush=True,
@@ -152,7 +152,7 @@ def main(argv: list[str]) -> int:
         except RecordWriteError as exc:
             failure.append(str(exc))
     if failure:
-        print(f"gputop record: {clean_text(failure[0])}", file=sys.stderr)
+        print(f"gputop record: {failure[0]}", file=sys.stderr)
         return 1
     return 0
 

@@ -14,7 +14,6 @@ from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.argtypes import EXIT_USAGE, Parser, ascii_number
 from gputop.config import ConfigError, load_config, with_overrides
 from gputop.diagnosis import lookback_seconds
-from gputop.model import clean_text
 from gputop.pipeline import Feed
 from gputop.record.store import Recording, RecordingError, default_dir
 from gputop.record.when import parse_time
@@ -76,7 +75,7 @@ def main(argv: list[str]) -> int:
     try:  # not a readable recording, when opened or when read: one line, exit 2
         recording = Recording(path)
         for line in recording.problems:
-            print(f"gputop replay: {clean_text(line)}", file=sys.stderr)
+            print(f"gputop replay: {line}", file=sys.stderr)
         at = None if args.at is None else _time(parser, args.at, "--at")
         if ranged:
             if args.start is None:
@@ -101,7 +100,7 @@ def main(argv: list[str]) -> int:
         result: int = run_replay(player, thresholds=config.thresholds, theme=config.theme)
         return result
     except RecordingError as exc:
-        print(f"gputop replay: {clean_text(str(exc))}", file=sys.stderr)
+        print(f"gputop replay: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 
