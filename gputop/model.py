@@ -334,30 +334,57 @@ type_hints: Callable[[type], dict[str, Any]] = functools.cache(typing.get_type_h
 # C0 and C1 control characters and DEL; ESC starts ANSI/OSC sequences, which are dropped whole.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# Bidirectional overrides and isolates can reorder what follows them on screen.
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+#: Characters that show nothing yet change what a name is or how the line around it reads:
+#: Unicode's format characters (category Cf: soft hyphen, zero-width space and joiners,
+#: bidirectional marks, overrides and isolates, word joiner, BOM, tags, ...) and the blank
+#: letters and marks that pass for nothing (combining grapheme joiner, Hangul fillers,
+#: Khmer inherent vowels, variation selectors). A test holds this to unicodedata's Cf.
+INVISIBLE = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f"
+    "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0\ufe00-\ufe0f\U000e0100-\U000e01ef"
+)
+_INVISIBLE = re.compile(f"[{INVISIBLE}]")
+#: Any character :func:`clean_text` changes: a string without one (and short enough) is
+#: already clean, found at C speed.
+_UNCLEAN = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{INVISIBLE}]")
 
 
 def clean_text(text: str | bytes | None, limit: int | None = 4096) -> str | None:
-    """Untrusted text without escape sequences, control characters or bidi overrides,
-    line breaks and tabs as spaces, at most ``limit`` characters."""
+    """Untrusted text without escape sequences, control characters, invisible characters
+    (zero-width, BOM, bidi marks and overrides), line breaks and tabs as spaces, at most
+    ``limit`` characters. The one cleaner of every string shown: sources call it on what
+    they read, recordings and remote lines on what they decode."""
     if text is None:
         return None
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
+    if (limit is None or len(text) <= limit) and not _UNCLEAN.search(text):
+        return text
     if limit is not None and len(text) > limit * 2:
         text = text[: limit * 2]
     text = _ANSI.sub("", text)
     text = text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
     text = text.replace("\u2028", " ").replace("\u2029", " ")
     text = _CONTROL.sub("", text)
-    text = _BIDI.sub("", text)
+    text = _INVISIBLE.sub("", text)
     # Lone surrogates (from surrogateescape decoding) cannot be encoded for the terminal.
     if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
         text = text.encode("utf-8", "replace").decode("utf-8", "replace")
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
+
+
+def clean_texts(values: list[Any], limit: int = 4096) -> list[Any]:
+    """``values`` with each string passed through :func:`clean_text` (the very list when
+    none needs it: one search over them all)."""
+    texts = [v for v in values if type(v) is str]
+    if not texts or (max(map(len, texts)) <= limit and not _UNCLEAN.search("".join(texts))):
+        return values
+    return [clean_text(v, limit) if type(v) is str else v for v in values]
 
 
 # --- the one decoder, compiled once per type. Plain mode trusts what gputop wrote; checked

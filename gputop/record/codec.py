@@ -20,11 +20,13 @@ import zstandard
 from gputop.model import (
     HOST_FIELDS,
     LIMITS,
+    MAX_TEXT,
     GpuMemory,
     GpuProcess,
     ProcessInfo,
     Snapshot,
     check_values,
+    clean_texts,
     decoder,
     host_decoder,
     type_hints,
@@ -185,8 +187,8 @@ def _encode_column(values: list[Any]) -> tuple[list[Any], bytes]:
 
 def _decode_column(desc: list[Any], data: bytes, n: int) -> list[Any]:
     kind = desc[0]
-    if kind == "c":
-        return [desc[1]] * n
+    if kind == "c":  # a recording is untrusted: its text is cleaned as a source's is
+        return clean_texts([desc[1]], MAX_TEXT) * n
     if kind == "cf":
         return [float(desc[1])] * n
     if kind == "i":
@@ -202,7 +204,7 @@ def _decode_column(desc: list[Any], data: bytes, n: int) -> list[Any]:
         values = json.loads(data)
         if not isinstance(values, list) or len(values) != n:
             raise CodecError("a JSON column has the wrong length")
-        return values
+        return clean_texts(values, MAX_TEXT)
     raise CodecError(f"unknown column kind {kind!r}")
 
 

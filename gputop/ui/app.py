@@ -13,8 +13,10 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.content import Content
 from textual.geometry import Size
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -215,6 +217,20 @@ class GpuTopApp(App[int]):
     @property
     def filter_input(self) -> Input:
         return self.query_one("#filter", Input)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every notification is plain text, whoever asks (a screen's notify comes here):
+        it may quote what a user typed or a host's names, and those are never markup (a
+        ``[/]`` would raise, a ``[@click=...]`` would be a link)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     @property
     def interval(self) -> float:
@@ -483,9 +499,11 @@ class GpuTopApp(App[int]):
             note.display = too_small
             if too_small:
                 quit_key = next(k.display for k in self.keys if k.action == "quit")
-                note.update(
-                    f"terminal too small: {size.width}x{size.height}, "
-                    f"gputop needs {MIN_WIDTH}x{MIN_HEIGHT} ({quit_key} quits)"
+                note.update(  # a remapped key's name is the user's text: not markup
+                    Content(
+                        f"terminal too small: {size.width}x{size.height}, "
+                        f"gputop needs {MIN_WIDTH}x{MIN_HEIGHT} ({quit_key} quits)"
+                    )
                 )
         if not too_small and self.snapshot is not None:
             self.refresh_view()
