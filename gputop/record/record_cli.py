@@ -12,7 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gputop import argtypes
-from gputop.argtypes import EXIT_USAGE, Parser, ascii_number, ascii_whole
+from gputop.argtypes import (
+    EXIT_USAGE,
+    Parser,
+    ascii_number,
+    ascii_whole,
+    cut_echoes,
+    shorten,
+)
 from gputop.config import MAX_INTERVAL, MIN_INTERVAL
 from gputop.model import Snapshot
 from gputop.record.store import (
@@ -117,7 +124,7 @@ def main(argv: list[str]) -> int:
             flush_seconds=args.flush,
         )
     except RecordWriteError as exc:
-        print(f"gputop record: {exc}", file=sys.stderr)
+        print(f"gputop record: {cut_echoes(str(exc), [str(directory)])}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, DirectoryBusy) else 1
 
     source = make_source(args.demo, args.seed)
@@ -139,7 +146,7 @@ def main(argv: list[str]) -> int:
     # The recorder keeps no history of its own: two snapshots are enough for the sampler.
     sampler = Sampler(source, interval=args.interval, history=2, on_snapshot=on_snapshot)
     print(
-        f"gputop record: recording to {directory} every {args.interval:g}s "
+        f"gputop record: recording to {shorten(directory)} every {args.interval:g}s "
         f"(kept {_age(args.retain)}, at most {_size(args.max_size)})",
         file=sys.stderr,
         flush=True,
@@ -157,7 +164,7 @@ def main(argv: list[str]) -> int:
         except RecordWriteError as exc:
             failure.append(str(exc))
     if failure:
-        print(f"gputop record: {failure[0]}", file=sys.stderr)
+        print(f"gputop record: {cut_echoes(failure[0], [str(directory)])}", file=sys.stderr)
         return 1
     return 0
 

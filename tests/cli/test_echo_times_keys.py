@@ -104,6 +104,12 @@ def test_a_long_recording_path_is_one_short_line_and_exit_2(tmp_path: Path, leng
     one_short_line_exit_2(gputop("replay", str(tmp_path / ("y" * length)), "--once"))
 
 
+def test_a_long_record_directory_is_one_short_line(tmp_path: Path) -> None:
+    r = gputop("record", "--demo", "--dir", str(tmp_path / ("w" * 5000) / "rec"))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr[:500]
+    assert "Traceback" not in r.stderr and len(r.stderr) < SHORT, r.stderr[:300]
+
+
 @pytest.mark.parametrize("size", ["\u0661\u0660M", "\uff11G"], ids=["arabic-indic", "fullwidth"])
 def test_sizes_and_durations_take_ascii_digits_only(size: str) -> None:
     with pytest.raises(ValueError):
