@@ -27,6 +27,9 @@ MAX_ANSWER_BYTES = 32 * 2**20
 HTTP_TIMEOUT_S = 10.0
 #: A bad series is said in its host's ``errors``, at most this many per host and answer.
 MAX_ERRORS_PER_HOST = 16
+#: At most this many hosts are listed (an answer's further hosts are skipped and counted;
+#: hosts gone from Prometheus make room first).
+MAX_HOSTS = 4096
 #: A sample's value longer than this is not a number Prometheus wrote.
 MAX_NUMBER_CHARS = 64
 #: An error answer's body is read this far for Prometheus's own ``error`` text.
@@ -205,6 +208,7 @@ def build_hosts(
     sampled: dict[str, float] = {}
     dcgm: set[str] = set()
     errors: dict[str, list[dict[str, Any]]] = {}
+    seen: set[str] = set()
 
     def skip(host: str | None, name: str | None, why: str) -> None:
         if skipped is not None:
@@ -224,6 +228,11 @@ def build_hosts(
         if host is None or not host:
             skip(None, name, f"a series without an {HOST_LABEL} label")
             continue
+        if host not in seen:
+            if len(seen) >= MAX_HOSTS:
+                skip(None, name, f"over {MAX_HOSTS} hosts in one answer")
+                continue
+            seen.add(host)
         if name not in KNOWN_METRICS:
             skip(host, name, "a series of a metric that was not asked for")
             continue
@@ -395,6 +404,13 @@ class PrometheusFleet(HostViews):
                         failures=old.failures + 1,
                         error="no longer in Prometheus",
                     )
+            if len(self._views) > MAX_HOSTS:  # the longest gone make room
+                gone = sorted(
+                    (h for h in self._views if h not in hosts and h not in up),
+                    key=lambda h: -self._views[h].failures,
+                )
+                for h in gone[: len(self._views) - MAX_HOSTS]:
+                    del self._views[h]
             self.hosts = tuple(sorted(self._views))
         self.failures = 0
         self.error = None

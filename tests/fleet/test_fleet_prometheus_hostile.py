@@ -444,3 +444,22 @@ def test_fuzz_mutated_answers_never_stop_the_poller() -> None:
         fleet.poll()
         assert fleet.error is None
         assert_good_host_live(fleet)
+
+
+def test_hosts_are_bounded_and_the_gone_make_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prom, "MAX_HOSTS", 4)
+
+    def hosts(first: int) -> Callable[[], Answer]:
+        names = [f"h{i}:9867" for i in range(first, first + 6)]
+        lost = [series("gputop_gpu_lost", "0", instance=n, gpu="0") for n in names]
+        return lambda: vector([*(series("up", "1", instance=n) for n in names), *lost])
+
+    with hostile_prometheus() as p:
+        fleet = PrometheusFleet(p.url, interval=15.0)
+        p.set(hosts(0))
+        fleet.poll()
+        assert fleet.hosts == ("h0:9867", "h1:9867", "h2:9867", "h3:9867")
+        assert fleet.skipped == 4 and fleet.note is not None and "over 4 hosts" in fleet.note
+        p.set(hosts(10))  # all new names: the old ones are gone from Prometheus
+        fleet.poll()
+        assert fleet.hosts == ("h10:9867", "h11:9867", "h12:9867", "h13:9867")
