@@ -88,6 +88,8 @@ def query(
         raise
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", None) or exc
+        if isinstance(reason, TimeoutError):
+            raise PrometheusError(f"Prometheus did not answer within {timeout:g}s") from None
         raise PrometheusError(f"cannot reach Prometheus: {clean_text(str(reason), 200)}") from None
     data = _json(body)
     if not isinstance(data, dict) or data.get("status") not in ("success", "error"):

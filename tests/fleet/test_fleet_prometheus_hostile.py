@@ -239,7 +239,7 @@ BAD_ANSWERS = {
         "no data.result list",
     ),
     "huge": (Answer(body=b" " * 4096 + b"{}"), "answer over 1024 bytes"),
-    "hangs": (Answer(hang=True), "cannot reach Prometheus: timed out"),
+    "hangs": (Answer(hang=True), "Prometheus did not answer within 1s"),
     "trickles": (Answer(trickle=True), "no whole answer within 1s"),
 }
 
