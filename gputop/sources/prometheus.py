@@ -8,6 +8,7 @@ import http.client
 import json
 import math
 import re
+import socket
 import threading
 import time
 import urllib.error
@@ -77,20 +78,26 @@ def query(
     Raises PrometheusError (one line) for anything that is not such an answer."""
     url = f"{base}{path}?{urllib.parse.urlencode(params)}"
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    deadline = time.monotonic() + timeout
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            kind = response.headers.get_content_type()
-            body = _read(response, MAX_ANSWER_BYTES, deadline, timeout)
-    except urllib.error.HTTPError as exc:
-        raise PrometheusError(_http_error(exc, deadline, timeout)) from None
-    except PrometheusError:
-        raise
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        if isinstance(reason, TimeoutError):
-            raise PrometheusError(f"Prometheus did not answer within {timeout:g}s") from None
-        raise PrometheusError(f"cannot reach Prometheus: {clean_text(str(reason), 200)}") from None
+    late = PrometheusError(f"Prometheus did not answer within {timeout:g}s")
+    with _Deadline(timeout) as deadline:  # (also over an error answer's body)
+        opener = urllib.request.build_opener(_Http(deadline), _Https(deadline))
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                kind = response.headers.get_content_type()
+                body = _read(response, MAX_ANSWER_BYTES)
+        except urllib.error.HTTPError as exc:
+            said = _http_error(exc)
+            raise late if deadline.expired.is_set() else PrometheusError(said) from None
+        except PrometheusError:
+            raise
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            if deadline.expired.is_set() or isinstance(reason, TimeoutError):
+                raise late from None
+            why = clean_text(str(reason), 200)
+            raise PrometheusError(f"cannot reach Prometheus: {why}") from None
+        if deadline.expired.is_set():  # (what came before the cut is not the answer)
+            raise late
     data = _json(body)
     if not isinstance(data, dict) or data.get("status") not in ("success", "error"):
         raise PrometheusError(_not_prometheus(kind, body, data))
@@ -104,21 +111,101 @@ def query(
     return result
 
 
-def _read(response: Any, limit: int, deadline: float, timeout: float) -> bytes:
-    """At most ``limit`` bytes of the body, read before ``deadline`` (each read waits at
-    most the socket's timeout, so a server that trickles is cut off soon after it)."""
+def _read(response: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of the body (PrometheusError beyond)."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        if time.monotonic() > deadline:
-            raise PrometheusError(f"Prometheus sent no whole answer within {timeout:g}s")
-        chunk = response.read1(65536)
-        if not chunk:
-            return b"".join(chunks)
+    while chunk := response.read1(65536):
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:
             raise PrometheusError(f"Prometheus answer over {limit} bytes")
+    return b"".join(chunks)
+
+
+class _Deadline:
+    """Ends a request when its time is up, whatever the server does: the timeout given to
+    ``urlopen`` bounds each wait, not the request, so a server that sends its headers or
+    body a byte at a time would hold the poller for ever. At the deadline the request's
+    sockets are shut, which ends every wait on them at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> None:
+        """Shut ``sock`` at the deadline (at once when it has passed)."""
+        with self._lock:
+            self._sockets.append(sock)
+            late = self.expired.is_set()
+        if late:
+            _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired.set()
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    # The plain socket's shutdown, also for TLS: ssl's own drops its state under a reader
+    # in another thread; this ends the reader's wait (an EOF, an OSError) and nothing else.
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _WatchedHTTP(http.client.HTTPConnection):
+    """A connection whose socket its request's deadline shuts."""
+
+    deadline: _Deadline | None = None
+
+    def connect(self) -> None:
+        super().connect()
+        if self.deadline is not None and self.sock is not None:
+            self.deadline.watch(self.sock)
+
+
+class _WatchedHTTPS(_WatchedHTTP, http.client.HTTPSConnection):
+    pass
+
+
+class _Watching(urllib.request.AbstractHTTPHandler):
+    """An HTTP(S) handler whose connections a :class:`_Deadline` watches."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def do_open(self, http_class: Any, req: Any, **http_conn_args: Any) -> Any:
+        tls = isinstance(http_class, type) and issubclass(http_class, http.client.HTTPSConnection)
+        kind = _WatchedHTTPS if tls else _WatchedHTTP
+
+        def watched(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
+            conn = kind(*args, **kwargs)
+            conn.deadline = self.deadline
+            return conn
+
+        return super().do_open(watched, req, **http_conn_args)
+
+
+class _Http(_Watching, urllib.request.HTTPHandler):
+    pass
+
+
+class _Https(_Watching, urllib.request.HTTPSHandler):
+    pass
 
 
 def _json(body: bytes) -> Any:
@@ -141,12 +228,12 @@ def _preview(body: bytes) -> str:
     return repr(clean_text(body[:60].decode("utf-8", "replace"), 60) or "")
 
 
-def _http_error(exc: urllib.error.HTTPError, deadline: float, timeout: float) -> str:
+def _http_error(exc: urllib.error.HTTPError) -> str:
     """One line for an HTTP error answer: Prometheus's own ``error`` when it sent one."""
     kind = exc.headers.get_content_type() if exc.headers is not None else "no content type"
     body = b""
     with contextlib.suppress(Exception):
-        body = _read(exc, ERROR_BODY_BYTES, deadline, timeout)
+        body = _read(exc, ERROR_BODY_BYTES)
     data = _json(body)
     why = text_of(data.get("error"), 200) if isinstance(data, dict) else None
     if why is not None:

@@ -53,13 +53,14 @@ def _say_the_seed() -> None:
 @dataclass(frozen=True)
 class Answer:
     """What the server answers: a status, a content type and a body; or it hangs (says
-    nothing), or trickles (a byte at a time, never the whole body)."""
+    nothing), or trickles (a byte at a time, never the whole body or header)."""
 
     code: int = 200
     kind: str = JSON
     body: bytes = b""
     hang: bool = False
     trickle: bool = False
+    trickle_headers: bool = False
 
 
 def series(name: str, value: str, **labels: Any) -> dict[str, Any]:
@@ -103,6 +104,10 @@ class HostilePrometheus:
                 if answer.hang:
                     owner.released.wait(WAIT_S)
                     return
+                if answer.trickle_headers:
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                    self.trickle()
+                    return
                 self.send_response(answer.code)
                 self.send_header("Content-Type", answer.kind)
                 self.send_header("Content-Length", str(len(answer.body) or 1 << 20))
@@ -110,10 +115,15 @@ class HostilePrometheus:
                 if not answer.trickle:
                     self.wfile.write(answer.body)
                     return
+                self.trickle()
+
+            def trickle(self) -> None:
+                """A byte every 50 ms (each well within the client's timeout), until released."""
                 deadline = time.monotonic() + WAIT_S
-                while not owner.released.wait(0.05) and time.monotonic() < deadline:
-                    self.wfile.write(b" ")
-                    self.wfile.flush()
+                with contextlib.suppress(OSError):  # the client hangs up: its deadline
+                    while not owner.released.wait(0.05) and time.monotonic() < deadline:
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -240,7 +250,8 @@ BAD_ANSWERS = {
     ),
     "huge": (Answer(body=b" " * 4096 + b"{}"), "answer over 1024 bytes"),
     "hangs": (Answer(hang=True), "Prometheus did not answer within 1s"),
-    "trickles": (Answer(trickle=True), "no whole answer within 1s"),
+    "trickles its body": (Answer(trickle=True), "Prometheus did not answer within 1s"),
+    "trickles its headers": (Answer(trickle_headers=True), "Prometheus did not answer within 1s"),
 }
 
 
@@ -250,7 +261,7 @@ def test_a_bad_answer_is_one_line_and_the_next_good_one_is_read(
 ) -> None:
     answer, said = BAD_ANSWERS[case]
     # (a short timeout for the server that never answers; the default for the rest)
-    timeout = {"timeout": 1.0} if answer.hang or answer.trickle else {}
+    timeout = {"timeout": 1.0} if answer.hang or answer.trickle or answer.trickle_headers else {}
     with hostile_prometheus() as p:
         fleet = PrometheusFleet(p.url, interval=15.0, **timeout)
         fleet.poll()
