@@ -17,6 +17,8 @@ import http.server
 import json
 import os
 import random
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -474,3 +476,35 @@ def test_hosts_are_bounded_and_the_gone_make_room(monkeypatch: pytest.MonkeyPatc
         p.set(hosts(10))  # all new names: the old ones are gone from Prometheus
         fleet.poll()
         assert fleet.hosts == ("h10:9867", "h11:9867", "h12:9867", "h13:9867")
+
+
+@pytest.mark.requires_tool("openssl")
+def test_over_https_a_trickling_server_is_cut_off_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline shuts TLS connections as it does plain ones (a self-signed
+    certificate for 127.0.0.1, trusted through SSL_CERT_FILE)."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    with hostile_prometheus() as p:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        p.server.socket = context.wrap_socket(p.server.socket, server_side=True)
+        fleet = PrometheusFleet(p.url.replace("http:", "https:"), interval=15.0, timeout=1.0)
+        fleet.poll()
+        assert fleet.error is None
+        assert_good_host_live(fleet)
+        for answer in (Answer(trickle_headers=True), Answer(trickle=True)):
+            p.set(answer)
+            fleet.poll()
+            assert fleet.error == "Prometheus did not answer within 1s"
+        p.released.set()
+        p.set(good())
+        fleet.poll()
+        assert fleet.error is None
