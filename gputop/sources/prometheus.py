@@ -80,7 +80,7 @@ def query(
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     late = PrometheusError(f"Prometheus did not answer within {timeout:g}s")
     with _Deadline(timeout) as deadline:  # (also over an error answer's body)
-        opener = urllib.request.build_opener(_Http(deadline), _Https(deadline))
+        opener = _opener(deadline)
         try:
             with opener.open(request, timeout=timeout) as response:
                 kind = response.headers.get_content_type()
@@ -198,6 +198,23 @@ class _Watching(urllib.request.AbstractHTTPHandler):
             return conn
 
         return super().do_open(watched, req, **http_conn_args)
+
+
+def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
+    """``build_opener``'s handlers for HTTP(S) only: a redirect elsewhere (``ftp:``, which
+    urllib would follow) is refused as an unknown URL type."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler(),
+        _Http(deadline),
+        _Https(deadline),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPRedirectHandler(),
+        urllib.request.HTTPErrorProcessor(),
+        urllib.request.UnknownHandler(),
+    ):
+        opener.add_handler(handler)
+    return opener
 
 
 class _Http(_Watching, urllib.request.HTTPHandler):

@@ -63,6 +63,7 @@ class Answer:
     hang: bool = False
     trickle: bool = False
     trickle_headers: bool = False
+    location: str | None = None
 
 
 def series(name: str, value: str, **labels: Any) -> dict[str, Any]:
@@ -112,6 +113,8 @@ class HostilePrometheus:
                     return
                 self.send_response(answer.code)
                 self.send_header("Content-Type", answer.kind)
+                if answer.location is not None:
+                    self.send_header("Location", answer.location)
                 self.send_header("Content-Length", str(len(answer.body) or 1 << 20))
                 self.end_headers()
                 if not answer.trickle:
@@ -251,6 +254,10 @@ BAD_ANSWERS = {
         "no data.result list",
     ),
     "huge": (Answer(body=b" " * 4096 + b"{}"), "answer over 1024 bytes"),
+    "redirect to ftp": (
+        Answer(302, "text/plain", b"moved", location="ftp://127.0.0.1:1/api"),
+        "cannot reach Prometheus: unknown url type: ftp",
+    ),
     "hangs": (Answer(hang=True), "Prometheus did not answer within 1s"),
     "trickles its body": (Answer(trickle=True), "Prometheus did not answer within 1s"),
     "trickles its headers": (Answer(trickle_headers=True), "Prometheus did not answer within 1s"),
