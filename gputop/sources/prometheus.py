@@ -314,7 +314,6 @@ def build_hosts(
     sampled: dict[str, float] = {}
     dcgm: set[str] = set()
     errors: dict[str, list[dict[str, Any]]] = {}
-    seen: set[str] = set()
 
     def skip(host: str | None, name: str | None, why: str) -> None:
         if skipped is not None:
@@ -334,11 +333,6 @@ def build_hosts(
         if host is None or not host:
             skip(None, name, f"a series without an {HOST_LABEL} label")
             continue
-        if host not in seen:
-            if len(seen) >= MAX_HOSTS:
-                skip(None, name, f"over {MAX_HOSTS} hosts in one answer")
-                continue
-            seen.add(host)
         if name not in KNOWN_METRICS:
             skip(host, name, "a series of a metric that was not asked for")
             continue
@@ -361,6 +355,9 @@ def build_hosts(
         if index is None:
             label = text_of(metric.get("gpu"), 20)
             skip(host, name, f"{name}: gpu label {label!r} is not a GPU index")
+            continue
+        if host not in hosts and len(hosts) >= MAX_HOSTS:  # (``up`` of other targets: free)
+            skip(None, name, f"over {MAX_HOSTS} hosts with GPUs in one answer")
             continue
         times[host] = max(times.get(host, 0.0), ts)
         gpu = hosts.setdefault(host, {}).setdefault(
