@@ -439,7 +439,6 @@ class PrometheusFleet(HostViews):
         self.note: str | None = None  # the last answer's skipped series: how many, why
         self.skipped = 0  # series skipped in the last good answer
         self.failures = 0
-        self.polls = 0  # answers handled (good or bad)
         self._kick = threading.Event()
 
     def retry_now(self) -> None:
@@ -466,7 +465,6 @@ class PrometheusFleet(HostViews):
             self._poll()
         except Exception as exc:  # a bug's victim is this answer, never the poller
             self._failed(f"cannot read Prometheus's answer: {type(exc).__name__}: {exc}")
-        self.polls += 1
         self._call_back()
 
     def _poll(self) -> None:

@@ -209,7 +209,7 @@ def no_hosts_line(text_filter: str, error: str | None) -> Parts:
     if text_filter:
         return ((f"no host matches {safe(text_filter, 64)!r}", "dim"),)
     if error:
-        return (("no hosts: the source's answer was refused (above); R asks again", "dim"),)
+        return (("no hosts: the source failed (the line above); R asks again", "dim"),)
     return (("no hosts yet: waiting for the first answer", "dim"),)
 
 
