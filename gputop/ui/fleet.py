@@ -33,6 +33,16 @@ from gputop.ui.parts import Parts, safe
 HOST_HISTORY = 900
 
 
+def source_state(streams: HostViews) -> tuple[str | None, str | None]:
+    """(why the source's last answer was refused, what it skipped) where the source keeps
+    them (Prometheus does; each ssh host's trouble is on its own row)."""
+    error, note = getattr(streams, "error", None), getattr(streams, "note", None)
+    return (
+        error if isinstance(error, str) else None,
+        note if isinstance(note, str) else None,
+    )
+
+
 class FleetChanged(Message):
     """A host's view changed (posted from the reader thread; a backlog collapses)."""
 
@@ -46,6 +56,7 @@ class FleetScreen(Screen[None]):
     AUTO_FOCUS = None
     DEFAULT_CSS = """
     FleetScreen #fleet-summary, FleetScreen #fleet-columns { height: 1; }
+    FleetScreen #fleet-source { height: auto; }
     FleetScreen #fleet-scroll { height: 1fr; scrollbar-size-vertical: 0; }
     FleetScreen #fleet-filter {
         display: none; height: 1; border: none; padding: 0 1; background: $boost;
@@ -80,6 +91,7 @@ class FleetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield HeaderLine(id="fleet-header")
         yield PartsLines(id="fleet-summary")
+        yield PartsLines(id="fleet-source")  # the source's own trouble (none: no line)
         yield PartsLines(id="fleet-columns")
         with VerticalScroll(id="fleet-scroll"):
             yield PartsLines(id="fleet-hosts")  # every shown host's lines
@@ -112,11 +124,14 @@ class FleetScreen(Screen[None]):
             if r.name == self.cursor:
                 at_cursor = Region(0, len(lines), 1, len(block))
             lines.extend(block)
+        error, note = source_state(app.streams)
         if not shown:
-            lines = [((f"no host matches {safe(self.text_filter, 64)!r}", "dim"),)]
+            lines = [fv.no_hosts_line(self.text_filter, error)]
         with app.batch_update():
             self.query_one("#fleet-header", HeaderLine).set_lines([self._header(len(every))])
             self.query_one("#fleet-summary", PartsLines).set_lines([fv.summary_parts(every)])
+            source = fv.source_lines(app.via, error, note)
+            self.query_one("#fleet-source", PartsLines).set_lines(source)
             self.query_one("#fleet-columns", PartsLines).set_lines([fv.columns_header(width)])
             self.query_one("#fleet-hosts", PartsLines).set_lines(lines)
         if at_cursor is not None:
@@ -283,8 +298,9 @@ class FleetApp(GpuTopApp):
         """Worker thread: the host's recent minutes; a failure is said, the live view goes on."""
         try:
             snaps = [to_snapshot(d) for d in history(name)]
-        except (LineError, ValueError) as exc:
-            self.call_from_thread(self.notify, f"no history: {exc}", severity="warning")
+        except Exception as exc:  # an answer's problem: said, never the end of the app
+            said = str(exc) if isinstance(exc, LineError | ValueError) else type(exc).__name__
+            self.call_from_thread(self.notify, f"no history: {safe(said, 200)}", severity="warning")
             return
         self.call_from_thread(self._adopt_history, name, snaps)
 

@@ -194,6 +194,25 @@ def summary_parts(items: Sequence[Row]) -> Parts:
     return tuple(parts)
 
 
+def source_lines(via: str, error: str | None, note: str | None) -> list[Parts]:
+    """The source's own state above the hosts (none when all is well): why its last answer
+    was refused (one line), else how many series it skipped and why the first was."""
+    if error:
+        return [((f"{safe(via, 80)}: ", "label"), (safe(error, 300), "error"))]
+    if note:
+        return [((f"{safe(via, 80)}: ", "label"), (safe(note, 300), "warn"))]
+    return []
+
+
+def no_hosts_line(text_filter: str, error: str | None) -> Parts:
+    """What the host list says when it shows none."""
+    if text_filter:
+        return ((f"no host matches {safe(text_filter, 64)!r}", "dim"),)
+    if error:
+        return (("no hosts: the source failed (the line above); R asks again", "dim"),)
+    return (("no hosts yet: waiting for the first answer", "dim"),)
+
+
 def columns_header(width: int) -> Parts:
     """The line above the hosts: what each cell holds."""
     if width >= WIDE_WIDTH:
