@@ -725,7 +725,7 @@ def said(value: Any) -> str:
         return f"a list of {len(value)}"
     if isinstance(value, dict):
         return f"an object of {len(value)} keys"
-    return f"a {type(value).__name__}"
+    return "nothing" if type(value) is object else f"a {type(value).__name__}"  # object: absent
 
 
 def _what(tp: Any) -> str:
@@ -735,9 +735,11 @@ def _what(tp: Any) -> str:
         tp = next(a for a in args if a is not NoneType)
     if typing.get_origin(tp) is tuple:
         items = typing.get_args(tp)
+        one = _what(items[0]).removeprefix("a ")
+        many = one + ("es" if one.endswith("s") else "s")
         if len(items) == 2 and items[1] is Ellipsis:
-            return f"a list of {_what(items[0]).removeprefix('a ')}s"
-        return f"a list of {len(items)} {_what(items[0]).removeprefix('a ')}s"
+            return f"a list of {many}"
+        return f"a list of {len(items)} {many}"
     words = {int: "a whole number", float: "a number", str: "a text", bool: "true or false"}
     return words.get(tp) or f"a {getattr(tp, '__name__', tp)}"
 

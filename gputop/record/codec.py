@@ -461,6 +461,16 @@ def _default(f: dataclasses.Field[Any], n: int) -> list[Any]:
     raise _Fallback
 
 
+def _gaps(cols: list[list[Any]]) -> tuple[bool, set[int]]:
+    """(whether some row of an object lacks one of its keys but has others: a damaged
+    block; the rows that lack them all: no object there, as a row of a list cut shorter)."""
+    rows = range(len(cols[0]))
+    missing = itertools.repeat(_MISSING)
+    gaps = [set(itertools.compress(rows, map(operator.is_, c, missing))) for c in cols]
+    absent = set.intersection(*gaps)
+    return any(g != absent for g in gaps), absent
+
+
 class _Direct:
     def __init__(
         self,
@@ -570,6 +580,11 @@ class _Direct:
             cols.append(col)
             constant = constant and same
             self._scan(cls, f.name, col, same)
+        absent: set[int] = set()
+        if not constant:
+            read = [c for f, c in zip(fields, cols, strict=True) if f.name in node.children]
+            holes, absent = _gaps(read)
+            self.suspect = self.suspect or holes
         if cls is GpuMemory and not self.suspect:  # used, free and reserved at most the total
             pairs = (tv for part in cols[1:] for tv in zip(cols[0], part, strict=True))
             self.suspect = any(type(t) is type(v) is int and v > t for t, v in pairs)
@@ -577,7 +592,10 @@ class _Direct:
         if constant and n:
             one = make(*(c[0] for c in cols))
             return self._merge_own(node, [one] * n, True)
-        return self._merge_own(node, list(map(make, *cols)), False)
+        made = list(map(make, *cols))
+        for r in absent:  # no object in this row, for the parent (or the row's own value)
+            made[r] = _MISSING
+        return self._merge_own(node, made, False)
 
     def _tuple(self, node: _Node, tp: Any) -> tuple[list[Any], bool]:
         n = self.n

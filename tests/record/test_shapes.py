@@ -170,3 +170,26 @@ def test_every_field_of_a_recording_by_each_json_type() -> None:
             assert not REPR.search(text), f"{where}:\n{text}"
             json.loads(render_json(got))
     assert tried > 137, f"seed {SEED}"
+
+
+#: What the error calls each key's type.
+EXPECTED = {"name": "a text", "memory": "a GpuMemory", "processes": "a list of GpuProcesses"}
+
+
+@pytest.mark.parametrize("key", ["name", "memory", "processes", "index"])
+def test_a_row_of_a_block_that_lacks_a_key_its_other_rows_have(key: str) -> None:
+    """A damaged block (its columns for one row only) reads as a value of no type."""
+    clean = demo(2)
+    row = clean[1].to_dict()
+    del row["gpus"][0][key]
+    first, got = _block([clean[0].to_dict(), row])
+    assert first == clean[0]
+    said = [(e.metric, e.message) for e in got.errors if e.source == "replay"]
+    if key == "index":  # a GPU without its index is left out
+        assert [g.index for g in got.gpus] == [g.index for g in clean[1].gpus[1:]]
+        why = "not a whole number 0-65536: left out"
+        assert said == [("gpus.index", f"the recording reported gpus.index = nothing, {why}")]
+    else:
+        why = f"not {EXPECTED[key]}: shown as n/a"
+        assert said == [(key, f"GPU 0: the recording reported {key} = nothing, {why}")]
+    render_text(got)
