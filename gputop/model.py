@@ -388,11 +388,19 @@ def clean_texts(values: list[Any], limit: int = 4096) -> list[Any]:
 
 
 # --- the one decoder, compiled once per type. Plain mode trusts what gputop wrote; checked
-# mode (a remote host's lines) makes a wrong-typed value n/a, drops an unusable object.
+# mode (a remote host's lines) cleans text and cuts long lists; inside an object it keeps
+# a value of the wrong type or shape as it came, for the check by type (:func:`check_values`)
+# to make n/a with an error.
 
 Decode = Callable[[Any], Any]
 #: A checked decoder's answer for a value it refuses.
 _INVALID: Any = object()
+
+
+class _Cut(tuple):  # type: ignore[type-arg]
+    """A list checked decoding cut to :data:`MAX_ITEMS`: the check says how many went."""
+
+    cut: int
 
 
 def _identity(value: Any) -> Any:
@@ -400,7 +408,7 @@ def _identity(value: Any) -> Any:
 
 
 def _to_float(value: Any) -> Any:
-    if not isinstance(value, int):
+    if type(value) is not int:  # a bool stays a bool, which the check by type refuses
         return value
     try:
         return float(value)
@@ -455,11 +463,18 @@ def _tuple_decoder(args: tuple[Any, ...], checked: bool) -> Decode:
     if len(args) == 2 and args[1] is Ellipsis:
         item = decoder(args[0], checked=checked)
         if checked:
-            return lambda v: (
-                tuple(x for x in map(item, v[:MAX_ITEMS]) if x is not _INVALID)
-                if isinstance(v, list)
-                else _INVALID
-            )
+
+            def variadic(value: Any) -> Any:
+                if not isinstance(value, list):
+                    return _INVALID
+                out = tuple(raw if (x := item(raw)) is _INVALID else x for raw in value[:MAX_ITEMS])
+                if len(value) <= MAX_ITEMS:
+                    return out
+                cut = _Cut(out)
+                cut.cut = len(value) - MAX_ITEMS
+                return cut
+
+            return variadic
         if item is _identity:
             return lambda v: None if v is None else tuple(v)
         return lambda v: None if v is None else tuple(map(item, v))
@@ -484,7 +499,10 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
     for f in dataclasses.fields(cls):
         if host is not None and f.name == "host":
             continue
-        conv = decoder(hints[f.name], checked=checked)
+        tp = hints[f.name]
+        if checked and NoneType in typing.get_args(tp):  # None is taken as it comes; the
+            tp = next(a for a in typing.get_args(tp) if a is not NoneType)  # check says more
+        conv = decoder(tp, checked=checked)
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         plan.append((f.name, None if conv is _identity else conv, required))
 
@@ -504,13 +522,11 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
         if not isinstance(value, dict):
             return _INVALID
         kwargs = {}
-        for name, conv, required in plan:
+        for name, conv, _ in plan:
             if name in value:
-                v = conv(value[name])  # type: ignore[misc]
-                if v is not _INVALID:
-                    kwargs[name] = v
-                elif required:
-                    return _INVALID
+                raw = value[name]
+                v = None if raw is None else conv(raw)  # type: ignore[misc]
+                kwargs[name] = raw if v is _INVALID else v
         if host is not None:
             kwargs["host"] = host(value)
         try:
@@ -528,10 +544,10 @@ def host_decoder(*, checked: bool = False) -> Decode:
     info = decoder(ProcessInfo, checked=checked)
 
     def host(value: Any) -> Any:
-        if visible(value.get("visible")) in (None, _INVALID):
+        if value.get("visible") is None or (not checked and visible(value["visible"]) is None):
             return None
         out = info(value)  # reads the pid and the host fields only
-        return None if out is _INVALID else out
+        return value if out is _INVALID else out  # checked: the check says it is no host
 
     return host
 
@@ -722,16 +738,65 @@ LIMITS: dict[tuple[type, str], tuple[float, float, str]] = {
 # fmt: on
 
 
-def _said(value: Any) -> str:
+def said(value: Any) -> str:
+    """A value from outside, as an error message quotes it: short, and never raising (a
+    number of hundreds of digits, a NaN, a deep list)."""
     if type(value) is int and abs(value) >= 10**300:
         return f"a number of {len(str(abs(value)))} digits"
     if type(value) is int and abs(value) < 10**10:
         return str(value)
-    return f"{value:g}" if type(value) in (int, float) else f"{value!r:.40}"
+    if type(value) in (int, float):
+        return f"{value:g}"
+    if value is None or type(value) is bool:
+        return {None: "null", True: "true", False: "false"}[value]
+    if type(value) is str:
+        return clean_text(repr(value[:40]), 48) or "''"
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value)}"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} keys"
+    return "nothing" if type(value) is object else f"a {type(value).__name__}"  # object: absent
+
+
+def _what(tp: Any) -> str:
+    """A field's type in words, for an error message."""
+    args = typing.get_args(tp)
+    if NoneType in args:
+        tp = next(a for a in args if a is not NoneType)
+    if typing.get_origin(tp) is tuple:
+        items = typing.get_args(tp)
+        one = _what(items[0]).removeprefix("a ")
+        many = one + ("es" if one.endswith("s") else "s")
+        if len(items) == 2 and items[1] is Ellipsis:
+            return f"a list of {many}"
+        return f"a list of {len(items)} {many}"
+    words = {int: "a whole number", float: "a number", str: "a text", bool: "true or false"}
+    return words.get(tp) or f"a {getattr(tp, '__name__', tp)}"
+
+
+def _fits(tp: Any) -> Callable[[Any], bool]:
+    """The check by type and shape of a value of ``tp`` (a field's type): what the
+    model's annotations declare, nothing else."""
+    args = typing.get_args(tp)
+    if NoneType in args:
+        inner = _fits(next(a for a in args if a is not NoneType))
+        return lambda v: v is None or inner(v)
+    if typing.get_origin(tp) is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _fits(args[0])
+            return lambda v: type(v) is tuple and all(map(item, v))
+        items = [_fits(a) for a in args]
+        return lambda v: (
+            type(v) is tuple and len(v) == len(items) and all(f(x) for f, x in zip(items, v))  # noqa: B905
+        )
+    if tp is float:  # an int is a number too (JSON does not tell 1 from 1.0); a bool is not
+        return lambda v: type(v) in (int, float)
+    return lambda v: type(v) is tp
 
 
 class _Check:
-    """One walk over a snapshot (or one GPU): every number against :data:`LIMITS`."""
+    """One walk over a snapshot (or one GPU): every field by type and shape, every number
+    against :data:`LIMITS`."""
 
     def __init__(self, source: str, who: str) -> None:
         self.source, self.who = source, who
@@ -739,49 +804,78 @@ class _Check:
         self.gpu: int | None = None
         self.ok: set[int] = set()  # ids of objects found whole (shared objects: checked once)
 
-    def bad(self, path: str, value: Any, why: str, shown: str = "shown as n/a") -> None:
+    def bad(
+        self, path: str, value: Any, why: str, shown: str = "shown as n/a", quoted: str = ""
+    ) -> None:
         where = "" if self.gpu is None else f"GPU {self.gpu}: "
-        said = f"{where}{self.who} reported {path} = {_said(value)}, {why}: {shown}"
-        self.errors.append(SampleError(self.source, said, gpu=self.gpu, metric=path))
+        text = f"{where}{self.who} reported {path} = {quoted or said(value)}, {why}: {shown}"
+        self.errors.append(SampleError(self.source, text, gpu=self.gpu, metric=path))
 
     def walk(self, obj: Any, path: str) -> Any:
-        """``obj`` with its bad numbers None; _INVALID when a required one is bad."""
+        """``obj`` with its bad fields n/a (None, or the field's default); _INVALID when a
+        required one is bad."""
         if id(obj) in self.ok:
             return obj
         changes: dict[str, Any] = {}
         cls: Any = type(obj)
-        for name, kind, low, high, numbers, optional, inner in _plan(cls):
+        for name, kind, low, high, numbers, optional, inner, fits, default in _plan(cls):
             value = getattr(obj, name)
             if kind <= _NUMBERS:  # a number, or a tuple of them: each within its limit
                 items = value if kind == _NUMBERS else (value,)
-                if value is None or (
+                if (value is None and optional) or (
                     type(items) is tuple
                     and all(type(v) in numbers and low <= v <= high for v in items)
+                    and (kind == _NUMBER or fits(value))
                 ):
                     continue
-                if type(items) is tuple:  # the first item out of range says it
-                    value = next(
-                        v for v in items if not (type(v) in numbers and within(v, low, high))
-                    )
-                unit = LIMITS[cls, name][2]
-                why = f"outside {_said(low)}-{_said(high)}" + (f" {unit}" if unit else "")
-                kept = optional or kind == _NUMBERS  # else the object is left out
-                self.bad(path + name, value, why, "shown as n/a" if kept else "left out")
-                if not kept:
+                if kind == _NUMBERS and not (type(value) is tuple and fits(value)):
+                    why = f"not {_what(type_hints(cls)[name])}"
+                elif type(items) is tuple and all(type(v) in numbers for v in items):
+                    # the first item out of range says it
+                    value = next(v for v in items if not within(v, low, high))
+                    unit = LIMITS[cls, name][2]
+                    why = f"outside {said(low)}-{said(high)}" + (f" {unit}" if unit else "")
+                else:
+                    value = next((v for v in items if type(v) not in numbers), value)
+                    why = f"not {_what(inner)}"
+            elif kind == _LEAF:
+                if fits(value):
+                    continue
+                why = f"not {_what(type_hints(cls)[name])}"
+            elif kind == _PART:
+                if value is None and optional:
+                    continue
+                made = self.item(value, path + name, inner, optional or default is not _INVALID)
+                if made is not _INVALID:
+                    if made is not value:
+                        changes[name] = made
+                    continue
+                if default is _INVALID and not optional:
                     return _INVALID
-                changes[name] = None if optional else ()
-            elif kind == _PART and value is not None:
-                made = self.item(value, path + name, inner, optional)
-                if made is _INVALID and not optional:
-                    return _INVALID
-                if made is not value:
-                    changes[name] = None if made is _INVALID else made
-            elif kind == _PARTS and value:
+                changes[name] = None if optional else default
+                continue
+            else:  # _PARTS
                 where = path + name
-                items = value if type(value) is tuple else ()
-                made = tuple(self.item(v, where, inner, False) for v in items)
+                if type(value) is _Cut:  # the rows past MAX_ITEMS were not read
+                    why = f"more than {MAX_ITEMS}"
+                    rows = f"a list of {len(value) + value.cut}"
+                    self.bad(where, None, why, f"the last {value.cut} left out", rows)
+                elif type(value) is not tuple:
+                    why = f"not {_what(type_hints(cls)[name])}"
+                    self.bad(where, value, why)
+                    changes[name] = None if optional else ()
+                    continue
+                if not value:
+                    continue
+                made = tuple(self.item(v, where, inner, False, True) for v in value)
                 if type(value) is not tuple or any(a is not b for a, b in zip(made, value)):  # noqa: B905
                     changes[name] = tuple(v for v in made if v is not _INVALID)
+                continue
+            kept = optional or default is not _INVALID  # else the object is left out
+            self.bad(path + name, value, why, "shown as n/a" if kept else "left out")
+            if not kept:
+                return _INVALID
+            changes[name] = None if optional else default
         if cls is GpuMemory:
             changes.update(self.memory(obj if not changes else replace(obj, **changes), path))
         if not changes:
@@ -789,16 +883,23 @@ class _Check:
             return obj
         return replace(obj, **changes)
 
-    def item(self, obj: Any, path: str, cls: type, optional: bool) -> Any:
-        """``walk`` of a part that must be a ``cls``; a GPU's parts say its index."""
+    def item(self, obj: Any, path: str, cls: type, optional: bool, row: bool = False) -> Any:
+        """``walk`` of a part that must be a ``cls`` (``row``: an item of a list); a GPU's
+        parts say its index."""
         if type(obj) is not cls:
-            self.bad(path, obj, f"not a {cls.__name__}", "shown as n/a" if optional else "left out")
+            why = f"not {_what(cls)}"
+            self.bad(path, obj, why, "shown as n/a" if optional else "left out")
             return _INVALID
         if not isinstance(obj, GpuSample):
-            return self.walk(obj, f"{path}.")
+            made = self.walk(obj, f"{path}.")
+            pid = getattr(made, "pid", None) if row else None
+            if type(pid) is int and pid in INVALID_PIDS:  # dropped as from the driver's lists
+                self.bad(f"{path}.pid", pid, "never a real process", "left out")
+                return _INVALID
+            return made
         low, high, _ = LIMITS[GpuSample, "index"]
         if type(obj.index) is not int or not within(obj.index, low, high):
-            self.bad(f"{path}.index", obj.index, f"outside {low}-{high}", "left out")
+            self.bad(f"{path}.index", obj.index, f"not a whole number {low}-{high}", "left out")
             return _INVALID
         self.gpu = obj.index
         try:
@@ -825,16 +926,26 @@ def within(value: Any, low: float, high: float, *_: str) -> bool:
     return type(value) in (int, float) and low <= value <= high  # NaN: False
 
 
-_NUMBER, _NUMBERS, _PART, _PARTS = range(4)
+_NUMBER, _NUMBERS, _PART, _PARTS, _LEAF = range(5)
 
 
 @functools.cache
-def _plan(cls: type) -> tuple[tuple[str, int, float, float, Any, bool, Any], ...]:
+def _plan(
+    cls: type,
+) -> tuple[tuple[str, int, float, float, Any, bool, Any, Callable[[Any], bool], Any], ...]:
     """(field, its kind, low, high, the number types it takes, optional, its (items')
-    type) of each field to visit: a number or a tuple of them with LIMITS, or a part
-    (a tuple of parts) that holds some."""
+    type, its check by type, its default (_INVALID: none)) of every field: a number or a
+    tuple of them with LIMITS, a part (a tuple of parts), or any other value (a leaf)."""
     plan = []
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     for name, tp in type_hints(cls).items():
+        f = fields[name]
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = _INVALID
         args = typing.get_args(tp)
         optional = NoneType in args
         bare = next((a for a in args if a is not NoneType), tp) if optional else tp
@@ -844,10 +955,10 @@ def _plan(cls: type) -> tuple[tuple[str, int, float, float, Any, bool, Any], ...
         numbers = frozenset({int} if inner is int else {int, float})
         nested = isinstance(inner, type) and dataclasses.is_dataclass(inner)
         if limit is not None:
-            kind = _NUMBERS if many else _NUMBER
-            plan.append((name, kind, limit[0], limit[1], numbers, optional, inner))
-        elif nested and _plan(inner):
-            plan.append((name, _PARTS if many else _PART, 0, 0, numbers, optional, inner))
+            kind, low, high = (_NUMBERS if many else _NUMBER), limit[0], limit[1]
+        else:
+            kind, low, high = (_PARTS if many else _PART) if nested else _LEAF, 0, 0
+        plan.append((name, kind, low, high, numbers, optional, inner, _fits(tp), default))
     return tuple(plan)
 
 
@@ -865,7 +976,7 @@ def check_values(snapshot: Snapshot, source: str, who: str) -> Snapshot:
     check = _Check(source, who)
     made = check.walk(snapshot, "")
     if made is _INVALID:
-        raise ValueError(f"not a snapshot: its time {_said(snapshot.time)} is out of range")
+        raise ValueError(f"not a snapshot: {check.errors[-1].message}")
     if check.errors:
         made = replace(made, errors=(*made.errors, *check.errors))
     return made  # type: ignore[no-any-return]

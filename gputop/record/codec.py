@@ -19,6 +19,7 @@ import zstandard
 
 from gputop.model import (
     HOST_FIELDS,
+    INVALID_PIDS,
     LIMITS,
     MAX_TEXT,
     GpuMemory,
@@ -51,10 +52,10 @@ class CodecError(ValueError):
 def _share_hosts(d: dict[str, Any]) -> dict[str, Any]:
     """Replace a GPU process's host fields by ``host_ref`` where they equal the
     snapshot's own entry for that pid (in place)."""
-    procs = {p.get("pid"): p for p in d.get("processes") or ()}
-    for gpu in d.get("gpus") or ():
-        for row in gpu.get("processes") or ():
-            info = procs.get(row.get("pid"))
+    procs = {_key(p.get("pid")): p for p in _objects(d.get("processes"))}
+    for gpu in _objects(d.get("gpus")):
+        for row in _objects(gpu.get("processes")):
+            info = procs.get(_key(row.get("pid")))
             if info is None:
                 continue
             keys = [k for k in row if k not in _ROW_KEYS]
@@ -69,16 +70,26 @@ def _share_hosts(d: dict[str, Any]) -> dict[str, Any]:
 _ROW_KEYS = frozenset({f.name for f in dataclasses.fields(GpuProcess)} - {"host"} | {"host_ref"})
 
 
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """The objects of a list that should hold only objects (untrusted: maybe not a list)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _key(value: Any) -> Any:
+    """``value`` if it can be a dict key (a pid of the wrong type may be a list)."""
+    return value if isinstance(value, int | float | str | None) else None
+
+
 def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and (a == b or (a != a and b != b))
 
 
 def _unshare_hosts(d: dict[str, Any]) -> dict[str, Any]:
-    procs = {p.get("pid"): p for p in d.get("processes") or ()}
-    for gpu in d.get("gpus") or ():
-        for row in gpu.get("processes") or ():
+    procs = {_key(p.get("pid")): p for p in _objects(d.get("processes"))}
+    for gpu in _objects(d.get("gpus")):
+        for row in _objects(gpu.get("processes")):
             if row.pop("host_ref", False):
-                info = procs.get(row.get("pid"))
+                info = procs.get(_key(row.get("pid")))
                 if info is None:
                     raise CodecError("a process row refers to a pid the snapshot lacks")
                 row.update((k, v) for k, v in info.items() if k != "pid")
@@ -294,13 +305,18 @@ def decode_snapshots(payload: bytes) -> list[Snapshot]:
 
 
 def _from_dicts(n: int, keys: list[tuple[Any, ...]], columns: list[list[Any]]) -> list[Snapshot]:
+    """Each row's snapshot by the checked decoding of its dict: a value of the wrong type
+    or shape stays for :func:`check_values` to make n/a with an error."""
     out = []
+    read = decoder(Snapshot, checked=True)
     for r in range(n):
         try:
-            d = _row(keys, [column[r] for column in columns])
-            out.append(Snapshot.from_dict(_unshare_hosts(d)))
+            snapshot = read(_unshare_hosts(_row(keys, [column[r] for column in columns])))
         except (TypeError, ValueError, KeyError, IndexError) as exc:
             raise CodecError(f"a snapshot that does not fit the model: {exc}") from None
+        if not isinstance(snapshot, Snapshot):
+            raise CodecError("a snapshot that does not fit the model: its time or hostname lacks")
+        out.append(snapshot)
     return out
 
 
@@ -417,6 +433,18 @@ def _classify(tp: Any) -> tuple[int, Any]:
 
 
 @functools.cache
+def _types(tp: Any) -> frozenset[type]:
+    """The types a built value of ``tp`` may have (and ``_MISSING``'s, a row without it):
+    anything else makes the block suspect, for the check by type."""
+    args = typing.get_args(tp)
+    optional = {type(None)} if type(None) in args else set()
+    _, bare = _classify(tp)
+    if typing.get_origin(bare) is tuple:
+        bare = tuple
+    return frozenset({bare, type(_MISSING), *optional, *((int,) if bare is float else ())})
+
+
+@functools.cache
 def _bounds(cls: type, name: str) -> tuple[tuple[float, float, str], int, set[type]] | None:
     """A field's LIMITS, its _classify kind and the number types it takes; None: unbounded."""
     limit = LIMITS.get((cls, name))
@@ -433,6 +461,16 @@ def _default(f: dataclasses.Field[Any], n: int) -> list[Any]:
     if f.default_factory is not dataclasses.MISSING:
         return [f.default_factory()] * n
     raise _Fallback
+
+
+def _gaps(cols: list[list[Any]]) -> tuple[bool, set[int]]:
+    """(whether some row of an object lacks one of its keys but has others: a damaged
+    block; the rows that lack them all: no object there, as a row of a list cut shorter)."""
+    rows = range(len(cols[0]))
+    missing = itertools.repeat(_MISSING)
+    gaps = [set(itertools.compress(rows, map(operator.is_, c, missing))) for c in cols]
+    absent = set.intersection(*gaps)
+    return any(g != absent for g in gaps), absent
 
 
 class _Direct:
@@ -455,13 +493,21 @@ class _Direct:
     def _scan(self, cls: type, name: str, col: list[Any], constant: bool) -> None:
         """Whether the column may hold a value outside its LIMITS (a fast test, at C speed,
         that lets a block whose every value is sane skip :func:`check_values`)."""
-        found = None if self.suspect else _bounds(cls, name)
+        if self.suspect:
+            return
+        if not set(map(type, col[:1] if constant else col)) <= _types(type_hints(cls)[name]):
+            self.suspect = True  # a value of the wrong type or shape
+            return
+        found = _bounds(cls, name)
         if found is None:
             return
         (low, high, _), kind, numbers = found
         values = col[:1] if constant else col
         if None in values or _MISSING in values:
             values = [v for v in values if v is not None and v is not _MISSING]
+        if name == "pid" and not INVALID_PIDS.isdisjoint(values):
+            self.suspect = True  # a row the check leaves out, as the driver's lists
+            return
         if values and kind == 2:  # a tuple: each item (anything else: suspect)
             tuples = [t for t in values if type(t) is tuple]
             values = [x for t in tuples for x in t] + ([None] if len(tuples) < len(values) else [])
@@ -536,6 +582,11 @@ class _Direct:
             cols.append(col)
             constant = constant and same
             self._scan(cls, f.name, col, same)
+        absent: set[int] = set()
+        if not constant:
+            read = [c for f, c in zip(fields, cols, strict=True) if f.name in node.children]
+            holes, absent = _gaps(read)
+            self.suspect = self.suspect or holes
         if cls is GpuMemory and not self.suspect:  # used, free and reserved at most the total
             pairs = (tv for part in cols[1:] for tv in zip(cols[0], part, strict=True))
             self.suspect = any(type(t) is type(v) is int and v > t for t, v in pairs)
@@ -543,7 +594,10 @@ class _Direct:
         if constant and n:
             one = make(*(c[0] for c in cols))
             return self._merge_own(node, [one] * n, True)
-        return self._merge_own(node, list(map(make, *cols)), False)
+        made = list(map(make, *cols))
+        for r in absent:  # no object in this row, for the parent (or the row's own value)
+            made[r] = _MISSING
+        return self._merge_own(node, made, False)
 
     def _tuple(self, node: _Node, tp: Any) -> tuple[list[Any], bool]:
         n = self.n
@@ -560,7 +614,10 @@ class _Direct:
         elements: list[list[Any]] = []
         constant = self.flags[node.length][0]
         for i in range(count):
-            col, same = self._build(node.children[i], args[0] if variadic else args[i])
+            tp_i = args[0] if variadic else args[i]
+            col, same = self._build(node.children[i], tp_i)
+            if not self.suspect and not set(map(type, col[:1] if same else col)) <= _types(tp_i):
+                self.suspect = True  # an item of the wrong type or shape
             elements.append(col)
             constant = constant and same
         if not variadic and any(v != len(args) for v in lengths if v is not _MISSING):
@@ -622,8 +679,9 @@ class _Direct:
         index = self._by_pid[r]
         if index is None:
             procs = self._processes
-            row = () if procs is None or procs[r] is _MISSING else procs[r] or ()
-            index = self._by_pid[r] = {p.pid: p for p in row}
+            row = () if procs is None or type(procs[r]) is not tuple else procs[r]
+            # A row of the wrong type is the check's to report; it holds no pid.
+            index = self._by_pid[r] = {p.pid: p for p in row if type(p) is ProcessInfo}
         info = index.get(pid)
         if info is None:
             raise CodecError("a process row refers to a pid the snapshot lacks")

@@ -20,6 +20,7 @@ from gputop.model import (
     Verdict,
     clean_text,
     decoder,
+    said,
     within,
 )
 
@@ -92,7 +93,7 @@ def parse_line(line: bytes | str) -> dict[str, Any]:
     if not isinstance(data.get("gpus", []), list) or not isinstance(data.get("time"), int | float):
         raise LineError("not a gputop snapshot (no time or GPU list)")
     if not within(data["time"], *LIMITS[Snapshot, "time"]):
-        raise LineError(f"not a gputop snapshot (its time {data['time']:.6g} is out of range)")
+        raise LineError(f"not a gputop snapshot (its time {said(data['time'])} is out of range)")
     return data
 
 

@@ -1,6 +1,7 @@
 """Fuzz (issue 21): numbers no host reports, put in a demo host's stream lines and in a
 recording, go to the fleet UI (Pilot: the host opened, its GPU detail screen open) and to
-``replay --once`` in text and JSON. Nothing raises, nothing out of bounds is shown. A
+``replay --once`` in text and JSON; and (issue 29) fields of the wrong JSON type or shape
+beside them. Nothing raises, nothing out of bounds is shown. A
 fixed number of rounds (a few seconds); the seed is in every failure message
 (GPUTOP_FUZZ_SEED=<seed> replays it)."""
 
@@ -22,8 +23,9 @@ from gputop.sources.remote import LineError, parse_line, to_snapshot
 from gputop.ui.fleet import FleetApp
 from gputop.ui.screens.detail import DetailScreen
 from tests.helpers.fleet import demo_fleet
-from tests.helpers.hostile import NONSENSE, poison_line, poison_snapshot
+from tests.helpers.hostile import HOSTILE, NONSENSE, poison_line, poison_snapshot
 from tests.helpers.screen import terminal_rows
+from tests.helpers.shapes import JSON_TYPES, mutated, paths
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
@@ -34,6 +36,15 @@ ROUNDS = 25
 @pytest.fixture(autouse=True)
 def _say_the_seed() -> None:
     print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
+
+
+def reshape_line(line: str, rng: random.Random, count: int) -> str:
+    """``line`` with ``count`` of its fields, at any depth, replaced by a JSON type (issue
+    29: type and shape mutations beside the values)."""
+    data = json.loads(line)
+    for _ in range(count):
+        data = mutated(data, rng.choice(list(paths(data))), rng.choice(JSON_TYPES))
+    return json.dumps(data)
 
 
 def in_bounds(snapshot: Snapshot, seed: int) -> None:
@@ -65,6 +76,7 @@ async def test_fleet_ui_with_the_detail_screen_open_survives_hostile_lines() -> 
         fed = 0
         for n in range(ROUNDS):
             line = poison_line(base | {"time": t + n + 1}, rng, count=rng.randint(1, 12))
+            line = reshape_line(line, rng, count=rng.randint(0, 4))
             try:
                 data = parse_line(line)
                 to_snapshot(data)  # what the reader refuses never reaches the screen
@@ -98,7 +110,8 @@ def hostile_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, i
     for _ in range(40):
         snap = source.snapshot()
         share = rng.choice((0.0, 0.02, 0.2))
-        rec.add(replace(poison_snapshot(snap, rng, share=share), time=snap.time))
+        values = HOSTILE + JSON_TYPES  # wrong values, and wrong types and shapes (issue 29)
+        rec.add(replace(poison_snapshot(snap, rng, values, share=share), time=snap.time))
     rec.close()
     return directory, SEED
 
