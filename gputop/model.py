@@ -493,8 +493,8 @@ def _tuple_decoder(args: tuple[Any, ...], checked: bool) -> Decode:
 
 def _dataclass_decoder(cls: type, checked: bool) -> Decode:
     hints = type_hints(cls)
-    # (field, its decoder or None for the identity, required)
-    plan: list[tuple[str, Decode | None, bool]] = []
+    # (field, its decoder or None for the identity)
+    plan: list[tuple[str, Decode | None]] = []
     host = host_decoder(checked=checked) if cls is GpuProcess else None
     for f in dataclasses.fields(cls):
         if host is not None and f.name == "host":
@@ -503,14 +503,13 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
         if checked and NoneType in typing.get_args(tp):  # None is taken as it comes; the
             tp = next(a for a in typing.get_args(tp) if a is not NoneType)  # check says more
         conv = decoder(tp, checked=checked)
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        plan.append((f.name, None if conv is _identity else conv, required))
+        plan.append((f.name, None if conv is _identity else conv))
 
     def build(value: Any) -> Any:
         if value is None:
             return None
         kwargs = {}
-        for name, conv, _ in plan:
+        for name, conv in plan:
             if name in value:
                 v = value[name]
                 kwargs[name] = v if conv is None else conv(v)
@@ -522,7 +521,7 @@ def _dataclass_decoder(cls: type, checked: bool) -> Decode:
         if not isinstance(value, dict):
             return _INVALID
         kwargs = {}
-        for name, conv, _ in plan:
+        for name, conv in plan:
             if name in value:
                 raw = value[name]
                 v = None if raw is None else conv(raw)  # type: ignore[misc]
