@@ -257,14 +257,7 @@ def test_real_cgroups_name_pods_containers_slurm_jobs_and_services(
     node: Node, cgroups: Cgroups, fake_nvml_env: Any, tmp_path: Path
 ) -> None:
     env = _env(fake_nvml_env, node, tmp_path)
-    r = subprocess.run(
-        [sys.executable, "-m", "gputop", "--once", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=60,
-    )
+    r = _gputop(["--once", "--json"], env)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     owners = {p["pid"]: p["owner"] for g in data["gpus"] for p in g["processes"]}
@@ -462,14 +455,7 @@ def test_a_user_cannot_make_its_process_someone_elses_pod_job_or_container(
     env = dict(fake_nvml_env(scenario))
     env["GPUTOP_POD_LOGS"] = str(tmp_path / "pods")
     env["PYTHONPATH"] = str(ROOT)
-    r = subprocess.run(
-        [sys.executable, "-m", "gputop", "--once", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=60,
-    )
+    r = _gputop(["--once", "--json"], env)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     owners = {q["pid"]: q["owner"] for g in data["gpus"] for q in g["processes"]}
