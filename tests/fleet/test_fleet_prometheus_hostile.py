@@ -335,26 +335,31 @@ async def test_the_screen_says_a_bad_answer_in_one_line_and_R_asks_again() -> No
         p.set(Answer(404, "text/plain", b"not found: try /metrics\n"))
         fleet = PrometheusFleet(p.url, interval=3600.0)  # only R asks again
         app = FleetApp(fleet, via=f"prometheus {p.url}")
-        async with app.run_test(size=(120, 30)) as pilot:
+        # the app starts the poller and run_fleet closes it; here the test does
+        with contextlib.closing(fleet):
+            async with app.run_test(size=(120, 30)) as pilot:
 
-            async def pause() -> None:
-                await pilot.pause(0.05)
+                async def pause() -> None:
+                    await pilot.pause(0.05)
 
-            await until(pause, lambda: "404" in screen_text(app, "#fleet-source"), "the error")
-            line = screen_text(app, "#fleet-source")
-            assert line == (
-                f"prometheus {p.url}: not a Prometheus API answer (HTTP 404 Not Found, text/plain)"
-            )
-            hosts = screen_text(app, "#fleet-hosts")
-            assert "no host matches" not in hosts and "R asks again" in hosts
+                await until(pause, lambda: "404" in screen_text(app, "#fleet-source"), "the error")
+                line = screen_text(app, "#fleet-source")
+                assert line == (
+                    f"prometheus {p.url}: not a Prometheus API answer "
+                    "(HTTP 404 Not Found, text/plain)"
+                )
+                hosts = screen_text(app, "#fleet-hosts")
+                assert "no host matches" not in hosts and "R asks again" in hosts
 
-            p.set(good(series("gputop_gpu_utilization_ratio", "0.9", gpu="²")))
-            await pilot.press("R")
-            await until(pause, lambda: GOOD in screen_text(app, "#fleet-hosts"), "the good host")
-            assert "live" in screen_text(app, "#fleet-hosts")
-            line = screen_text(app, "#fleet-source")
-            assert "1 series skipped" in line and "'²' is not a GPU index" in line
-            assert "hosts 1: live 1" in screen_text(app, "#fleet-summary")
+                p.set(good(series("gputop_gpu_utilization_ratio", "0.9", gpu="²")))
+                await pilot.press("R")
+                await until(
+                    pause, lambda: GOOD in screen_text(app, "#fleet-hosts"), "the good host"
+                )
+                assert "live" in screen_text(app, "#fleet-hosts")
+                line = screen_text(app, "#fleet-source")
+                assert "1 series skipped" in line and "'²' is not a GPU index" in line
+                assert "hosts 1: live 1" in screen_text(app, "#fleet-summary")
 
 
 async def test_no_hosts_yet_is_not_a_filter_that_matches_none() -> None:
@@ -362,11 +367,15 @@ async def test_no_hosts_yet_is_not_a_filter_that_matches_none() -> None:
         p.set(Answer(hang=True))
         fleet = PrometheusFleet(p.url, interval=3600.0)
         app = FleetApp(fleet, via=f"prometheus {p.url}")
-        async with app.run_test(size=(120, 30)) as pilot:
-            await pilot.pause()
-            assert screen_text(app, "#fleet-hosts") == "no hosts yet: waiting for the first answer"
-            assert screen_text(app, "#fleet-source") == ""
-            p.released.set()
+        # the app starts the poller and run_fleet closes it; here the test does
+        with contextlib.closing(fleet):
+            async with app.run_test(size=(120, 30)) as pilot:
+                await pilot.pause()
+                assert (
+                    screen_text(app, "#fleet-hosts") == "no hosts yet: waiting for the first answer"
+                )
+                assert screen_text(app, "#fleet-source") == ""
+                p.released.set()
 
 
 def test_a_real_gputop_export_url_is_not_prometheus(tmp_path: Path) -> None:

@@ -113,16 +113,19 @@ async def test_the_replay_dashboard_shows_a_wrong_type_as_an_error(
     player = Player(Recording(_recording(tmp_path / "rec", change)), 3)
     player.tick_now()
     app = ReplayApp(player)
-    async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(200):
-            await pilot.pause(0.02)
-            if app.snapshot is not None:
-                break
-        assert app.snapshot is not None
-        said = [e.metric for e in app.snapshot.errors if e.source == "replay"]
-        assert said == [path]
-        await pilot.press("enter")  # the first GPU in detail: every panel drawn
-        await pilot.pause()
+    try:  # the app starts the player, run_replay stops it: here the test does
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(200):
+                await pilot.pause(0.02)
+                if app.snapshot is not None:
+                    break
+            assert app.snapshot is not None
+            said = [e.metric for e in app.snapshot.errors if e.source == "replay"]
+            assert said == [path]
+            await pilot.press("enter")  # the first GPU in detail: every panel drawn
+            await pilot.pause()
+    finally:
+        player.stop()
     assert app.return_code in (None, 0)
 
 

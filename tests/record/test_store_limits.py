@@ -276,7 +276,10 @@ def test_a_segment_cut_under_the_open_replay_is_said_once_in_replay_words(
             await until(lambda: app.snapshot is not None and app.snapshot.time == start + 1, pilot)
             assert header().count("cut short") == 1, header()
 
-    asyncio.run(run())
+    try:  # the app starts the player, run_replay stops it: here the test does
+        asyncio.run(run())
+    finally:
+        player.stop()
 
 
 # --- 6. one recorder per directory --------------------------------------------------------
