@@ -7,7 +7,7 @@ picks the kind, the families alone say which findings drop out.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 
 from gputop.model import SEVERITIES as SEVERITIES  # the analysis' own name for them
@@ -304,19 +304,17 @@ class Precedence:
             {s.rule: hides[s.family] for s in rows},
         )
 
-    def hidden(self, found: Iterable[Finding], family: str) -> bool:
-        """Whether a finding in ``found`` hides the findings of ``family``."""
-        hides = self.hides
-        return any(family in hides[f.rule] for f in found)
-
-    def verdict(self, findings: Sequence[Finding]) -> Verdict:
-        """The lowest-ranked finding that no other hides; the other kinds in ``also``."""
+    def verdict(self, findings: Sequence[Finding], hidden: Set[str] | None = None) -> Verdict:
+        """The lowest-ranked finding that no other hides; the other kinds in ``also``.
+        ``hidden``: the families the findings hide, when the caller has them."""
         if len(findings) == 1:
             one = findings[0]
             return Verdict(one.kind, LABELS[one.kind], one.evidence, one.advice, one.severity)
-        hides, family, rank = self.hides, self.family, self.rank
-        hidden = frozenset[str]().union(*(hides[f.rule] for f in findings))
-        shown = [f for f in findings if family[f.rule] not in hidden]
+        if hidden is None:
+            hides = self.hides
+            hidden = {family for f in findings for family in hides[f.rule]}
+        family, rank = self.family, self.rank
+        shown = [f for f in findings if family[f.rule] not in hidden] if hidden else findings
         first, *rest = sorted(shown, key=lambda f: rank[f.rule])
         also = tuple(dict.fromkeys(f.kind for f in rest if f.kind != first.kind))
         return Verdict(

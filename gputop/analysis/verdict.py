@@ -135,12 +135,16 @@ def judge(
 ) -> Verdict:
     """A scope's verdict: a GPU set, the jobs that explain its state, the job judged or None."""
     precedence = kinds.PRECEDENCE
+    hides = precedence.hides
     scope = Scope(ctx, gpus, job_ids, job)
     found: list[Finding] = []
+    hidden: set[str] = set()  # the families the findings so far hide
     for family, look in LOOKS:
-        if not (found and precedence.hidden(found, family)):
-            found += look(scope)
-    return precedence.verdict(found)
+        if family not in hidden and (new := look(scope)):
+            found += new
+            for f in new:
+                hidden.update(hides[f.rule])
+    return precedence.verdict(found, hidden)
 
 
 def _idle_holder(ctx: Context, gpus: tuple[int, ...], job: Job | None) -> Finding | None:
