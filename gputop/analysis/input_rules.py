@@ -268,14 +268,14 @@ def input_causes(
     starved: bool,
     severity: str,
 ) -> list[Finding]:
-    """The host-side causes of the scope's jobs, in job order; a rank already given is
+    """The host-side causes of the scope's jobs, in job order; a rule already given is
     skipped (it could change nothing). ``own``: the scope is the job itself."""
     host_cpu, host_suffix, disk_now = host.cpu, host.suffix, host.disk_now
     out: list[Finding] = []
-    found: set[int] = set()  # ranks given
+    found: set[str] = set()  # rules given
 
     def add(spec: KindSpec, evidence: str, advice: str, waiting: bool = True) -> None:
-        found.add(spec.rank)
+        found.add(spec.rule)
         out.append(finding(spec, evidence, advice, severity if waiting else None))
 
     for got in causes:
@@ -285,7 +285,7 @@ def input_causes(
         read = sig.read
 
         # disk, strong: processes in D state, or high iowait while the job reads
-        if DISK_STRONG.rank not in found:
+        if DISK_STRONG.rule not in found:
             evidence = None
             if flags & DSLEEP:
                 evidence = (
@@ -303,7 +303,7 @@ def input_causes(
                 )
 
         # workers near a full core each
-        if flags & BUSY_WORKERS and WORKERS.rank not in found:
+        if flags & BUSY_WORKERS and WORKERS.rule not in found:
             assert sig.worker_cpu is not None
             add(
                 WORKERS,
@@ -315,7 +315,7 @@ def input_causes(
 
         # main process near a full core, workers idle or none; only when starved, since
         # CUDA syncs spin the main thread on a busy GPU
-        if starved and flags & BUSY_MAIN and MAIN.rank not in found:
+        if starved and flags & BUSY_MAIN and MAIN.rule not in found:
             assert sig.main_cpu is not None
             workers_text = (
                 "no workers"
@@ -332,7 +332,7 @@ def input_causes(
             )
 
         # host CPU saturated
-        if host.saturated and HOST_CPU.rank not in found:
+        if host.saturated and HOST_CPU.rule not in found:
             assert host_cpu is not None
             add(
                 HOST_CPU,
@@ -345,7 +345,7 @@ def input_causes(
         # disk, weak: host disk reads near the highest rate seen, while the job reads
         if (
             flags & READS  # reads known
-            and DISK_WEAK.rank not in found
+            and DISK_WEAK.rule not in found
             and disk_now is not None
             and (disk_peak := host.disk_peak or 0.0) > 0
             and disk_now >= t.disk_near_peak * disk_peak

@@ -1,10 +1,13 @@
 """The verdict kinds, declared once (:data:`KIND_SPECS`, one row per rule's finding; a
-kind's label and word are its first row's), and how findings become a :class:`Verdict`.
+kind's label and word are its first row's), the families of findings and what a finding of
+each hides (:data:`FAMILIES`), and how findings become a :class:`Verdict`: the rank alone
+picks the kind, the families alone say which findings drop out.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 
 from gputop.model import SEVERITIES as SEVERITIES  # the analysis' own name for them
@@ -29,6 +32,45 @@ UNKNOWN = "unknown"
 #: A waiting finding's severity: "warn" when the GPU is starved, "info" when steady.
 WAITING = "warn or info"
 
+# The families of findings (:data:`FAMILIES`).
+GONE = "gone"
+QUIET = "quiet"
+HOLDER = "holder"
+READING = "no reading"
+NOTE = "note"
+LOAD = "load"
+CAUSE = "cause"
+FALLBACK = "fallback"
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """Findings that drop out alike: a finding of this family hides those of ``hides``."""
+
+    name: str
+    hides: tuple[str, ...]  # families; never its own, never one that hides it
+    why: str  # the docs' line
+
+
+#: Every family. A hidden finding is neither the verdict nor in ``also``, whatever its
+#: rank, and its rules are not looked for once a finding that hides it is found.
+# fmt: off
+FAMILIES: tuple[Family, ...] = (
+    Family(GONE, (QUIET, HOLDER, NOTE, READING, LOAD, CAUSE, FALLBACK),
+           "a GPU of the scope is lost: nothing else is judged"),
+    Family(QUIET, (HOLDER, NOTE, READING, LOAD, CAUSE, FALLBACK),
+           "(GPU only) nothing runs, nothing is held: nothing else to say"),
+    Family(HOLDER, (READING, LOAD, CAUSE, FALLBACK),
+           "memory held without work: the load is not judged (a full memory still is)"),
+    Family(READING, (LOAD, CAUSE, FALLBACK),
+           "no utilization to judge the load from (too few samples, or none reported)"),
+    Family(NOTE, (), "a fact about memory: listed with the verdict, whatever it is, unless hidden"),
+    Family(LOAD, (), "what the utilization, clocks and link say while the GPU works"),
+    Family(CAUSE, (FALLBACK,), "why the GPU waits: once one is seen, no fallback"),
+    Family(FALLBACK, (), "what the utilization says when no cause is seen"),
+)
+# fmt: on
+
 
 @dataclass(frozen=True, slots=True)
 class KindSpec:
@@ -42,6 +84,7 @@ class KindSpec:
     word: str  # the short word (at most 8 characters) of a compact GPU line
     meaning: str  # the help legend's line; "" when the kind's first row says it
     when: str  # when the rule applies
+    family: str  # one of FAMILIES: which findings it hides and which hide it
 
 
 #: Every rule's finding, in rank order.
@@ -50,6 +93,7 @@ KIND_SPECS: tuple[KindSpec, ...] = (
     KindSpec(
         "lost", 1, LOST, "bad", "GPU lost", "LOST", "",
         "a GPU of the scope fell off the bus (nothing else is judged)",
+        GONE,
     ),
     KindSpec(
         "idle_holder", 2, IDLE_HOLDER, "warn", "idle memory holder", "MEM IDLE",
@@ -57,89 +101,106 @@ KIND_SPECS: tuple[KindSpec, ...] = (
         "util ≤ IDLE_UTIL for IDLE_HOLDER_SECONDS while memory is held (or all observed "
         "history, ≥ IDLE_HOLDER_MIN_OBSERVED, with every holder older than "
         "IDLE_HOLDER_SECONDS)",
+        HOLDER,
     ),
     KindSpec(
         "idle", 3, IDLE, "ok", "idle", "idle", "no process, no memory held, no load",
         "(GPU only) no process, no held memory, util ≤ IDLE_UTIL throughout; shown even "
         "from one sample",
+        QUIET,
     ),
     KindSpec(
         "warming_up", 4, WARMING_UP, "info", "warming up", "warming",
         "too few samples yet for a verdict (a few seconds)",
         "fewer than MIN_SAMPLES samples or under MIN_SECONDS covered (`--once`); "
         "`memory nearly full` still listed in `also`",
+        READING,
     ),
     KindSpec(
         "throttle_hard", 5, THROTTLED, "bad", "throttled", "throttle",
         "clocks cut by heat or a hardware slowdown while busy",
         "thermal / HW slowdown / power brake in ≥ THROTTLE_FRACTION of busy samples",
+        LOAD,
     ),
     KindSpec(
         "pcie", 6, TRANSFER_PCIE, WAITING, "transfer-bound: PCIe", "PCIe-bnd",
         "transfer-bound: the GPU waits while PCIe copies run near the link's capacity",
         "util < UTIL_HIGH, mean RX or TX ≥ PCIE_NEAR_MAX of the current link capacity",
+        CAUSE,
     ),
     KindSpec(
         "disk_strong", 7, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd",
         "input-bound: the job waits on storage (D state, iowait, reads at the disk's peak)",
         "util < UTIL_HIGH, a job process in D state in ≥ DISK_SLEEP_FRACTION of samples, "
         "or iowait ≥ IOWAIT_HIGH while the job reads ≥ DISK_MIN_READ",
+        CAUSE,
     ),
     KindSpec(
         "workers", 8, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd",
         "input-bound: the DataLoader workers (or the whole host CPU) are maxed out",
         "util < UTIL_HIGH, workers' mean CPU ≥ WORKER_BUSY_CPU % of a core",
+        CAUSE,
     ),
     KindSpec(
         "main", 9, INPUT_MAIN, "warn", "input-bound: main process", "main-bnd",
         "input-bound: the main Python process is at a full core, workers idle",
         "util low (< UTIL_LOW) or oscillating (sd ≥ UTIL_OSCILLATION), a main process ≥ "
         "MAIN_BUSY_CPU, workers ≤ WORKER_IDLE_CPU or none",
+        CAUSE,
     ),
     KindSpec(
         "host_cpu", 10, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd", "",
         "util < UTIL_HIGH, host CPU ≥ HOST_CPU_SATURATED",
+        CAUSE,
     ),
     KindSpec(
         "disk_weak", 11, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd", "",
         "util < UTIL_HIGH, host disk reads ≥ DISK_NEAR_PEAK × the highest rate seen, job "
         "reads ≥ DISK_MIN_READ",
+        CAUSE,
     ),
     KindSpec(
         "underused", 12, UNDERUSED, "warn", "GPU underused", "low util",
         "GPU underused: utilization low or oscillating, no host cause seen",
         "util low or oscillating, no cause seen",
+        FALLBACK,
     ),
     KindSpec(
         "link", 13, LINK_DEGRADED, "warn", "PCIe link degraded", "link deg",
         "PCIe link below its max generation or width while busy",
         "busy (util ≥ UTIL_LOW in ≥ half the samples), link below max gen/width in ≥ "
         "LINK_DEGRADED_FRACTION of them",
+        LOAD,
     ),
     KindSpec(
         "gpu_bound", 14, GPU_BOUND, "ok", "GPU-bound", "GPU-bnd",
         "GPU-bound: the GPU is busy, the input keeps up",
         "mean util ≥ UTIL_HIGH",
+        LOAD,
     ),
     KindSpec(
         "moderate", 15, MODERATE, "info", "moderately busy", "moderate",
         "steady partial use, no cause seen",
         "util steady between UTIL_LOW and UTIL_HIGH, no cause seen",
+        FALLBACK,
     ),
     KindSpec(
         "throttle_soft", 16, THROTTLED, "info", "throttled", "pwr cap",
         "at the power limit while busy (normal at full load)",
         "SW power cap only (normal at full load)",
+        LOAD,
     ),
     KindSpec(
         "memory_full", 17, MEMORY_FULL, "warn", "memory nearly full", "mem full",
         "GPU memory nearly full",
         "used/total ≥ MEM_NEARLY_FULL (caching allocators fill memory on purpose)",
+        NOTE,
     ),
     KindSpec(
         "unknown", 18, UNKNOWN, "info", "cannot tell", "unknown",
         "cannot tell: the GPU reports no utilization (MIG, vGPU)",
         "GPU utilization not reported (MIG, vGPU)",
+        READING,
     ),
 )
 # fmt: on
@@ -182,8 +243,24 @@ def short_markdown_table() -> str:
     return "\n".join(lines)
 
 
+def families_markdown_table() -> str:
+    """The families of ``docs/verdicts.md``: which findings drop out when several apply."""
+    lines = ["| family | kinds | hides the findings of | why |", "|---|---|---|---|"]
+    for f in FAMILIES:
+        kinds = ", ".join(
+            f"`{k}`" for k in dict.fromkeys(s.kind for s in KIND_SPECS if s.family == f.name)
+        )
+        hides = ", ".join(f.hides) or "none"
+        lines.append(f"| {f.name} | {kinds} | {hides} | {f.why} |")
+    return "\n".join(lines)
+
+
 #: Marker name -> the table it holds (``docs/verdicts.md``, the README).
-BLOCKS = {"verdict-kinds": markdown_table, "verdict-kinds-short": short_markdown_table}
+BLOCKS = {
+    "verdict-kinds": markdown_table,
+    "verdict-kinds-short": short_markdown_table,
+    "verdict-families": families_markdown_table,
+}
 
 
 def markdown_block(name: str = "verdict-kinds") -> str:
@@ -193,9 +270,10 @@ def markdown_block(name: str = "verdict-kinds") -> str:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One rule that applies to a scope: its row's rank and kind, with its numbers."""
+    """One rule that applies to a scope: its rule (the row: rank, family) and kind, with
+    its numbers."""
 
-    rank: int
+    rule: str
     kind: str
     severity: str
     evidence: str
@@ -204,19 +282,48 @@ class Finding:
 
 def finding(spec: KindSpec, evidence: str, advice: str, severity: str | None = None) -> Finding:
     """``spec``'s finding; ``severity``: the one a WAITING rule picked (else the row's)."""
-    return Finding(spec.rank, spec.kind, severity or spec.severity, evidence, advice)
+    return Finding(spec.rule, spec.kind, severity or spec.severity, evidence, advice)
 
 
-def verdict_of(findings: list[Finding]) -> Verdict:
-    """The lowest rank's finding, the other kinds in ``also``."""
-    if len(findings) == 1:
-        first = findings[0]
-        return Verdict(first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity)
-    first, *rest = sorted(findings, key=lambda f: f.rank)
-    also = tuple(dict.fromkeys(f.kind for f in rest if f.kind != first.kind))
-    return Verdict(
-        first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity, also
-    )
+@dataclass(frozen=True, slots=True)
+class Precedence:
+    """The two tables as the verdicts read them, by rule name: its rank, its family, and
+    the families its finding hides."""
+
+    rank: dict[str, int]
+    family: dict[str, str]
+    hides: dict[str, frozenset[str]]
+
+    @staticmethod
+    def of(specs: Iterable[KindSpec], families: Iterable[Family]) -> Precedence:
+        hides = {f.name: frozenset(f.hides) - {f.name} for f in families}
+        rows = tuple(specs)
+        return Precedence(
+            {s.rule: s.rank for s in rows},
+            {s.rule: s.family for s in rows},
+            {s.rule: hides[s.family] for s in rows},
+        )
+
+    def verdict(self, findings: Sequence[Finding], hidden: Set[str] | None = None) -> Verdict:
+        """The lowest-ranked finding that no other hides; the other kinds in ``also``.
+        ``hidden``: the families the findings hide, when the caller has them."""
+        if len(findings) == 1:
+            one = findings[0]
+            return Verdict(one.kind, LABELS[one.kind], one.evidence, one.advice, one.severity)
+        if hidden is None:
+            hides = self.hides
+            hidden = {family for f in findings for family in hides[f.rule]}
+        family, rank = self.family, self.rank
+        shown = [f for f in findings if family[f.rule] not in hidden] if hidden else findings
+        first, *rest = sorted(shown, key=lambda f: rank[f.rule])
+        also = tuple(dict.fromkeys(f.kind for f in rest if f.kind != first.kind))
+        return Verdict(
+            first.kind, LABELS[first.kind], first.evidence, first.advice, first.severity, also
+        )
+
+
+#: The declared tables, as the verdicts read them (a test may put others in its place).
+PRECEDENCE = Precedence.of(KIND_SPECS, FAMILIES)
 
 
 if __name__ == "__main__":  # python -m gputop.analysis.kinds --markdown [NAME]

@@ -1,18 +1,21 @@
-"""Recent history -> one verdict per GPU and per job (docs/verdicts.md): the rule families
-in order for a scope, :class:`Analyzer` and the API.
+"""Recent history -> one verdict per GPU and per job (docs/verdicts.md): a scope's
+findings, family by family (:data:`LOOKS`), :class:`Analyzer` and the API. The order of
+the looks is not the verdicts' order: which finding wins, and which drop out, is the
+declared tables' alone (``kinds.PRECEDENCE``).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from gputop.analysis.gpu_rules import idle, lost_finding
+from gputop.analysis import kinds
+from gputop.analysis.gpu_rules import Group, idle, lost_finding
 from gputop.analysis.holders import Runs, idle_holder, lookback_form
 from gputop.analysis.input_rules import JobTick, Track, input_causes
 from gputop.analysis.jobs import Job
-from gputop.analysis.kinds import RULES, Finding, finding, verdict_of
+from gputop.analysis.kinds import RULES, Finding, finding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.window import Carried, Context, Tick, continues, split_window
 from gputop.model import Snapshot, Verdict
@@ -20,47 +23,81 @@ from gputop.model import Snapshot, Verdict
 # --- judging one scope ---------------------------------------------------------------------
 
 
-def _judge(
-    ctx: Context, gpus: tuple[int, ...], job_ids: tuple[str, ...], job: Job | None
-) -> Verdict:
-    """A scope's verdict: a GPU set, the jobs that explain its state, the job judged or None."""
-    for g in ctx.ticks[-1].lost:
-        if g.index in gpus:
-            return verdict_of([lost_finding(g)])
+class Scope:
+    """What one verdict is about: a GPU set, the jobs that explain its state, the job
+    judged or None; its GPU side (:class:`Group`) read once, when a look needs it."""
 
-    full = ctx.memory_full(gpus)
-    findings = [] if full is None else [full]
+    __slots__ = ("_group", "ctx", "gpus", "job", "job_ids")
 
-    holder = _idle_holder(ctx, gpus, job)
-    if holder is not None:
-        findings.append(holder)
-        return verdict_of(findings)
+    def __init__(
+        self, ctx: Context, gpus: tuple[int, ...], job_ids: tuple[str, ...], job: Job | None
+    ) -> None:
+        self.ctx, self.gpus, self.job_ids, self.job = ctx, gpus, job_ids, job
+        self._group: Group | None = None
 
-    if job is None:
-        idle_found = idle(ctx.gpu_parts(gpus), ctx.span)
-        if idle_found is not None:
-            return verdict_of([idle_found])
+    @property
+    def group(self) -> Group:
+        """The GPU side, shared by every scope on the same GPUs and ticks."""
+        if self._group is None:
+            ctx, job = self.ctx, self.job
+            self._group = ctx.group(self.gpus, None if job is None else ctx.present(job.id))
+        return self._group
 
-    # The GPU side, shared by every scope on the same GPUs and ticks.
-    group = ctx.group(gpus, None if job is None else ctx.present(job.id))
-    if group.early is not None:
-        findings.append(group.early)
-        return verdict_of(findings)
-    base = group.base
-    findings.extend(group.throttle_link)
+
+def look_lost(scope: Scope) -> list[Finding]:
+    for g in scope.ctx.ticks[-1].lost:
+        if g.index in scope.gpus:
+            return [lost_finding(g)]
+    return []
+
+
+def look_idle(scope: Scope) -> list[Finding]:
+    if scope.job is not None:
+        return []  # a job is never idle: it is there
+    found = idle(scope.ctx.gpu_parts(scope.gpus), scope.ctx.span)
+    return [] if found is None else [found]
+
+
+def look_holder(scope: Scope) -> list[Finding]:
+    found = _idle_holder(scope.ctx, scope.gpus, scope.job)
+    return [] if found is None else [found]
+
+
+def look_memory(scope: Scope) -> list[Finding]:
+    full = scope.ctx.memory_full(scope.gpus)
+    return [] if full is None else [full]
+
+
+def look_reading(scope: Scope) -> list[Finding]:
+    early = scope.group.early
+    return [] if early is None else [early]
+
+
+def look_load(scope: Scope) -> list[Finding]:
+    group = scope.group
+    if not group.busy:
+        return group.throttle_link
+    advice = (
+        "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
+        "model side (mixed precision, torch.compile, larger batch)"
+    )
+    return [*group.throttle_link, finding(RULES["gpu_bound"], group.base, advice)]
+
+
+def look_causes(scope: Scope) -> list[Finding]:
+    group, ctx = scope.group, scope.ctx
     if group.busy:
-        advice = (
-            "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
-            "model side (mixed precision, torch.compile, larger batch)"
-        )
-        return verdict_of([*findings, finding(RULES["gpu_bound"], base, advice)])
+        return []  # a busy GPU waits on nothing
+    jobs = (ctx.causes_of(job_id) for job_id in scope.job_ids)
+    own = scope.job is not None
+    causes = input_causes(ctx.t, ctx.host, jobs, own, group.base, group.starved, group.severity)
+    return group.pcie + causes
 
-    jobs = (ctx.causes_of(job_id) for job_id in job_ids)
-    own = job is not None
-    causes = input_causes(ctx.t, ctx.host, jobs, own, base, group.starved, group.severity)
-    findings += group.pcie + causes
-    if group.pcie or causes:
-        return verdict_of(findings)
+
+def look_fallback(scope: Scope) -> list[Finding]:
+    group = scope.group
+    if group.busy:
+        return []
     if group.starved:
         spec, advice = (
             RULES["underused"],
@@ -70,8 +107,44 @@ def _judge(
     else:
         spec = RULES["moderate"]
         advice = "Steady partial use: profile a step (torch.profiler) if you expected more"
-    findings.append(finding(spec, base + _no_host_view_note(ctx, job_ids, job), advice))
-    return verdict_of(findings)
+    note = _no_host_view_note(scope.ctx, scope.job_ids, scope.job)
+    return [finding(spec, group.base + note, advice)]
+
+
+#: A family's look: the findings of its rules on a scope.
+Look = Callable[[Scope], list[Finding]]
+
+#: (family, the look that finds its findings), in an order that reads the cheap and the
+#: shared first. A family that a finding already found hides is not looked for; the
+#: families' hides are closed (tests/analysis/test_verdict_kinds.py), so any order of
+#: the looks gives the same verdicts.
+LOOKS: tuple[tuple[str, Look], ...] = (
+    (kinds.GONE, look_lost),
+    (kinds.QUIET, look_idle),
+    (kinds.HOLDER, look_holder),
+    (kinds.NOTE, look_memory),
+    (kinds.READING, look_reading),
+    (kinds.LOAD, look_load),
+    (kinds.CAUSE, look_causes),
+    (kinds.FALLBACK, look_fallback),
+)
+
+
+def judge(
+    ctx: Context, gpus: tuple[int, ...], job_ids: tuple[str, ...], job: Job | None
+) -> Verdict:
+    """A scope's verdict: a GPU set, the jobs that explain its state, the job judged or None."""
+    precedence = kinds.PRECEDENCE
+    hides = precedence.hides
+    scope = Scope(ctx, gpus, job_ids, job)
+    found: list[Finding] = []
+    hidden: set[str] = set()  # the families the findings so far hide
+    for family, look in LOOKS:
+        if family not in hidden and (new := look(scope)):
+            found += new
+            for f in new:
+                hidden.update(hides[f.rule])
+    return precedence.verdict(found, hidden)
 
 
 def _idle_holder(ctx: Context, gpus: tuple[int, ...], job: Job | None) -> Finding | None:
@@ -98,13 +171,11 @@ def _no_host_view_note(ctx: Context, job_ids: tuple[str, ...], job: Job | None) 
 
 def gpu_verdicts_of(ctx: Context) -> dict[int, Verdict]:
     by_gpu = ctx.ticks[-1].job_ids_by_gpu()
-    return {
-        g.index: _judge(ctx, (g.index,), by_gpu.get(g.index, ()), None) for g in ctx.latest.gpus
-    }
+    return {g.index: judge(ctx, (g.index,), by_gpu.get(g.index, ()), None) for g in ctx.latest.gpus}
 
 
 def job_verdict(ctx: Context, job: Job) -> Verdict:
-    return _judge(ctx, job.gpus, (job.id,), job)
+    return judge(ctx, job.gpus, (job.id,), job)
 
 
 # --- the API ----------------------------------------------------------------------------

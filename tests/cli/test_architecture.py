@@ -133,15 +133,40 @@ def test_the_pure_views_import_no_widget_library_and_no_consumer(name: str) -> N
 
 # --- diagnosis: the one place where snapshots become jobs and verdicts ----------------------
 
-#: What judges: only gputop.diagnosis (and the analysis itself) may call these.
+#: What judges: only gputop.diagnosis (and the analysis itself) may call these. Each is a
+#: real name (``test_each_judge_listed_exists``): a name renamed away would check nothing.
 JUDGES = {
     "gputop.analysis.verdict.Analyzer",
-    "gputop.analysis.verdict.all_verdicts",
-    "gputop.analysis.verdict.gpu_verdicts",
-    "gputop.analysis.verdict.job_verdicts",
+    "gputop.analysis.verdict.gpu_verdicts_of",
+    "gputop.analysis.verdict.job_verdict",
+    "gputop.analysis.verdict.judge",
+    "gputop.analysis.kinds.PRECEDENCE",
+    "gputop.analysis.kinds.Precedence",
     "gputop.analysis.jobs.build_jobs",
     "gputop.analysis.jobs.build_jobs_reusing",
 }
+
+
+def _top_level_names(module: str) -> set[str]:
+    """The names ``module`` defines at its top level: functions, classes, assignments."""
+    path = PACKAGE.parent / Path(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+@pytest.mark.parametrize("name", sorted(JUDGES))
+def test_each_judge_listed_exists(name: str) -> None:
+    module, _, attr = name.rpartition(".")
+    assert module in MODULES, f"{name}: no module {module}"
+    assert attr in _top_level_names(module), f"{name}: {module} defines no {attr}"
 
 
 def test_diagnosis_imports_only_model_fmt_and_analysis() -> None:
