@@ -320,8 +320,10 @@ class Snapshot:
     tick_cpu_seconds: float | None = None  # CPU time the tick took
     schema: int = SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
-        return _to_jsonable(self)  # type: ignore[no-any-return]
+    def to_dict(self, *, whole: bool = False) -> dict[str, Any]:
+        """The JSON form; ``whole``: with the :data:`QUIET_PARTS` that say nothing too (a
+        recording's rows then all have the same columns)."""
+        return _to_jsonable(self, not whole)  # type: ignore[no-any-return]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, checked: bool = False) -> Snapshot:
@@ -350,19 +352,19 @@ MAX_TEXT = 4096
 T = TypeVar("T")
 
 
-def _to_jsonable(obj: Any) -> Any:
+def _to_jsonable(obj: Any, quiet: bool = True) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out = {f.name: _to_jsonable(getattr(obj, f.name), quiet) for f in dataclasses.fields(obj)}
         if isinstance(obj, GpuProcess):  # the host's fields follow the process's own
             host = out.pop("host") or {}
             out.update({name: host.get(name) for name in HOST_FIELDS})
-        elif isinstance(obj, GpuSample):
+        elif quiet and isinstance(obj, GpuSample):
             for name, quiet in QUIET_PARTS.items():
                 if getattr(obj, name) == quiet:
                     del out[name]
         return out
     if isinstance(obj, tuple | list):
-        return [_to_jsonable(v) for v in obj]
+        return [_to_jsonable(v, quiet) for v in obj]
     return obj
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import queue
 import select
@@ -171,7 +172,7 @@ def counter_rate(
     if before is None:
         return None
     count, seconds = now[0] - before[0], now[1] - before[1]
-    if count < 0 or seconds <= 0:
+    if count < 0 or not 0 < seconds < math.inf:  # NaN too
         return None
     return count * scale / seconds
 

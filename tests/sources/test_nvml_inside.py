@@ -1,0 +1,382 @@
+"""GPM activity and NVLink through the real pynvml against the fake libnvidia-ml.so.1
+(issue 30): two GPM samples per metric, at least GPM_MIN_S apart; NVLink links, version,
+far ends, throughput (GPM, else the cumulative KiB counters turned into a rate) and
+capacity; n/a said once where GPM is absent; the parts in JSON, checked decoding and
+recordings."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import random
+from collections.abc import Iterator
+
+import pynvml
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+from gputop.model import Activity, DriverInfo, Nvlink, Snapshot
+from gputop.record import codec
+from gputop.sources.nvml import GPM_MIN_S, NvmlReader, counter_rate, same_bus
+from tests import builders as fx
+from tests.fakenvml import HOPPER_GPM, FakeGpu, FakeLink, FakeNvml, Scenario, hopper
+
+HOPPER_ACTIVITY = Activity(sm=45.0, sm_occupancy=20.0, tensor=30.0, dram=40.0, fp64=1.0,
+                           fp32=10.0, fp16=2.0)  # fmt: skip
+MIB = 2**20
+
+
+class Clock:
+    """The reader's monotonic clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def made(fake_nvml: FakeNvml) -> Iterator[list[NvmlReader]]:
+    readers: list[NvmlReader] = []
+    yield readers
+    for r in readers:
+        r.close()
+
+
+def _reader(
+    fake_nvml: FakeNvml, made: list[NvmlReader], scenario: Scenario
+) -> tuple[NvmlReader, Clock]:
+    fake_nvml.write(scenario)
+    r = NvmlReader()
+    clock = Clock()
+    r._clock = clock  # a test moves time; GPM spacing and counter rates follow it
+    made.append(r)
+    return r, clock
+
+
+# ---------------------------------------------------------------------------- GPM
+
+
+def test_gpm_metrics_come_from_the_previous_and_the_current_sample(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0), FakeGpu()]))
+    (first, plain), errors = r.read()
+    assert first.activity == Activity() and errors == ()  # one sample: nothing yet
+    clock.now += 0.5
+    (second, plain), errors = r.read()
+    assert second.activity == HOPPER_ACTIVITY
+    assert plain.activity == Activity() and plain.nvlink == Nvlink()  # no GPM, no NVLink
+    assert errors == ()
+    # in the JSON: the H100's parts; the other GPU's document is as before they existed
+    doc = Snapshot(0.0, "h", DriverInfo(True), gpus=(second, plain)).to_dict()
+    assert doc["gpus"][0]["activity"]["sm"] == 45.0 and doc["gpus"][0]["activity"]["fp16"] == 2.0
+    assert "activity" not in doc["gpus"][1] and "nvlink" not in doc["gpus"][1]
+
+
+def test_samples_closer_than_gpm_needs_give_na_and_keep_the_older_sample(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
+    r.read()
+    clock.now += GPM_MIN_S / 2
+    (gpu,), _ = r.read()
+    assert gpu.activity == Activity()  # too soon: n/a, not a value from a short window
+    clock.now += GPM_MIN_S
+    (gpu,), _ = r.read()
+    assert gpu.activity == HOPPER_ACTIVITY  # the first sample was kept
+
+
+def test_without_gpm_the_metrics_are_na_silently_and_never_asked(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    # an A100 (the support query answers NOT_SUPPORTED) and a GPU that says "not a GPM
+    # device": a sample call would fail loudly if it were made
+    gpus = [FakeGpu(), FakeGpu(gpm=False)]
+    for g in gpus:
+        g.errors = {"nvmlGpmSampleGet": "UNKNOWN", "nvmlGpmSampleAlloc": "UNKNOWN"}
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=gpus))
+    for _ in range(3):
+        samples, errors = r.read()
+        clock.now += 1.0
+        assert errors == ()
+        assert all(g.activity == Activity() for g in samples)
+
+
+def test_no_permission_on_samples_is_said_once(fake_nvml: FakeNvml, made: list[NvmlReader]) -> None:
+    gpu = hopper(0, links=0, errors={"nvmlGpmSampleGet": "NO_PERMISSION"})
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    (g,), errors = r.read()
+    assert g.activity == Activity()
+    (error,) = errors
+    assert error.metric == "gpm" and "no permission" in error.message
+    for _ in range(3):
+        clock.now += 1.0
+        (g,), errors = r.read()
+        assert errors == () and g.activity == Activity()
+
+
+def test_a_metric_the_gpu_lacks_is_na_in_its_own_slot(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    gpu = hopper(0, links=0, gpm_metrics={**HOPPER_GPM, 5: None, 13: None})
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    r.read()
+    for _ in range(2):
+        clock.now += 1.0
+        (g,), errors = r.read()
+        assert errors == ()
+        assert g.activity.tensor is None and g.activity.fp16 is None
+        assert g.activity.sm == 45.0 and g.activity.fp32 == 10.0
+
+
+@pytest.mark.parametrize("value", ["nan", "150", "-3"])
+def test_an_impossible_gpm_value_is_na_with_an_error(
+    fake_nvml: FakeNvml, made: list[NvmlReader], value: str
+) -> None:
+    gpu = hopper(0, links=0, gpm_metrics={**HOPPER_GPM, 2: float(value)})
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    r.read()
+    clock.now += 1.0
+    (g,), errors = r.read()
+    assert g.activity.sm is None and g.activity.tensor == 30.0
+    (error,) = errors
+    assert error.metric == "activity.sm" and "outside 0-100" in error.message
+
+
+def test_the_fake_refuses_more_metrics_than_the_array_holds(nvml_session: None) -> None:
+    """What makes the next test mean something: an over-long request is refused."""
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    first, second = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
+    try:
+        pynvml.nvmlGpmSampleGet(handle, first)
+        pynvml.nvmlGpmSampleGet(handle, second)
+        request = pynvml.c_nvmlGpmMetricsGet_t()
+        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        request.sample1, request.sample2 = first, second
+        for n, expect in ((len(request.metrics) + 1, "INVALID_ARGUMENT"), (5, "INVALID_ARGUMENT")):
+            request.numMetrics = n
+            with pytest.raises(pynvml.NVMLError) as caught:
+                pynvml.nvmlGpmMetricsGet(request)
+            assert caught.value.value == getattr(pynvml, f"NVML_ERROR_{expect}")
+        request.numMetrics = 4
+        request.version = 2
+        with pytest.raises(pynvml.NVMLError_ArgumentVersionMismatch):
+            pynvml.nvmlGpmMetricsGet(request)
+    finally:
+        pynvml.nvmlGpmSampleFree(first)
+        pynvml.nvmlGpmSampleFree(second)
+
+
+@pytest.fixture
+def nvml_session(fake_nvml: FakeNvml) -> Iterator[None]:
+    fake_nvml.write(Scenario(gpus=[hopper(0, links=0, gpm_slots=4)]))
+    pynvml.nvmlInit()
+    try:
+        yield
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def test_requests_never_exceed_the_bindings_metrics_array(
+    fake_nvml: FakeNvml, made: list[NvmlReader], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A binding whose metrics[] holds 4 (the driver refuses more): the reader asks in
+    requests of 4, and every metric still comes right."""
+
+    class Short(ctypes.Structure):
+        _fields_ = [
+            ("version", ctypes.c_uint),
+            ("numMetrics", ctypes.c_uint),
+            ("sample1", pynvml.c_nvmlGpmSample_t),
+            ("sample2", pynvml.c_nvmlGpmSample_t),
+            ("metrics", pynvml.c_nvmlGpmMetric_t * 4),
+        ]
+
+    monkeypatch.setattr(pynvml, "c_nvmlGpmMetricsGet_t", Short)
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0, gpm_slots=4)]))
+    r.read()
+    clock.now += 1.0
+    (g,), errors = r.read()
+    assert errors == ()
+    assert g.activity == HOPPER_ACTIVITY
+
+
+def test_gpm_samples_are_freed(fake_nvml: FakeNvml, made: list[NvmlReader]) -> None:
+    """Two samples per GPU at most, each freed once: a double free answers
+    INVALID_ARGUMENT, which close() would swallow, so count the calls instead."""
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
+    allocs: list[object] = []
+    frees: list[object] = []
+    real_alloc, real_free = pynvml.nvmlGpmSampleAlloc, pynvml.nvmlGpmSampleFree
+
+    def alloc() -> object:
+        allocs.append(real_alloc())
+        return allocs[-1]
+
+    def free(sample: object) -> None:
+        frees.append(sample)
+        real_free(sample)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(pynvml, "nvmlGpmSampleAlloc", alloc)
+    mp.setattr(pynvml, "nvmlGpmSampleFree", free)
+    try:
+        for _ in range(5):
+            r.read()
+            clock.now += 1.0
+        assert len(allocs) == 2  # the previous and the current, swapped
+        r.close()
+        assert sorted(map(id, frees)) == sorted(map(id, allocs))
+    finally:
+        mp.undo()
+
+
+# ---------------------------------------------------------------------------- NVLink
+
+
+def test_nvlink_links_version_peers_capacity_and_gpm_throughput(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    r, clock = _reader(
+        fake_nvml, made, Scenario(gpus=[hopper(0, 2, links=4), hopper(1, 2, links=4)])
+    )
+    (a, b), errors = r.read()
+    assert errors == ()
+    assert a.nvlink.links == 4 and a.nvlink.version == "4.0"
+    assert a.nvlink.max_bytes_per_s == 4 * 25e9
+    assert a.nvlink.peers == ("GPU 1",) * 4 and b.nvlink.peers == ("GPU 0",) * 4
+    assert a.nvlink.rx_bytes_per_s is None  # one sample, one counter reading: no rate yet
+    clock.now += 0.5
+    (a, b), errors = r.read()
+    assert a.nvlink.rx_bytes_per_s == 1024 * MIB  # GPM 60, MiB/s
+    assert a.nvlink.tx_bytes_per_s == 2048 * MIB  # GPM 61
+
+
+def test_nvlink_throughput_from_the_counters_without_gpm(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    gpu = hopper(0, links=2, gpm=None)  # an A100-like GPU: NVLink, no GPM
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    (g,), _ = r.read()
+    assert g.activity == Activity() and g.nvlink.peers == ("switch", "switch")
+    clock.now += 2.0
+    (g,), errors = r.read()
+    assert errors == ()
+    # 1 GiB TX and 512 MiB RX (in KiB) a read, 2 s apart
+    assert g.nvlink.tx_bytes_per_s == 2**30 / 2.0
+    assert g.nvlink.rx_bytes_per_s == 2**29 / 2.0
+
+
+def test_a_counter_that_goes_back_is_na_for_one_tick(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    gpu = hopper(0, links=2, gpm=None, nvlink_kib_start=(10**9, 10**9))
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    r.read()
+    clock.now += 1.0
+    (g,), _ = r.read()
+    assert g.nvlink.tx_bytes_per_s == 2**30
+    # the driver reset its counters (here: the fake reloads them from 0)
+    fake_nvml.write(Scenario(gpus=[hopper(0, links=2, gpm=None)]))
+    clock.now += 1.0
+    (g,), errors = r.read()
+    assert g.nvlink.tx_bytes_per_s is None and g.nvlink.rx_bytes_per_s is None
+    assert errors == ()
+    clock.now += 1.0
+    (g,), _ = r.read()
+    assert g.nvlink.tx_bytes_per_s == 2**30
+
+
+def test_a_gpu_without_nvlink_has_an_empty_part(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
+    r.read()
+    clock.now += 1.0
+    (g,), _ = r.read()
+    assert g.nvlink == Nvlink()  # no rate from GPM 60/61 on a GPU without links
+
+
+def test_far_ends_a_gpu_a_switch_or_unknown(fake_nvml: FakeNvml, made: list[NvmlReader]) -> None:
+    links = [
+        FakeLink("0000:19:00.0", 0),  # GPU 1's bus id, written with a 4-digit domain
+        FakeLink("00000000:A0:00.0", 2),
+        FakeLink("00000000:B0:00.0", 255),
+        FakeLink("00000000:19:00.0", 0, active=False),
+    ]
+    gpu = hopper(0, links=0, nvlinks=links, nvlink_version=7)
+    r, _ = _reader(fake_nvml, made, Scenario(gpus=[gpu, FakeGpu()]))
+    (g, _other), _ = r.read()
+    assert g.nvlink.links == 3 and g.nvlink.version == "5.0"
+    assert g.nvlink.max_bytes_per_s == 3 * 50e9
+    assert g.nvlink.peers == ("GPU 1", "switch", "unknown")
+
+
+def test_same_bus() -> None:
+    assert same_bus("00000000:19:00.0", "0000:19:00.0")
+    assert same_bus("00000000:1A:00.0", "00000000:1a:00.0")
+    assert not same_bus("00000000:19:00.0", "00000001:19:00.0")
+    assert not same_bus("00000000:19:00.0", None) and not same_bus("", "")
+
+
+SEED = random.randrange(2**32)
+
+
+@pytest.fixture(autouse=True)
+def _say_the_seed() -> None:
+    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
+
+
+@seed(SEED)
+@settings(max_examples=300, deadline=None, database=None, derandomize=False,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(
+    before=st.integers(0, 2**64 - 1),
+    after=st.integers(0, 2**64 - 1),
+    seconds=st.floats(allow_nan=True, allow_infinity=True),
+)
+def test_counter_rate_never_negative_never_raises(before: int, after: int, seconds: float) -> None:
+    rate = counter_rate((before, 0.0), (after, seconds), 1024.0)
+    if after < before or not 0 < seconds < math.inf:
+        assert rate is None
+    else:
+        assert rate is not None and rate >= 0
+    assert counter_rate(None, (after, seconds), 1024.0) is None
+
+
+# ---------------------------------------------------------------------------- the parts travel
+
+
+def _inside_snapshot() -> Snapshot:
+    return Snapshot(
+        1.7e9,
+        "h",
+        DriverInfo(True),
+        gpus=(fx.with_inside(fx.full_gpu_sample(0)), fx.full_gpu_sample(1)),
+    )
+
+
+def test_the_parts_round_trip_through_json_checked_json_and_a_recording() -> None:
+    snap = _inside_snapshot()
+    assert Snapshot.from_dict(snap.to_dict()) == snap
+    assert Snapshot.from_dict(snap.to_dict(), checked=True) == snap
+    older = Snapshot(1.7e9 + 1, "h", DriverInfo(True), gpus=(fx.full_gpu_sample(0),))
+    rows = [codec.flatten(s) for s in (snap, older, snap)]
+    assert codec.decode_snapshots(codec.encode_rows(rows)) == [snap, older, snap]
+
+
+def test_a_remote_hosts_impossible_nvlink_values_are_na_with_errors() -> None:
+    doc = _inside_snapshot().to_dict()
+    doc["gpus"][0]["nvlink"]["rx_bytes_per_s"] = 1e300
+    doc["gpus"][0]["activity"]["tensor"] = 101
+    doc["gpus"][0]["nvlink"]["peers"] = ["GPU 1\x1b[31m", 7]
+    got = Snapshot.from_dict(doc, checked=True)
+    g = got.gpus[0]
+    assert g.nvlink.rx_bytes_per_s is None and g.activity.tensor is None
+    assert g.nvlink.tx_bytes_per_s == 6e10 and g.activity.sm == 45.0
+    assert g.nvlink.peers == ("GPU 1",)
+    said = {e.metric for e in got.errors}
+    assert {"nvlink.rx_bytes_per_s", "activity.tensor"} <= said
