@@ -159,6 +159,10 @@ _COUNTERS = tuple(
 )
 #: GPM computes a metric from two samples at least this far apart (nvml.h).
 GPM_MIN_S = 0.1
+#: Two readings for rates (``--once``, the first ``--stream`` line) start this far apart
+#: where a GPU has GPM: GPM_MIN_S, and room for the first reading attaching the GPUs
+#: before its sample (docs/json.md).
+GPM_PAIR_WINDOW_S = 0.2
 #: nvmlNvLinkDeviceType_t of an NVSwitch at a link's far end.
 _NVLINK_SWITCH = 2
 
@@ -446,6 +450,12 @@ class NvmlReader:
         self._clock: Callable[[], float] = time.monotonic  # GPM spacing, counter rates
         self._gpm_request: Any = None  # one nvmlGpmMetricsGet_t, made on first use
         self.driver: DriverInfo = self._init()
+
+    @property
+    def min_pair_window_s(self) -> float:
+        """How far apart two readings must start for GPM to give its metrics (0: no GPU
+        with GPM, as far as the readings so far tell)."""
+        return GPM_PAIR_WINDOW_S if any(gpu.gpm for gpu in self._gpus) else 0.0
 
     def _init(self) -> DriverInfo:
         try:

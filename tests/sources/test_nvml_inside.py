@@ -7,9 +7,13 @@ recordings."""
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 import random
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pynvml
 import pytest
@@ -18,13 +22,20 @@ from hypothesis import strategies as st
 
 from gputop.model import Activity, DriverInfo, Nvlink, Snapshot
 from gputop.record import codec
-from gputop.sources.nvml import GPM_MIN_S, NvmlReader, counter_rate, same_bus
+from gputop.sources.nvml import (
+    GPM_MIN_S,
+    GPM_PAIR_WINDOW_S,
+    NvmlReader,
+    counter_rate,
+    same_bus,
+)
 from tests import builders as fx
 from tests.fakenvml import HOPPER_GPM, FakeGpu, FakeLink, FakeNvml, Scenario, hopper
 
 HOPPER_ACTIVITY = Activity(sm=45.0, sm_occupancy=20.0, tensor=30.0, dram=40.0, fp64=1.0,
                            fp32=10.0, fp16=2.0)  # fmt: skip
 MIB = 2**20
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Clock:
@@ -380,3 +391,41 @@ def test_a_remote_hosts_impossible_nvlink_values_are_na_with_errors() -> None:
     assert g.nvlink.peers == ("GPU 1",)
     said = {e.metric for e in got.errors}
     assert {"nvlink.rx_bytes_per_s", "activity.tensor"} <= said
+
+
+def test_the_reader_asks_for_a_longer_pair_window_only_with_gpm(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    r, _ = _reader(fake_nvml, made, Scenario(gpus=[FakeGpu()]))
+    r.read()
+    assert r.min_pair_window_s == 0.0  # today's 0.1 s window, unchanged
+    r2, _ = _reader(fake_nvml, made, Scenario(gpus=[FakeGpu(), hopper(1, links=0)]))
+    r2.read()
+    assert r2.min_pair_window_s == GPM_PAIR_WINDOW_S > GPM_MIN_S
+
+
+def test_once_json_on_a_hopper_has_activity_and_nvlink(
+    fake_nvml_env: Callable[..., dict[str, str]],
+) -> None:
+    """The real ``--once --json`` (two readings): GPM's two samples are far enough apart."""
+    env = fake_nvml_env(Scenario(gpus=[hopper(0, 2, links=4), hopper(1, 2, links=4)]))
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "gputop", "--once", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    g = doc["gpus"][0]
+    assert g["activity"] == {"sm": 45.0, "sm_occupancy": 20.0, "tensor": 30.0, "dram": 40.0,
+                             "fp64": 1.0, "fp32": 10.0, "fp16": 2.0}  # fmt: skip
+    assert g["nvlink"]["links"] == 4 and g["nvlink"]["peers"] == ["GPU 1"] * 4
+    assert g["nvlink"]["rx_bytes_per_s"] == 1024 * MIB
+    text = subprocess.run(
+        [sys.executable, "-m", "gputop", "--once"], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert text.returncode == 0 and "Traceback" not in text.stderr, text.stderr
