@@ -235,11 +235,6 @@ class Nvlink:
     peers: tuple[str, ...] = ()
 
 
-#: GpuSample parts left out of the JSON form while they say nothing (a GPU without GPM
-#: or NVLink): documents of such GPUs are those of before they existed (docs/json.md).
-QUIET_PARTS: dict[str, Any] = {"activity": Activity(), "nvlink": Nvlink()}
-
-
 @dataclass(frozen=True, slots=True)
 class MigDevice:
     """One MIG device (a GPU instance with one compute instance) of a GPU in MIG mode."""
@@ -251,6 +246,7 @@ class MigDevice:
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
     memory: GpuMemory = field(default_factory=GpuMemory)
+    activity: Activity = field(default_factory=Activity)  # GPM of its GPU instance
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +286,14 @@ class GpuSample:
             if p.gpu_instance_id == mig.gpu_instance_id
             and p.compute_instance_id == mig.compute_instance_id
         )
+
+
+#: Parts left out of the JSON form while they say nothing (a GPU without GPM or NVLink):
+#: documents of such GPUs are those of before the parts existed (docs/json.md).
+QUIET_PARTS: dict[type, dict[str, Any]] = {
+    GpuSample: {"activity": Activity(), "nvlink": Nvlink()},
+    MigDevice: {"activity": Activity()},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,9 +362,9 @@ def _to_jsonable(obj: Any, quiet: bool = True) -> Any:
         if isinstance(obj, GpuProcess):  # the host's fields follow the process's own
             host = out.pop("host") or {}
             out.update({name: host.get(name) for name in HOST_FIELDS})
-        elif quiet and isinstance(obj, GpuSample):
-            for name, quiet in QUIET_PARTS.items():
-                if getattr(obj, name) == quiet:
+        elif quiet and type(obj) in QUIET_PARTS:
+            for name, empty in QUIET_PARTS[type(obj)].items():
+                if getattr(obj, name) == empty:
                     del out[name]
         return out
     if isinstance(obj, tuple | list):

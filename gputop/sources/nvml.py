@@ -407,9 +407,8 @@ class _Gpu:
     # GPM: supported (asked once per attach); the last sample, when it was taken, a spare
     gpm: bool = False
     gpm_ids: tuple[int, ...] = ()  # the metric ids still asked (NOT_SUPPORTED ones left out)
-    gpm_last: Any = None
-    gpm_last_s: float = 0.0
-    gpm_spare: Any = None
+    # by GPU instance id (None: the whole GPU): [last sample, when it was taken, a spare]
+    gpm_samples: dict[int | None, list[Any]] = field(default_factory=dict)
     # NVLink, read at attach: active links, their version, each active link's far end
     nvlink_links: int | None = None
     nvlink_version: int | None = None
@@ -419,7 +418,7 @@ class _Gpu:
     def reset(self) -> None:
         self.handle = None
         self.gpm = False
-        self.gpm_last = self.gpm_spare = None  # freed by the reader (_free_gpm) first
+        self.gpm_samples = {}  # freed by the reader (_free_gpm) first
         self.nvlink_links = self.nvlink_version = None
         self.nvlink_remote = ()
         self.counters.clear()
@@ -753,7 +752,7 @@ class NvmlReader:
             "performance_state": None if pstate in (None, nv.NVML_PSTATE_UNKNOWN) else pstate,
             "pcie_gen": v["pcie_gen"],  # the Pcie part is made with the throughput (_read_all)
             "pcie_width": v["pcie_width"],
-            **self._inside(gpu, h),
+            **self._inside(gpu, h, mig_on),
             "mig_mode": None if mig is None else mig_on,
             "mig_devices": self._mig_devices(gpu, h) if mig_on else (),
             "ecc_uncorrected": v["ecc"],
@@ -806,29 +805,32 @@ class NvmlReader:
         return lambda: getattr(nv, f"nvmlDeviceGetNvLink{what}")(h, link)
 
     def _free_gpm(self, gpu: _Gpu) -> None:
-        for sample in (gpu.gpm_last, gpu.gpm_spare):
-            if sample is not None and self._nv is not None:
-                with contextlib.suppress(Exception):
-                    self._nv.nvmlGpmSampleFree(sample)
-        gpu.gpm_last = gpu.gpm_spare = None
+        for last, _, spare in gpu.gpm_samples.values():
+            for sample in (last, spare):
+                if sample is not None and self._nv is not None:
+                    with contextlib.suppress(Exception):
+                        self._nv.nvmlGpmSampleFree(sample)
+        gpu.gpm_samples = {}
 
-    def _gpm(self, gpu: _Gpu, h: Any) -> dict[int, float | None]:
-        """GPM metric id -> value between the last sample and one taken now; {} on the
-        first sample, when the last is under GPM_MIN_S old (it is kept), or without GPM."""
+    def _gpm(self, gpu: _Gpu, h: Any, instance: int | None = None) -> dict[int, float | None]:
+        """GPM metric id -> value between the last sample of the GPU (or of its GPU
+        ``instance``, MIG) and one taken now; {} on the first sample, when the last is
+        under GPM_MIN_S old (it is kept for the next reading), or without GPM."""
         if not gpu.gpm or not gpu.gpm_ids:
             return {}
         nv = self._nv
         now = self._clock()
-        if gpu.gpm_last is not None and now - gpu.gpm_last_s < GPM_MIN_S:
-            return {}  # too soon: n/a this tick, the older sample stays for the next
+        slot = gpu.gpm_samples.setdefault(instance, [None, 0.0, None])
+        last, last_s, spare = slot
+        if last is not None and now - last_s < GPM_MIN_S:
+            return {}  # too soon: n/a this reading, the older sample stays
         try:
-            sample = gpu.gpm_spare if gpu.gpm_spare is not None else nv.nvmlGpmSampleAlloc()
-            gpu.gpm_spare = None
-            try:
+            sample = spare if spare is not None else nv.nvmlGpmSampleAlloc()
+            slot[2] = sample  # kept (and freed) whatever happens next
+            if instance is None:
                 nv.nvmlGpmSampleGet(h, sample)
-            except Exception:
-                gpu.gpm_spare = sample
-                raise
+            else:
+                nv.nvmlGpmMigSampleGet(h, instance, sample)
         except Exception as exc:
             code = _raise_if_lost(nv, exc)
             if code in (_NO_PERMISSION, _NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
@@ -840,17 +842,18 @@ class NvmlReader:
             else:
                 self._failed(gpu, "gpm", exc)
             return {}
-        last, gpu.gpm_last, gpu.gpm_spare = gpu.gpm_last, sample, gpu.gpm_last
-        gpu.gpm_last_s = now
+        slot[:] = [sample, now, last]
         if last is None:
             return {}
         try:
-            return self._gpm_metrics(gpu, last, sample)
+            return self._gpm_metrics(gpu, last, sample, instance is None)
         except Exception as exc:
             self._failed(gpu, "gpm", exc)
             return {}
 
-    def _gpm_metrics(self, gpu: _Gpu, first: Any, second: Any) -> dict[int, float | None]:
+    def _gpm_metrics(
+        self, gpu: _Gpu, first: Any, second: Any, whole: bool = True
+    ) -> dict[int, float | None]:
         """nvmlGpmMetricsGet in requests of at most the binding's metrics[] length (it
         grew across nvml.h versions while the struct's version stayed 1)."""
         nv = self._nv
@@ -860,7 +863,7 @@ class NvmlReader:
         room = len(request.metrics)
         out: dict[int, float | None] = {}
         unsupported: set[int] = set()
-        ids = gpu.gpm_ids
+        ids = gpu.gpm_ids if whole else tuple(i for i in gpu.gpm_ids if i in _GPM_IDS)
         for at in range(0, len(ids), room):
             chunk = ids[at : at + room]
             request.version = nv.NVML_GPM_METRICS_GET_VERSION
@@ -879,7 +882,7 @@ class NvmlReader:
                 else:
                     out[metric_id] = None
         if unsupported:
-            gpu.gpm_ids = tuple(i for i in ids if i not in unsupported)
+            gpu.gpm_ids = tuple(i for i in gpu.gpm_ids if i not in unsupported)
         return out
 
     def _counter_rates(self, gpu: _Gpu, h: Any) -> dict[tuple[int, int], float | None]:
@@ -903,25 +906,11 @@ class NvmlReader:
             gpu.counters[key] = reading
         return out
 
-    def _inside(self, gpu: _Gpu, h: Any) -> dict[str, Any]:
+    def _inside(self, gpu: _Gpu, h: Any, mig_on: bool) -> dict[str, Any]:
         """The ``activity`` and ``nvlink`` parts: each row of the table from its first read
-        that gives a value."""
-        gpm = self._gpm(gpu, h)
-        rates = self._counter_rates(gpu, h)
-        parts: dict[str, dict[str, float]] = {"activity": {}, "nvlink": {}}
-        for m in _INSIDE:
-            head, _, tail = m.field.partition(".")
-            if head == "nvlink" and not gpu.nvlink_links:
-                continue
-            for r in m.reads:
-                if isinstance(r, GpmRead):
-                    value = gpm.get(r.metric_id)
-                else:
-                    assert isinstance(r, CounterRead)
-                    value = rates.get((r.field_id, r.scope))
-                if value is not None:
-                    parts[head][tail] = value * r.scale
-                    break
+        that gives a value. In MIG mode GPM is read per GPU instance (``_mig_devices``)."""
+        gpm = {} if mig_on else self._gpm(gpu, h)
+        parts = _from_reads(gpm, self._counter_rates(gpu, h), bool(gpu.nvlink_links))
         nvlink = Nvlink()
         if gpu.nvlink_links:
             version, per_link = NVLINK_VERSIONS.get(gpu.nvlink_version or 0, (None, None))
@@ -1095,6 +1084,7 @@ class NvmlReader:
                     memory=GpuMemory()
                     if mem is None
                     else GpuMemory(total=int(mem.total), used=int(mem.used), free=int(mem.free)),
+                    activity=Activity() if gi is None else _activity(self._gpm(gpu, h, int(gi))),
                 )
             )
         return tuple(out)
@@ -1203,6 +1193,33 @@ class _PcieCall:
     def retire(self) -> None:
         """End the thread: at once when idle, else as soon as NVML answers its call."""
         self._go.put(False)
+
+
+def _from_reads(
+    gpm: dict[int, float | None], rates: dict[tuple[int, int], float | None], nvlink: bool
+) -> dict[str, dict[str, float]]:
+    """Part -> field -> value of each row of the table read from GPM or a counter: its
+    first read that gave a value (rows without one are left out: None)."""
+    parts: dict[str, dict[str, float]] = {"activity": {}, "nvlink": {}}
+    for m in _INSIDE:
+        head, _, tail = m.field.partition(".")
+        if head == "nvlink" and not nvlink:
+            continue
+        for r in m.reads:
+            if isinstance(r, GpmRead):
+                value = gpm.get(r.metric_id)
+            else:
+                assert isinstance(r, CounterRead)
+                value = rates.get((r.field_id, r.scope))
+            if value is not None:
+                parts[head][tail] = value * r.scale
+                break
+    return parts
+
+
+def _activity(gpm: dict[int, float | None]) -> Activity:
+    """A MIG device's activity from its GPU instance's GPM values."""
+    return Activity(**_from_reads(gpm, {}, False)["activity"]) if gpm else Activity()
 
 
 _WHOLE_PERCENTS = tuple(float(k) for k in range(101))

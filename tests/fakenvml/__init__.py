@@ -599,14 +599,14 @@ class FakeGpu:
             out.append(f"sample {s.pid} {s.timestamp_us} {s.sm} {s.mem} {s.enc} {s.dec}")
         if self.gpm is not None:
             out.append(f"gpm {int(self.gpm)} {v(self.gpm_slots)}")
-        for metric_id, value in self.gpm_metrics.items():
+        for metric_id, value in (self.gpm_metrics or {}).items():
             out.append(f"gpm_metric {metric_id} {'-' if value is None else repr(float(value))}")
         if self.nvlink_version is not None:
             out.append(f"nvlink_version {self.nvlink_version}")
-        for k, link in enumerate(self.nvlinks):
+        for k, link in enumerate(self.nvlinks or ()):
             out.append(f"nvlink {k} {int(link.active)} {link.remote_bus} {link.remote_type}")
         if self.nvlink_kib_step is not None:
-            (tx, rx), (tx0, rx0) = self.nvlink_kib_step, self.nvlink_kib_start
+            (tx, rx), (tx0, rx0) = self.nvlink_kib_step, self.nvlink_kib_start or (0, 0)
             out.append(f"nvlink_kib {tx} {rx} {tx0} {rx0}")
         out += [f"err {sym} {code(c)}" for sym, c in self.errors.items()]
         out += [f"sleep {sym} {ms}" for sym, ms in self.sleeps_ms.items()]

@@ -30,7 +30,8 @@ from gputop.sources.nvml import (
     same_bus,
 )
 from tests import builders as fx
-from tests.fakenvml import HOPPER_GPM, FakeGpu, FakeLink, FakeNvml, Scenario, hopper
+from tests import fakenvml
+from tests.fakenvml import HOPPER_GPM, FakeGpu, FakeLink, FakeMig, FakeNvml, Scenario, hopper
 
 HOPPER_ACTIVITY = Activity(sm=45.0, sm_occupancy=20.0, tensor=30.0, dram=40.0, fp64=1.0,
                            fp32=10.0, fp16=2.0)  # fmt: skip
@@ -429,3 +430,45 @@ def test_once_json_on_a_hopper_has_activity_and_nvlink(
         timeout=120,
     )  # fmt: skip
     assert text.returncode == 0 and "Traceback" not in text.stderr, text.stderr
+
+
+def test_mig_gpm_per_gpu_instance(fake_nvml: FakeNvml, made: list[NvmlReader]) -> None:
+    """In MIG mode: nvmlGpmMigSampleGet per GPU instance, into each MIG device; the parent
+    (no whole-GPU activity in MIG mode, as utilization) stays n/a."""
+    migs = [FakeMig(0, 1, 0, "3g.40gb"), FakeMig(1, 2, 0, "3g.40gb")]
+    gpu = hopper(0, links=0, mig_mode=(1, 1), util_gpu=None, util_mem=None, migs=migs)
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    (g,), errors = r.read()
+    assert [m.activity for m in g.mig_devices] == [Activity(), Activity()]
+    clock.now += 1.0
+    (g,), errors = r.read()
+    assert errors == ()
+    assert g.activity == Activity()
+    assert [m.activity for m in g.mig_devices] == [HOPPER_ACTIVITY, HOPPER_ACTIVITY]
+    doc = Snapshot(0.0, "h", DriverInfo(True), gpus=(g,)).to_dict()
+    assert doc["gpus"][0]["mig_devices"][1]["activity"]["tensor"] == 30.0
+    assert "activity" not in doc["gpus"][0]
+    snap = Snapshot(1.7e9, "h", DriverInfo(True), gpus=(g,))
+    assert Snapshot.from_dict(snap.to_dict(), checked=True) == snap
+
+
+@pytest.mark.parametrize("profile", ["r470", "current"])
+def test_drivers_before_gpm_show_no_activity_and_say_nothing(profile: str, tmp_path: Path) -> None:
+    """R470 has no nvmlGpm* symbol (FunctionNotFound): n/a, silently, as on an A100; NVLink
+    (field values) still reads. The current profile on the same GPUs shows both."""
+    from tests.driver_profiles import once_json
+
+    scenario = fakenvml.PROFILES[profile].scenario(
+        gpus=[hopper(0, 2, links=2), hopper(1, 2, links=2)]
+    )
+    rc, data, err = once_json(profile, scenario, tmp_path)
+    assert rc == 0, err
+    assert data is not None
+    g = data["gpus"][0]
+    assert g["nvlink"]["links"] == 2 and g["nvlink"]["peers"] == ["GPU 1", "GPU 1"]
+    assert g["nvlink"]["tx_bytes_per_s"] is not None  # counters, or GPM
+    assert [e for e in data["errors"] if e["source"] == "nvml"] == []
+    if profile == "r470":
+        assert "activity" not in g
+    else:
+        assert g["activity"]["sm"] == 45.0
