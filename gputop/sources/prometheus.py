@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from gputop.fmt import clean_text
-from gputop.model import SCHEMA_VERSION
+from gputop.model import GPU_METRIC, SCHEMA_VERSION
 from gputop.sources.remote import LineError, parse_line, summarize, text_of
 from gputop.sources.streams import MAX_BACKOFF_S, HostView, HostViews
 
@@ -22,11 +22,22 @@ from gputop.sources.streams import MAX_BACKOFF_S, HostView, HostViews
 MAX_ANSWER_BYTES = 32 * 2**20
 HTTP_TIMEOUT_S = 10.0
 
+
+def _gauge(field: str) -> str:
+    """The exporter's gauge of a metric of the table (its one home)."""
+    name = GPU_METRIC[field].export
+    assert name is not None, field
+    return name
+
+
+UTILIZATION, MEMORY_USED, MEMORY_TOTAL = map(
+    _gauge, ("utilization.gpu", "memory.used", "memory.total")
+)
 GPUTOP_METRICS = (
     "gputop_gpu_info",
-    "gputop_gpu_utilization_ratio",
-    "gputop_gpu_memory_used_bytes",
-    "gputop_gpu_memory_total_bytes",
+    UTILIZATION,
+    MEMORY_USED,
+    MEMORY_TOTAL,
     "gputop_gpu_lost",
     "gputop_gpu_verdict",
     "gputop_last_sample_timestamp_seconds",
@@ -129,11 +140,11 @@ def build_hosts(series: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]]
         if name == "gputop_gpu_info":
             gpu["name"] = text_of(metric.get("name"), 200)
             gpu["uuid"] = text_of(metric.get("uuid"), 200)
-        elif name == "gputop_gpu_utilization_ratio":
+        elif name == UTILIZATION:
             gpu["utilization"]["gpu"] = 100.0 * v
-        elif name == "gputop_gpu_memory_used_bytes":
+        elif name == MEMORY_USED:
             gpu["memory"]["used"] = int(v)
-        elif name == "gputop_gpu_memory_total_bytes":
+        elif name == MEMORY_TOTAL:
             gpu["memory"]["total"] = int(v)
         elif name == "gputop_gpu_lost":
             gpu["lost"] = v == 1
