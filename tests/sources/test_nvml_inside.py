@@ -472,3 +472,15 @@ def test_drivers_before_gpm_show_no_activity_and_say_nothing(profile: str, tmp_p
         assert "activity" not in g
     else:
         assert g["activity"]["sm"] == 45.0
+
+
+def test_the_parts_travel_in_a_stream_line() -> None:
+    """``--stream``'s line (the JSON document) read back by the fleet's remote source."""
+    from gputop.present import to_json_dict
+    from gputop.sources.remote import parse_line, to_snapshot
+    from gputop.stream import json_line
+
+    snap = _inside_snapshot()
+    got = to_snapshot(parse_line(json_line(to_json_dict(snap))))
+    assert got.gpus == snap.gpus
+    assert got.errors == ()
