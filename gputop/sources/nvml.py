@@ -37,6 +37,7 @@ from gputop.model import (
     MigDevice,
     Nvlink,
     Pcie,
+    PerLinkRead,
     SampleError,
     ScalarRead,
     Utilization,
@@ -154,6 +155,8 @@ _GPM_NVLINK_IDS = tuple(
     for r in m.reads
     if isinstance(r, GpmRead)
 )
+#: The per-link call whose true answers count the active links (``nvlink.links``).
+(_LINK_STATE,) = (r.call for m in GPU_METRICS for r in m.reads if isinstance(r, PerLinkRead))
 _COUNTERS = tuple(
     (r.field_id, r.scope) for m in _INSIDE for r in m.reads if isinstance(r, CounterRead)
 )
@@ -771,12 +774,12 @@ class NvmlReader:
     def _attach_nvlink(self, gpu: _Gpu, h: Any) -> None:
         """The active links, their version and far ends; none: not an NVLink GPU."""
         nv = self._nv
-        if not self._has("nvmlDeviceGetNvLinkState"):
+        if not self._has(_LINK_STATE):
             return
         active: list[int] = []
         for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))):
             try:
-                if nv.nvmlDeviceGetNvLinkState(h, link):
+                if getattr(nv, _LINK_STATE)(h, link):
                     active.append(link)
             except Exception as exc:  # past the last link (or no NVLink at all)
                 if _raise_if_lost(nv, exc) not in (_NOT_SUPPORTED, _INVALID_ARGUMENT):

@@ -484,3 +484,30 @@ def test_the_parts_travel_in_a_stream_line() -> None:
     got = to_snapshot(parse_line(json_line(to_json_dict(snap))))
     assert got.gpus == snap.gpus
     assert got.errors == ()
+
+
+def test_a_gpu_lost_at_its_gpm_sample_is_lost_and_comes_back(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
+    r.read()
+    fake_nvml.write(Scenario(gpus=[hopper(0, links=0, errors={"nvmlGpmSampleGet": "GPU_IS_LOST"})]))
+    clock.now += 1.0
+    (g,), _ = r.read()
+    assert g.lost and g.activity == Activity()
+    fake_nvml.write(Scenario(gpus=[hopper(0, links=0)]))
+    for _ in range(2):
+        clock.now += 1.0
+        (g,), _ = r.read()
+    assert not g.lost and g.activity == HOPPER_ACTIVITY
+
+
+def test_the_fakes_gpm_support_query_checks_its_version(nvml_session: None) -> None:
+    lib = ctypes.CDLL("libnvidia-ml.so.1")
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    support = pynvml.c_nvmlGpmSupport_t()
+    support.version = 2
+    assert lib.nvmlGpmQueryDeviceSupport(handle, ctypes.byref(support)) == 25  # VERSION_MISMATCH
+    support.version = pynvml.NVML_GPM_SUPPORT_VERSION
+    assert lib.nvmlGpmQueryDeviceSupport(handle, ctypes.byref(support)) == 0
+    assert support.isSupportedDevice == 1
