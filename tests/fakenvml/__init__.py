@@ -83,7 +83,7 @@ describe that GPU::
     gpm SUPPORT [SLOTS]       nvmlGpmQueryDeviceSupport's isSupportedDevice (no line: the
                               query answers NOT_SUPPORTED, a driver or GPU without GPM);
                               SLOTS: nvmlGpmMetricsGet refuses (INVALID_ARGUMENT) a request
-                              of more metrics (default and at most nml.h's
+                              of more metrics (default and at most nvml.h's
                               NVML_GPM_METRIC_MAX: the request's array length)
     gpm_metric ID VALUE       what nvmlGpmMetricsGet gives for metric ID (a double; "-": its
                               slot answers NOT_SUPPORTED, as does an ID not listed), whatever

@@ -511,3 +511,53 @@ def test_the_fakes_gpm_support_query_checks_its_version(nvml_session: None) -> N
     support.version = pynvml.NVML_GPM_SUPPORT_VERSION
     assert lib.nvmlGpmQueryDeviceSupport(handle, ctypes.byref(support)) == 0
     assert support.isSupportedDevice == 1
+
+
+HOSTILE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**80), 2**80),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+PART_FIELDS = {
+    "activity": ("sm", "sm_occupancy", "tensor", "dram", "fp64", "fp32", "fp16"),
+    "nvlink": ("links", "version", "rx_bytes_per_s", "tx_bytes_per_s", "max_bytes_per_s", "peers"),
+}
+
+
+@seed(SEED)
+@settings(max_examples=200, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(
+    part=st.sampled_from(sorted(PART_FIELDS)),
+    values=st.dictionaries(st.integers(0, 6), HOSTILE, min_size=1, max_size=4),
+    whole=st.one_of(st.none(), HOSTILE),
+)
+def test_a_remote_lines_hostile_parts_never_raise_and_stay_in_bounds(
+    part: str, values: dict[int, object], whole: object
+) -> None:
+    """Untrusted lines: any type in any field of the parts, or the part itself not an
+    object: a value or n/a (with an error when out of range), never an exception."""
+    from gputop.model import LIMITS, check_values
+    from gputop.sources.remote import to_snapshot
+
+    doc = _inside_snapshot().to_dict()
+    names = PART_FIELDS[part]
+    if whole is not None:
+        doc["gpus"][0][part] = whole
+    else:
+        for k, v in values.items():
+            doc["gpus"][0][part][names[k % len(names)]] = v
+    got = to_snapshot(doc)
+    g = next(g for g in got.gpus if g.index == 0)
+    assert check_values(got, "t", "t").errors == got.errors  # nothing left out of bounds
+    for name in names:
+        value = getattr(getattr(g, part), name)
+        key = (type(getattr(g, part)), name)
+        if key in LIMITS and value is not None:
+            low, high, _ = LIMITS[key]
+            assert type(value) in (int, float) and low <= value <= high
+    assert all(type(p) is str and p.isprintable() for p in g.nvlink.peers)
