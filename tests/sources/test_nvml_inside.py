@@ -105,10 +105,16 @@ def test_without_gpm_the_metrics_are_na_silently_and_never_asked(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
     # an A100 (the support query answers NOT_SUPPORTED) and a GPU that says "not a GPM
-    # device": a sample call would fail loudly if it were made
+    # device", neither with NVLink: a GPM sample or field-value call would fail loudly if
+    # it were made
     gpus = [FakeGpu(), FakeGpu(gpm=False)]
     for g in gpus:
-        g.errors = {"nvmlGpmSampleGet": "UNKNOWN", "nvmlGpmSampleAlloc": "UNKNOWN"}
+        g.errors = {
+            "nvmlGpmSampleGet": "UNKNOWN",
+            "nvmlGpmSampleAlloc": "UNKNOWN",
+            "nvmlGpmMetricsGet": "UNKNOWN",
+            "nvmlDeviceGetFieldValues": "UNKNOWN",
+        }
     r, clock = _reader(fake_nvml, made, Scenario(gpus=gpus))
     for _ in range(3):
         samples, errors = r.read()
