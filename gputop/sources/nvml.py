@@ -807,13 +807,15 @@ class NvmlReader:
         nv = self._nv
         return lambda: getattr(nv, f"nvmlDeviceGetNvLink{what}")(h, link)
 
-    def _free_gpm(self, gpu: _Gpu) -> None:
-        for last, _, spare in gpu.gpm_samples.values():
+    def _free_gpm(self, gpu: _Gpu, keep: set[int | None] | None = None) -> None:
+        """Free the GPU's GPM samples; ``keep``: but those of these instances (MIG devices
+        still there)."""
+        for instance in [i for i in gpu.gpm_samples if keep is None or i not in keep]:
+            last, _, spare = gpu.gpm_samples.pop(instance)
             for sample in (last, spare):
                 if sample is not None and self._nv is not None:
                     with contextlib.suppress(Exception):
                         self._nv.nvmlGpmSampleFree(sample)
-        gpu.gpm_samples = {}
 
     def _gpm(self, gpu: _Gpu, h: Any, instance: int | None = None) -> dict[int, float | None]:
         """GPM metric id -> value between the last sample of the GPU (or of its GPU
@@ -1090,6 +1092,7 @@ class NvmlReader:
                     activity=Activity() if gi is None else _activity(self._gpm(gpu, h, int(gi))),
                 )
             )
+        self._free_gpm(gpu, keep={m.gpu_instance_id for m in out})
         return tuple(out)
 
     def _process_utilization(self, gpu: _Gpu, h: Any) -> dict[int, tuple[float, float]] | None:

@@ -567,3 +567,30 @@ def test_a_remote_lines_hostile_parts_never_raise_and_stay_in_bounds(
             low, high, _ = LIMITS[key]
             assert type(value) in (int, float) and low <= value <= high
     assert all(type(p) is str and p.isprintable() for p in g.nvlink.peers)
+
+
+def test_a_destroyed_mig_instances_gpm_samples_are_freed(
+    fake_nvml: FakeNvml, made: list[NvmlReader], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frees: list[object] = []
+    real_free = pynvml.nvmlGpmSampleFree
+
+    def free(sample: object) -> None:
+        frees.append(sample)
+        real_free(sample)
+
+    monkeypatch.setattr(pynvml, "nvmlGpmSampleFree", free)
+
+    def scenario(*gis: int) -> Scenario:
+        migs = [FakeMig(k, gi, 0, "3g.40gb") for k, gi in enumerate(gis)]
+        return Scenario(gpus=[hopper(0, links=0, mig_mode=(1, 1), util_gpu=None, migs=migs)])
+
+    r, clock = _reader(fake_nvml, made, scenario(1, 2))
+    for _ in range(2):
+        r.read()
+        clock.now += 1.0
+    assert frees == []
+    fake_nvml.write(scenario(1))
+    (g,), _ = r.read()
+    assert len(frees) == 2  # instance 2's previous and spare sample
+    assert [m.activity for m in g.mig_devices] == [HOPPER_ACTIVITY]
