@@ -594,3 +594,29 @@ def test_a_destroyed_mig_instances_gpm_samples_are_freed(
     (g,), _ = r.read()
     assert len(frees) == 2  # instance 2's previous and spare sample
     assert [m.activity for m in g.mig_devices] == [HOPPER_ACTIVITY]
+
+
+def test_every_read_of_the_table_names_what_the_binding_has() -> None:
+    """The table is the one home of each read: a misspelt call, constant, GPM id or field
+    id there would be a metric silently n/a, so each is checked against pynvml."""
+    from gputop.model import GPU_METRICS, CounterRead, GpmRead, PerLinkRead, ScalarRead
+
+    gpm_ids = {v for k, v in vars(pynvml).items() if k.startswith("NVML_GPM_METRIC_")}
+    field_ids = {v for k, v in vars(pynvml).items() if k.startswith("NVML_FI_DEV_NVLINK_")}
+    kinds = set()
+    for m in GPU_METRICS:
+        for r in m.reads:
+            kinds.add(type(r))
+            if isinstance(r, ScalarRead):
+                for fn, *consts in r.calls:
+                    assert callable(getattr(pynvml, fn)), (m.field, fn)
+                    assert all(isinstance(getattr(pynvml, c), int) for c in consts), m.field
+            elif isinstance(r, GpmRead):
+                assert r.metric_id in gpm_ids, m.field
+            elif isinstance(r, CounterRead):
+                assert r.field_id in field_ids, m.field
+            else:
+                assert isinstance(r, PerLinkRead) and callable(getattr(pynvml, r.call))
+    assert kinds == {ScalarRead, GpmRead, CounterRead, PerLinkRead}
+    assert pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX == 138
+    assert pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC == 60
