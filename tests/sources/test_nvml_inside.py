@@ -620,3 +620,23 @@ def test_every_read_of_the_table_names_what_the_binding_has() -> None:
     assert kinds == {ScalarRead, GpmRead, CounterRead, PerLinkRead}
     assert pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX == 138
     assert pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC == 60
+
+
+def test_stream_lines_on_a_hopper_have_activity_from_the_first(
+    fake_nvml_env: Callable[..., dict[str, str]],
+) -> None:
+    env = fake_nvml_env(Scenario(gpus=[hopper(0, links=2)]))
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "gputop", "--stream", "--count", "3", "--interval", "0.2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(lines) == 3
+    for doc in lines:
+        assert doc["gpus"][0]["activity"]["sm"] == 45.0
+        assert doc["gpus"][0]["nvlink"]["tx_bytes_per_s"] == 2048 * MIB
