@@ -208,6 +208,34 @@ class Pcie:
 
 
 @dataclass(frozen=True, slots=True)
+class Activity:
+    """What the SMs did, from GPM (Hopper and later): percent like ``utilization.gpu``;
+    all None where GPM is not there."""
+
+    sm: float | None = None  # share of SMs busy (GPM 2), what utilization.gpu is not
+    sm_occupancy: float | None = None  # active warps of the theoretical maximum (GPM 3)
+    tensor: float | None = None  # any tensor pipe active (GPM 5)
+    dram: float | None = None  # DRAM bandwidth used of its peak (GPM 10)
+    fp64: float | None = None  # non-tensor FP64 pipe (GPM 11)
+    fp32: float | None = None  # non-tensor FP32 pipe (GPM 12)
+    fp16: float | None = None  # non-tensor FP16 pipe (GPM 13)
+
+
+@dataclass(frozen=True, slots=True)
+class Nvlink:
+    """The GPU's NVLink links; all None (and no peers) on a GPU without NVLink."""
+
+    links: int | None = None  # active links
+    version: str | None = None  # NVLink version of the links, "4.0"
+    rx_bytes_per_s: float | None = None  # all links, into the GPU
+    tx_bytes_per_s: float | None = None  # all links, out of the GPU
+    max_bytes_per_s: float | None = None  # per direction: links x the version's per-link rate
+    # The far end of each active link in link order: "GPU 3" (a local GPU's index),
+    # "switch" (an NVSwitch), "unknown".
+    peers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class MigDevice:
     """One MIG device (a GPU instance with one compute instance) of a GPU in MIG mode."""
 
@@ -218,6 +246,7 @@ class MigDevice:
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
     memory: GpuMemory = field(default_factory=GpuMemory)
+    activity: Activity = field(default_factory=Activity)  # GPM of its GPU instance
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +270,8 @@ class GpuSample:
     clock_event_reasons: tuple[str, ...] | None = None  # decoded names; None: unknown
     performance_state: int | None = None  # 0 (P0, most performance) to 15 (P15, least)
     pcie: Pcie = field(default_factory=Pcie)
+    activity: Activity = field(default_factory=Activity)
+    nvlink: Nvlink = field(default_factory=Nvlink)
     mig_mode: bool | None = None
     ecc_uncorrected: int | None = None
     processes: tuple[GpuProcess, ...] = ()
@@ -255,6 +286,14 @@ class GpuSample:
             if p.gpu_instance_id == mig.gpu_instance_id
             and p.compute_instance_id == mig.compute_instance_id
         )
+
+
+#: Parts left out of the JSON form while they say nothing (a GPU without GPM or NVLink):
+#: documents of such GPUs are those of before the parts existed (docs/json.md).
+QUIET_PARTS: dict[type, dict[str, Any]] = {
+    GpuSample: {"activity": Activity(), "nvlink": Nvlink()},
+    MigDevice: {"activity": Activity()},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,8 +324,10 @@ class Snapshot:
     tick_cpu_seconds: float | None = None  # CPU time the tick took
     schema: int = SCHEMA_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
-        return _to_jsonable(self)  # type: ignore[no-any-return]
+    def to_dict(self, *, whole: bool = False) -> dict[str, Any]:
+        """The JSON form; ``whole``: with the :data:`QUIET_PARTS` that say nothing too (a
+        recording's rows then all have the same columns)."""
+        return _to_jsonable(self, not whole)  # type: ignore[no-any-return]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, checked: bool = False) -> Snapshot:
@@ -315,15 +356,19 @@ MAX_TEXT = 4096
 T = TypeVar("T")
 
 
-def _to_jsonable(obj: Any) -> Any:
+def _to_jsonable(obj: Any, quiet: bool = True) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out = {f.name: _to_jsonable(getattr(obj, f.name), quiet) for f in dataclasses.fields(obj)}
         if isinstance(obj, GpuProcess):  # the host's fields follow the process's own
             host = out.pop("host") or {}
             out.update({name: host.get(name) for name in HOST_FIELDS})
+        elif quiet and type(obj) in QUIET_PARTS:
+            for name, empty in QUIET_PARTS[type(obj)].items():
+                if getattr(obj, name) == empty:
+                    del out[name]
         return out
     if isinstance(obj, tuple | list):
-        return [_to_jsonable(v) for v in obj]
+        return [_to_jsonable(v, quiet) for v in obj]
     return obj
 
 
@@ -576,8 +621,62 @@ def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class ScalarRead:
+    """One NVML call a tick (or once, when the GPU is attached), the first variant the
+    driver has: each the function and the pynvml constants it takes after the handle."""
+
+    metric: str  # the name its errors carry; rows that share it share the call
+    calls: tuple[tuple[str, ...], ...]  # newest first
+    note: str = ""  # which part of the answer, for people: " (SM)"
+    once: bool = False  # static: read when the GPU is attached
+
+    def says(self) -> str:
+        first, *rest = self.calls
+        return first[0] + self.note + "".join(f" (else {c[0]})" for c in rest)
+
+
+@dataclass(frozen=True, slots=True)
+class GpmRead:
+    """A GPM metric (Hopper and later): computed by nvmlGpmMetricsGet from the previous
+    tick's GPM sample and this tick's, which must be more than 100 ms apart."""
+
+    metric_id: int  # nvmlGpmMetricId_t
+    scale: float = 1.0  # the model's unit per GPM unit
+
+    def says(self) -> str:
+        return f"nvmlGpmMetricsGet (GPM metric {self.metric_id})"
+
+
+@dataclass(frozen=True, slots=True)
+class CounterRead:
+    """A cumulative counter (nvmlDeviceGetFieldValues) turned into a rate across ticks;
+    a counter that went back (wrapped or reset) gives n/a for that tick."""
+
+    field_id: int  # NVML_FI_DEV_*
+    scale: float = 1.0  # model units per counter unit (bytes per KiB: 1024)
+    scope: int = 0xFFFFFFFF  # scopeId: a link, or UINT_MAX for all links
+
+    def says(self) -> str:
+        return f"nvmlDeviceGetFieldValues ({self.field_id}, all links), a rate across ticks"
+
+
+@dataclass(frozen=True, slots=True)
+class PerLinkRead:
+    """A call asked for each NVLink link 0..NVML_NVLINK_MAX_LINKS-1 (once per attach),
+    folded into a total: the links whose answer is true, counted."""
+
+    call: str
+
+    def says(self) -> str:
+        return f"{self.call} per link, counted"
+
+
+Read = ScalarRead | GpmRead | CounterRead | PerLinkRead
+
+
+@dataclass(frozen=True, slots=True)
 class GpuMetric:
-    """One scalar of a :class:`GpuSample`."""
+    """One scalar of a :class:`GpuSample`, and how NVML reads it."""
 
     field: str  # the GpuSample attribute path ("utilization.gpu"), as in --json
     unit: str  # of the value in the model ("%", "°C", "W", "MHz", "bytes", "" for a count)
@@ -588,14 +687,22 @@ class GpuMetric:
     label: str
     export: str | None  # the exporter's gauge (None: not exported by itself)
     export_unit: str  # the gauge's unit; the value is converted from ``unit``
-    nvml: str  # the NVML call that reads it
+    # How it is read, in words, where ``reads`` does not say it (derived values, the memory
+    # call's versions); "": the reads' own words.
+    nvml: str
     about: str  # what it means, in words (the docs table; an exported metric's help)
     # What the demo's GPUs report when the demo does not simulate it (fields without dot).
     demo: float | None = None
+    # How the NVML source reads it: the first read that gives a value (GPM before the
+    # counters, say). (): read by hand (memory, derived capacities).
+    reads: tuple[Read, ...] = ()
+    dcgm: str = ""  # DCGM's field of the same quantity, for users of dcgm-exporter
     get: Callable[[Any], Any] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "get", operator.attrgetter(self.field))
+        if not self.nvml:
+            object.__setattr__(self, "nvml", ", else ".join(r.says() for r in self.reads))
 
 
 # Bounds admit every real card with headroom (issue 21): power 4x a GB200's 1200 W; memory
@@ -606,6 +713,31 @@ _MEM_MHZ = (0, 50_000)
 _PCIE_GEN = (0, 16)
 _PCIE_WIDTH = (0, 32)
 _PCIE_RATE = (0, 2e12)
+_PERCENT = (0, 100)
+# NVLink: 18 links of NVLink 5 carry 0.9 TB/s a direction; 10 TB/s leaves headroom.
+_NVLINK_RATE = (0, 1e13)
+_MIB = 2**20
+
+
+def _s(metric: str, *calls: tuple[str, ...], note: str = "", once: bool = False) -> tuple[Read]:
+    return (ScalarRead(metric, calls, note, once),)
+
+
+#: nvmlNvLinkVersion_t -> (the version's marketing number, the bytes/s one link carries a
+#: direction). Per GPU, NVIDIA gives the total of both directions: P100 (1.0) 160 GB/s on 4
+#: links (Tesla P100 whitepaper); V100 (2.0) 300 GB/s on 6, A100 (3.0) 600 GB/s on 12,
+#: H100 (4.0) 900 GB/s on 18, B200 (5.0) 1.8 TB/s on 18 (nvidia.com/en-us/data-center/nvlink).
+#: 2.2 and 3.1 are revisions at their base's rate; 6.0: not published per link, n/a.
+NVLINK_VERSIONS: dict[int, tuple[str, float | None]] = {
+    1: ("1.0", 20e9),
+    2: ("2.0", 25e9),
+    3: ("2.2", 25e9),
+    4: ("3.0", 25e9),
+    5: ("3.1", 25e9),
+    6: ("4.0", 25e9),
+    7: ("5.0", 50e9),
+    8: ("6.0", None),
+}
 
 
 #: Every scalar GPU metric, in the order the exporter writes them and the docs list them.
@@ -614,12 +746,13 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     #         field, unit, bounds, text, label, exporter gauge, its unit,
     #         NVML call, meaning
     GpuMetric("utilization.gpu", "%", (0, 100), "{:.0f}%", "",
-              "gputop_gpu_utilization_ratio", "0-1",
-              "nvmlDeviceGetUtilizationRates",
-              "Share of the last sample period a kernel ran (NVML utilization.gpu)"),
+              "gputop_gpu_utilization_ratio", "0-1", "",
+              "Share of the last sample period a kernel ran (NVML utilization.gpu)",
+              reads=_s("utilization", ("nvmlDeviceGetUtilizationRates",), note=" (.gpu)")),
     GpuMetric("utilization.memory", "%", (0, 100), "{:.0f}%", "", None, "",
-              "nvmlDeviceGetUtilizationRates",
-              "Share of the last sample period in which memory was read or written"),
+              "",
+              "Share of the last sample period in which memory was read or written",
+              reads=_s("utilization", ("nvmlDeviceGetUtilizationRates",), note=" (.memory)")),
     GpuMetric("memory.used", "bytes", _GPU_BYTES, "", "",
               "gputop_gpu_memory_used_bytes", "bytes",
               "nvmlDeviceGetMemoryInfo (v2, else v1)", "GPU memory used"),
@@ -636,14 +769,18 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               "from the max PCIe generation and width",
               "PCIe link capacity per direction at its max generation and width"),
     GpuMetric("pcie.gen", "", _PCIE_GEN, "", "", "gputop_gpu_pcie_link_gen", "1",
-              "nvmlDeviceGetCurrPcieLinkGeneration", "PCIe link generation now"),
+              "", "PCIe link generation now",
+              reads=_s("pcie_gen", ("nvmlDeviceGetCurrPcieLinkGeneration",))),
     GpuMetric("pcie.max_gen", "", _PCIE_GEN, "", "", "gputop_gpu_pcie_link_max_gen", "1",
-              "nvmlDeviceGetMaxPcieLinkGeneration", "PCIe link generation max"),
+              "", "PCIe link generation max",
+              reads=_s("pcie_max_gen", ("nvmlDeviceGetMaxPcieLinkGeneration",), once=True)),
     GpuMetric("pcie.width", "lanes", _PCIE_WIDTH, "", "", "gputop_gpu_pcie_link_width", "lanes",
-              "nvmlDeviceGetCurrPcieLinkWidth", "PCIe link width now"),
+              "", "PCIe link width now",
+              reads=_s("pcie_width", ("nvmlDeviceGetCurrPcieLinkWidth",))),
     GpuMetric("pcie.max_width", "lanes", _PCIE_WIDTH, "", "",
               "gputop_gpu_pcie_link_max_width", "lanes",
-              "nvmlDeviceGetMaxPcieLinkWidth", "PCIe link width max"),
+              "", "PCIe link width max",
+              reads=_s("pcie_max_width", ("nvmlDeviceGetMaxPcieLinkWidth",), once=True)),
     GpuMetric("pcie.tx_bytes_per_s", "bytes/s", _PCIE_RATE, "", "", None, "",
               "nvmlDeviceGetPcieThroughput (TX)",
               'PCIe throughput GPU to host (gputop_gpu_pcie_bytes_per_second{direction="tx"})'),
@@ -651,37 +788,91 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               "nvmlDeviceGetPcieThroughput (RX)",
               'PCIe throughput host to GPU (gputop_gpu_pcie_bytes_per_second{direction="rx"})'),
     GpuMetric("power_w", "W", (0, 5_000), "{:.0f}W", "", "gputop_gpu_power_watts", "watts",
-              "nvmlDeviceGetPowerUsage", "Power draw"),
+              "", "Power draw",
+              reads=_s("power", ("nvmlDeviceGetPowerUsage",))),
     GpuMetric("power_limit_w", "W", (1, 5_000), "{:.0f}W", "",
               "gputop_gpu_power_limit_watts", "watts",
-              "nvmlDeviceGetEnforcedPowerLimit", "Enforced power limit"),
+              "", "Enforced power limit",
+              reads=_s("power_limit", ("nvmlDeviceGetEnforcedPowerLimit",))),
     GpuMetric("temperature_c", "°C", (1, 150), "{:.0f}°C", "",
               "gputop_gpu_temperature_celsius", "°C",
-              "nvmlDeviceGetTemperatureV (else nvmlDeviceGetTemperature)", "GPU core temperature"),
+              "", "GPU core temperature",
+              reads=_s("temperature", ("nvmlDeviceGetTemperatureV", "NVML_TEMPERATURE_GPU"),
+                       ("nvmlDeviceGetTemperature", "NVML_TEMPERATURE_GPU"))),
     GpuMetric("fan_percent", "%", (0, 200), "{:.0f}%", "fan", "gputop_gpu_fan_ratio", "0-1",
-              "nvmlDeviceGetFanSpeed", "Fan speed, share of its maximum"),
+              "", "Fan speed, share of its maximum",
+              reads=_s("fan", ("nvmlDeviceGetFanSpeed",))),
     GpuMetric("performance_state", "", (0, 15), "P{:.0f}", "perf",
               "gputop_gpu_performance_state", "1",
-              "nvmlDeviceGetPerformanceState",
-              "Performance state: 0 (P0, most performance) to 15 (P15, least)", demo=0),
+              "",
+              "Performance state: 0 (P0, most performance) to 15 (P15, least)", demo=0,
+              reads=_s("performance_state", ("nvmlDeviceGetPerformanceState",))),
     GpuMetric("clocks.sm_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "",
               "gputop_gpu_sm_clock_hertz", "hertz",
-              "nvmlDeviceGetClockInfo (SM)", "SM clock"),
+              "", "SM clock",
+              reads=_s("sm_clock", ("nvmlDeviceGetClockInfo", "NVML_CLOCK_SM"), note=" (SM)")),
     GpuMetric("clocks.memory_mhz", "MHz", _MEM_MHZ, "{:.0f}MHz", "", None, "",
-              "nvmlDeviceGetClockInfo (MEM)", "Memory clock"),
+              "", "Memory clock",
+              reads=_s("memory_clock", ("nvmlDeviceGetClockInfo", "NVML_CLOCK_MEM"),
+                       note=" (MEM)")),
     GpuMetric("clocks.sm_max_mhz", "MHz", (0, 10_000), "{:.0f}MHz", "", None, "",
-              "nvmlDeviceGetMaxClockInfo (SM)", "SM clock max"),
+              "", "SM clock max",
+              reads=_s("sm_max_clock", ("nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_SM"),
+                       note=" (SM)", once=True)),
     GpuMetric("clocks.memory_max_mhz", "MHz", _MEM_MHZ, "{:.0f}MHz", "", None, "",
-              "nvmlDeviceGetMaxClockInfo (MEM)", "Memory clock max"),
+              "", "Memory clock max",
+              reads=_s("memory_max_clock", ("nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_MEM"),
+                       note=" (MEM)", once=True)),
     GpuMetric("encoder_percent", "%", (0, 100), "{:.0f}%", "", None, "",
-              "nvmlDeviceGetEncoderUtilization", "Video encoder utilization"),
+              "", "Video encoder utilization",
+              reads=_s("encoder", ("nvmlDeviceGetEncoderUtilization",))),
     GpuMetric("decoder_percent", "%", (0, 100), "{:.0f}%", "", None, "",
-              "nvmlDeviceGetDecoderUtilization", "Video decoder utilization"),
+              "", "Video decoder utilization",
+              reads=_s("decoder", ("nvmlDeviceGetDecoderUtilization",))),
     GpuMetric("mig_mode", "0/1", None, "", "", "gputop_gpu_mig_mode", "0/1",
-              "nvmlDeviceGetMigMode", "1 while MIG mode is enabled"),
+              "", "1 while MIG mode is enabled",
+              reads=_s("mig_mode", ("nvmlDeviceGetMigMode",))),
     GpuMetric("ecc_uncorrected", "", (0, 2**63), "", "", None, "",
-              "nvmlDeviceGetTotalEccErrors (uncorrected, volatile)",
-              "Uncorrected ECC errors since the driver loaded (n/a on consumer GPUs)"),
+              "",
+              "Uncorrected ECC errors since the driver loaded (n/a on consumer GPUs)",
+              reads=_s("ecc", ("nvmlDeviceGetTotalEccErrors", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED",
+                               "NVML_VOLATILE_ECC"), note=" (uncorrected, volatile)")),
+    # GPM (Hopper and later): what the SMs did, where utilization.gpu says only "a kernel ran"
+    GpuMetric("activity.sm", "%", _PERCENT, "{:.0f}%", "", None, "", "",
+              "Share of SMs busy (NVML utilization.gpu counts a one-thread kernel as 100 %)",
+              reads=(GpmRead(2),), dcgm="DCGM_FI_PROF_SM_ACTIVE (1002)"),
+    GpuMetric("activity.sm_occupancy", "%", _PERCENT, "{:.0f}%", "", None, "", "",
+              "Warps resident on the SMs, of the theoretical maximum",
+              reads=(GpmRead(3),), dcgm="DCGM_FI_PROF_SM_OCCUPANCY (1003)"),
+    GpuMetric("activity.tensor", "%", _PERCENT, "{:.0f}%", "", None, "", "",
+              "Share of time any tensor pipe was active",
+              reads=(GpmRead(5),), dcgm="DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (1004)"),
+    GpuMetric("activity.dram", "%", _PERCENT, "{:.0f}%", "", None, "", "",
+              "DRAM bandwidth used, of its peak (tops out near 80 %)",
+              reads=(GpmRead(10),), dcgm="DCGM_FI_PROF_DRAM_ACTIVE (1005)"),
+    GpuMetric("activity.fp64", "%", _PERCENT, "{:.0f}%", "", None, "", "",
+              "Share of time the FP64 pipe (not tensor) was active",
+              reads=(GpmRead(11),), dcgm="DCGM_FI_PROF_PIPE_FP64_ACTIVE (1006)"),
+    GpuMetric("activity.fp32", "%", _PERCENT, "{:.0f}%", "", None, "", "",
+              "Share of time the FP32 pipe (not tensor) was active",
+              reads=(GpmRead(12),), dcgm="DCGM_FI_PROF_PIPE_FP32_ACTIVE (1007)"),
+    GpuMetric("activity.fp16", "%", _PERCENT, "{:.0f}%", "", None, "", "",
+              "Share of time the FP16 pipe (not tensor) was active",
+              reads=(GpmRead(13),), dcgm="DCGM_FI_PROF_PIPE_FP16_ACTIVE (1008)"),
+    # NVLink: GPM's rate where GPM is there, else the cumulative KiB counters
+    GpuMetric("nvlink.links", "links", (0, 64), "", "", None, "", "",
+              "Active NVLink links", reads=(PerLinkRead("nvmlDeviceGetNvLinkState"),)),
+    GpuMetric("nvlink.rx_bytes_per_s", "bytes/s", _NVLINK_RATE, "", "", None, "", "",
+              "NVLink throughput into the GPU, all links",
+              reads=(GpmRead(60, _MIB), CounterRead(139, 1024)),
+              dcgm="DCGM_FI_PROF_NVLINK_RX_BYTES (1012)"),
+    GpuMetric("nvlink.tx_bytes_per_s", "bytes/s", _NVLINK_RATE, "", "", None, "", "",
+              "NVLink throughput out of the GPU, all links",
+              reads=(GpmRead(61, _MIB), CounterRead(138, 1024)),
+              dcgm="DCGM_FI_PROF_NVLINK_TX_BYTES (1011)"),
+    GpuMetric("nvlink.max_bytes_per_s", "bytes/s", _NVLINK_RATE, "", "", None, "",
+              "from the active links and their version (nvmlDeviceGetNvLinkVersion)",
+              "NVLink capacity per direction: active links x the version's per-link rate"),
 )
 # fmt: on
 

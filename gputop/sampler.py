@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gputop.model import Snapshot, replace
-from gputop.sources.base import Source
+from gputop.sources.base import Source, pair_window
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +130,13 @@ class Sampler:
         sleep: Callable[[float], None] = time.sleep,
     ) -> Snapshot:
         """The second of two ``tick_now()`` readings ``window`` seconds apart (rates need
-        two); ``meanwhile`` runs between them, inside the window."""
+        two), or more where the source needs more (GPM); ``meanwhile`` runs between them,
+        inside the window."""
         start = clock()
         self.tick_now()
         if meanwhile is not None:
             meanwhile()
-        wait = start + window - clock()
+        wait = start + pair_window(self.source, window) - clock()  # known after a reading
         if wait > 0:
             sleep(wait)
         return self.tick_now()

@@ -18,6 +18,7 @@ from gputop.model import Snapshot
 from gputop.pipeline import Feed
 from gputop.present import filter_gpus, to_json_dict
 from gputop.sampler import Sampler
+from gputop.sources.base import pair_window
 
 
 def json_line(doc: dict[str, Any]) -> str:
@@ -49,7 +50,8 @@ def run(
         clock=clock,
         sleep=sleep,
     )
-    tick_start = first_start + first_window  # about when the second reading started
+    # about when the second reading started (later where the source needs it: GPM)
+    tick_start = first_start + pair_window(sampler.source, first_window)
     selection = select(snap)
     if not snap.driver.available:
         why = snap.driver.error or "unknown reason"

@@ -26,6 +26,7 @@ from gputop.analysis.verdict import Analyzer, gpu_verdicts_of, job_verdict
 from gputop.analysis.window import Context
 from gputop.diagnosis import Diagnosis
 from gputop.model import (
+    Activity,
     Clocks,
     DriverInfo,
     GpuMemory,
@@ -35,6 +36,7 @@ from gputop.model import (
     IoRate,
     MemoryStat,
     NetRate,
+    Nvlink,
     Owner,
     Pcie,
     ProcessInfo,
@@ -453,6 +455,24 @@ def full_gpu_process(
     elif info is None:
         info = full_process_info(pid, **host_kw)  # type: ignore[arg-type]
     return GpuProcess(pid=pid, type="C", gpu_memory=memory, sm_percent=sm, host=info)
+
+
+def with_inside(sample: GpuSample, *, sm: float = 45.0, links: int = 18) -> GpuSample:
+    """``sample`` on a Hopper with GPM and NVLink: its ``activity`` and ``nvlink`` parts."""
+    return replace(
+        sample,
+        activity=Activity(
+            sm=sm, sm_occupancy=20.0, tensor=30.0, dram=40.0, fp64=1.0, fp32=10.0, fp16=2.0
+        ),
+        nvlink=Nvlink(
+            links=links,
+            version="4.0",
+            rx_bytes_per_s=5e10,
+            tx_bytes_per_s=6e10,
+            max_bytes_per_s=links * 25e9,
+            peers=("switch",) * links,
+        ),
+    )
 
 
 def full_gpu_sample(

@@ -99,7 +99,7 @@ def _unshare_hosts(d: dict[str, Any]) -> dict[str, Any]:
 def flatten(snapshot: Snapshot) -> Row:
     """The snapshot's leaves: path -> scalar (a list's length under ``#``)."""
     out: Row = {}
-    _flatten(_share_hosts(snapshot.to_dict()), (), out)
+    _flatten(_share_hosts(snapshot.to_dict(whole=True)), (), out)  # every row, every column
     return out
 
 

@@ -21,6 +21,8 @@ class Source(Protocol):
 
     # ``can_signal`` (optional): True only where the pids are this machine's live
     # processes (``LiveSource``); read it with ``can_signal(source)``.
+    # ``min_pair_window_s`` (optional): the least time between two readings whose rates it
+    # gives (read with ``pair_window(source, window)``).
 
     def snapshot(self) -> Snapshot:
         """Must not raise for a metric, a GPU or a process going wrong: record it in
@@ -28,6 +30,13 @@ class Source(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def pair_window(source: object, window: float) -> float:
+    """How far apart two readings that make rates must start: ``window``, or more where
+    ``source`` says it needs more (``min_pair_window_s``, optional: GPM's two samples)."""
+    need = getattr(source, "min_pair_window_s", 0.0)
+    return max(window, need) if isinstance(need, int | float) else window
 
 
 def can_signal(source: object) -> bool:

@@ -112,6 +112,12 @@ class LiveSource:
     def driver(self) -> DriverInfo:
         return self._nvml.driver  # set once, when the reader starts NVML
 
+    @property
+    def min_pair_window_s(self) -> float:
+        """The NVML reader's (``pair_window``): GPM needs its two samples apart."""
+        need = getattr(self._nvml, "min_pair_window_s", 0.0)
+        return float(need) if isinstance(need, int | float) else 0.0
+
     def snapshot(self) -> Snapshot:
         wall0 = time.perf_counter()
         cpu0 = time.thread_time()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import queue
 import select
@@ -21,15 +22,24 @@ from typing import Any, cast
 from gputop.fmt import clean_text
 from gputop.model import (
     CLOCK_EVENT_REASONS,
+    GPU_METRICS,
     INVALID_PIDS,
+    NVLINK_VERSIONS,
+    Activity,
     Clocks,
+    CounterRead,
     DriverInfo,
+    GpmRead,
     GpuMemory,
+    GpuMetric,
     GpuProcess,
     GpuSample,
     MigDevice,
+    Nvlink,
     Pcie,
+    PerLinkRead,
     SampleError,
+    ScalarRead,
     Utilization,
     check_gpu,
     replace,
@@ -52,6 +62,8 @@ _SHARED_PARTS = (
     "clocks",
     "clock_event_reasons",
     "pcie",
+    "activity",
+    "nvlink",
     "processes",
     "mig_devices",
 )
@@ -63,6 +75,7 @@ _NO_ID = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId when MIG is off
 # nvmlReturn_t values (nvml.h); pynvml exposes the same numbers.
 _NOT_SUPPORTED = 3
 _NO_PERMISSION = 4
+_INVALID_ARGUMENT = 2
 _NOT_FOUND = 6
 _FUNCTION_NOT_FOUND = 13
 _ARGUMENT_VERSION_MISMATCH = 25
@@ -101,42 +114,84 @@ _INIT_ERRORS = {
 }
 
 
-#: What a tick reads, in order: metric -> its NVML call variants, newest first, each the
-#: function and the pynvml constants it takes after the handle (a newer one pynvml lacks
-#: is skipped; the oldest is always called, and fails as any call does).
+#: What a tick reads, from the metric table: metric -> its NVML call variants, newest
+#: first, each the function and the pynvml constants it takes after the handle (a newer one
+#: pynvml lacks is skipped; the oldest is always called, and fails as any call does).
+_SCALARS = tuple(r for m in GPU_METRICS for r in m.reads if isinstance(r, ScalarRead))
 _READS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "utilization": (("nvmlDeviceGetUtilizationRates",),),
-    "temperature": (
-        ("nvmlDeviceGetTemperatureV", "NVML_TEMPERATURE_GPU"),
-        ("nvmlDeviceGetTemperature", "NVML_TEMPERATURE_GPU"),
-    ),
-    "power": (("nvmlDeviceGetPowerUsage",),),
-    "power_limit": (("nvmlDeviceGetEnforcedPowerLimit",),),
-    "fan": (("nvmlDeviceGetFanSpeed",),),
-    "sm_clock": (("nvmlDeviceGetClockInfo", "NVML_CLOCK_SM"),),
-    "memory_clock": (("nvmlDeviceGetClockInfo", "NVML_CLOCK_MEM"),),
+    **{r.metric: r.calls for r in _SCALARS if not r.once},
+    # a bitmask decoded into names, not a scalar of the table
     "clock_event_reasons": (
         ("nvmlDeviceGetCurrentClocksEventReasons",),
         ("nvmlDeviceGetCurrentClocksThrottleReasons",),
     ),
-    "performance_state": (("nvmlDeviceGetPerformanceState",),),
-    "pcie_gen": (("nvmlDeviceGetCurrPcieLinkGeneration",),),
-    "pcie_width": (("nvmlDeviceGetCurrPcieLinkWidth",),),
-    "encoder": (("nvmlDeviceGetEncoderUtilization",),),
-    "decoder": (("nvmlDeviceGetDecoderUtilization",),),
-    "mig_mode": (("nvmlDeviceGetMigMode",),),
-    "ecc": (
-        ("nvmlDeviceGetTotalEccErrors", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
-    ),
 }
 #: Read when a handle is (re-)acquired: _Gpu field -> (metric, NVML call, constants).
-_STATIC = {
+_STATIC: dict[str, tuple[str, ...]] = {
     "minor_number": ("minor_number", "nvmlDeviceGetMinorNumber"),
-    "sm_max_mhz": ("sm_max_clock", "nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_SM"),
-    "memory_max_mhz": ("memory_max_clock", "nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_MEM"),
-    "pcie_max_gen": ("pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration"),
-    "pcie_max_width": ("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth"),
+    **{
+        m.field.removeprefix("clocks.").replace(".", "_"): (r.metric, *r.calls[-1])
+        for m in GPU_METRICS
+        for r in m.reads
+        if isinstance(r, ScalarRead) and r.once
+    },
 }
+#: The rows read from GPM samples or cumulative counters, by GpuSample part.
+_INSIDE: tuple[GpuMetric, ...] = tuple(
+    m for m in GPU_METRICS if any(isinstance(r, GpmRead | CounterRead) for r in m.reads)
+)
+#: GPM metric ids of the whole GPU, and of its NVLink (asked only where links are up).
+_GPM_IDS = tuple(
+    r.metric_id
+    for m in _INSIDE
+    if not m.field.startswith("nvlink.")
+    for r in m.reads
+    if isinstance(r, GpmRead)
+)
+_GPM_NVLINK_IDS = tuple(
+    r.metric_id
+    for m in _INSIDE
+    if m.field.startswith("nvlink.")
+    for r in m.reads
+    if isinstance(r, GpmRead)
+)
+#: The per-link call whose true answers count the active links (``nvlink.links``).
+(_LINK_STATE,) = (r.call for m in GPU_METRICS for r in m.reads if isinstance(r, PerLinkRead))
+_COUNTERS = tuple(
+    (r.field_id, r.scope) for m in _INSIDE for r in m.reads if isinstance(r, CounterRead)
+)
+#: GPM computes a metric from two samples at least this far apart (nvml.h).
+GPM_MIN_S = 0.1
+#: Two readings for rates (``--once``, the first ``--stream`` line) start this far apart
+#: where a GPU has GPM: GPM_MIN_S, and room for the first reading attaching the GPUs
+#: before its sample (docs/json.md).
+GPM_PAIR_WINDOW_S = 0.2
+#: nvmlNvLinkDeviceType_t of an NVSwitch at a link's far end.
+_NVLINK_SWITCH = 2
+
+
+def counter_rate(
+    before: tuple[int, float] | None, now: tuple[int, float], scale: float
+) -> float | None:
+    """The rate of a cumulative counter between two (value, monotonic seconds) readings,
+    in model units (``scale`` per count); None on a first reading, and when the counter
+    went back: a wrap and a driver reset look alike, and neither is traffic."""
+    if before is None:
+        return None
+    count, seconds = now[0] - before[0], now[1] - before[1]
+    if count < 0 or not 0 < seconds < math.inf:  # NaN too
+        return None
+    return count * scale / seconds
+
+
+def same_bus(a: str | None, b: str | None) -> bool:
+    """Whether two PCI bus ids name one device (domains written with 4 or 8 digits)."""
+    if not a or not b:
+        return False
+    da, _, ra = a.lower().rpartition(":")
+    db, _, rb = b.lower().rpartition(":")
+    (dom_a, _, bus_a), (dom_b, _, bus_b) = da.rpartition(":"), db.rpartition(":")
+    return ra == rb and bus_a == bus_b and int(dom_a or "0", 16) == int(dom_b or "0", 16)
 
 
 def check_gpus(samples: list[GpuSample], errors: list[SampleError]) -> list[GpuSample]:
@@ -164,6 +219,10 @@ def cuda_version_string(version: int | None) -> str | None:
     if version is None or version <= 0:
         return None
     return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+def _bytes_or_str(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _raw(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -348,9 +407,24 @@ class _Gpu:
     pcie_calls: tuple[_PcieCall, _PcieCall] | None = None  # (TX, RX) of this handle
     # last read's rows by pid: an unchanged row is given out again (snapshots share it)
     last_processes: dict[int, GpuProcess] = field(default_factory=dict)
+    # GPM: supported (asked once per attach); the last sample, when it was taken, a spare
+    gpm: bool = False
+    gpm_ids: tuple[int, ...] = ()  # the metric ids still asked (NOT_SUPPORTED ones left out)
+    # by GPU instance id (None: the whole GPU): [last sample, when it was taken, a spare]
+    gpm_samples: dict[int | None, list[Any]] = field(default_factory=dict)
+    # NVLink, read at attach: active links, their version, each active link's far end
+    nvlink_links: int | None = None
+    nvlink_version: int | None = None
+    nvlink_remote: tuple[tuple[str | None, int | None], ...] = ()  # (bus id, device type)
+    counters: dict[tuple[int, int], tuple[int, float]] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.handle = None
+        self.gpm = False
+        self.gpm_samples = {}  # freed by the reader (_free_gpm) first
+        self.nvlink_links = self.nvlink_version = None
+        self.nvlink_remote = ()
+        self.counters.clear()
         self.last_processes = {}
         self.unsupported.clear()
         self.variant.clear()
@@ -375,7 +449,15 @@ class NvmlReader:
         self._pcie_calls: list[_PcieCall] = []  # every PCIe call thread still alive
         self._last_samples: dict[int, GpuSample] = {}  # the last read, by GPU index
         self._errors: list[SampleError] = []  # the running read's
+        self._clock: Callable[[], float] = time.monotonic  # GPM spacing, counter rates
+        self._gpm_request: Any = None  # one nvmlGpmMetricsGet_t, made on first use
         self.driver: DriverInfo = self._init()
+
+    @property
+    def min_pair_window_s(self) -> float:
+        """How far apart two readings must start for GPM to give its metrics (0: no GPU
+        with GPM, as far as the readings so far tell)."""
+        return GPM_PAIR_WINDOW_S if any(gpu.gpm for gpu in self._gpus) else 0.0
 
     def _init(self) -> DriverInfo:
         try:
@@ -468,6 +550,8 @@ class NvmlReader:
             call.thread.join(max(0.0, deadline - time.monotonic()))
         self._pcie_calls = []
         self._pid_check.close()
+        for gpu in self._gpus:
+            self._free_gpm(gpu)
         if self._nv is not None:
             with contextlib.suppress(Exception):
                 self._nv.nvmlShutdown()
@@ -549,6 +633,7 @@ class NvmlReader:
     def _attach(self, gpu: _Gpu) -> None:
         """Handle and static information; on failure the GPU stays detached."""
         nv, call = self._nv, self._call
+        self._free_gpm(gpu)
         gpu.reset()
         try:
             try:
@@ -564,6 +649,8 @@ class NvmlReader:
             gpu.pci_bus_id = None if pci is None else clean_text(pci.busId, 32)
             for attr, (metric, fn, *consts) in _STATIC.items():
                 setattr(gpu, attr, self._get(gpu, metric, call(h, fn, *consts)))
+            self._attach_gpm(gpu, h)
+            self._attach_nvlink(gpu, h)
         except _Lost as lost:
             self._mark_lost(gpu, str(lost))
             return
@@ -571,6 +658,7 @@ class NvmlReader:
         gpu.lost_reason = None
 
     def _mark_lost(self, gpu: _Gpu, reason: str) -> None:
+        self._free_gpm(gpu)
         gpu.reset()
         gpu.lost_reason = reason
         self._report(gpu, "lost", reason)
@@ -667,12 +755,185 @@ class NvmlReader:
             "performance_state": None if pstate in (None, nv.NVML_PSTATE_UNKNOWN) else pstate,
             "pcie_gen": v["pcie_gen"],  # the Pcie part is made with the throughput (_read_all)
             "pcie_width": v["pcie_width"],
+            **self._inside(gpu, h, mig_on),
             "mig_mode": None if mig is None else mig_on,
             "mig_devices": self._mig_devices(gpu, h) if mig_on else (),
             "ecc_uncorrected": v["ecc"],
             "processes": processes,
             "processes_unavailable": unavailable,
         }
+
+    def _attach_gpm(self, gpu: _Gpu, h: Any) -> None:
+        """Whether the GPU has GPM (Hopper and later), asked once per attach."""
+        if not self._has("nvmlGpmQueryDeviceSupport"):
+            return
+        support = self._get(gpu, "gpm", lambda: self._nv.nvmlGpmQueryDeviceSupport(h))
+        gpu.gpm = bool(support is not None and support.isSupportedDevice)
+        gpu.gpm_ids = (*_GPM_IDS, *(_GPM_NVLINK_IDS if gpu.nvlink_links else ()))
+
+    def _attach_nvlink(self, gpu: _Gpu, h: Any) -> None:
+        """The active links, their version and far ends; none: not an NVLink GPU."""
+        nv = self._nv
+        if not self._has(_LINK_STATE):
+            return
+        active: list[int] = []
+        for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))):
+            try:
+                if getattr(nv, _LINK_STATE)(h, link):
+                    active.append(link)
+            except Exception as exc:  # past the last link (or no NVLink at all)
+                if _raise_if_lost(nv, exc) not in (_NOT_SUPPORTED, _INVALID_ARGUMENT):
+                    self._failed(gpu, "nvlink", exc)
+                break
+        if not active:
+            return
+        gpu.nvlink_links = len(active)
+        gpu.nvlink_version = self._get(
+            gpu, "nvlink_version", lambda: nv.nvmlDeviceGetNvLinkVersion(h, active[0])
+        )
+        remote = []
+        for link in active:
+            pci = self._get(gpu, "nvlink_remote", self._call_link(h, "RemotePciInfo", link))
+            far = self._call_link(h, "RemoteDeviceType", link)
+            kind = self._get(gpu, "nvlink_remote_type", far)
+            bus = None if pci is None else clean_text(_bytes_or_str(pci.busId), 32)
+            remote.append((bus, None if kind is None else int(kind)))
+        gpu.nvlink_remote = tuple(remote)
+        # GPM's NVLink metrics are asked too, now that the links are known
+        gpu.gpm_ids = (*_GPM_IDS, *_GPM_NVLINK_IDS) if gpu.gpm else ()
+
+    def _call_link(self, h: Any, what: str, link: int) -> Callable[[], Any]:
+        """``nv.nvmlDeviceGetNvLink<what>(h, link)``, looked up at the call."""
+        nv = self._nv
+        return lambda: getattr(nv, f"nvmlDeviceGetNvLink{what}")(h, link)
+
+    def _free_gpm(self, gpu: _Gpu, keep: set[int | None] | None = None) -> None:
+        """Free the GPU's GPM samples; ``keep``: but those of these instances (MIG devices
+        still there)."""
+        for instance in [i for i in gpu.gpm_samples if keep is None or i not in keep]:
+            last, _, spare = gpu.gpm_samples.pop(instance)
+            for sample in (last, spare):
+                if sample is not None and self._nv is not None:
+                    with contextlib.suppress(Exception):
+                        self._nv.nvmlGpmSampleFree(sample)
+
+    def _gpm(self, gpu: _Gpu, h: Any, instance: int | None = None) -> dict[int, float | None]:
+        """GPM metric id -> value between the last sample of the GPU (or of its GPU
+        ``instance``, MIG) and one taken now; {} on the first sample, when the last is
+        under GPM_MIN_S old (it is kept for the next reading), or without GPM."""
+        if not gpu.gpm or not gpu.gpm_ids:
+            return {}
+        nv = self._nv
+        now = self._clock()
+        slot = gpu.gpm_samples.setdefault(instance, [None, 0.0, None])
+        last, last_s, spare = slot
+        if last is not None and now - last_s < GPM_MIN_S:
+            return {}  # too soon: n/a this reading, the older sample stays
+        try:
+            sample = spare if spare is not None else nv.nvmlGpmSampleAlloc()
+            slot[2] = sample  # kept (and freed) whatever happens next
+            if instance is None:
+                nv.nvmlGpmSampleGet(h, sample)
+            else:
+                nv.nvmlGpmMigSampleGet(h, instance, sample)
+        except Exception as exc:
+            code = _raise_if_lost(nv, exc)
+            if code in (_NO_PERMISSION, _NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
+                # said once; n/a from now on (a container without the profiling capability)
+                why = "no permission" if code == _NO_PERMISSION else "not supported"
+                self._report(gpu, "gpm", f"GPM samples: {why}; SM, tensor and DRAM activity n/a")
+                self._free_gpm(gpu)
+                gpu.gpm = False
+            else:
+                self._failed(gpu, "gpm", exc)
+            return {}
+        slot[:] = [sample, now, last]
+        if last is None:
+            return {}
+        try:
+            return self._gpm_metrics(gpu, last, sample, instance is None)
+        except Exception as exc:
+            self._failed(gpu, "gpm", exc)
+            return {}
+
+    def _gpm_metrics(
+        self, gpu: _Gpu, first: Any, second: Any, whole: bool = True
+    ) -> dict[int, float | None]:
+        """nvmlGpmMetricsGet in requests of at most the binding's metrics[] length (it
+        grew across nvml.h versions while the struct's version stayed 1)."""
+        nv = self._nv
+        request = self._gpm_request
+        if request is None:
+            request = self._gpm_request = nv.c_nvmlGpmMetricsGet_t()
+        room = len(request.metrics)
+        out: dict[int, float | None] = {}
+        unsupported: set[int] = set()
+        ids = gpu.gpm_ids if whole else tuple(i for i in gpu.gpm_ids if i in _GPM_IDS)
+        for at in range(0, len(ids), room):
+            chunk = ids[at : at + room]
+            request.version = nv.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = len(chunk)
+            request.sample1, request.sample2 = first, second
+            for i, metric_id in enumerate(chunk):
+                request.metrics[i].metricId = metric_id
+            nv.nvmlGpmMetricsGet(request)
+            for i, metric_id in enumerate(chunk):
+                slot = request.metrics[i]
+                ret = int(slot.nvmlReturn)
+                if ret == 0:
+                    out[metric_id] = float(slot.value)
+                elif ret in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
+                    unsupported.add(metric_id)  # n/a, not asked again
+                else:
+                    out[metric_id] = None
+        if unsupported:
+            gpu.gpm_ids = tuple(i for i in gpu.gpm_ids if i not in unsupported)
+        return out
+
+    def _counter_rates(self, gpu: _Gpu, h: Any) -> dict[tuple[int, int], float | None]:
+        """(field id, scope) -> count per second since the last tick (None: not known)."""
+        if not gpu.nvlink_links or "nvlink_counters" in gpu.unsupported:
+            return {}
+        nv = self._nv
+        values = self._get(
+            gpu, "nvlink_counters", lambda: nv.nvmlDeviceGetFieldValues(h, list(_COUNTERS))
+        )
+        if values is None:
+            return {}
+        now = self._clock()
+        out: dict[tuple[int, int], float | None] = {}
+        for key, value in zip(_COUNTERS, values, strict=True):
+            if int(value.nvmlReturn) != 0:
+                gpu.counters.pop(key, None)
+                continue
+            reading = (int(value.value.ullVal), now)
+            out[key] = counter_rate(gpu.counters.get(key), reading, 1.0)
+            gpu.counters[key] = reading
+        return out
+
+    def _inside(self, gpu: _Gpu, h: Any, mig_on: bool) -> dict[str, Any]:
+        """The ``activity`` and ``nvlink`` parts: each row of the table from its first read
+        that gives a value. In MIG mode GPM is read per GPU instance (``_mig_devices``)."""
+        gpm = {} if mig_on else self._gpm(gpu, h)
+        parts = _from_reads(gpm, self._counter_rates(gpu, h), bool(gpu.nvlink_links))
+        nvlink = Nvlink()
+        if gpu.nvlink_links:
+            version, per_link = NVLINK_VERSIONS.get(gpu.nvlink_version or 0, (None, None))
+            nvlink = Nvlink(
+                links=gpu.nvlink_links,
+                version=version,
+                max_bytes_per_s=None if per_link is None else gpu.nvlink_links * per_link,
+                peers=tuple(self._peer(bus, kind) for bus, kind in gpu.nvlink_remote),
+                **parts["nvlink"],
+            )
+        return {"activity": Activity(**parts["activity"]), "nvlink": nvlink}
+
+    def _peer(self, bus: str | None, kind: int | None) -> str:
+        """A link's far end: the local GPU of its bus id, an NVSwitch, or unknown."""
+        for other in self._gpus:
+            if same_bus(bus, other.pci_bus_id):
+                return f"GPU {other.index}"
+        return "switch" if kind == _NVLINK_SWITCH else "unknown"
 
     def _memory(self, gpu: _Gpu, h: Any) -> GpuMemory:
         nv = self._nv
@@ -828,8 +1089,10 @@ class NvmlReader:
                     memory=GpuMemory()
                     if mem is None
                     else GpuMemory(total=int(mem.total), used=int(mem.used), free=int(mem.free)),
+                    activity=Activity() if gi is None else _activity(self._gpm(gpu, h, int(gi))),
                 )
             )
+        self._free_gpm(gpu, keep={m.gpu_instance_id for m in out})
         return tuple(out)
 
     def _process_utilization(self, gpu: _Gpu, h: Any) -> dict[int, tuple[float, float]] | None:
@@ -936,6 +1199,33 @@ class _PcieCall:
     def retire(self) -> None:
         """End the thread: at once when idle, else as soon as NVML answers its call."""
         self._go.put(False)
+
+
+def _from_reads(
+    gpm: dict[int, float | None], rates: dict[tuple[int, int], float | None], nvlink: bool
+) -> dict[str, dict[str, float]]:
+    """Part -> field -> value of each row of the table read from GPM or a counter: its
+    first read that gave a value (rows without one are left out: None)."""
+    parts: dict[str, dict[str, float]] = {"activity": {}, "nvlink": {}}
+    for m in _INSIDE:
+        head, _, tail = m.field.partition(".")
+        if head == "nvlink" and not nvlink:
+            continue
+        for r in m.reads:
+            if isinstance(r, GpmRead):
+                value = gpm.get(r.metric_id)
+            else:
+                assert isinstance(r, CounterRead)
+                value = rates.get((r.field_id, r.scope))
+            if value is not None:
+                parts[head][tail] = value * r.scale
+                break
+    return parts
+
+
+def _activity(gpm: dict[int, float | None]) -> Activity:
+    """A MIG device's activity from its GPU instance's GPM values."""
+    return Activity(**_from_reads(gpm, {}, False)["activity"]) if gpm else Activity()
 
 
 _WHOLE_PERCENTS = tuple(float(k) for k in range(101))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop.fmt import clean_text
-from gputop.model import LIMITS, SCHEMA_VERSION, GpuSample, Snapshot, within
+from gputop.model import GPU_METRIC, LIMITS, SCHEMA_VERSION, GpuSample, Snapshot, within
 from gputop.sources.remote import LineError, parse_line, summarize, text_of
 from gputop.sources.streams import MAX_BACKOFF_S, HostView, HostViews
 
@@ -36,11 +36,22 @@ MAX_NUMBER_CHARS = 64
 #: An error answer's body is read this far for Prometheus's own ``error`` text.
 ERROR_BODY_BYTES = 65536
 
+
+def _gauge(field: str) -> str:
+    """The exporter's gauge of a metric of the table (its one home)."""
+    name = GPU_METRIC[field].export
+    assert name is not None, field
+    return name
+
+
+UTILIZATION, MEMORY_USED, MEMORY_TOTAL = map(
+    _gauge, ("utilization.gpu", "memory.used", "memory.total")
+)
 GPUTOP_METRICS = (
     "gputop_gpu_info",
-    "gputop_gpu_utilization_ratio",
-    "gputop_gpu_memory_used_bytes",
-    "gputop_gpu_memory_total_bytes",
+    UTILIZATION,
+    MEMORY_USED,
+    MEMORY_TOTAL,
     "gputop_gpu_lost",
     "gputop_gpu_verdict",
     "gputop_last_sample_timestamp_seconds",
@@ -368,11 +379,11 @@ def build_hosts(
         if name == "gputop_gpu_info":
             gpu["name"] = text_of(metric.get("name"), 200)
             gpu["uuid"] = text_of(metric.get("uuid"), 200)
-        elif name == "gputop_gpu_utilization_ratio":
+        elif name == UTILIZATION:
             gpu["utilization"]["gpu"] = _finite(100.0 * v)
-        elif name == "gputop_gpu_memory_used_bytes":
+        elif name == MEMORY_USED:
             gpu["memory"]["used"] = _whole(v)
-        elif name == "gputop_gpu_memory_total_bytes":
+        elif name == MEMORY_TOTAL:
             gpu["memory"]["total"] = _whole(v)
         elif name == "gputop_gpu_lost":
             gpu["lost"] = v == 1

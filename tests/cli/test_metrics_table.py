@@ -42,13 +42,13 @@ def cell(text: str) -> str:
 def gpu_metrics_markdown() -> str:
     """:data:`GPU_METRICS` as a markdown table (docs/metrics.md, generated)."""
     lines = [
-        "| field (`--json`) | NVML call | unit | bounds | Prometheus | meaning |",
-        "|---|---|---|---|---|---|",
+        "| field (`--json`) | NVML call | unit | bounds | Prometheus | DCGM | meaning |",
+        "|---|---|---|---|---|---|---|",
     ]
     for m in GPU_METRICS:
         bounds = "" if m.bounds is None else f"{m.bounds[0]:g}-{m.bounds[1]:g}"
         export = f"`{m.export}`" if m.export else ""
-        cells = (f"`{m.field}`", m.nvml, m.unit, bounds, export, m.about)
+        cells = (f"`{m.field}`", m.nvml, m.unit, bounds, export, m.dcgm, m.about)
         lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -62,7 +62,7 @@ def test_the_docs_table_is_the_generated_one() -> None:
 
 
 def test_every_row_names_a_field_of_the_sample_and_of_its_json() -> None:
-    sample = fx.full_gpu_sample(0)
+    sample = fx.with_inside(fx.full_gpu_sample(0))
     document = Snapshot(0.0, "h", DriverInfo(True), gpus=(sample,)).to_dict()["gpus"][0]
     assert len(GPU_METRIC) == len(GPU_METRICS)  # one row per field
     for m in GPU_METRICS:

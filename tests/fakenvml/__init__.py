@@ -80,6 +80,26 @@ describe that GPU::
                                   sample that is always fresh (a process busy all along).
                                   Samples newer than the caller's timestamp are returned;
                                   none -> NVML_ERROR_NOT_FOUND
+    gpm SUPPORT [SLOTS]       nvmlGpmQueryDeviceSupport's isSupportedDevice (no line: the
+                              query answers NOT_SUPPORTED, a driver or GPU without GPM);
+                              SLOTS: nvmlGpmMetricsGet refuses (INVALID_ARGUMENT) a request
+                              of more metrics (default and at most nvml.h's
+                              NVML_GPM_METRIC_MAX: the request's array length)
+    gpm_metric ID VALUE       what nvmlGpmMetricsGet gives for metric ID (a double; "-": its
+                              slot answers NOT_SUPPORTED, as does an ID not listed), whatever
+                              the samples. MetricsGet checks the version, that both samples
+                              were filled by nvmlGpmSampleGet / nvmlGpmMigSampleGet (the
+                              same GPU and instance, the second newer); SampleAlloc/Free
+                              check their sample. ``err nvmlGpmSampleGet 4``: a container
+                              without the profiling capability (NO_PERMISSION)
+    nvlink_version V          nvmlDeviceGetNvLinkVersion (the enum: 6 = 4.0, 7 = 5.0)
+    nvlink LINK ACTIVE BUS TYPE   link LINK (0-based, links 0..max listed exist: past them
+                              INVALID_ARGUMENT, no link at all NOT_SUPPORTED): its state,
+                              the far end's bus id (nvmlDeviceGetNvLinkRemotePciInfo_v2)
+                              and nvmlIntNvLinkDeviceType_t (0 GPU, 2 switch)
+    nvlink_kib TX RX [TX0 RX0]  nvmlDeviceGetFieldValues 138/139 (any scope): cumulative KiB
+                              from TX0/RX0, grown by TX/RX at every call; other fields
+                              answer NOT_SUPPORTED in their entry
     err SYMBOL CODE / sleep SYMBOL MS   as above, for calls on this GPU only
                                         (nvmlDeviceGetHandleByIndex included)
 
@@ -182,6 +202,15 @@ _MIG = (
     "nvmlDeviceGetComputeInstanceId",
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
 )
+#: GPM appeared in R520 (Hopper).
+_GPM = (
+    "nvmlGpmQueryDeviceSupport",
+    "nvmlGpmSampleAlloc",
+    "nvmlGpmSampleFree",
+    "nvmlGpmSampleGet",
+    "nvmlGpmMigSampleGet",
+    "nvmlGpmMetricsGet",
+)
 _R535_R550 = (
     "nvmlDeviceGetRunningProcessDetailList",
     "nvmlDeviceGetProcessesUtilizationInfo",
@@ -233,6 +262,7 @@ PROFILES: dict[str, DriverProfile] = {
                 *_R535_R550,
                 "nvmlDeviceGetGpuMaxPcieLinkGeneration",
                 "nvmlSystemGetCudaDriverVersion_v2",
+                *_GPM,
             ),
             about="R418-R440: process lists v1 only, memory v1, no MIG, throttle reasons",
         ),
@@ -245,6 +275,7 @@ PROFILES: dict[str, DriverProfile] = {
                 "nvmlDeviceGetMemoryInfo_v2",
                 *_R510_R535,
                 *_R535_R550,
+                *_GPM,
             ),
             about="R450-R470: process lists v2, memory v1, MIG, throttle reasons",
         ),
@@ -434,6 +465,29 @@ class FakeSample:
 
 
 @dataclass
+class FakeLink:
+    """One NVLink link of a GPU."""
+
+    remote_bus: str = "00000000:00:00.0"  # the far end's bus id (a GPU's, or a switch's)
+    remote_type: int = 2  # nvmlIntNvLinkDeviceType_t: 0 GPU, 2 NVSwitch, 255 unknown
+    active: bool = True
+
+
+#: What a Hopper GPU's GPM gives in :func:`hopper` (percent; 60/61 MiB/s), by metric id.
+HOPPER_GPM: dict[int, float | None] = {
+    2: 45.0,  # SM active
+    3: 20.0,  # SM occupancy
+    5: 30.0,  # any tensor
+    10: 40.0,  # DRAM bandwidth
+    11: 1.0,  # FP64
+    12: 10.0,  # FP32
+    13: 2.0,  # FP16
+    60: 1024.0,  # NVLink RX, MiB/s
+    61: 2048.0,  # NVLink TX, MiB/s
+}
+
+
+@dataclass
 class FakeGpu:
     """One GPU. ``None`` for a metric: the call answers NOT_SUPPORTED.
 
@@ -474,6 +528,14 @@ class FakeGpu:
     processes: list[FakeProcess] = field(default_factory=list)
     samples: list[FakeSample] = field(default_factory=list)
     migs: list[FakeMig] = field(default_factory=list)
+    # GPM: None, the support query answers NOT_SUPPORTED; else isSupportedDevice
+    gpm: bool | None = None
+    gpm_slots: int | None = None  # nvmlGpmMetricsGet refuses more metrics than this
+    gpm_metrics: dict[int, float | None] = field(default_factory=dict)  # None: NOT_SUPPORTED
+    nvlink_version: int | None = None  # nvmlNvLinkVersion_t: 6 = NVLink 4.0
+    nvlinks: list[FakeLink] = field(default_factory=list)
+    nvlink_kib_step: tuple[int, int] | None = None  # (TX, RX) KiB added at each read
+    nvlink_kib_start: tuple[int, int] = (0, 0)
     errors: dict[str, Code] = field(default_factory=dict)  # symbol (or "*") -> nvmlReturn
     sleeps_ms: dict[str, int] = field(default_factory=dict)  # symbol (or "*") -> ms
 
@@ -535,6 +597,17 @@ class FakeGpu:
             )
         for s in self.samples:
             out.append(f"sample {s.pid} {s.timestamp_us} {s.sm} {s.mem} {s.enc} {s.dec}")
+        if self.gpm is not None:
+            out.append(f"gpm {int(self.gpm)} {v(self.gpm_slots)}")
+        for metric_id, value in (self.gpm_metrics or {}).items():
+            out.append(f"gpm_metric {metric_id} {'-' if value is None else repr(float(value))}")
+        if self.nvlink_version is not None:
+            out.append(f"nvlink_version {self.nvlink_version}")
+        for k, link in enumerate(self.nvlinks or ()):
+            out.append(f"nvlink {k} {int(link.active)} {link.remote_bus} {link.remote_type}")
+        if self.nvlink_kib_step is not None:
+            (tx, rx), (tx0, rx0) = self.nvlink_kib_step, self.nvlink_kib_start or (0, 0)
+            out.append(f"nvlink_kib {tx} {rx} {tx0} {rx0}")
         out += [f"err {sym} {code(c)}" for sym, c in self.errors.items()]
         out += [f"sleep {sym} {ms}" for sym, ms in self.sleeps_ms.items()]
         return out
@@ -584,6 +657,30 @@ class FakeNvml:
         return scenario.write(self.path)
 
 
+def hopper(index: int, n_gpus: int = 1, *, links: int = 18, **kwargs: object) -> FakeGpu:
+    """An H100 SXM with GPM (:data:`HOPPER_GPM`) and ``links`` NVLink 4.0 links; with
+    ``n_gpus`` > 1 its links go round the other GPUs (bus ids as ``FakeGpu`` writes
+    them), else to NVSwitches; NVLink counters grow by 1 GiB TX and 512 MiB RX a read."""
+    others = [k for k in range(n_gpus) if k != index]
+    nvlinks = [
+        FakeLink(f"00000000:{(0x18 + others[k % len(others)]) & 0xFF:02X}:00.0", 0)
+        if others
+        else FakeLink(f"00000000:{0xA0 + k:02X}:00.0", 2)
+        for k in range(links)
+    ]
+    made = FakeGpu(
+        name="NVIDIA H100 80GB HBM3",
+        gpm=True,
+        gpm_metrics=dict(HOPPER_GPM),
+        nvlink_version=6,
+        nvlinks=nvlinks,
+        nvlink_kib_step=(1 << 20, 1 << 19),
+    )
+    for key, value in kwargs.items():
+        setattr(made, key, value)
+    return made
+
+
 def many_gpus(
     n_gpus: int,
     n_procs: int,
@@ -622,6 +719,7 @@ def many_gpus(
 __all__ = [
     "BUILD_DIR",
     "DEFAULT_PROFILE",
+    "HOPPER_GPM",
     "LIB_PATH",
     "LOG_ENV",
     "NVML_RETURN",
@@ -629,6 +727,7 @@ __all__ = [
     "SCENARIO_ENV",
     "DriverProfile",
     "FakeGpu",
+    "FakeLink",
     "FakeMig",
     "FakeNvml",
     "FakeNvmlUnavailable",
@@ -639,6 +738,7 @@ __all__ = [
     "Scenario",
     "build",
     "code",
+    "hopper",
     "lib_path",
     "load_in_process",
     "many_gpus",

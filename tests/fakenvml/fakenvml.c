@@ -44,6 +44,8 @@
 #define MAX_RULES 64
 #define RULE_NAME 96
 #define MAX_MIG 8
+#define MAX_GPM 32 /* GPM metrics a scenario GPU can give */
+#define MAX_LINKS NVML_NVLINK_MAX_LINKS
 #define UNSET (-1LL) /* a metric written as "-": the call answers NOT_SUPPORTED */
 
 typedef struct {
@@ -98,6 +100,23 @@ typedef struct {
     unsigned int ngprocs, capgprocs;
     psample_t *samples;
     unsigned int nsamples, capsamples;
+    /* GPM: -1 the support query answers NOT_SUPPORTED (a driver before GPM), else
+     * isSupportedDevice; a metric not listed answers NOT_SUPPORTED in its slot */
+    int gpm_support;
+    unsigned int gpm_slots; /* numMetrics above it: INVALID_ARGUMENT (0: the header's max) */
+    unsigned int ngpm;
+    unsigned int gpm_ids[MAX_GPM];
+    double gpm_vals[MAX_GPM];
+    int gpm_set[MAX_GPM]; /* 0: "-", NOT_SUPPORTED in its slot */
+    /* NVLink: links 0..nlinks-1 (past them: INVALID_ARGUMENT; none: NOT_SUPPORTED) */
+    long long nvl_version; /* nvmlNvLinkVersion_t */
+    unsigned int nlinks;
+    int link_active[MAX_LINKS];
+    int link_type[MAX_LINKS]; /* nvmlIntNvLinkDeviceType_t of the far end */
+    char link_bus[MAX_LINKS][NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+    int has_nvl_kib; /* the throughput fields 138/139 answer */
+    unsigned long long nvl_tx, nvl_rx;       /* cumulative KiB */
+    unsigned long long nvl_tx_step, nvl_rx_step; /* KiB added at each nvmlDeviceGetFieldValues */
     rule_t errs[MAX_RULES];
     unsigned int nerrs;
     rule_t sleeps[MAX_RULES];
@@ -223,6 +242,8 @@ static void init_gpu(gpu_t *g, unsigned int index)
     g->pcie_gen = g->pcie_width = g->pcie_max_gen = g->pcie_max_width = UNSET;
     g->pcie_tx = g->pcie_rx = g->enc = g->dec = UNSET;
     g->mig_cur = g->mig_pending = g->ecc_volatile = g->ecc_aggregate = UNSET;
+    g->gpm_support = -1;
+    g->nvl_version = UNSET;
 }
 
 #define TOK() strtok_r(NULL, " \t\r\n", &save)
@@ -406,6 +427,41 @@ static scenario_t *load_scenario(const char *path)
                     snprintf(m->uuid, sizeof(m->uuid), "MIG-fa4e%04x-0000-4000-8000-%012llx",
                              sc->ngpus - 1, slot);
             }
+        } else if (strcmp(key, "gpm") == 0) {
+            g->gpm_support = (int)parse_num(TOK());
+            long long slots = parse_num(TOK());
+            g->gpm_slots = slots == UNSET ? 0u : (unsigned int)slots;
+        } else if (strcmp(key, "gpm_metric") == 0) {
+            char *id = TOK(), *value = TOK();
+            if (id == NULL || value == NULL || g->ngpm >= MAX_GPM) {
+                ok = 0;
+            } else {
+                g->gpm_ids[g->ngpm] = (unsigned int)parse_num(id);
+                g->gpm_set[g->ngpm] = strcmp(value, "-") != 0;
+                g->gpm_vals[g->ngpm] = g->gpm_set[g->ngpm] ? strtod(value, NULL) : 0.0;
+                g->ngpm++;
+            }
+        } else if (strcmp(key, "nvlink_version") == 0) {
+            g->nvl_version = parse_num(TOK());
+        } else if (strcmp(key, "nvlink") == 0) {
+            long long link = parse_num(TOK());
+            if (link < 0 || link >= MAX_LINKS) {
+                ok = 0;
+            } else {
+                g->link_active[link] = (int)parse_num(TOK());
+                char *bus = TOK();
+                copy_str(g->link_bus[link], sizeof(g->link_bus[link]), bus ? bus : "");
+                g->link_type[link] = (int)parse_num(TOK());
+                if ((unsigned int)link + 1 > g->nlinks)
+                    g->nlinks = (unsigned int)link + 1;
+            }
+        } else if (strcmp(key, "nvlink_kib") == 0) {
+            g->has_nvl_kib = 1;
+            g->nvl_tx_step = (unsigned long long)parse_num(TOK());
+            g->nvl_rx_step = (unsigned long long)parse_num(TOK());
+            long long tx = parse_num(TOK()), rx = parse_num(TOK());
+            g->nvl_tx = tx == UNSET ? 0ULL : (unsigned long long)tx;
+            g->nvl_rx = rx == UNSET ? 0ULL : (unsigned long long)rx;
         } else if (strcmp(key, "sample") == 0) {
             psample_t s;
             s.pid = (unsigned int)parse_num(TOK());
@@ -1457,5 +1513,220 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
         k++;
     }
     *processSamplesCount = k;
+    DONE(NVML_SUCCESS);
+}
+
+/* ---------------------------------------------------------------- GPM */
+
+#define GPM_MAGIC 0x67706d31u
+
+struct nvmlGpmSample_st {
+    unsigned int magic;
+    int filled;
+    unsigned int dev;
+    long long gi; /* -1: the whole GPU */
+    unsigned long long seq;
+};
+
+static unsigned long long g_gpm_seq = 0;
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport)
+{
+    DEV_CALL("nvmlGpmQueryDeviceSupport")
+    if (gpmSupport == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (gpmSupport->version != NVML_GPM_SUPPORT_VERSION)
+        DONE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (g->gpm_support < 0)
+        DONE(NVML_ERROR_NOT_SUPPORTED);
+    gpmSupport->isSupportedDevice = (unsigned int)g->gpm_support;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample)
+{
+    SYS_CALL("nvmlGpmSampleAlloc")
+    if (gpmSample == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    struct nvmlGpmSample_st *sample = calloc(1, sizeof(*sample));
+    if (sample == NULL)
+        DONE(NVML_ERROR_MEMORY);
+    sample->magic = GPM_MAGIC;
+    *gpmSample = sample;
+    DONE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample)
+{
+    SYS_CALL("nvmlGpmSampleFree")
+    if (gpmSample == NULL || gpmSample->magic != GPM_MAGIC)
+        DONE(NVML_ERROR_INVALID_ARGUMENT); /* never allocated, or freed twice */
+    gpmSample->magic = 0;
+    free(gpmSample);
+    DONE(NVML_SUCCESS);
+}
+
+static nvmlReturn_t gpm_fill(const gpu_t *g, nvmlDevice_t device, long long gi,
+                             nvmlGpmSample_t sample)
+{
+    if (sample == NULL || sample->magic != GPM_MAGIC)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->gpm_support != 1)
+        return NVML_ERROR_NOT_SUPPORTED;
+    sample->filled = 1;
+    sample->dev = device->index;
+    sample->gi = gi;
+    sample->seq = ++g_gpm_seq;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample)
+{
+    DEV_CALL("nvmlGpmSampleGet")
+    DONE(gpm_fill(g, device, -1, gpmSample));
+}
+
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                 nvmlGpmSample_t gpmSample)
+{
+    DEV_CALL("nvmlGpmMigSampleGet")
+    int found = 0;
+    for (int i = 0; i < MAX_MIG; i++)
+        found |= g->migs[i].present && g->migs[i].gi == gpuInstanceId;
+    if (g->mig_cur != 1 || !found)
+        DONE(NVML_ERROR_NOT_FOUND);
+    DONE(gpm_fill(g, device, gpuInstanceId, gpmSample));
+}
+
+/* Each metric's value is the scenario's, whatever the two samples' spacing: tests then
+ * assert exact numbers; the spacing rule is the caller's (tested with its clock). */
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet)
+{
+    if (metricsGet == NULL || metricsGet->sample1 == NULL || metricsGet->sample2 == NULL ||
+        metricsGet->sample1->magic != GPM_MAGIC || metricsGet->sample2->magic != GPM_MAGIC ||
+        !metricsGet->sample1->filled || !metricsGet->sample2->filled)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    gpu_t *g;
+    unsigned int sleep_ms_;
+    nvmlReturn_t r_ = enter("nvmlGpmMetricsGet", (int)metricsGet->sample1->dev, &g, &sleep_ms_);
+    if (r_ != NVML_SUCCESS)
+        return leave(r_, sleep_ms_);
+    if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION)
+        DONE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    /* more metrics than the array holds: a caller whose struct is shorter than it says */
+    unsigned int room = g->gpm_slots ? g->gpm_slots : NVML_GPM_METRIC_MAX;
+    if (metricsGet->numMetrics == 0 || metricsGet->numMetrics > room ||
+        metricsGet->numMetrics > NVML_GPM_METRIC_MAX)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    const struct nvmlGpmSample_st *a = metricsGet->sample1, *b = metricsGet->sample2;
+    if (a->dev != b->dev || a->gi != b->gi || b->seq <= a->seq)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned int i = 0; i < metricsGet->numMetrics; i++) {
+        nvmlGpmMetric_t *m = &metricsGet->metrics[i];
+        m->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        m->value = 0.0;
+        m->metricInfo.shortName = m->metricInfo.longName = m->metricInfo.unit = NULL;
+        for (unsigned int k = 0; k < g->ngpm; k++) {
+            if (g->gpm_ids[k] == m->metricId && g->gpm_set[k]) {
+                m->nvmlReturn = NVML_SUCCESS;
+                m->value = g->gpm_vals[k];
+            }
+        }
+    }
+    DONE(NVML_SUCCESS);
+}
+
+/* ---------------------------------------------------------------- NVLink */
+
+static nvmlReturn_t link_ok(const gpu_t *g, unsigned int link)
+{
+    if (g->nlinks == 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return link < g->nlinks ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t *isActive)
+{
+    DEV_CALL("nvmlDeviceGetNvLinkState")
+    if (isActive == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    nvmlReturn_t ret = link_ok(g, link);
+    if (ret == NVML_SUCCESS)
+        *isActive = g->link_active[link] ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    DONE(ret);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+                                        unsigned int *version)
+{
+    DEV_CALL("nvmlDeviceGetNvLinkVersion")
+    if (version == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    nvmlReturn_t ret = link_ok(g, link);
+    if (ret == NVML_SUCCESS && g->nvl_version == UNSET)
+        ret = NVML_ERROR_NOT_SUPPORTED;
+    if (ret == NVML_SUCCESS)
+        *version = (unsigned int)g->nvl_version;
+    DONE(ret);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t *pci)
+{
+    DEV_CALL("nvmlDeviceGetNvLinkRemotePciInfo_v2")
+    if (pci == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    nvmlReturn_t ret = link_ok(g, link);
+    if (ret == NVML_SUCCESS) {
+        memset(pci, 0, sizeof(*pci));
+        copy_str(pci->busId, sizeof(pci->busId), g->link_bus[link]);
+        copy_str(pci->busIdLegacy, sizeof(pci->busIdLegacy), g->link_bus[link]);
+    }
+    DONE(ret);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType)
+{
+    DEV_CALL("nvmlDeviceGetNvLinkRemoteDeviceType")
+    if (pNvLinkDeviceType == NULL)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    nvmlReturn_t ret = link_ok(g, link);
+    if (ret == NVML_SUCCESS)
+        *pNvLinkDeviceType = (nvmlIntNvLinkDeviceType_t)g->link_type[link];
+    DONE(ret);
+}
+
+/* The NVLink throughput counters (138 TX, 139 RX: cumulative KiB) grow by the scenario's
+ * step at every call; every other field answers NOT_SUPPORTED in its entry. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                      nvmlFieldValue_t *values)
+{
+    DEV_CALL("nvmlDeviceGetFieldValues")
+    if (values == NULL || valuesCount < 0)
+        DONE(NVML_ERROR_INVALID_ARGUMENT);
+    if (g->has_nvl_kib) {
+        g->nvl_tx += g->nvl_tx_step;
+        g->nvl_rx += g->nvl_rx_step;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (int i = 0; i < valuesCount; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        v->timestamp = (long long)now.tv_sec * 1000000LL + now.tv_nsec / 1000;
+        v->latencyUsec = 0;
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        if (!g->has_nvl_kib)
+            continue;
+        if (v->fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX) {
+            v->value.ullVal = g->nvl_tx;
+            v->nvmlReturn = NVML_SUCCESS;
+        } else if (v->fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX) {
+            v->value.ullVal = g->nvl_rx;
+            v->nvmlReturn = NVML_SUCCESS;
+        }
+    }
     DONE(NVML_SUCCESS);
 }

@@ -517,3 +517,24 @@ def test_start_after_tick_now_keeps_the_schedule(samplers: list[Sampler]) -> Non
     s.start()
     assert wait_for(lambda: src.calls == 2)
     assert src.starts[1] - src.starts[0] >= 0.5  # not a second reading a few ms later
+
+
+def test_tick_pair_waits_longer_where_the_source_needs_it() -> None:
+    """GPM: a source whose readings must be further apart than the window (after its first
+    reading it knows) gets its own spacing; one that says nothing (or nonsense) the window."""
+    now = [100.0]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(round(seconds, 6))
+        now[0] += seconds
+
+    class Gpm(FakeSource):
+        min_pair_window_s: object = 0.2
+
+    for need, expect in ((0.2, [0.2]), (0.05, [0.1]), ("0.5", [0.1]), (None, [0.1])):
+        source = Gpm()
+        source.min_pair_window_s = need
+        sleeps.clear()
+        Sampler(source, interval=1.0).tick_pair(0.1, clock=lambda: now[0], sleep=sleep)
+        assert sleeps == expect, need
