@@ -136,7 +136,7 @@ def _block(rows: list[dict[str, Any]]) -> list[Snapshot]:
         def __init__(self, d: dict[str, Any]) -> None:
             self.d = d
 
-        def to_dict(self) -> dict[str, Any]:
+        def to_dict(self, whole: bool = False) -> dict[str, Any]:
             return self.d
 
     flat = [codec.flatten(Raw(json.loads(json.dumps(d)))) for d in rows]  # type: ignore[arg-type]
