@@ -12,8 +12,14 @@ from gputop.diagnosis import Diagnosis
 from gputop.model import LABELLED_METRICS, GpuSample, Owner, ProcessInfo, Snapshot, Verdict
 from gputop.present import children_of, descendants
 from gputop.sources.owners import owner_label
-from gputop.ui.gpu_view import pcie_percent
-from gputop.ui.parts import gpu_ranges, used_total
+from gputop.ui.gpu_view import (
+    activity_text,
+    has_inside,
+    has_nvlink,
+    nvlink_parts,
+    pcie_percent,
+)
+from gputop.ui.parts import gpu_ranges, plain, used_total
 
 WIDTH = 80
 
@@ -87,6 +93,10 @@ def _gpu_lines(g: GpuSample) -> list[str]:
             f"  TX {fmt.rate(p.tx_bytes_per_s)}{_share(tx_share)}"
         )
     )
+    if has_inside(g):  # GPM: what the SMs did while "utilization" says a kernel ran
+        lines.extend(_wrap(activity_text(g), indent=5))
+    if has_nvlink(g):
+        lines.append(fit("     " + plain(nvlink_parts(g))))
     reasons = g.clock_event_reasons
     slow = fmt.NA if reasons is None else ", ".join(reasons) or "none"
     c = g.clocks
