@@ -232,6 +232,7 @@ async def test_detail_charts_activity_and_nvlink_where_the_gpu_has_them() -> Non
         text = widgets_text(app)
         assert "SM 24%  TC 30%  DRAM 40%" in text  # t = 29: 20 + 29 % 5
         assert "NVL rx 46.6GiB/s 11%" in text
+        assert "SM clock n/a" in text  # the clock says it is one: SM alone is GPM's
 
 
 async def test_detail_of_a_gpu_without_gpm_keeps_its_four_charts() -> None:

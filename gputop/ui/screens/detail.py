@@ -344,7 +344,7 @@ class DetailScreen(Screen[None]):
             f"PCIe tx {fmt.rate(gpu.pcie.tx_bytes_per_s)} rx {fmt.rate(gpu.pcie.rx_bytes_per_s)}",
             f"power {metric_text(gpu, 'power_w')} / {metric_text(gpu, 'power_limit_w')}",
             f"temp {metric_text(gpu, 'temperature_c')}",
-            f"SM {fmt.number(gpu.clocks.sm_mhz, ' MHz')}",
+            f"SM clock {fmt.number(gpu.clocks.sm_mhz, ' MHz')}",  # not SM active (GPM)
             *(f"{m.label} {fmt.shown(m.get(gpu), m.text)}" for m in LABELLED_METRICS),
         ]
         if has_inside(gpu):
