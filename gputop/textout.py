@@ -16,6 +16,7 @@ from gputop.ui.gpu_view import (
     activity_text,
     has_inside,
     has_nvlink,
+    inside_parts,
     nvlink_parts,
     pcie_percent,
 )
@@ -118,7 +119,9 @@ def _gpu_lines(g: GpuSample) -> list[str]:
                 fit(
                     f"       {pad(fmt.clean_text(m.profile or m.name, 16) or fmt.NA, 9)} "
                     f"GI {fmt.number(m.gpu_instance_id)} CI {fmt.number(m.compute_instance_id)}"
-                    f"  mem {used_total(m.memory.used, m.memory.total)}  processes: {pids}"
+                    f"  mem {used_total(m.memory.used, m.memory.total)}"
+                    + (f"  {plain(inside_parts(m)).strip()}" if has_inside(m) else "")
+                    + f"  processes: {pids}"
                 )
             )
     return lines

@@ -14,6 +14,7 @@ from gputop.model import (
     LABELLED_METRICS,
     Activity,
     GpuSample,
+    MigDevice,
     Snapshot,
     Verdict,
 )
@@ -108,10 +109,12 @@ def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
     return ", ".join(dict.fromkeys(words))  # each once, in order
 
 
-def has_inside(gpu: GpuSample) -> bool:
-    """Whether the GPU reports GPM's SM or tensor activity (Hopper and later): only then
-    does its line carry SM and TC, so a GPU without GPM looks exactly as before."""
-    return not gpu.lost and any(GPU_METRIC[f].get(gpu) is not None for f in INSIDE.values())
+def has_inside(gpu: GpuSample | MigDevice) -> bool:
+    """Whether the GPU (or MIG device) reports GPM's SM or tensor activity (Hopper and
+    later): only then does its line carry SM and TC, so one without GPM looks as before."""
+    if isinstance(gpu, GpuSample) and gpu.lost:
+        return False
+    return any(GPU_METRIC[f].get(gpu) is not None for f in INSIDE.values())
 
 
 def has_nvlink(gpu: GpuSample) -> bool:
@@ -129,7 +132,7 @@ def nvlink_percent(gpu: GpuSample) -> tuple[float | None, float | None]:
     )
 
 
-def inside_parts(gpu: GpuSample) -> Parts:
+def inside_parts(gpu: GpuSample | MigDevice) -> Parts:
     """'SM 45% TC 30% ': GPM's figures next to UTIL (what the SMs and tensor cores did)."""
     out: list[Part] = []
     for label, field in INSIDE.items():
@@ -374,6 +377,7 @@ def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
                 *memory_bar(pct, None, max(4, bar_width // 2)),
                 (" " + fit(used_total(mem.used, mem.total), 17, ">"), ""),
                 (pct4(pct) + " ", ""),
+                *(((" ", ""), *inside_parts(m)) if has_inside(m) else ()),
                 (" procs ", "label"),
                 (f"{len(procs)}" + (f": {pids}" if pids else ""), "" if procs else "dim"),
             )

@@ -339,3 +339,30 @@ async def test_the_fleet_host_dashboard_shows_them() -> None:
         text = app.gpu_panel.blocks[0].text
         assert "SM 20%" in text and "TC 30%" in text
         assert "NVL rx 46.6GiB/s 11% tx 55.9GiB/s 13% of 419.1GiB/s" in text
+
+
+def test_mig_devices_with_gpm_show_their_sm_and_tc() -> None:
+    """GPM per GPU instance (nvmlGpmMigSampleGet): each MIG line says its SM and TC; one
+    without says nothing more."""
+    from gputop.model import GpuMemory, MigDevice
+    from gputop.ui.gpu_view import mig_lines
+
+    mem = GpuMemory(total=70 * fx.GiB, used=20 * fx.GiB)
+    with_gpm = MigDevice(
+        0,
+        profile="3g.71gb",
+        gpu_instance_id=1,
+        compute_instance_id=0,
+        memory=mem,
+        activity=Activity(sm=35.0, tensor=12.0),
+    )
+    without = replace(with_gpm, index=1, gpu_instance_id=2, activity=Activity())
+    g = replace(
+        fx.with_inside(fx.full_gpu_sample(0)), mig_mode=True, mig_devices=(with_gpm, without)
+    )
+    lines = [plain(line) for line in mig_lines(g, 10)]
+    assert "29%  SM 35% TC 12%  procs 0" in lines[0]
+    assert "SM" not in lines[1] and "29%  procs 0" in lines[1]
+    text = render_text(fx.full_snapshot([g]))
+    assert "mem 20.0GiB/70.0GiB  SM 35% TC 12%  processes: none" in text
+    assert "mem 20.0GiB/70.0GiB  processes: none" in text
