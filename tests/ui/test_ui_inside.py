@@ -228,7 +228,7 @@ async def test_detail_charts_activity_and_nvlink_where_the_gpu_has_them() -> Non
         activity = screen.query_one("#plot-activity", HistoryPlot).render().plain
         assert "SM active" in activity and "tensor" in activity and "DRAM" in activity
         nvlink = screen.query_one("#plot-nvlink", HistoryPlot).render().plain
-        assert "NVLink throughput, of 419.1GiB/s" in nvlink
+        assert "NVLink, of 419.1GiB/s" in nvlink
         text = widgets_text(app)
         assert "SM 24%  TC 30%  DRAM 40%" in text  # t = 29: 20 + 29 % 5
         assert "NVL rx 46.6GiB/s 11%" in text

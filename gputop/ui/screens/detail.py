@@ -390,14 +390,14 @@ class DetailScreen(Screen[None]):
                 Series(label, color, _series(timeline, GPU_METRIC[field].get))
                 for label, field, color in ACTIVITY_SERIES
             ]
-            chart("activity", "inside utilization (GPM) %", activity, **percent)
+            chart("activity", "SM active, tensor, DRAM %", activity, **percent)
         if shown["nvlink"]:
             nrx = _series(timeline, lambda g: g.nvlink.rx_bytes_per_s)
             ntx = _series(timeline, lambda g: g.nvlink.tx_bytes_per_s)
             cap = _peak(_series(timeline, lambda g: g.nvlink.max_bytes_per_s))
             top = max(_peak(nrx, ntx) or 0.0, cap or 0.0) or 1024.0**3
             unit, scale = rate_unit(top)
-            title = "NVLink throughput" + (f", of {fmt.rate(cap)}" if cap else "")
+            title = "NVLink" + (f", of {fmt.rate(cap)}" if cap else "")  # short: 3 charts wide
             nvl = [Series("rx", 12, nrx), Series("tx", 13, ntx)]
             chart("nvlink", title, nvl, ymax=top / scale, ylabel=unit, scale=scale)
 
