@@ -12,8 +12,15 @@ from gputop.diagnosis import Diagnosis
 from gputop.model import LABELLED_METRICS, GpuSample, Owner, ProcessInfo, Snapshot, Verdict
 from gputop.present import children_of, descendants
 from gputop.sources.owners import owner_label
-from gputop.ui.gpu_view import pcie_percent
-from gputop.ui.parts import gpu_ranges, used_total
+from gputop.ui.gpu_view import (
+    activity_text,
+    has_inside,
+    has_nvlink,
+    inside_parts,
+    nvlink_parts,
+    pcie_percent,
+)
+from gputop.ui.parts import gpu_ranges, plain, used_total
 
 WIDTH = 80
 
@@ -87,6 +94,10 @@ def _gpu_lines(g: GpuSample) -> list[str]:
             f"  TX {fmt.rate(p.tx_bytes_per_s)}{_share(tx_share)}"
         )
     )
+    if has_inside(g):  # GPM: what the SMs did while "utilization" says a kernel ran
+        lines.extend(_wrap(activity_text(g), indent=5))
+    if has_nvlink(g):
+        lines.append(fit("     " + plain(nvlink_parts(g))))
     reasons = g.clock_event_reasons
     slow = fmt.NA if reasons is None else ", ".join(reasons) or "none"
     c = g.clocks
@@ -108,7 +119,9 @@ def _gpu_lines(g: GpuSample) -> list[str]:
                 fit(
                     f"       {pad(fmt.clean_text(m.profile or m.name, 16) or fmt.NA, 9)} "
                     f"GI {fmt.number(m.gpu_instance_id)} CI {fmt.number(m.compute_instance_id)}"
-                    f"  mem {used_total(m.memory.used, m.memory.total)}  processes: {pids}"
+                    f"  mem {used_total(m.memory.used, m.memory.total)}"
+                    + (f"  {plain(inside_parts(m)).strip()}" if has_inside(m) else "")
+                    + f"  processes: {pids}"
                 )
             )
     return lines

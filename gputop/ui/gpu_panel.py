@@ -14,6 +14,7 @@ from gputop.ui.gpu_view import (
     VerdictMark,
     bar_width_for,
     gpu_view,
+    has_inside,
     host_only_message,
     memory_percent,
     verdict_width_for,
@@ -90,7 +91,8 @@ class GpuLines(PartsLines):
             cells = self._cells(label_width, width)
             for row, text in enumerate(block.view.lines):
                 line = fit_parts(text, self._text_width)
-                if width > 0 and row < len(block.series):
+                # No room for history (a GPM line at 100 columns): none, not a cut label.
+                if width > 0 and row < len(block.series) and cells > 0:
                     line = (*line, (" ", ""), *history_parts(block.series[row], cells, label_width))
                 lines.append(line)
         return lines
@@ -139,8 +141,9 @@ class GpuPanel(VerticalScroll):
             why = "no GPU found" if not snapshot.gpus else "no GPU matches the GPU filter"
             self._show_message(((why, "warn"), (" (press a for all GPUs)", "dim")))
             return
-        bar_width = bar_width_for(width, compact)
-        verdict_width = verdict_width_for(width, compact, bar_width)
+        inside = any(has_inside(g) for g in gpus)
+        bar_width = bar_width_for(width, compact, inside)
+        verdict_width = verdict_width_for(width, compact, bar_width, inside)
         views = [
             gpu_view(
                 g,

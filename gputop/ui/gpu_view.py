@@ -12,7 +12,9 @@ from gputop.model import (
     CLOCK_EVENT_WORDS,
     GPU_METRIC,
     LABELLED_METRICS,
+    Activity,
     GpuSample,
+    MigDevice,
     Snapshot,
     Verdict,
 )
@@ -28,6 +30,22 @@ PCIE_BUSY_UTIL_PERCENT = 10.0
 PCIE_BUSY_TRAFFIC_PERCENT = 5.0
 #: Marker shown in the verdict slot when memory is full and the GPU idles.
 MEM_IDLE_MARKER = kinds.VERDICT_WORDS[kinds.IDLE_HOLDER]
+#: GPM's figures next to UTIL, label -> metric (docs/dashboard.md says what they mean):
+#: SM active first (what utilization.gpu is not), then the tensor cores. Where GPM is not
+#: there, neither shows and the line is as it was.
+INSIDE: dict[str, str] = {"SM": "activity.sm", "TC": "activity.tensor"}
+#: Every GPM figure where there is room for them all (--once, the detail screen).
+ACTIVITY: dict[str, str] = {
+    **INSIDE,
+    "DRAM": "activity.dram",
+    "occupancy": "activity.sm_occupancy",
+    "FP64": "activity.fp64",
+    "FP32": "activity.fp32",
+    "FP16": "activity.fp16",
+}
+#: The compact line's bars shrink to this where SM and TC join it, so that it keeps
+#: 80 columns with the temperature, power and verdict (the history beside it narrows).
+COMPACT_INSIDE_BAR_WIDTH = 5
 #: Width of the verdict slot in a GPU line (the diagnosis verdict word goes here).
 VERDICT_WIDTH = 8
 #: The wide layout widens the slot up to this for the verdict's full label...
@@ -89,6 +107,59 @@ def throttle_words(reasons: tuple[str, ...] | None) -> str | None:
     names = (safe(r, 64) for r in reasons)
     words = [CLOCK_EVENT_WORDS.get(n, n.replace("_", " ")) for n in names if n != "idle"]
     return ", ".join(dict.fromkeys(words))  # each once, in order
+
+
+def has_inside(gpu: GpuSample | MigDevice) -> bool:
+    """Whether the GPU (or MIG device) reports GPM's SM or tensor activity (Hopper and
+    later): only then does its line carry SM and TC, so one without GPM looks as before."""
+    if isinstance(gpu, GpuSample) and gpu.lost:
+        return False
+    return any(GPU_METRIC[f].get(gpu) is not None for f in INSIDE.values())
+
+
+def has_nvlink(gpu: GpuSample) -> bool:
+    """Whether the GPU has active NVLink links (its NVL line is then shown)."""
+    n = gpu.nvlink
+    return not gpu.lost and n.links is not None and n.links > 0
+
+
+def nvlink_percent(gpu: GpuSample) -> tuple[float | None, float | None]:
+    """(rx, tx) NVLink traffic in % of what the links carry a direction."""
+    n = gpu.nvlink
+    return (
+        fmt.ratio_percent(n.rx_bytes_per_s, n.max_bytes_per_s),
+        fmt.ratio_percent(n.tx_bytes_per_s, n.max_bytes_per_s),
+    )
+
+
+def inside_parts(gpu: GpuSample | MigDevice) -> Parts:
+    """'SM 45% TC 30% ': GPM's figures next to UTIL (what the SMs and tensor cores did)."""
+    out: list[Part] = []
+    for label, field in INSIDE.items():
+        out += [(label, "label"), (pct4(GPU_METRIC[field].get(gpu)) + " ", "")]
+    return tuple(out)
+
+
+def activity_text(gpu: GpuSample) -> str:
+    """'SM 45%  TC 30%  DRAM 40%  occupancy 20%  FP64 1%  FP32 10%  FP16 2%'."""
+    return "  ".join(f"{k} {fmt.percent(GPU_METRIC[f].get(gpu))}" for k, f in ACTIVITY.items())
+
+
+def nvlink_parts(gpu: GpuSample) -> Parts:
+    """'NVL rx 46.6GiB/s 11% tx 55.9GiB/s 13% of 419.1GiB/s 18 links': like the PCIe
+    figures, traffic against what the links carry a direction."""
+    n = gpu.nvlink
+    rx_pct, tx_pct = nvlink_percent(gpu)
+    links = f"{n.links} links" + (f" v{safe(n.version, 8)}" if n.version else "")
+    return (
+        ("NVL rx ", "label"),
+        (f"{fmt.rate(n.rx_bytes_per_s)} {fmt.percent(rx_pct)}", ""),
+        (" tx ", "label"),
+        (f"{fmt.rate(n.tx_bytes_per_s)} {fmt.percent(tx_pct)}", ""),
+        (" of ", "label"),
+        (fmt.rate(n.max_bytes_per_s), ""),
+        (f" {links}", "dim"),
+    )
 
 
 def metric_text(gpu: GpuSample, field: str) -> str:
@@ -170,6 +241,9 @@ class GpuView:
 
 COMPACT_NAME_WIDTH = 14
 WIDE_NAME_WIDTH = 22
+#: The wide line gives SM and TC the room of the name's padding where GPM is there, so
+#: that at 100 columns it still has history beside it (GPU names with GPM are short).
+WIDE_INSIDE_NAME_WIDTH = COMPACT_NAME_WIDTH
 
 
 #: The wide layout's history: its "util "/"mem  " label and the two gaps around it.
@@ -179,12 +253,16 @@ HISTORY_FRAME = 7
 BAR_HISTORY = 36
 
 
+#: A GPU with GPM, for measuring the wide line that carries SM and TC.
+_INSIDE_PROBE = GpuSample(index=0, activity=Activity(sm=0.0, tensor=0.0))
+
+
 @lru_cache(maxsize=64)
-def wide_line_width(bar_width: int, verdict_width: int) -> int:
-    """Cells of the wide layout's first line, measured on it (every GPU's is as wide)."""
-    line = gpu_view(
-        GpuSample(index=0), compact=False, bar_width=bar_width, verdict_width=verdict_width
-    ).lines[0]
+def wide_line_width(bar_width: int, verdict_width: int, inside: bool = False) -> int:
+    """Cells of the wide layout's first line, measured on it (every GPU's is as wide;
+    ``inside``: one with GPM's SM and TC)."""
+    probe = _INSIDE_PROBE if inside else GpuSample(index=0)
+    line = gpu_view(probe, compact=False, bar_width=bar_width, verdict_width=verdict_width).lines[0]
     return sum(cell_width(text) for text, _ in line)
 
 
@@ -196,7 +274,10 @@ def gpu_view(
     verdict: VerdictMark | None = None,
     verdict_width: int = VERDICT_WIDTH,
 ) -> GpuView:
-    name_width = COMPACT_NAME_WIDTH if compact else WIDE_NAME_WIDTH
+    inside = inside_parts(gpu) if has_inside(gpu) else ()
+    name_width = (
+        COMPACT_NAME_WIDTH if compact else WIDE_INSIDE_NAME_WIDTH if inside else WIDE_NAME_WIDTH
+    )
     head: Parts = (
         (fit(str(gpu.index), 2, ">") + " ", "index"),
         (fit(short_name(gpu.name), name_width) + " ", "name"),
@@ -215,6 +296,8 @@ def gpu_view(
     holds_idle = is_mem_idle(gpu) if verdict is None else verdict.kind == kinds.IDLE_HOLDER
     pct_role = "warn" if holds_idle else ""
     if compact:
+        if inside:
+            bar_width = min(bar_width, COMPACT_INSIDE_BAR_WIDTH)
         line = (
             *head,
             ("M", "label"),
@@ -223,6 +306,7 @@ def gpu_view(
             ("U", "label"),
             *bar(util, bar_width),
             (pct4(util) + " ", pct_role),
+            *inside,
             (fit(metric_text(gpu, "temperature_c"), 5, ">") + " ", ""),
             (fit(metric_text(gpu, "power_w"), 4, ">") + " ", ""),
             marker,
@@ -238,6 +322,7 @@ def gpu_view(
         (" UTIL ", "label"),
         *bar(util, bar_width),
         (pct4(util) + " ", pct_role),
+        *inside,
         (" ", ""),
         marker,
     )
@@ -267,7 +352,8 @@ def gpu_view(
         parts += [("  throttle: ", "label"), (throttle, "warn") if throttle else (fmt.NA, "dim")]
     if gpu.mig_mode:
         parts += [("  MIG ", "label"), (f"on, {len(gpu.mig_devices)} devices", "")]
-    return GpuView(gpu.index, (line1, tuple(parts), *mig_lines(gpu, bar_width)), lost=False)
+    nvl: tuple[Parts, ...] = ((("   ", ""), *nvlink_parts(gpu)),) if has_nvlink(gpu) else ()
+    return GpuView(gpu.index, (line1, tuple(parts), *nvl, *mig_lines(gpu, bar_width)), lost=False)
 
 
 def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
@@ -291,6 +377,7 @@ def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
                 *memory_bar(pct, None, max(4, bar_width // 2)),
                 (" " + fit(used_total(mem.used, mem.total), 17, ">"), ""),
                 (pct4(pct) + " ", ""),
+                *(((" ", ""), *inside_parts(m)) if has_inside(m) else ()),
                 (" procs ", "label"),
                 (f"{len(procs)}" + (f": {pids}" if pids else ""), "" if procs else "dim"),
             )
@@ -307,18 +394,19 @@ def mig_summary(gpu: GpuSample) -> Parts:
     return (("   MIG ", "label"), (", ".join(items) or "on, no MIG device", ""))
 
 
-def bar_width_for(width: int, compact: bool) -> int:
+def bar_width_for(width: int, compact: bool, inside: bool = False) -> int:
+    """The bars' width; ``inside``: some GPU's line also carries SM and TC."""
     if compact:
         return 8 if width >= 78 else 5
-    spare = width - wide_line_width(0, VERDICT_WIDTH) - HISTORY_FRAME - BAR_HISTORY
+    spare = width - wide_line_width(0, VERDICT_WIDTH, inside) - HISTORY_FRAME - BAR_HISTORY
     return max(6, min(20, spare // 2))
 
 
-def verdict_width_for(width: int, compact: bool, bar_width: int) -> int:
+def verdict_width_for(width: int, compact: bool, bar_width: int, inside: bool = False) -> int:
     """The verdict slot: VERDICT_WIDTH, or wider in the wide layout when there is room."""
     if compact:
         return VERDICT_WIDTH
-    room = width - wide_line_width(bar_width, 0) - HISTORY_FRAME - MIN_WIDE_HISTORY
+    room = width - wide_line_width(bar_width, 0, inside) - HISTORY_FRAME - MIN_WIDE_HISTORY
     return max(VERDICT_WIDTH, min(LONG_VERDICT_WIDTH, room))
 
 

@@ -23,13 +23,31 @@ from textual_plotext import PlotextPlot
 
 from gputop import fmt
 from gputop.analysis.kinds import LABELS
-from gputop.model import LABELLED_METRICS, GpuSample, Snapshot, Verdict
-from gputop.ui.gpu_view import metric_text, verdict_parts
-from gputop.ui.parts import Parts
+from gputop.model import GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot, Verdict
+from gputop.ui.gpu_view import (
+    activity_text,
+    has_inside,
+    has_nvlink,
+    metric_text,
+    nvlink_parts,
+    verdict_parts,
+)
+from gputop.ui.parts import Parts, plain
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
 
 Point = tuple[float, float | None]  # (seconds relative to the newest sample, value)
+
+#: The charts in grid order. "activity" (GPM) and "nvlink" show only where the GPU has
+#: them; without either the grid is today's 2 x 2 of the other four.
+CHARTS = ("util", "activity", "mem", "pcie", "nvlink", "power")
+OPTIONAL_CHARTS = ("activity", "nvlink")
+#: GPM's series of the activity chart: (label, metric field, 256-colour index).
+ACTIVITY_SERIES = (
+    ("SM active", "activity.sm", 10),
+    ("tensor", "activity.tensor", 13),
+    ("DRAM", "activity.dram", 12),
+)
 
 _RATE_UNITS = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
 
@@ -257,7 +275,7 @@ class DetailScreen(Screen[None]):
         yield Static(id="detail-now")
         yield Static(id="detail-verdict")
         with Grid(id="detail-charts"):
-            for name in ("util", "mem", "pcie", "power"):
+            for name in CHARTS:
                 yield HistoryPlot(id=f"plot-{name}")
         yield Footer()
 
@@ -326,9 +344,13 @@ class DetailScreen(Screen[None]):
             f"PCIe tx {fmt.rate(gpu.pcie.tx_bytes_per_s)} rx {fmt.rate(gpu.pcie.rx_bytes_per_s)}",
             f"power {metric_text(gpu, 'power_w')} / {metric_text(gpu, 'power_limit_w')}",
             f"temp {metric_text(gpu, 'temperature_c')}",
-            f"SM {fmt.number(gpu.clocks.sm_mhz, ' MHz')}",
+            f"SM clock {fmt.number(gpu.clocks.sm_mhz, ' MHz')}",  # not SM active (GPM)
             *(f"{m.label} {fmt.shown(m.get(gpu), m.text)}" for m in LABELLED_METRICS),
         ]
+        if has_inside(gpu):
+            parts.append(activity_text(gpu))
+        if has_nvlink(gpu):
+            parts.append(plain(nvlink_parts(gpu)))
         return Text("  ".join(parts))
 
     def _render_history(self) -> None:
@@ -348,11 +370,36 @@ class DetailScreen(Screen[None]):
             )
 
         timeline = gpu_timeline(self.history, self.gpu_index, self.after)
+        gpus = [g for _, g in timeline if g is not None]
+        shown = {
+            "activity": any(has_inside(g) for g in gpus),
+            "nvlink": any(has_nvlink(g) for g in gpus),
+        }
+        for name in OPTIONAL_CHARTS:
+            self.query_one(f"#plot-{name}", HistoryPlot).display = shown[name]
+        grid = self.query_one("#detail-charts", Grid)
+        grid.styles.grid_size_columns = 3 if any(shown.values()) else 2
         util = _series(timeline, lambda g: g.utilization.gpu)
         mem = _series(timeline, lambda g: fmt.ratio_percent(g.memory.used, g.memory.total))
         percent: dict[str, Any] = dict(ymax=100, ylabel="%", yticks=(0, 25, 50, 75, 100))
         chart("util", "GPU utilization %", [Series("gpu", 10, util)], **percent)
         chart("mem", "memory used %", [Series("mem", 14, mem)], **percent)
+
+        if shown["activity"]:
+            activity = [
+                Series(label, color, _series(timeline, GPU_METRIC[field].get))
+                for label, field, color in ACTIVITY_SERIES
+            ]
+            chart("activity", "SM active, tensor, DRAM %", activity, **percent)
+        if shown["nvlink"]:
+            nrx = _series(timeline, lambda g: g.nvlink.rx_bytes_per_s)
+            ntx = _series(timeline, lambda g: g.nvlink.tx_bytes_per_s)
+            cap = _peak(_series(timeline, lambda g: g.nvlink.max_bytes_per_s))
+            top = max(_peak(nrx, ntx) or 0.0, cap or 0.0) or 1024.0**3
+            unit, scale = rate_unit(top)
+            title = "NVLink" + (f", of {fmt.rate(cap)}" if cap else "")  # short: 3 charts wide
+            nvl = [Series("rx", 12, nrx), Series("tx", 13, ntx)]
+            chart("nvlink", title, nvl, ymax=top / scale, ylabel=unit, scale=scale)
 
         tx = _series(timeline, lambda g: g.pcie.tx_bytes_per_s)
         rx = _series(timeline, lambda g: g.pcie.rx_bytes_per_s)
