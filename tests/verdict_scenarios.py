@@ -234,7 +234,7 @@ def inside() -> Scenario:
                 gpus.append(replace(g, activity=activity, nvlink=nvlink))
             yield replace(snap, gpus=tuple(gpus))
 
-    return Thresholds.from_overrides({"window_seconds": 8}), _grow(snaps(), 120, keep=40)
+    return Thresholds.from_overrides({"window_seconds": 8}), _grow(snaps(), 120)
 
 
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
