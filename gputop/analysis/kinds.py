@@ -134,7 +134,7 @@ KIND_SPECS: tuple[KindSpec, ...] = (
         CAUSE,
     ),
     KindSpec(
-        "nvlink", 7, TRANSFER_NVLINK, WAITING, "communication-bound: NVLink", "NVL-bnd",
+        "nvlink", 7, TRANSFER_NVLINK, WAITING, "comm-bound: NVLink", "NVL-bnd",
         "communication-bound: the GPUs wait while NVLink runs near the links' capacity",
         "util < UTIL_HIGH or SM active < SM_ACTIVE_LOW, mean NVLink RX or TX ≥ "
         "NVLINK_NEAR_MAX of the links' capacity (a job: on more than one GPU)",
@@ -161,7 +161,7 @@ KIND_SPECS: tuple[KindSpec, ...] = (
         CAUSE,
     ),
     KindSpec(
-        "launch", 11, LAUNCH_MAIN, "warn", "launch-bound: main process", "launch",
+        "launch", 11, LAUNCH_MAIN, "warn", "launch-bound: main proc.", "launch",
         "launch-bound: utilization high but SMs mostly idle, the main process at a full core",
         "util ≥ UTIL_HIGH, SM active < SM_ACTIVE_LOW (GPM), a main process ≥ MAIN_BUSY_CPU",
         CAUSE,

@@ -100,7 +100,7 @@ def test_launch_bound_when_util_high_sm_low_and_main_at_a_full_core() -> None:
     assert (gpu.kind, gpu.severity, gpu.label) == (
         LAUNCH_MAIN,
         "warn",
-        "launch-bound: main process",
+        "launch-bound: main proc.",
     )
     assert gpu.evidence == (
         "util mean 97 % (min 97, max 97) over 20 s, SM active 20 %; job 100: main process 100 "
@@ -206,7 +206,7 @@ def test_communication_bound_when_gpus_wait_and_nvlink_near_capacity() -> None:
     assert (gpus, jobs) == plain_verdicts(snaps, None, DEFAULT)
     (job,) = jobs.values()
     assert (job.kind, job.severity) == (TRANSFER_NVLINK, "warn")
-    assert job.label == "communication-bound: NVLink"
+    assert job.label == "comm-bound: NVLink"
     assert job.evidence == (
         "util mean 40 % (min 40, max 40) over 20 s on GPUs 0,1, SM active 25 %; NVLink RX "
         "377.2GiB/s = 90 % of the links on GPU 0"
