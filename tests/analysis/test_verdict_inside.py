@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,7 @@ from gputop.analysis.kinds import (
     TRANSFER_NVLINK,
     UNDERUSED,
 )
-from gputop.analysis.thresholds import DEFAULT, Thresholds
+from gputop.analysis.thresholds import DEFAULT, ThresholdError, Thresholds
 from gputop.model import Activity, Nvlink, Snapshot, Verdict, replace
 from tests.analysis_oracle import all_verdicts as plain_verdicts
 from tests.builders import (
@@ -269,3 +270,15 @@ def test_the_new_kinds_are_declared_with_their_families() -> None:
     assert RULES["tensor_idle"].family == RULES["memory_bandwidth"].family == "load"
     assert RULES["tensor_idle"].rank < RULES["gpu_bound"].rank
     assert RULES["memory_bandwidth"].rank < RULES["moderate"].rank
+
+
+def test_the_thresholds_are_checked() -> None:
+    with pytest.raises(ThresholdError, match=r"SM_ACTIVE_LOW=90\.0 must not exceed SM_ACTIVE_HIGH"):
+        Thresholds.from_overrides({"sm_active_low": 90})
+    with pytest.raises(ThresholdError, match=r"NVLINK_NEAR_MAX=0\.0: must be above 0"):
+        Thresholds.from_overrides({"nvlink_near_max": 0})
+    with pytest.raises(ThresholdError, match=r"TENSOR_IDLE=101\.0: must be between 0 and 100"):
+        Thresholds.from_strings(["TENSOR_IDLE=101"])
+    d = DEFAULT
+    assert (d.sm_active_low, d.sm_active_high, d.tensor_idle) == (50.0, 80.0, 1.0)
+    assert (d.dram_near_max, d.nvlink_near_max) == (80.0, 0.8)
