@@ -68,6 +68,13 @@ def _count(text: str) -> int:
     return value
 
 
+def demo_nodes() -> tuple[str, ...]:
+    """The demo's servers by name (``--demo-node``)."""
+    from gputop.sources.demo import NODES
+
+    return tuple(NODES)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="gputop",
@@ -136,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=ascii_whole, help="random seed of the demo (with --demo; default 0)"
     )
     p.add_argument(
+        "--demo-node",
+        choices=tuple(demo_nodes()),
+        help="the demo's server (with --demo): h100 (default), or h200 with GPM and NVLink, "
+        "whose jobs show the verdicts that see inside utilization",
+    )
+    p.add_argument(
         "--readonly", action="store_true", help="dashboard: never offer to signal processes"
     )
     p.add_argument("--theme", metavar="NAME", help="dashboard: a Textual theme, e.g. textual-light")
@@ -199,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.seed is not None and not args.demo:
         parser.error("--seed needs --demo")
+    if args.demo_node is not None and not args.demo:
+        parser.error("--demo-node needs --demo")
     if args.stream and args.once:
         parser.error("--stream and --once exclude each other")
     if args.count is not None and not args.stream:
@@ -237,7 +252,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gputop.sources.demo import DemoSource
 
         # The simulation's clock advances by the window instead of waiting for it.
-        source = DemoSource(args.seed or 0, start_time=time.time(), step=ONCE_WINDOW_S)
+        source = DemoSource(
+            args.seed or 0,
+            start_time=time.time(),
+            step=ONCE_WINDOW_S,
+            node=args.demo_node,
+        )
+    elif args.demo and args.demo_node is not None:
+        from gputop.sources.demo import DemoSource
+
+        source = DemoSource(args.seed or 0, clock=time.time, node=args.demo_node)
     else:
         source = make_source(args.demo, args.seed)
 

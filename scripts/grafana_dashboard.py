@@ -30,11 +30,16 @@ COLOURS: dict[str, str] = {
     "warming up": "#8ab8ff",
     "throttled": "#f2495c",
     "transfer-bound: pcie": "#8f3bb8",
+    "communication-bound: nvlink": "#1f60c4",
     "input-bound: disk": "#ff780a",
     "input-bound: cpu workers": "#fade2a",
     "input-bound: main process": "#cca300",
+    "launch-bound: main process": "#e0752d",
     "underused": "#ffb357",
+    "low sm activity": "#ffcb7d",
     "link degraded": "#b877d9",
+    "memory-bandwidth-bound": "#3274d9",
+    "tensor cores idle": "#96d98d",
     "gpu-bound": "#73bf69",
     "moderate": "#c8f2c2",
     "memory nearly full": "#5794f2",
@@ -43,7 +48,7 @@ COLOURS: dict[str, str] = {
 
 
 def verdict_code_expr() -> str:
-    """One number per GPU: the rank (1..15) of its current verdict kind."""
+    """One number per GPU: its current verdict kind's place in KINDS, from 1."""
     parts = [
         f'gputop_gpu_verdict{{{SEL}, kind="{kind}"}} * {rank}'
         for rank, kind in enumerate(KINDS, start=1)

@@ -59,10 +59,60 @@ def group(ctx: Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None)
             early = rules.unknown_util(gpus, window_samples)
     if early is None and util is not None:
         base, busy, starved, severity = rules.util_reading(util, span, gpus, t)
+        sm, tensor, dram = (
+            rules.mean(
+                rules.mean(getattr(g.activity, name) for g in samples)
+                for samples in window_samples
+                if samples
+            )
+            for name in ("sm", "tensor", "dram")
+        )
+        if sm is not None:
+            base += f", SM active {rules.pct(sm)}"
+        hollow = busy and sm is not None and sm < t.sm_active_low
+        full = busy and (sm is None or sm >= t.sm_active_high)
+        if hollow:
+            severity = "warn"
         throttle_link = throttle(ctx, window_samples, base) + link(ctx, window_samples, base)
         if not busy:
             pcie_found = pcie(ctx, window_samples, base, severity)
+        nvlink_found = nvlink(window_samples, t, base, severity) if hollow or not busy else []
+        activity = rules.activity_findings(t, base, busy, sm, tensor, dram)
+        return Group(
+            None,
+            base,
+            busy,
+            starved,
+            severity,
+            throttle_link,
+            pcie_found,
+            hollow,
+            full,
+            tuple(activity),
+            tuple(nvlink_found),
+        )
     return Group(early, base, busy, starved, severity, throttle_link, pcie_found)
+
+
+def nvlink(
+    window_samples: list[list[GpuSample]], t: Thresholds, base: str, severity: str
+) -> list[Finding]:
+    sums: dict[int, list[list[float]]] = {}
+    for samples in window_samples:
+        for g in samples:
+            cap = g.nvlink.max_bytes_per_s
+            if cap is None or cap <= 0:
+                continue
+            acc = sums.setdefault(g.index, [[0.0, 0.0, 0], [0.0, 0.0, 0]])
+            for value, slot in (
+                (g.nvlink.rx_bytes_per_s, acc[0]),
+                (g.nvlink.tx_bytes_per_s, acc[1]),
+            ):
+                if value is not None:
+                    slot[0] += value / cap
+                    slot[1] += value
+                    slot[2] += 1
+    return rules.nvlink_finding(t, sums, base, severity)
 
 
 def idle(ctx: Context, window_samples: list[list[GpuSample]]) -> Finding | None:

@@ -15,6 +15,10 @@ hard throttling, degraded links), the exporter's steady state (the same objects 
 tick: jobs taken over, job tracks that do not change) with changes at known ticks, and
 irregular histories (gaps, older histories, reversed order, cut lookbacks).
 
+Added later, each written alone (``--add NAME``, which leaves every other digest as it
+is): the H200 demo node and a busy node with GPM and NVLink (issue 30), the verdicts that
+see inside utilization.
+
 Only public model and source APIs are used, so that the digests can be made by older code.
 """
 
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.model import Pcie, Snapshot, replace
+from gputop.model import Activity, Nvlink, Pcie, Snapshot, replace
 from gputop.pipeline import Feed
 from gputop.sources.demo import DemoSource
 
@@ -51,8 +55,8 @@ def _grow(snaps: Iterator[Snapshot], n: int, keep: int = 602) -> Iterator[list[S
         yield list(hist)
 
 
-def _demo(seed: int, mig: bool = False) -> Iterator[Snapshot]:
-    source = DemoSource(seed=seed, start_time=START, step=1.0, mig=mig)
+def _demo(seed: int, mig: bool = False, node: str | None = None) -> Iterator[Snapshot]:
+    source = DemoSource(seed=seed, start_time=START, step=1.0, mig=mig, node=node)
     while True:
         yield source.snapshot()
 
@@ -186,6 +190,53 @@ def irregular() -> Scenario:
     return t, hists()
 
 
+def demo_h200() -> Scenario:
+    """The H200 node: launch-bound, low SM activity, tensor cores idle, memory-bandwidth-
+    bound, communication-bound: NVLink, GPU-bound with GPM."""
+    return DEFAULT, _grow(_demo(1, node="h200"), 120)
+
+
+def inside() -> Scenario:
+    """A busy node whose GPUs report GPM and NVLink, varied so that each verdict that sees
+    inside utilization comes and goes: SM active low or high, tensor pipes idle, DRAM at
+    its top, NVLink full; GPM lost for a while (NO_PERMISSION: n/a) and back."""
+    from tests.builders import busy_node_snapshots
+
+    rng = random.Random(11)
+    links = 18
+    cap = links * 25e9
+
+    def snaps() -> Iterator[Snapshot]:
+        for tick, snap in enumerate(busy_node_snapshots(4, 8, ranks=2, seed=6)):
+            phase = (tick // 20) % 4
+            gpus = []
+            for g in snap.gpus:
+                util = g.utilization.gpu or 0.0
+                case = (g.index + phase) % 4  # busy, hollow, tensor idle, DRAM at its top
+                sm = util * (rng.uniform(0.15, 0.35) if case == 1 else 0.65 if case == 3 else 0.95)
+                tensor = 0.0 if case == 2 else sm * 0.6
+                dram = 90.0 if case == 3 else 40.0
+                share = 0.9 if case == 1 and g.index % 2 == 0 else 0.1  # NVLink full
+                if g.index == 1 and 40 <= tick < 55:  # GPM refused for a while
+                    activity = Activity()
+                else:
+                    activity = Activity(
+                        sm=round(sm, 1), tensor=round(tensor, 1), dram=dram, sm_occupancy=sm / 2
+                    )
+                nvlink = Nvlink(
+                    links=links,
+                    version="4.0",
+                    rx_bytes_per_s=share * cap,
+                    tx_bytes_per_s=share * cap * 0.9,
+                    max_bytes_per_s=cap,
+                    peers=("switch",) * links,
+                )
+                gpus.append(replace(g, activity=activity, nvlink=nvlink))
+            yield replace(snap, gpus=tuple(gpus))
+
+    return Thresholds.from_overrides({"window_seconds": 8}), _grow(snaps(), 120)
+
+
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "demo": demo,
     "demo_mig": demo_mig,
@@ -193,6 +244,8 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "coming_and_going": coming_and_going,
     "steady_objects": steady_objects,
     "irregular": irregular,
+    "demo_h200": demo_h200,
+    "inside": inside,
 }
 
 
@@ -232,11 +285,17 @@ def run(name: str) -> tuple[list[str], set[str]]:
 
 
 def main(argv: Sequence[str]) -> int:
-    if argv != ["--write"]:
-        print("usage: python -m tests.verdict_scenarios --write", file=sys.stderr)
+    """``--write``: every scenario's digests afresh; ``--add NAME...``: only those (a new
+    scenario), every other digest kept as it is."""
+    if argv[:1] == ["--add"] and argv[1:] and all(name in SCENARIOS for name in argv[1:]):
+        golden = json.loads(GOLDEN.read_text())
+        names = argv[1:]
+    elif argv == ["--write"]:
+        golden, names = {}, list(SCENARIOS)
+    else:
+        print("usage: python -m tests.verdict_scenarios --write | --add NAME...", file=sys.stderr)
         return 2
-    golden = {}
-    for name in SCENARIOS:
+    for name in names:
         ticks, seen = run(name)
         golden[name] = {"ticks": ticks, "kinds": sorted(seen)}
         print(f"{name}: {len(ticks)} ticks, kinds {sorted(seen)}")

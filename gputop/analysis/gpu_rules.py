@@ -72,15 +72,19 @@ class GpuTick:
 
     __slots__ = (
         "degraded",
+        "dram",
         "hard_n",
         "hard_names",
         "link_busy",
         "mig_unknown",
         "n",
+        "nvlink",
         "pcie",
         "quiet",
         "samples",
+        "sm",
         "soft_n",
+        "tensor",
         "throttle_busy",
         "util",
         "where",
@@ -141,6 +145,25 @@ class GpuTick:
         self.hard_names, self.where = frozenset(hard_names), frozenset(where)
         self.link_busy, self.degraded, self.worst = link_busy, degraded, worst
         self.pcie = tuple(pcie)
+        # GPM: None where no GPU of the set reports it (the rules then judge as without)
+        self.sm = mean(g.activity.sm for g in samples)
+        self.tensor = mean(g.activity.tensor for g in samples)
+        self.dram = mean(g.activity.dram for g in samples)
+        self.nvlink = nvlink_ratios(samples)
+
+
+def nvlink_ratios(samples: Iterable[GpuSample]) -> tuple[tuple[int, int, float, float], ...]:
+    """(index, 0 for RX or 1 for TX, rate / the links' capacity, rate) per direction known."""
+    out: list[tuple[int, int, float, float]] = []
+    for g in samples:
+        nv = g.nvlink
+        cap = nv.max_bytes_per_s
+        if cap is None or cap <= 0:
+            continue
+        for direction, value in ((0, nv.rx_bytes_per_s), (1, nv.tx_bytes_per_s)):
+            if value is not None:
+                out.append((g.index, direction, value / cap, value))
+    return tuple(out)
 
 
 # --- wording ---------------------------------------------------------------------------
@@ -232,6 +255,11 @@ class Group:
     severity: str  # of the waiting findings
     throttle_link: list[Finding]
     pcie: list[Finding]  # empty when busy
+    # Inside utilization (GPM); without it: hollow False, full == busy, no findings.
+    hollow: bool = False  # busy, but SM active low: kernels run on few SMs
+    full: bool = False  # busy, and SM active high where GPM is there: may be gpu-bound
+    activity: tuple[Finding, ...] = ()  # memory-bandwidth-bound, tensor cores idle
+    nvlink: tuple[Finding, ...] = ()  # while the GPUs wait (util or SM active low)
 
 
 def group_of(
@@ -257,9 +285,47 @@ def group_of(
         return early(unknown_util(gpus, window()))
     base, busy, starved, severity = util_reading(util, span, gpus, t)
     here = [p for p in parts if p is not None]
+    sm = mean(p.sm for p in here)
+    tensor = mean(p.tensor for p in here)
+    dram = mean(p.dram for p in here)
+    return group_with(t, base, busy, starved, severity, here, sm, tensor, dram)
+
+
+def group_with(
+    t: Thresholds,
+    base: str,
+    busy: bool,
+    starved: bool,
+    severity: str,
+    here: Sequence[GpuTick],
+    sm: float | None,
+    tensor: float | None,
+    dram: float | None,
+) -> Group:
+    """The group from the utilization's reading and the window means of GPM's activity."""
+    if sm is not None:
+        base += f", SM active {pct(sm)}"
+    hollow = busy and sm is not None and sm < t.sm_active_low
+    full = busy and (sm is None or sm >= t.sm_active_high)
+    if hollow:
+        severity = "warn"  # the GPU waits as a starved one does
     throttle_link = throttle(t, here, base) + link(t, here, base)
     pcie_found = [] if busy else pcie(t, here, base, severity)
-    return Group(None, base, busy, starved, severity, throttle_link, pcie_found)
+    nvlink_found = nvlink(t, here, base, severity) if hollow or not busy else []
+    activity = activity_findings(t, base, busy, sm, tensor, dram)
+    return Group(
+        None,
+        base,
+        busy,
+        starved,
+        severity,
+        throttle_link,
+        pcie_found,
+        hollow,
+        full,
+        tuple(activity),
+        tuple(nvlink_found),
+    )
 
 
 def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -> Finding:
@@ -418,6 +484,82 @@ def pcie_finding(
             f" on GPU {index}",
             "Copies saturate PCIe: pin memory with non_blocking copies, send smaller dtypes "
             "(uint8 images, decode on GPU), keep data on the GPU",
+            severity=severity,
+        )
+    ]
+
+
+def activity_findings(
+    t: Thresholds,
+    base: str,
+    busy: bool,
+    sm: float | None,
+    tensor: float | None,
+    dram: float | None,
+) -> list[Finding]:
+    """What GPM's window means say while the GPU works: memory bandwidth at its top while
+    the SMs are not, or busy SMs whose tensor cores idle (reported: the GPU has them)."""
+    out: list[Finding] = []
+    if sm is None:
+        return out
+    if dram is not None and dram >= t.dram_near_max and sm < t.sm_active_high:
+        out.append(
+            finding(
+                RULES["memory_bandwidth"],
+                f"{base}; DRAM bandwidth {pct(dram)} of its peak",
+                "Memory bandwidth is the limit, not the SMs: fuse kernels (torch.compile), "
+                "keep activations in bf16/fp16, reuse data on chip",
+            )
+        )
+    if busy and sm >= t.sm_active_high and tensor is not None and tensor <= t.tensor_idle:
+        out.append(
+            finding(
+                RULES["tensor_idle"],
+                f"{base}; tensor cores active {tensor:.1f} %",
+                "fp32 math: bf16/fp16 with AMP (torch.autocast) would use the tensor cores",
+            )
+        )
+    return out
+
+
+def nvlink(t: Thresholds, parts: Sequence[GpuTick], base: str, severity: str) -> list[Finding]:
+    # GPU index -> [sum of ratios, sum of rates, count] for RX, then TX
+    sums: dict[int, list[list[float]]] = {}
+    for p in parts:
+        for index, direction, ratio, value in p.nvlink:
+            acc = sums.get(index)
+            if acc is None:
+                acc = sums[index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
+            acc[direction][0] += ratio
+            acc[direction][1] += value
+            acc[direction][2] += 1
+    return nvlink_finding(t, sums, base, severity)
+
+
+def busiest(sums: dict[int, list[list[float]]]) -> tuple[float, str, int, float] | None:
+    """(mean ratio, "rx" or "tx", GPU index, mean rate) of the busiest direction."""
+    best: tuple[float, str, int, float] | None = None
+    for index in sorted(sums):
+        for direction, (ratio_sum, rate_sum, n) in zip(("rx", "tx"), sums[index], strict=True):
+            if n and (best is None or ratio_sum / n > best[0]):
+                best = (ratio_sum / n, direction, index, rate_sum / n)
+    return best
+
+
+def nvlink_finding(
+    t: Thresholds, sums: dict[int, list[list[float]]], base: str, severity: str
+) -> list[Finding]:
+    best = busiest(sums)
+    if best is None or best[0] < t.nvlink_near_max:
+        return []
+    ratio, direction, index, mean_rate = best
+    return [
+        finding(
+            RULES["nvlink"],
+            f"{base}; NVLink {direction.upper()} {rate(mean_rate)} = {100 * ratio:.0f} % of "
+            f"the links on GPU {index}",
+            "The GPUs wait on each other: overlap communication with compute (DDP buckets, "
+            "gradient accumulation), send bf16 gradients, or shard less",
             severity=severity,
         )
     ]

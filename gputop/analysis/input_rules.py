@@ -20,6 +20,7 @@ from gputop.model import ProcessInfo, Snapshot
 DISK_STRONG = RULES["disk_strong"]
 WORKERS = RULES["workers"]
 MAIN = RULES["main"]
+LAUNCH = RULES["launch"]
 HOST_CPU = RULES["host_cpu"]
 DISK_WEAK = RULES["disk_weak"]
 
@@ -359,3 +360,25 @@ def input_causes(
                 "or use a compressed/sharded format",
             )
     return out
+
+
+def launch_bound(
+    t: Thresholds, causes: Iterable[tuple[JobSignals, int] | None], own: bool, base: str
+) -> list[Finding]:
+    """A hollow GPU (busy, SMs mostly idle) whose job's main process is at a full core:
+    the Python side cannot launch kernels fast enough; the first such job, in job order."""
+    for got in causes:
+        if got is None:
+            continue
+        sig = got[0]
+        if sig.main_cpu is not None and sig.main_cpu >= t.main_busy_cpu:
+            return [
+                finding(
+                    LAUNCH,
+                    f"{base}; {_who(own, sig)}main process {sig.main_pid} at "
+                    f"{pct(sig.main_cpu)} of a core",
+                    "Python cannot launch kernels fast enough: larger batches, CUDA graphs, "
+                    "torch.compile",
+                )
+            ]
+    return []

@@ -22,6 +22,11 @@ TRANSFER_PCIE = "transfer-bound: pcie"
 INPUT_DISK = "input-bound: disk"
 INPUT_CPU = "input-bound: cpu workers"
 INPUT_MAIN = "input-bound: main process"
+TRANSFER_NVLINK = "communication-bound: nvlink"
+LAUNCH_MAIN = "launch-bound: main process"
+LOW_SM = "low sm activity"
+MEMORY_BANDWIDTH = "memory-bandwidth-bound"
+TENSOR_IDLE = "tensor cores idle"
 UNDERUSED = "underused"
 LINK_DEGRADED = "link degraded"
 GPU_BOUND = "gpu-bound"
@@ -129,75 +134,106 @@ KIND_SPECS: tuple[KindSpec, ...] = (
         CAUSE,
     ),
     KindSpec(
-        "disk_strong", 7, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd",
+        "nvlink", 7, TRANSFER_NVLINK, WAITING, "comm-bound: NVLink", "NVL-bnd",
+        "communication-bound: the GPUs wait while NVLink runs near the links' capacity",
+        "util < UTIL_HIGH or SM active < SM_ACTIVE_LOW, mean NVLink RX or TX ≥ "
+        "NVLINK_NEAR_MAX of the links' capacity (a job: on more than one GPU)",
+        CAUSE,
+    ),
+    KindSpec(
+        "disk_strong", 8, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd",
         "input-bound: the job waits on storage (D state, iowait, reads at the disk's peak)",
         "util < UTIL_HIGH, a job process in D state in ≥ DISK_SLEEP_FRACTION of samples, "
         "or iowait ≥ IOWAIT_HIGH while the job reads ≥ DISK_MIN_READ",
         CAUSE,
     ),
     KindSpec(
-        "workers", 8, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd",
+        "workers", 9, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd",
         "input-bound: the DataLoader workers (or the whole host CPU) are maxed out",
         "util < UTIL_HIGH, workers' mean CPU ≥ WORKER_BUSY_CPU % of a core",
         CAUSE,
     ),
     KindSpec(
-        "main", 9, INPUT_MAIN, "warn", "input-bound: main process", "main-bnd",
+        "main", 10, INPUT_MAIN, "warn", "input-bound: main process", "main-bnd",
         "input-bound: the main Python process is at a full core, workers idle",
         "util low (< UTIL_LOW) or oscillating (sd ≥ UTIL_OSCILLATION), a main process ≥ "
         "MAIN_BUSY_CPU, workers ≤ WORKER_IDLE_CPU or none",
         CAUSE,
     ),
     KindSpec(
-        "host_cpu", 10, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd", "",
+        "launch", 11, LAUNCH_MAIN, "warn", "launch-bound: main proc.", "launch",
+        "launch-bound: utilization high but SMs mostly idle, the main process at a full core",
+        "util ≥ UTIL_HIGH, SM active < SM_ACTIVE_LOW (GPM), a main process ≥ MAIN_BUSY_CPU",
+        CAUSE,
+    ),
+    KindSpec(
+        "host_cpu", 12, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd", "",
         "util < UTIL_HIGH, host CPU ≥ HOST_CPU_SATURATED",
         CAUSE,
     ),
     KindSpec(
-        "disk_weak", 11, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd", "",
+        "disk_weak", 13, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd", "",
         "util < UTIL_HIGH, host disk reads ≥ DISK_NEAR_PEAK × the highest rate seen, job "
         "reads ≥ DISK_MIN_READ",
         CAUSE,
     ),
     KindSpec(
-        "underused", 12, UNDERUSED, "warn", "GPU underused", "low util",
+        "underused", 14, UNDERUSED, "warn", "GPU underused", "low util",
         "GPU underused: utilization low or oscillating, no host cause seen",
         "util low or oscillating, no cause seen",
         FALLBACK,
     ),
     KindSpec(
-        "link", 13, LINK_DEGRADED, "warn", "PCIe link degraded", "link deg",
+        "low_sm", 15, LOW_SM, "warn", "low SM activity", "low SM",
+        "low SM activity: utilization high but SMs mostly idle (small kernels, low occupancy)",
+        "util ≥ UTIL_HIGH, SM active < SM_ACTIVE_LOW (GPM), no cause seen",
+        FALLBACK,
+    ),
+    KindSpec(
+        "link", 16, LINK_DEGRADED, "warn", "PCIe link degraded", "link deg",
         "PCIe link below its max generation or width while busy",
         "busy (util ≥ UTIL_LOW in ≥ half the samples), link below max gen/width in ≥ "
         "LINK_DEGRADED_FRACTION of them",
         LOAD,
     ),
     KindSpec(
-        "gpu_bound", 14, GPU_BOUND, "ok", "GPU-bound", "GPU-bnd",
+        "memory_bandwidth", 17, MEMORY_BANDWIDTH, "info", "memory-bandwidth-bound", "mem-bw",
+        "memory-bandwidth-bound: DRAM bandwidth near its peak while the SMs are not",
+        "DRAM bandwidth ≥ DRAM_NEAR_MAX, SM active < SM_ACTIVE_HIGH (GPM)",
+        LOAD,
+    ),
+    KindSpec(
+        "tensor_idle", 18, TENSOR_IDLE, "info", "tensor cores idle", "no TC",
+        "tensor cores idle: the SMs are busy, the tensor cores (almost) never",
+        "util ≥ UTIL_HIGH, SM active ≥ SM_ACTIVE_HIGH, tensor active ≤ TENSOR_IDLE (GPM)",
+        LOAD,
+    ),
+    KindSpec(
+        "gpu_bound", 19, GPU_BOUND, "ok", "GPU-bound", "GPU-bnd",
         "GPU-bound: the GPU is busy, the input keeps up",
         "mean util ≥ UTIL_HIGH",
         LOAD,
     ),
     KindSpec(
-        "moderate", 15, MODERATE, "info", "moderately busy", "moderate",
+        "moderate", 20, MODERATE, "info", "moderately busy", "moderate",
         "steady partial use, no cause seen",
         "util steady between UTIL_LOW and UTIL_HIGH, no cause seen",
         FALLBACK,
     ),
     KindSpec(
-        "throttle_soft", 16, THROTTLED, "info", "throttled", "pwr cap",
+        "throttle_soft", 21, THROTTLED, "info", "throttled", "pwr cap",
         "at the power limit while busy (normal at full load)",
         "SW power cap only (normal at full load)",
         LOAD,
     ),
     KindSpec(
-        "memory_full", 17, MEMORY_FULL, "warn", "memory nearly full", "mem full",
+        "memory_full", 22, MEMORY_FULL, "warn", "memory nearly full", "mem full",
         "GPU memory nearly full",
         "used/total ≥ MEM_NEARLY_FULL (caching allocators fill memory on purpose)",
         NOTE,
     ),
     KindSpec(
-        "unknown", 18, UNKNOWN, "info", "cannot tell", "unknown",
+        "unknown", 23, UNKNOWN, "info", "cannot tell", "unknown",
         "cannot tell: the GPU reports no utilization (MIG, vGPU)",
         "GPU utilization not reported (MIG, vGPU)",
         READING,

@@ -35,6 +35,33 @@ class Thresholds:
         "UTIL_LOW and UTIL_HIGH an oscillating GPU counts as starved",
     )
     idle_util: float = _t(5.0, "percent", "util at or below which a sample is idle")
+    # --- inside utilization (GPM, Hopper and later; unused where GPM is not there)
+    sm_active_low: float = _t(
+        50.0,
+        "percent",
+        "mean SM active below which a busy GPU is hollow: kernels run, most SMs idle "
+        "(NVIDIA DCGM: below 0.5 the GPU is likely used ineffectively)",
+    )
+    sm_active_high: float = _t(
+        80.0,
+        "percent",
+        "mean SM active a busy GPU needs to be gpu-bound, and tensor cores idle to be told "
+        "(NVIDIA DCGM: 0.8 is necessary, not sufficient)",
+    )
+    tensor_idle: float = _t(
+        1.0,
+        "percent",
+        "mean tensor-pipe activity at or below which the tensor cores idle (PyTorch "
+        "profiler: no tensor-core time suggests AMP)",
+    )
+    dram_near_max: float = _t(
+        80.0, "percent", "mean DRAM bandwidth, % of its peak, from which memory bandwidth binds"
+    )
+    nvlink_near_max: float = _t(
+        0.8,
+        "fraction",
+        "mean NVLink RX or TX / the links' capacity from which NVLink runs near capacity",
+    )
     # --- process tree CPU
     worker_busy_cpu: float = _t(
         80.0,
@@ -158,6 +185,7 @@ class Thresholds:
             ("idle_util", "util_low"),
             ("util_low", "util_high"),
             ("worker_idle_cpu", "worker_busy_cpu"),
+            ("sm_active_low", "sm_active_high"),
         ):
             if getattr(self, low) > getattr(self, high):
                 raise ThresholdError(

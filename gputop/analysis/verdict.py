@@ -13,7 +13,7 @@ from typing import NamedTuple
 from gputop.analysis import kinds
 from gputop.analysis.gpu_rules import Group, idle, lost_finding
 from gputop.analysis.holders import Runs, idle_holder, lookback_form
-from gputop.analysis.input_rules import JobTick, Track, input_causes
+from gputop.analysis.input_rules import JobTick, Track, input_causes, launch_bound
 from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import RULES, Finding, finding
 from gputop.analysis.thresholds import DEFAULT, Thresholds
@@ -75,30 +75,40 @@ def look_reading(scope: Scope) -> list[Finding]:
 
 def look_load(scope: Scope) -> list[Finding]:
     group = scope.group
-    if not group.busy:
-        return group.throttle_link
+    if not group.full:  # not busy, or busy with few SMs active (GPM)
+        return [*group.throttle_link, *group.activity]
     advice = (
         "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
         "model side (mixed precision, torch.compile, larger batch)"
     )
-    return [*group.throttle_link, finding(RULES["gpu_bound"], group.base, advice)]
+    return [*group.throttle_link, *group.activity, finding(RULES["gpu_bound"], group.base, advice)]
 
 
 def look_causes(scope: Scope) -> list[Finding]:
     group, ctx = scope.group, scope.ctx
-    if group.busy:
+    if group.busy and not group.hollow:
         return []  # a busy GPU waits on nothing
     jobs = (ctx.causes_of(job_id) for job_id in scope.job_ids)
     own = scope.job is not None
+    # a job waits on NVLink only when it spans GPUs that talk over it
+    nvlink = [*group.nvlink] if not own or len(scope.gpus) > 1 else []
+    if group.hollow:  # kernels always run, on few SMs: only launching can starve them
+        return nvlink + launch_bound(ctx.t, jobs, own, group.base)
     causes = input_causes(ctx.t, ctx.host, jobs, own, group.base, group.starved, group.severity)
-    return group.pcie + causes
+    return group.pcie + nvlink + causes
 
 
 def look_fallback(scope: Scope) -> list[Finding]:
     group = scope.group
-    if group.busy:
+    if group.full:
         return []
-    if group.starved:
+    if group.hollow:
+        spec, advice = (
+            RULES["low_sm"],
+            "Kernels run on few SMs: small kernels or low occupancy; raise the batch, fuse "
+            "kernels (torch.compile), check occupancy with Nsight Compute",
+        )
+    elif group.starved:
         spec, advice = (
             RULES["underused"],
             "The GPU waits but no host cause is visible: profile a step "

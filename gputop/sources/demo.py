@@ -1,5 +1,7 @@
-"""A seeded, simulated GPU server (``gpu-node-07``: 8 x H100) and its jobs, declared as
-data in :data:`JOBS`. Same snapshots and gaps as the live source; with ``clock=None`` a
+"""A seeded, simulated GPU server and its jobs, declared as data (:data:`NODES`): by
+default ``gpu-node-07``, 8 x H100 (:data:`JOBS`); ``node="h200"``: ``gpu-node-12``, 8 x
+H200 with GPM and NVLink, whose jobs show the verdicts that see inside utilization
+(:data:`H200_JOBS`). Same snapshots and gaps as the live source; with ``clock=None`` a
 virtual clock advances ``step`` seconds per snapshot. Same seed and times: same snapshots.
 """
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from gputop.model import (
     GPU_METRICS,
+    Activity,
     Clocks,
     DriverInfo,
     GpuMemory,
@@ -23,6 +26,7 @@ from gputop.model import (
     MemoryStat,
     MigDevice,
     NetRate,
+    Nvlink,
     Pcie,
     ProcessInfo,
     Snapshot,
@@ -129,10 +133,26 @@ class _Gpu:
     temperature: float = 30.0
     power_noise: _Walk | None = None
     procs: list[_GpuProc] = field(default_factory=list)
+    activity: dict[str, _Walk] | None = None  # Activity field -> its walk, while busy
+    activity_spec: ActivitySpec | None = None
+    nvlink: _Walk | None = None  # NVLink traffic, a share of the links' capacity
 
 
 #: A random walk's parameters: (mean, standard deviation, low, high[, seconds to forget]).
 Walk = tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ActivitySpec:
+    """What GPM reports of a busy GPU (percent walks); SM active never exceeds util."""
+
+    sm: Walk
+    tensor: Walk
+    dram: Walk
+    fp32: Walk = (0.0, 0.0, 0.0, 0.0)
+    fp16: Walk = (0.0, 0.0, 0.0, 0.0)
+    fp64: Walk = (0.0, 0.0, 0.0, 0.0)
+    occupancy: float = 0.55  # SM occupancy as a share of SM active
 
 
 @dataclass(frozen=True)
@@ -177,6 +197,8 @@ class JobSpec:
     busy_link: tuple[int, int] = (5, 16)
     # A process of another PID namespace: pid, its GPU memory and SM share.
     hidden: tuple[int, Walk, Walk] | None = None
+    activity: ActivitySpec | None = None  # GPM (a node with GPM only)
+    nvlink: Walk | None = None  # NVLink traffic, a share of the links' capacity
 
 
 _LLAMA = "configs/llama2_7b.yaml"
@@ -290,19 +312,156 @@ HOLDERS = (
     ),
 )
 
+# gpu-node-12: 8 x H200 on NVSwitch, with GPM. Each GPU's job shows one verdict that sees
+# inside utilization (docs/verdicts.md).
+H200_NAME = "NVIDIA H200"
+H200_MEMORY = 143_771 * MiB
+H200_LINKS = 18  # NVLink 4.0, each to an NVSwitch
+H200_LINK_RATE = 25e9  # bytes/s a link carries a direction (model.NVLINK_VERSIONS, 4.0)
+_LLAMA_TP = "configs/llama3_70b_tp2.yaml"
+# fmt: off
+_TORCHRUN_TP = ProcSpec(
+    90101, 90002, 3600, (0.6, 0.3, 0.0, 2.0), 398 * MiB, 5, name="torchrun",
+    command="/usr/bin/python3 /usr/local/bin/torchrun --nproc_per_node=2 "
+    f"train.py --config {_LLAMA_TP}",
+)
+_QUIET_PCIE = (
+    (0.3 * GB, 0.1 * GB, 0.01 * GB, 1 * GB, 2.0),
+    (0.1 * GB, 0.03 * GB, 0.0, 0.5 * GB, 2.0),
+)
+H200_JOBS: tuple[JobSpec, ...] = (
+    # GPU 0: dave's RL policy server, launch-bound: utilization high, few SMs active, the
+    # Python main process at a full core launching tiny kernels.
+    JobSpec(
+        0, "dave", "python serve_policy.py --policy mlp-small --batch-size 4",
+        ProcSpec(90311, 90290, 2400, (99.0, 0.8, 95.0, 100.0), 5 * GiB, 14, (0.5 * MB, 0.2 * MB)),
+        None,
+        util=(96.0, 1.5, 90.0, 100.0, 3.0),
+        memory=(9_216 * MiB, 32 * MiB, 9_100 * MiB, 9_300 * MiB, 20.0),
+        rx=_QUIET_PCIE[0], tx=_QUIET_PCIE[1], mem_util_ratio=0.1, power_gain=180.0,
+        activity=ActivitySpec((21.0, 3.0, 10.0, 35.0), (3.0, 1.0, 0.0, 8.0), (6.0, 2.0, 1.0, 15.0),
+                              fp32=(12.0, 3.0, 2.0, 25.0)),
+    ),
+    # GPU 1: erin's attention benchmark at short sequences: low SM activity, small kernels,
+    # its main process not at a full core.
+    JobSpec(
+        1, "erin", "python bench_attention.py --seq-len 128 --heads 4",
+        ProcSpec(90420, 90401, 900, (38.0, 6.0, 20.0, 60.0), 7 * GiB, 18, (0.3 * MB, 0.1 * MB)),
+        None,
+        util=(94.0, 2.0, 86.0, 100.0, 3.0),
+        memory=(21_504 * MiB, 64 * MiB, 21_300 * MiB, 21_700 * MiB, 20.0),
+        rx=_QUIET_PCIE[0], tx=_QUIET_PCIE[1], mem_util_ratio=0.2, power_gain=260.0,
+        activity=ActivitySpec((30.0, 4.0, 15.0, 45.0), (11.0, 3.0, 2.0, 20.0),
+                              (14.0, 3.0, 5.0, 25.0), fp16=(6.0, 2.0, 0.0, 12.0)),
+    ),
+    # GPU 2: frank's CNN in fp32: the SMs busy, the tensor cores idle.
+    JobSpec(
+        2, "frank", "python train_cnn.py --arch resnet50 --precision fp32 --workers 6",
+        ProcSpec(90530, 90511, 5400, (62.0, 8.0, 40.0, 85.0), 11 * GiB, 30, (2 * MB, 1 * MB)),
+        ProcSpec(90541, 90530, 5390, (38.0, 6.0, 15.0, 60.0), 2600 * MiB, 2, (6 * MB, 2 * MB),
+                 count=6),
+        util=(98.0, 1.0, 93.0, 100.0, 3.0),
+        memory=(64_512 * MiB, 128 * MiB, 64_000 * MiB, 65_000 * MiB, 20.0),
+        rx=(1.2 * GB, 0.3 * GB, 0.1 * GB, 3 * GB, 2.0), tx=_QUIET_PCIE[1],
+        mem_util_ratio=0.5, power_gain=560.0,
+        activity=ActivitySpec((91.0, 2.0, 84.0, 97.0), (0.2, 0.1, 0.0, 0.6),
+                              (46.0, 4.0, 35.0, 60.0), fp32=(73.0, 4.0, 60.0, 85.0)),
+    ),
+    # GPU 3: grace's stencil solver: DRAM bandwidth at its top, the SMs moderately busy.
+    JobSpec(
+        3, "grace", "python stencil.py --grid 16384 --steps 200000 --dtype float64",
+        ProcSpec(90640, 90622, 12_000, (55.0, 8.0, 30.0, 80.0), 6 * GiB, 12, (0.2 * MB, 0.1 * MB)),
+        None,
+        util=(97.0, 1.0, 92.0, 100.0, 3.0),
+        memory=(96_256 * MiB, 64 * MiB, 96_000 * MiB, 96_500 * MiB, 20.0),
+        rx=_QUIET_PCIE[0], tx=_QUIET_PCIE[1], mem_util_ratio=0.9, power_gain=480.0,
+        activity=ActivitySpec((63.0, 3.0, 55.0, 74.0), (0.0, 0.0, 0.0, 0.0),
+                              (88.0, 2.0, 82.0, 95.0), fp64=(34.0, 4.0, 20.0, 45.0),
+                              occupancy=0.8),
+    ),
+    # GPU 4-5: heidi's tensor-parallel torchrun job, one rank per GPU: the GPUs wait while
+    # NVLink runs near its capacity (communication-bound).
+    *(
+        JobSpec(
+            4 + rank, "heidi", f"/usr/bin/python3 -u train.py --config {_LLAMA_TP}",
+            ProcSpec(90111 + rank, 90101, 3590, (58.0, 8.0, 35.0, 80.0),
+                     21 * GiB + rank * 41 * MiB, 36, (1 * MB, 0.5 * MB)),
+            ProcSpec(90150 + 2 * rank, 90111 + rank, 3580, (9.0, 3.0, 1.0, 20.0), 1900 * MiB,
+                     3, (1 * MB, 0.3 * MB), count=2),
+            util=(41.0, 6.0, 20.0, 60.0, 2.0),
+            memory=(118_784 * MiB, 96 * MiB, 118_400 * MiB, 119_200 * MiB, 30.0),
+            rx=_QUIET_PCIE[0], tx=_QUIET_PCIE[1], mem_util_ratio=0.4, power_gain=420.0,
+            launcher=_TORCHRUN_TP if rank == 0 else None,
+            activity=ActivitySpec((27.0, 4.0, 12.0, 40.0), (19.0, 4.0, 5.0, 30.0),
+                                  (22.0, 4.0, 8.0, 35.0)),
+            nvlink=(0.9, 0.03, 0.8, 0.98, 2.0),
+        )
+        for rank in range(2)
+    ),
+    # GPU 6: ivan's bf16 fine-tune: GPU-bound, SMs and tensor cores busy.
+    JobSpec(
+        6, "ivan", "python finetune.py --model mistral-7b --bf16 --batch-size 32",
+        ProcSpec(90760, 90741, 7200, (97.0, 2.0, 85.0, 101.0), 14 * GiB, 40, (3 * MB, 1 * MB)),
+        ProcSpec(90771, 90760, 7190, (16.0, 5.0, 3.0, 35.0), 2300 * MiB, 3, (25 * MB, 8 * MB),
+                 count=4),
+        util=(99.0, 0.8, 94.0, 100.0, 3.0),
+        memory=(131_072 * MiB, 96 * MiB, 130_700 * MiB, 131_500 * MiB, 10.0),
+        rx=(1.5 * GB, 0.4 * GB, 0.1 * GB, 4 * GB, 2.0), tx=_QUIET_PCIE[1],
+        mem_util_ratio=0.6, power_gain=610.0,
+        activity=ActivitySpec((93.0, 2.0, 86.0, 99.0), (67.0, 5.0, 50.0, 80.0),
+                              (58.0, 5.0, 40.0, 70.0), fp32=(9.0, 2.0, 2.0, 15.0),
+                              fp16=(4.0, 1.0, 0.0, 8.0)),
+    ),
+    # GPU 7: free.
+)
+# fmt: on
+
+
+@dataclass(frozen=True)
+class DemoNode:
+    """One simulated server: what it is, its jobs, and whether it has GPM and NVLink."""
+
+    hostname: str
+    gpu_name: str
+    memory_total: int
+    jobs: tuple[JobSpec, ...]
+    holders: tuple[UnlistedHolder, ...] = ()
+    bus_ids: tuple[str, ...] = BUS_IDS
+    gpm: bool = False  # GPM activity (Hopper and later, where permitted)
+    nvlink: Nvlink | None = None  # each GPU's links (traffic is simulated)
+
+
+#: The demo's servers by ``--demo-node`` name; the first is the default.
+NODES: dict[str, DemoNode] = {
+    "h100": DemoNode(HOSTNAME, GPU_NAME, MEMORY_TOTAL, JOBS, HOLDERS),
+    "h200": DemoNode(
+        "gpu-node-12",
+        H200_NAME,
+        H200_MEMORY,
+        H200_JOBS,
+        gpm=True,
+        nvlink=Nvlink(
+            links=H200_LINKS,
+            version="4.0",
+            max_bytes_per_s=H200_LINKS * H200_LINK_RATE,
+            peers=("switch",) * H200_LINKS,
+        ),
+    ),
+}
+
 
 #: With ``mig=True``: the GPU in MIG mode, and its MIG devices (profile, GI, CI, GiB).
 MIG_GPU = 4
 MIG_LAYOUT = (("3g.40gb", 1, 0, 40), ("2g.20gb", 5, 0, 20), ("1g.10gb", 13, 0, 10))
 
 
-def _partitioned(g: GpuSample) -> GpuSample:
+def _partitioned(g: GpuSample, gpu_name: str = GPU_NAME) -> GpuSample:
     """``g`` in MIG mode: NVML gives no utilization then; memory per MIG device."""
     devices = tuple(
         MigDevice(
             index=i,
             uuid=f"MIG-{(g.uuid or 'GPU-0')[4:12]}-0000-4000-8000-{i:012x}",
-            name=f"{GPU_NAME} MIG {profile}",
+            name=f"{gpu_name} MIG {profile}",
             profile=profile,
             gpu_instance_id=gi,
             compute_instance_id=ci,
@@ -330,9 +489,13 @@ class DemoSource:
         start_time: float | None = None,
         step: float = 1.0,
         mig: bool = False,
+        node: str | None = None,
     ) -> None:
         if step <= 0:
             raise ValueError("step must be > 0")
+        if node is not None and node not in NODES:
+            raise ValueError(f"unknown demo node {node!r}; known: {', '.join(NODES)}")
+        self.node = NODES[node or next(iter(NODES))]  # None: the first, gpu-node-07
         self.seed = seed
         self.mig = mig  # GPU 4 (the free one) partitioned into MIG devices
         self._clock = clock
@@ -390,7 +553,7 @@ class DemoSource:
         ]
         self._procs: list[_Proc] = []
         self._streamers: list[_Proc] = []  # bob's workers: read from disk, then from cache
-        for job in JOBS:
+        for job in self.node.jobs:
             self._add_job(job)
 
         for gpu in self._gpus:
@@ -398,6 +561,8 @@ class DemoSource:
             # Start in thermal equilibrium with the expected power.
             watts = gpu.power_idle + gpu.power_gain * gpu.util.mu / 100.0
             gpu.temperature = _AMBIENT_C + gpu.thermal_r * min(POWER_LIMIT_W, watts)
+            if self.node.gpm and gpu.activity is None:  # a free GPU: GPM reads 0
+                gpu.activity = {}
 
         # Pin busy processes to cores (the scheduler keeps them roughly in place).
         free_cores = list(range(CPU_COUNT))
@@ -437,6 +602,19 @@ class DemoSource:
         gpu.extra_memory = job.extra_memory
         gpu.busy_gen, gpu.busy_width = job.busy_link
         gpu.procs.append(_GpuProc(job.main.pid, self._walk(*job.memory), None))
+        spec = job.activity
+        if spec is not None:  # drawn after the rest: nodes without GPM draw as before
+            gpu.activity = {
+                "sm": self._walk(*spec.sm),
+                "tensor": self._walk(*spec.tensor),
+                "dram": self._walk(*spec.dram),
+                "fp32": self._walk(*spec.fp32),
+                "fp16": self._walk(*spec.fp16),
+                "fp64": self._walk(*spec.fp64),
+            }
+            gpu.activity_spec = spec
+        if job.nvlink is not None:
+            gpu.nvlink = self._walk(*job.nvlink)
         if job.hidden is not None:
             pid, memory, sm = job.hidden
             gpu.procs.append(_GpuProc(pid, self._walk(*memory), self._walk(*sm), visible=False))
@@ -455,15 +633,17 @@ class DemoSource:
         procs = self._advance_processes(dt, first)
         gpus = self._advance_gpus(dt, elapsed, procs)
         if self.mig:
-            gpus = tuple(_partitioned(g) if g.index == MIG_GPU else g for g in gpus)
+            gpus = tuple(
+                _partitioned(g, self.node.gpu_name) if g.index == MIG_GPU else g for g in gpus
+            )
         return Snapshot(
             time=now,
-            hostname=HOSTNAME,
+            hostname=self.node.hostname,
             driver=DRIVER,
             host=self._advance_host(dt, elapsed, procs, first),  # (before the tick's draws)
             gpus=gpus,
             processes=tuple(sorted(procs.values(), key=lambda p: p.pid)),
-            unlisted_holders=HOLDERS,
+            unlisted_holders=self.node.holders,
             errors=(),
             source=self.kind,
             tick_seconds=0.004 + 0.001 * self._rng.random(),
@@ -561,7 +741,8 @@ class DemoSource:
                         host=procs[gp.pid],
                     )
                 )
-            used = min(used, MEMORY_TOTAL - MEMORY_RESERVED)
+            total = self.node.memory_total
+            used = min(used, total - MEMORY_RESERVED)
             if busy:
                 rx = g.rx.advance(dt)
                 tx = g.tx.advance(dt)
@@ -574,14 +755,14 @@ class DemoSource:
             out.append(
                 GpuSample(
                     index=g.index,
-                    name=GPU_NAME,
+                    name=self.node.gpu_name,
                     uuid=g.uuid,
-                    pci_bus_id=BUS_IDS[g.index],
+                    pci_bus_id=self.node.bus_ids[g.index],
                     minor_number=g.index,
                     memory=GpuMemory(
-                        total=MEMORY_TOTAL,
+                        total=total,
                         used=used,
-                        free=MEMORY_TOTAL - MEMORY_RESERVED - used,
+                        free=total - MEMORY_RESERVED - used,
                         reserved=MEMORY_RESERVED,
                     ),
                     utilization=Utilization(gpu=float(util), memory=float(mem_util)),
@@ -611,9 +792,36 @@ class DemoSource:
                     ecc_uncorrected=0,
                     processes=tuple(processes),
                     **DECLARED,
+                    **self._inside(g, dt, util if busy else 0.0),
                 )
             )
         return tuple(out)
+
+    def _inside(self, g: _Gpu, dt: float, util: float) -> dict[str, Any]:
+        """GPM's activity and the NVLink links of ``g`` (nothing on a node without)."""
+        node = self.node
+        out: dict[str, Any] = {}
+        if node.gpm and g.activity is not None:
+            values = {name: w.advance(dt) for name, w in g.activity.items()}
+            if util <= 0:
+                values = dict.fromkeys(("sm", "tensor", "dram", "fp32", "fp16", "fp64"), 0.0)
+            sm = min(values.get("sm", 0.0), util)  # SMs are busy only while a kernel runs
+            occupancy = g.activity_spec.occupancy if g.activity_spec is not None else 0.0
+            out["activity"] = Activity(
+                sm=round(sm, 1),
+                sm_occupancy=round(sm * occupancy, 1),
+                tensor=round(min(values.get("tensor", 0.0), sm), 1),
+                dram=round(values.get("dram", 0.0), 1),
+                fp64=round(min(values.get("fp64", 0.0), sm), 1),
+                fp32=round(min(values.get("fp32", 0.0), sm), 1),
+                fp16=round(min(values.get("fp16", 0.0), sm), 1),
+            )
+        if node.nvlink is not None:
+            cap = node.nvlink.max_bytes_per_s or 0.0
+            share = g.nvlink.advance(dt) if g.nvlink is not None and util > 0 else 0.0
+            traffic = max(share * cap, 2e5)  # idle links still carry a little
+            out["nvlink"] = replace(node.nvlink, rx_bytes_per_s=traffic, tx_bytes_per_s=traffic)
+        return out
 
     def _advance_host(
         self, dt: float, elapsed: float, procs: dict[int, ProcessInfo], first: bool

@@ -8,8 +8,19 @@ import statistics
 
 import pytest
 
+from gputop.analysis.kinds import (
+    GPU_BOUND,
+    LAUNCH_MAIN,
+    LOW_SM,
+    MEMORY_BANDWIDTH,
+    TENSOR_IDLE,
+    TRANSFER_NVLINK,
+)
+from gputop.cli import main
+from gputop.diagnosis import Diagnosis
 from gputop.fmt import clean_text
-from gputop.model import GpuSample, Snapshot
+from gputop.model import GpuSample, Snapshot, check_values
+from gputop.pipeline import Feed
 from gputop.sources.demo import (
     DEMO_EPOCH,
     EPOCH_S,
@@ -289,3 +300,66 @@ def test_phases_link_flap_and_cached_epoch() -> None:
     assert min(reads) > 500e6
     after = snaps[-1]  # the next epoch streams again
     assert sum(p.read_bytes_per_s or 0 for p in after.processes if p.pid in bob) > 100e6
+
+
+# --- the H200 node: GPM and NVLink, the verdicts that see inside utilization -------------
+
+
+def h200_diagnoses(ticks: int = 40, seed: int = 0) -> list[Diagnosis]:
+    src = DemoSource(seed=seed, start_time=DEMO_EPOCH, step=1.0, node="h200")
+    feed, hist, out = Feed(), [], []
+    for _ in range(ticks):
+        hist.append(src.snapshot())
+        out.append(feed.frame(hist).diagnosis)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_h200_node_shows_each_verdict_that_sees_inside_utilization(seed: int) -> None:
+    """Once warmed up, every tick: each new kind is a GPU verdict and a job verdict."""
+    new = {LAUNCH_MAIN, LOW_SM, TENSOR_IDLE, MEMORY_BANDWIDTH, TRANSFER_NVLINK}
+    for d in h200_diagnoses(seed=seed)[10:]:
+        assert d.error is None, d.traceback
+        assert new <= {v.kind for v in d.gpus.values()}, d.gpus
+        assert new <= {v.kind for v in d.job_verdicts.values()}, d.job_verdicts
+        assert GPU_BOUND in {v.kind for v in d.gpus.values()}  # a bf16 job, SMs busy
+
+
+def test_h200_node_reports_gpm_and_nvlink_in_range() -> None:
+    src = DemoSource(seed=4, node="h200")
+    for _ in range(30):
+        snap = src.snapshot()
+        assert snap.hostname == "gpu-node-12"
+        assert check_values(snap, "demo", "the demo") is snap  # every value in its range
+        assert Snapshot.from_dict(json.loads(json.dumps(snap.to_dict()))) == snap
+        for g in snap.gpus:
+            a, nv = g.activity, g.nvlink
+            assert g.name == "NVIDIA H200" and a.sm is not None and a.tensor is not None
+            assert g.utilization.gpu is not None and a.sm <= g.utilization.gpu
+            assert a.tensor <= a.sm and nv.links == 18 and nv.peers == ("switch",) * 18
+            assert nv.rx_bytes_per_s is not None and nv.max_bytes_per_s == 18 * 25e9
+            assert nv.rx_bytes_per_s <= nv.max_bytes_per_s
+    idle = snap.gpus[7]
+    assert idle.activity.sm == 0.0 and not idle.processes  # GPM there, nothing runs
+
+
+def test_default_node_is_gpu_node_07_without_gpm() -> None:
+    """The default demo is the H100 node of before (its goldens pin every value)."""
+    a = [s.to_dict() for s in run(seed=5, steps=5)]
+    src = DemoSource(seed=5, node="h100")
+    assert a == [src.snapshot().to_dict() for _ in range(5)]
+    assert all(g.activity.sm is None and g.nvlink.links is None for g in run(steps=2)[-1].gpus)
+    with pytest.raises(ValueError, match="unknown demo node 'a100'"):
+        DemoSource(node="a100")
+
+
+def test_demo_node_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json", "--demo", "--demo-node", "h200"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hostname"] == "gpu-node-12"
+    assert all(g["activity"]["sm"] is not None for g in doc["gpus"])
+    assert all(g["nvlink"]["links"] == 18 for g in doc["gpus"])
+    with pytest.raises(SystemExit) as exit_:
+        main(["--once", "--demo-node", "h200"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith("gputop: error: --demo-node needs --demo\n")
