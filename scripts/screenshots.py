@@ -7,8 +7,8 @@ Makes the dashboard at 80x24 and 200x50, plus the jobs view, the kill dialog (as
 shows it: no signals), help and the GPU detail screen at 200x50, and the dashboard with
 GPU 4 in MIG mode (``DemoSource(mig=True)``). Everything comes from ``DemoSource(seed=0)`` on its
 virtual clock, fed to ``GpuTopApp(sampler=None)`` through ``apply_snapshot``: no timers,
-no live data. ``h200-*``: an 8-GPU H200 node with GPM and NVLink (SM, TC and the NVL line)
-built from ``tests/builders.py`` (``--only h200`` makes only these).
+no live data. ``h200-*``: the demo's 8-GPU H200 node with GPM and NVLink
+(``DemoSource(node="h200")``: SM, TC and the NVL line; ``--only h200`` makes only these).
 
 PNG needs cairosvg (``pip install cairosvg``) and a monospace font with box drawing and
 block characters: on Debian/Ubuntu ``apt-get install fonts-firacode`` (rsvg-convert
@@ -35,8 +35,8 @@ from gputop.sources.demo import DemoSource  # noqa: E402
 SIZES = ((80, 24), (200, 50))
 
 
-def demo_history(samples: int, mig: bool = False) -> tuple[Snapshot, ...]:
-    source = DemoSource(seed=0, mig=mig)
+def demo_history(samples: int, mig: bool = False, node: str | None = None) -> tuple[Snapshot, ...]:
+    source = DemoSource(seed=0, mig=mig, node=node)
     try:
         return tuple(source.snapshot() for _ in range(samples))
     finally:
@@ -116,88 +116,8 @@ def write(out: Path, name: str, svg: str, png: bool) -> None:
     print(" ".join(str(out / w) for w in written))
 
 
-#: The H200 node's GPUs: (util %, SM active %, tensor %, DRAM %, NVLink of capacity %,
-#: memory GiB used): a DDP job on GPUs 0-3 (busy, tensor cores at work, all-reduce on
-#: NVLink); a launch-bound job (busy but hollow); fp32 math (tensor cores idle); an idle
-#: GPU; a job waiting on NVLink.
-H200_GPUS = (
-    (98.0, 86.0, 62.0, 55.0, 35.0, 120),
-    (97.0, 84.0, 60.0, 54.0, 36.0, 120),
-    (98.0, 85.0, 61.0, 56.0, 35.0, 120),
-    (96.0, 83.0, 59.0, 53.0, 34.0, 120),
-    (99.0, 14.0, 3.0, 6.0, 0.0, 30),
-    (95.0, 88.0, 0.0, 40.0, 0.0, 64),
-    (0.0, 0.0, 0.0, 0.0, 0.0, 0),
-    (31.0, 22.0, 15.0, 12.0, 88.0, 100),
-)
-
-
-def h200_history(samples: int) -> tuple[Snapshot, ...]:
-    """``samples`` seconds of an 8-GPU H200 node with GPM and 18 NVLink 4.0 links a GPU."""
-    from dataclasses import replace
-
-    from gputop.model import Activity, Nvlink
-    from tests import builders as fx
-
-    links, per_link = 18, 25e9
-    jobs = {
-        0: (2001, "python -m torch.distributed.run train_llm.py"),
-        4: (2101, "python rl_env.py"),
-    }
-    jobs |= {5: (2201, "python fp32_solver.py"), 7: (2301, "python shard_allgather.py")}
-    out = []
-    for t in range(samples):
-        gpus = []
-        infos = []
-        for i, (util, sm, tc, dram, nvl, used) in enumerate(H200_GPUS):
-            wobble = ((t * 7 + i * 3) % 11 - 5) / 5.0  # -1..1, repeatable
-            job = jobs.get(i if i not in (1, 2, 3) else 0)
-            procs = []
-            if job is not None and used:
-                pid = job[0] + (i if i < 4 else 0)
-                info = fx.full_process_info(
-                    pid, command=job[1], cpu=100.0 if i == 4 else 60.0, now=fx.FULL_T0 + t
-                )
-                infos.append(info)
-                procs.append(fx.full_gpu_process(pid, memory=used * fx.GiB, info=info))
-            g = fx.full_gpu_sample(
-                i,
-                name="NVIDIA H200",
-                util=max(0.0, min(100.0, util + wobble)) if util else 0.0,
-                used=used * fx.GiB + 512 * fx.MiB,
-                total=141 * fx.GiB,
-                processes=procs,
-            )
-            cap = links * per_link
-            rate = cap * max(0.0, nvl + 2 * wobble) / 100.0 if nvl else 0.0
-            g = replace(
-                g,
-                power_w=120.0 + 5.5 * util,
-                activity=Activity(
-                    sm=max(0.0, sm + wobble) if sm else 0.0,
-                    sm_occupancy=sm / 2.5,
-                    tensor=max(0.0, tc + wobble) if tc else 0.0,
-                    dram=dram,
-                    fp64=0.0,
-                    fp32=60.0 if i == 5 else sm / 8,
-                    fp16=1.0 if tc else 0.0,
-                ),
-                nvlink=Nvlink(
-                    links=links,
-                    version="4.0",
-                    rx_bytes_per_s=rate,
-                    tx_bytes_per_s=rate * 0.97,
-                    max_bytes_per_s=cap,
-                    peers=("switch",) * links,
-                ),
-            )
-            gpus.append(g)
-        out.append(fx.full_snapshot(gpus, time=fx.FULL_T0 + t, processes=infos))
-    return tuple(out)
-
-
 async def h200_async(out: Path, samples: int, png: bool) -> None:
-    history = h200_history(samples)
+    history = demo_history(samples, node="h200")
     out.mkdir(parents=True, exist_ok=True)
     for w, h in SIZES:
         write(out, f"h200-{w}x{h}", await _shoot(history, (w, h)), png)
