@@ -67,6 +67,7 @@ FORMS: dict[str, str] = {
     "&& .venv/bin/python -m pytest -q": "ci",
     "gputop": "dashboard",
     "gputop --demo --seed 3": "once",
+    "gputop --demo --demo-node h200": "once",
     "gputop --once": "as-is",
     "gputop --json": "as-is",
     "gputop --stream --count 3": "as-is",
