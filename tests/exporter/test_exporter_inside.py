@@ -178,3 +178,29 @@ def test_the_fast_encoders_write_the_new_families_as_prometheus_client_does() ->
     assert om == om_latest(One())  # type: ignore[no-untyped-call]
     assert b'gputop_gpu_pipe_active_ratio{gpu="0",pipe="fp64"} 0.01\n' in text
     assert b'gputop_gpu_mig_pipe_active_ratio{gpu="1",mig="0",pipe="fp64"} 0.03\n' in text
+
+
+def test_the_grafana_board_shows_sm_tensor_dram_pipes_and_nvlink_against_capacity() -> None:
+    """Each new family has a panel, and NVLink's traffic sits with its capacity."""
+    import json
+
+    from tests.helpers.exporter import DASHBOARD
+
+    board = json.loads(DASHBOARD.read_text())
+    panels = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in board["panels"]}
+    wanted = {
+        "sm active": ("gputop_gpu_sm_active_ratio", "gputop_gpu_utilization_ratio"),
+        "tensor": ("gputop_gpu_tensor_active_ratio",),
+        "dram": ("gputop_gpu_dram_active_ratio",),
+        "pipes": ("gputop_gpu_pipe_active_ratio",),
+        "nvlink": (
+            "gputop_gpu_nvlink_bytes_per_second",
+            "gputop_gpu_nvlink_link_max_bytes_per_second",
+        ),
+    }
+    for subject, names in wanted.items():
+        exprs = [e for title, e in panels.items() if subject in title.lower()]
+        assert exprs, subject
+        assert any(all(n in e for n in names) for e in exprs), subject
+    mig = [e for title, e in panels.items() if "mig" in title.lower()]
+    assert any("gputop_gpu_mig_sm_active_ratio" in e for e in mig)
