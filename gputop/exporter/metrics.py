@@ -4,6 +4,7 @@ The job label is ``command``: Prometheus would rename ``job`` to ``exported_job`
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,9 @@ from gputop.analysis.kinds import KINDS
 from gputop.model import (
     CLOCK_EVENT_REASONS,
     GPU_METRICS,
+    QUIET_PARTS,
     GpuMetric,
+    GpuSample,
     Owner,
     Snapshot,
     Verdict,
@@ -223,6 +226,23 @@ _GAUGE_READS: tuple[GaugeRead, ...] = tuple(
     for m in GPU_METRICS
     if m.export
 )
+
+
+def _quiet_part(m: GpuMetric) -> str | None:
+    head = m.field.partition(".")[0]
+    return head if head in QUIET_PARTS[GpuSample] else None
+
+
+#: The reads in runs of the table's order: (a part that says nothing while it equals this
+#: empty value, so its rows are skipped at once: a GPU without GPM or NVLink), or (None,
+#: reads) for the rest.
+_GAUGE_RUNS: tuple[tuple[str | None, Any, tuple[GaugeRead, ...]], ...] = tuple(
+    (part, QUIET_PARTS[GpuSample].get(part) if part else None, tuple(r for r, _ in run))
+    for part, run in itertools.groupby(
+        zip(_GAUGE_READS, (m for m in GPU_METRICS if m.export), strict=True),
+        key=lambda rm: _quiet_part(rm[1]),
+    )
+)
 _MIG_READS: tuple[GaugeRead, ...] = tuple(
     (mig_name(name), get, convert, extra)
     for (name, get, convert, extra), m in zip(
@@ -326,11 +346,14 @@ def build(
         gauge("gputop_gpu_lost").append((one, 1.0 if g.lost else 0.0))
         if g.lost:
             continue
-        for name, get, convert, extra in _GAUGE_READS:
-            value = get(g)
-            if value is not None:
-                value = float(value if convert is None else convert(value))
-                gauge(name).append(((label, *extra) if extra else one, value))
+        for part, empty, reads in _GAUGE_RUNS:
+            if part is not None and getattr(g, part) == empty:
+                continue
+            for name, get, convert, extra in reads:
+                value = get(g)
+                if value is not None:
+                    value = float(value if convert is None else convert(value))
+                    gauge(name).append(((label, *extra) if extra else one, value))
         pcie = gauge("gputop_gpu_pcie_bytes_per_second")
         for direction, rate in (("tx", g.pcie.tx_bytes_per_s), ("rx", g.pcie.rx_bytes_per_s)):
             if rate is not None:
