@@ -51,10 +51,10 @@ GPU_GAUGES: tuple[tuple[str, GpuMetric], ...] = tuple(
 )
 #: name -> its rows, of each per-GPU family that several rows of the table share, told
 #: apart by a label (``gputop_gpu_pipe_active_ratio{pipe="fp64"}``).
-GPU_LABELLED: dict[str, tuple[GpuMetric, ...]] = {}
-for _m in GPU_METRICS:
-    if _m.export and _m.export_label is not None:
-        GPU_LABELLED[_m.export] = (*GPU_LABELLED.get(_m.export, ()), _m)
+GPU_LABELLED: dict[str, tuple[GpuMetric, ...]] = {
+    name: tuple(m for m in GPU_METRICS if m.export == name and m.export_label is not None)
+    for name in dict.fromkeys(m.export for m in GPU_METRICS if m.export and m.export_label)
+}
 #: The parts of a MIG device whose rows of the table are exported per MIG device too, as
 #: ``gputop_gpu_mig_*`` with the ``mig`` label (GPM reads each GPU instance). The MIG
 #: device's memory has its own families (below), from before.
