@@ -18,7 +18,11 @@ made NaN before the scrape, which never equals anything: every line is written a
 Each client connects once per scrape (Connection: close; Prometheus itself keeps its
 connection open, which saves the new connection and its handler thread).
 
-    python bench/bench_exporter_scrape.py [--rounds 40] [--gpus 8] [--procs 16]
+With ``--hopper`` the GPUs are H100s with GPM and NVLink (tests/fakenvml ``hopper``):
+the scrape then carries the activity and NVLink families too (each tick waits GPM's
+100 ms between samples first, in wall time, which the CPU figures do not count).
+
+    python bench/bench_exporter_scrape.py [--rounds 40] [--gpus 8] [--procs 16] [--hopper]
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ PROMETHEUS_ACCEPT = (
 )
 
 
-def child(rounds: int, jobs: bool) -> None:
+def child(rounds: int, jobs: bool, hopper: bool = False) -> None:
     import socket
     import statistics
     import time
@@ -63,8 +67,13 @@ def child(rounds: int, jobs: bool) -> None:
             while s.recv(65536):
                 pass
 
-    for _ in range(3):
+    def tick() -> None:
+        if hopper:
+            time.sleep(0.11)  # GPM needs 100 ms between its two samples
         state.on_snapshot(sampler.tick_now())
+
+    for _ in range(3):
+        tick()
         get("", False)
 
     def every_value_new() -> None:
@@ -82,7 +91,7 @@ def child(rounds: int, jobs: bool) -> None:
     ):
         per = []
         for _ in range(rounds):
-            state.on_snapshot(sampler.tick_now())
+            tick()
             if new:
                 every_value_new()
             p0, c0 = time.process_time(), time.thread_time()
@@ -97,9 +106,8 @@ def child(rounds: int, jobs: bool) -> None:
     server.shutdown()
     server.server_close()
     print(
-        f"gputop export{' --jobs' if jobs else ''}: CPU per uncached scrape, median: "
-        + ", ".join(out)
-        + f" ({sizes})"
+        f"gputop export{' --jobs' if jobs else ''}{' (hopper)' if hopper else ''}: "
+        "CPU per uncached scrape, median: " + ", ".join(out) + f" ({sizes})"
     )
 
 
@@ -108,21 +116,30 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--procs", type=int, default=16)
+    parser.add_argument("--hopper", action="store_true", help="H100s with GPM and NVLink")
     parser.add_argument("--child", choices=("plain", "jobs"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.rounds, args.child == "jobs")
+        child(args.rounds, args.child == "jobs", args.hopper)
         return 0
     from tests import fakenvml
 
     fakenvml.build()
     with tempfile.TemporaryDirectory(prefix="gputop-bench-scrape-") as tmp:
         scenario = Path(tmp) / "scenario.txt"
-        fakenvml.many_gpus(args.gpus, args.procs, pcie_sleep_ms=0).write(scenario)
+        made = fakenvml.many_gpus(args.gpus, args.procs, pcie_sleep_ms=0)
+        if args.hopper:
+            for i, gpu in enumerate(made.gpus):
+                inside = fakenvml.hopper(i, len(made.gpus))
+                for part in ("name", "gpm", "gpm_metrics", "nvlink_version", "nvlinks"):
+                    setattr(gpu, part, getattr(inside, part))
+                gpu.nvlink_kib_step = inside.nvlink_kib_step
+        made.write(scenario)
         env = fakenvml.subprocess_env(scenario)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         for kind in ("jobs", "plain"):
             argv = [sys.executable, __file__, "--child", kind, "--rounds", str(args.rounds)]
+            argv += ["--hopper"] if args.hopper else []
             subprocess.run(argv, env=env, check=True)
     return 0
 

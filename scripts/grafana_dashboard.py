@@ -249,20 +249,102 @@ def dashboard() -> dict[str, Any]:
         ),
         _panel(
             10,
-            "MIG devices: memory used",
+            "MIG devices: memory used and SM active",
             "timeseries",
             (0, 31, 24, 7),
             [
                 _target(
                     f"gputop_gpu_mig_memory_used_bytes{{{SEL}}}"
                     " / gputop_gpu_mig_memory_total_bytes",
-                    "GPU {{gpu}} MIG {{mig}}",
+                    "GPU {{gpu}} MIG {{mig}} memory",
+                ),
+                _target(
+                    f"gputop_gpu_mig_sm_active_ratio{{{SEL}}}",
+                    "GPU {{gpu}} MIG {{mig}} SM active",
+                    "B",
+                ),
+            ],
+            unit="percentunit",
+            description="GPUs in MIG mode: NVML gives no utilization per MIG device; memory "
+            "always, and SM active from GPM (Hopper and later) per GPU instance (profile and "
+            "ids in gputop_gpu_mig_info).",
+            defaults={"min": 0, "max": 1},
+        ),
+        _panel(
+            11,
+            "SM active vs utilization",
+            "timeseries",
+            (0, 38, 12, 8),
+            [
+                _target(
+                    f"gputop_gpu_sm_active_ratio{{{SEL}}}",
+                    "GPU {{gpu}} SM active",
+                    "A",
+                ),
+                _target(
+                    f"gputop_gpu_utilization_ratio{{{SEL}}}"
+                    f" and on (instance, gpu) gputop_gpu_sm_active_ratio{{{SEL}}}",
+                    "GPU {{gpu}} utilization",
+                    "B",
+                ),
+            ],
+            unit="percentunit",
+            description="Utilization counts any kernel running, a one-thread kernel too; SM "
+            "active is the share of SMs busy (GPM: Hopper and later; no line elsewhere). "
+            "Utilization high while SM active stays below 0.5 (NVIDIA's DCGM guidance): small "
+            "kernels, or a main process that cannot launch them fast enough.",
+            defaults={"min": 0, "max": 1},
+        ),
+        _panel(
+            12,
+            "Tensor cores and DRAM bandwidth",
+            "timeseries",
+            (12, 38, 12, 8),
+            [
+                _target(f"gputop_gpu_tensor_active_ratio{{{SEL}}}", "GPU {{gpu}} tensor", "A"),
+                _target(f"gputop_gpu_dram_active_ratio{{{SEL}}}", "GPU {{gpu}} DRAM", "B"),
+            ],
+            unit="percentunit",
+            description="Tensor: share of time any tensor pipe was active (about 0 with SM "
+            "active high: fp32 math, where bf16/fp16 with AMP would use the tensor cores). "
+            "DRAM: bandwidth used of its peak, which tops out near 0.8 (memory-bound there).",
+            defaults={"min": 0, "max": 1},
+        ),
+        _panel(
+            13,
+            "Pipes (not tensor): FP64, FP32, FP16",
+            "timeseries",
+            (0, 46, 12, 8),
+            [
+                _target(
+                    f"gputop_gpu_pipe_active_ratio{{{SEL}}}",
+                    "GPU {{gpu}} {{pipe}}",
                 )
             ],
             unit="percentunit",
-            description="GPUs in MIG mode: NVML gives no utilization per MIG device, only "
-            "memory (profile and ids in gputop_gpu_mig_info).",
+            description="Share of time each non-tensor floating-point pipe was active (GPM).",
             defaults={"min": 0, "max": 1},
+        ),
+        _panel(
+            14,
+            "NVLink throughput vs capacity",
+            "timeseries",
+            (12, 46, 12, 8),
+            [
+                _target(
+                    f"gputop_gpu_nvlink_bytes_per_second{{{SEL}}}",
+                    "GPU {{gpu}} {{direction}}",
+                    "A",
+                ),
+                _target(
+                    f"gputop_gpu_nvlink_link_max_bytes_per_second{{{SEL}}}",
+                    "GPU {{gpu}} links max",
+                    "B",
+                ),
+            ],
+            unit="Bps",
+            description="All links, each direction, against what the active links carry a "
+            "direction. Near the maximum while the GPUs wait: communication-bound (NVLink).",
         ),
     ]
     variables = [

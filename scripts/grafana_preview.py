@@ -1,7 +1,9 @@
 """Draw the Grafana dashboard's main panels from a real Prometheus: screenshots/grafana-panels.svg
-(and .png with cairosvg).
+(and .png with cairosvg); with ``--inside``, the panels of GPM and NVLink:
+screenshots/grafana-inside.svg (and .png).
 
     python scripts/grafana_preview.py [--minutes 4] [--out screenshots/grafana-panels]
+    python scripts/grafana_preview.py --inside [--minutes 2]
 
 Starts ``gputop export --demo --jobs`` and Debian's ``prometheus`` (127.0.0.1, free
 ports, a temporary directory, scraped every second), waits ``--minutes``, then runs the
@@ -179,11 +181,208 @@ def points(result: dict[str, Any]) -> list[tuple[float, float]]:
     return [(float(t), float(v)) for t, v in result["values"]]
 
 
+#: The --inside node: four H100s with GPM and NVLink, each a case the panels tell apart:
+#: GPU -> (utilization, SM active, tensor, DRAM, FP32, NVLink rate a direction of the max).
+INSIDE_GPUS: dict[int, tuple[float, float, float, float, float, float]] = {
+    0: (97, 86, 62, 45, 8, 0.10),  # busy, and truly so: bf16 on the tensor cores
+    1: (98, 24, 9, 12, 4, 0.02),  # busy but hollow: small kernels, most SMs idle
+    2: (95, 81, 0, 38, 71, 0.05),  # fp32 math: tensor cores idle
+    3: (34, 18, 12, 10, 3, 0.92),  # waits on NVLink (the all-reduce), links near capacity
+}
+NVLINK_LINKS = 18
+NVLINK_MAX = NVLINK_LINKS * 25e9  # NVLink 4.0, a direction (gputop.model.NVLINK_VERSIONS)
+
+
+def inside_scenario(tick: int) -> Any:
+    """The --inside node at ``tick``: each GPU's values, moving a little (a DDP step's
+    rhythm), as the fake libnvidia-ml's GPM metrics 2-13 and 60/61 (MiB/s)."""
+    import math
+
+    from tests.fakenvml import HOPPER_GPM, Scenario, hopper
+
+    gpus = []
+    for index, (util, sm, tensor, dram, fp32, link) in INSIDE_GPUS.items():
+        wave = math.sin(tick / 3 + index)
+        vary = 1 + 0.08 * wave
+
+        def pct(v: float, vary: float = vary) -> float:
+            return max(0.0, min(100.0, v * vary))
+
+        rate = NVLINK_MAX * min(1.0, link * (1 + 0.05 * wave)) / 2**20
+        gpm = {
+            **HOPPER_GPM,
+            2: pct(sm),
+            3: pct(sm / 2),
+            5: pct(tensor),
+            10: pct(dram),
+            11: pct(1),
+            12: pct(fp32),
+            13: pct(tensor / 6),
+            60: rate,
+            61: rate * 0.97,
+        }
+        gpus.append(
+            hopper(
+                index,
+                len(INSIDE_GPUS),
+                links=NVLINK_LINKS,
+                util_gpu=int(pct(util)),
+                gpm_metrics=gpm,
+            )
+        )
+    return Scenario(gpus=gpus)
+
+
+def inside(args: argparse.Namespace) -> int:
+    """The board's panels of what is inside utilization (SM active, tensor and DRAM, the
+    pipes, NVLink against capacity), from a real Prometheus scraping ``gputop export`` on
+    the fake libnvidia-ml (tests/fakenvml) whose scenario moves every second."""
+    import threading
+
+    from tests.fakenvml import subprocess_env
+
+    board = json.loads(DASHBOARD.read_text())
+    exprs = {p["title"]: [t["expr"] for t in p["targets"]] for p in board["panels"]}
+    with tempfile.TemporaryDirectory(prefix="gputop-preview-") as tmp_name:
+        tmp = Path(tmp_name)
+        path = tmp / "scenario.txt"
+        inside_scenario(0).write(path)
+        env = subprocess_env(path)
+        env["PYTHONPATH"] = str(ROOT)
+        stop = threading.Event()
+
+        def move() -> None:
+            tick = 0
+            while not stop.wait(1.0):
+                tick += 1
+                inside_scenario(tick).write(path)
+
+        mover = threading.Thread(target=move, daemon=True)
+        with (
+            exporter(["--interval", "1"], env=env, tmp=tmp) as exp,
+            prometheus([exp.url[7:]], tmp) as prom,
+        ):
+            mover.start()
+            print(f"exporter {exp.url}, prometheus {prom.url}: waiting {args.minutes:g} min")
+            prom.wait_for("gputop_gpu_sm_active_ratio")
+            start = time.time()
+            time.sleep(args.minutes * 60)
+            end = time.time()
+            stop.set()
+            mover.join()
+            step = max(1.0, (end - start) / 400)
+
+            def qr(expr: str) -> list[Any]:
+                return query_range(prom.url, fill(expr, "1m"), start, end, step)
+
+            got = {
+                title: [qr(e) for e in exprs[title]]
+                for title in (
+                    "SM active vs utilization",
+                    "Tensor cores and DRAM bandwidth",
+                    "Pipes (not tensor): FP64, FP32, FP16",
+                    "NVLink throughput vs capacity",
+                )
+            }
+    W, H = 1400, 700
+    svg = Svg(W, H)
+    svg.text(16, 26, "gputop: inside utilization (GPM, NVLink)", 18, TEXT, font_weight="bold")
+    svg.text(
+        450,
+        26,
+        "(a real Prometheus scraping gputop export on the fake NVML: 4 H100s, "
+        f"{args.minutes:g} min; the dashboard's own queries)",
+        12,
+        DIM,
+    )
+    gpus = [str(i) for i in INSIDE_GPUS]
+
+    def lines(results: list[list[Any]], names: list[str]) -> list[Any]:
+        out = []
+        dashes = ("", "5,3")[: len(results)]
+        for i, gpu in enumerate(gpus):
+            for result, name, dash in zip(results, names, dashes, strict=True):
+                for r in result:
+                    if r["metric"]["gpu"] == gpu:
+                        out.append((f"GPU {gpu} {name}", points(r), PALETTE[i], dash))
+        return out
+
+    ratio = lambda v: f"{v:.0%}"  # noqa: E731
+    sm, util = got["SM active vs utilization"]
+    series_panel(
+        svg,
+        (10, 40, 685, 310),
+        "SM active vs utilization (dashed)",
+        lines([sm, util], ["SM active", "util"]),
+        start,
+        end,
+        1.0,
+        ratio,
+    )
+    series_panel(
+        svg,
+        (705, 40, 685, 310),
+        "Tensor cores and DRAM bandwidth (dashed)",
+        lines(got["Tensor cores and DRAM bandwidth"], ["tensor", "DRAM"]),
+        start,
+        end,
+        1.0,
+        ratio,
+    )
+    (pipes,) = got["Pipes (not tensor): FP64, FP32, FP16"]
+    fp32 = [r for r in pipes if r["metric"].get("pipe") == "fp32"]
+    series_panel(
+        svg,
+        (10, 370, 685, 310),
+        "Pipes (not tensor): FP32 of each GPU",
+        lines([fp32], ["fp32"]),
+        start,
+        end,
+        1.0,
+        ratio,
+    )
+    rates, cap = got["NVLink throughput vs capacity"]
+    rx = [r for r in rates if r["metric"].get("direction") == "rx"]
+    series_panel(
+        svg,
+        (705, 370, 685, 310),
+        "NVLink rx vs links max (dashed)",
+        lines([rx, cap], ["rx", "max"]),
+        start,
+        end,
+        NVLINK_MAX * 1.05,
+        lambda v: f"{v / 1e9:.0f} GB/s",
+    )
+    return write(svg, Path(args.out))
+
+
+def write(svg: Svg, out: Path) -> int:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".svg").write_text(svg.render())
+    print(f"wrote {out.with_suffix('.svg')}")
+    try:
+        import cairosvg
+    except ImportError:
+        print("cairosvg not installed: no PNG (pip install -e '.[screenshots]')")
+        return 0
+    cairosvg.svg2png(url=str(out.with_suffix(".svg")), write_to=str(out.with_suffix(".png")))
+    print(f"wrote {out.with_suffix('.png')}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=4.0)
-    parser.add_argument("--out", default=str(ROOT / "screenshots" / "grafana-panels"))
+    parser.add_argument("--out", help="default: screenshots/grafana-panels (-inside)")
+    parser.add_argument(
+        "--inside", action="store_true", help="the GPM and NVLink panels, on the fake NVML"
+    )
     args = parser.parse_args()
+    if args.out is None:
+        name = "grafana-inside" if args.inside else "grafana-panels"
+        args.out = str(ROOT / "screenshots" / name)
+    if args.inside:
+        return inside(args)
     board = json.loads(DASHBOARD.read_text())
     exprs = {p["title"]: [t["expr"] for t in p["targets"]] for p in board["panels"]}
     with tempfile.TemporaryDirectory(prefix="gputop-preview-") as tmp_name:
@@ -327,18 +526,7 @@ def main() -> int:
         top * 1.1,
         lambda v: f"{v / 2**30:.0f} GiB",
     )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".svg").write_text(svg.render())
-    print(f"wrote {out.with_suffix('.svg')}")
-    try:
-        import cairosvg
-    except ImportError:
-        print("cairosvg not installed: no PNG (pip install -e '.[screenshots]')")
-        return 0
-    cairosvg.svg2png(url=str(out.with_suffix(".svg")), write_to=str(out.with_suffix(".png")))
-    print(f"wrote {out.with_suffix('.png')}")
-    return 0
+    return write(svg, Path(args.out))
 
 
 if __name__ == "__main__":

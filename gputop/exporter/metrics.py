@@ -4,8 +4,10 @@ The job label is ``command``: Prometheus would rename ``job`` to ``exported_job`
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
@@ -16,7 +18,9 @@ from gputop.analysis.kinds import KINDS
 from gputop.model import (
     CLOCK_EVENT_REASONS,
     GPU_METRICS,
+    QUIET_PARTS,
     GpuMetric,
+    GpuSample,
     Owner,
     Snapshot,
     Verdict,
@@ -41,10 +45,21 @@ MIG = ("gpu", "mig")
 OWNER = ("namespace", "pod", "container", "slurm_job")
 JOB = ("user", "command", "gpus", *OWNER)
 
-#: (name, metric) of each per-GPU gauge the GPU metric table declares.
+#: (name, metric) of each per-GPU gauge the GPU metric table declares, a row its own.
 GPU_GAUGES: tuple[tuple[str, GpuMetric], ...] = tuple(
-    (m.export, m) for m in GPU_METRICS if m.export
+    (m.export, m) for m in GPU_METRICS if m.export and m.export_label is None
 )
+#: name -> its rows, of each per-GPU family that several rows of the table share, told
+#: apart by a label (``gputop_gpu_pipe_active_ratio{pipe="fp64"}``).
+GPU_LABELLED: dict[str, tuple[GpuMetric, ...]] = {
+    name: tuple(m for m in GPU_METRICS if m.export == name and m.export_label is not None)
+    for name in dict.fromkeys(m.export for m in GPU_METRICS if m.export and m.export_label)
+}
+#: The parts of a MIG device whose rows of the table are exported per MIG device too, as
+#: ``gputop_gpu_mig_*`` with the ``mig`` label (GPM reads each GPU instance). The MIG
+#: device's memory has its own families (below), from before.
+MIG_PARTS: tuple[str, ...] = ("activity",)
+MIG_WHERE = " (of the MIG device's GPU instance)"
 
 #: (unit in the model, exported unit) -> the conversion; none for every other pair.
 CONVERSIONS: dict[tuple[str, str], Callable[[float], float]] = {
@@ -63,13 +78,36 @@ class MetricDef:
     jobs: bool = False  # only with --jobs
 
 
+def mig_name(name: str) -> str:
+    """The per-MIG-device family of a per-GPU one: ``gputop_gpu_mig_sm_active_ratio``."""
+    return "gputop_gpu_mig_" + name.removeprefix("gputop_gpu_")
+
+
+def exported_first(m: GpuMetric) -> GpuMetric:
+    """The first row of the table exported under ``m``'s family (``m`` itself, unless it
+    shares a labelled family)."""
+    return m if m.export_label is None else GPU_LABELLED[str(m.export)][0]
+
+
+def table_family(m: GpuMetric, labels: tuple[str, ...]) -> MetricDef:
+    """The family of a row of the table (the first of a labelled family's rows), per GPU
+    (``GPU``) or per MIG device (``MIG``): a labelled family's help is its rows' own."""
+    name, where = (str(m.export), "") if labels == GPU else (mig_name(str(m.export)), MIG_WHERE)
+    if m.export_label is None:
+        return MetricDef(name, "gauge", m.export_unit, labels, m.about + where)
+    rows = GPU_LABELLED[str(m.export)]
+    label = m.export_label[0]
+    about = "; ".join(f"{label} {r.export_label[1]}: {r.about}" for r in rows if r.export_label)
+    return MetricDef(name, "gauge", m.export_unit, (*labels, label), about + where)
+
+
 # fmt: off
 METRICS: tuple[MetricDef, ...] = (
     #         name, type, unit, labels, help, only with --jobs
     MetricDef("gputop_gpu_info", "info", "1",
               ("gpu", "uuid", "name", "pci_bus_id", "driver_version"), "GPU identity; always 1"),
     MetricDef("gputop_gpu_lost", "gauge", "0/1", GPU, "1 while the GPU is lost (off the bus)"),
-    *(MetricDef(name, "gauge", m.export_unit, GPU, m.about) for name, m in GPU_GAUGES),
+    *(table_family(m, GPU) for m in GPU_METRICS if m.export and m is exported_first(m)),
     MetricDef("gputop_gpu_pcie_bytes_per_second", "gauge", "bytes/s", ("gpu", "direction"),
               "PCIe throughput; direction tx = GPU to host, rx = host to GPU"),
     MetricDef("gputop_gpu_clock_event_reason", "gauge", "0/1", ("gpu", "reason"),
@@ -81,6 +119,8 @@ METRICS: tuple[MetricDef, ...] = (
               "Memory used on the MIG device"),
     MetricDef("gputop_gpu_mig_memory_total_bytes", "gauge", "bytes", MIG,
               "Memory of the MIG device"),
+    *(table_family(m, MIG) for m in GPU_METRICS if m.export and m is exported_first(m)
+      and m.field.partition(".")[0] in MIG_PARTS),
     MetricDef("gputop_gpu_verdict", "gauge", "1", ("gpu", "kind", "severity"),
               "The GPU's current verdict: one series at 1 (kind as in --json)"),
     MetricDef("gputop_gpu_verdict_seconds_total", "counter", "seconds", ("gpu", "kind"),
@@ -173,8 +213,42 @@ def _family(name: str, series: Iterable[tuple[tuple[str, ...], float]] = ()) -> 
     return fam
 
 
-_GAUGE_READS = tuple(
-    (name, m.get, CONVERSIONS.get((m.unit, m.export_unit))) for name, m in GPU_GAUGES
+#: (family, read, conversion, the row's label value or none) of each exported row, per GPU
+#: and per MIG device.
+GaugeRead = tuple[str, Callable[[Any], Any], Callable[[float], float] | None, tuple[str, ...]]
+_GAUGE_READS: tuple[GaugeRead, ...] = tuple(
+    (
+        str(m.export),
+        m.get,
+        CONVERSIONS.get((m.unit, m.export_unit)),
+        () if m.export_label is None else (m.export_label[1],),
+    )
+    for m in GPU_METRICS
+    if m.export
+)
+
+
+def _quiet_part(m: GpuMetric) -> str | None:
+    head = m.field.partition(".")[0]
+    return head if head in QUIET_PARTS[GpuSample] else None
+
+
+#: The reads in runs of the table's order: (a part that says nothing while it equals this
+#: empty value, so its rows are skipped at once: a GPU without GPM or NVLink), or (None,
+#: reads) for the rest.
+_GAUGE_RUNS: tuple[tuple[str | None, Any, tuple[GaugeRead, ...]], ...] = tuple(
+    (part, QUIET_PARTS[GpuSample].get(part) if part else None, tuple(r for r, _ in run))
+    for part, run in itertools.groupby(
+        zip(_GAUGE_READS, (m for m in GPU_METRICS if m.export), strict=True),
+        key=lambda rm: _quiet_part(rm[1]),
+    )
+)
+_MIG_READS: tuple[GaugeRead, ...] = tuple(
+    (mig_name(name), get, convert, extra)
+    for (name, get, convert, extra), m in zip(
+        _GAUGE_READS, (m for m in GPU_METRICS if m.export), strict=True
+    )
+    if m.field.partition(".")[0] in MIG_PARTS
 )
 _DEFS = {m.name: m for m in METRICS}
 
@@ -272,10 +346,14 @@ def build(
         gauge("gputop_gpu_lost").append((one, 1.0 if g.lost else 0.0))
         if g.lost:
             continue
-        for name, get, convert in _GAUGE_READS:
-            value = get(g)
-            if value is not None:
-                gauge(name).append((one, float(value if convert is None else convert(value))))
+        for part, empty, reads in _GAUGE_RUNS:
+            if part is not None and getattr(g, part) == empty:
+                continue
+            for name, get, convert, extra in reads:
+                value = get(g)
+                if value is not None:
+                    value = float(value if convert is None else convert(value))
+                    gauge(name).append(((label, *extra) if extra else one, value))
         pcie = gauge("gputop_gpu_pcie_bytes_per_second")
         for direction, rate in (("tx", g.pcie.tx_bytes_per_s), ("rx", g.pcie.rx_bytes_per_s)):
             if rate is not None:
@@ -293,6 +371,11 @@ def build(
                 if amount is not None:
                     mig = gauge(f"gputop_gpu_mig_memory_{which}_bytes")
                     mig.append(((label, slot), float(amount)))
+            for name, get, convert, extra in _MIG_READS:
+                value = get(m)
+                if value is not None:
+                    value = float(value if convert is None else convert(value))
+                    gauge(name).append(((label, slot, *extra), value))
         verdict = gpu_verdicts.get(g.index)
         if verdict is not None:
             gauge("gputop_gpu_verdict").append(((label, verdict.kind, verdict.severity), 1.0))

@@ -18,7 +18,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gputop.fmt import clean_text
-from gputop.model import GPU_METRIC, LIMITS, SCHEMA_VERSION, GpuSample, Snapshot, within
+from gputop.model import (
+    GPU_METRIC,
+    GPU_METRICS,
+    LIMITS,
+    SCHEMA_VERSION,
+    GpuSample,
+    Snapshot,
+    within,
+)
 from gputop.sources.remote import LineError, parse_line, summarize, text_of
 from gputop.sources.streams import MAX_BACKOFF_S, HostView, HostViews
 
@@ -47,6 +55,30 @@ def _gauge(field: str) -> str:
 UTILIZATION, MEMORY_USED, MEMORY_TOTAL = map(
     _gauge, ("utilization.gpu", "memory.used", "memory.total")
 )
+#: The parts of a GPU read whole from the exporter's gauges: every exported row of the
+#: table under them (what is inside utilization: GPM activity, NVLink).
+INSIDE_PARTS = ("activity", "nvlink")
+#: The exporter's unit -> the factor back to the model's (the inverse of the exporter's
+#: conversions; tests/fleet/test_fleet_prometheus_inside.py checks they agree).
+FROM_EXPORTED: dict[tuple[str, str], float] = {("%", "0-1"): 100.0}
+#: (gauge, its row's label value or None) -> (part, key, factor) of each such row.
+INSIDE: dict[tuple[str, str | None], tuple[str, str, float]] = {
+    (m.export, m.export_label[1] if m.export_label else None): (
+        head,
+        tail,
+        1.0 if m.unit == m.export_unit else FROM_EXPORTED[m.unit, m.export_unit],
+    )
+    for m in GPU_METRICS
+    if m.export is not None
+    for head, _, tail in [m.field.partition(".")]
+    if head in INSIDE_PARTS
+}
+#: A gauge of INSIDE shared by several rows -> the label that tells them apart.
+INSIDE_LABEL: dict[str, str] = {
+    str(m.export): m.export_label[0]
+    for m in GPU_METRICS
+    if m.export and m.export_label and m.field.partition(".")[0] in INSIDE_PARTS
+}
 GPUTOP_METRICS = (
     "gputop_gpu_info",
     UTILIZATION,
@@ -55,6 +87,7 @@ GPUTOP_METRICS = (
     "gputop_gpu_lost",
     "gputop_gpu_verdict",
     "gputop_last_sample_timestamp_seconds",
+    *dict.fromkeys(name for name, _ in INSIDE),
 )
 DCGM_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE")
 SELECTOR = '{__name__=~"' + "|".join(("up", *GPUTOP_METRICS, *DCGM_METRICS)) + '"}'
@@ -65,6 +98,7 @@ HOST_LABEL = "instance"
 #: more of them than the model's largest GPU index has.
 _GPU_INDEX = LIMITS[GpuSample, "index"]
 _GPU_LABEL = re.compile(f"[0-9]{{1,{len(str(int(_GPU_INDEX[1])))}}}", re.ASCII)
+INSIDE_NAMES = frozenset(name for name, _ in INSIDE)
 #: The metric names the screen reads (a series of any other name is skipped and counted).
 KNOWN_METRICS = frozenset(("up", *GPUTOP_METRICS, *DCGM_METRICS))
 
@@ -392,6 +426,15 @@ def build_hosts(
             if kind:
                 severity = text_of(metric.get("severity"), 200) or "info"
                 gpu["verdict"] = {"kind": kind, "label": kind, "severity": severity}
+        elif name in INSIDE_NAMES:
+            label = INSIDE_LABEL.get(name)
+            which = None if label is None else text_of(metric.get(label), 20)
+            row = INSIDE.get((name, which))
+            if row is None:
+                skip(host, name, f"{name}: {label} label {which!r} is not one the exporter writes")
+                continue
+            part, key, factor = row
+            gpu.setdefault(part, {})[key] = _finite(factor * v)
         elif name == "DCGM_FI_DEV_GPU_UTIL":
             gpu["utilization"]["gpu"] = v
             gpu.setdefault("name", text_of(metric.get("modelName"), 200))

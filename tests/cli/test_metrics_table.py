@@ -47,7 +47,8 @@ def gpu_metrics_markdown() -> str:
     ]
     for m in GPU_METRICS:
         bounds = "" if m.bounds is None else f"{m.bounds[0]:g}-{m.bounds[1]:g}"
-        export = f"`{m.export}`" if m.export else ""
+        label = '{{{}="{}"}}'.format(*m.export_label) if m.export_label else ""
+        export = f"`{m.export}{label}`" if m.export else ""
         cells = (f"`{m.field}`", m.nvml, m.unit, bounds, export, m.dcgm, m.about)
         lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -144,6 +144,91 @@ def test_mig_devices_on_the_fake_nvml_match_once_json(tmp_path: Path, fake_nvml_
     assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), check.stdout
 
 
+#: The issue's families of what is inside utilization, and where --json has each value
+#: (with the factor from --json's unit to the exported one).
+INSIDE = {
+    ("gputop_gpu_sm_active_ratio", ()): ("activity", "sm", 0.01),
+    ("gputop_gpu_sm_occupancy_ratio", ()): ("activity", "sm_occupancy", 0.01),
+    ("gputop_gpu_tensor_active_ratio", ()): ("activity", "tensor", 0.01),
+    ("gputop_gpu_dram_active_ratio", ()): ("activity", "dram", 0.01),
+    **{
+        ("gputop_gpu_pipe_active_ratio", (("pipe", p),)): ("activity", p, 0.01)
+        for p in ("fp64", "fp32", "fp16")
+    },
+    **{
+        ("gputop_gpu_nvlink_bytes_per_second", (("direction", d),)): (
+            "nvlink",
+            f"{d}_bytes_per_s",
+            1.0,
+        )
+        for d in ("rx", "tx")
+    },
+    ("gputop_gpu_nvlink_link_max_bytes_per_second", ()): ("nvlink", "max_bytes_per_s", 1.0),
+}
+
+
+def test_gpm_and_nvlink_on_the_fake_hopper_pass_promtool_and_prometheus_agrees_with_json(
+    tmp_path: Path, fake_nvml_env: Env
+) -> None:
+    """Two H100s with GPM and NVLink to each other (GPU 1's FP16 pipe and tensor metric
+    NOT_SUPPORTED), a MIG H100 with GPM per GPU instance, and a GPU without either: the
+    scrape passes promtool, and a real Prometheus holds the values of ``--once --json``;
+    n/a is no series."""
+    promtool = need("promtool")
+    need("prometheus")
+    from tests.fakenvml import HOPPER_GPM, hopper
+
+    migs = [FakeMig(0, 1, 0, "3g.40gb", 40 * GiB, 5 * GiB)]
+    scenario = Scenario(
+        gpus=[
+            hopper(0, 2),
+            hopper(1, 2, gpm_metrics={**HOPPER_GPM, 5: None, 13: None}),
+            hopper(2, links=0, mig_mode=(1, 1), util_gpu=None, migs=migs),
+            FakeGpu(),
+        ]
+    )
+    env = fake_nvml_env(scenario, tmp_path / "s.txt")
+    doc = once_json([], env)
+    gpus = {str(g["index"]): g for g in doc["gpus"]}
+    assert gpus["0"]["activity"]["sm"] is not None and gpus["1"]["activity"]["fp16"] is None
+    with (
+        exporter(["--interval", "0.5"], env=env, tmp=tmp_path) as exp,
+        prometheus([exp.url.removeprefix("http://")], tmp_path) as prom,
+    ):
+        wait_until(lambda: bool(series(exp.samples(), "gputop_gpu_sm_active_ratio")), what="GPM")
+        text = exp.scrape()
+        check = subprocess.run(
+            [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+        )
+        assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), check.stdout
+        samples = parse(text)
+        prom.wait_for("gputop_gpu_nvlink_link_max_bytes_per_second")
+        for (name, extra), (part, key, factor) in INSIDE.items():
+            result = prom.wait_for(name)
+            for gpu, g in gpus.items():
+                want = (g.get(part) or {}).get(key)
+                labels = dict(extra, gpu=gpu)
+                rows = [
+                    r for r in result if all(r["metric"].get(k) == v for k, v in labels.items())
+                ]
+                if want is None:  # not available: no series, never 0
+                    assert not rows, (name, labels)
+                    assert not series(samples, name, **labels), (name, labels)
+                else:
+                    assert _value(result, **labels) == pytest.approx(want * factor), (name, gpu)
+        # The MIG device: its GPU instance's activity, beside its memory.
+        (mig,) = gpus["2"]["mig_devices"]
+        assert mig["activity"]["sm"] is not None
+        sm = prom.wait_for("gputop_gpu_mig_sm_active_ratio")
+        assert _value(sm, gpu="2", mig=str(mig["index"])) == pytest.approx(
+            mig["activity"]["sm"] / 100
+        )
+        # The board's new panels query these families and get an answer.
+        for expr in dashboard_queries("1m"):
+            if "sm_active" in expr or "nvlink" in expr:
+                assert prom.query(expr), expr
+
+
 # --- a real Prometheus --------------------------------------------------------------
 
 
