@@ -28,6 +28,7 @@ Measurements, one function each, all in one run:
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -146,9 +147,7 @@ def measure_gpm(n_gpus: int, n_procs: int, ticks: int, directory: Path, hopper: 
         second = sampler.tick_now()
         if len(second.gpus) != n_gpus:
             raise RuntimeError(f"unexpected tick: {len(second.gpus)} GPUs")
-        got = [
-            g.activity.sm is not None and g.nvlink.rx_bytes_per_s is not None for g in second.gpus
-        ]
+        got = [_inside_read(g) for g in second.gpus]
         if any(got) != hopper or (hopper and not all(got)):
             raise RuntimeError(f"GPM/NVLink read {got} where hopper={hopper}")
         cpu, wall, wall_max = _timed(ticks, sampler.tick_now)
@@ -158,10 +157,18 @@ def measure_gpm(n_gpus: int, n_procs: int, ticks: int, directory: Path, hopper: 
     return Result(what, n_gpus, n_procs, ticks, cpu, wall, wall_max)
 
 
+def _inside_read(gpu: object) -> bool:
+    """Whether a sample has GPM activity and an NVLink rate (False on a tree before them:
+    ``--only without`` measures such a tree too, for the before/after table)."""
+    activity, nvlink = getattr(gpu, "activity", None), getattr(gpu, "nvlink", None)
+    sm = getattr(activity, "sm", None)
+    return sm is not None and getattr(nvlink, "rx_bytes_per_s", None) is not None
+
+
 GPM_SIZES = [(8, 16), (16, 16), (16, 64)]
 
 
-def main_gpm(ticks: int, rounds: int, sizes: list[tuple[int, int]]) -> int:
+def main_gpm(ticks: int, rounds: int, sizes: list[tuple[int, int]], only: str = "") -> int:
     """Issue 30's cost: the added GPM and NVLink reads against the same tick without them."""
     fakenvml.build()
     directory = fakenvml.BUILD_DIR / "bench"
@@ -176,9 +183,12 @@ def main_gpm(ticks: int, rounds: int, sizes: list[tuple[int, int]]) -> int:
         plain: list[float] = []
         hop: list[float] = []
         for _ in range(rounds):
-            plain.append(measure_gpm(g, p, ticks, directory, hopper=False).cpu_ms)
-            hop.append(measure_gpm(g, p, ticks, directory, hopper=True).cpu_ms)
-        a, b = statistics.median(plain), statistics.median(hop)
+            if only != "with":
+                plain.append(measure_gpm(g, p, ticks, directory, hopper=False).cpu_ms)
+            if only != "without":
+                hop.append(measure_gpm(g, p, ticks, directory, hopper=True).cpu_ms)
+        a = statistics.median(plain) if plain else math.nan
+        b = statistics.median(hop) if hop else math.nan
         print(f"{g:>4} {p:>9} {a:>9.2f} {b:>10.2f} {b - a:>8.2f} {100 * (b - a) / a:>7.1f}%")
         print(f"{'':>14} rounds without {[round(x, 2) for x in plain]}")
         print(f"{'':>14} rounds with    {[round(x, 2) for x in hop]}")
@@ -249,9 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 ticks, smallest and largest")
     parser.add_argument("--gpm", action="store_true", help="GPM + NVLink against without")
     parser.add_argument("--rounds", type=int, default=5, help="--gpm: rounds per mode")
+    parser.add_argument(
+        "--only", choices=["with", "without"], default="", help="--gpm: one mode only"
+    )
     args = parser.parse_args(argv)
     if args.gpm:
-        return main_gpm(args.ticks, args.rounds, GPM_SIZES[:1] if args.quick else GPM_SIZES)
+        sizes = GPM_SIZES[:1] if args.quick else GPM_SIZES
+        return main_gpm(args.ticks, args.rounds, sizes, args.only)
     ticks = 5 if args.quick else args.ticks
     sizes = [SIZES[0], SIZES[-1]] if args.quick else SIZES
     fakenvml.build()
