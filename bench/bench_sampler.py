@@ -61,14 +61,21 @@ class Result:
 
 def scenario_path(n_gpus: int, n_procs: int, directory: Path, hopper: bool = False) -> Path:
     scenario = fakenvml.many_gpus(n_gpus, n_procs, pcie_sleep_ms=PCIE_SLEEP_MS)
-    if hopper:  # the same GPUs, processes and samples, with GPM and NVLink on
-        for g, gpu in enumerate(scenario.gpus):
-            made = fakenvml.hopper(g, n_gpus)
-            gpu.gpm, gpu.gpm_metrics = made.gpm, made.gpm_metrics
-            gpu.nvlink_version, gpu.nvlinks = made.nvlink_version, made.nvlinks
-            gpu.nvlink_kib_step = made.nvlink_kib_step
+    if hopper:
+        as_hopper(scenario)
     name = f"bench-{n_gpus}x{n_procs}{'-hopper' if hopper else ''}.txt"
     return scenario.write(directory / name)
+
+
+def as_hopper(scenario: fakenvml.Scenario) -> fakenvml.Scenario:
+    """The same GPUs, processes and samples, with GPM and 18 active NVLink links each, going
+    round the other GPUs (``fakenvml.hopper``); changed in place, and returned."""
+    for g, gpu in enumerate(scenario.gpus):
+        made = fakenvml.hopper(g, len(scenario.gpus))
+        gpu.gpm, gpu.gpm_metrics = made.gpm, made.gpm_metrics
+        gpu.nvlink_version, gpu.nvlinks = made.nvlink_version, made.nvlinks
+        gpu.nvlink_kib_step = made.nvlink_kib_step
+    return scenario
 
 
 class SteppingClock:

@@ -891,11 +891,14 @@ class NvmlReader:
             except Exception:
                 self._gpm_asked = ()  # what the call left in the request is not known
                 raise
+            # each answer read through the structure's own descriptors (see _entries)
+            layout = type(metrics[0])
+            ret_of, value_of = layout.nvmlReturn.__get__, layout.value.__get__
             for i, metric_id in enumerate(chunk):
                 slot = metrics[i]
-                ret = int(slot.nvmlReturn)
+                ret = int(ret_of(slot))
                 if ret == 0:
-                    out[metric_id] = float(slot.value)
+                    out[metric_id] = float(value_of(slot))
                 elif ret in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
                     unsupported.add(metric_id)  # n/a, not asked again
                 else:
