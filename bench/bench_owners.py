@@ -6,8 +6,9 @@ x 64 processes, every process in a pod (the worst case: every row carries an own
 
 Forks 1,024 sleeping processes (bench_scale's ``16x64+host`` scenario on the fake NVML),
 moves each GPU's 64 into its own kubepods cgroup (systemd driver, containerd) of this
-machine's cgroup v2 hierarchy, under this process's own cgroup, with a pod log tree in a
-temporary directory; the cgroups are removed at the end. Needs root.
+machine's cgroup v2 hierarchy, at the kubelet's position (kubepods.slice at the root:
+gputop reads owners only there), with a pod log tree in a temporary directory; the
+cgroups are removed at the end. Needs root, and a machine without a kubepods tree.
 
 Reported, alternating the two modes ``--rounds`` times: the sampler tick's process CPU
 (mean over ``--ticks`` ticks after two warm-up ticks) with owners and with the owner
@@ -60,7 +61,8 @@ class PassThrough:
         return tuple(rows)
 
 
-def _v2_home() -> Path:
+def _v2_mount_and_home() -> tuple[Path, Path]:
+    """The cgroup v2 hierarchy's root (as this process sees it) and this process's cgroup."""
     mount = next(
         Path(line.split(" - ")[0].split()[4])
         for line in Path("/proc/self/mountinfo").read_text().splitlines()
@@ -71,20 +73,30 @@ def _v2_home() -> Path:
         for line in Path("/proc/self/cgroup").read_text().splitlines()
         if line.startswith("0::")
     )
-    return mount / own.lstrip("/")
+    return mount, mount / own.lstrip("/")
+
+
+class RealPods(RuntimeError):
+    """The hierarchy already has a kubepods tree: a Kubernetes node, not a bench machine."""
 
 
 @contextlib.contextmanager
 def pods(pids: list[int], logs: Path) -> Iterator[None]:
-    """Each GPU's processes in a pod's cgroup, and that pod's log directory."""
-    home = _v2_home()
-    top = home / f"gputop-bench-{os.getpid()}"
+    """Each GPU's processes in a pod's cgroup, and that pod's log directory. The pods are
+    where the kubelet puts them, at the root of the hierarchy: gputop reads an owner
+    only at its manager's anchored position (issue 29), so a kubepods tree below this
+    process's own cgroup would name nobody. The bench makes the tree and removes it; it
+    refuses to run where one exists already (a real node's pods)."""
+    root, home = _v2_mount_and_home()
+    top = root / "kubepods.slice"
+    if top.exists():
+        raise RealPods(f"{top} exists (a Kubernetes node?): run the bench elsewhere")
     made: list[Path] = []
     try:
         for g in range(GPUS):
             uid = str(uuid.UUID(int=g + 1))
             slice_ = f"kubepods-besteffort-pod{uid.replace('-', '_')}.slice"
-            cg = top / "kubepods.slice" / "kubepods-besteffort.slice" / slice_
+            cg = top / "kubepods-besteffort.slice" / slice_
             cg = cg / f"cri-containerd-{g:064x}.scope"
             cg.mkdir(parents=True)
             made.append(cg)
@@ -161,6 +173,10 @@ def main() -> int:
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_owners: needs root (it moves processes between cgroups)", file=sys.stderr)
+        return 2
+    existing = _v2_mount_and_home()[0] / "kubepods.slice"
+    if existing.exists():
+        print(f"bench_owners: {existing} exists (a Kubernetes node?): not here", file=sys.stderr)
         return 2
     case = Case(GPUS, PROCS, host=True)
     with tempfile.TemporaryDirectory(prefix="gputop-bench-owners-") as tmp:

@@ -3,6 +3,13 @@
 Not a timed test: a script that prints a table. Run from the repository root:
 
     python bench/bench_sampler.py [--ticks 50] [--quick]
+    python bench/bench_sampler.py --gpm [--ticks 30] [--rounds 5]
+
+``--gpm`` (issue 30): the same busy GPUs twice, alternated round by round: as Hopper GPUs
+with GPM and 18 active NVLink links each (``fakenvml.hopper``: every GPM metric and both
+NVLink counters read per tick), and with GPM and NVLink off (the pre-Hopper path). The
+reader's clock steps 1 s per reading so that every tick takes a GPM sample and computes
+its metrics (GPM needs samples 100 ms apart; back-to-back ticks would skip them).
 
 Each scenario is N GPUs x P compute processes, every process with a fresh utilization
 sample, and nvmlDeviceGetPcieThroughput sleeping 20 ms per call like real hardware. The
@@ -21,6 +28,7 @@ Measurements, one function each, all in one run:
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -51,9 +59,35 @@ class Result:
     wall_max_ms: float
 
 
-def scenario_path(n_gpus: int, n_procs: int, directory: Path) -> Path:
+def scenario_path(n_gpus: int, n_procs: int, directory: Path, hopper: bool = False) -> Path:
     scenario = fakenvml.many_gpus(n_gpus, n_procs, pcie_sleep_ms=PCIE_SLEEP_MS)
-    return scenario.write(directory / f"bench-{n_gpus}x{n_procs}.txt")
+    if hopper:
+        as_hopper(scenario)
+    name = f"bench-{n_gpus}x{n_procs}{'-hopper' if hopper else ''}.txt"
+    return scenario.write(directory / name)
+
+
+def as_hopper(scenario: fakenvml.Scenario) -> fakenvml.Scenario:
+    """The same GPUs, processes and samples, with GPM and 18 active NVLink links each, going
+    round the other GPUs (``fakenvml.hopper``); changed in place, and returned."""
+    for g, gpu in enumerate(scenario.gpus):
+        made = fakenvml.hopper(g, len(scenario.gpus))
+        gpu.gpm, gpu.gpm_metrics = made.gpm, made.gpm_metrics
+        gpu.nvlink_version, gpu.nvlinks = made.nvlink_version, made.nvlinks
+        gpu.nvlink_kib_step = made.nvlink_kib_step
+    return scenario
+
+
+class SteppingClock:
+    """A monotonic clock for the NVML reader that moves 1 s per reading: every tick is a
+    GPM pair and a counter rate, as at the dashboard's 1 s interval."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
 
 
 def _timed(ticks: int, tick: Callable[[], object]) -> tuple[float, float, float]:
@@ -102,6 +136,70 @@ def measure_sampler(n_gpus: int, n_procs: int, ticks: int, directory: Path) -> R
     finally:
         sampler.stop()
     return Result("Sampler tick", n_gpus, n_procs, ticks, cpu, wall, wall_max)
+
+
+def measure_gpm(n_gpus: int, n_procs: int, ticks: int, directory: Path, hopper: bool) -> Result:
+    """Sampler.tick_now() over LiveSource, the GPUs as Hopper (GPM + NVLink) or not."""
+    from gputop.sampler import Sampler
+    from gputop.sources.live import LiveSource
+    from gputop.sources.nvml import NvmlReader
+
+    fakenvml.load_in_process()
+    os.environ[fakenvml.SCENARIO_ENV] = str(scenario_path(n_gpus, n_procs, directory, hopper))
+    reader = NvmlReader()
+    reader._clock = SteppingClock()  # every tick a GPM pair (see the top)
+    sampler = Sampler(LiveSource(nvml=reader), interval=1.0)
+    try:
+        sampler.tick_now()  # warm-up: static info, the first GPM sample and counters
+        second = sampler.tick_now()
+        if len(second.gpus) != n_gpus:
+            raise RuntimeError(f"unexpected tick: {len(second.gpus)} GPUs")
+        got = [_inside_read(g) for g in second.gpus]
+        if any(got) != hopper or (hopper and not all(got)):
+            raise RuntimeError(f"GPM/NVLink read {got} where hopper={hopper}")
+        cpu, wall, wall_max = _timed(ticks, sampler.tick_now)
+    finally:
+        sampler.stop()
+    what = "tick, GPM + NVLink" if hopper else "tick, without"
+    return Result(what, n_gpus, n_procs, ticks, cpu, wall, wall_max)
+
+
+def _inside_read(gpu: object) -> bool:
+    """Whether a sample has GPM activity and an NVLink rate (False on a tree before them:
+    ``--only without`` measures such a tree too, for the before/after table)."""
+    activity, nvlink = getattr(gpu, "activity", None), getattr(gpu, "nvlink", None)
+    sm = getattr(activity, "sm", None)
+    return sm is not None and getattr(nvlink, "rx_bytes_per_s", None) is not None
+
+
+GPM_SIZES = [(8, 16), (16, 16), (16, 64)]
+
+
+def main_gpm(ticks: int, rounds: int, sizes: list[tuple[int, int]], only: str = "") -> int:
+    """Issue 30's cost: the added GPM and NVLink reads against the same tick without them."""
+    fakenvml.build()
+    directory = fakenvml.BUILD_DIR / "bench"
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"fake NVML, PCIe reads sleep {PCIE_SLEEP_MS} ms; {rounds} rounds of {ticks} ticks,")
+    print("the two modes alternated; CPU ms per Sampler tick (process CPU), median of rounds")
+    head = f"{'GPUs':>4} {'procs/GPU':>9} {'without':>9} {'GPM+NVLink':>10}"
+    head += f" {'added':>8} {'added %':>8}"
+    print(head)
+    print("-" * len(head))
+    for g, p in sizes:
+        plain: list[float] = []
+        hop: list[float] = []
+        for _ in range(rounds):
+            if only != "with":
+                plain.append(measure_gpm(g, p, ticks, directory, hopper=False).cpu_ms)
+            if only != "without":
+                hop.append(measure_gpm(g, p, ticks, directory, hopper=True).cpu_ms)
+        a = statistics.median(plain) if plain else math.nan
+        b = statistics.median(hop) if hop else math.nan
+        print(f"{g:>4} {p:>9} {a:>9.2f} {b:>10.2f} {b - a:>8.2f} {100 * (b - a) / a:>7.1f}%")
+        print(f"{'':>14} rounds without {[round(x, 2) for x in plain]}")
+        print(f"{'':>14} rounds with    {[round(x, 2) for x in hop]}")
+    return 0
 
 
 def _process_cost(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, float, float]:
@@ -166,7 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ticks", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="5 ticks, smallest and largest")
+    parser.add_argument("--gpm", action="store_true", help="GPM + NVLink against without")
+    parser.add_argument("--rounds", type=int, default=5, help="--gpm: rounds per mode")
+    parser.add_argument(
+        "--only", choices=["with", "without"], default="", help="--gpm: one mode only"
+    )
     args = parser.parse_args(argv)
+    if args.gpm:
+        sizes = GPM_SIZES[:1] if args.quick else GPM_SIZES
+        return main_gpm(args.ticks, args.rounds, sizes, args.only)
     ticks = 5 if args.quick else args.ticks
     sizes = [SIZES[0], SIZES[-1]] if args.quick else SIZES
     fakenvml.build()

@@ -2,7 +2,7 @@
 """What the dashboard costs to watch: gputop against nvitop on the same fake 8-GPU node.
 
     python bench/bench_ui.py [--seconds 30] [--rounds 3] [--tools gputop,nvitop] [--size 200x50]
-                             [--every 30]
+                             [--every 30] [--hopper]
 
 The tools run side by side, each in its own detached tmux pane of the given size, at a
 1 s interval, against the fake ``libnvidia-ml.so.1`` (tests/fakenvml) describing 8 GPUs
@@ -271,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--every", type=float, default=0.0, help="also print CPU %% every N s of the window"
     )
+    parser.add_argument(
+        "--hopper",
+        action="store_true",
+        help="the GPUs with GPM and 18 NVLink links each (SM, TC and NVL on screen)",
+    )
     args = parser.parse_args(argv)
     w, h = (int(v) for v in args.size.lower().split("x"))
     if shutil.which("tmux") is None:
@@ -294,12 +299,18 @@ def main(argv: list[str] | None = None) -> int:
     tmux("new-session", "-d", "-s", "keep", "-x", "20", "-y", "5", "exec sleep 3600")
     try:
         with tempfile.TemporaryDirectory(prefix="gputop-bench-", ignore_cleanup_errors=True) as tmp:
-            path = scenario_for([c.pid for c in children]).write(Path(tmp) / "scenario.txt")
+            scenario = scenario_for([c.pid for c in children])
+            if args.hopper:
+                from bench.bench_sampler import as_hopper
+
+                as_hopper(scenario)
+            path = scenario.write(Path(tmp) / "scenario.txt")
             env = subprocess_env(path)
             env["PYTHONPATH"] = str(ROOT)
             warm_bytecode(env, Path(tmp) / "pycache", nvitop)
             print(
-                f"{w}x{h} tmux panes side by side, 8 GPUs x 2 processes (fake NVML), "
+                f"{w}x{h} tmux panes side by side, 8 GPUs x 2 processes (fake NVML"
+                f"{', Hopper: GPM and NVLink' if args.hopper else ''}), "
                 f"interval 1 s, {args.seconds:.0f} s window, {os.cpu_count()} CPUs, "
                 f"load average {os.getloadavg()[0]:.2f}"
             )

@@ -19,8 +19,23 @@ gputop's own venv: no PyTorch, no package registry. It
 4. prints a table and exits 1 on any disagreement (0: all agree; 2: bad arguments;
    3: the check could not run, e.g. no CUDA driver or no nvidia-smi).
 
-The parts that need no GPU (arguments, parsing nvidia-smi's CSV, the comparison) are
-tested in tests/sources/test_gpu_check.py on recorded nvidia-smi output.
+Then, on a GPU with GPM (Hopper and later: gputop's JSON has ``activity``; ``--no-inside``
+skips it), it looks inside utilization (issue 30) under each of these loads in turn:
+``spin`` (the kernel above: one thread per SM), and with PyTorch where it is installed
+``fp32`` (an fp32 matmul, TF32 off: FMA pipes, no tensor cores), ``bf16`` (a bf16 matmul:
+tensor cores) and ``tiny`` (one-element kernels launched from Python: utilization high,
+few SMs busy). For each it reads, over the same seconds, ``gputop --once --json`` (SM
+active, tensor, DRAM; NVLink rx/tx), ``nvidia-smi dmon --gpm-metrics 2,5,10,60,61`` (the
+same GPM metric ids NVML gives gputop) and ``nvidia-smi nvlink -gt d`` twice (cumulative
+KiB per link, turned into a rate), and compares: activity within 15 points (the two read
+different windows of a steady load), NVLink within 10 % or 1 GiB/s, and what each load is
+expected to show (the premises of gputop's verdicts: spin and fp32 leave the tensor cores
+idle, bf16 uses them, tiny leaves most SMs idle). A load that cannot start (no PyTorch)
+is a row that says so, not a failure.
+
+The parts that need no GPU (arguments, parsing nvidia-smi's CSV, dmon and nvlink output,
+the comparisons) are tested in tests/sources/test_gpu_check.py on nvidia-smi output in
+its documented formats.
 """
 
 from __future__ import annotations
@@ -28,7 +43,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -60,6 +77,34 @@ POWER_TOLERANCE = 0.10  # relative
 ROUNDING_BYTES = 2 * MiB
 
 EXIT_OK, EXIT_DISAGREE, EXIT_USAGE, EXIT_CANNOT = 0, 1, 2, 3
+
+#: The loads of the GPM comparison; all but "spin" need PyTorch.
+LOADS = ("spin", "fp32", "bf16", "tiny")
+#: nvmlGpmMetricId_t asked of ``nvidia-smi dmon --gpm-metrics``, in this order, and the key
+#: of gputop's JSON each is compared with (docs/json.md: activity in percent, NVLink in
+#: bytes/s; GPM gives 60/61 in MiB/s, as nvml.h says of NVML_GPM_METRIC_NVLINK_TOTAL_*).
+GPM_COLUMNS: tuple[tuple[int, str], ...] = (
+    (2, "activity.sm"),
+    (5, "activity.tensor"),
+    (10, "activity.dram"),
+    (60, "nvlink.rx_bytes_per_s"),
+    (61, "nvlink.tx_bytes_per_s"),
+)
+ACTIVITY_TOLERANCE = 15.0  # percentage points: two windows of one steady load
+NVLINK_TOLERANCE = 0.10  # relative
+NVLINK_FLOOR = float(1 << 30)  # bytes/s: below this, idle links read as noise
+DMON_SAMPLES = 3  # dmon rows (1 s apart) averaged against gputop's reading
+#: What each load should show, the premise of a verdict (issue 30, section 5): key, the
+#: bound, whether the value must be above (True) or below it, and the words said.
+EXPECT: dict[str, tuple[tuple[str, float, bool, str], ...]] = {
+    "spin": (("activity.tensor", 5.0, False, "tensor idle"),),
+    "fp32": (("activity.tensor", 5.0, False, "tensor idle (fp32, TF32 off)"),),
+    "bf16": (("activity.tensor", 20.0, True, "tensor busy (bf16)"),),
+    "tiny": (
+        ("utilization.gpu", 50.0, True, "utilization high"),
+        ("activity.sm", 50.0, False, "SM active low (tiny kernels)"),
+    ),
+}
 
 # A kernel that spins until ``cycles`` SM clock cycles have passed (clock64): it uses no
 # memory, so one launch per SM keeps "a kernel running" for as long as asked.
@@ -104,7 +149,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--settle", type=float, default=3.0, help="wait after the load starts")
     p.add_argument("--smi", default="nvidia-smi", help="the nvidia-smi to compare with")
     p.add_argument("--json", action="store_true", help="print the table as JSON too")
+    p.add_argument(
+        "--no-inside",
+        action="store_true",
+        help="skip the GPM and NVLink comparison (SM, tensor, DRAM activity; NVLink traffic)",
+    )
+    p.add_argument(
+        "--loads",
+        default=",".join(LOADS),
+        help=f"the loads of the GPM comparison, of {','.join(LOADS)} (default: all)",
+    )
     p.add_argument("--load", action="store_true", help=argparse.SUPPRESS)  # the child
+    p.add_argument("--kind", default="spin", choices=LOADS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.gpu < 0:
         p.error("--gpu must be 0 or more")
@@ -112,6 +168,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         p.error("--memory-mib must be at least 1")
     if args.seconds <= 0 or args.settle < 0:
         p.error("--seconds must be positive and --settle not negative")
+    args.loads = [k.strip() for k in args.loads.split(",") if k.strip()]
+    unknown = [k for k in args.loads if k not in LOADS]
+    if unknown or not args.loads:
+        p.error(f"--loads: choose among {','.join(LOADS)} (got {','.join(unknown) or 'none'})")
     if not args.load and args.settle + 2 >= args.seconds:
         p.error("--seconds must exceed --settle by more than 2 s (the readings take time)")
     return args
@@ -273,6 +333,155 @@ def render(checks: Sequence[Check]) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------- GPM and NVLink
+
+
+def parse_dmon(text: str, ids: Sequence[int]) -> dict[int, list[dict[int, float | None]]]:
+    """``nvidia-smi dmon --gpm-metrics IDS`` -> {gpu index: [{metric id: value}, one per
+    row]}. dmon prints two ``#`` lines (names, units) and then one row per GPU per
+    interval, blank-separated, ``-`` where it has no value (GPM's first row: one sample);
+    the GPM columns come after the ``-s`` ones, in the order asked (nvidia-smi(1),
+    "DEVICE MONITORING"). Names vary across drivers, so they are taken by position from
+    the end; the header's width is checked against every row."""
+    width = 0
+    out: dict[int, list[dict[int, float | None]]] = {}
+    for line in text.splitlines():
+        cells = line.split()
+        if not cells:
+            continue
+        if cells[0].startswith("#"):
+            names = [c for c in (cells[0][1:], *cells[1:]) if c]
+            if names and names[0].lower() == "gpu":
+                width = len(names)
+            continue
+        if not width:
+            raise ValueError(f"nvidia-smi dmon: a row before its header: {line!r}")
+        if len(cells) != width or width < len(ids) + 1:
+            raise ValueError(f"nvidia-smi dmon: expected {width} columns, got {line!r}")
+        try:
+            gpu = int(cells[0])
+        except ValueError:
+            raise ValueError(f"nvidia-smi dmon: no GPU index in {line!r}") from None
+        values = cells[len(cells) - len(ids) :]
+        out.setdefault(gpu, []).append(
+            {i: _num(v) if v != "-" else None for i, v in zip(ids, values, strict=True)}
+        )
+    return out
+
+
+def dmon_means(rows: Sequence[dict[int, float | None]]) -> dict[int, float | None]:
+    """The mean of each metric over the rows that have it (None: no row has it)."""
+    means: dict[int, float | None] = {}
+    for metric in {k for row in rows for k in row}:
+        got = [v for row in rows if (v := row.get(metric)) is not None and math.isfinite(v)]
+        means[metric] = sum(got) / len(got) if got else None
+    return means
+
+
+_NVLINK_GPU = re.compile(r"^GPU (\d+):")
+_NVLINK_DATA = re.compile(r"^\s*Link (\d+): Data (Tx|Rx): (\d+) KiB\s*$")
+
+
+def parse_nvlink_counters(text: str) -> dict[int, dict[str, int]]:
+    """``nvidia-smi nvlink -gt d`` -> {gpu index: {"tx": KiB, "rx": KiB}}, summed over the
+    links. Its output is a ``GPU N: name (UUID: ...)`` line and then, per link, ``Link L:
+    Data Tx: K KiB`` and ``Link L: Data Rx: K KiB`` (cumulative payload, nvidia-smi(1),
+    "NVLINK": ``-gt d``, "tx and rx data payload in KiB")."""
+    out: dict[int, dict[str, int]] = {}
+    gpu: int | None = None
+    for line in text.splitlines():
+        if m := _NVLINK_GPU.match(line):
+            gpu = int(m.group(1))
+            out[gpu] = {"tx": 0, "rx": 0}
+        elif m := _NVLINK_DATA.match(line):
+            if gpu is None:
+                raise ValueError(f"nvidia-smi nvlink: a link before its GPU: {line!r}")
+            out[gpu][m.group(2).lower()] += int(m.group(3))
+    return out
+
+
+def nvlink_rates(
+    before: dict[int, dict[str, int]], after: dict[int, dict[str, int]], seconds: float
+) -> dict[int, dict[str, float | None]]:
+    """Bytes per second each way between two counter readings (None: a counter that went
+    back, reset or wrapped, or a GPU missing from one reading)."""
+    out: dict[int, dict[str, float | None]] = {}
+    for gpu, now in after.items():
+        then = before.get(gpu)
+        rates: dict[str, float | None] = {}
+        for way in ("tx", "rx"):
+            grew = None if then is None else now[way] - then[way]
+            ok = grew is not None and grew >= 0 and seconds > 0
+            rates[way] = grew * 1024 / seconds if ok and grew is not None else None
+        out[gpu] = rates
+    return out
+
+
+def _get(doc: dict[str, Any], dotted: str) -> float | None:
+    part, _, key = dotted.partition(".")
+    value = (doc.get(part) or {}).get(key)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} %"
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / (1 << 30):.2f} GiB/s"
+
+
+def compare_inside(
+    load: str,
+    gpu: dict[str, Any],
+    dmon: dict[int, float | None],
+    nvlink: dict[str, float | None] | None,
+) -> list[Check]:
+    """gputop's activity and NVLink for one GPU under ``load`` against dmon's GPM means and
+    nvlink's counter rates (None: no NVLink counters read), then the load's expectations."""
+    checks: list[Check] = []
+    for metric, key in GPM_COLUMNS:
+        mine, smi = _get(gpu, key), dmon.get(metric)
+        if key.startswith("activity."):
+            ok = mine is not None and smi is not None and abs(mine - smi) <= ACTIVITY_TOLERANCE
+            checks.append(
+                Check(f"{load}: {key} (GPM {metric})", _pct(mine), _pct(smi), "15 points", ok)
+            )
+            continue
+        if not (gpu.get("nvlink") or {}).get("links"):
+            continue  # no NVLink: nothing to compare
+        smi_bytes = None if smi is None else smi * MiB  # GPM 60/61: MiB/s
+        checks.append(
+            Check(
+                f"{load}: {key} (GPM {metric})",
+                _rate(mine),
+                _rate(smi_bytes),
+                "10 % or 1 GiB/s",
+                _close(mine, smi_bytes, NVLINK_TOLERANCE, NVLINK_FLOOR),
+            )
+        )
+        if nvlink is not None:
+            way = "rx" if metric == 60 else "tx"
+            counted = nvlink.get(way)
+            checks.append(
+                Check(
+                    f"{load}: {key} (nvlink -gt d)",
+                    _rate(mine),
+                    _rate(counted),
+                    "10 % or 1 GiB/s",
+                    _close(mine, counted, NVLINK_TOLERANCE, NVLINK_FLOOR),
+                )
+            )
+    for key, bound, above, words in EXPECT.get(load, ()):
+        mine = _get(gpu, key)
+        ok = mine is not None and (mine > bound if above else mine < bound)
+        sign = ">" if above else "<"
+        checks.append(
+            Check(f"{load}: expected {words}", _pct(mine), "", f"{sign} {bound:.0f} %", ok)
+        )
+    return checks
+
+
 # ---------------------------------------------------------------------------- the load
 
 
@@ -339,6 +548,45 @@ def run_load(gpu: int, memory_mib: int, seconds: float) -> int:
     return EXIT_OK
 
 
+def run_torch_load(gpu: int, kind: str, seconds: float) -> int:
+    """The child for the PyTorch loads: fp32 or bf16 matmuls back to back, or one-element
+    additions launched from Python (each a kernel on one SM)."""
+    try:
+        import torch  # the venv may lack it: the load is then said to be skipped
+    except ImportError as exc:
+        print(f"no PyTorch for the {kind} load: {exc}", file=sys.stderr)
+        return EXIT_CANNOT
+    try:
+        if not torch.cuda.is_available():
+            print(f"PyTorch sees no CUDA GPU for the {kind} load", file=sys.stderr)
+            return EXIT_CANNOT
+        dev = torch.device("cuda", gpu)
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 stays off the tensor cores
+        if kind == "tiny":
+            x = torch.zeros(1, device=dev)
+            step: Any = lambda: x.add_(1.0)  # noqa: E731
+            per_sync = 1000
+        else:
+            dtype = torch.float32 if kind == "fp32" else torch.bfloat16
+            a = torch.randn(8192, 8192, device=dev, dtype=dtype)
+            b = torch.randn(8192, 8192, device=dev, dtype=dtype)
+            step = lambda: torch.mm(a, b)  # noqa: E731
+            per_sync = 4
+        end = time.monotonic() + seconds
+        first = True
+        while time.monotonic() < end:
+            for _ in range(per_sync):
+                step()
+            torch.cuda.synchronize(dev)
+            if first:
+                print("ready", flush=True)
+                first = False
+    except RuntimeError as exc:  # CUDA errors
+        print(f"the {kind} load failed: {exc}", file=sys.stderr)
+        return EXIT_CANNOT
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------------- the check
 
 
@@ -352,24 +600,10 @@ def _run(cmd: Sequence[str], env: dict[str, str] | None = None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.load:
+        if args.kind != "spin":
+            return run_torch_load(args.gpu, args.kind, args.seconds)
         return run_load(args.gpu, args.memory_mib, args.seconds)
-    env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "--load",
-            "--gpu",
-            str(args.gpu),
-            "--memory-mib",
-            str(args.memory_mib),
-            "--seconds",
-            str(args.seconds),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    child = _start_load(args, "spin")
     try:
         assert child.stdout is not None
         if child.stdout.readline().strip() != "ready":
@@ -407,9 +641,79 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"GPU {args.gpu} {gpu.get('name')} driver {gputop['driver'].get('driver_version')}")
     print(f"load: pid {child.pid}, {args.memory_mib} MiB, spin kernel on every SM")
     print(render(checks))
+    if not args.no_inside:
+        if not any(v is not None for v in (gpu.get("activity") or {}).values()):
+            print("\nno GPM activity in gputop's reading (not Hopper or later, or no")
+            print("profiling permission): the GPM and NVLink comparison is skipped")
+        else:
+            inside = check_inside(args)
+            print()
+            print("inside utilization: gputop against nvidia-smi dmon --gpm-metrics and nvlink")
+            print(render(inside))
+            checks += inside
     if args.json:
         print(json.dumps([c.__dict__ for c in checks]))
     return EXIT_OK if all(c.ok for c in checks) else EXIT_DISAGREE
+
+
+def _start_load(args: argparse.Namespace, kind: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    argv = [sys.executable, __file__, "--load", "--kind", kind, "--gpu", str(args.gpu)]
+    argv += ["--memory-mib", str(args.memory_mib), "--seconds", str(args.seconds)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def _nvlink_counters(smi: str, gpu_id: str) -> dict[int, dict[str, int]]:
+    """The GPU's NVLink counters; {} where nvidia-smi has none for it (no NVLink)."""
+    try:
+        return parse_nvlink_counters(_run([smi, "nvlink", gpu_id, "-gt", "d"]))
+    except (OSError, RuntimeError, subprocess.TimeoutExpired):
+        return {}
+
+
+def check_inside(args: argparse.Namespace) -> list[Check]:
+    """Each load in turn: dmon's GPM rows and two nvlink counter readings over the same
+    seconds as one ``gputop --once --json``."""
+    ids = [metric for metric, _ in GPM_COLUMNS]
+    checks: list[Check] = []
+    for kind in args.loads:
+        child = _start_load(args, kind)
+        try:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                child.wait(60)
+                # no PyTorch, or no GPU for it: said, not a disagreement
+                checks.append(Check(f"{kind}: load", "did not start", "", "", True))
+                continue
+            time.sleep(args.settle)
+            try:
+                gpu_id = f"--id={args.gpu}"
+                before = _nvlink_counters(args.smi, gpu_id)
+                t0 = time.monotonic()
+                dmon_argv = [args.smi, "dmon", gpu_id, "-s", "u", "-c", str(DMON_SAMPLES)]
+                dmon = subprocess.Popen(
+                    [*dmon_argv, "--gpm-metrics", ",".join(map(str, ids))],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                doc = json.loads(_run([sys.executable, "-m", "gputop", "--once", "--json"]))
+                dmon_out, dmon_err = dmon.communicate(timeout=60)
+                if dmon.returncode != 0:
+                    raise RuntimeError(f"nvidia-smi dmon exited {dmon.returncode}: {dmon_err}")
+                after = _nvlink_counters(args.smi, gpu_id)
+                rates = nvlink_rates(before, after, time.monotonic() - t0)
+                rows = parse_dmon(dmon_out, ids)
+            except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+                checks.append(Check(f"{kind}: read", str(exc)[:60], "", "", False))
+                continue
+        finally:
+            child.terminate()
+            child.wait(30)
+        gpu: dict[str, Any] = next((g for g in doc["gpus"] if g["index"] == args.gpu), {})
+        nvlink = rates.get(args.gpu) if after else None
+        checks += compare_inside(kind, gpu, dmon_means(rows.get(args.gpu, [])), nvlink)
+    return checks
 
 
 if __name__ == "__main__":

@@ -416,6 +416,8 @@ class _Gpu:
     nvlink_links: int | None = None
     nvlink_version: int | None = None
     nvlink_remote: tuple[tuple[str | None, int | None], ...] = ()  # (bus id, device type)
+    # each link's far end as said (``_peers``), with what it was worked out from
+    nvlink_peers: tuple[object, tuple[str, ...]] | None = None
     counters: dict[tuple[int, int], tuple[int, float]] = field(default_factory=dict)
 
     def reset(self) -> None:
@@ -424,6 +426,7 @@ class _Gpu:
         self.gpm_samples = {}  # freed by the reader (_free_gpm) first
         self.nvlink_links = self.nvlink_version = None
         self.nvlink_remote = ()
+        self.nvlink_peers = None
         self.counters.clear()
         self.last_processes = {}
         self.unsupported.clear()
@@ -451,6 +454,7 @@ class NvmlReader:
         self._errors: list[SampleError] = []  # the running read's
         self._clock: Callable[[], float] = time.monotonic  # GPM spacing, counter rates
         self._gpm_request: Any = None  # one nvmlGpmMetricsGet_t, made on first use
+        self._gpm_asked: tuple[int, ...] = ()  # the metric ids written in it last
         self.driver: DriverInfo = self._init()
 
     @property
@@ -865,7 +869,11 @@ class NvmlReader:
         request = self._gpm_request
         if request is None:
             request = self._gpm_request = nv.c_nvmlGpmMetricsGet_t()
-        room = len(request.metrics)
+            self._gpm_asked = ()
+        # one view of the array: each attribute of the binding's structures costs a
+        # Python call, and this runs per GPU per tick (bench/bench_sampler.py --gpm)
+        metrics = request.metrics
+        room = len(metrics)
         out: dict[int, float | None] = {}
         unsupported: set[int] = set()
         ids = gpu.gpm_ids if whole else tuple(i for i in gpu.gpm_ids if i in _GPM_IDS)
@@ -874,14 +882,23 @@ class NvmlReader:
             request.version = nv.NVML_GPM_METRICS_GET_VERSION
             request.numMetrics = len(chunk)
             request.sample1, request.sample2 = first, second
+            if chunk != self._gpm_asked:  # the ids stay in the request from the last call
+                for i, metric_id in enumerate(chunk):
+                    metrics[i].metricId = metric_id
+                self._gpm_asked = chunk
+            try:
+                nv.nvmlGpmMetricsGet(request)
+            except Exception:
+                self._gpm_asked = ()  # what the call left in the request is not known
+                raise
+            # each answer read through the structure's own descriptors (see _entries)
+            layout = type(metrics[0])
+            ret_of, value_of = layout.nvmlReturn.__get__, layout.value.__get__
             for i, metric_id in enumerate(chunk):
-                request.metrics[i].metricId = metric_id
-            nv.nvmlGpmMetricsGet(request)
-            for i, metric_id in enumerate(chunk):
-                slot = request.metrics[i]
-                ret = int(slot.nvmlReturn)
+                slot = metrics[i]
+                ret = int(ret_of(slot))
                 if ret == 0:
-                    out[metric_id] = float(slot.value)
+                    out[metric_id] = float(value_of(slot))
                 elif ret in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
                     unsupported.add(metric_id)  # n/a, not asked again
                 else:
@@ -923,10 +940,20 @@ class NvmlReader:
                 links=gpu.nvlink_links,
                 version=version,
                 max_bytes_per_s=None if per_link is None else gpu.nvlink_links * per_link,
-                peers=tuple(self._peer(bus, kind) for bus, kind in gpu.nvlink_remote),
+                peers=self._peers(gpu),
                 **parts["nvlink"],
             )
         return {"activity": Activity(**parts["activity"]), "nvlink": nvlink}
+
+    def _peers(self, gpu: _Gpu) -> tuple[str, ...]:
+        """Each active link's far end, worked out again only when the links or the GPUs'
+        bus ids change: matching every link against every GPU each tick cost more than
+        all the GPM and NVLink reads together (bench/bench_sampler.py --gpm)."""
+        key = (gpu.nvlink_remote, tuple((other.index, other.pci_bus_id) for other in self._gpus))
+        if gpu.nvlink_peers is None or gpu.nvlink_peers[0] != key:
+            peers = tuple(self._peer(bus, kind) for bus, kind in gpu.nvlink_remote)
+            gpu.nvlink_peers = (key, peers)
+        return gpu.nvlink_peers[1]
 
     def _peer(self, bus: str | None, kind: int | None) -> str:
         """A link's far end: the local GPU of its bus id, an NVSwitch, or unknown."""

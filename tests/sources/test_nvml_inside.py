@@ -273,6 +273,35 @@ def test_nvlink_links_version_peers_capacity_and_gpm_throughput(
     assert a.nvlink.tx_bytes_per_s == 2048 * MIB  # GPM 61
 
 
+def test_nvlink_far_ends_are_matched_once_not_every_tick(
+    fake_nvml: FakeNvml, made: list[NvmlReader], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Matching each link's bus id against every GPU per tick cost more than all the GPM
+    and NVLink reads together at 16 GPUs x 18 links (bench/bench_sampler.py --gpm)."""
+    import gputop.sources.nvml as nvml_module
+
+    calls: list[tuple[str | None, str | None]] = []
+
+    def counted(a: str | None, b: str | None) -> bool:
+        calls.append((a, b))
+        return same_bus(a, b)
+
+    monkeypatch.setattr(nvml_module, "same_bus", counted)
+    r, clock = _reader(
+        fake_nvml, made, Scenario(gpus=[hopper(0, 2, links=4), hopper(1, 2, links=4)])
+    )
+    (a, b), _ = r.read()
+    assert a.nvlink.peers == ("GPU 1",) * 4 and b.nvlink.peers == ("GPU 0",) * 4
+    assert calls  # worked out on the first reading
+    calls.clear()
+    for _ in range(3):
+        clock.now += 1.0
+        (a, b), errors = r.read()
+        assert errors == ()
+        assert a.nvlink.peers == ("GPU 1",) * 4 and b.nvlink.peers == ("GPU 0",) * 4
+    assert calls == []
+
+
 def test_nvlink_throughput_from_the_counters_without_gpm(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
