@@ -451,17 +451,24 @@ def link_finding(
     ]
 
 
-def pcie(t: Thresholds, parts: Sequence[GpuTick], base: str, severity: str) -> list[Finding]:
-    # GPU index -> [sum of ratios, sum of rates, count] for RX, then TX
+def direction_sums(
+    rows: Iterable[tuple[int, int, float, float]],
+) -> dict[int, list[list[float]]]:
+    """(GPU index, direction, ratio, rate) rows, a link's per tick -> GPU index -> [sum of
+    ratios, sum of rates, count] for RX, then TX (PCIe and NVLink alike)."""
     sums: dict[int, list[list[float]]] = {}
-    for p in parts:
-        for index, direction, ratio, value in p.pcie:
-            acc = sums.get(index)
-            if acc is None:
-                acc = sums[index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
-            acc[direction][0] += ratio
-            acc[direction][1] += value
-            acc[direction][2] += 1
+    for index, direction, ratio, value in rows:
+        acc = sums.get(index)
+        if acc is None:
+            acc = sums[index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
+        acc[direction][0] += ratio
+        acc[direction][1] += value
+        acc[direction][2] += 1
+    return sums
+
+
+def pcie(t: Thresholds, parts: Sequence[GpuTick], base: str, severity: str) -> list[Finding]:
+    sums = direction_sums(row for p in parts for row in p.pcie)
     return pcie_finding(t, sums, base, severity)
 
 
@@ -523,16 +530,7 @@ def activity_findings(
 
 
 def nvlink(t: Thresholds, parts: Sequence[GpuTick], base: str, severity: str) -> list[Finding]:
-    # GPU index -> [sum of ratios, sum of rates, count] for RX, then TX
-    sums: dict[int, list[list[float]]] = {}
-    for p in parts:
-        for index, direction, ratio, value in p.nvlink:
-            acc = sums.get(index)
-            if acc is None:
-                acc = sums[index] = [[0.0, 0.0, 0], [0.0, 0.0, 0]]
-            acc[direction][0] += ratio
-            acc[direction][1] += value
-            acc[direction][2] += 1
+    sums = direction_sums(row for p in parts for row in p.nvlink)
     return nvlink_finding(t, sums, base, severity)
 
 
