@@ -140,21 +140,21 @@ _STATIC: dict[str, tuple[str, ...]] = {
 _INSIDE: tuple[GpuMetric, ...] = tuple(
     m for m in GPU_METRICS if any(isinstance(r, GpmRead | CounterRead) for r in m.reads)
 )
+
+
+def _gpm_ids(nvlink: bool) -> tuple[int, ...]:
+    """The GPM metric ids of the NVLink rows (``nvlink``) or of the others."""
+    return tuple(
+        r.metric_id
+        for m in _INSIDE
+        if m.field.startswith("nvlink.") == nvlink
+        for r in m.reads
+        if isinstance(r, GpmRead)
+    )
+
+
 #: GPM metric ids of the whole GPU, and of its NVLink (asked only where links are up).
-_GPM_IDS = tuple(
-    r.metric_id
-    for m in _INSIDE
-    if not m.field.startswith("nvlink.")
-    for r in m.reads
-    if isinstance(r, GpmRead)
-)
-_GPM_NVLINK_IDS = tuple(
-    r.metric_id
-    for m in _INSIDE
-    if m.field.startswith("nvlink.")
-    for r in m.reads
-    if isinstance(r, GpmRead)
-)
+_GPM_IDS, _GPM_NVLINK_IDS = _gpm_ids(False), _gpm_ids(True)
 #: The per-link call whose true answers count the active links (``nvlink.links``).
 (_LINK_STATE,) = (r.call for m in GPU_METRICS for r in m.reads if isinstance(r, PerLinkRead))
 _COUNTERS = tuple(
@@ -655,6 +655,8 @@ class NvmlReader:
                 setattr(gpu, attr, self._get(gpu, metric, call(h, fn, *consts)))
             self._attach_gpm(gpu, h)
             self._attach_nvlink(gpu, h)
+            # the metric ids GPM is asked for: NVLink's only where links are up
+            gpu.gpm_ids = (*_GPM_IDS, *(_GPM_NVLINK_IDS if gpu.nvlink_links else ()))
         except _Lost as lost:
             self._mark_lost(gpu, str(lost))
             return
@@ -773,7 +775,6 @@ class NvmlReader:
             return
         support = self._get(gpu, "gpm", lambda: self._nv.nvmlGpmQueryDeviceSupport(h))
         gpu.gpm = bool(support is not None and support.isSupportedDevice)
-        gpu.gpm_ids = (*_GPM_IDS, *(_GPM_NVLINK_IDS if gpu.nvlink_links else ()))
 
     def _attach_nvlink(self, gpu: _Gpu, h: Any) -> None:
         """The active links, their version and far ends; none: not an NVLink GPU."""
@@ -803,8 +804,6 @@ class NvmlReader:
             bus = None if pci is None else clean_text(_bytes_or_str(pci.busId), 32)
             remote.append((bus, None if kind is None else int(kind)))
         gpu.nvlink_remote = tuple(remote)
-        # GPM's NVLink metrics are asked too, now that the links are known
-        gpu.gpm_ids = (*_GPM_IDS, *_GPM_NVLINK_IDS) if gpu.gpm else ()
 
     def _call_link(self, h: Any, what: str, link: int) -> Callable[[], Any]:
         """``nv.nvmlDeviceGetNvLink<what>(h, link)``, looked up at the call."""
