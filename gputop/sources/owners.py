@@ -295,6 +295,11 @@ def owner_at(path: str, seen_from: int = 0) -> tuple[Owner | None, bool]:
     return None, False
 
 
+def _climbs(parts: list[str]) -> int:
+    """How many ``..`` a path's parts begin with (levels above gputop's namespace root)."""
+    return len(parts) - len(list(itertools.dropwhile(lambda p: p == "..", parts)))
+
+
 def namespace_depths(init_cgroup: bytes | str) -> dict[str, int]:
     """How deep gputop's own cgroup namespace root is in each hierarchy (by the line's
     controllers field), from PID 1's ``/proc/1/cgroup`` as gputop reads it: with the
@@ -309,7 +314,7 @@ def namespace_depths(init_cgroup: bytes | str) -> dict[str, int]:
             continue
         _, controllers, path = line.split(":", 2)
         parts = [p for p in path.split("/") if p]
-        ups = len(parts) - len(list(itertools.dropwhile(lambda p: p == "..", parts)))
+        ups = _climbs(parts)
         if ups and len(parts) - ups <= 1:
             out[controllers] = ups
     return out
@@ -327,7 +332,7 @@ def host_path(path: str, depth: int | None) -> tuple[str, int] | None:
     when that is the very depth it is at. (Those ancestors are where gputop was deployed:
     gputop trusts its own placement.)"""
     parts = path.split("/")[1:]
-    ups = len(parts) - len(list(itertools.dropwhile(lambda p: p == "..", parts)))
+    ups = _climbs(parts)
     if ups == 0:
         return path, 0
     rest = parts[ups:]
