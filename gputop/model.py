@@ -126,6 +126,31 @@ class Owner:
 
 
 @dataclass(frozen=True, slots=True)
+class CudaMemory:
+    """One CUDA device's caching allocator, as the training process's probe reads it
+    (torch.cuda); bytes."""
+
+    device: int  # the process's CUDA device index (after CUDA_VISIBLE_DEVICES)
+    allocated: int | None = None  # held by live tensors
+    reserved: int | None = None  # held by the caching allocator (what NVML counts as used)
+    peak: int | None = None  # max allocated since the process started (or its last reset)
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What a training process measured of itself (gputop.probe, opt-in) over its last
+    window, as gputop read it from the probe's file (gputop.probefile)."""
+
+    time: float  # epoch seconds the probe wrote it
+    window_seconds: float | None = None
+    steps: int | None = None  # batches taken in the window
+    data_wait_ratio: float | None = None  # share of step time waiting for the next batch, 0-1
+    step_seconds: float | None = None  # mean time between consecutive batches
+    batches_per_second: float | None = None
+    memory: tuple[CudaMemory, ...] = ()  # empty: no CUDA in that process
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessInfo:
     """What the host says about one pid; not ``visible`` (another PID namespace): the
     other fields are None."""
@@ -144,6 +169,7 @@ class ProcessInfo:
     create_time: float | None = None  # epoch seconds; the identity check before a kill
     num_threads: int | None = None
     owner: Owner | None = None  # None: no container, pod, Slurm job or unit recognised
+    probe: Probe | None = None  # None: no probe runs in it (or none gputop may read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -937,6 +963,11 @@ LIMITS: dict[tuple[type, str], tuple[float, float, str]] = {
     (UnlistedHolder, "pid"): (*_PID, ""), (UnlistedHolder, "gpu"): (0, 2**16, ""),
     (UnlistedHolder, "minor_number"): (0, 2**20, ""),
     (SampleError, "gpu"): (0, 2**16, ""),
+    (Probe, "time"): (*_EPOCH, "s"), (Probe, "window_seconds"): (*_SECONDS, "s"),
+    (Probe, "steps"): (0, 2**40, ""), (Probe, "data_wait_ratio"): (0, 1, ""),
+    (Probe, "step_seconds"): (*_SECONDS, "s"), (Probe, "batches_per_second"): (0, 1e9, "/s"),
+    (CudaMemory, "device"): (0, 2**16, ""),
+    **{(CudaMemory, n): (*_GPU_BYTES, "bytes") for n in ("allocated", "reserved", "peak")},
     **{  # the GPU metrics' own bounds
         (type_hints(GpuSample)[head] if tail else GpuSample, tail or head): (*m.bounds, m.unit)
         for m in GPU_METRICS if m.bounds is not None

@@ -79,6 +79,7 @@ LEAVES = (
     "gputop.pcie",
     "gputop.cells",
     "gputop.argtypes",
+    "gputop.probefile",
 )
 
 
