@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -43,6 +44,40 @@ HELPER_MODULES: tuple[str, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
+class JobProbe:
+    """What the probes in a job's processes (its ranks, gputop.probe) measured: the mean
+    over the ranks that measured a figure, and the worst rank's."""
+
+    ranks: int  # processes of the job with a probe
+    data_wait_ratio: float | None  # mean share of step time waiting for the next batch
+    worst_data_wait_ratio: float | None
+    worst_pid: int | None  # the rank that waits most (None: no rank measured the wait)
+    step_seconds: float | None  # mean step time
+    worst_step_seconds: float | None  # the slowest rank's
+    batches_per_second: float | None  # mean over the ranks (each rank's own batches)
+
+
+def job_probe(infos: Iterable[ProcessInfo]) -> JobProbe | None:
+    """The :class:`JobProbe` of a job's processes; None when none has a probe."""
+    probed = [(i.pid, i.probe) for i in infos if i.probe is not None]
+    if not probed:
+        return None
+    waits = [(p.data_wait_ratio, pid) for pid, p in probed if p.data_wait_ratio is not None]
+    steps = [p.step_seconds for _, p in probed if p.step_seconds is not None]
+    rates = [p.batches_per_second for _, p in probed if p.batches_per_second is not None]
+    worst = max(waits, key=lambda w: (w[0], -w[1])) if waits else None
+    return JobProbe(
+        ranks=len(probed),
+        data_wait_ratio=sum(w for w, _ in waits) / len(waits) if waits else None,
+        worst_data_wait_ratio=None if worst is None else worst[0],
+        worst_pid=None if worst is None else worst[1],
+        step_seconds=sum(steps) / len(steps) if steps else None,
+        worst_step_seconds=max(steps) if steps else None,
+        batches_per_second=sum(rates) / len(rates) if rates else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """One launch: a root process and its tree, on one or more GPUs."""
 
@@ -68,6 +103,7 @@ class Job:
     create_time: float | None  # the root's
     age: float | None  # seconds: snapshot time - root create_time
     owner: Owner | None = None  # the root's pod, container, Slurm job or unit: one per job
+    probe: JobProbe | None = None  # None: no process of the job runs gputop's probe
 
     @property
     def workers(self) -> int:
@@ -333,6 +369,7 @@ def _job(
         create_time=create_time,
         age=None if create_time is None else max(0.0, now - create_time),
         owner=None if root_info is None else root_info.owner,
+        probe=job_probe(infos),
     )
 
 
@@ -418,5 +455,6 @@ def job_to_dict(job: Job, verdict: Verdict | None = None) -> dict[str, Any]:
         "create_time": job.create_time,
         "age": job.age,
         "owner": None if job.owner is None else dataclasses.asdict(job.owner),
+        "probe": None if job.probe is None else dataclasses.asdict(job.probe),
         "verdict": None if verdict is None else verdict.to_dict(),
     }

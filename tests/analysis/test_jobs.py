@@ -381,3 +381,20 @@ def test_a_job_never_spans_two_pods_containers_or_slurm_jobs() -> None:
     doc = job_to_dict(by_root[61])
     assert doc["owner"]["kind"] == "slurm" and doc["owner"]["slurm_job"] == "81234"
     assert job_to_dict(build_jobs(_torchrun_snapshot())[0])["owner"] is None  # type: ignore[arg-type]
+
+
+def test_a_jobs_probe_is_the_mean_and_the_worst_of_its_ranks() -> None:
+    from gputop.analysis.jobs import job_probe
+    from gputop.model import Probe, ProcessInfo
+
+    def rank(pid: int, wait: float | None, step: float | None) -> ProcessInfo:
+        return ProcessInfo(pid, probe=Probe(1.0, 20.0, 10, wait, step, 2.0))
+
+    assert job_probe([ProcessInfo(1), ProcessInfo(2)]) is None
+    got = job_probe([rank(10, 0.2, 0.3), rank(11, 0.6, 0.5), rank(12, None, None)])
+    assert got is not None
+    assert got.ranks == 3
+    assert got.data_wait_ratio == 0.4 and got.worst_data_wait_ratio == 0.6
+    assert got.worst_pid == 11
+    assert got.step_seconds == 0.4 and got.worst_step_seconds == 0.5
+    assert got.batches_per_second == 2.0
