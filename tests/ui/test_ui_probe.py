@@ -127,6 +127,8 @@ async def test_job_lines_show_the_mean_wait_the_worst_rank_and_the_step() -> Non
         assert "PROBE" in text
         assert "wait 42%/71% step 320 ms" in text  # the straggler named beside the mean
         assert "wait n/a step n/a" in text  # ResNet's probe: nothing measured yet
+        # each rank's own figures on its GPU process line
+        assert "% wait 71% step 330 ms CPU" in text and "% wait 13% step 310 ms CPU" in text
         words = widgets_words(app)
         assert "waiting for data 42% of each step (mean; worst rank 71%, pid 41202)" in words
     app = GpuTopApp(snapshots=probed())

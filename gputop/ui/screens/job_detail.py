@@ -77,6 +77,10 @@ class JobDetailScreen(Screen[None]):
     def on_mount(self) -> None:
         self._show()
 
+    def on_resize(self) -> None:
+        if self.is_mounted:
+            self._show()  # the command line is cut to the width
+
     def update_history(self, history: Sequence[Snapshot]) -> None:
         """Called by the app with each new snapshot while this screen is on top."""
         self.history = tuple(history)

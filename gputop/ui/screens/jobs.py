@@ -25,7 +25,7 @@ from gputop.model import GpuProcess, ProcessInfo, Snapshot, Verdict
 from gputop.sources.owners import owner_detail, owner_label
 from gputop.ui.gpu_view import verdict_mark, verdict_parts
 from gputop.ui.parts import Part, Parts, gpu_ranges, safe
-from gputop.ui.probe_view import job_probe_cell, job_probe_parts
+from gputop.ui.probe_view import job_probe_cell, job_probe_parts, probe_cell
 from gputop.ui.process_view import INVISIBLE, Column
 from gputop.ui.roles import rich_styles
 
@@ -161,6 +161,9 @@ def gpu_proc_parts(
     mem = fmt.bytes_(None if proc is None else proc.gpu_memory)
     sm = fmt.percent(None if proc is None else proc.sm_percent)
     head = f"GPU {gpu} pid {pid:<8} mem {fit(mem, 8, '>')} SM {fit(sm, 4, '>')} "
+    probe = None if info is None else info.probe
+    if probe is not None:  # each rank's own figures: the straggler stands out
+        head += probe_cell(probe.data_wait_ratio, probe.step_seconds, compact=False) + " "
     return _process_parts(head, info, room)
 
 
