@@ -5,6 +5,7 @@ and formatters that never raise. Headless (Textual pilot), snapshots built with
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from typing import Any
 
@@ -231,3 +232,31 @@ def test_probe_formatters_never_raise_nor_show_nan(values: list[Any]) -> None:
     for text in texts:
         lowered = text.lower()
         assert "nan" not in lowered and "inf" not in lowered, text
+
+
+async def test_hostile_probe_values_draw_nothing_wrong_anywhere() -> None:
+    """NaN, inf and huge figures (past the model's check, as a renderer may meet them):
+    the table, the job line and the job detail draw n/a or clip, and raise nothing."""
+    from gputop.ui.screens.job_detail import JobDetailScreen
+
+    def hostile(t: float) -> dict[int, Any]:
+        huge = [CudaMemory(0, 10**400, -1, 2**64)]
+        return {
+            RANKS[0]: probe(t, math.nan, math.inf, memory=huge),
+            RANKS[1]: probe(t, 1e308, -1.0),
+            RESNET: probe(t, -math.inf, 1e308),
+        }
+
+    history = tuple(with_probes(s, hostile(s.time)) for s in fx.demo_snapshots(6))
+    for size in (WIDE, SMALL):
+        app = GpuTopApp(snapshots=history)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            text = screen_text(app)
+            assert "wait n/a" in text and "nan" not in text and "inf" not in text.lower()
+            await open_jobs(app, pilot, RANKS[0])
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, JobDetailScreen)
+            text = screen_text(app)
+            assert "waiting for data n/a" in text and "nan" not in text
