@@ -637,9 +637,20 @@ class GpuTopApp(App[int]):
         proc = self.table.cursor_proc
         select = None if proc is None else proc.pid
         self.push_screen(
-            JobsScreen(self.diagnosis, select_pid=select, judging=lambda: self.judging),
+            JobsScreen(
+                self.diagnosis,
+                select_pid=select,
+                judging=lambda: self.judging,
+                open_job=self._open_job,
+            ),
             self._back_on_main,
         )
+
+    def _open_job(self, job_id: str) -> None:
+        """One job in detail, over the jobs view (Enter there)."""
+        from gputop.ui.screens.job_detail import JobDetailScreen
+
+        self.push_screen(JobDetailScreen(job_id, self.diagnosis, self.history))
 
     def action_kill(self) -> None:
         from gputop.actions import KillTarget

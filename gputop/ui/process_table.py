@@ -44,12 +44,13 @@ class ProcessTable(DataTable[Text]):
         super().__init__(
             id=id, cursor_type="row", cell_padding=0, zebra_stripes=False, show_row_labels=False
         )
-        # (width, compact, sort key, reverse, owners) the columns and labels are for.
-        self._columns_key: tuple[int, bool, str, bool, bool] | None = None
+        # (width, compact, sort key, reverse, owners, probes) the columns and labels are for.
+        self._columns_key: tuple[int, bool, str, bool, bool, bool] | None = None
         self._widths: dict[str, int] = {}
         self._table_width = 0  # the columns' total width, as DataTable renders them
         self._compact = False
         self._owners = False  # the OWNER column is shown (a row has an owner)
+        self._probes = False  # the PROBE column is shown (a row's process has a probe)
         self._order: list[str] = []
         self._cells: dict[str, RowCells] = {}
         # Row key -> (the row, tagged) its cells in _cells were made from: the same row
@@ -69,11 +70,11 @@ class ProcessTable(DataTable[Text]):
     def configure(self, width: int, *, compact: bool, sort_key: str, reverse: bool) -> None:
         """(Re)build the columns when the width or layout changed; a new sort column or
         direction only relabels the headers (the rows stay: see ``show``)."""
-        key = (width, compact, sort_key, reverse, self._owners)
+        key = (width, compact, sort_key, reverse, self._owners, self._probes)
         if key == self._columns_key:
             return
         before = self._columns_key
-        same_columns = before is not None and (before[:2], before[4]) == (key[:2], key[4])
+        same_columns = before is not None and (before[:2], before[4:]) == (key[:2], key[4:])
         self._columns_key = key
         if same_columns:
             for col_key, label in self._labels(sort_key, reverse).items():
@@ -83,7 +84,7 @@ class ProcessTable(DataTable[Text]):
             return
         self._compact = compact
         # -1: the vertical scrollbar.
-        self._widths = column_widths(max(20, width - 1), compact, self._owners)
+        self._widths = column_widths(max(20, width - 1), compact, self._owners, self._probes)
         self.clear(columns=True)
         self._order = []
         self._cells = {}
@@ -95,7 +96,7 @@ class ProcessTable(DataTable[Text]):
     def _labels(self, sort_key: str, reverse: bool) -> dict[str, Text]:
         """Column key -> header label; the sort column carries ▲ (or ▼ reversed)."""
         labels: dict[str, Text] = {}
-        for i, col in enumerate(visible_columns(self._compact, self._owners)):
+        for i, col in enumerate(visible_columns(self._compact, self._owners, self._probes)):
             w = self._widths[col.key]
             text = fit(col.label, w, col.align)
             gap = "" if i == 0 else " "
@@ -151,12 +152,14 @@ class ProcessTable(DataTable[Text]):
         if not self._styles:
             self._styles = rich_styles(self.app.theme_variables)
         owners = any(r.owner for r in rows)
-        if owners != self._owners and self._columns_key is not None:
-            self._owners = owners  # OWNER comes or goes: the columns are built again
-            width, compact, sort_key, reverse, _ = self._columns_key
+        probes = any(r.probe is not None for r in rows)
+        if (owners, probes) != (self._owners, self._probes) and self._columns_key is not None:
+            # OWNER or PROBE comes or goes: the columns are built again
+            self._owners, self._probes = owners, probes
+            width, compact, sort_key, reverse = self._columns_key[:4]
             self.configure(width, compact=compact, sort_key=sort_key, reverse=reverse)
         order = [r.key for r in rows]
-        cols = visible_columns(self._compact, self._owners)
+        cols = visible_columns(self._compact, self._owners, self._probes)
         made = {r.key: (r, r.key in tagged) for r in rows}
         cells = {key: self._cells_of(row, mark, cols) for key, (row, mark) in made.items()}
         self._made = made
@@ -180,7 +183,9 @@ class ProcessTable(DataTable[Text]):
     def _update_cells(self, changed: list[str], cells: dict[str, RowCells]) -> None:
         """What ``update_cell`` does to the data, but repainting only the changed rows
         (``update_cell`` repaints the whole table for each cell)."""
-        keys = [ColumnKey(c.key) for c in visible_columns(self._compact, self._owners)]
+        keys = [
+            ColumnKey(c.key) for c in visible_columns(self._compact, self._owners, self._probes)
+        ]
         data = self._data
         for k in changed:
             row = data[RowKey(k)]

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from gputop import fmt
 from gputop.analysis.jobs import process_index
-from gputop.model import ProcessInfo, Snapshot
+from gputop.model import Probe, ProcessInfo, Snapshot
 from gputop.sources.owners import owner_detail, owner_label, stop_command
 from gputop.ui.parts import Parts, safe
+from gputop.ui.probe_view import probe_cell
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,24 +41,29 @@ COLUMNS: tuple[Column, ...] = (
     Column("rss", "RSS", 9, 0, right=True),
     Column("read", "READ/s", 10, 0, right=True),
     Column("time", "TIME", 10, 8, right=True),
+    Column("probe", "PROBE", 21, 9),  # only when a row's process runs gputop's probe
     Column("owner", "OWNER", 30, 0),  # compact: the start of COMMAND
     Column("command", "COMMAND", 0, 0),  # takes the rest of the width
 )
 MIN_COMMAND_WIDTH = 12
 
 
-def visible_columns(compact: bool, owners: bool = False) -> tuple[Column, ...]:
-    """``owners``: a row has an owner (else OWNER would be an empty column)."""
+def visible_columns(
+    compact: bool, owners: bool = False, probes: bool = False
+) -> tuple[Column, ...]:
+    """``owners``: a row has an owner (else OWNER would be an empty column); ``probes``:
+    a row has a probe (PROBE)."""
+    wanted = {"owner": owners, "probe": probes}
     return tuple(
-        c
-        for c in COLUMNS
-        if c.key == "command" or (c.width(compact) and (owners or c.key != "owner"))
+        c for c in COLUMNS if c.key == "command" or (c.width(compact) and wanted.get(c.key, True))
     )
 
 
-def column_widths(total_width: int, compact: bool, owners: bool = False) -> dict[str, int]:
+def column_widths(
+    total_width: int, compact: bool, owners: bool = False, probes: bool = False
+) -> dict[str, int]:
     """Fixed widths, COMMAND the rest; each cell has its own gap (``cell_padding`` is 0)."""
-    cols = visible_columns(compact, owners)
+    cols = visible_columns(compact, owners, probes)
     widths = {c.key: c.width(compact) for c in cols if c.key != "command"}
     gaps = len(cols) - 1  # one gap before every column but the first
     used = sum(widths.values()) + gaps
@@ -85,12 +91,18 @@ class ProcRow:
     owner: str | None = None  # owner_label: "pod ns/name", "slurm 81234.0", ...
     owner_detail: str | None = None  # with the container, the Slurm job's name and user
     stop: str | None = None  # what users would rather run: "kubectl delete pod -n ns name"
+    probe: Probe | None = None  # what the process's probe measured (None: no probe)
 
     def cell_text(self, key: str, *, compact: bool) -> str:
         if key == "mem":
             return fmt.bytes_(self.gpu_memory) if compact else fmt.mib(self.gpu_memory)
         if key == "command":
             return f"[{self.owner}] {self.command}" if compact and self.owner else self.command
+        if key == "probe":
+            p = self.probe
+            return (
+                "" if p is None else probe_cell(p.data_wait_ratio, p.step_seconds, compact=compact)
+            )
         return _CELL_TEXT[key](self)
 
     def sort_value(self, key: str) -> float | str | None:
@@ -193,6 +205,7 @@ def process_rows(snapshot: Snapshot) -> list[ProcRow]:
                     read_bytes_per_s=info.read_bytes_per_s if info else None,
                     elapsed=_elapsed(now, info),
                     create_time=info.create_time if info else None,
+                    probe=info.probe if info else None,
                     **_owner_cells(info),
                 )
             )

@@ -25,6 +25,7 @@ from gputop.model import GpuProcess, ProcessInfo, Snapshot, Verdict
 from gputop.sources.owners import owner_detail, owner_label
 from gputop.ui.gpu_view import verdict_mark, verdict_parts
 from gputop.ui.parts import Part, Parts, gpu_ranges, safe
+from gputop.ui.probe_view import job_probe_cell, job_probe_parts, probe_cell
 from gputop.ui.process_view import INVISIBLE, Column
 from gputop.ui.roles import rich_styles
 
@@ -48,6 +49,7 @@ JOB_COLUMNS: tuple[Column, ...] = (
     Column("rss", "RSS", 8, 0, right=True),
     Column("read", "READ/s", 10, 0, right=True),
     Column("dstate", "D", 3, 0, right=True),
+    Column("probe", "PROBE", 24, 15),  # only when a job runs gputop's probe
     Column("age", "AGE", 9, 8, right=True),
 )
 
@@ -87,24 +89,33 @@ def job_cells(job: Job) -> dict[str, str]:
         "read": fmt.rate(job.read_bytes_per_s),
         "dstate": fmt.number(job.disk_sleep),
         "age": fmt.duration(job.age),
+        "probe": job_probe_cell(job.probe, compact=False),
+        "probe_compact": job_probe_cell(job.probe, compact=True),
     }
 
 
-def _columns(width: int) -> list[tuple[Column, int]]:
+def _columns(width: int, probes: bool = False) -> list[tuple[Column, int]]:
+    """``probes``: a job has a probe (else PROBE would be an empty column)."""
     compact = width < WIDE_WIDTH
-    return [(c, c.width(compact)) for c in JOB_COLUMNS if c.width(compact)]
+    return [
+        (c, c.width(compact))
+        for c in JOB_COLUMNS
+        if c.width(compact) and (probes or c.key != "probe")
+    ]
 
 
-def job_header(width: int) -> str:
-    cells = [fit(c.label, w, c.align) for c, w in _columns(width)]
+def job_header(width: int, probes: bool = False) -> str:
+    cells = [fit(c.label, w, c.align) for c, w in _columns(width, probes)]
     return " " * TREE_ICON + " ".join(cells) + " COMMAND"
 
 
-def job_parts(job: Job, verdict: Verdict | None, width: int) -> Parts:
+def job_parts(job: Job, verdict: Verdict | None, width: int, probes: bool = False) -> Parts:
     values = job_cells(job)
+    if width < WIDE_WIDTH:
+        values["probe"] = values["probe_compact"]
     mark = None if verdict is None else verdict_mark(verdict)
     parts: list[Part] = []
-    for col, w in _columns(width):
+    for col, w in _columns(width, probes):
         if col.key != "verdict":
             parts.append((fit(values[col.key], w, col.align), ""))
         elif mark is None:
@@ -150,6 +161,9 @@ def gpu_proc_parts(
     mem = fmt.bytes_(None if proc is None else proc.gpu_memory)
     sm = fmt.percent(None if proc is None else proc.sm_percent)
     head = f"GPU {gpu} pid {pid:<8} mem {fit(mem, 8, '>')} SM {fit(sm, 4, '>')} "
+    probe = None if info is None else info.probe
+    if probe is not None:  # each rank's own figures: the straggler stands out
+        head += probe_cell(probe.data_wait_ratio, probe.step_seconds, compact=False) + " "
     return _process_parts(head, info, room)
 
 
@@ -193,6 +207,7 @@ def job_entries(
     out: list[Entry] = []
     room1 = width - TREE_ICON - GUIDE - 2  # a GPU process line (one level down)
     room2 = width - GUIDE * 2 - 2  # a worker line (two levels down, no fold icon)
+    probes = any(job.probe is not None for job in jobs)
     for job in jobs:
         mains = set(job.main_pids)
         workers_of: dict[int, list[int]] = {}
@@ -211,7 +226,7 @@ def job_entries(
             line = gpu_proc_parts(gpu, gpu_procs.get((gpu, pid)), pid, index.get(pid), room1)
             key = f"gpu:{job.id}:{gpu}:{pid}"
             children.append(Entry(key, job.id, line, workers, expanded=not fold_workers))
-        line = job_parts(job, verdicts.get(job.id), width)
+        line = job_parts(job, verdicts.get(job.id), width, probes)
         out.append(Entry(f"job:{job.id}", job.id, line, tuple(children)))
     return tuple(out)
 
@@ -245,6 +260,7 @@ def job_detail_parts(
     owner = owner_detail(job.owner)
     if owner is not None:
         lines.append((("owner: ", "label"), (safe(owner, 512), "")))
+    lines += job_probe_parts(job.probe)
     if verdict is None:
         lines.append((("verdict: ", "label"), (f"{fmt.NA} (no verdict for this job)", "dim")))
     else:
@@ -265,6 +281,11 @@ def to_text(lines: Sequence[Parts], styles: Mapping[str, Style]) -> Text:
 
 class JobTree(Tree[str]):
     DEFAULT_CSS = "JobTree { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }"
+
+    # Enter selects the node, which opens its job in detail (JobsScreen): said in the footer.
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Job detail", key_display="Enter"),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("jobs", id=id)
@@ -379,9 +400,13 @@ class JobsScreen(Screen[None]):
         *,
         select_pid: int | None = None,
         judging: Callable[[], str | None] | None = None,
+        open_job: Callable[[str], None] | None = None,
     ) -> None:
+        """``open_job``: shows a job (by id) in detail (the app's: the detail screen
+        imports this module)."""
         super().__init__()
         self._diagnose = diagnose
+        self._open_job = open_job
         # A replay reading its look-back: why there are no jobs and verdicts yet.
         self._judging_text = judging or (lambda: None)
         self._select_pid = select_pid
@@ -427,6 +452,15 @@ class JobsScreen(Screen[None]):
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
         self._show_detail()
 
+    def on_tree_node_selected(self, event: Tree.NodeSelected[str]) -> None:
+        self.action_job_detail()  # the tree has Enter: selecting a node opens its job
+
+    def action_job_detail(self) -> None:
+        """The selected job (or the job of the selected process) in detail, with charts."""
+        job = self.selected_job()
+        if job is not None and self._open_job is not None:
+            self._open_job(job.id)
+
     def _style_map(self) -> dict[str, Style]:
         theme = self.app.theme
         if theme != self._theme or not self._styles:
@@ -461,7 +495,7 @@ class JobsScreen(Screen[None]):
             (" · Space folds · Esc back", "dim"),
         )
         title.update(to_text((title_parts,), styles))
-        header.update(Text(job_header(width)))
+        header.update(Text(job_header(width, any(j.probe is not None for j in jobs))))
         fold = size.width < FOLD_WIDTH or size.height < FOLD_HEIGHT
         verdicts, snap = diagnosis.job_verdicts, diagnosis.snapshot
         self.job_tree.reconcile(job_entries(jobs, verdicts, snap, width, fold_workers=fold), styles)
