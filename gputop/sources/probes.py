@@ -144,7 +144,7 @@ class ProbeReader:
         self._clock = clock
         self._uids: dict[tuple[int, float | None], int | None] = {}  # (pid, start) -> uid
         self._parsed: dict[tuple[int, int, int, int, int], _Parsed] = {}
-        # (pid, create_time) -> (the row given, the probe, the row made)
+        # (pid, create_time) -> (the row given, the probe, the row made), of rows with a probe
         self._rows: dict[tuple[int, float | None], tuple[ProcessInfo, Probe | None, ProcessInfo]]
         self._rows = {}
         self.errors: tuple[SampleError, ...] = ()
@@ -160,15 +160,20 @@ class ProbeReader:
             probes = {}
         self.errors = tuple(errors)
         known, self._rows = self._rows, {}
+        if not probes and not known:  # no probe anywhere: the rows as given
+            return rows
         out = []
         for row in rows:
-            key = (row.pid, row.create_time)
             probe = probes.get(row.pid)
+            if probe is None and row.probe is None:
+                out.append(row)
+                continue
+            key = (row.pid, row.create_time)
             before = known.get(key)
             if before is not None and before[0] is row and before[1] is probe:
                 done = before[2]
             else:
-                done = row if probe is None and row.probe is None else replace(row, probe=probe)
+                done = replace(row, probe=probe)
             self._rows[key] = (row, probe, done)
             out.append(done)
         return tuple(out)
