@@ -142,7 +142,7 @@ class ProbeReader:
         self._own_uid = os.geteuid() if own_uid is None else own_uid
         self._own_dir = probefile.own_dir() if own_dir is None else own_dir
         self._clock = clock
-        self._uids: dict[tuple[int, float | None], int | None] = {}  # (pid, start) -> uid
+        self._uids: dict[tuple[int, float | None, str | None], int | None] = {}
         self._parsed: dict[tuple[int, int, int, int, int], _Parsed] = {}
         # (pid, create_time) -> (the row given, the probe, the row made), of rows with a probe
         self._rows: dict[tuple[int, float | None], tuple[ProcessInfo, Probe | None, ProcessInfo]]
@@ -181,7 +181,9 @@ class ProbeReader:
     # -- which directories ----------------------------------------------------------------
 
     def _uid(self, row: ProcessInfo) -> int | None:
-        key = (row.pid, row.create_time)
+        # The host source reads the real uid every tick for the row's user: a process
+        # whose uid changed (setuid after start) has another user, and is read again.
+        key = (row.pid, row.create_time, row.user)
         if key not in self._uids:
             try:
                 self._uids[key] = procfs.read_real_uid(row.pid, self._proc)
@@ -195,7 +197,7 @@ class ProbeReader:
         for row in rows:
             if row.visible and row.create_time is not None and row.status != "dead":
                 uids[row.pid] = self._uid(row)
-                live[(row.pid, row.create_time)] = True
+                live[(row.pid, row.create_time, row.user)] = True
         self._uids = {k: v for k, v in self._uids.items() if k in live}
         dirs: dict[str, _Dir] = {}
         for uid in sorted({u for u in uids.values() if u is not None}):
@@ -218,7 +220,10 @@ class ProbeReader:
             except FileNotFoundError:
                 continue  # no probe ran for that user: the common case, one syscall
             except PermissionError:
-                closed = True
+                # Said only where the directory is seen to exist: a user's runtime
+                # directory (0700) hides whether it holds one, and every plain user's
+                # gputop would otherwise say it each tick without any probe running.
+                closed = closed or _exists(d.path)
                 continue
             except OSError as exc:
                 link = exc.errno in (errno.ENOTDIR, errno.ELOOP) and os.path.islink(d.path)
@@ -332,6 +337,14 @@ class ProbeReader:
         if pid is not None:  # a value shown as n/a: the file counts
             return SampleError(SOURCE, f"probe file {where}: {why}", metric="probe")
         return SampleError(SOURCE, f"probe file {where} ignored: {why}", metric="probe")
+
+
+def _exists(path: str) -> bool:
+    try:
+        os.lstat(path)
+    except OSError:
+        return False
+    return True
 
 
 def _why_open(exc: OSError, what: str) -> str:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,9 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import gputop.probefile as probefile
-from gputop.model import LIMITS, CudaMemory, Probe, ProcessInfo, SampleError, within
+from gputop.model import LIMITS, CudaMemory, Probe, ProcessInfo, SampleError, replace, within
 from gputop.sources import probes as probes_module
+from gputop.sources import procfs
 from gputop.sources.probes import OTHERS_CLOSED, ProbeReader
 from tests.conftest import require_root, require_tool
 from tests.helpers.probe_files import contents, make_dir, write
@@ -50,7 +52,8 @@ def process(*prefix: str) -> Iterator[int]:
         if prefix:  # runuser's child is the sleep: wait for it to be there
             for _ in range(500):
                 kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-                if kids:
+                # runuser's child forks as root, then drops to nobody and runs sleep
+                if kids and procfs.read_real_uid(int(kids[0])) != 0:
                     pid = int(kids[0])
                     break
                 time.sleep(0.01)  # polling for a child to exist, not synchronising on time
@@ -185,6 +188,27 @@ def test_an_unchanged_file_is_parsed_once(
     write(d, me, contents(me, data_wait_ratio=0.5))
     probe = read_one(r, me)
     assert len(calls) == 2 and probe is not None and probe.data_wait_ratio == 0.5
+
+
+def test_a_processs_uid_is_read_once_and_again_when_its_user_changes(
+    dirs: Dirs, me: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cheap per tick (a look-up per row), yet right after a setuid: the host source's user
+    of the row changes, and the uid is read again."""
+    calls = []
+    real = procfs.read_real_uid
+
+    def counted(pid: int, proc_root: str = procfs.PROC_ROOT) -> int | None:
+        calls.append(pid)
+        return real(pid, proc_root)
+
+    monkeypatch.setattr(procfs, "read_real_uid", counted)
+    r = reader(dirs)
+    for _ in range(5):
+        r.attach([replace(row(me), user="root")])
+    assert calls == [me]
+    r.attach([replace(row(me), user="nobody")])
+    assert calls == [me, me]
 
 
 # --- hostile files (section 5) -----------------------------------------------------------
@@ -425,6 +449,25 @@ print(json.dumps([e.message for e in r.errors]))
     )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert json.loads(done.stdout) == [OTHERS_CLOSED]
+    # Where even the directory's existence is hidden (a 0700 runtime directory above it),
+    # nothing is said: a plain user's gputop would say it every tick, probe or not.
+    for uid_dir in ("run-0", "tmp-0"):
+        shutil.rmtree(dirs.base / uid_dir)
+        make_dir(dirs.base / uid_dir / "hidden", 0o700)
+        os.chmod(dirs.base / uid_dir, 0o700)
+    hidden = code.replace('/run-{uid}"', '/run-{uid}/hidden"').replace(
+        '/tmp-{uid}"', '/tmp-{uid}/hidden"'
+    )
+    assert hidden != code
+    done = subprocess.run(
+        [runuser, "-u", "nobody", "--", PYTHON, "-c", hidden],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads(done.stdout) == []
 
 
 # --- bounded: fds, memory, one error per file per tick -----------------------------------
@@ -447,6 +490,17 @@ def test_refusals_leave_no_fd_and_a_bounded_cache(dirs: Dirs, tmp_path: Path) ->
             assert [o.probe is not None for o in out] == [False, False, False, True]
             assert len(r.errors) == 3  # one per refused file, each tick
         assert open_fds() == before
+        tracemalloc.start()
+        try:
+            r.attach(rows)
+            start, _ = tracemalloc.get_traced_memory()
+            for i in range(50):
+                write(d, e, json.dumps(contents(e, steps=100 + i)))
+                r.attach(rows)
+            grown = tracemalloc.get_traced_memory()[0] - start
+        finally:
+            tracemalloc.stop()
+        assert grown < 256 * 1024, f"{grown} bytes kept over 50 ticks"
         assert len(r._parsed) <= 3
 
 
