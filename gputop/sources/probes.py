@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
-import math
 import os
 import stat
 import time
@@ -52,6 +51,7 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: A link is refused (ELOOP), a FIFO opens without waiting for a writer.
 _O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _decode = decoder(Probe, checked=True)
+_HUGE = 1e300
 
 
 class Refused(Exception):
@@ -81,12 +81,13 @@ def parse(data: bytes) -> _Parsed:
     if type(version) is not int or version != probefile.VERSION:
         raise Refused(f"not of the probe format {probefile.VERSION} ({probefile.MARK!r})")
     when = obj.get("time")
-    if not isinstance(when, int | float) or isinstance(when, bool) or not math.isfinite(when):
-        raise Refused("its time is not a number")
-    said: list[str] = []
+    # compared, not converted (an int of hundreds of digits fits no float); NaN: not within
+    if not (isinstance(when, int | float) and not isinstance(when, bool) and -_HUGE < when < _HUGE):
+        raise Refused(f"its time {said(when)} is not a number of seconds")
+    told: list[str] = []
     memory = obj.get("memory")
     if isinstance(memory, list) and len(memory) > probefile.MAX_DEVICES:
-        said.append(f"more than {probefile.MAX_DEVICES} CUDA devices: the rest left out")
+        told.append(f"more than {probefile.MAX_DEVICES} CUDA devices: the rest left out")
         obj = {**obj, "memory": memory[: probefile.MAX_DEVICES]}
     probe = _decode({k: obj[k] for k in _FIELDS if k in obj})
     if not isinstance(probe, Probe):
@@ -97,12 +98,12 @@ def parse(data: bytes) -> _Parsed:
         SOURCE,
         "the probe",
     )
-    said += [e.message.replace("reported processes.probe.", "reported ") for e in checked.errors]
+    told += [e.message.replace("reported processes.probe.", "reported ") for e in checked.errors]
     (row,) = checked.processes or (None,)
     made = None if row is None else row.probe
     if made is None:
-        raise Refused("; ".join(said) or "not a probe")
-    return _Parsed(obj.get("pid"), obj.get("start_ticks"), made, said=tuple(said))
+        raise Refused("; ".join(told) or "not a probe")
+    return _Parsed(obj.get("pid"), obj.get("start_ticks"), made, said=tuple(told))
 
 
 #: The keys of a file the model reads (the others: the format's mark and the identity).
@@ -255,6 +256,9 @@ class ProbeReader:
                         probe, values = self._file(fd, name, pid, seen)
                     except Refused as why:
                         errors.append(self._said(path, str(why)))
+                        continue
+                    except Exception as exc:  # a case not foreseen: that file only
+                        errors.append(self._said(path, f"cannot be read ({type(exc).__name__})"))
                         continue
                     errors.extend(self._said(path, message, pid) for message in values)
                     if pid not in found or probe.time > found[pid].time:

@@ -271,7 +271,13 @@ def test_a_file_that_is_not_a_probe_is_refused(
         ({"time": "now"}, ("time",)),
         ({"time": ...}, ("time",)),
         ({"time": float("nan")}, ("time",)),
-        ({"time": 1e308}, ("time = 1e+308",)),
+        ({"time": 1e308}, ("time 1e+308",)),
+        ({"time": 1e12}, ("time = 1e+12", "outside")),
+        ({"time": 10**400}, ("time a number of 401 digits",)),
+        ({"time": True}, ("time true",)),
+        ({"pid": 10**400}, ("pid a number of 401 digits",)),
+        ({"start_ticks": 10**400}, ("start time a number of 401 digits",)),
+        ({"start_ticks": 1.5}, ("start time 1.5",)),
         ({"pid": 1}, ("pid 1",)),
         ({"pid": "x"}, ("pid",)),
         ({"start_ticks": 1}, ("start time 1", "another process")),
@@ -313,6 +319,8 @@ def test_a_reused_pid_with_another_start_time_is_refused(dirs: Dirs, tmp_path: P
         ("steps", -5),
         ("steps", 2.5),
         ("steps", True),
+        ("steps", 10**400),
+        ("window_seconds", -(10**400)),
         ("batches_per_second", {"a": 1}),
         ("window_seconds", [1]),
         ("memory", "lots"),
@@ -511,7 +519,8 @@ _VALUES = st.recursive(
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(max_size=20),
+    | st.text(max_size=20)
+    | st.sampled_from([10**400, -(10**400), 1e308, -1e308, 2**63, 2**64, 0.5, -0.0]),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
     ),
@@ -539,13 +548,20 @@ _VALUE_FIELDS = (
 @given(
     changes=st.dictionaries(st.sampled_from(_VALUE_FIELDS), _VALUES, max_size=len(_VALUE_FIELDS)),
     raw=st.one_of(st.none(), st.none(), st.binary(max_size=200)),
+    identity=st.one_of(
+        st.just({}),
+        st.just({}),
+        st.dictionaries(
+            st.sampled_from([probefile.MARK, "pid", "start_ticks", "time"]), _VALUES, max_size=2
+        ),
+    ),
 )
 def test_fuzz_any_file_is_a_checked_probe_or_a_said_refusal(
-    dirs: Dirs, me: int, changes: dict[str, Any], raw: bytes | None
+    dirs: Dirs, me: int, changes: dict[str, Any], raw: bytes | None, identity: dict[str, Any]
 ) -> None:
     """Seeded (GPUTOP_FUZZ_SEED replays it), a bounded number of rounds: any contents give a
     probe whose every value is within LIMITS, or one refusal; never an exception."""
-    data = raw if raw is not None else json.dumps(contents(me, **changes))
+    data = raw if raw is not None else json.dumps(contents(me, **changes, **identity))
     write(dirs.tmp(os.geteuid()), me, data)
     r = reader(dirs)
     probe = read_one(r, me)
