@@ -56,7 +56,7 @@ def job(fake_nvml_env: Any, tmp_path: Path) -> Iterator[tuple[dict[str, str], in
         yield env, good, stale, probe_dir
 
 
-def _check(doc: dict[str, Any], good: int, stale: int) -> None:
+def _check(doc: dict[str, Any], good: int, stale: int, probe_dir: Path) -> None:
     procs = {p["pid"]: p for p in doc["processes"]}
     probe = procs[good]["probe"]
     assert probe is not None, doc["errors"]
@@ -68,7 +68,8 @@ def _check(doc: dict[str, Any], good: int, stale: int) -> None:
     assert procs[stale]["probe"] is None
     rows = {p["pid"]: p for p in doc["gpus"][0]["processes"]}
     assert rows[good]["probe"] == probe and rows[stale]["probe"] is None
-    said = [e for e in doc["errors"] if e["source"] == "probe"]
+    # (this machine's own /tmp/gputop-UID may hold other files: only the test's are counted)
+    said = [e for e in doc["errors"] if e["source"] == "probe" and str(probe_dir) in e["message"]]
     assert len(said) == 1 and f"probe-{stale}.json" in said[0]["message"], said
     assert "stale" in said[0]["message"]
 
@@ -76,23 +77,23 @@ def _check(doc: dict[str, Any], good: int, stale: int) -> None:
 def test_once_json_carries_the_probe_and_says_a_refused_file(
     job: tuple[dict[str, str], int, int, Path],
 ) -> None:
-    env, good, stale, _ = job
+    env, good, stale, probe_dir = job
     r = run_cli("--once", "--json", env=env)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    _check(json.loads(r.stdout), good, stale)
+    _check(json.loads(r.stdout), good, stale, probe_dir)
 
 
 def test_stream_lines_carry_the_probe_and_a_remote_decodes_them_checked(
     job: tuple[dict[str, str], int, int, Path],
 ) -> None:
-    env, good, stale, _ = job
+    env, good, stale, probe_dir = job
     r = run_cli("--stream", "--count", "2", "--interval", "0.2", env=env)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 2
     for line in lines:
         doc = parse_line(line)
-        _check(doc, good, stale)
+        _check(doc, good, stale, probe_dir)
         snap = to_snapshot(doc)  # the fleet's checked decoding
         probe = snap.process_info(good).probe  # type: ignore[union-attr]
         assert isinstance(probe, Probe) and probe.data_wait_ratio == 0.42

@@ -295,15 +295,12 @@ def test_a_file_of_another_process_or_time_is_refused(
     refused(reader(dirs), me, *words)
 
 
-def test_a_reused_pid_with_another_start_time_is_refused(dirs: Dirs, tmp_path: Path) -> None:
-    """A file left by a process that ended, then its pid taken by another: the start time
-    tells them apart (here: the pid stays, the file is the first process's)."""
-    d = dirs.tmp(os.geteuid())
-    with process() as first:
-        old = contents(first)
-    with process() as second:
-        write(d, second, contents(second, start_ticks=old["start_ticks"] - 1))
-        refused(reader(dirs), second, "start time", "another process had that pid")
+def test_a_reused_pid_with_another_start_time_is_refused(dirs: Dirs, me: int) -> None:
+    """A file left by a process that ended, its pid now another process's: the file's pid
+    is the live one's, its start time the ended process's (earlier)."""
+    ended = contents(me)["start_ticks"] - 100
+    write(dirs.tmp(os.geteuid()), me, json.dumps(contents(me, start_ticks=ended)))
+    refused(reader(dirs), me, f"start time {ended}", "another process had that pid")
 
 
 @pytest.mark.parametrize(
