@@ -201,11 +201,14 @@ class ProbeReader:
                 live[(row.pid, row.create_time, row.user)] = True
         self._uids = {k: v for k, v in self._uids.items() if k in live}
         dirs: dict[str, _Dir] = {}
-        for uid in sorted({u for u in uids.values() if u is not None}):
-            if uid == self._own_uid and self._own_dir:
-                dirs.setdefault(self._own_dir, _Dir(self._own_dir, uid))
+        users = sorted({u for u in uids.values() if u is not None})
+        for uid in users:
             for path in self._dirs_of(uid):
                 dirs.setdefault(path, _Dir(path, uid))
+        # Last: where gputop's environment is another user's (sudo -E keeping
+        # XDG_RUNTIME_DIR), that directory stays that user's.
+        if self._own_uid in users and self._own_dir:
+            dirs.setdefault(self._own_dir, _Dir(self._own_dir, self._own_uid))
         return list(dirs.values()), uids
 
     # -- reading --------------------------------------------------------------------------

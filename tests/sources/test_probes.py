@@ -428,6 +428,21 @@ def test_nobodys_own_probe_counts(dirs: Dirs) -> None:
 
 
 @pytest.mark.requires_root
+def test_an_own_directory_that_is_another_users_stays_theirs(dirs: Dirs, me: int) -> None:
+    """Root's gputop started with a user's environment (``sudo -E``: its
+    ``$XDG_RUNTIME_DIR`` is the user's): that directory is still the user's, and their
+    probe counts."""
+    with process(require_tool("runuser"), "-u", "nobody", "--") as theirs:
+        d = dirs.tmp(NOBODY)
+        path = d / probefile.file_name(theirs)
+        _as_nobody(f"open({str(path)!r}, 'w').write({json.dumps(contents(theirs))!r})")
+        r = reader(dirs, own_dir=str(d))
+        out = r.attach([row(me), row(theirs)])
+        assert [o.probe is not None for o in out] == [False, True], r.errors
+        assert r.errors == ()
+
+
+@pytest.mark.requires_root
 def test_a_plain_users_gputop_says_once_that_others_are_closed(dirs: Dirs, me: int) -> None:
     """nobody's gputop reading root's processes: root's directory (0700) cannot be listed;
     one line says so, not one per directory or file, and nothing raises."""
