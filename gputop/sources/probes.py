@@ -44,6 +44,9 @@ from gputop.model import (
 from gputop.sources import procfs
 
 SOURCE = "probe"
+#: A directory's entries listed a tick; past them, the shown processes' files are opened
+#: by name (what a tick costs stays bounded however many files a user leaves there).
+MAX_ENTRIES = 4096
 #: Said (once a tick) where another user's directory cannot be listed.
 OTHERS_CLOSED = "the probes of other users are not readable here (run as root to see them)"
 
@@ -243,7 +246,7 @@ class ProbeReader:
                     errors.append(self._said(d.path, "a directory others can write to"))
                     continue
                 try:
-                    names = [(e.name, p) for e in os.scandir(fd) if (p := probefile.pid_of(e.name))]
+                    names = self._names(fd, d.uid, uids)
                 except PermissionError:
                     closed = True
                     continue
@@ -272,6 +275,20 @@ class ProbeReader:
         if closed:
             errors.append(SampleError(SOURCE, OTHERS_CLOSED))
         return found
+
+    def _names(self, fd: int, uid: int, uids: dict[int, int | None]) -> list[tuple[str, int]]:
+        """(name, pid) of the directory's probe files; past :data:`MAX_ENTRIES` entries
+        (files of killed processes pile up, or a user fills it) the files of the shown
+        processes of ``uid`` by name instead: the same files, at a bounded cost."""
+        names = []
+        with os.scandir(fd) as entries:
+            for n, entry in enumerate(entries):
+                if n >= MAX_ENTRIES:
+                    return [(probefile.file_name(p), p) for p, u in uids.items() if u == uid]
+                pid = probefile.pid_of(entry.name)
+                if pid is not None:
+                    names.append((entry.name, pid))
+        return names
 
     def _file(
         self, dir_fd: int, name: str, pid: int, seen: set[Any]

@@ -211,6 +211,33 @@ def test_a_processs_uid_is_read_once_and_again_when_its_user_changes(
     assert calls == [me, me]
 
 
+def test_a_crowded_directory_is_read_by_name_past_its_limit(
+    dirs: Dirs, me: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files of killed processes pile up (or a user fills the directory): past
+    MAX_ENTRIES entries the shown processes' files are opened by name, with the same
+    result and no error."""
+    monkeypatch.setattr(probes_module, "MAX_ENTRIES", 10)
+    d = dirs.tmp(os.geteuid())
+    for i in range(30):
+        (d / f"probe-{4_000_000 + i}.json").write_text("{}")
+    write(d, me)
+    looked = []
+    real = probefile.pid_of
+
+    def counted(name: str) -> int | None:
+        looked.append(name)
+        return real(name)
+
+    monkeypatch.setattr(probefile, "pid_of", counted)
+    r = reader(dirs)
+    assert read_one(r, me) is not None and r.errors == ()
+    assert len(looked) == 10  # the listing stopped at the limit
+    (d / f"probe-{me}.json").unlink()
+    write(d, me, "[")
+    refused(r, me, "not JSON")
+
+
 # --- hostile files (section 5) -----------------------------------------------------------
 
 
