@@ -147,3 +147,27 @@ def test_an_impossible_probe_value_in_a_recording_is_na_and_said() -> None:
     said = sorted(e.metric or "" for e in got.errors if e.source == "replay")
     assert said == ["processes.probe.data_wait_ratio", "processes.probe.step_seconds"], said
     assert check_values(got, "replay", "the recording") is got
+
+
+def test_replay_once_json_shows_the_recorded_probe(tmp_path: Path) -> None:
+    from tests.cli.test_cli import run_cli
+
+    snaps = with_probes(3)
+    rec = Recorder(tmp_path, interval=1.0, retain=None, max_size=None)
+    for s in snaps:
+        rec.add(s)
+    rec.close()
+    r = run_cli("replay", str(tmp_path), "--once", "--json")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    doc = json.loads(r.stdout)
+    last = snaps[-1]
+    want = {p.pid: p.probe for p in last.processes}
+    got = {p["pid"]: p["probe"] for p in doc["processes"]}
+    assert got.keys() == want.keys()
+    for pid, probe in want.items():
+        if probe is None:
+            assert got[pid] is None
+        else:
+            assert got[pid]["data_wait_ratio"] == probe.data_wait_ratio
+            assert len(got[pid]["memory"]) == len(probe.memory)
+    assert any(p is not None for p in got.values())
