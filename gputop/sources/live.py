@@ -29,6 +29,7 @@ from gputop.model import (
 )
 from gputop.sources.holders import RECOMMENDED_INTERVAL_S, scan_holders
 from gputop.sources.owners import OwnerReader
+from gputop.sources.probes import ProbeReader
 
 if TYPE_CHECKING:  # imported when used: a test injects its own readers
     from gputop.sources.host import HostReader
@@ -72,6 +73,7 @@ class LiveSource:
         host: HostReader | None = None,
         holders: HolderScan | None = None,
         *,
+        probes: ProbeReader | None = None,
         holder_interval: float = RECOMMENDED_INTERVAL_S,
         hostname: str | None = None,
         clock: Callable[[], float] = time.time,
@@ -106,6 +108,7 @@ class LiveSource:
         self._last_processes: tuple[ProcessInfo, ...] = ()
         self._last_host: HostSample | None = None
         self._owners = OwnerReader()
+        self._probes = ProbeReader() if probes is None else probes
         self.kind = "nvml" if self.driver.available else "host-only"
 
     @property
@@ -150,6 +153,8 @@ class LiveSource:
                 message = f"reading the GPU processes failed: {_describe(exc)}"
                 errors.append(SampleError("host", message, metric="processes"))
             errors.extend(self._host_errors("processes"))
+            infos = self._probes.attach(infos)  # what a training process measured (opt-in)
+            errors.extend(self._probes.errors)
         by_pid = {info.pid: info for info in infos}
         if by_pid:
             gpus = tuple(self._joined_gpu(g, by_pid) if g.processes else g for g in gpus)

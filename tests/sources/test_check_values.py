@@ -92,6 +92,16 @@ def line() -> dict[str, Any]:
     """A demo line holding a row of every kind LIMITS names: MIG devices and an error too."""
     data = demo_host_lines(3, 2, mig=True)[-1]
     data["errors"].append({"source": "nvml", "message": "x", "gpu": 0, "metric": "power"})
+    if not any(p.get("probe") for p in data["processes"]):  # a probe (issue 31), with CUDA
+        data["processes"][0]["probe"] = {
+            "time": data["time"] - 1.0,
+            "window_seconds": 20.0,
+            "steps": 64,
+            "data_wait_ratio": 0.42,
+            "step_seconds": 0.31,
+            "batches_per_second": 3.2,
+            "memory": [{"device": 0, "allocated": 2**30, "reserved": 3 * 2**30, "peak": 2**31}],
+        }
     return data
 
 
