@@ -254,9 +254,14 @@ def digest(gpus: Any, job_verdicts: Any, jobs: Sequence[Any]) -> str:
     doc = {
         "gpus": {str(i): v.to_dict() for i, v in sorted(gpus.items())},
         "job_verdicts": {j: v.to_dict() for j, v in sorted(job_verdicts.items())},
-        # Job.owner (issue 22) came after the golden: digested only where a job has one.
+        # Job.owner (issue 22) and Job.probe (issue 31) came after the golden: digested
+        # only where a job has one.
         "jobs": [
-            {k: v for k, v in dataclasses.asdict(j).items() if k != "owner" or v is not None}
+            {
+                k: v
+                for k, v in dataclasses.asdict(j).items()
+                if k not in ("owner", "probe") or v is not None
+            }
             for j in jobs
         ],
     }
