@@ -8,14 +8,15 @@ newest snapshot's figures are the ones judged: no history of probes is kept here
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from gputop.analysis.gpu_rules import Group, pct
-from gputop.analysis.jobs import Job, JobProbe
+from gputop.analysis.jobs import Job, JobProbe, job_probe
 from gputop.analysis.kinds import RULES, Finding, finding
 from gputop.analysis.thresholds import Thresholds
 from gputop.fmt import bytes_
-from gputop.model import ProcessInfo
+from gputop.model import GpuSample, ProcessInfo
 
 INPUT_ADVICE = (
     "Find where the batch is made: `also` names the host side when gputop sees it (disk, "
@@ -55,17 +56,51 @@ def wait_text(probe: JobProbe, t: Thresholds) -> str | None:
     return text
 
 
-def input_bound(job: Job | None, t: Thresholds) -> bool:
-    """The job's probe measured a data wait above DATA_WAIT_MODERATE."""
-    probe = None if job is None else job.probe
-    wait = None if probe is None else probe.data_wait_ratio
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What a scope is judged by of its ranks' own measurement: the probe figures and the
+    ranks (pids) they come from, with the GPU memory NVML counts for those ranks."""
+
+    probe: JobProbe
+    pids: tuple[int, ...]
+    used: int  # bytes of the scope's GPUs held by those ranks (NVML)
+
+
+def measured_of(
+    job: Job | None,
+    job_ids: Sequence[str],
+    gpus: Sequence[int],
+    jobs: Mapping[str, Job],
+    samples: Iterable[GpuSample],
+    procs: Mapping[int, ProcessInfo],
+) -> Measured | None:
+    """A job's own probe figures; a GPU's, those of the one job on it over its ranks on
+    that GPU (with several jobs on a GPU whose wait it is cannot be told: None)."""
+    if job is None:
+        if len(job_ids) != 1 or (job := jobs.get(job_ids[0])) is None:
+            return None
+        on = set(gpus)
+        pids = tuple(dict.fromkeys(pid for g, pid in job.gpu_pids if g in on))
+        probe = job_probe(procs[pid] for pid in pids if pid in procs)
+    else:
+        pids, probe = job.main_pids, job.probe
+    if probe is None:
+        return None
+    ranks = set(pids)
+    used = sum(p.gpu_memory or 0 for g in samples for p in g.processes if p.pid in ranks)
+    return Measured(probe, pids, used)
+
+
+def input_bound(m: Measured | None, t: Thresholds) -> bool:
+    """The ranks measured a data wait above DATA_WAIT_MODERATE."""
+    wait = None if m is None else m.probe.data_wait_ratio
     return wait is not None and 100 * wait > t.data_wait_moderate
 
 
-def data_wait(job: Job | None, group: Group, t: Thresholds) -> list[Finding]:
+def data_wait(m: Measured | None, group: Group, t: Thresholds) -> list[Finding]:
     """Input-bound (measured), or not (measured) while the GPU waits; nothing without a
     measured wait, or when the wait is low and the GPU is busy (it waits on nothing)."""
-    probe = None if job is None else job.probe
+    probe = None if m is None else m.probe
     text = None if probe is None else wait_text(probe, t)
     if probe is None or text is None or probe.data_wait_ratio is None:
         return []
@@ -80,7 +115,7 @@ def data_wait(job: Job | None, group: Group, t: Thresholds) -> list[Finding]:
         advice = HOLLOW_ADVICE
     elif group.activity:
         named = " and ".join(dict.fromkeys(f.kind for f in group.activity))
-        advice = f"The input keeps up; the GPU side says {named} (see also). " + GPU_SIDE_ADVICE
+        advice = f"The input keeps up; the GPU side says {named}: see its advice (in also)"
     else:
         advice = GPU_SIDE_ADVICE
     severity = group.severity if group.early is None else "info"
@@ -88,30 +123,27 @@ def data_wait(job: Job | None, group: Group, t: Thresholds) -> list[Finding]:
 
 
 def allocator_cache(
-    job: Job | None, processes: Iterable[ProcessInfo], full: bool, t: Thresholds
+    m: Measured | None, procs: Mapping[int, ProcessInfo], full: bool, t: Thresholds
 ) -> list[Finding]:
-    """The caching allocators of the job's ranks hold most of its GPU memory without
-    tensors in it, while memory is nearly full (``full``)."""
-    if job is None or job.probe is None or not full or not job.gpu_memory:
+    """The ranks' caching allocators hold most of the GPU memory they use without tensors
+    in it, while memory is nearly full (``full``)."""
+    if m is None or not full or not m.used:
         return []
-    pids = set(job.pids)
     reserved = allocated = 0
     seen = False
-    for info in processes:
-        if info.pid not in pids or info.probe is None:
-            continue
-        for m in info.probe.memory:
-            if m.reserved is not None and m.allocated is not None:
-                reserved += m.reserved
-                allocated += m.allocated
+    for pid in m.pids:
+        info = procs.get(pid)
+        for c in () if info is None or info.probe is None else info.probe.memory:
+            if c.reserved is not None and c.allocated is not None:
+                reserved += c.reserved
+                allocated += c.allocated
                 seen = True
     cached = reserved - allocated
-    if not seen or cached < t.allocator_cached * job.gpu_memory:
+    if not seen or cached < t.allocator_cached * m.used:
         return []
     evidence = (
         f"the caching allocator holds {bytes_(cached)} without tensors in it (reserved "
-        f"{bytes_(reserved)}, allocated {bytes_(allocated)}): "
-        f"{pct(100 * cached / job.gpu_memory)} of the job's {bytes_(job.gpu_memory)} used, "
-        "while memory is nearly full"
+        f"{bytes_(reserved)}, allocated {bytes_(allocated)}): {pct(100 * cached / m.used)} "
+        f"of the {bytes_(m.used)} its ranks use, while memory is nearly full"
     )
     return [finding(RULES["allocator"], evidence, ALLOCATOR_ADVICE)]
