@@ -63,7 +63,7 @@ class Measured:
 
     probe: JobProbe
     pids: tuple[int, ...]
-    used: int  # bytes of the scope's GPUs held by those ranks (NVML)
+    used: int  # bytes of the scope's GPUs held by those ranks (NVML; else the GPUs' used)
 
 
 def measured_of(
@@ -86,8 +86,12 @@ def measured_of(
         pids, probe = job.main_pids, job.probe
     if probe is None:
         return None
-    ranks = set(pids)
-    used = sum(p.gpu_memory or 0 for g in samples for p in g.processes if p.pid in ranks)
+    ranks, samples = set(pids), tuple(samples)
+    known = [p.gpu_memory for g in samples for p in g.processes if p.pid in ranks]
+    if any(b is not None for b in known):
+        used = sum(b for b in known if b is not None)
+    else:  # NVML gives no per-process memory (a container, an old driver): the GPUs'
+        used = sum(g.memory.used or 0 for g in samples)
     return Measured(probe, pids, used)
 
 
