@@ -132,24 +132,25 @@ KIND_SPECS: tuple[KindSpec, ...] = (
         QUIET,
     ),
     KindSpec(
-        "warming_up", 4, WARMING_UP, "info", "warming up", "warming",
+        "input_measured", 4, INPUT_MEASURED, WAITING, "input-bound (measured)", "data-wt",
+        "input-bound (measured): the job's probe measured its steps waiting for the next batch",
+        "the job's probe (mean over its ranks): data wait > DATA_WAIT_MODERATE % of step "
+        "time (warn > DATA_WAIT_HIGH); before `warming up`: the probe's figure is a window "
+        "of its own; the host-side input causes say where, in `also`",
+        WAIT,
+    ),
+    KindSpec(
+        "warming_up", 5, WARMING_UP, "info", "warming up", "warming",
         "too few samples yet for a verdict (a few seconds)",
         "fewer than MIN_SAMPLES samples or under MIN_SECONDS covered (`--once`); "
         "`memory nearly full` still listed in `also`",
         READING,
     ),
     KindSpec(
-        "throttle_hard", 5, THROTTLED, "bad", "throttled", "throttle",
+        "throttle_hard", 6, THROTTLED, "bad", "throttled", "throttle",
         "clocks cut by heat or a hardware slowdown while busy",
         "thermal / HW slowdown / power brake in ≥ THROTTLE_FRACTION of busy samples",
         LOAD,
-    ),
-    KindSpec(
-        "input_measured", 6, INPUT_MEASURED, WAITING, "input-bound (measured)", "data-wt",
-        "input-bound (measured): the job's probe measured its steps waiting for the next batch",
-        "the job's probe (mean over its ranks): data wait > DATA_WAIT_MODERATE % of step "
-        "time (warn > DATA_WAIT_HIGH); the host-side input causes say where, in `also`",
-        WAIT,
     ),
     KindSpec(
         "pcie", 7, TRANSFER_PCIE, WAITING, "transfer-bound: PCIe", "PCIe-bnd",

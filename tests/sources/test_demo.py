@@ -411,3 +411,29 @@ def test_probe_node_option(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(probed) == 4  # kim's two ranks, lena's and mallory's main processes
     assert all(0 <= p["probe"]["data_wait_ratio"] <= 1 for p in probed)
     assert [j["probe"] is not None for j in doc["jobs"]] == [True] * len(doc["jobs"])
+
+
+def test_once_job_lines_show_the_measured_wait_and_step(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A job with a probe: 'wait 42% step 310 ms' before its command, and its verdict from
+    measurement even in --once (the probe's figure is a window of its own); a job without
+    one: its line as before (the default demo's text has no 'wait ')."""
+    assert main(["--once", "--demo", "--demo-node", "h200-probe"]) == 0
+    text = capsys.readouterr().out
+    jobs = text[text.index("\nJobs (") :]
+    kim = next(line for line in jobs.splitlines() if " kim " in line)
+    assert re.search(r"\bwait \d+% step \d+ ms  torchrun", kim), kim
+    assert "Verdict: input-bound (measured)" in text
+    assert main(["--once", "--demo"]) == 0
+    assert "wait " not in capsys.readouterr().out.replace("iowait ", "")
+
+
+def test_probe_words_never_raise_on_bad_figures() -> None:
+    from gputop.textout import probe_words
+
+    assert probe_words(0.42, 0.31) == "wait 42% step 310 ms"
+    assert probe_words(None, 12.0) == "step 12s"
+    assert probe_words(float("nan"), float("inf")) == ""
+    assert probe_words(1e300, -1.0) == "wait 100%"
+    assert probe_words(None, None) == ""
