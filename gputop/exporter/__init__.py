@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs",
         action="store_true",
         help="add per-job and per-owner series (user, command, gpus; namespace, pod, container,"
-        " slurm_job; no pids)",
+        " slurm_job; no pids), and the probe's CUDA memory per process (pid, device)",
     )
     p.add_argument(
         "--max-jobs",
