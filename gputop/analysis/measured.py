@@ -77,8 +77,8 @@ def measured_of(
     """A job's own probe figures; a GPU's, those of the one job on it over its ranks on
     that GPU (with several jobs on a GPU whose wait it is cannot be told: None)."""
     if job is None:
-        if len(job_ids) != 1 or (job := jobs.get(job_ids[0])) is None:
-            return None
+        if len(job_ids) != 1 or (job := jobs.get(job_ids[0])) is None or job.probe is None:
+            return None  # (a job none of whose ranks has a probe has none on any GPU)
         on = set(gpus)
         pids = tuple(dict.fromkeys(pid for g, pid in job.gpu_pids if g in on))
         probe = job_probe(procs[pid] for pid in pids if pid in procs)
