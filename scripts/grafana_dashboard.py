@@ -29,12 +29,14 @@ COLOURS: dict[str, str] = {
     "idle": "#5a5a5a",
     "warming up": "#8ab8ff",
     "throttled": "#f2495c",
+    "input-bound (measured)": "#ff9830",
     "transfer-bound: pcie": "#8f3bb8",
     "communication-bound: nvlink": "#1f60c4",
     "input-bound: disk": "#ff780a",
     "input-bound: cpu workers": "#fade2a",
     "input-bound: main process": "#cca300",
     "launch-bound: main process": "#e0752d",
+    "not input-bound (measured)": "#56a64b",
     "underused": "#ffb357",
     "low sm activity": "#ffcb7d",
     "link degraded": "#b877d9",
@@ -43,6 +45,7 @@ COLOURS: dict[str, str] = {
     "gpu-bound": "#73bf69",
     "moderate": "#c8f2c2",
     "memory nearly full": "#5794f2",
+    "allocator cache": "#8ac7f2",
     "unknown": "#a0a0a0",
 }
 
@@ -345,6 +348,28 @@ def dashboard() -> dict[str, Any]:
             unit="Bps",
             description="All links, each direction, against what the active links carry a "
             "direction. Near the maximum while the GPUs wait: communication-bound (NVLink).",
+        ),
+        _panel(
+            15,
+            "Jobs: data wait (measured)",
+            "timeseries",
+            (0, 54, 12, 8),
+            [_target("gputop_job_data_wait_ratio", "{{user}} {{command}} (GPUs {{gpus}})")],
+            unit="percentunit",
+            description="Share of each step the job's ranks wait for the next batch, measured "
+            "by gputop's probe (gputop run). Above 0.05 input-bound, above 0.2 highly (the "
+            "TensorFlow profiler's bands). Needs gputop export --jobs; no line without a probe.",
+            defaults={"min": 0, "max": 1},
+        ),
+        _panel(
+            16,
+            "Jobs: step time (measured)",
+            "timeseries",
+            (12, 54, 12, 8),
+            [_target("gputop_job_step_seconds", "{{user}} {{command}} (GPUs {{gpus}})")],
+            unit="s",
+            description="Mean time between consecutive batches over the job's ranks (gputop's "
+            "probe). Needs gputop export --jobs; no line without a probe.",
         ),
     ]
     variables = [

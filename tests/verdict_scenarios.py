@@ -17,7 +17,8 @@ irregular histories (gaps, older histories, reversed order, cut lookbacks).
 
 Added later, each written alone (``--add NAME``, which leaves every other digest as it
 is): the H200 demo node and a busy node with GPM and NVLink (issue 30), the verdicts that
-see inside utilization.
+see inside utilization; the probe's demo node and a busy node whose ranks run the probe
+(issue 31), the verdicts from measurement.
 
 Only public model and source APIs are used, so that the digests can be made by older code.
 """
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.model import Activity, Nvlink, Pcie, Snapshot, replace
+from gputop.model import Activity, CudaMemory, Nvlink, Pcie, Probe, Snapshot, replace
 from gputop.pipeline import Feed
 from gputop.sources.demo import DemoSource
 
@@ -237,6 +238,58 @@ def inside() -> Scenario:
     return Thresholds.from_overrides({"window_seconds": 8}), _grow(snaps(), 120)
 
 
+def demo_probe() -> Scenario:
+    """The H200 node whose jobs run gputop's probe (issue 31): input-bound (measured), not
+    input-bound (measured) over an inferred CPU-worker cause, the caching allocator."""
+    return DEFAULT, _grow(_demo(3, node="h200-probe"), 90)
+
+
+def probed() -> Scenario:
+    """A busy node whose ranks run gputop's probe, in phases: a high wait, a moderate one
+    with one rank far worse, (almost) none, no probe at all, a probe that measured no wait
+    yet; the caching allocator holding most of a nearly full GPU in some phases."""
+    from tests.builders import busy_node_snapshots
+
+    rng = random.Random(31)
+    waits = (0.42, 0.12, 0.02, None, "none measured")
+
+    def snaps() -> Iterator[Snapshot]:
+        for tick, snap in enumerate(busy_node_snapshots(4, 8, ranks=2, seed=9)):
+            phase = (tick // 15) % len(waits)
+            ranks = {p.pid: g for g in snap.gpus for p in g.processes}
+            procs = []
+            for p in snap.processes:
+                g = ranks.get(p.pid)
+                wait = waits[(phase + (0 if g is None else g.index)) % len(waits)]
+                if g is None or wait is None:
+                    procs.append(p)
+                    continue
+                total = g.memory.total or 0
+                full = g.index % 2 == 0 and phase % 2 == 0
+                memory = (CudaMemory(0, total // 5, int(total * 0.97), total // 2),) if full else ()
+                ratio = None if isinstance(wait, str) else wait
+                if ratio is not None and p.pid % 2:
+                    ratio = min(1.0, ratio * rng.uniform(1.0, 2.5))  # a worse rank
+                probe = Probe(
+                    time=snap.time,
+                    window_seconds=20.0,
+                    steps=60,
+                    data_wait_ratio=ratio,
+                    step_seconds=round(rng.uniform(0.2, 0.4), 3),
+                    batches_per_second=3.0,
+                    memory=memory,
+                )
+                procs.append(replace(p, probe=probe))
+            gpus = []
+            for g in snap.gpus:
+                if g.index % 2 == 0 and phase % 2 == 0 and g.memory.total:
+                    g = replace(g, memory=replace(g.memory, used=int(g.memory.total * 0.97)))
+                gpus.append(g)
+            yield replace(snap, processes=tuple(procs), gpus=tuple(gpus))
+
+    return DEFAULT, _grow(snaps(), 150)
+
+
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "demo": demo,
     "demo_mig": demo_mig,
@@ -246,6 +299,8 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "irregular": irregular,
     "demo_h200": demo_h200,
     "inside": inside,
+    "demo_probe": demo_probe,
+    "probed": probed,
 }
 
 
@@ -254,9 +309,14 @@ def digest(gpus: Any, job_verdicts: Any, jobs: Sequence[Any]) -> str:
     doc = {
         "gpus": {str(i): v.to_dict() for i, v in sorted(gpus.items())},
         "job_verdicts": {j: v.to_dict() for j, v in sorted(job_verdicts.items())},
-        # Job.owner (issue 22) came after the golden: digested only where a job has one.
+        # Job.owner (issue 22) and Job.probe (issue 31) came after the golden: digested
+        # only where a job has one.
         "jobs": [
-            {k: v for k, v in dataclasses.asdict(j).items() if k != "owner" or v is not None}
+            {
+                k: v
+                for k, v in dataclasses.asdict(j).items()
+                if k not in ("owner", "probe") or v is not None
+            }
             for j in jobs
         ],
     }

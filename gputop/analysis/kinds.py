@@ -32,9 +32,13 @@ LINK_DEGRADED = "link degraded"
 GPU_BOUND = "gpu-bound"
 MODERATE = "moderate"
 MEMORY_FULL = "memory nearly full"
+INPUT_MEASURED = "input-bound (measured)"
+NOT_INPUT_MEASURED = "not input-bound (measured)"
+ALLOCATOR_CACHE = "allocator cache"
 UNKNOWN = "unknown"
 
-#: A waiting finding's severity: "warn" when the GPU is starved, "info" when steady.
+#: A severity the rule picks: a waiting finding's is "warn" when the GPU is starved,
+#: "info" when steady; a measured data wait's, by DATA_WAIT_HIGH.
 WAITING = "warn or info"
 
 # The families of findings (:data:`FAMILIES`).
@@ -45,6 +49,9 @@ READING = "no reading"
 NOTE = "note"
 LOAD = "load"
 CAUSE = "cause"
+INPUT = "input"
+WAIT = "measured wait"
+NO_WAIT = "measured no wait"
 FALLBACK = "fallback"
 
 
@@ -61,17 +68,27 @@ class Family:
 #: rank, and its rules are not looked for once a finding that hides it is found.
 # fmt: off
 FAMILIES: tuple[Family, ...] = (
-    Family(GONE, (QUIET, HOLDER, NOTE, READING, LOAD, CAUSE, FALLBACK),
+    Family(GONE, (QUIET, HOLDER, NOTE, READING, LOAD, CAUSE, INPUT, WAIT, NO_WAIT, FALLBACK),
            "a GPU of the scope is lost: nothing else is judged"),
-    Family(QUIET, (HOLDER, NOTE, READING, LOAD, CAUSE, FALLBACK),
+    Family(QUIET, (HOLDER, NOTE, READING, LOAD, CAUSE, INPUT, WAIT, NO_WAIT, FALLBACK),
            "(GPU only) nothing runs, nothing is held: nothing else to say"),
-    Family(HOLDER, (READING, LOAD, CAUSE, FALLBACK),
+    Family(HOLDER, (READING, LOAD, CAUSE, INPUT, WAIT, NO_WAIT, FALLBACK),
            "memory held without work: the load is not judged (a full memory still is)"),
-    Family(READING, (LOAD, CAUSE, FALLBACK),
-           "no utilization to judge the load from (too few samples, or none reported)"),
+    Family(READING, (LOAD, CAUSE, INPUT, FALLBACK),
+           "no utilization to judge the load from (too few samples, or none reported); a "
+           "measured data wait still is"),
     Family(NOTE, (), "a fact about memory: listed with the verdict, whatever it is, unless hidden"),
     Family(LOAD, (), "what the utilization, clocks and link say while the GPU works"),
+    Family(WAIT, (FALLBACK,),
+           "the job's probe measured a data wait: it comes first; the host-side input causes "
+           "stay, in `also`, to say where it comes from"),
+    Family(NO_WAIT, (INPUT, FALLBACK),
+           "the job's probe measured (almost) no data wait: an inferred input cause drops out "
+           "(a measurement outranks an inference)"),
     Family(CAUSE, (FALLBACK,), "why the GPU waits: once one is seen, no fallback"),
+    Family(INPUT, (FALLBACK,),
+           "the GPU waits on the host's input, as inferred from the host: once one is seen, "
+           "no fallback"),
     Family(FALLBACK, (), "what the utilization says when no cause is seen"),
 )
 # fmt: on
@@ -115,125 +132,149 @@ KIND_SPECS: tuple[KindSpec, ...] = (
         QUIET,
     ),
     KindSpec(
-        "warming_up", 4, WARMING_UP, "info", "warming up", "warming",
+        "input_measured", 4, INPUT_MEASURED, WAITING, "input-bound (measured)", "data-wt",
+        "input-bound (measured): the job's probe measured its steps waiting for the next batch",
+        "the job's probe (mean over its ranks): data wait > DATA_WAIT_MODERATE % of step "
+        "time (warn > DATA_WAIT_HIGH); before `warming up`: the probe's figure is a window "
+        "of its own; the host-side input causes say where, in `also`",
+        WAIT,
+    ),
+    KindSpec(
+        "warming_up", 5, WARMING_UP, "info", "warming up", "warming",
         "too few samples yet for a verdict (a few seconds)",
         "fewer than MIN_SAMPLES samples or under MIN_SECONDS covered (`--once`); "
         "`memory nearly full` still listed in `also`",
         READING,
     ),
     KindSpec(
-        "throttle_hard", 5, THROTTLED, "bad", "throttled", "throttle",
+        "throttle_hard", 6, THROTTLED, "bad", "throttled", "throttle",
         "clocks cut by heat or a hardware slowdown while busy",
         "thermal / HW slowdown / power brake in ≥ THROTTLE_FRACTION of busy samples",
         LOAD,
     ),
     KindSpec(
-        "pcie", 6, TRANSFER_PCIE, WAITING, "transfer-bound: PCIe", "PCIe-bnd",
+        "pcie", 7, TRANSFER_PCIE, WAITING, "transfer-bound: PCIe", "PCIe-bnd",
         "transfer-bound: the GPU waits while PCIe copies run near the link's capacity",
         "util < UTIL_HIGH, mean RX or TX ≥ PCIE_NEAR_MAX of the current link capacity",
         CAUSE,
     ),
     KindSpec(
-        "nvlink", 7, TRANSFER_NVLINK, WAITING, "comm-bound: NVLink", "NVL-bnd",
+        "nvlink", 8, TRANSFER_NVLINK, WAITING, "comm-bound: NVLink", "NVL-bnd",
         "communication-bound: the GPUs wait while NVLink runs near the links' capacity",
         "util < UTIL_HIGH or SM active < SM_ACTIVE_LOW, mean NVLink RX or TX ≥ "
         "NVLINK_NEAR_MAX of the links' capacity (a job: on more than one GPU)",
         CAUSE,
     ),
     KindSpec(
-        "disk_strong", 8, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd",
+        "disk_strong", 9, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd",
         "input-bound: the job waits on storage (D state, iowait, reads at the disk's peak)",
         "util < UTIL_HIGH, a job process in D state in ≥ DISK_SLEEP_FRACTION of samples, "
         "or iowait ≥ IOWAIT_HIGH while the job reads ≥ DISK_MIN_READ",
-        CAUSE,
+        INPUT,
     ),
     KindSpec(
-        "workers", 9, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd",
+        "workers", 10, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd",
         "input-bound: the DataLoader workers (or the whole host CPU) are maxed out",
         "util < UTIL_HIGH, workers' mean CPU ≥ WORKER_BUSY_CPU % of a core",
-        CAUSE,
+        INPUT,
     ),
     KindSpec(
-        "main", 10, INPUT_MAIN, "warn", "input-bound: main process", "main-bnd",
+        "main", 11, INPUT_MAIN, "warn", "input-bound: main process", "main-bnd",
         "input-bound: the main Python process is at a full core, workers idle",
         "util low (< UTIL_LOW) or oscillating (sd ≥ UTIL_OSCILLATION), a main process ≥ "
         "MAIN_BUSY_CPU, workers ≤ WORKER_IDLE_CPU or none",
-        CAUSE,
+        INPUT,
     ),
     KindSpec(
-        "launch", 11, LAUNCH_MAIN, "warn", "launch-bound: main proc.", "launch",
+        "launch", 12, LAUNCH_MAIN, "warn", "launch-bound: main proc.", "launch",
         "launch-bound: utilization high but SMs mostly idle, the main process at a full core",
         "util ≥ UTIL_HIGH, SM active < SM_ACTIVE_LOW (GPM), a main process ≥ MAIN_BUSY_CPU",
         CAUSE,
     ),
     KindSpec(
-        "host_cpu", 12, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd", "",
-        "util < UTIL_HIGH, host CPU ≥ HOST_CPU_SATURATED",
-        CAUSE,
+        "no_input_wait", 13, NOT_INPUT_MEASURED, WAITING, "input keeps up (measured)",
+        "no wait",
+        "not input-bound (measured): the job's probe measured (almost) no data wait, so the "
+        "GPU side is where to look",
+        "the job's probe: data wait ≤ DATA_WAIT_MODERATE % while the GPU waits (util or SM "
+        "active low); the inferred input causes drop out",
+        NO_WAIT,
     ),
     KindSpec(
-        "disk_weak", 13, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd", "",
+        "host_cpu", 14, INPUT_CPU, WAITING, "input-bound: CPU workers", "CPU-bnd", "",
+        "util < UTIL_HIGH, host CPU ≥ HOST_CPU_SATURATED",
+        INPUT,
+    ),
+    KindSpec(
+        "disk_weak", 15, INPUT_DISK, WAITING, "input-bound: disk", "disk-bnd", "",
         "util < UTIL_HIGH, host disk reads ≥ DISK_NEAR_PEAK × the highest rate seen, job "
         "reads ≥ DISK_MIN_READ",
-        CAUSE,
+        INPUT,
     ),
     KindSpec(
-        "underused", 14, UNDERUSED, "warn", "GPU underused", "low util",
+        "underused", 16, UNDERUSED, "warn", "GPU underused", "low util",
         "GPU underused: utilization low or oscillating, no host cause seen",
         "util low or oscillating, no cause seen",
         FALLBACK,
     ),
     KindSpec(
-        "low_sm", 15, LOW_SM, "warn", "low SM activity", "low SM",
+        "low_sm", 17, LOW_SM, "warn", "low SM activity", "low SM",
         "low SM activity: utilization high but SMs mostly idle (small kernels, low occupancy)",
         "util ≥ UTIL_HIGH, SM active < SM_ACTIVE_LOW (GPM), no cause seen",
         FALLBACK,
     ),
     KindSpec(
-        "link", 16, LINK_DEGRADED, "warn", "PCIe link degraded", "link deg",
+        "link", 18, LINK_DEGRADED, "warn", "PCIe link degraded", "link deg",
         "PCIe link below its max generation or width while busy",
         "busy (util ≥ UTIL_LOW in ≥ half the samples), link below max gen/width in ≥ "
         "LINK_DEGRADED_FRACTION of them",
         LOAD,
     ),
     KindSpec(
-        "memory_bandwidth", 17, MEMORY_BANDWIDTH, "info", "memory-bandwidth-bound", "mem-bw",
+        "memory_bandwidth", 19, MEMORY_BANDWIDTH, "info", "memory-bandwidth-bound", "mem-bw",
         "memory-bandwidth-bound: DRAM bandwidth near its peak while the SMs are not",
         "DRAM bandwidth ≥ DRAM_NEAR_MAX, SM active < SM_ACTIVE_HIGH (GPM)",
         LOAD,
     ),
     KindSpec(
-        "tensor_idle", 18, TENSOR_IDLE, "info", "tensor cores idle", "no TC",
+        "tensor_idle", 20, TENSOR_IDLE, "info", "tensor cores idle", "no TC",
         "tensor cores idle: the SMs are busy, the tensor cores (almost) never",
         "util ≥ UTIL_HIGH, SM active ≥ SM_ACTIVE_HIGH, tensor active ≤ TENSOR_IDLE (GPM)",
         LOAD,
     ),
     KindSpec(
-        "gpu_bound", 19, GPU_BOUND, "ok", "GPU-bound", "GPU-bnd",
+        "gpu_bound", 21, GPU_BOUND, "ok", "GPU-bound", "GPU-bnd",
         "GPU-bound: the GPU is busy, the input keeps up",
         "mean util ≥ UTIL_HIGH",
         LOAD,
     ),
     KindSpec(
-        "moderate", 20, MODERATE, "info", "moderately busy", "moderate",
+        "moderate", 22, MODERATE, "info", "moderately busy", "moderate",
         "steady partial use, no cause seen",
         "util steady between UTIL_LOW and UTIL_HIGH, no cause seen",
         FALLBACK,
     ),
     KindSpec(
-        "throttle_soft", 21, THROTTLED, "info", "throttled", "pwr cap",
+        "throttle_soft", 23, THROTTLED, "info", "throttled", "pwr cap",
         "at the power limit while busy (normal at full load)",
         "SW power cap only (normal at full load)",
         LOAD,
     ),
     KindSpec(
-        "memory_full", 22, MEMORY_FULL, "warn", "memory nearly full", "mem full",
+        "memory_full", 24, MEMORY_FULL, "warn", "memory nearly full", "mem full",
         "GPU memory nearly full",
         "used/total ≥ MEM_NEARLY_FULL (caching allocators fill memory on purpose)",
         NOTE,
     ),
     KindSpec(
-        "unknown", 23, UNKNOWN, "info", "cannot tell", "unknown",
+        "allocator", 25, ALLOCATOR_CACHE, "info", "allocator holds memory", "cached",
+        "the caching allocator holds most of the memory used, without tensors in it",
+        "the job's probe (CUDA): reserved - allocated ≥ ALLOCATOR_CACHED of the job's GPU "
+        "memory, while memory is nearly full (MEM_NEARLY_FULL)",
+        NOTE,
+    ),
+    KindSpec(
+        "unknown", 26, UNKNOWN, "info", "cannot tell", "unknown",
         "cannot tell: the GPU reports no utilization (MIG, vGPU)",
         "GPU utilization not reported (MIG, vGPU)",
         READING,

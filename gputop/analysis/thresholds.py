@@ -117,6 +117,32 @@ class Thresholds:
         "fraction",
         "used / total GPU memory from which memory counts as held even with no process listed",
     )
+    # --- measured inside the training process (gputop's probe; unused without one)
+    data_wait_moderate: float = _t(
+        5.0,
+        "percent",
+        "mean share of step time a job's ranks wait for the next batch (probe) above which "
+        "the job is input-bound (measured), at severity info (TensorFlow profiler: input-bound "
+        "above 5 % of step time, moderately); at or below it: not input-bound (measured)",
+    )
+    data_wait_high: float = _t(
+        20.0,
+        "percent",
+        "mean data-wait share above which input-bound (measured) warns (TensorFlow profiler: "
+        "above 20 % highly input-bound)",
+    )
+    data_wait_rank_spread: float = _t(
+        10.0,
+        "percent",
+        "points by which the worst rank's data wait must exceed the job's mean to be named",
+    )
+    allocator_cached: float = _t(
+        0.5,
+        "fraction",
+        "share of a job's GPU memory used (NVML) that its caching allocators hold without "
+        "tensors in it (probe: reserved - allocated) from which they hold most of it; told "
+        "only while memory is nearly full (MEM_NEARLY_FULL)",
+    )
     # --- time
     window_seconds: float = _t(20.0, "seconds", "length of the sliding window the verdicts judge")
     min_samples: int = _t(5, "count", "fewer samples than this in the window: warming up")
@@ -186,6 +212,7 @@ class Thresholds:
             ("util_low", "util_high"),
             ("worker_idle_cpu", "worker_busy_cpu"),
             ("sm_active_low", "sm_active_high"),
+            ("data_wait_moderate", "data_wait_high"),
         ):
             if getattr(self, low) > getattr(self, high):
                 raise ThresholdError(

@@ -16,6 +16,13 @@ from gputop.analysis.holders import Runs, idle_holder, lookback_form
 from gputop.analysis.input_rules import JobTick, Track, input_causes, launch_bound
 from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import RULES, Finding, finding
+from gputop.analysis.measured import (
+    Measured,
+    allocator_cache,
+    data_wait,
+    input_bound,
+    measured_of,
+)
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.window import Carried, Context, Tick, continues, split_window
 from gputop.model import Snapshot, Verdict
@@ -27,13 +34,31 @@ class Scope:
     """What one verdict is about: a GPU set, the jobs that explain its state, the job
     judged or None; its GPU side (:class:`Group`) read once, when a look needs it."""
 
-    __slots__ = ("_group", "ctx", "gpus", "job", "job_ids")
+    __slots__ = ("_group", "_measured", "ctx", "gpus", "job", "job_ids")
 
     def __init__(
         self, ctx: Context, gpus: tuple[int, ...], job_ids: tuple[str, ...], job: Job | None
     ) -> None:
         self.ctx, self.gpus, self.job_ids, self.job = ctx, gpus, job_ids, job
         self._group: Group | None = None
+        self._measured: tuple[Measured | None] | None = None
+
+    @property
+    def measured(self) -> Measured | None:
+        """What the scope's ranks measured of themselves (gputop's probe), read once."""
+        if self._measured is None:
+            tick = self.ctx.ticks[-1]
+            self._measured = (
+                measured_of(
+                    self.job,
+                    self.job_ids,
+                    self.gpus,
+                    tick.jobs,
+                    tick.samples(self.gpus),
+                    tick.procs,
+                ),
+            )
+        return self._measured[0]
 
     @property
     def group(self) -> Group:
@@ -64,8 +89,14 @@ def look_holder(scope: Scope) -> list[Finding]:
 
 
 def look_memory(scope: Scope) -> list[Finding]:
-    full = scope.ctx.memory_full(scope.gpus)
-    return [] if full is None else [full]
+    ctx = scope.ctx
+    full = ctx.memory_full(scope.gpus)
+    cache = allocator_cache(scope.measured, ctx.ticks[-1].procs, full is not None, ctx.t)
+    return cache if full is None else [full, *cache]
+
+
+def look_measured(scope: Scope) -> list[Finding]:
+    return data_wait(scope.measured, scope.group, scope.ctx.t)
 
 
 def look_reading(scope: Scope) -> list[Finding]:
@@ -75,7 +106,9 @@ def look_reading(scope: Scope) -> list[Finding]:
 
 def look_load(scope: Scope) -> list[Finding]:
     group = scope.group
-    if not group.full:  # not busy, or busy with few SMs active (GPM)
+    if not group.full or input_bound(scope.measured, scope.ctx.t):
+        # not busy, or busy with few SMs active (GPM); or busy while the job's probe
+        # measured its steps waiting for data: then the input does not keep up
         return [*group.throttle_link, *group.activity]
     advice = (
         "The GPU is the bottleneck and the input keeps up: speed-ups must come from the "
@@ -135,7 +168,8 @@ LOOKS: tuple[tuple[str, Look], ...] = (
     (kinds.NOTE, look_memory),
     (kinds.READING, look_reading),
     (kinds.LOAD, look_load),
-    (kinds.CAUSE, look_causes),
+    (kinds.WAIT, look_measured),  # its findings: WAIT or NO_WAIT, hidden alike
+    (kinds.CAUSE, look_causes),  # its findings: CAUSE or INPUT
     (kinds.FALLBACK, look_fallback),
 )
 

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs",
         action="store_true",
         help="add per-job and per-owner series (user, command, gpus; namespace, pod, container,"
-        " slurm_job; no pids)",
+        " slurm_job; no pids), and the probe's CUDA memory per process (pid, device)",
     )
     p.add_argument(
         "--max-jobs",
@@ -81,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--demo", action="store_true", help="export a simulated 8-GPU server")
     p.add_argument("--seed", type=ascii_whole, help="random seed of the demo (with --demo)")
+    p.add_argument(
+        "--demo-node",
+        choices=_demo_nodes(),
+        help="the demo's server (with --demo), as for the dashboard: h200-probe's jobs run "
+        "gputop's probe (the data-wait and allocator series)",
+    )
     p.add_argument(
         "--gpus",
         type=argtypes.gpus,
@@ -100,11 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _demo_nodes() -> tuple[str, ...]:
+    from gputop.sources.demo import NODES
+
+    return tuple(NODES)
+
+
 def make_source(args: argparse.Namespace) -> Source:
     """The demo, or the live host without the CPU frequency (no metric carries it, and
     reading it is costly on a many-core server)."""
     from gputop import sampler
 
+    if args.demo and args.demo_node is not None:
+        import time
+
+        from gputop.sources.demo import DemoSource
+
+        return DemoSource(args.seed or 0, clock=time.time, node=args.demo_node)
     return sampler.make_source(args.demo, args.seed, cpu_freq=False)
 
 
@@ -113,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.seed is not None and not args.demo:
         parser.error("--seed needs --demo")
+    if args.demo_node is not None and not args.demo:
+        parser.error("--demo-node needs --demo")
 
     from gputop.config import ConfigError, load_config, with_overrides
     from gputop.exporter.server import ExportState, serve, warn

@@ -44,6 +44,14 @@ MIG = ("gpu", "mig")
 #: them): "" where unknown (an empty label is no label in Prometheus).
 OWNER = ("namespace", "pod", "container", "slurm_job")
 JOB = ("user", "command", "gpus", *OWNER)
+#: A process's CUDA device as its probe reads it: ``device`` is the process's own index
+#: (after CUDA_VISIBLE_DEVICES), not the GPU's.
+PROCESS_DEVICE = ("pid", "device", "user", *OWNER)
+#: (family, CudaMemory field) of the probe's per-device memory families.
+PROBE_MEMORY = (
+    ("gputop_process_gpu_memory_allocated_bytes", "allocated"),
+    ("gputop_process_gpu_memory_reserved_bytes", "reserved"),
+)
 
 #: (name, metric) of each per-GPU gauge the GPU metric table declares, a row its own.
 GPU_GAUGES: tuple[tuple[str, GpuMetric], ...] = tuple(
@@ -133,8 +141,20 @@ METRICS: tuple[MetricDef, ...] = (
               "Worker processes (e.g. DataLoader)", jobs=True),
     MetricDef("gputop_job_verdict", "gauge", "1", (*JOB, "kind"),
               "The job's current verdict: one series at 1", jobs=True),
+    MetricDef("gputop_job_data_wait_ratio", "gauge", "0-1", JOB,
+              "Share of step time the job's ranks wait for the next batch (gputop's probe), "
+              "the mean over its ranks; no series without a probe", jobs=True),
+    MetricDef("gputop_job_step_seconds", "gauge", "seconds", JOB,
+              "Time between consecutive batches (gputop's probe), the mean over the job's "
+              "ranks; no series without a probe", jobs=True),
     MetricDef("gputop_process_owner_gpu_memory_bytes", "gauge", "bytes", (*GPU, *OWNER),
               "GPU memory of each pod, container or Slurm job on the GPU, summed", jobs=True),
+    MetricDef(PROBE_MEMORY[0][0], "gauge", "bytes", PROCESS_DEVICE,
+              "Bytes the process's live tensors hold on its CUDA device (gputop's probe; "
+              "device: the process's own index); no series without a probe", jobs=True),
+    MetricDef(PROBE_MEMORY[1][0], "gauge", "bytes", PROCESS_DEVICE,
+              "Bytes the process's caching allocator holds on its CUDA device (gputop's "
+              "probe): what NVML counts as used, less the context", jobs=True),
     MetricDef("gputop_driver_available", "gauge", "0/1", (),
               "1 when NVML answered; 0: host-only (no driver or no library)"),
     MetricDef("gputop_last_sample_timestamp_seconds", "gauge", "seconds", (),
@@ -276,26 +296,67 @@ def job_families(
         command = job.command.split(" ", 1)[0].rsplit("/", 1)[-1] if job.command else ""
         key = (job.user or "", job.name or command, gpus, *owner_labels(job.owner))
         groups.setdefault(key, []).append(job)
-    # (labels, GPU memory, CPU ratio, workers, verdict kinds)
-    rows: list[tuple[tuple[str, ...], int | None, float | None, int, list[str]]] = []
+    # (labels, GPU memory, CPU ratio, workers, verdict kinds, data wait, step)
+    rows: list[
+        tuple[tuple[str, ...], int | None, float | None, int, list[str], float | None, float | None]
+    ] = []
     for key, members in sorted(groups.items()):  # ties in the order below: by the key
         mems = [j.gpu_memory for j in members if j.gpu_memory is not None]
         cpus = [j.cpu_percent for j in members if j.cpu_percent is not None]
         cpu_ratio = sum(cpus) / 100.0 / cpu_count if cpus and cpu_count else None
         kinds = sorted({verdicts[j.id].kind for j in members if j.id in verdicts})
         workers = sum(len(j.worker_pids) for j in members)
-        rows.append((key, sum(mems) if mems else None, cpu_ratio, workers, kinds))
+        # a share and a time do not add up: jobs merged under one label set give their mean
+        waits = [j.probe.data_wait_ratio for j in members if j.probe is not None]
+        steps = [j.probe.step_seconds for j in members if j.probe is not None]
+        wait, step = _mean(waits), _mean(steps)
+        rows.append((key, sum(mems) if mems else None, cpu_ratio, workers, kinds, wait, step))
     rows.sort(key=lambda r: (-(r[1] or 0), -(r[2] or 0.0)))
-    fams = [_family(m.name) for m in METRICS if m.name.startswith("gputop_job_")]
-    memory, cpu, worker_count, verdict = (fam.series for fam in fams)
-    for labels, gpu_memory, ratio, workers, kinds in rows[: max(0, max_jobs)]:
+    fams = {m.name: _family(m.name) for m in METRICS if m.name.startswith("gputop_job_")}
+    memory = fams["gputop_job_gpu_memory_bytes"].series
+    cpu = fams["gputop_job_cpu_ratio"].series
+    worker_count = fams["gputop_job_workers"].series
+    verdict = fams["gputop_job_verdict"].series
+    data_wait = fams["gputop_job_data_wait_ratio"].series
+    step_time = fams["gputop_job_step_seconds"].series
+    for labels, gpu_memory, ratio, workers, kinds, wait, step in rows[: max(0, max_jobs)]:
         if gpu_memory is not None:
             memory.append((labels, float(gpu_memory)))
         if ratio is not None:
             cpu.append((labels, ratio))
         worker_count.append((labels, float(workers)))
         verdict.extend(((*labels, kind), 1.0) for kind in kinds)
-    return fams
+        if wait is not None:
+            data_wait.append((labels, wait))
+        if step is not None:
+            step_time.append((labels, step))
+    return list(fams.values())
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def probe_memory(snapshot: Snapshot, max_series: int) -> list[list[tuple[tuple[str, ...], float]]]:
+    """Each PROBE_MEMORY family's series: (pid, device, user, *OWNER) -> bytes, of the
+    ``max_series`` processes whose allocators reserve the most."""
+    probed = [
+        (-sum(m.reserved or 0 for m in p.probe.memory), p.pid, p, p.probe.memory)
+        for p in snapshot.processes
+        if p.probe is not None and p.probe.memory
+    ]
+    probed.sort(key=lambda row: row[:2])
+    out: list[list[tuple[tuple[str, ...], float]]] = [[] for _ in PROBE_MEMORY]
+    for _, pid, p, memory in probed[: max(0, max_series)]:
+        who = (p.user or "", *owner_labels(p.owner))
+        for m in memory:
+            labels = (str(pid), str(m.device), *who)
+            for series, (_, part) in zip(out, PROBE_MEMORY, strict=True):
+                value = getattr(m, part)
+                if value is not None:
+                    series.append((labels, float(value)))
+    return [sorted(series) for series in out]
 
 
 def owner_memory(snapshot: Snapshot, max_series: int) -> list[tuple[tuple[str, ...], float]]:
@@ -393,6 +454,8 @@ def build(
         out += job_families(jobs, job_verdicts, cpu_count, max_jobs)
         owned = _family("gputop_process_owner_gpu_memory_bytes", owner_memory(snapshot, max_jobs))
         out.append(owned)
+        for (name, _), series in zip(PROBE_MEMORY, probe_memory(snapshot, max_jobs), strict=True):
+            out.append(_family(name, series))
 
     available = 1.0 if snapshot.driver.available else 0.0
     out.append(_family("gputop_driver_available", [((), available)]))

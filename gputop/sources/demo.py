@@ -1,8 +1,10 @@
 """A seeded, simulated GPU server and its jobs, declared as data (:data:`NODES`): by
 default ``gpu-node-07``, 8 x H100 (:data:`JOBS`); ``node="h200"``: ``gpu-node-12``, 8 x
 H200 with GPM and NVLink, whose jobs show the verdicts that see inside utilization
-(:data:`H200_JOBS`). Same snapshots and gaps as the live source; with ``clock=None`` a
-virtual clock advances ``step`` seconds per snapshot. Same seed and times: same snapshots.
+(:data:`H200_JOBS`); ``node="h200-probe"``: ``gpu-node-14``, the same hardware, whose jobs
+run gputop's probe and show the verdicts from measurement (:data:`PROBE_JOBS`). Same
+snapshots and gaps as the live source; with ``clock=None`` a virtual clock advances
+``step`` seconds per snapshot. Same seed and times: same snapshots.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from gputop.model import (
     GPU_METRICS,
     Activity,
     Clocks,
+    CudaMemory,
     DriverInfo,
     GpuMemory,
     GpuProcess,
@@ -28,6 +31,7 @@ from gputop.model import (
     NetRate,
     Nvlink,
     Pcie,
+    Probe,
     ProcessInfo,
     Snapshot,
     SwapStat,
@@ -36,6 +40,7 @@ from gputop.model import (
     replace,
 )
 from gputop.pcie import link_max_bytes_per_s
+from gputop.probefile import WINDOW_SECONDS, WINDOW_STEPS
 
 MiB = 2**20
 GiB = 2**30
@@ -105,6 +110,7 @@ class _Proc:
     write: _Walk | None = None
     disk_sleep_chance: float = 0.0
     cores: tuple[int, ...] = ()
+    probe: _ProbeWalks | None = None  # what its gputop probe measures
 
 
 @dataclass
@@ -156,6 +162,28 @@ class ActivitySpec:
 
 
 @dataclass(frozen=True)
+class ProbeSpec:
+    """What a job's main process measures of itself with gputop's probe (walks): the
+    share of each step it waits for the next batch, the step, and CUDA device 0's
+    caching allocator (None: no CUDA figures)."""
+
+    wait: Walk  # 0-1
+    step: Walk  # seconds
+    allocated: Walk | None = None  # bytes held by live tensors
+    reserved: Walk | None = None  # bytes held by the caching allocator
+    peak: int = 0  # bytes: max allocated
+
+
+@dataclass
+class _ProbeWalks:
+    wait: _Walk
+    step: _Walk
+    allocated: _Walk | None
+    reserved: _Walk | None
+    peak: int
+
+
+@dataclass(frozen=True)
 class ProcSpec:
     """``count`` processes of one command, pids from ``pid`` on."""
 
@@ -199,6 +227,7 @@ class JobSpec:
     hidden: tuple[int, Walk, Walk] | None = None
     activity: ActivitySpec | None = None  # GPM (a node with GPM only)
     nvlink: Walk | None = None  # NVLink traffic, a share of the links' capacity
+    probe: ProbeSpec | None = None  # the main process runs gputop's probe
 
 
 _LLAMA = "configs/llama2_7b.yaml"
@@ -417,6 +446,73 @@ H200_JOBS: tuple[JobSpec, ...] = (
 # fmt: on
 
 
+# gpu-node-14: the H200 node's hardware, its jobs run under `gputop run` (gputop's probe).
+# Each shows a verdict from measurement (docs/verdicts.md).
+# fmt: off
+_TORCHRUN_PROBE = ProcSpec(
+    70101, 70002, 2400, (0.7, 0.3, 0.0, 2.0), 401 * MiB, 5, name="torchrun",
+    command="/usr/bin/python3 /usr/local/bin/torchrun --nproc_per_node=2 train_vit.py "
+    "--data /mnt/datasets/imagenet --workers 3",
+)
+PROBE_JOBS: tuple[JobSpec, ...] = (
+    # GPU 0-1: kim's ViT, 2 ranks: input-bound (measured), about 40 % of each step waiting
+    # for the next batch; the workers at a full core say where (input-bound: CPU workers).
+    *(
+        JobSpec(
+            rank, "kim", "/usr/bin/python3 -u train_vit.py --data /mnt/datasets/imagenet",
+            ProcSpec(70111 + rank, 70101, 2390, (41.0, 6.0, 20.0, 60.0),
+                     9 * GiB + rank * 37 * MiB, 24, (0.3 * MB, 0.1 * MB)),
+            ProcSpec(70150 + 3 * rank, 70111 + rank, 2380, (98.0, 1.0, 94.0, 100.0), 2100 * MiB,
+                     2, (1 * MB, 0.3 * MB), count=3),
+            util=(38.0, 12.0, 5.0, 80.0, 2.0),
+            memory=(41_984 * MiB, 64 * MiB, 41_700 * MiB, 42_300 * MiB, 20.0),
+            rx=_QUIET_PCIE[0], tx=_QUIET_PCIE[1], mem_util_ratio=0.3, power_gain=380.0,
+            launcher=_TORCHRUN_PROBE if rank == 0 else None,
+            activity=ActivitySpec((30.0, 8.0, 3.0, 60.0), (18.0, 6.0, 0.0, 35.0),
+                                  (15.0, 4.0, 2.0, 30.0)),
+            probe=ProbeSpec((0.38 + 0.08 * rank, 0.03, 0.3, 0.55, 5.0),
+                            (0.31, 0.02, 0.26, 0.38, 5.0)),
+        )
+        for rank in range(2)
+    ),
+    # GPU 2: lena's U-Net: its workers are busy, which alone would read as input-bound, but
+    # the probe measures (almost) no wait: not input-bound (measured); DRAM bandwidth at its
+    # top is what the GPU side says.
+    JobSpec(
+        2, "lena", "python train_unet.py --volume 256 --workers 4",
+        ProcSpec(70230, 70211, 3000, (35.0, 5.0, 15.0, 55.0), 8 * GiB, 22, (1 * MB, 0.5 * MB)),
+        ProcSpec(70241, 70230, 2990, (93.0, 2.0, 86.0, 100.0), 1800 * MiB, 2, (4 * MB, 1 * MB),
+                 count=4),
+        util=(66.0, 3.0, 55.0, 78.0, 3.0),
+        memory=(73_728 * MiB, 64 * MiB, 73_400 * MiB, 74_000 * MiB, 20.0),
+        rx=_QUIET_PCIE[0], tx=_QUIET_PCIE[1], mem_util_ratio=1.2, power_gain=420.0,
+        activity=ActivitySpec((52.0, 3.0, 42.0, 62.0), (8.0, 2.0, 2.0, 15.0),
+                              (87.0, 2.0, 81.0, 95.0), fp16=(20.0, 3.0, 10.0, 30.0)),
+        probe=ProbeSpec((0.015, 0.005, 0.0, 0.04, 5.0), (0.84, 0.03, 0.75, 0.95, 5.0)),
+    ),
+    # GPU 3: mallory's LLM fine-tune: GPU-bound, memory nearly full, most of it held by the
+    # caching allocator without tensors in it (after an evaluation phase).
+    JobSpec(
+        3, "mallory", "python finetune_llm.py --model llama3-8b --bf16 --eval-every 500",
+        ProcSpec(70360, 70341, 6000, (96.0, 2.0, 85.0, 101.0), 12 * GiB, 38, (2 * MB, 1 * MB)),
+        ProcSpec(70371, 70360, 5990, (14.0, 4.0, 3.0, 30.0), 2200 * MiB, 3, (10 * MB, 3 * MB),
+                 count=2),
+        util=(98.0, 1.0, 93.0, 100.0, 3.0),
+        memory=(139_264 * MiB, 64 * MiB, 139_000 * MiB, 139_500 * MiB, 20.0),
+        rx=(1.1 * GB, 0.3 * GB, 0.1 * GB, 3 * GB, 2.0), tx=_QUIET_PCIE[1],
+        mem_util_ratio=0.6, power_gain=600.0,
+        activity=ActivitySpec((90.0, 2.0, 83.0, 97.0), (62.0, 5.0, 45.0, 75.0),
+                              (55.0, 5.0, 40.0, 70.0)),
+        probe=ProbeSpec((0.012, 0.004, 0.0, 0.03, 5.0), (0.52, 0.02, 0.45, 0.6, 5.0),
+                        allocated=(46 * GiB, 2 * GiB, 40 * GiB, 52 * GiB, 10.0),
+                        reserved=(135 * GiB, 0.2 * GiB, 134 * GiB, 135.5 * GiB, 20.0),
+                        peak=118 * GiB),
+    ),
+    # GPU 4-7: free.
+)
+# fmt: on
+
+
 @dataclass(frozen=True)
 class DemoNode:
     """One simulated server: what it is, its jobs, and whether it has GPM and NVLink."""
@@ -431,6 +527,13 @@ class DemoNode:
     nvlink: Nvlink | None = None  # each GPU's links (traffic is simulated)
 
 
+H200_NVLINK = Nvlink(
+    links=H200_LINKS,
+    version="4.0",
+    max_bytes_per_s=H200_LINKS * H200_LINK_RATE,
+    peers=("switch",) * H200_LINKS,
+)
+
 #: The demo's servers by ``--demo-node`` name; the first is the default.
 NODES: dict[str, DemoNode] = {
     "h100": DemoNode(HOSTNAME, GPU_NAME, MEMORY_TOTAL, JOBS, HOLDERS),
@@ -440,12 +543,10 @@ NODES: dict[str, DemoNode] = {
         H200_MEMORY,
         H200_JOBS,
         gpm=True,
-        nvlink=Nvlink(
-            links=H200_LINKS,
-            version="4.0",
-            max_bytes_per_s=H200_LINKS * H200_LINK_RATE,
-            peers=("switch",) * H200_LINKS,
-        ),
+        nvlink=H200_NVLINK,
+    ),
+    "h200-probe": DemoNode(
+        "gpu-node-14", H200_NAME, H200_MEMORY, PROBE_JOBS, gpm=True, nvlink=H200_NVLINK
     ),
 }
 
@@ -615,6 +716,16 @@ class DemoSource:
             gpu.activity_spec = spec
         if job.nvlink is not None:
             gpu.nvlink = self._walk(*job.nvlink)
+        if job.probe is not None:  # drawn last: nodes without probes draw as before
+            spec_p = job.probe
+            main = next(p for p in self._procs if p.row.pid == job.main.pid)
+            main.probe = _ProbeWalks(
+                self._walk(*spec_p.wait),
+                self._walk(*spec_p.step),
+                None if spec_p.allocated is None else self._walk(*spec_p.allocated),
+                None if spec_p.reserved is None else self._walk(*spec_p.reserved),
+                spec_p.peak,
+            )
         if job.hidden is not None:
             pid, memory, sm = job.hidden
             gpu.procs.append(_GpuProc(pid, self._walk(*memory), self._walk(*sm), visible=False))
@@ -678,6 +789,7 @@ class DemoSource:
                 status = "running"
             out[p.row.pid] = replace(
                 p.row,
+                probe=None if p.probe is None else self._probe(p.probe, dt),
                 status=status,
                 cpu_percent=None if first else round(cpu, 1),
                 read_bytes_per_s=None if first else read,
@@ -686,6 +798,24 @@ class DemoSource:
         hidden = (gp.pid for g in self._gpus for gp in g.procs if not gp.visible)
         out.update({pid: ProcessInfo(pid=pid, visible=False) for pid in hidden})
         return out
+
+    def _probe(self, w: _ProbeWalks, dt: float) -> Probe:
+        """What the probe publishes now, over its window."""
+        step = w.step.advance(dt)
+        memory: tuple[CudaMemory, ...] = ()
+        if w.allocated is not None and w.reserved is not None:
+            allocated = int(w.allocated.advance(dt))
+            reserved = max(allocated, int(w.reserved.advance(dt)))
+            memory = (CudaMemory(0, allocated, reserved, max(allocated, w.peak)),)
+        return Probe(
+            time=self._now,
+            window_seconds=WINDOW_SECONDS,
+            steps=min(WINDOW_STEPS, int(WINDOW_SECONDS / step)),
+            data_wait_ratio=round(w.wait.advance(dt), 3),
+            step_seconds=round(step, 3),
+            batches_per_second=round(1 / step, 2),
+            memory=memory,
+        )
 
     def _advance_gpus(
         self, dt: float, elapsed: float, procs: dict[int, ProcessInfo]

@@ -57,6 +57,6 @@ def test_a_kind_has_one_label_and_its_rows_valid_severities_and_short_words() ->
 def test_the_legend_lists_each_kind_with_a_meaning_in_kind_order() -> None:
     legend = kinds.legend()
     words = [w for w, _ in legend]
-    assert words[:5] == ["MEM IDLE", "idle", "warming", "throttle", "pwr cap"]
+    assert words[:6] == ["MEM IDLE", "idle", "data-wt", "warming", "throttle", "pwr cap"]
     assert "LOST" not in words  # a lost GPU says so itself
     assert len(words) == len(set(words))

@@ -15,7 +15,7 @@ from prometheus_client.exposition import generate_latest
 from gputop.analysis.jobs import Job
 from gputop.analysis.kinds import KINDS
 from gputop.exporter import parse_listen
-from gputop.exporter.metrics import METRICS, Totals, build, job_families
+from gputop.exporter.metrics import METRICS, PROCESS_DEVICE, Totals, build, job_families
 from gputop.exporter.server import ExportState, make_registry
 from gputop.model import (
     DriverInfo,
@@ -88,7 +88,9 @@ def test_every_name_follows_the_prometheus_rules(m: object) -> None:
         assert m.name.endswith("_ratio")
     if m.unit == "bytes/s":
         assert m.name.endswith("_bytes_per_second")
-    assert "pid" not in m.labels
+    # per job: no pid (cardinality); only the probe's per-process memory carries one,
+    # capped at --max-jobs processes
+    assert "pid" not in m.labels or m.labels == PROCESS_DEVICE
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*", label) for label in m.labels)
 
 
@@ -234,7 +236,8 @@ def _job_series(
     jobs: Sequence[Job], verdicts: Mapping[str, Verdict], max_jobs: int = 100
 ) -> tuple[list[tuple[str, ...]], dict[tuple[str, ...], float]]:
     """The labels of each job series set, in order, and GPU memory by labels."""
-    memory, _, workers, _ = job_families(jobs, verdicts, 64, max_jobs)
+    fams = {f.name: f for f in job_families(jobs, verdicts, 64, max_jobs)}
+    memory, workers = fams["gputop_job_gpu_memory_bytes"], fams["gputop_job_workers"]
     return [labels for labels, _ in workers.series], dict(memory.series)
 
 

@@ -9,10 +9,14 @@ import statistics
 import pytest
 
 from gputop.analysis.kinds import (
+    ALLOCATOR_CACHE,
     GPU_BOUND,
+    INPUT_CPU,
+    INPUT_MEASURED,
     LAUNCH_MAIN,
     LOW_SM,
     MEMORY_BANDWIDTH,
+    NOT_INPUT_MEASURED,
     TENSOR_IDLE,
     TRANSFER_NVLINK,
 )
@@ -363,3 +367,73 @@ def test_demo_node_option(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--once", "--demo-node", "h200"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.endswith("gputop: error: --demo-node needs --demo\n")
+
+
+# --- the probe node: jobs running gputop's probe, the verdicts from measurement ----------
+
+
+def probe_diagnoses(ticks: int = 30, seed: int = 0) -> list[Diagnosis]:
+    src = DemoSource(seed=seed, start_time=DEMO_EPOCH, step=1.0, node="h200-probe")
+    feed, hist, out = Feed(), [], []
+    for _ in range(ticks):
+        snap = src.snapshot()
+        assert check_values(snap, "demo", "the demo") is snap  # every probe value in range
+        assert Snapshot.from_dict(json.loads(json.dumps(snap.to_dict()))) == snap
+        hist.append(snap)
+        out.append(feed.frame(hist).diagnosis)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_probe_node_shows_each_verdict_from_measurement(seed: int) -> None:
+    """Once warmed up, every tick: a job input-bound (measured) whose workers say where, one
+    not input-bound (measured) whose GPU side says memory-bandwidth-bound, and one whose
+    caching allocator holds most of a nearly full GPU."""
+    for d in probe_diagnoses(seed=seed)[10:]:
+        assert d.error is None, d.traceback
+        by_user = {j.user: d.job_verdicts[j.id] for j in d.jobs}
+        kim, lena, mallory = by_user["kim"], by_user["lena"], by_user["mallory"]
+        assert (kim.kind, kim.also) == (INPUT_MEASURED, (INPUT_CPU,)), kim
+        assert "of each step waiting for the next batch" in kim.evidence
+        assert "2 ranks" in kim.evidence
+        assert (lena.kind, lena.also) == (NOT_INPUT_MEASURED, (MEMORY_BANDWIDTH,)), lena
+        assert mallory.kind == GPU_BOUND and ALLOCATOR_CACHE in mallory.also, mallory
+        probes = {j.user: j.probe for j in d.jobs}
+        assert all(p is not None and p.data_wait_ratio is not None for p in probes.values())
+        assert {v.kind for v in d.gpus.values()} >= {INPUT_MEASURED, NOT_INPUT_MEASURED}
+
+
+def test_probe_node_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--json", "--demo", "--demo-node", "h200-probe"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hostname"] == "gpu-node-14"
+    probed = [p for p in doc["processes"] if p["probe"] is not None]
+    assert len(probed) == 4  # kim's two ranks, lena's and mallory's main processes
+    assert all(0 <= p["probe"]["data_wait_ratio"] <= 1 for p in probed)
+    assert [j["probe"] is not None for j in doc["jobs"]] == [True] * len(doc["jobs"])
+
+
+def test_once_job_lines_show_the_measured_wait_and_step(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A job with a probe: 'wait 42% step 310 ms' before its command, and its verdict from
+    measurement even in --once (the probe's figure is a window of its own); a job without
+    one: its line as before (the default demo's text has no 'wait ')."""
+    assert main(["--once", "--demo", "--demo-node", "h200-probe"]) == 0
+    text = capsys.readouterr().out
+    jobs = text[text.index("\nJobs (") :]
+    kim = next(line for line in jobs.splitlines() if " kim " in line)
+    assert re.search(r"\bwait \d+% step \d+ ms  torchrun", kim), kim
+    assert "Verdict: input-bound (measured)" in text
+    assert main(["--once", "--demo"]) == 0
+    assert "wait " not in capsys.readouterr().out.replace("iowait ", "")
+
+
+def test_probe_words_never_raise_on_bad_figures() -> None:
+    from gputop.textout import probe_words
+
+    assert probe_words(0.42, 0.31) == "wait 42% step 310 ms"
+    assert probe_words(None, 12.0) == "step 12s"
+    assert probe_words(float("nan"), float("inf")) == ""
+    assert probe_words(1e300, -1.0) == "wait 100%"
+    assert probe_words(None, None) == ""
