@@ -17,12 +17,9 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ENABLE_ENV = "GPUTOP_PROBE"  # gputop.probefile.ENABLE_ENV (not importable before the boot)
 
 
 def _start_probe() -> None:
-    if os.environ.get(_ENABLE_ENV, "").strip() == "0":
-        return
     try:
         if "gputop" not in sys.modules:
             package = os.path.dirname(os.path.dirname(_HERE))
@@ -40,7 +37,7 @@ def _start_probe() -> None:
             except BaseException:
                 del sys.modules["gputop"]
                 raise
-        import gputop.probe  # noqa: F401  (starts it)
+        import gputop.probe  # noqa: F401  (starts it, unless GPUTOP_PROBE=0)
     except Exception as exc:
         with contextlib.suppress(Exception):
             sys.stderr.write(
