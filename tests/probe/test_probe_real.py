@@ -25,6 +25,7 @@ def check_measured(out: dict[str, object]) -> dict[str, object]:
     assert probe["pid"] == out["pid"]
     assert probe["start_ticks"] == out["start_ticks"]
     assert probe["memory"] == []  # no CUDA here
+    assert (out["dir_mode"], out["file_mode"]) == (0o700, 0o600)
     truth = out["truth"]
     assert isinstance(truth, dict)
     assert probe["steps"] == truth["steps"]

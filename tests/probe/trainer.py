@@ -145,6 +145,11 @@ def main() -> int:
     }
     probe = read_probe(end) if args.expect_file else None
     out["probe"] = probe
+    if probe is not None:  # the modes while the file is there
+        where = probefile.own_dir()
+        out["dir_mode"] = os.stat(where).st_mode & 0o7777
+        out["file_mode"] = os.stat(os.path.join(where, probefile.file_name(os.getpid()))).st_mode
+        out["file_mode"] &= 0o7777
     steps = probe["steps"] if probe and isinstance(probe.get("steps"), int) else 100
     out["truth"] = truth(batches, min(steps, probefile.WINDOW_STEPS))
     if args.ddp:
