@@ -38,6 +38,7 @@ CASES = [
     ("slow", 0, "fork", "gputop run"),
     ("slow", 3, "fork", "python -m gputop.probe"),
     ("slow", 3, "spawn", "gputop run"),
+    ("slow", 2, "forkserver", "import"),
     ("fast", 0, "fork", "import"),
     ("fast", 3, "fork", "gputop run"),
     ("iterable", 2, "fork", "gputop run"),
