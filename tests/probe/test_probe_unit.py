@@ -135,7 +135,8 @@ def test_a_custom_loop_with_waiting_and_step(tmp_path: Path) -> None:
             except (OSError, ValueError):
                 pass
             time.sleep(0.1)
-        print(json.dumps({"doc": doc, "truth": waited / total}))
+        import sys
+        print(json.dumps({"doc": doc, "truth": waited / total, "torch": "torch" in sys.modules}))
         """,
     )
     assert proc.returncode == 0, proc.stderr
@@ -143,6 +144,7 @@ def test_a_custom_loop_with_waiting_and_step(tmp_path: Path) -> None:
     doc = got["doc"]
     assert list(doc) == list(probefile.FIELDS)
     assert doc["steps"] == 29  # steps from one step() to the next
+    assert got["torch"] is False  # the probe never imports torch (to look for CUDA or else)
     assert abs(doc["data_wait_ratio"] - got["truth"]) <= 0.10
     assert not (tmp_path / "probes" / probefile.file_name(doc["pid"])).exists()  # removed
 
@@ -196,3 +198,37 @@ def test_the_document_is_the_contracts(monkeypatch: Any) -> None:
     doc = core.document(found, [], 1.7e9)
     assert list(doc) == list(probefile.FIELDS)
     assert doc["pid"] == os.getpid() and doc["start_ticks"] == core.start_ticks()
+
+
+def test_cuda_memory_is_read_from_the_torch_already_imported(monkeypatch: Any) -> None:
+    """Per device, torch's own three figures; nothing where CUDA is not initialised."""
+
+    class Cuda:
+        initialised = True
+
+        def is_initialized(self) -> bool:
+            return self.initialised
+
+        def device_count(self) -> int:
+            return 2
+
+        def memory_allocated(self, d: int) -> int:
+            return 10 + d
+
+        def memory_reserved(self, d: int) -> int:
+            return 20 + d
+
+        def max_memory_allocated(self, d: int) -> int:
+            return 30 + d
+
+    cuda = Cuda()
+    monkeypatch.setitem(sys.modules, "torch", type("torch", (), {"cuda": cuda}))
+    assert core.cuda_memory() == [
+        {"device": 0, "allocated": 10, "reserved": 20, "peak": 30},
+        {"device": 1, "allocated": 11, "reserved": 21, "peak": 31},
+    ]
+    cuda.initialised = False
+    assert core.cuda_memory() == []
+    monkeypatch.delitem(sys.modules, "torch")
+    assert core.cuda_memory() == []
+    assert "torch" not in sys.modules
