@@ -125,3 +125,15 @@ def test_python_m_gputop_probe_bad_usage(tmp_path: Path, argv: list[str], says: 
     proc = run([sys.executable, "-m", "gputop.probe", *argv], cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+
+
+def test_the_probe_comes_from_the_gputop_that_launched_it(tmp_path: Path) -> None:
+    """The command's Python (another environment, here one where some other gputop may be
+    installed) loads gputop's package from beside the boot directory, and nothing else
+    of gputop's environment."""
+    import gputop
+
+    env = {**os.environ, "PYTHONPATH": launch.BOOT_DIR, "GPUTOP_PROBE": "1"}
+    code = f"import gputop, sys; {REPORT}; print(gputop.__file__)"
+    proc = run([sys.executable, "-c", code], env=env, cwd=tmp_path)
+    assert proc.stdout.splitlines() == ["probe True", gputop.__file__], proc.stderr
