@@ -58,6 +58,7 @@ SUBCOMMANDS: dict[str, str] = {
     "fleet": "gputop.fleet",
     "record": "gputop.record.record_cli",
     "replay": "gputop.record.replay_cli",
+    "run": "gputop.probe.launch",
 }
 
 

@@ -33,6 +33,12 @@ expected to show (the premises of gputop's verdicts: spin and fp32 leave the ten
 idle, bf16 uses them, tiny leaves most SMs idle). A load that cannot start (no PyTorch)
 is a row that says so, not a failure.
 
+Last (``--no-probe`` skips it), where PyTorch sees a CUDA GPU: a tiny DataLoader loop on
+the GPU under ``gputop run``; the CUDA memory figures its probe file holds must equal
+torch's own (``memory_allocated``, ``memory_reserved``, ``max_memory_allocated``), and a
+freed tensor must show as reserved above allocated. Without PyTorch or CUDA it says that
+it was not checked.
+
 The parts that need no GPU (arguments, parsing nvidia-smi's CSV, dmon and nvlink output,
 the comparisons) are tested in tests/sources/test_gpu_check.py on nvidia-smi output in
 its documented formats.
@@ -158,6 +164,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--loads",
         default=",".join(LOADS),
         help=f"the loads of the GPM comparison, of {','.join(LOADS)} (default: all)",
+    )
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="skip the probe's CUDA memory figures against torch's own (needs PyTorch)",
     )
     p.add_argument("--load", action="store_true", help=argparse.SUPPRESS)  # the child
     p.add_argument("--kind", default="spin", choices=LOADS, help=argparse.SUPPRESS)
@@ -324,8 +335,8 @@ def compare(
     return checks
 
 
-def render(checks: Sequence[Check]) -> str:
-    rows = [("check", "gputop", "nvidia-smi", "tolerance", "result")]
+def render(checks: Sequence[Check], heads: tuple[str, str] = ("gputop", "nvidia-smi")) -> str:
+    rows = [("check", *heads, "tolerance", "result")]
     rows += [(c.what, c.gputop, c.smi, c.tolerance, "ok" if c.ok else "DISAGREE") for c in checks]
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
@@ -651,6 +662,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("inside utilization: gputop against nvidia-smi dmon --gpm-metrics and nvlink")
             print(render(inside))
             checks += inside
+    if not args.no_probe:
+        print()
+        probe, why_not = check_probe(args)
+        if why_not:
+            print(f"the probe's CUDA memory figures: not checked ({why_not})")
+        else:
+            print("the probe's CUDA memory figures (gputop run) against torch's own")
+            print(render(probe, ("probe file", "torch")))
+            checks += probe
     if args.json:
         print(json.dumps([c.__dict__ for c in checks]))
     return EXIT_OK if all(c.ok for c in checks) else EXIT_DISAGREE
@@ -714,6 +734,104 @@ def check_inside(args: argparse.Namespace) -> list[Check]:
         nvlink = rates.get(args.gpu) if after else None
         checks += compare_inside(kind, gpu, dmon_means(rows.get(args.gpu, [])), nvlink)
     return checks
+
+
+# ---------------------------------------------------------------------------- the probe
+
+#: The job ``gputop run`` probes: a tiny DataLoader loop moving batches to the GPU, with
+#: 256 MiB held by a live tensor and 512 MiB freed back to torch's caching allocator
+#: (reserved, not allocated). Once the probe has written after the loop's end, it prints
+#: the file and torch's own figures, read with nothing allocated in between.
+PROBE_JOB = """
+import json, os, sys, time
+gpu = int(sys.argv[1])
+try:
+    import torch
+except ImportError as exc:
+    print(json.dumps({"skip": f"no PyTorch: {exc}"}))
+    raise SystemExit(0)
+if not torch.cuda.is_available():
+    print(json.dumps({"skip": "PyTorch sees no CUDA GPU"}))
+    raise SystemExit(0)
+from torch.utils.data import DataLoader, TensorDataset
+from gputop import probefile
+dev = torch.device("cuda", gpu)
+torch.cuda.set_device(dev)
+keep = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+gone = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
+del gone
+w = torch.randn(256, 256, device=dev)
+for (x,) in DataLoader(TensorDataset(torch.randn(300, 256)), batch_size=1):
+    y = x.to(dev) @ w
+    torch.cuda.synchronize(dev)
+end = time.time()
+path = os.path.join(probefile.own_dir(), probefile.file_name(os.getpid()))
+doc, deadline = None, time.monotonic() + 30
+while time.monotonic() < deadline:
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        if doc.get("time", 0) > end:
+            break
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.1)
+own = [{"device": d, "allocated": torch.cuda.memory_allocated(d),
+        "reserved": torch.cuda.memory_reserved(d), "peak": torch.cuda.max_memory_allocated(d)}
+       for d in range(torch.cuda.device_count())]
+print(json.dumps({"probe": doc, "torch": own, "device": gpu}))
+"""
+
+
+def compare_probe(found: dict[str, Any]) -> list[Check]:
+    """The probe file's CUDA memory against torch's own, read after it with nothing
+    allocated in between: equal, per device the job used; and the freed tensor shows as
+    reserved above allocated."""
+    probe = found.get("probe")
+    if not isinstance(probe, dict) or not isinstance(probe.get("memory"), list):
+        return [Check("probe file", "not written", "", "", False)]
+    device = found.get("device")
+    files = {m.get("device"): m for m in probe["memory"] if isinstance(m, dict)}
+    checks: list[Check] = []
+    for own in found.get("torch", []):
+        d = own.get("device")
+        if d != device and not own.get("reserved"):
+            continue  # a device the job never used
+        got = files.get(d, {})
+        for key in ("allocated", "reserved", "peak"):
+            a, b = got.get(key), own.get(key)
+            checks.append(Check(f"cuda:{d} {key}", _mib(a), _mib(b), "equal", a == b))
+        a, r = got.get("allocated"), got.get("reserved")
+        held = isinstance(a, int) and isinstance(r, int) and r - a >= 512 * MiB
+        checks.append(Check(f"cuda:{d} cached", _mib(None if not held else r - a),
+                            "512 MiB freed", ">= 512 MiB", held))  # fmt: skip
+    return checks or [Check("probe: the job's device", "not listed", "", "", False)]
+
+
+def check_probe(args: argparse.Namespace) -> tuple[list[Check], str]:
+    """Run PROBE_JOB under ``gputop run``; (checks, "") or ([], why it was not checked)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gpu-check-probe-") as tmp:
+        env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", GPUTOP_PROBE_DIR=f"{tmp}/p")
+        argv = [sys.executable, "-m", "gputop", "run", "--", sys.executable, "-c", PROBE_JOB]
+        try:
+            out = subprocess.run(
+                [*argv, str(args.gpu)], capture_output=True, text=True, timeout=180, env=env
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return [Check("probe job", str(exc)[:60], "", "", False)], ""
+    lines = out.stdout.strip().splitlines()
+    try:
+        found = json.loads(lines[-1]) if out.returncode == 0 and lines else None
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        why = (out.stderr.strip().splitlines() or ["no output"])[-1][:60]
+        return [Check("probe job", f"exit {out.returncode}", why, "", False)], ""
+    if "skip" in found:
+        return [], str(found["skip"])
+    return compare_probe(found), ""
 
 
 if __name__ == "__main__":
