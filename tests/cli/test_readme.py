@@ -26,6 +26,8 @@ dropped) and its inline code spans that start with a command (``gputop``, ``pipx
   ``replay``: ``gputop replay DIR --at now --once`` on what it recorded.
 - ``export``: ``gputop export --jobs --demo`` on a free loopback port: ``/metrics``
   answers with the verdict series, SIGTERM ends it with 0.
+- ``run``: ``train.py`` a script in a new directory that exits 0 only when the probe runs
+  in it; ``python`` this interpreter; exit 0.
 - ``help``: a synopsis with placeholders (``HOST...``): its ``--help`` exits 0 and names
   every option the line shows.
 
@@ -81,6 +83,7 @@ FORMS: dict[str, str] = {
     "gputop record": "record",
     "gputop replay [--at TIME]": "replay",
     "gputop export [--jobs]": "export",
+    "gputop run -- python train.py": "run",
     "gputop fleet HOST...": "help",
     "gputop replay": "help",  # named in the list of documents
     "gputop export": "help",
@@ -249,6 +252,24 @@ def check_quick_start(command: str, tmp: Path) -> None:
     check_dashboard(run, tmp)
 
 
+def check_run(command: str, tmp: Path) -> None:
+    (tmp / "train.py").write_text(
+        "import sys\nimport gputop.probe\nsys.exit(0 if gputop.probe.running() else 1)\n"
+    )
+    args = [sys.executable if a == "python" else a for a in _args(command)]
+    args = [str(tmp / a) if a == "train.py" else a for a in args]
+    env = {**env_for_gputop(), "GPUTOP_PROBE_DIR": str(tmp / "probes")}
+    result = subprocess.run(
+        [sys.executable, "-m", "gputop", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env=env,
+        timeout=60,
+    )
+    _ok(result, (0,))
+
+
 def check_as_is(command: str, tmp: Path) -> None:
     result = _gputop(_args(command))
     _ok(result)
@@ -388,6 +409,7 @@ CHECKS: dict[str, Callable[[str, Path], object]] = {
     "record": check_record,
     "replay": check_replay,
     "export": check_export,
+    "run": check_run,
     "help": check_help,
 }
 
