@@ -117,3 +117,9 @@ def gpu_ranges(gpus: Iterable[int], empty: str = "-") -> str:
 
 def pct4(v: float | None) -> str:
     return fit(fmt.percent(v), 4, ">")
+
+
+def pct5(v: float | None) -> str:
+    """' 98%', ' 100%': a percentage with a space before it, so that it never joins the
+    bar drawn before it ("██████100%")."""
+    return " " + pct4(v)
