@@ -117,6 +117,9 @@ class GpuTopApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
     #: Why no process is ever signalled from this app (said by the kill key); None: it may.
     KILL_REFUSED: ClassVar[str | None] = None
+    #: Whether a cursor moves through recorded time (a replay): the detail charts then
+    #: also show what comes after it; live, they end now ("seconds ago").
+    REPLAY: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -625,7 +628,9 @@ class GpuTopApp(App[int]):
                 gpu,
                 self.history,
                 verdict=lambda: self.gpu_verdict(gpu),
-                after=lambda: () if self.frame is None else self.frame.after,
+                after=(lambda: () if self.frame is None else self.frame.after)
+                if self.REPLAY
+                else None,
                 judging=lambda: self.judging,
             ),
             self._back_on_main,
