@@ -205,7 +205,7 @@ async def test_help_lists_keys_and_closes(close_key: str) -> None:
         shown = widgets_text(app)
         for key, what in keys:
             assert key in shown and what in shown
-        for marker in ("MEM IDLE", "LOST", "not visible", "link degraded"):
+        for marker in ("MEM IDLE", "LOST", "not visible", "! LINK gen3x8<gen5x16"):
             assert marker in shown
         await pilot.press(close_key)
         await pilot.pause()
