@@ -179,7 +179,7 @@ async def test_sort_cycles_and_reverses() -> None:
         await pilot.press("r")
         assert table_pids(app) == [1021, 1020, 1011, 1010, 1001, 1000]
         label = app.table.ordered_columns[2].label.plain
-        assert "▼PID" in label
+        assert "PID▼" in label
         await pilot.press("r", "s", "s", "s")
         assert app.sort_key == "sm"  # pid -> user -> mem -> sm
         assert table_pids(app) == [1000, 1010, 1020, 1001, 1011, 1021]  # n/a last
