@@ -26,6 +26,10 @@ BAR_USED = "█"
 BAR_RESERVED = "▓"
 BAR_FREE = "░"
 NO_VALUE = "·"
+#: A process status as every screen and --once say it, where the word differs from the
+#: model's (JSON and the exporter keep the model's "dead"): one word for one fact.
+STATUS_WORDS: dict[str, str] = {"dead": "exited"}
+EXITED = STATUS_WORDS["dead"]
 
 
 def plain(parts: Iterable[Part]) -> str:

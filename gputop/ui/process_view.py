@@ -9,7 +9,7 @@ from gputop import fmt
 from gputop.analysis.jobs import process_index
 from gputop.model import ProcessInfo, Snapshot
 from gputop.sources.owners import owner_detail, owner_label, stop_command
-from gputop.ui.parts import Parts, safe
+from gputop.ui.parts import EXITED, Parts, safe
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +136,7 @@ def _command_text(info: ProcessInfo | None) -> str:
         return fmt.NA
     text = safe(info.command or info.name, 2048) if (info.command or info.name) else ""
     if info.status == "dead":
-        return f"exited {text}".rstrip()
+        return f"{EXITED} {text}".rstrip()
     if info.status == "zombie":
         return f"[zombie] {text}".rstrip()
     return text or fmt.NA
