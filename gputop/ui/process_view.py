@@ -88,7 +88,7 @@ class ProcRow:
 
     def cell_text(self, key: str, *, compact: bool) -> str:
         if key == "mem":
-            return fmt.bytes_(self.gpu_memory) if compact else fmt.mib(self.gpu_memory)
+            return fmt.memory(self.gpu_memory)
         if key == "command":
             return f"[{self.owner}] {self.command}" if compact and self.owner else self.command
         return _CELL_TEXT[key](self)

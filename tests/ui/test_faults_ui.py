@@ -371,7 +371,7 @@ async def test_invisible_pids_are_shown_as_such_and_invalid_pids_left_out(
         lines = terminal_rows(app)
         row = next(ln for ln in lines if f" {hidden} " in ln)
         assert "not visible" in row
-        assert "3072MiB" in row  # what NVML does know is still shown
+        assert "3.0GiB" in row  # what NVML does know is still shown
         assert not any(re.search(r"\s4294967295\s", ln) for ln in lines)
         # the driver bug is said in words
         await wait_for(

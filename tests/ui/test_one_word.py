@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
 
+from gputop import fmt
 from gputop.ui.app import GpuTopApp
 from gputop.ui.parts import EXITED
+from gputop.ui.process_view import COLUMNS
 from gputop.ui.screens.jobs import JobsScreen
 from tests import builders as fx
 
@@ -45,3 +49,29 @@ async def test_an_ended_process_is_exited_in_the_table_and_the_jobs_view() -> No
         assert isinstance(screen, JobsScreen)
         text = _tree_text(screen)
         assert EXITED in text and "dead" not in text, text
+
+
+#: The compact table's GPU memory column: every figure fits it whole.
+MEM_COLUMN = next(c for c in COLUMNS if c.key == "mem")
+
+
+@seed(32)  # fixed: a failure reproduces (hypothesis prints the example)
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.integers(min_value=0, max_value=999 * 2**50))  # past any GPU
+def test_gpu_memory_has_one_style_that_fits_every_width(value: int) -> None:
+    text = fmt.memory(value)
+    assert len(text) <= min(MEM_COLUMN.compact, MEM_COLUMN.wide)
+    number = text.rstrip("BKMGTPi")
+    assert len(number.split(".")[0]) <= 3  # never '19456MiB'
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)])
+async def test_gpu_memory_reads_the_same_at_every_width(size: tuple[int, int]) -> None:
+    proc = fx.process_info(7, command="python train.py")
+    used = 19456 * 2**20
+    snap = fx.snapshot(fx.T0, [fx.gpu_sample(0, 50.0, [fx.gpu_process(7, mem=used)])], [proc])
+    app = GpuTopApp(snapshots=[snap])
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        row = next(iter(app.table.rows_by_key.values()))
+        assert row.cell_text("mem", compact=app.compact) == "19.0GiB"

@@ -425,7 +425,7 @@ async def test_invisible_pid_row_and_kill_refused_for_it() -> None:
         texts = [t.strip() for t in row_texts(app, "0:999999")]
         assert texts[-1].startswith("pid not visible")
         assert texts[3] == "n/a"  # user
-        assert texts[5] == "3072MiB"  # GPU memory is still known
+        assert texts[5] == "3.0GiB"  # GPU memory is still known
         await pilot.press("k")
         await pilot.pause()
         assert app.screen is app.screen_stack[0]  # no kill dialog for it

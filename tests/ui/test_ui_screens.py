@@ -77,7 +77,7 @@ async def test_sigterm_button_kills_the_child(child: subprocess.Popen[bytes]) ->
         assert isinstance(screen, KillScreen)
         assert screen.focused is not None and screen.focused.id == "sigterm"
         shown = widgets_text(app)
-        assert str(child.pid) in shown and "sleep 60" in shown and "3072MiB" in shown
+        assert str(child.pid) in shown and "sleep 60" in shown and "3.0GiB" in shown
         await pilot.press("enter")  # the focused button: SIGTERM
         await pilot.pause()
         assert child.wait(timeout=5) == -signal.SIGTERM

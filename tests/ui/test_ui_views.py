@@ -213,7 +213,7 @@ def test_process_rows_cover_invisible_pids_and_unlisted_holders() -> None:
     assert hidden.command.startswith("pid not visible")
     assert hidden.user is None and hidden.cpu_percent is None and hidden.elapsed is None
     assert hidden.cell_text("user", compact=False) == "n/a"
-    assert hidden.cell_text("mem", compact=False) == "10240MiB"
+    assert hidden.cell_text("mem", compact=False) == "10.0GiB"
     h = rows["0:300"]
     assert h.kind == "holder" and h.type == "-"
     assert h.command == "[holds /dev/nvidia0, not listed by NVML] python zombie.py"

@@ -44,7 +44,7 @@ def targets_table(targets: Sequence[KillTarget]) -> Table:
             Text(str(t.pid)),
             _target_text(t.user, 64),
             Text(fmt.NA if t.gpu is None else str(t.gpu)),
-            Text(fmt.mib(t.gpu_memory)),
+            Text(fmt.memory(t.gpu_memory)),
             command,
         )
     return table
