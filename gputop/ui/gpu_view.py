@@ -154,6 +154,16 @@ def activity_text(gpu: GpuSample) -> str:
     return "  ".join(f"{k} {fmt.percent(GPU_METRIC[f].get(gpu))}" for k, f in ACTIVITY.items())
 
 
+def rate_share(rate: float | None, percent: float | None) -> str:
+    """'2.9GiB/s 5%': a rate with its share of the link. One 'n/a' for an unknown rate
+    (not 'n/a n/a', two unknowns without a unit); a known rate whose link maximum is
+    unknown shows without a share."""
+    if fmt.finite(rate) is None:
+        return fmt.NA
+    shown = fmt.rate(rate)
+    return shown if fmt.finite(percent) is None else f"{shown} {fmt.percent(percent)}"
+
+
 def nvlink_parts(gpu: GpuSample) -> Parts:
     """'NVL rx 46.6GiB/s 11% tx 55.9GiB/s 13% of 419.1GiB/s 18 links': like the PCIe
     figures, traffic against what the links carry a direction."""
@@ -162,9 +172,9 @@ def nvlink_parts(gpu: GpuSample) -> Parts:
     links = f"{n.links} links" + (f" v{safe(n.version, 8)}" if n.version else "")
     return (
         ("NVL rx ", "label"),
-        (f"{fmt.rate(n.rx_bytes_per_s)} {fmt.percent(rx_pct)}", ""),
+        (rate_share(n.rx_bytes_per_s, rx_pct), ""),
         (" tx ", "label"),
-        (f"{fmt.rate(n.tx_bytes_per_s)} {fmt.percent(tx_pct)}", ""),
+        (rate_share(n.tx_bytes_per_s, tx_pct), ""),
         (" of ", "label"),
         (fmt.rate(n.max_bytes_per_s), ""),
         (f" {links}", "dim"),
@@ -409,9 +419,9 @@ def gpu_view(
     p = gpu.pcie
     parts += [
         ("  PCIe TX ", "label"),
-        (f"{fmt.rate(p.tx_bytes_per_s)} {fmt.percent(tx_pct)}", ""),
+        (rate_share(p.tx_bytes_per_s, tx_pct), ""),
         (" RX ", "label"),
-        (f"{fmt.rate(p.rx_bytes_per_s)} {fmt.percent(rx_pct)}", ""),
+        (rate_share(p.rx_bytes_per_s, rx_pct), ""),
     ]
     chunks = alert_chunks(gpu, compact=False)
     if not pcie_downgrade(gpu) and p.gen is not None and p.width is not None:

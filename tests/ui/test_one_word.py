@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from gputop import fmt
+from gputop.model import replace
 from gputop.ui.app import GpuTopApp
-from gputop.ui.parts import EXITED
+from gputop.ui.gpu_view import gpu_view, rate_share
+from gputop.ui.parts import EXITED, plain
 from gputop.ui.process_view import COLUMNS
 from gputop.ui.screens.jobs import JobsScreen
 from tests import builders as fx
@@ -75,3 +79,13 @@ async def test_gpu_memory_reads_the_same_at_every_width(size: tuple[int, int]) -
         await pilot.pause()
         row = next(iter(app.table.rows_by_key.values()))
         assert row.cell_text("mem", compact=app.compact) == "19.0GiB"
+
+
+def test_an_unknown_link_rate_is_one_na_and_a_known_one_has_its_unit() -> None:
+    g = fx.full_gpu_sample(0)
+    unknown = replace(g, pcie=replace(g.pcie, tx_bytes_per_s=None, link_max_bytes_per_s=None))
+    second = plain(gpu_view(unknown, compact=False, bar_width=8).lines[1])
+    assert "PCIe TX n/a RX " in second and "n/a n/a" not in second
+    assert re.search(r"RX \d+(\.\d)?[KMG]?i?B/s( |$)", second), second  # a rate says its unit
+    assert rate_share(None, None) == "n/a" and rate_share(2**30, None) == "1.0GiB/s"
+    assert rate_share(2**30, 5.0) == "1.0GiB/s 5%"
