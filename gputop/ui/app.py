@@ -77,6 +77,9 @@ def key_bindings(
         )
         for k in keys
     ]
+    # Where no process can be signalled the footer leaves the kill key out; pressed, it
+    # still says why (this binding answers when "kill" is off).
+    out += [Binding(k.keys, "kill_refused", show=False) for k in keys if k.action == "kill"]
     for n in range(10):
         what, display = gpu_0 if n == 0 else (f"Show GPU {n}", str(n))
         out.append(Binding(str(n), f"gpu({n})", what, show=False, key_display=display))
@@ -457,7 +460,10 @@ class GpuTopApp(App[int]):
         if self.snapshot is None:
             return
         if self._rows_of is not self.snapshot:  # a key re-renders the same snapshot
+            had_rows = bool(self._rows)
             self._rows_of, self._rows = self.snapshot, views.process_rows(self.snapshot)
+            if had_rows != bool(self._rows):
+                self.refresh_bindings()  # the footer offers the kill key only with a process
         every = self._rows
         # A tag belongs to a (gpu, pid) that still exists: a gone process loses its tag.
         self.tagged &= {r.key for r in every}
@@ -646,6 +652,18 @@ class GpuTopApp(App[int]):
             self._back_on_main,
         )
 
+    def kill_refused(self) -> str | None:
+        """Why the kill key does nothing here (None: it may signal)."""
+        if self.KILL_REFUSED is not None:
+            return self.KILL_REFUSED
+        if self.snapshot is not None and not self._rows:  # e.g. host-only, no holder
+            return "no process to signal"
+        return None
+
+    def action_kill_refused(self) -> None:
+        if self.screen is self._main_screen:
+            self.notify(self.kill_refused() or "nothing to signal", severity="warning", timeout=6)
+
     def action_kill(self) -> None:
         from gputop.actions import KillTarget
         from gputop.ui.screens.kill import KillScreen
@@ -701,6 +719,8 @@ class GpuTopApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Keys that act on the main screen do nothing while another screen is on top."""
+        if action == "kill" and self.kill_refused() is not None:
+            return False  # off, and out of the footer: "kill_refused" says why
         if action not in MAIN_ONLY_ACTIONS or not self.screen_stack:
             return True
         if action == "filter" and self.focused is self.filter_input:
