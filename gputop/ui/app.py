@@ -545,6 +545,19 @@ class GpuTopApp(App[int]):
                 event.input.display = False
             self.table.focus()
 
+    def action_user_filter(self) -> None:
+        """htop's `u`: the filter set to the selected process's user (shown in the filter
+        box, where it can be changed; the filter also matches commands and owners)."""
+        proc = self.table.cursor_proc
+        if proc is None or not proc.user:
+            self.notify("no user to filter on: select a process first", timeout=3)
+            return
+        box = self.filter_input
+        box.value = proc.user
+        box.display = True
+        self.text_filter = proc.user
+        self.refresh_view()
+
     def action_clear_filter(self) -> None:
         box = self.filter_input
         if not box.display and not self.text_filter:

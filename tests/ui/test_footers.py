@@ -74,3 +74,32 @@ async def test_a_fleet_host_leaves_kill_out_and_says_why() -> None:
         await pilot.press("k")
         await pilot.pause()
         assert any("read-only" in s for s in said(app)), said(app)
+
+
+async def test_htop_keys_work() -> None:
+    app = GpuTopApp(snapshots=fx.demo_snapshots(5))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        for key in ("f1", "h"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen), key
+            await pilot.press("escape")
+            await pilot.pause()
+        await pilot.press("f9")
+        await pilot.pause()
+        assert isinstance(app.screen, KillScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        user = app.table.cursor_proc.user if app.table.cursor_proc else None
+        assert user
+        await pilot.press("u")
+        await pilot.pause()
+        assert app.text_filter == user and app.filter_input.value == user
+        assert all(user in (r.user or "") + r.command for r in app.table.rows_by_key.values())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.text_filter == ""
+        await pilot.press("f10")
+        await pilot.pause()
+    assert app.return_code == 0
