@@ -444,12 +444,23 @@ class GpuTopApp(App[int]):
             text_filter=self.text_filter,
             compact=self.compact,
             error=error,
+            markers=self.header_markers(),
+            clock=not self.REPLAY,
         )
+
+    def header_markers(self) -> views.Parts:
+        """REC while --record writes, READONLY where no process is signalled from here."""
+        out: list[tuple[str, str]] = []
+        if self.record_error:  # early in the line: it must not be cut
+            out.append((f"! not recording: {self.record_error}", "error-strong"))
+        elif self.record_status is not None:
+            out.append(("REC", "error-strong"))
+        if self.readonly or self.no_signal_reason is not None or self.KILL_REFUSED is not None:
+            out.append(("READONLY", "warn-strong"))
+        return tuple(out)
 
     def _render_header(self) -> None:
         parts = self.header_parts(paused=self.paused, stale=self.stale, error=self.sample_error)
-        if self.record_error:
-            parts += (("  ", ""), (f"! not recording: {self.record_error}", "error-strong"))
         self.header.set_lines([parts])
 
     def _render_table(self) -> None:
