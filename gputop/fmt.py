@@ -35,10 +35,21 @@ def bytes_(value: float | None, digits: int = 1) -> str:
     return f"{v:.0f}B" if i == 0 else f"{v:.{digits}f}{_UNITS[i]}"
 
 
-def mib(value: float | None) -> str:
-    """GPU memory as nvidia-smi shows it: whole MiB."""
+#: GPU memory moves to the next unit from this many of one, so that its figure keeps
+#: three digits before the point at most and fits the compact table's column.
+MEMORY_STEP = 1000
+
+
+def memory(value: float | None) -> str:
+    """GPU memory in one style on every screen and at every width: binary units, one
+    decimal, at most three digits before the point ('999.9MiB', '1.0GiB', '19.0GiB')."""
     v = finite(value)
-    return NA if v is None else f"{v / 2**20:.0f}MiB"
+    if v is None:
+        return NA
+    v, i = float(v), 0
+    while abs(v) >= MEMORY_STEP and i < len(_UNITS) - 1:
+        v, i = v / 1024, i + 1
+    return f"{v:.0f}B" if i == 0 else f"{v:.1f}{_UNITS[i]}"
 
 
 def rate(value: float | None) -> str:

@@ -30,8 +30,9 @@ class Key:
 
 #: Every key of the main screen.
 KEYS: tuple[Key, ...] = (
-    Key("q", "quit", "Quit", "q"),
-    Key("question_mark", "help", "Help", "?"),
+    # htop's habits work too: F10 quits, F1 and h help, F9 kills, u filters by user.
+    Key("q,f10", "quit", "Quit", "q"),
+    Key("question_mark,f1,h", "help", "Help", "?"),
     Key("j", "jobs", "Jobs", "j", main=True),
     # Priority: the keys typed (or pasted) right after it must reach the box.
     Key("slash", "filter", "Filter", "/", priority=True, main=True),
@@ -39,7 +40,8 @@ KEYS: tuple[Key, ...] = (
     Key("r", "reverse", "Reverse sort", "r", show=False, main=True),
     Key("p", "pause", "Pause", "p"),
     Key("enter", "detail", "Detail", "Enter", main=True),
-    Key("k", "kill", "Kill", "k", main=True),
+    Key("k,f9", "kill", "Kill", "k", main=True),
+    Key("u", "user_filter", "Filter to this user", "u", show=False, main=True),
     # Shown in `?` and the palette, not the footer: the footer must fit 80 columns.
     Key("space", "tag", "Tag", "Space", show=False, main=True),
     Key("a", "all_gpus", "All GPUs", "a", show=False, main=True),

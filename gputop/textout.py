@@ -20,7 +20,7 @@ from gputop.ui.gpu_view import (
     nvlink_parts,
     pcie_percent,
 )
-from gputop.ui.parts import gpu_ranges, plain, used_total
+from gputop.ui.parts import EXITED, gpu_ranges, plain, used_total
 
 WIDTH = 80
 
@@ -188,7 +188,7 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
             if info is None:
                 command = "n/a (no host information)"
             elif info.status == "dead":
-                command = "exited"
+                command = EXITED
             elif info.status == "zombie":
                 command = f"[zombie] {_short_command(info.name)}"
             command = _owned(info.owner if info else None, command)

@@ -4,11 +4,12 @@
     python scripts/screenshots.py [--out screenshots] [--samples 120] [--no-png]
 
 Makes the dashboard at 80x24 and 200x50, plus the jobs view, the kill dialog (as the demo
-shows it: no signals), help and the GPU detail screen at 200x50, and the dashboard with
-GPU 4 in MIG mode (``DemoSource(mig=True)``). Everything comes from ``DemoSource(seed=0)`` on its
-virtual clock, fed to ``GpuTopApp(sampler=None)`` through ``apply_snapshot``: no timers,
-no live data. ``h200-*``: the demo's 8-GPU H200 node with GPM and NVLink
-(``DemoSource(node="h200")``: SM, TC and the NVL line; ``--only h200`` makes only these).
+shows it: no signals), help and the GPU detail screen at 200x50, the detail screen at 80x24
+(one chart at a time), and the dashboard with GPU 4 in MIG mode (``DemoSource(mig=True)``).
+Everything comes from ``DemoSource(seed=0)`` on its virtual clock, fed to
+``GpuTopApp(sampler=None)`` through ``apply_snapshot``: no timers, no live data.
+``h200-*``: the demo's 8-GPU H200 node with GPM and NVLink (``DemoSource(node="h200")``:
+SM, TC and the NVL line; ``--only h200`` makes only these).
 
 PNG needs cairosvg (``pip install cairosvg``) and a monospace font with box drawing and
 block characters: on Debian/Ubuntu ``apt-get install fonts-firacode`` (rsvg-convert
@@ -138,6 +139,8 @@ async def main_async(out: Path, samples: int, png: bool) -> None:
         write(out, f"dashboard-{w}x{h}", await _shoot(history, (w, h)), png)
     for name, then in (("jobs", _jobs), ("kill", _kill), ("help", _help), ("detail", _detail)):
         write(out, f"{name}-200x50", await _shoot(history, (200, 50), then), png)
+    # The detail screen at 80x24: one chart at a time (→/← page through them).
+    write(out, "detail-80x24", await _shoot(history, (80, 24), _detail), png)
     # GPU 4 partitioned into MIG devices (DemoSource(mig=True)): the MIG lines and verdict
     write(
         out, "dashboard-mig-200x50", await _shoot(demo_history(samples, mig=True), (200, 50)), png

@@ -77,6 +77,9 @@ def key_bindings(
         )
         for k in keys
     ]
+    # Where no process can be signalled the footer leaves the kill key out; pressed, it
+    # still says why (this binding answers when "kill" is off).
+    out += [Binding(k.keys, "kill_refused", show=False) for k in keys if k.action == "kill"]
     for n in range(10):
         what, display = gpu_0 if n == 0 else (f"Show GPU {n}", str(n))
         out.append(Binding(str(n), f"gpu({n})", what, show=False, key_display=display))
@@ -117,6 +120,9 @@ class GpuTopApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
     #: Why no process is ever signalled from this app (said by the kill key); None: it may.
     KILL_REFUSED: ClassVar[str | None] = None
+    #: Whether a cursor moves through recorded time (a replay): the detail charts then
+    #: also show what comes after it; live, they end now ("seconds ago").
+    REPLAY: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -438,12 +444,23 @@ class GpuTopApp(App[int]):
             text_filter=self.text_filter,
             compact=self.compact,
             error=error,
+            markers=self.header_markers(),
+            clock=not self.REPLAY,
         )
+
+    def header_markers(self) -> views.Parts:
+        """REC while --record writes, READONLY where no process is signalled from here."""
+        out: list[tuple[str, str]] = []
+        if self.record_error:  # early in the line: it must not be cut
+            out.append((f"! not recording: {self.record_error}", "error-strong"))
+        elif self.record_status is not None:
+            out.append(("REC", "error-strong"))
+        if self.readonly or self.no_signal_reason is not None or self.KILL_REFUSED is not None:
+            out.append(("READONLY", "warn-strong"))
+        return tuple(out)
 
     def _render_header(self) -> None:
         parts = self.header_parts(paused=self.paused, stale=self.stale, error=self.sample_error)
-        if self.record_error:
-            parts += (("  ", ""), (f"! not recording: {self.record_error}", "error-strong"))
         self.header.set_lines([parts])
 
     def _render_table(self) -> None:
@@ -454,7 +471,10 @@ class GpuTopApp(App[int]):
         if self.snapshot is None:
             return
         if self._rows_of is not self.snapshot:  # a key re-renders the same snapshot
+            had_rows = bool(self._rows)
             self._rows_of, self._rows = self.snapshot, views.process_rows(self.snapshot)
+            if had_rows != bool(self._rows):
+                self.refresh_bindings()  # the footer offers the kill key only with a process
         every = self._rows
         # A tag belongs to a (gpu, pid) that still exists: a gone process loses its tag.
         self.tagged &= {r.key for r in every}
@@ -535,6 +555,19 @@ class GpuTopApp(App[int]):
             if not event.value:
                 event.input.display = False
             self.table.focus()
+
+    def action_user_filter(self) -> None:
+        """htop's `u`: the filter set to the selected process's user (shown in the filter
+        box, where it can be changed; the filter also matches commands and owners)."""
+        proc = self.table.cursor_proc
+        if proc is None or not proc.user:
+            self.notify("no user to filter on: select a process first", timeout=3)
+            return
+        box = self.filter_input
+        box.value = proc.user
+        box.display = True
+        self.text_filter = proc.user
+        self.refresh_view()
 
     def action_clear_filter(self) -> None:
         box = self.filter_input
@@ -625,7 +658,9 @@ class GpuTopApp(App[int]):
                 gpu,
                 self.history,
                 verdict=lambda: self.gpu_verdict(gpu),
-                after=lambda: () if self.frame is None else self.frame.after,
+                after=(lambda: () if self.frame is None else self.frame.after)
+                if self.REPLAY
+                else None,
                 judging=lambda: self.judging,
             ),
             self._back_on_main,
@@ -651,6 +686,18 @@ class GpuTopApp(App[int]):
         from gputop.ui.screens.job_detail import JobDetailScreen
 
         self.push_screen(JobDetailScreen(job_id, self.diagnosis, self.history))
+
+    def kill_refused(self) -> str | None:
+        """Why the kill key does nothing here (None: it may signal)."""
+        if self.KILL_REFUSED is not None:
+            return self.KILL_REFUSED
+        if self.snapshot is not None and not self._rows:  # e.g. host-only, no holder
+            return "no process to signal"
+        return None
+
+    def action_kill_refused(self) -> None:
+        if self.screen is self._main_screen:
+            self.notify(self.kill_refused() or "nothing to signal", severity="warning", timeout=6)
 
     def action_kill(self) -> None:
         from gputop.actions import KillTarget
@@ -707,6 +754,8 @@ class GpuTopApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Keys that act on the main screen do nothing while another screen is on top."""
+        if action == "kill" and self.kill_refused() is not None:
+            return False  # off, and out of the footer: "kill_refused" says why
         if action not in MAIN_ONLY_ACTIONS or not self.screen_stack:
             return True
         if action == "filter" and self.focused is self.filter_input:

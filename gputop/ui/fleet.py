@@ -383,8 +383,8 @@ class FleetApp(GpuTopApp):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.screen_stack and self.screen is self.fleet_screen and action == "pause":
             return False  # the fleet never pauses its streams; the footer leaves it out
-        if action in ("kill", "tag") and self.host is not None:
-            return True  # said by action_kill; tag is harmless
+        if action == "tag" and self.host is not None:
+            return True  # harmless; the kill key is off (KILL_REFUSED) and says why
         return super().check_action(action, parameters)
 
 

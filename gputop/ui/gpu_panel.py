@@ -7,23 +7,26 @@ from collections.abc import Mapping, Sequence
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from gputop.cells import cell_width
 from gputop.model import Snapshot
 from gputop.ui.gpu_view import (
+    COMPACT_HISTORY_GAP,
+    HISTORY_LABEL_WIDTH,
+    HISTORY_RULE,
     GpuView,
     VerdictMark,
     bar_width_for,
     gpu_view,
     has_inside,
     host_only_message,
+    line_width,
     memory_percent,
+    parts_width,
     verdict_width_for,
 )
 from gputop.ui.lines import PartsLines
 from gputop.ui.parts import Parts, fit_parts, level, plain
 from gputop.ui.roles import to_content
 
-HISTORY_LABEL_WIDTH = 5  # "util " / "mem  " before a history row (wide layout)
 # (label, cells oldest first): one ``level`` cell per snapshot, on the fixed 0-100 % scale.
 Series = tuple[str, str]
 Point = tuple[str, str]  # (utilization cell, memory cell) of one GPU in one snapshot
@@ -55,6 +58,11 @@ class GpuBlock:
         """Cells of the history labels: "util "/"mem  " in the wide layout, none compact."""
         return HISTORY_LABEL_WIDTH if len(self.series) > 1 else 0
 
+    @property
+    def gap(self) -> Parts:
+        """What sets the history off from the text: a rule where the rows are labelled."""
+        return ((HISTORY_RULE, "dim"),) if self.label_width else ((COMPACT_HISTORY_GAP, ""),)
+
 
 def history_parts(series: Series, cells: int, label_width: int) -> Parts:
     """One history row: its label (``label_width`` cells, may be 0) and its cells."""
@@ -80,20 +88,22 @@ class GpuLines(PartsLines):
         self._text_width = text_width
         self.set_lines(self._compose_lines(self.size.width))
 
-    def _cells(self, label_width: int, width: int | None = None) -> int:
+    def history_width(self, block: GpuBlock, width: int | None = None) -> int:
+        """The cells of ``block``'s history rows in a widget ``width`` wide (now: its own)."""
         width = self.size.width if width is None else width
-        return width - self._text_width - 1 - label_width
+        return width - self._text_width - parts_width(block.gap) - block.label_width
 
     def _compose_lines(self, width: int) -> list[Parts]:
         lines: list[Parts] = []
         for block in self.blocks.values():
             label_width = block.label_width
-            cells = self._cells(label_width, width)
+            gap = block.gap
+            cells = self.history_width(block, width)
             for row, text in enumerate(block.view.lines):
                 line = fit_parts(text, self._text_width)
                 # No room for history (a GPM line at 100 columns): none, not a cut label.
                 if width > 0 and row < len(block.series) and cells > 0:
-                    line = (*line, (" ", ""), *history_parts(block.series[row], cells, label_width))
+                    line = (*line, *gap, *history_parts(block.series[row], cells, label_width))
                 lines.append(line)
         return lines
 
@@ -144,6 +154,16 @@ class GpuPanel(VerticalScroll):
         inside = any(has_inside(g) for g in gpus)
         bar_width = bar_width_for(width, compact, inside)
         verdict_width = verdict_width_for(width, compact, bar_width, inside)
+        # Every first line of a layout is as wide: the text's width is known before the
+        # views are made, so that their alerts can move to a line of their own.
+        text_width = max(
+            (
+                line_width(bar_width, verdict_width, has_inside(g), compact)
+                for g in gpus
+                if not g.lost
+            ),
+            default=40,
+        )
         views = [
             gpu_view(
                 g,
@@ -151,13 +171,12 @@ class GpuPanel(VerticalScroll):
                 bar_width=bar_width,
                 verdict=None if verdicts is None else verdicts.get(g.index),
                 verdict_width=verdict_width,
+                text_width=text_width,
             )
             for g in gpus
         ]
-        text_width = max(
-            (sum(cell_width(t) for t, _ in v.lines[0]) for v in views if not v.lost), default=40
-        )
-        hist_width = max(1, width - text_width - (0 if compact else HISTORY_LABEL_WIDTH) - 2)
+        frame = len(COMPACT_HISTORY_GAP) if compact else len(HISTORY_RULE) + HISTORY_LABEL_WIDTH
+        hist_width = max(1, width - text_width - frame)
         series: list[tuple[Series, ...]] = []
         points = self._points(history[-hist_width:])
         for g in gpus:

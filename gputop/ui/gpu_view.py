@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -18,7 +19,7 @@ from gputop.model import (
     Snapshot,
     Verdict,
 )
-from gputop.ui.parts import Part, Parts, bar, memory_bar, pct4, safe, used_total
+from gputop.ui.parts import Part, Parts, bar, memory_bar, pct4, pct5, safe, used_total
 
 #: "Memory full, utilization low": memory used at least this share of the total...
 MEM_IDLE_MEMORY_PERCENT = 80.0
@@ -50,6 +51,14 @@ COMPACT_INSIDE_BAR_WIDTH = 5
 VERDICT_WIDTH = 8
 #: The wide layout widens the slot up to this for the verdict's full label...
 LONG_VERDICT_WIDTH = 25
+#: The wide layout's history rows are labelled ("util "/"mem  ", this wide) and set off
+#: from the text by a rule, so that a verdict never reads into the label ("low util util").
+HISTORY_LABEL_WIDTH = 5
+HISTORY_RULE = " │"
+#: The compact layout's history has no label: one space sets it off.
+COMPACT_HISTORY_GAP = " "
+#: Lines after a GPU's first are indented this much.
+INDENT = "   "
 #: ...as long as the history next to it keeps at least this many columns.
 MIN_WIDE_HISTORY = 30
 
@@ -145,6 +154,16 @@ def activity_text(gpu: GpuSample) -> str:
     return "  ".join(f"{k} {fmt.percent(GPU_METRIC[f].get(gpu))}" for k, f in ACTIVITY.items())
 
 
+def rate_share(rate: float | None, percent: float | None) -> str:
+    """'2.9GiB/s 5%': a rate with its share of the link. One 'n/a' for an unknown rate
+    (not 'n/a n/a', two unknowns without a unit); a known rate whose link maximum is
+    unknown shows without a share."""
+    if fmt.finite(rate) is None:
+        return fmt.NA
+    shown = fmt.rate(rate)
+    return shown if fmt.finite(percent) is None else f"{shown} {fmt.percent(percent)}"
+
+
 def nvlink_parts(gpu: GpuSample) -> Parts:
     """'NVL rx 46.6GiB/s 11% tx 55.9GiB/s 13% of 419.1GiB/s 18 links': like the PCIe
     figures, traffic against what the links carry a direction."""
@@ -153,9 +172,9 @@ def nvlink_parts(gpu: GpuSample) -> Parts:
     links = f"{n.links} links" + (f" v{safe(n.version, 8)}" if n.version else "")
     return (
         ("NVL rx ", "label"),
-        (f"{fmt.rate(n.rx_bytes_per_s)} {fmt.percent(rx_pct)}", ""),
+        (rate_share(n.rx_bytes_per_s, rx_pct), ""),
         (" tx ", "label"),
-        (f"{fmt.rate(n.tx_bytes_per_s)} {fmt.percent(tx_pct)}", ""),
+        (rate_share(n.tx_bytes_per_s, tx_pct), ""),
         (" of ", "label"),
         (fmt.rate(n.max_bytes_per_s), ""),
         (f" {links}", "dim"),
@@ -246,8 +265,8 @@ WIDE_NAME_WIDTH = 22
 WIDE_INSIDE_NAME_WIDTH = COMPACT_NAME_WIDTH
 
 
-#: The wide layout's history: its "util "/"mem  " label and the two gaps around it.
-HISTORY_FRAME = 7
+#: The wide layout's history: its rule and its label.
+HISTORY_FRAME = len(HISTORY_RULE) + HISTORY_LABEL_WIDTH
 #: The wide layout's bars grow (from 6 to 20 cells) while the history keeps this many
 #: columns beside a line with the narrow verdict slot.
 BAR_HISTORY = 36
@@ -258,12 +277,66 @@ _INSIDE_PROBE = GpuSample(index=0, activity=Activity(sm=0.0, tensor=0.0))
 
 
 @lru_cache(maxsize=64)
-def wide_line_width(bar_width: int, verdict_width: int, inside: bool = False) -> int:
-    """Cells of the wide layout's first line, measured on it (every GPU's is as wide;
+def line_width(
+    bar_width: int, verdict_width: int, inside: bool = False, compact: bool = False
+) -> int:
+    """Cells of a GPU's first line, measured on it (every GPU's is as wide in a layout;
     ``inside``: one with GPM's SM and TC)."""
     probe = _INSIDE_PROBE if inside else GpuSample(index=0)
-    line = gpu_view(probe, compact=False, bar_width=bar_width, verdict_width=verdict_width).lines[0]
-    return sum(cell_width(text) for text, _ in line)
+    view = gpu_view(probe, compact=compact, bar_width=bar_width, verdict_width=verdict_width)
+    return parts_width(view.lines[0])
+
+
+def wide_line_width(bar_width: int, verdict_width: int, inside: bool = False) -> int:
+    """Cells of the wide layout's first line."""
+    return line_width(bar_width, verdict_width, inside)
+
+
+def flow(first: Parts, chunks: Sequence[Parts], width: int | None) -> tuple[Parts, ...]:
+    """``first`` followed by ``chunks``, each chunk kept whole: one that would not fit in
+    ``width`` cells (None: no limit) starts a new, indented line."""
+    lines: list[Parts] = []
+    line, used = first, parts_width(first)
+    for chunk in chunks:
+        cells = parts_width(chunk)
+        if width is not None and used + cells > width and used > len(INDENT):
+            lines.append(line)
+            chunk = ((INDENT, ""), *strip_lead(chunk))
+            cells = parts_width(chunk)
+            line, used = (), 0
+        line, used = (*line, *chunk), used + cells
+    if line:
+        lines.append(line)
+    return tuple(lines)
+
+
+def strip_lead(chunk: Parts) -> Parts:
+    """A chunk without its leading spaces (it starts a line)."""
+    if not chunk:
+        return chunk
+    text, role = chunk[0]
+    return ((text.lstrip(" "), role), *chunk[1:])
+
+
+def parts_width(parts: Parts) -> int:
+    return sum(cell_width(text) for text, _ in parts)
+
+
+def alert_chunks(gpu: GpuSample, *, compact: bool) -> list[Parts]:
+    """What must be read whole: the link running below its maximum, and each throttle
+    reason (the wide line also says an unknown reason, the compact one only a throttle)."""
+    chunks: list[Parts] = []
+    downgrade = pcie_downgrade(gpu)
+    if downgrade:
+        chunks.append(((f"  ! {downgrade}", "warn"),))
+    throttle = throttle_words(gpu.clock_event_reasons)
+    if throttle is None and not compact:
+        chunks.append((("  throttle: ", "label"), (fmt.NA, "dim")))
+    elif throttle:
+        reasons = throttle.split(", ")
+        chunks.append((("  throttle: ", "label"), (reasons[0], "warn")))
+        chunks += [((", ", "warn"), (r, "warn")) for r in reasons[1:]]
+    return chunks
 
 
 def gpu_view(
@@ -273,7 +346,10 @@ def gpu_view(
     bar_width: int,
     verdict: VerdictMark | None = None,
     verdict_width: int = VERDICT_WIDTH,
+    text_width: int | None = None,
 ) -> GpuView:
+    """One GPU's lines. ``text_width``: the cells the panel gives the text; the throttle
+    reasons and the link warning then move to a line of their own rather than be cut."""
     inside = inside_parts(gpu) if has_inside(gpu) else ()
     name_width = (
         COMPACT_NAME_WIDTH if compact else WIDE_INSIDE_NAME_WIDTH if inside else WIDE_NAME_WIDTH
@@ -285,7 +361,7 @@ def gpu_view(
     if gpu.lost:
         reason = safe(gpu.lost_reason, 200) if gpu.lost_reason else "fell off the bus"
         line: Parts = (*head, ("LOST", "error"), (f": {reason}", "error"))
-        more: tuple[Parts, ...] = () if compact else ((("   no data from this GPU", "dim"),),)
+        more: tuple[Parts, ...] = () if compact else (((INDENT + "no data from this GPU", "dim"),),)
         return GpuView(gpu.index, (line, *more), lost=True)
 
     mem = gpu.memory
@@ -302,32 +378,37 @@ def gpu_view(
             *head,
             ("M", "label"),
             *memory_bar(mem_pct, reserved_pct, bar_width),
-            (pct4(mem_pct) + " ", pct_role),
+            (pct5(mem_pct) + " ", pct_role),
             ("U", "label"),
             *bar(util, bar_width),
-            (pct4(util) + " ", pct_role),
+            (pct5(util) + " ", pct_role),
             *inside,
             (fit(metric_text(gpu, "temperature_c"), 5, ">") + " ", ""),
             (fit(metric_text(gpu, "power_w"), 4, ">") + " ", ""),
             marker,
         )
-        return GpuView(gpu.index, (line, mig_summary(gpu)) if gpu.mig_mode else (line,), lost=False)
+        alerts = alert_chunks(gpu, compact=True)
+        if alerts:  # on a line of their own: the compact line has no room for them
+            alerts[0] = strip_lead(alerts[0])
+        more = flow(((INDENT, ""),), alerts, text_width) if alerts else ()
+        mig = (mig_summary(gpu),) if gpu.mig_mode else ()
+        return GpuView(gpu.index, (line, *more, *mig), lost=False)
 
     line1: Parts = (
         *head,
         ("MEM ", "label"),
         *memory_bar(mem_pct, reserved_pct, bar_width),
         (" " + fit(used_total(mem.used, mem.total), 17, ">"), ""),
-        (pct4(mem_pct) + " ", pct_role),
+        (pct5(mem_pct) + " ", pct_role),
         (" UTIL ", "label"),
         *bar(util, bar_width),
-        (pct4(util) + " ", pct_role),
+        (pct5(util) + " ", pct_role),
         *inside,
         (" ", ""),
         marker,
     )
     parts: list[Part] = [
-        ("   ", ""),
+        (INDENT, ""),
         (metric_text(gpu, "temperature_c"), ""),
         (" ", ""),
         (f"{metric_text(gpu, 'power_w')}/{metric_text(gpu, 'power_limit_w')}", ""),
@@ -338,22 +419,18 @@ def gpu_view(
     p = gpu.pcie
     parts += [
         ("  PCIe TX ", "label"),
-        (f"{fmt.rate(p.tx_bytes_per_s)} {fmt.percent(tx_pct)}", ""),
+        (rate_share(p.tx_bytes_per_s, tx_pct), ""),
         (" RX ", "label"),
-        (f"{fmt.rate(p.rx_bytes_per_s)} {fmt.percent(rx_pct)}", ""),
+        (rate_share(p.rx_bytes_per_s, rx_pct), ""),
     ]
-    downgrade = pcie_downgrade(gpu)
-    if downgrade:
-        parts.append((f" ! {downgrade}", "warn"))
-    elif p.gen is not None and p.width is not None:
+    chunks = alert_chunks(gpu, compact=False)
+    if not pcie_downgrade(gpu) and p.gen is not None and p.width is not None:
         parts.append((f" gen{p.gen}x{p.width}", "dim"))
-    throttle = throttle_words(gpu.clock_event_reasons)
-    if throttle != "":  # '': no throttle, nothing said
-        parts += [("  throttle: ", "label"), (throttle, "warn") if throttle else (fmt.NA, "dim")]
     if gpu.mig_mode:
-        parts += [("  MIG ", "label"), (f"on, {len(gpu.mig_devices)} devices", "")]
-    nvl: tuple[Parts, ...] = ((("   ", ""), *nvlink_parts(gpu)),) if has_nvlink(gpu) else ()
-    return GpuView(gpu.index, (line1, tuple(parts), *nvl, *mig_lines(gpu, bar_width)), lost=False)
+        chunks.append((("  MIG ", "label"), (f"on, {len(gpu.mig_devices)} devices", "")))
+    lines = flow(tuple(parts), chunks, text_width)
+    nvl: tuple[Parts, ...] = (((INDENT, ""), *nvlink_parts(gpu)),) if has_nvlink(gpu) else ()
+    return GpuView(gpu.index, (line1, *lines, *nvl, *mig_lines(gpu, bar_width)), lost=False)
 
 
 def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
@@ -376,7 +453,7 @@ def mig_lines(gpu: GpuSample, bar_width: int) -> tuple[Parts, ...]:
                 ("MEM ", "label"),
                 *memory_bar(pct, None, max(4, bar_width // 2)),
                 (" " + fit(used_total(mem.used, mem.total), 17, ">"), ""),
-                (pct4(pct) + " ", ""),
+                (pct5(pct) + " ", ""),
                 *(((" ", ""), *inside_parts(m)) if has_inside(m) else ()),
                 (" procs ", "label"),
                 (f"{len(procs)}" + (f": {pids}" if pids else ""), "" if procs else "dim"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from gputop import fmt
 from gputop.model import Snapshot
 from gputop.ui.parts import Part, Parts, safe
@@ -26,8 +28,12 @@ def header_parts(
     text_filter: str = "",
     compact: bool = False,
     error: str | None = None,
+    markers: Parts = (),
+    clock: bool = False,
 ) -> Parts:
-    """``error``: why the last sample failed (the screen then shows older data)."""
+    """``error``: why the last sample failed (the screen then shows older data);
+    ``markers`` follow the mode (REC, READONLY: what a shared screen must say); ``clock``:
+    the sample's local time of day at the end (a replay says its own time instead)."""
     gap = " " if compact else "  "
     parts: list[Part] = [] if compact else [("gputop ", "title")]
     if snapshot is None:
@@ -46,6 +52,8 @@ def header_parts(
     parts += [(f"{gap}every ", "label"), (f"{interval:g}s", "")]
     if snapshot is not None:
         parts += [(gap, ""), mode_text(snapshot)]
+    for marker in markers:
+        parts += [(gap, ""), marker]
     if paused:
         parts += [(gap, ""), ("PAUSED", "warn-strong")]
     if stale:
@@ -62,4 +70,7 @@ def header_parts(
         if snapshot.tick_cpu_seconds is not None and not compact:
             tick += f" (cpu {fmt.number(snapshot.tick_cpu_seconds * 1000, 'ms')})"
         parts += [(f"{gap}tick ", "label"), (tick, "")]
+    when = None if snapshot is None else fmt.finite(snapshot.time)
+    if clock and when is not None and 0 <= when < 2**33:  # within what localtime takes
+        parts += [(gap, ""), (time.strftime("%H:%M:%S", time.localtime(when)), "")]
     return tuple(parts)

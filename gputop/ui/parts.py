@@ -26,6 +26,10 @@ BAR_USED = "█"
 BAR_RESERVED = "▓"
 BAR_FREE = "░"
 NO_VALUE = "·"
+#: A process status as every screen and --once say it, where the word differs from the
+#: model's (JSON and the exporter keep the model's "dead"): one word for one fact.
+STATUS_WORDS: dict[str, str] = {"dead": "exited"}
+EXITED = STATUS_WORDS["dead"]
 
 
 def plain(parts: Iterable[Part]) -> str:
@@ -117,3 +121,9 @@ def gpu_ranges(gpus: Iterable[int], empty: str = "-") -> str:
 
 def pct4(v: float | None) -> str:
     return fit(fmt.percent(v), 4, ">")
+
+
+def pct5(v: float | None) -> str:
+    """' 98%', ' 100%': a percentage with a space before it, so that it never joins the
+    bar drawn before it ("██████100%")."""
+    return " " + pct4(v)

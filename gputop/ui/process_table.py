@@ -22,7 +22,7 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
-from gputop.cells import fit
+from gputop.cells import cell_width, fit
 from gputop.ui.process_view import Column, ProcRow, column_widths, visible_columns
 from gputop.ui.roles import rich_styles
 
@@ -94,16 +94,23 @@ class ProcessTable(DataTable[Text]):
         self._table_width = sum(c.get_render_width(self) for c in self.ordered_columns)
 
     def _labels(self, sort_key: str, reverse: bool) -> dict[str, Text]:
-        """Column key -> header label; the sort column carries ▲ (or ▼ reversed)."""
+        """Column key -> header label; the sort column's name is followed by ▲ (or ▼
+        reversed) and drawn in reverse video, so the arrow never reads as the next
+        column's ("PID▼USER")."""
         labels: dict[str, Text] = {}
         for i, col in enumerate(visible_columns(self._compact, self._owners, self._probes)):
             w = self._widths[col.key]
             text = fit(col.label, w, col.align)
             gap = "" if i == 0 else " "
-            if col.key == sort_key:  # the arrow takes the gap before the label
-                text = fit(("▼" if reverse else "▲") + text.strip(), w + 1, col.align)
+            if col.key != sort_key:
+                labels[col.key] = Text(gap + text, style="bold")
+                continue
+            named = col.label.strip() + ("▼" if reverse else "▲")
+            # A name as wide as its column takes the gap before it.
+            room = w if cell_width(named) <= w or not gap else w + 1
+            if room > w:
                 gap = ""
-            labels[col.key] = Text(gap + text, style="bold")
+            labels[col.key] = Text(gap) + Text(fit(named, room, col.align), style="bold reverse")
         return labels
 
     @property

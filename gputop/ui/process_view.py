@@ -9,7 +9,7 @@ from gputop import fmt
 from gputop.analysis.jobs import process_index
 from gputop.model import Probe, ProcessInfo, Snapshot
 from gputop.sources.owners import owner_detail, owner_label, stop_command
-from gputop.ui.parts import Parts, safe
+from gputop.ui.parts import EXITED, Parts, safe
 from gputop.ui.probe_view import probe_cell
 
 
@@ -95,7 +95,7 @@ class ProcRow:
 
     def cell_text(self, key: str, *, compact: bool) -> str:
         if key == "mem":
-            return fmt.bytes_(self.gpu_memory) if compact else fmt.mib(self.gpu_memory)
+            return fmt.memory(self.gpu_memory)
         if key == "command":
             return f"[{self.owner}] {self.command}" if compact and self.owner else self.command
         if key == "probe":
@@ -148,7 +148,7 @@ def _command_text(info: ProcessInfo | None) -> str:
         return fmt.NA
     text = safe(info.command or info.name, 2048) if (info.command or info.name) else ""
     if info.status == "dead":
-        return f"exited {text}".rstrip()
+        return f"{EXITED} {text}".rstrip()
     if info.status == "zombie":
         return f"[zombie] {text}".rstrip()
     return text or fmt.NA

@@ -106,6 +106,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
     """The dashboard driven by a ``Player``, with only its own keys (and ctrl+c)."""
 
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
+    REPLAY = True
     KILL_REFUSED = (
         "a replay shows processes of the past: their pids may belong to anyone now, "
         "so nothing can be signalled from here"

@@ -20,7 +20,7 @@ GiB = 2**30
 #: Every formatter: None -> what it gives, 0 -> what it gives.
 FORMATTERS: dict[str, tuple[Callable[[Any], Any], Any, Any]] = {
     "bytes_": (fmt.bytes_, "n/a", "0B"),
-    "mib": (fmt.mib, "n/a", "0MiB"),
+    "memory": (fmt.memory, "n/a", "0B"),
     "rate": (fmt.rate, "n/a", "0B/s"),
     "percent": (fmt.percent, "n/a", "0%"),
     "number": (fmt.number, "n/a", "0"),
@@ -105,7 +105,10 @@ def test_bytes_boundaries(value: float, text: str) -> None:
 
 
 def test_the_other_formatters_with_values() -> None:
-    assert fmt.mib(80 * GiB) == "81920MiB"
+    # GPU memory: one style at every width, never wider than the compact column (issue 32)
+    assert fmt.memory(80 * GiB) == "80.0GiB" and fmt.memory(19456 * 2**20) == "19.0GiB"
+    assert fmt.memory(999 * 2**20) == "999.0MiB" and fmt.memory(1000 * 2**20) == "1.0GiB"
+    assert fmt.memory(1023 * 2**20) == "1.0GiB" and fmt.memory(999) == "999B"
     assert fmt.rate(1.5 * 2**20) == "1.5MiB/s"
     assert fmt.percent(99.6) == "100%" and fmt.percent(12.34, 1) == "12.3%"
     assert fmt.number(45.0, "°C") == "45°C" and fmt.number(0, "W") == "0W"

@@ -46,7 +46,7 @@ SETTINGS = settings(
 
 FORMATTERS = [
     fmt.bytes_,
-    fmt.mib,
+    fmt.memory,
     fmt.rate,
     fmt.percent,
     fmt.number,

@@ -101,7 +101,8 @@ async def test_replay_keys_move_the_cursor_and_verdicts_are_as_live(
         assert {"play", "step(-1)", "jump(60)", "speed(1)", "goto", "newest"} <= actions
         said: list[str] = []
         app.notify = lambda message, **_: said.append(str(message))  # type: ignore[method-assign,assignment]
-        await app.run_action("kill")
+        assert not app.check_action("kill", ())  # off: out of the footer (issue 32)
+        await app.run_action("kill_refused")  # what a kill key answers there
         assert said and "processes of the past" in said[0]
         # The detail screen and the jobs view open on the recorded history.
         await pilot.press("enter")

@@ -14,6 +14,7 @@ from gputop.present import resolve_gpu_selection
 from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_bindings
 from gputop.ui.gpu_panel import GpuBlock, GpuLines, history_parts
+from gputop.ui.gpu_view import pcie_downgrade, throttle_words
 from gputop.ui.parts import INTERVAL_STEPS, level, plain
 from gputop.ui.process_view import MIN_COMMAND_WIDTH, column_widths
 from tests import builders as fx
@@ -52,7 +53,7 @@ def history_cells(lines: GpuLines, index: int, row: int) -> str:
     """The history cells of one GPU's row as drawn now."""
     block = lines.blocks[index]
     label_width = block.label_width
-    parts = history_parts(block.series[row], lines._cells(label_width), label_width)
+    parts = history_parts(block.series[row], lines.history_width(block), label_width)
     return parts[-1][0]
 
 
@@ -178,7 +179,7 @@ async def test_sort_cycles_and_reverses() -> None:
         await pilot.press("r")
         assert table_pids(app) == [1021, 1020, 1011, 1010, 1001, 1000]
         label = app.table.ordered_columns[2].label.plain
-        assert "▼PID" in label
+        assert "PID▼" in label
         await pilot.press("r", "s", "s", "s")
         assert app.sort_key == "sm"  # pid -> user -> mem -> sm
         assert table_pids(app) == [1000, 1010, 1020, 1001, 1011, 1021]  # n/a last
@@ -280,9 +281,15 @@ async def test_resize_compact_too_small_and_back() -> None:
         assert app.compact
         assert app.query_one("#main").has_class("-compact")
         assert app.gpu_panel.blocks[0].text.count("\n") == 0  # one line per GPU
-        assert all(len(app.gpu_panel.blocks[i].view.lines) == 1 for i in range(8))
+        # one line per GPU, and one more where a throttle or a slow link must be read whole
+        alerts = sum(
+            1
+            for g in app.snapshot.gpus
+            if throttle_words(g.clock_event_reasons) or pcie_downgrade(g)
+        )
+        assert sum(len(app.gpu_panel.blocks[i].view.lines) for i in range(8)) == 8 + alerts
         lines = app.gpu_panel.query_one(GpuLines)
-        assert lines.region.height == 8 and len(lines.lines) == 8
+        assert lines.region.height == 8 + alerts and len(lines.lines) == 8 + alerts
         assert app.table.ordered_columns[-1].width >= MIN_COMMAND_WIDTH
         await pilot.resize_terminal(40, 12)
         await pilot.pause()
@@ -418,7 +425,7 @@ async def test_invisible_pid_row_and_kill_refused_for_it() -> None:
         texts = [t.strip() for t in row_texts(app, "0:999999")]
         assert texts[-1].startswith("pid not visible")
         assert texts[3] == "n/a"  # user
-        assert texts[5] == "3072MiB"  # GPU memory is still known
+        assert texts[5] == "3.0GiB"  # GPU memory is still known
         await pilot.press("k")
         await pilot.pause()
         assert app.screen is app.screen_stack[0]  # no kill dialog for it

@@ -107,7 +107,7 @@ def test_activity_and_nvlink_text_say_na_never_zero() -> None:
         nvlink=Nvlink(links=4, version=None, max_bytes_per_s=None),
     )
     assert activity_text(g).startswith("SM 50%  TC n/a  DRAM n/a")
-    assert plain(nvlink_parts(g)) == "NVL rx n/a n/a tx n/a n/a of n/a 4 links"
+    assert plain(nvlink_parts(g)) == "NVL rx n/a tx n/a of n/a 4 links"
     assert not has_nvlink(replace(g, nvlink=Nvlink(links=0)))  # no active link: no line
 
 

@@ -7,7 +7,7 @@ and look at the SVGs in tests/ui/__snapshots__/ before accepting them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,15 +17,18 @@ from textual.widgets import Input
 from gputop.model import DriverInfo, UnlistedHolder
 from gputop.ui.app import GpuTopApp
 from tests import builders as fx
+from tests.ui.test_header_markers import utc
 
 SnapCompare = Callable[..., bool]
 
 
 @pytest.fixture(autouse=True)
-def _no_animations(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_animations(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("TEXTUAL_THEME", raising=False)
+    with utc():  # the header's clock reads the same on every machine
+        yield
 
 
 def demo_app(**kw: Any) -> GpuTopApp:

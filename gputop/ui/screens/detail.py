@@ -32,7 +32,7 @@ from gputop.ui.gpu_view import (
     nvlink_parts,
     verdict_parts,
 )
-from gputop.ui.parts import Parts, plain
+from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, Parts, plain
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
 
@@ -48,6 +48,20 @@ ACTIVITY_SERIES = (
     ("tensor", "activity.tensor", 13),
     ("DRAM", "activity.dram", 12),
 )
+
+#: Chart titles' first words, for the compact screen's "chart 2/4: memory" line.
+CHART_NAMES = {
+    "util": "utilization",
+    "activity": "SM activity",
+    "mem": "memory",
+    "pcie": "PCIe",
+    "nvlink": "NVLink",
+    "power": "power",
+}
+#: Steps of a chart's ticks, times a power of ten: ticks fall on round figures.
+TICK_STEPS = (1.0, 2.0, 2.5, 5.0)
+#: At most this many ticks on a value axis.
+MAX_TICKS = 5
 
 _RATE_UNITS = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 1024.0**3))
 
@@ -132,6 +146,23 @@ def rate_unit(peak: float) -> tuple[str, float]:
     return next((u for u in _RATE_UNITS if peak < 1024 * u[1]), _RATE_UNITS[-1])
 
 
+def nice_ticks(ymax: float, most: int = MAX_TICKS) -> list[float]:
+    """Ticks from 0 on round steps (1, 2, 2.5 or 5 times a power of ten), at most ``most``
+    of them, none above ``ymax``: a chart never labels a line with a figure it is not."""
+    ymax = _sane(ymax, 1.0)
+    raw = ymax / max(1, most - 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next((m * power for m in TICK_STEPS if m * power >= raw), 10.0 * power)
+    count = int(ymax / step + 1e-9)
+    return [step * i for i in range(count + 1)]
+
+
+def tick_label(value: float) -> str:
+    """'0', '2.5', '0.25', '40': as many digits as the tick needs (a multiple of a
+    round step, less the float's noise)."""
+    return f"{value:.6g}"
+
+
 def _peak(*series: Sequence[Point]) -> float | None:
     known = [y for points in series for _, y in points if y is not None]
     return max(known) if known else None
@@ -173,14 +204,18 @@ class HistoryPlot(PlotextPlot):
     DEFAULT_CSS = "HistoryPlot { height: 1fr; width: 1fr; }"
 
     _last_draw: tuple[str, tuple[Series, ...], dict[str, Any]] | None = None
-    _drawn_columns = 0
+    _drawn_size = (0, 0)
+    #: What the axes say now (tests read them): the x axis' label, the value ticks.
+    xlabel = ""
+    ticks: tuple[str, ...] = ()
 
     def _columns(self) -> int:
         # The "hd" marker draws 2 points per cell: more samples than that only cost time.
         return 2 * max(10, self.size.width - 8) if self.size.width else 400
 
     def on_resize(self) -> None:
-        if self._last_draw is not None and self._columns() != self._drawn_columns:
+        # The height sets how many value ticks there are, the width how many samples.
+        if self._last_draw is not None and (self._columns(), self.size.height) != self._drawn_size:
             title, series, options = self._last_draw
             self.draw(title, series, **options)
 
@@ -209,7 +244,7 @@ class HistoryPlot(PlotextPlot):
         plt.clear_figure()
         plt.title(title)
         columns = self._columns()
-        self._drawn_columns = columns
+        self._drawn_size = (columns, self.size.height)
         if after is not None:
             plt.vline(0, "gray")
         for s in series:
@@ -220,34 +255,43 @@ class HistoryPlot(PlotextPlot):
                 plt.plot(xs, ys, color=s.color, marker="hd", label=label)
         plt.xlim(-span, right)
         plt.ylim(0, ymax)
-        yt = list(yticks) if yticks is not None else [ymax * i / 4 for i in range(5)]
-        digits = 0 if ymax >= 20 else 1
-        plt.yticks(yt, [f"{v:.{digits}f}" for v in yt])
+        # No more ticks than every other row holds: plotext puts a tick on the nearest
+        # row, and on a short chart that row is far from the tick's value.
+        most = max(2, min(MAX_TICKS, self.size.height // 3)) if self.size.height else MAX_TICKS
+        yt = list(yticks) if yticks is not None else nice_ticks(ymax, most)
+        self.ticks = tuple(tick_label(v) for v in yt)
+        plt.yticks(yt, list(self.ticks))
         if after is None:
             ticks = [-span * i / 4 for i in range(4, -1, -1)]
             plt.xticks(ticks, [f"{-t:.0f}" for t in ticks])
-            plt.xlabel("seconds ago")
+            self.xlabel = "seconds ago"
         else:
             ticks = [-span, -span / 2, 0.0] + ([right / 2, right] if right > 0 else [])
             plt.xticks(ticks, [f"{t:+.0f}" if t else "cursor" for t in ticks])
-            plt.xlabel("seconds from the cursor (the vertical line)")
+            self.xlabel = "seconds from the cursor (the vertical line)"
+        plt.xlabel(self.xlabel)
         plt.ylabel(ylabel)
         self.refresh()
 
 
 class DetailScreen(Screen[None]):
-    """History charts of one GPU. Esc or q returns to the dashboard."""
+    """History charts of one GPU. Esc or q returns to the dashboard. On a small terminal
+    (the dashboard's compact size) one chart at a time, paged with the arrow keys: a
+    grid there would draw each chart a row or two tall."""
 
     DEFAULT_CSS = """
     DetailScreen #detail-title { height: 1; text-style: bold; padding: 0 1; }
     DetailScreen #detail-now { height: auto; padding: 0 1; }
     DetailScreen #detail-verdict { height: auto; max-height: 8; padding: 0 1; }
+    DetailScreen.-compact #detail-verdict { max-height: 4; }
     DetailScreen #detail-charts { grid-size: 2 2; height: 1fr; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back"),
         Binding("q", "close", "Back", show=False),
+        Binding("right", "page(1)", "Next chart"),
+        Binding("left", "page(-1)", "Previous chart"),
     ]
 
     def __init__(
@@ -269,6 +313,34 @@ class DetailScreen(Screen[None]):
         self._after_source = after
         self._judging = judging
         self.after: tuple[Snapshot, ...] = tuple(after()) if after is not None else ()
+        self.page = 0  # the chart shown on a small terminal
+
+    @property
+    def compact(self) -> bool:
+        """One chart at a time: the terminal is smaller than the dashboard's wide layout."""
+        width, height = self.app.size
+        return width < COMPACT_WIDTH or height < COMPACT_HEIGHT
+
+    def charts(self) -> list[str]:
+        """The charts this GPU has, in grid order."""
+        gpus = [g for _, g in gpu_timeline(self.history, self.gpu_index, self.after) if g]
+        shown = {
+            "activity": any(has_inside(g) for g in gpus),
+            "nvlink": any(has_nvlink(g) for g in gpus),
+        }
+        return [c for c in CHARTS if shown.get(c, True)]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.compact if action == "page" else True
+
+    def action_page(self, step: int) -> None:
+        self.page = (self.page + step) % len(self.charts())
+        self._render_history()
+
+    def on_resize(self) -> None:
+        if self.is_mounted:
+            self._render_history()
+            self.refresh_bindings()
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title")
@@ -307,6 +379,11 @@ class DetailScreen(Screen[None]):
 
     def _title(self) -> Text:
         text = Text(f"GPU {self.gpu_index}")
+        if self.compact:  # first: the line is cut at its end on a small terminal
+            charts = self.charts()
+            page = self.page % len(charts)
+            text.append(f"  chart {page + 1}/{len(charts)}: {CHART_NAMES[charts[page]]}")
+            text.append(" (←/→ more)", style="dim")
         # The newest name the GPU had (a lost GPU reports none).
         gpus = (snap.gpu(self.gpu_index) for snap in reversed(self.history))
         name = next((gpu.name for gpu in gpus if gpu is not None and gpu.name), None)
@@ -320,7 +397,7 @@ class DetailScreen(Screen[None]):
             n += len(self.after)
             shown = f"{self._span():.0f} s before the cursor and {after:.0f} s after"
         text.append(f"  · {shown}, {n} sample{'s' if n != 1 else ''}")
-        return text.append("  · Esc back", style="dim")
+        return text if self.compact else text.append("  · Esc back", style="dim")
 
     def _now(self) -> Text:
         if not self.history:
@@ -370,18 +447,20 @@ class DetailScreen(Screen[None]):
             )
 
         timeline = gpu_timeline(self.history, self.gpu_index, self.after)
-        gpus = [g for _, g in timeline if g is not None]
-        shown = {
-            "activity": any(has_inside(g) for g in gpus),
-            "nvlink": any(has_nvlink(g) for g in gpus),
-        }
-        for name in OPTIONAL_CHARTS:
-            self.query_one(f"#plot-{name}", HistoryPlot).display = shown[name]
+        charts = self.charts()
+        compact = self.compact
+        self.set_class(compact, "-compact")
+        on_page = charts[self.page % len(charts)]
+        for name in CHARTS:
+            plot = self.query_one(f"#plot-{name}", HistoryPlot)
+            plot.display = name == on_page if compact else name in charts
+        shown = {name: name in charts for name in OPTIONAL_CHARTS}
         grid = self.query_one("#detail-charts", Grid)
-        grid.styles.grid_size_columns = 3 if any(shown.values()) else 2
+        grid.styles.grid_size_columns = 1 if compact else 3 if len(charts) > 4 else 2
+        grid.styles.grid_size_rows = 1 if compact else 2
         util = _series(timeline, lambda g: g.utilization.gpu)
         mem = _series(timeline, lambda g: fmt.ratio_percent(g.memory.used, g.memory.total))
-        percent: dict[str, Any] = dict(ymax=100, ylabel="%", yticks=(0, 25, 50, 75, 100))
+        percent: dict[str, Any] = dict(ymax=100, ylabel="%")
         chart("util", "GPU utilization %", [Series("gpu", 10, util)], **percent)
         chart("mem", "memory used %", [Series("mem", 14, mem)], **percent)
 

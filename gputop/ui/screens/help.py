@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 #: (key or marker, what it means) lines of the help.
 Rows = Sequence[tuple[str, str]]
@@ -25,7 +25,7 @@ LEGEND: tuple[tuple[str, str], ...] = (
         "command are unknown and it cannot be signalled",
     ),
     (
-        "link degraded",
+        "! LINK gen3x8<gen5x16",
         "the PCIe link runs below its maximum generation or width; idle GPUs lower it to save "
         "power, so it matters only under load",
     ),
@@ -57,9 +57,17 @@ class HelpScreen(ModalScreen[None]):
         width: 90%; max-width: 100; height: auto; max-height: 90%;
         border: thick $primary; background: $surface; padding: 0 1;
     }
-    /* The body scrolls inside the dialog; the close line below stays visible. */
-    HelpScreen #help-body { height: 1fr; }
-    HelpScreen #help-body Static { height: auto; }
+    /* The body scrolls inside the dialog (it has the focus, so the arrow keys, PgUp/PgDn,
+       Home and End scroll it at once); the close line below stays visible. The body is
+       never wider than the dialog: only the vertical scrollbar, and one that shows. */
+    HelpScreen #help-body {
+        height: 1fr; overflow-x: hidden; overflow-y: auto;
+        scrollbar-size-vertical: 1;
+        scrollbar-color: $accent; scrollbar-color-hover: $accent-lighten-1;
+        scrollbar-color-active: $accent-lighten-2; scrollbar-background: $panel;
+        scrollbar-background-hover: $panel; scrollbar-background-active: $panel;
+    }
+    HelpScreen #help-body Static { height: auto; width: 1fr; }
     HelpScreen #help-close { color: $text-muted; height: 1; }
     """
 
@@ -67,6 +75,8 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape", "close", "Close"),
         Binding("question_mark,q", "close", "Close", show=False),
     ]
+
+    AUTO_FOCUS = "#help-body"
 
     def __init__(self, bindings: Rows, legend: Rows) -> None:
         super().__init__()
@@ -77,7 +87,10 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help-dialog"):
             with VerticalScroll(id="help-body"):
                 yield Static(help_table(self.key_bindings, self.legend), id="help-text")
-            yield Static("Esc, ? or q closes this help.", id="help-close")
+            yield Static(
+                "↑/↓, PgUp/PgDn, Home/End scroll · Esc, ? or q closes this help.", id="help-close"
+            )
+        yield Footer()  # this screen's keys, not the dashboard's
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -24,7 +24,7 @@ from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot, Verdict
 from gputop.sources.owners import owner_detail, owner_label
 from gputop.ui.gpu_view import verdict_mark, verdict_parts
-from gputop.ui.parts import Part, Parts, gpu_ranges, safe
+from gputop.ui.parts import STATUS_WORDS, Part, Parts, gpu_ranges, safe
 from gputop.ui.probe_view import job_probe_cell, job_probe_parts, probe_cell
 from gputop.ui.process_view import INVISIBLE, Column
 from gputop.ui.roles import rich_styles
@@ -135,7 +135,7 @@ def _status(info: ProcessInfo | None) -> tuple[str, str]:
         return fmt.NA, "dim"
     if status in ("disk-sleep", "zombie"):
         return ("D " if status == "disk-sleep" else "") + status, "warn"
-    return safe(status, 16), ""
+    return safe(STATUS_WORDS.get(status, status), 16), ""
 
 
 def _proc_command(info: ProcessInfo | None) -> tuple[str, str]:

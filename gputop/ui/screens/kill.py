@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button, Footer, Static
 
 from gputop import fmt
 from gputop.actions import SIGNALS, KillOutcome, KillTarget, send_signals, summary
@@ -44,7 +44,7 @@ def targets_table(targets: Sequence[KillTarget]) -> Table:
             Text(str(t.pid)),
             _target_text(t.user, 64),
             Text(fmt.NA if t.gpu is None else str(t.gpu)),
-            Text(fmt.mib(t.gpu_memory)),
+            Text(fmt.memory(t.gpu_memory)),
             command,
         )
     return table
@@ -162,7 +162,9 @@ class KillScreen(ModalScreen[str | None]):
             with VerticalScroll(id="kill-targets"):
                 yield Static(targets_table(self.targets))
             with Horizontal(classes="kill-buttons", id="kill-choices"):
-                for sig in SIGNALS:
+                # Read-only (demo, replay, --readonly): no signal is drawn under "Nothing
+                # will be signalled", only the way out.
+                for sig in () if self.readonly else SIGNALS:
                     yield Button(
                         sig.name,
                         id=sig.name.lower(),
@@ -174,6 +176,9 @@ class KillScreen(ModalScreen[str | None]):
                 yield Static("", id="kill-outcomes")
             with Horizontal(classes="kill-buttons", id="kill-after"):
                 yield Button("Close", id="close", variant="primary")
+        # This dialog's own keys: the dashboard's footer below would offer keys (q Quit)
+        # that do nothing here.
+        yield Footer()
 
     def on_mount(self) -> None:
         if self.readonly or not self.targets:
