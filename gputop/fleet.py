@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -139,6 +140,16 @@ def check_hosts(hosts: Sequence[str]) -> list[str]:
     return list(seen)
 
 
+def this_gputop(command: str) -> str:
+    """``--local``: a command whose first word is ``gputop`` runs the gputop running this
+    fleet (this Python, ``-m gputop``), so a virtual environment that is not activated
+    (not on PATH) works as well as one that is."""
+    words = command.split(maxsplit=1)
+    if not words or words[0] != "gputop":
+        return command
+    return " ".join([shlex.join([sys.executable, "-m", "gputop"]), *words[1:]])
+
+
 def _need_terminal(parser: argparse.ArgumentParser) -> None:
     from gputop.encoding import has_terminal
 
@@ -193,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def command(host: str, n: int) -> list[str]:
         cmd = expand(remote, host, n)  # the remote command for this host
         if args.local:
-            return local_command(cmd, interval)
+            return local_command(this_gputop(cmd), interval)
         return ssh_command(host, cmd, interval, ssh_config=ssh_config, options=args.ssh_option)
 
     streams = StreamSet(hosts, command, interval=interval, first_line_timeout=args.connect_timeout)
