@@ -190,3 +190,26 @@ def test_the_first_sample_alone_costs_one_small_segment(tmp_path: Path) -> None:
         assert rec.bytes_written == sizes[-1]
     plain, alone_size = sizes
     assert alone_size <= plain + 8 * 1024, sizes
+
+
+def test_the_first_sample_is_readable_before_any_flush(tmp_path: Path) -> None:
+    """In process, without the clock: one sample added, nothing closed, already a replay."""
+    from gputop.record.store import BackgroundRecorder
+
+    snaps = demo(3)
+    rec = Recorder(tmp_path / "cli", interval=1.0, first_alone=True)
+    bg = BackgroundRecorder(tmp_path / "dashboard", interval=1.0)  # the dashboard's --record
+    try:
+        for take in (rec.add, bg):
+            take(snaps[0])
+        for where in ("cli", "dashboard"):
+            recording = Recording(tmp_path / where)
+            assert len(recording) == 1 and recording[0] == snaps[0]
+        rec.add(snaps[1])
+        rec.add(snaps[2])
+        assert len(Recording(tmp_path / "cli")) == 1  # the rest waits for the flush interval
+    finally:
+        rec.close()
+        bg.close()
+    assert [Recording(tmp_path / "cli")[i] for i in range(3)] == snaps
+    assert rec.segments_written == 2 and rec.blocks_written == 2
