@@ -75,7 +75,8 @@ def rss_mib() -> float:
 def disk_and_cpu(tmp: Path) -> None:
     out = tmp / "hour"
     src = DemoSource(0, start_time=DEMO_EPOCH, step=1.0)
-    rec = Recorder(out, interval=1.0, retain=None, max_size=None)
+    # As `gputop record` writes: the first sample alone, at once, then the hour's segment.
+    rec = Recorder(out, interval=1.0, retain=None, max_size=None, first_alone=True)
     jsonl = 0
     zc = zstandard.ZstdCompressor(level=3).compressobj()
     zbytes = 0

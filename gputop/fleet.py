@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT_INTERVAL = 2.0
 PROMETHEUS_INTERVAL = 15.0
+DEFAULT_CONNECT_TIMEOUT = 30.0
 #: At most this many hosts (one ssh process each; use --prometheus beyond).
 MAX_HOSTS = 512
 
@@ -72,9 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--connect-timeout",
         type=_seconds,
-        default=30.0,
         metavar="SECONDS",
-        help="a host that sends no snapshot within this is unreachable (default 30)",
+        help="a host that sends no snapshot within this is unreachable (default "
+        f"{DEFAULT_CONNECT_TIMEOUT:g})",
     )
     p.add_argument(
         "--local",
@@ -139,6 +141,41 @@ def check_hosts(hosts: Sequence[str]) -> list[str]:
     return list(seen)
 
 
+def this_gputop(command: str) -> str:
+    """``--local``: a command whose first word is ``gputop`` runs the gputop running this
+    fleet (this Python, ``-m gputop``), so a virtual environment that is not activated
+    (not on PATH) works as well as one that is."""
+    words = command.split(maxsplit=1)
+    if not words or words[0] != "gputop":
+        return command
+    return " ".join([shlex.join([sys.executable, "-m", "gputop"]), *words[1:]])
+
+
+#: Options that only the ssh streams use (a --prometheus fleet has no use for them), and
+#: those of them that only ssh itself uses (no use with --local either).
+_STREAM_OPTIONS = ("hosts", "hosts_file", "slurm", "remote_command", "connect_timeout", "local")
+_SSH_OPTIONS = ("ssh_config", "ssh_option")
+
+
+def _refuse_lone_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """An option the chosen way of reaching hosts would ignore: one line, exit 2."""
+
+    def given(dest: str) -> bool:
+        return getattr(args, dest) not in (None, False, [])
+
+    def flag(dest: str) -> str:
+        return "HOST" if dest == "hosts" else "--" + dest.replace("_", "-")
+
+    if args.prometheus is not None:
+        for dest in (*_STREAM_OPTIONS, *_SSH_OPTIONS):
+            if given(dest):
+                parser.error(f"{flag(dest)} goes with ssh hosts, not with --prometheus")
+    if args.local:
+        for dest in _SSH_OPTIONS:
+            if given(dest):
+                parser.error(f"{flag(dest)} goes with ssh, not with --local")
+
+
 def _need_terminal(parser: argparse.ArgumentParser) -> None:
     from gputop.encoding import has_terminal
 
@@ -149,6 +186,7 @@ def _need_terminal(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[2:] if argv is None else argv))
+    _refuse_lone_options(parser, args)
     try:
         config = with_overrides(load_config(args.config), theme=args.theme)
         check_theme(config)
@@ -193,10 +231,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def command(host: str, n: int) -> list[str]:
         cmd = expand(remote, host, n)  # the remote command for this host
         if args.local:
-            return local_command(cmd, interval)
+            return local_command(this_gputop(cmd), interval)
         return ssh_command(host, cmd, interval, ssh_config=ssh_config, options=args.ssh_option)
 
-    streams = StreamSet(hosts, command, interval=interval, first_line_timeout=args.connect_timeout)
+    timeout = DEFAULT_CONNECT_TIMEOUT if args.connect_timeout is None else args.connect_timeout
+    streams = StreamSet(hosts, command, interval=interval, first_line_timeout=timeout)
     return _run(streams, "local commands" if args.local else "ssh", config)
 
 

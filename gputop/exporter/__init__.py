@@ -75,7 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-jobs",
         type=_positive_int,
-        default=DEFAULT_MAX_JOBS,
         metavar="N",
         help=f"with --jobs: the top N jobs by GPU memory (default {DEFAULT_MAX_JOBS})",
     )
@@ -133,8 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--seed needs --demo")
     if args.demo_node is not None and not args.demo:
         parser.error("--demo-node needs --demo")
+    if args.max_jobs is not None and not args.jobs:
+        parser.error("--max-jobs needs --jobs")
 
     from gputop.config import ConfigError, load_config, with_overrides
+    from gputop.exporter.metrics import DEFAULT_MAX_JOBS
     from gputop.exporter.server import ExportState, serve, warn
     from gputop.model import Snapshot
     from gputop.sampler import Sampler
@@ -150,7 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
 
     state = ExportState(
-        config.thresholds, interval=config.interval, with_jobs=args.jobs, max_jobs=args.max_jobs
+        config.thresholds,
+        interval=config.interval,
+        with_jobs=args.jobs,
+        max_jobs=DEFAULT_MAX_JOBS if args.max_jobs is None else args.max_jobs,
     )
     host, port = args.listen
     try:

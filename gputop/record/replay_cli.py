@@ -44,7 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--speed",
         type=ascii_number,
-        default=1.0,
         metavar="X",
         help="dashboard: 1 to 600 (default 1)",
     )
@@ -66,11 +65,13 @@ def main(argv: list[str]) -> int:
         config = with_overrides(load_config(args.config))
     except ConfigError as exc:
         parser.error(str(exc))
-    if not 1 <= args.speed <= 600:
+    if args.speed is not None and not 1 <= args.speed <= 600:
         parser.error("--speed: from 1 to 600")
     ranged = args.start is not None or args.end is not None
     if ranged and (args.at is not None or args.once):
         parser.error("--from/--to and --at/--once exclude each other")
+    if args.speed is not None and (ranged or args.once or args.json):
+        parser.error("--speed goes with the dashboard, not with --once, --json or --from/--to")
     path: Path = args.path if args.path is not None else default_dir()
     # Not a readable recording, when opened or when read: one line, exit 2 (the path it
     # quotes cut like every echo of the input).
@@ -98,7 +99,7 @@ def main(argv: list[str]) -> int:
 
         pos = len(recording) - 1 if at is None else recording.position(at)
         player = Player(recording, pos, lookback=lookback_seconds(config.thresholds))
-        player.speed = args.speed
+        player.speed = 1.0 if args.speed is None else args.speed
         result: int = run_replay(player, thresholds=config.thresholds, theme=config.theme)
         return result
     except RecordingError as exc:

@@ -43,6 +43,10 @@ _Cancelled = Callable[[], bool] | None  # asked before each block to decode: sto
 
 #: Longest time between two flushes: a crash loses at most this much.
 MAX_FLUSH_SECONDS = 60.0
+#: Fewest bytes ``--max-size`` may say: about half an hour of an 8-GPU server (the disk
+#: per hour: bench/README.md). Less would leave retention nothing to keep but the segment
+#: being written, and a size of a few bytes is a slip, not a wish.
+MIN_MAX_SIZE = 1 << 20
 SEGMENT_SECONDS = 3600.0
 #: A segment that has grown to this size is closed at its next block and a new one begun.
 SEGMENT_BYTES = 256 << 20
@@ -234,6 +238,7 @@ class Recorder:
         segment_seconds: float = SEGMENT_SECONDS,
         segment_bytes: int = SEGMENT_BYTES,
         clock: Callable[[], float] = time.time,
+        first_alone: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.interval = interval
@@ -248,6 +253,16 @@ class Recorder:
         self._segment: SegmentWriter | None = None
         self._segment_end = 0.0  # where the segment being filled ends (snapshot time)
         self._last: float | None = None  # time of the last snapshot of that segment
+        # The first snapshot is written at once, as a segment of its own: a replay started
+        # right after the recorder sees it, and the hour's segment still takes a whole
+        # flush interval as its compression dictionary (the budget in bench/README.md).
+        self._first_alone = first_alone
+        # What was written, for the line the recorder ends with.
+        self.segments_written = 0
+        self.blocks_written = 0
+        self.bytes_written = 0
+        self.first_written: float | None = None
+        self.last_written: float | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             # The lock is on the directory itself: no file whose deletion or replacement
@@ -282,13 +297,23 @@ class Recorder:
             self._first = t
         self._rows.append(codec.flatten(snapshot))
         self._last = t
+        if self._first_alone:
+            self._first_alone = False
+            self.flush()
+            self._close_segment()
 
     def flush(self) -> None:
         if not self._rows or self._last is None:
             return
         segment = self._segment or self._open_segment(self._first)
         rows, self._rows = self._rows, []
+        before = segment.size
         segment.write_block(rows, self._first, self._last)
+        self.blocks_written += 1
+        self.bytes_written += segment.size - before
+        if self.first_written is None:
+            self.first_written = self._first
+        self.last_written = self._last
         if segment.size >= self.segment_bytes:
             self._close_segment()  # the next snapshot begins a new segment
 
@@ -308,6 +333,8 @@ class Recorder:
             "segment_seconds": self.segment_seconds,
         }
         self._segment = SegmentWriter(path, header)
+        self.segments_written += 1
+        self.bytes_written += self._segment.size
         self.apply_retention()
         return self._segment
 
@@ -675,6 +702,7 @@ class BackgroundRecorder:
         self.error: str | None = None
         self._recorder: Recorder | None = None
         self._lock = threading.Lock()
+        kwargs.setdefault("first_alone", True)  # a replay sees the recording at once
         try:
             self._recorder = Recorder(directory, interval=interval, **kwargs)
         except RecordWriteError as exc:

@@ -10,9 +10,13 @@ dropped) and its inline code spans that start with a command (``gputop``, ``pipx
 - ``dist``: ``pipx install .``. ``.ci/run`` runs ``scripts/check_dist.sh``, which
   ``pipx install``s the wheel built from this checkout into a fresh pipx home and runs
   the installed ``gputop`` (checked here).
-- ``quick-start``: the install part is the test command's without the test extra (so CI
+- ``quick-start``: the install is the test command's without the test extra (so CI
   runs it, with the extra); ``.venv/bin/gputop`` is the ``gputop.cli:entry`` console
   script, started as ``dashboard``.
+- ``activate``: the quick start's set-up (the venv's ``activate``, in a shell whose PATH
+  holds no gputop, ``.venv`` standing for the venv running the tests) puts ``gputop`` on
+  PATH, and the Usage lines that run as they are run there by that name
+  (:func:`test_the_usage_lines_run_after_the_quick_start`).
 - ``dashboard``: started on a pty (this machine's real source: host-only without a
   driver), waits for the process table, ``q``, exit status 0.
 - ``as-is``: run as shown; exit 0, or 3 where there is no NVIDIA driver.
@@ -54,6 +58,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import missing
 from tests.lifecycle_harness import PtyGputop, env_for_gputop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,8 +67,10 @@ MAX_LINES = 350
 
 #: Every command the README shows -> how this file checks it (the module docstring).
 FORMS: dict[str, str] = {
-    "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/gputop": ("quick-start"),
-    ".venv/bin/gputop --demo": "dashboard",
+    "python3 -m venv .venv && .venv/bin/pip install -q -e .": "quick-start",
+    ". .venv/bin/activate": "activate",
+    ".venv/bin/gputop": "dashboard",
+    "gputop --demo": "dashboard",
     "pipx install . && gputop": "dist",
     "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' "
     "&& .venv/bin/python -m pytest -q": "ci",
@@ -92,7 +99,7 @@ FORMS: dict[str, str] = {
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _COMMENT = re.compile(r"\s+#\s.*$")
-_INLINE = re.compile(r"`((?:gputop|pipx|python3?|\.venv/bin/\S+)(?:\s[^`]*)?)`")
+_INLINE = re.compile(r"`((?:gputop|pipx|python3?|\.venv/bin/[^\s`]+)(?:\s[^`]*)?)`")
 
 
 def _blocks(text: str) -> list[tuple[str, list[str]]]:
@@ -243,13 +250,77 @@ def check_dashboard(
 
 
 def check_quick_start(command: str, tmp: Path) -> None:
-    install, run = command.rsplit(" && ", 1)
     ci_install = _ci_command().rsplit(" && ", 1)[0]
-    assert install == ci_install.replace("'.[test]'", "."), (install, ci_install)
-    assert run == ".venv/bin/gputop"
+    assert command == ci_install.replace("'.[test]'", "."), (command, ci_install)
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "gputop"]
     assert script.value == "gputop.cli:entry"
-    check_dashboard(run, tmp)
+
+
+def _quick_start_block() -> list[str]:
+    """The commands of the Quick start's first ``sh`` block."""
+    section = README_TEXT.split("## Quick start", 1)[1]
+    ((lang, lines),) = _blocks(section)[:1]
+    assert lang == "sh"
+    return [_COMMENT.sub("", line).strip() for line in lines if line.strip()]
+
+
+def after_the_quick_start(tmp: Path, commands: list[str]) -> subprocess.CompletedProcess[str]:
+    """The quick start's set-up, then ``commands``, in one bash whose PATH holds no gputop.
+    The install (CI runs it) is stood in for by ``.venv``, a link to the venv running the
+    tests; starting the dashboard is left to ``check_dashboard``."""
+    if sys.prefix == sys.base_prefix:
+        missing("the tests do not run from a virtual environment")
+    (tmp / ".venv").symlink_to(sys.prefix)
+    install = set(_ci_command().replace("'.[test]'", ".").split(" && ")[:2])
+    steps = [
+        part
+        for line in _quick_start_block()
+        for part in line.split(" && ")
+        if part not in install and _args_or_none(part) is None
+    ]
+    script = " && ".join([*steps, *commands])
+    env = {**env_for_gputop(), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env=env,
+        timeout=120,
+    )
+
+
+def _args_or_none(command: str) -> list[str] | None:
+    """The arguments of a command that starts gputop, else None."""
+    words = shlex.split(command)
+    if words and (words[0] == "gputop" or words[0].endswith("/bin/gputop")):
+        return words[1:]
+    return None
+
+
+def check_activate(command: str, tmp: Path) -> None:
+    assert command in _quick_start_block()
+    result = after_the_quick_start(tmp, ["command -v gputop"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert _the_venvs_gputop(result.stdout.strip(), tmp), result.stdout
+
+
+def _the_venvs_gputop(found: str, tmp: Path) -> bool:
+    """``found`` is the venv's gputop (activate names the venv by its real path)."""
+    return bool(found) and Path(found).resolve() == (tmp / ".venv" / "bin" / "gputop").resolve()
+
+
+def test_the_usage_lines_run_after_the_quick_start(tmp_path: Path) -> None:
+    """Issue 32: the Usage lines said ``gputop: command not found`` after the quick start.
+    Those that run as they are (``as-is``) run by the name the shell finds."""
+    usage = [c for c, how in FORMS.items() if how == "as-is"]
+    assert usage
+    # Each one's status, 3 (no NVIDIA driver) as good as 0: the shell goes on either way.
+    checks = [f'{{ {c} >/dev/null; s=$?; [ "$s" = 0 ] || [ "$s" = 3 ]; }}' for c in usage]
+    result = after_the_quick_start(tmp_path, ["command -v gputop", *checks])
+    assert result.returncode == 0, (result.stdout, result.stderr[-2000:])
+    assert "command not found" not in result.stderr
+    assert _the_venvs_gputop(result.stdout.strip(), tmp_path), result.stdout
 
 
 def check_run(command: str, tmp: Path) -> None:
@@ -400,6 +471,7 @@ CHECKS: dict[str, Callable[[str, Path], object]] = {
     "ci": check_ci,
     "dist": check_dist,
     "quick-start": check_quick_start,
+    "activate": check_activate,
     "dashboard": check_dashboard,
     "as-is": check_as_is,
     "once": check_once,

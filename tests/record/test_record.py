@@ -219,7 +219,7 @@ def test_a_restart_never_appends_to_an_old_segment(
     out, _, _ = killed_recording
     before = {p: p.read_bytes() for p in segments(out)}
     # Damage the newest segment: cut it inside its last block.
-    last = max(before)
+    last = max(before, key=lambda p: index_segment(p).blocks[-1].last)  # written last
     with last.open("r+b") as f:
         f.truncate(len(before[last]) - 7)
     before[last] = last.read_bytes()
@@ -231,7 +231,7 @@ def test_a_restart_never_appends_to_an_old_segment(
         proc.communicate(timeout=30)
     assert proc.returncode == 0
     after = segments(out)
-    assert len(after) == len(before) + 1
+    assert len(after) == len(before) + 2  # the first sample's own, then the rest's
     for p, data in before.items():
         assert p.read_bytes() == data  # untouched
     rec = Recording(out)

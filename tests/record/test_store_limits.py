@@ -309,12 +309,12 @@ def test_deleting_the_lock_file_lets_no_second_recorder_in(tmp_path: Path) -> No
         while first.poll() is None and _snapshots(out) == 0:
             assert time.monotonic() < deadline, "nothing recorded"
             time.sleep(0.1)
-        (mine,) = segments(out)
+        mine = segments(out)  # the first sample's segment (the hour's may follow)
         for p in out.iterdir():  # whatever an older gputop's lock was: gone
             if not p.name.endswith(".rec"):
                 p.unlink()
         second = subprocess.run(
-            [*RECORD, "--dir", str(out), "--retain", "1s", "--max-size", "1"],
+            [*RECORD, "--dir", str(out), "--retain", "1s", "--max-size", "1M"],
             cwd=ROOT,
             env=ENV,
             capture_output=True,
@@ -323,7 +323,7 @@ def test_deleting_the_lock_file_lets_no_second_recorder_in(tmp_path: Path) -> No
         )
         assert second.returncode == 2, second.stderr
         assert "another gputop record is writing" in _one_line(second.stderr)
-        assert mine.exists()
+        assert all(p.exists() for p in mine)
         seen = _snapshots(out)
         deadline = time.monotonic() + 60
         while first.poll() is None and _snapshots(out) == seen:
@@ -336,7 +336,7 @@ def test_deleting_the_lock_file_lets_no_second_recorder_in(tmp_path: Path) -> No
             first.kill()
             first.wait()
     assert first.returncode == 0, err
-    assert segments(out) == [mine] and len(Recording(out)) > seen
+    assert set(mine) <= set(segments(out)) and len(Recording(out)) > seen
 
 
 HOLD = """

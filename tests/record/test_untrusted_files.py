@@ -119,7 +119,8 @@ def test_record_starts_beside_a_directory_named_like_an_old_segment(tmp_path: Pa
     _make_old(odd)
     rc, err = _record_briefly(out, "--retain", "1d")
     assert rc == 0 and err.startswith("gputop record: recording to"), err
-    assert _one_line(err) and odd.is_dir()
+    _, stopped = err.splitlines()  # nothing but the start and the stop
+    assert stopped.startswith("gputop record: wrote ") and odd.is_dir(), err
 
 
 def test_retention_at_a_new_segment_passes_over_a_directory(tmp_path: Path) -> None:
