@@ -43,6 +43,8 @@ KEYS: tuple[Key, ...] = (
     # Shown in `?` and the palette, not the footer: the footer must fit 80 columns.
     Key("space", "tag", "Tag", "Space", show=False, main=True),
     Key("a", "all_gpus", "All GPUs", "a", show=False, main=True),
+    # Room for processes: cycles LAYOUTS (btop toggles its boxes; one key is fewer to learn).
+    Key("c", "layout", "Layout", "c", main=True),
     Key("plus,equals_sign", "interval(1)", "Slower refresh", "+", show=False, name="slower"),
     Key("minus", "interval(-1)", "Faster refresh", "-", show=False, name="faster"),
     Key("escape", "clear_filter", "Clear filter", "Esc", show=False, main=True),

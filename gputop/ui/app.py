@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -49,6 +49,28 @@ if TYPE_CHECKING:
 
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the main screen shows above the process table (the layout key cycles them)."""
+
+    name: str  # as the key's note says it
+    gpu_lines: bool  # one line per GPU (the compact GPU lines) at any width
+    gpus: bool = True  # the GPU panel shown at all
+    host: bool = True  # the host panel shown
+
+
+#: The layout key's cycle, most to least above the table.
+LAYOUTS: tuple[Layout, ...] = (
+    Layout("full", gpu_lines=False),
+    Layout("one line per GPU", gpu_lines=True),
+    Layout("one line per GPU, no host panel", gpu_lines=True, host=False),
+    Layout("process table only", gpu_lines=True, gpus=False, host=False),
+)
+
+#: From this width the footer also offers the command palette (ctrl+p).
+FOOTER_PALETTE_WIDTH = 120
 
 #: The digit keys' line in `?`, for the live dashboard and the replay alike.
 GPU_DIGITS_HELP = ("0-9", "show only that GPU (a: all GPUs again)")
@@ -174,6 +196,7 @@ class GpuTopApp(App[int]):
         self.record_status: Callable[[], str | None] | None = None
         self.record_error: str | None = None
         self.compact = False
+        self.layout = LAYOUTS[0]
         self.too_small = False
         self._interval = sampler.interval if sampler is not None else 1.0
         self.snapshot: Snapshot | None = None  # the newest frame's snapshot and history
@@ -401,15 +424,21 @@ class GpuTopApp(App[int]):
             if snapshot is None:
                 return
             width = self.size.width
-            self.gpu_panel.show(
-                snapshot,
-                self.history,
-                shown=self.shown_gpus,
-                compact=self.compact,
-                width=width,
-                verdicts=self._verdict_marks(),
-            )
-            self.host_panel.set_lines(views.host_lines(snapshot.host, width, compact=self.compact))
+            layout = self.layout
+            self.gpu_panel.display = layout.gpus
+            self.host_panel.display = layout.host
+            if layout.gpus:
+                self.gpu_panel.show(
+                    snapshot,
+                    self.history,
+                    shown=self.shown_gpus,
+                    compact=self.compact or layout.gpu_lines,
+                    width=width,
+                    verdicts=self._verdict_marks(),
+                )
+            if layout.host:
+                host = views.host_lines(snapshot.host, width, compact=self.compact)
+                self.host_panel.set_lines(host)
             self._render_notes(snapshot)
             self._render_table()
 
@@ -491,7 +520,10 @@ class GpuTopApp(App[int]):
         self.compact = compact
         main = self.query_one("#main")
         main.set_class(compact, "-compact")
-        self.query_one("#footer", Footer).compact = compact
+        footer = self.query_one("#footer", Footer)
+        footer.compact = compact
+        # Narrower, the keys take the room: `?` lists ctrl+p.
+        footer.show_command_palette = size.width >= FOOTER_PALETTE_WIDTH
         if too_small != self.too_small:
             self.too_small = too_small
             main.display = not too_small
@@ -513,6 +545,26 @@ class GpuTopApp(App[int]):
             self.notify(f"there is no GPU {index}", severity="warning", timeout=3)
             return
         self.shown_gpus = frozenset({index})
+        self.refresh_view()
+
+    def action_layout(self) -> None:
+        """The next of LAYOUTS: fewer lines above the process table, then all again."""
+
+        def drawn(layout: Layout) -> tuple[bool, bool, bool]:
+            return (layout.gpu_lines or self.compact, layout.gpus, layout.host)
+
+        at = LAYOUTS.index(self.layout)
+        # The compact layout already draws one line per GPU: skip what would change nothing.
+        nxt = next(
+            (
+                LAYOUTS[(at + n) % len(LAYOUTS)]
+                for n in range(1, len(LAYOUTS))
+                if drawn(LAYOUTS[(at + n) % len(LAYOUTS)]) != drawn(self.layout)
+            ),
+            self.layout,
+        )
+        self.layout = nxt
+        self.notify(f"layout: {self.layout.name}", timeout=2)
         self.refresh_view()
 
     def action_all_gpus(self) -> None:

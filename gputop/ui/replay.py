@@ -58,6 +58,7 @@ REPLAY_KEYS: tuple[Key, ...] = (
     Key("s", "sort", "Sort", "s", show=False),
     Key("r", "reverse", "Reverse sort", "r", show=False),
     Key("a", "all_gpus", "All GPUs", "a", show=False),
+    Key("c", "layout", "Layout", "c", show=False),
     Key("escape", "clear_filter", "Clear filter", "Esc", show=False),
 )
 
@@ -241,7 +242,8 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
 
 
 def replay_help() -> list[tuple[str, str]]:
-    also = ("jobs", "detail", "filter", "sort", "reverse", "all_gpus")  # not in the footer
+    # Not in the footer:
+    also = ("jobs", "detail", "filter", "sort", "reverse", "all_gpus", "layout")
     keys = [k for k in REPLAY_KEYS if k.action in _HELP or k.show or k.action in also]
     return [
         *((k.display, _HELP.get(k.action, k.description)) for k in keys),
