@@ -40,6 +40,8 @@ KEYS: tuple[Key, ...] = (
     Key("p", "pause", "Pause", "p"),
     Key("enter", "detail", "Detail", "Enter", main=True),
     Key("k", "kill", "Kill", "k", main=True),
+    # The selected process in detail (htop's and nvitop's `e` shows a process's environment).
+    Key("e", "process", "Process detail", "e", show=False, main=True),
     # Shown in `?` and the palette, not the footer: the footer must fit 80 columns.
     Key("space", "tag", "Tag", "Space", show=False, main=True),
     Key("a", "all_gpus", "All GPUs", "a", show=False, main=True),

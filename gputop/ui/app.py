@@ -670,6 +670,22 @@ class GpuTopApp(App[int]):
         if gpu is None:
             self.notify("no GPU to show", severity="warning", timeout=3)
             return
+        self._open_detail(gpu)
+
+    def action_process(self) -> None:
+        """The selected process: its whole command, owner, and GPU memory and SM history."""
+        from gputop.ui.screens.process import ProcessScreen
+
+        row = self.table.cursor_proc
+        if row is None:
+            self.notify("no process selected", severity="warning", timeout=3)
+            return
+        self.push_screen(
+            ProcessScreen(row, self.history, open_gpu=self._open_detail), self._back_on_main
+        )
+
+    def _open_detail(self, gpu: int) -> None:
+        """GPU ``gpu``'s detail screen (Enter; Enter in the process screen)."""
         from gputop.ui.screens.detail import DetailScreen
 
         self.push_screen(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -326,3 +327,96 @@ def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
     if hidden > 0:
         lines.append(((f"  +{hidden} more process problems", "dim"),))
     return tuple(lines)
+
+
+# --- one process in detail (the process screen) ---
+
+#: What the process screen says of the environment: gputop reads no process's environ.
+NO_ENVIRONMENT = (
+    "environment (CUDA_VISIBLE_DEVICES ...): not shown, gputop does not read a process's "
+    "environment"
+)
+
+#: (seconds relative to the newest snapshot, GPU memory bytes, SM %) of one process.
+ProcPoint = tuple[float, float | None, float | None]
+
+
+def find_row(rows: Iterable[ProcRow], key: str, create_time: float | None) -> ProcRow | None:
+    """The row ``key`` ("gpu:pid") of the same process: a reused pid (another start
+    time) is another process."""
+    for r in rows:
+        if r.key == key:
+            same = create_time is None or r.create_time is None or r.create_time == create_time
+            return r if same else None
+    return None
+
+
+def process_timeline(
+    history: Sequence[Snapshot], gpu: int | None, pid: int, create_time: float | None
+) -> list[ProcPoint]:
+    """The process's GPU memory and SM % in each snapshot of ``history`` (None where it
+    was not listed, or NVML gave no value)."""
+    if not history:
+        return []
+    newest = fmt.finite(history[-1].time)
+    out: list[ProcPoint] = []
+    for snap in history:
+        when = fmt.finite(snap.time)
+        x = math.nan if when is None or newest is None else when - newest
+        sample = None if gpu is None else snap.gpu(gpu)
+        found = None
+        for p in () if sample is None else sample.processes:
+            born = None if p.host is None else p.host.create_time
+            if p.pid == pid and (create_time is None or born is None or born == create_time):
+                found = p
+                break
+        if found is None:
+            out.append((x, None, None))
+        else:
+            out.append((x, fmt.finite(found.gpu_memory), fmt.finite(found.sm_percent)))
+    return out
+
+
+def process_facts(row: ProcRow, *, ended: bool = False) -> list[Parts]:
+    """The process screen's lines above its charts: who, where, how much, the whole
+    command (the screen wraps it), the owner and what is not shown."""
+    where = "GPU ?" if row.gpu is None else f"GPU {row.gpu}"
+    lines: list[Parts] = [
+        (
+            ("pid ", "label"),
+            (str(row.pid), ""),
+            ("  user ", "label"),
+            (safe(row.user, 64), ""),
+            ("  on ", "label"),
+            (where, "accent"),
+            ("  type ", "label"),
+            (row.type, ""),
+            *((("  ended", "warn-strong"),) if ended else ()),
+        ),
+        (
+            ("GPU memory ", "label"),
+            (fmt.bytes_(row.gpu_memory), ""),
+            ("  SM ", "label"),
+            (fmt.percent(row.sm_percent), ""),
+            ("  CPU ", "label"),
+            (fmt.percent(row.cpu_percent, 1), ""),
+            ("  RSS ", "label"),
+            (fmt.bytes_(row.rss), ""),
+            ("  read ", "label"),
+            (fmt.rate(row.read_bytes_per_s), ""),
+            ("  running for ", "label"),
+            (fmt.duration(row.elapsed), ""),
+        ),
+    ]
+    if row.probe is not None:
+        p = row.probe
+        lines.append(
+            (("probe ", "label"), (probe_cell(p.data_wait_ratio, p.step_seconds, False), ""))
+        )
+    if row.owner_detail or row.owner:
+        lines.append((("owner ", "label"), (row.owner_detail or row.owner or "", "")))
+    if row.stop:
+        lines.append((("to stop it ", "label"), (row.stop, "")))
+    lines.append((("command ", "label"), (row.command, "")))
+    lines.append(((NO_ENVIRONMENT, "dim"),))
+    return lines

@@ -1,0 +1,92 @@
+"""The process screen (``e``, issue 32 §3): the selected process's whole command line,
+who runs and owns it, and its GPU memory and SM % history; Enter opens its GPU."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gputop.model import Snapshot
+from gputop.ui.app import GpuTopApp
+from gputop.ui.process_view import NO_ENVIRONMENT, process_timeline
+from gputop.ui.screens.detail import DetailScreen, HistoryPlot
+from gputop.ui.screens.process import ProcessScreen
+from tests import builders as fx
+
+GiB = 1024**3
+#: Far longer than the COMMAND column at 100 columns: its end must still show.
+LONG = "python train.py " + " ".join(f"--option-{n}=value-{n}" for n in range(30)) + " --the-end"
+
+
+def history(n: int = 6) -> list[Snapshot]:
+    """Two GPUs; pid 4242 on GPU 1 grows its memory; the last snapshot without it."""
+    snaps = []
+    for i in range(n):
+        t = fx.FULL_T0 + i
+        procs = [fx.full_gpu_process(4242, memory=(i + 1) * GiB, sm=10.0 * i, command=LONG)]
+        gpus = [
+            fx.full_gpu_sample(0, processes=[fx.full_gpu_process(7)]),
+            fx.full_gpu_sample(1, processes=procs),
+        ]
+        snaps.append(fx.full_snapshot(gpus, time=t))
+    return snaps
+
+
+async def test_e_opens_the_process_with_its_whole_command_and_enter_its_gpu() -> None:
+    snaps = history()
+    app = GpuTopApp(snapshots=snaps)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        table = app.table
+        keys = [r.key.value for r in table.ordered_rows]
+        table.move_cursor(row=keys.index("1:4242"))
+        await pilot.press("e")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProcessScreen)
+        facts = str(screen.query_one("#process-facts").render())
+        assert LONG.replace(" ", "") in facts.replace(" ", "").replace("\n", "")
+        assert "4242" in facts and "alice" in facts and "GPU 1" in facts
+        assert NO_ENVIRONMENT.split(":")[0] in facts
+        mem = screen.query_one("#plot-proc-mem", HistoryPlot)
+        assert mem._last_draw is not None
+        points = mem._last_draw[1][0].points
+        assert [y for _, y in points] == [(i + 1) * GiB for i in range(6)]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen) and app.screen.gpu_index == 1
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ProcessScreen)
+
+
+async def test_the_process_screen_says_when_the_process_ended() -> None:
+    snaps = history()
+    app = GpuTopApp(snapshots=snaps)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        keys = [r.key.value for r in app.table.ordered_rows]
+        app.table.move_cursor(row=keys.index("1:4242"))
+        await pilot.press("e")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProcessScreen)
+        t = snaps[-1].time + 1
+        gone = replace(snaps[-1], time=t, gpus=(snaps[-1].gpus[0], fx.full_gpu_sample(1)))
+        app.apply_snapshot(gone, [*snaps, gone])
+        await pilot.pause()
+        assert screen.ended
+        assert "ended" in str(screen.query_one("#process-facts").render())
+        assert LONG in screen.row.command  # the last row it had stays readable
+
+
+def test_a_reused_pid_is_not_the_same_process_in_the_history() -> None:
+    snaps = history(3)
+    born = snaps[0].gpus[1].processes[0].host
+    assert born is not None and born.create_time is not None
+    points = process_timeline(snaps, 1, 4242, born.create_time + 99)
+    assert [(m, s) for _, m, s in points] == [(None, None)] * 3
+    points = process_timeline(snaps, 1, 4242, born.create_time)
+    assert [m for _, m, _ in points] == [GiB, 2 * GiB, 3 * GiB]
