@@ -32,7 +32,14 @@ from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.gpu_view import JUDGING_MARK, VerdictMark, verdict_legend
 from gputop.ui.lines import HeaderLine, PartsLines
-from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, INTERVAL_STEPS, MIN_HEIGHT, MIN_WIDTH
+from gputop.ui.parts import (
+    COMPACT_HEIGHT,
+    COMPACT_WIDTH,
+    INTERVAL_STEPS,
+    MIN_HEIGHT,
+    MIN_WIDTH,
+    gpu_ranges,
+)
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
 from gputop.ui.terminal import (
@@ -566,6 +573,27 @@ class GpuTopApp(App[int]):
         self.layout = nxt
         self.notify(f"layout: {self.layout.name}", timeout=2)
         self.refresh_view()
+
+    def action_choose_gpus(self) -> None:
+        """A prompt for GPUs by index and range (``10``, ``0,2-3``)."""
+        from gputop.ui.screens.gpus import GpuPrompt, parse_gpu_choice
+
+        known = [] if self.snapshot is None else [g.index for g in self.snapshot.gpus]
+        shown = self.shown_gpus
+        current = "" if shown is None or shown == frozenset(known) else gpu_ranges(shown)
+
+        def done(text: str | None) -> None:
+            if text is None:
+                return
+            try:
+                chosen = parse_gpu_choice(text, known)
+            except ValueError as e:
+                self.notify(str(e), severity="warning", timeout=4)
+                return
+            self.shown_gpus = self._base_gpus if chosen is None else chosen
+            self.refresh_view()
+
+        self.push_screen(GpuPrompt(current), done)
 
     def action_all_gpus(self) -> None:
         self.shown_gpus = self._base_gpus

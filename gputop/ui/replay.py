@@ -59,6 +59,8 @@ REPLAY_KEYS: tuple[Key, ...] = (
     Key("r", "reverse", "Reverse sort", "r", show=False),
     Key("a", "all_gpus", "All GPUs", "a", show=False),
     Key("c", "layout", "Layout", "c", show=False),
+    # `g` goes to a time here: the GPU prompt is on `#`.
+    Key("number_sign", "choose_gpus", "Choose GPUs", "#", show=False),
     Key("e", "process", "Process detail", "e", show=False),
     Key("escape", "clear_filter", "Clear filter", "Esc", show=False),
 )
@@ -244,7 +246,17 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
 
 def replay_help() -> list[tuple[str, str]]:
     # Not in the footer:
-    also = ("jobs", "detail", "filter", "sort", "reverse", "all_gpus", "layout", "process")
+    also = (
+        "jobs",
+        "detail",
+        "filter",
+        "sort",
+        "reverse",
+        "all_gpus",
+        "layout",
+        "process",
+        "choose_gpus",
+    )
     keys = [k for k in REPLAY_KEYS if k.action in _HELP or k.show or k.action in also]
     return [
         *((k.display, _HELP.get(k.action, k.description)) for k in keys),
