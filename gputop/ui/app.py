@@ -39,6 +39,7 @@ from gputop.ui.parts import (
     MIN_HEIGHT,
     MIN_WIDTH,
     gpu_ranges,
+    safe,
 )
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
@@ -75,6 +76,12 @@ LAYOUTS: tuple[Layout, ...] = (
     Layout("one line per GPU, no host panel", gpu_lines=True, host=False),
     Layout("process table only", gpu_lines=True, gpus=False, host=False),
 )
+
+#: How long a toast stays (Textual's default is 5 s), and the most over a screen of charts.
+TOAST_SECONDS = 3.0
+
+#: The line in the table area when a filter or GPU choice leaves no process row.
+NO_MATCH = "no process matches"
 
 #: From this width the footer also offers the command palette (ctrl+p).
 FOOTER_PALETTE_WIDTH = 120
@@ -224,6 +231,7 @@ class GpuTopApp(App[int]):
             yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
             yield Static(id="notes")  # why the process table may be incomplete
             yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
+            yield Static(id="no-match")  # the filter or GPU choice hides every process
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
         yield Footer(id="footer")
@@ -260,7 +268,12 @@ class GpuTopApp(App[int]):
         """Every notification is plain text, whoever asks (a screen's notify comes here):
         it may quote what a user typed or a host's names, and those are never markup (a
         ``[/]`` would raise, a ``[@click=...]`` would be a link)."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+        # A toast lies over the screen's lower right: over charts on the detail screens.
+        # Short by default, and never longer than that over another screen than the main.
+        seconds = TOAST_SECONDS if timeout is None else timeout
+        if self.screen_stack and self.screen is not self._main_screen:
+            seconds = min(seconds, TOAST_SECONDS)
+        super().notify(message, title=title, severity=severity, timeout=seconds, markup=False)
 
     @property
     def interval(self) -> float:
@@ -502,6 +515,22 @@ class GpuTopApp(App[int]):
             reverse=self.sort_reverse,
         )
         table.show(rows, self.tagged)
+        self._render_no_match(bool(every) and not rows)
+
+    def _render_no_match(self, empty: bool) -> None:
+        """Say it when what the keys chose hides every process (the table alone would
+        read as "no processes")."""
+        box = self.query_one("#no-match", Static)
+        box.display = empty
+        if not empty:
+            return
+        why: list[str] = []
+        if self.text_filter:
+            why.append(f'filter "{safe(self.text_filter, 64)}"')
+        if self.shown_gpus is not None:
+            why.append(f"GPU {gpu_ranges(self.shown_gpus, empty='none')}")
+        undo = "Esc clears the filter" if self.text_filter else "a shows all GPUs"
+        box.update(Content(f"{NO_MATCH}: {', '.join(why)} ({undo})"))
 
     def refresh_view(self) -> None:
         """Redraw from the newest snapshot now (after a key changed what is shown)."""
