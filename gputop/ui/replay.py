@@ -29,7 +29,7 @@ from gputop.ui.app import (
     key_bindings,
 )
 from gputop.ui.gpu_view import JUDGING_MARK
-from gputop.ui.header_view import mode_text
+from gputop.ui.header_view import mode_text, replay_range_parts
 from gputop.ui.parts import Parts, safe
 
 if TYPE_CHECKING:
@@ -186,10 +186,18 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             (stamp, "accent"),
             (f" {p.speed:g}x {state}", "warn-strong" if state != "PLAYING" else "ok"),
         )
+        rec = p.recording
+        gap = " " if self.compact else "  "
+        where = replay_range_parts(rec.start, rec.end, snap.time, compact=self.compact)
+        replay += ((gap, ""), *where)
         if self.judging is not None:
             replay += (("  " + self.judging, "dim"),)
         at = parts.index(mode_text(snap))  # the header of a snapshot always says its mode
         parts[at : at + 1] = replay
+        if self.compact:  # below 100 columns the cursor and its range before the versions
+            versions = {i for i, (t, role) in enumerate(parts) if role == "label" and t.strip()
+                        in ("drv", "CUDA")}  # fmt: skip
+            parts = [part for i, part in enumerate(parts) if not {i, i - 1} & versions]
         return tuple(parts)
 
     def action_play(self) -> None:
