@@ -17,6 +17,7 @@ from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.ui.header_view import replay_range_parts
 from gputop.ui.parts import plain
 from gputop.ui.replay import ReplayApp
+from gputop.ui.screens.gpus import GpuPrompt
 
 SEED = random.randrange(2**32)
 T0 = 1_750_000_000.0
@@ -68,5 +69,10 @@ async def test_at_80x24_the_replay_header_shows_the_cursor_and_range_whole(
             header = plain(app.header_parts_now())
             assert "REPLAY" in header and "25% of 2:00" in header, header
             assert cell_width(header) <= 80, header
+            # In a replay `g` goes to a time: the GPU prompt is on `#`.
+            await pilot.press("number_sign")
+            await pilot.pause()
+            assert isinstance(app.screen, GpuPrompt)
+            await pilot.press("escape")
     finally:
         player.stop()
