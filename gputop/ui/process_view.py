@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gputop import fmt
 from gputop.analysis.jobs import process_index
-from gputop.model import Probe, ProcessInfo, Snapshot
+from gputop.model import ENVIRONMENT_NAMES, Probe, ProcessInfo, Snapshot
 from gputop.sources.owners import owner_detail, owner_label, stop_command
 from gputop.ui.parts import Parts, safe
 from gputop.ui.probe_view import probe_cell
@@ -93,6 +93,8 @@ class ProcRow:
     owner_detail: str | None = None  # with the container, the Slurm job's name and user
     stop: str | None = None  # what users would rather run: "kubectl delete pod -n ns name"
     probe: Probe | None = None  # what the process's probe measured (None: no probe)
+    # the named variables of its environment (None: not readable by gputop)
+    environment: tuple[tuple[str, str], ...] | None = None
 
     def cell_text(self, key: str, *, compact: bool) -> str:
         if key == "mem":
@@ -207,6 +209,7 @@ def process_rows(snapshot: Snapshot) -> list[ProcRow]:
                     elapsed=_elapsed(now, info),
                     create_time=info.create_time if info else None,
                     probe=info.probe if info else None,
+                    environment=info.environment if info else None,
                     **_owner_cells(info),
                 )
             )
@@ -331,11 +334,8 @@ def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
 
 # --- one process in detail (the process screen) ---
 
-#: What the process screen says of the environment: gputop reads no process's environ.
-NO_ENVIRONMENT = (
-    "environment (CUDA_VISIBLE_DEVICES ...): not shown, gputop does not read a process's "
-    "environment"
-)
+#: What the process screen says when gputop could not read the environment.
+NO_ENVIRONMENT = "n/a (another user's process: the kernel lets only its owner and root read it)"
 
 #: (seconds relative to the newest snapshot, GPU memory bytes, SM %) of one process.
 ProcPoint = tuple[float, float | None, float | None]
@@ -418,5 +418,18 @@ def process_facts(row: ProcRow, *, ended: bool = False) -> list[Parts]:
     if row.stop:
         lines.append((("to stop it ", "label"), (row.stop, "")))
     lines.append((("command ", "label"), (row.command, "")))
-    lines.append(((NO_ENVIRONMENT, "dim"),))
+    lines.append(environment_parts(row.environment))
     return lines
+
+
+def environment_parts(environment: tuple[tuple[str, str], ...] | None) -> Parts:
+    """'environment CUDA_VISIBLE_DEVICES=2,3 RANK=1', of the variables gputop reads."""
+    head: Parts = (("environment ", "label"),)
+    if environment is None:
+        return (*head, (NO_ENVIRONMENT, "dim"))
+    if not environment:
+        return (*head, (f"none of {', '.join(ENVIRONMENT_NAMES)} set", "dim"))
+    shown: list[tuple[str, str]] = []
+    for i, (name, value) in enumerate(environment):
+        shown += [(" " if i else "", ""), (f"{safe(name, 64)}=", "label"), (safe(value, 256), "")]
+    return (*head, *shown)

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from gputop.model import Snapshot
 from gputop.ui.app import GpuTopApp
-from gputop.ui.process_view import NO_ENVIRONMENT, process_timeline
+from gputop.ui.parts import plain
+from gputop.ui.process_view import NO_ENVIRONMENT, environment_parts, process_timeline
 from gputop.ui.screens.detail import DetailScreen, HistoryPlot
 from gputop.ui.screens.process import ProcessScreen
 from tests import builders as fx
@@ -16,13 +17,16 @@ GiB = 1024**3
 #: Far longer than the COMMAND column at 100 columns: its end must still show.
 LONG = "python train.py " + " ".join(f"--option-{n}=value-{n}" for n in range(30)) + " --the-end"
 
+ENV = (("CUDA_VISIBLE_DEVICES", "1"), ("LOCAL_RANK", "0"))
+
 
 def history(n: int = 6) -> list[Snapshot]:
     """Two GPUs; pid 4242 on GPU 1 grows its memory; the last snapshot without it."""
     snaps = []
     for i in range(n):
         t = fx.FULL_T0 + i
-        procs = [fx.full_gpu_process(4242, memory=(i + 1) * GiB, sm=10.0 * i, command=LONG)]
+        info = replace(fx.full_process_info(4242, command=LONG), environment=ENV)
+        procs = [fx.full_gpu_process(4242, memory=(i + 1) * GiB, sm=10.0 * i, info=info)]
         gpus = [
             fx.full_gpu_sample(0, processes=[fx.full_gpu_process(7)]),
             fx.full_gpu_sample(1, processes=procs),
@@ -46,7 +50,7 @@ async def test_e_opens_the_process_with_its_whole_command_and_enter_its_gpu() ->
         facts = str(screen.query_one("#process-facts").render())
         assert LONG.replace(" ", "") in facts.replace(" ", "").replace("\n", "")
         assert "4242" in facts and "alice" in facts and "GPU 1" in facts
-        assert NO_ENVIRONMENT.split(":")[0] in facts
+        assert "CUDA_VISIBLE_DEVICES=1 LOCAL_RANK=0" in facts  # read by the host source
         mem = screen.query_one("#plot-proc-mem", HistoryPlot)
         assert mem._last_draw is not None
         points = mem._last_draw[1][0].points
@@ -90,3 +94,10 @@ def test_a_reused_pid_is_not_the_same_process_in_the_history() -> None:
     assert [(m, s) for _, m, s in points] == [(None, None)] * 3
     points = process_timeline(snaps, 1, 4242, born.create_time)
     assert [m for _, m, _ in points] == [GiB, 2 * GiB, 3 * GiB]
+
+
+def test_the_environment_line_says_unread_and_none_set_apart() -> None:
+    assert NO_ENVIRONMENT in plain(environment_parts(None))  # closed to gputop: n/a
+    assert "none of CUDA_VISIBLE_DEVICES" in plain(environment_parts(()))
+    hostile = (("CUDA_VISIBLE_DEVICES", "\x1b[31m0\x07"),)  # from a remote stream
+    assert "\x1b" not in plain(environment_parts(hostile))
