@@ -378,8 +378,8 @@ def process_timeline(
 
 
 def process_facts(row: ProcRow, *, ended: bool = False) -> list[Parts]:
-    """The process screen's lines above its charts: who, where, how much, the whole
-    command (the screen wraps it), the owner and what is not shown."""
+    """The process screen's lines above its charts: who, where, how much, the owner,
+    the environment of interest, and the whole command (the screen wraps it)."""
     where = "GPU ?" if row.gpu is None else f"GPU {row.gpu}"
     lines: list[Parts] = [
         (
@@ -417,8 +417,9 @@ def process_facts(row: ProcRow, *, ended: bool = False) -> list[Parts]:
         lines.append((("owner ", "label"), (row.owner_detail or row.owner or "", "")))
     if row.stop:
         lines.append((("to stop it ", "label"), (row.stop, "")))
-    lines.append((("command ", "label"), (row.command, "")))
+    # Before the command: a long command line wraps to many lines and may need scrolling.
     lines.append(environment_parts(row.environment))
+    lines.append((("command ", "label"), (row.command, "")))
     return lines
 
 
