@@ -335,7 +335,10 @@ def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
 # --- one process in detail (the process screen) ---
 
 #: What the process screen says when gputop could not read the environment.
-NO_ENVIRONMENT = "n/a (another user's process: the kernel lets only its owner and root read it)"
+NO_ENVIRONMENT = (
+    "n/a (another user's process: the kernel lets only its owner and root read it; "
+    "or one that has ended)"
+)
 
 #: (seconds relative to the newest snapshot, GPU memory bytes, SM %) of one process.
 ProcPoint = tuple[float, float | None, float | None]

@@ -3,15 +3,21 @@ who runs and owns it, and its GPU memory and SM % history; Enter opens its GPU."
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 
 from gputop.model import Snapshot
+from gputop.sampler import Sampler
+from gputop.sources.live import LiveSource
+from gputop.sources.nvml import NvmlReader
 from gputop.ui.app import GpuTopApp
 from gputop.ui.parts import plain
 from gputop.ui.process_view import NO_ENVIRONMENT, environment_parts, process_timeline
 from gputop.ui.screens.detail import DetailScreen, HistoryPlot
 from gputop.ui.screens.process import ProcessScreen
 from tests import builders as fx
+from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, Scenario
 
 GiB = 1024**3
 #: Far longer than the COMMAND column at 100 columns: its end must still show.
@@ -101,3 +107,39 @@ def test_the_environment_line_says_unread_and_none_set_apart() -> None:
     assert "none of CUDA_VISIBLE_DEVICES" in plain(environment_parts(()))
     hostile = (("CUDA_VISIBLE_DEVICES", "\x1b[31m0\x07"),)  # from a remote stream
     assert "\x1b" not in plain(environment_parts(hostile))
+
+
+async def test_a_real_process_on_the_fake_driver_shows_its_environment(
+    fake_nvml: FakeNvml,
+) -> None:
+    """The whole path: a real process, listed by the fake libnvidia-ml, read by the host
+    source (its /proc environ), shown by `e`."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", *LONG.split()[2:12]],
+        env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "3", "API_TOKEN": "no"},
+    )
+    try:
+        fake_nvml.write(Scenario(gpus=[FakeGpu(processes=[FakeProcess(child.pid)])]))
+        source = LiveSource(nvml=NvmlReader(), holders=lambda *_: (), hostname="node-1")
+        sampler = Sampler(source, interval=0.1)
+        app = GpuTopApp(sampler)
+        try:
+            async with app.run_test(size=(100, 30)) as pilot:
+                for _ in range(200):
+                    await pilot.pause(0.05)
+                    if app.table.row_count:
+                        break
+                assert app.table.cursor_proc is not None
+                assert app.table.cursor_proc.pid == child.pid
+                await pilot.press("e")
+                await pilot.pause()
+                assert isinstance(app.screen, ProcessScreen)
+                facts = str(app.screen.query_one("#process-facts").render())
+                flat = facts.replace("\n", " ")
+                assert "environment CUDA_VISIBLE_DEVICES=3" in flat, facts
+                assert "API_TOKEN" not in flat and "--option-9=value-9" in flat
+        finally:
+            sampler.stop()
+    finally:
+        child.kill()
+        child.wait()
