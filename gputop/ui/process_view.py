@@ -335,10 +335,7 @@ def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
 # --- one process in detail (the process screen) ---
 
 #: What the process screen says when gputop could not read the environment.
-NO_ENVIRONMENT = (
-    "n/a (another user's process: the kernel lets only its owner and root read it; "
-    "or one that has ended)"
-)
+NO_ENVIRONMENT = "n/a (read only where the kernel lets gputop: the process's owner, or root)"
 
 #: (seconds relative to the newest snapshot, GPU memory bytes, SM %) of one process.
 ProcPoint = tuple[float, float | None, float | None]
