@@ -133,3 +133,12 @@ def test_any_environ_bytes_give_named_clean_bounded_values(entries: list[bytes],
         assert len(value) <= ENVIRONMENT_VALUE_MAX
         assert not any(unicodedata.category(c) == "Cc" for c in value)  # no ESC, no NUL
         assert clean_text(value, ENVIRONMENT_VALUE_MAX) == value  # as the sources clean text
+
+
+def test_the_docs_name_every_variable_read() -> None:
+    """The docs list the names by hand: they must follow ENVIRONMENT_NAMES."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in ("json.md", "dashboard.md"):
+        text = (docs / page).read_text(encoding="utf-8")
+        missing = [n for n in ENVIRONMENT_NAMES if f"`{n}`" not in text]
+        assert not missing, f"docs/{page} does not name {missing}"
