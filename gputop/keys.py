@@ -42,9 +42,15 @@ KEYS: tuple[Key, ...] = (
     Key("enter", "detail", "Detail", "Enter", main=True),
     Key("k,f9", "kill", "Kill", "k", main=True),
     Key("u", "user_filter", "Filter to this user", "u", show=False, main=True),
+    # The selected process in detail (htop's and nvitop's `e` shows a process's environment).
+    Key("e", "process", "Process detail", "e", show=False, main=True),
     # Shown in `?` and the palette, not the footer: the footer must fit 80 columns.
     Key("space", "tag", "Tag", "Space", show=False, main=True),
     Key("a", "all_gpus", "All GPUs", "a", show=False, main=True),
+    # GPUs 10 and up, and several at once ("0,2-3"): the digits reach one of 0-9.
+    Key("g", "choose_gpus", "Choose GPUs", "g", show=False, main=True),
+    # Room for processes: cycles LAYOUTS (btop toggles its boxes; one key is fewer to learn).
+    Key("c", "layout", "Layout", "c", main=True),
     Key("plus,equals_sign", "interval(1)", "Slower refresh", "+", show=False, name="slower"),
     Key("minus", "interval(-1)", "Faster refresh", "-", show=False, name="faster"),
     Key("escape", "clear_filter", "Clear filter", "Esc", show=False, main=True),

@@ -150,6 +150,21 @@ class Probe:
     memory: tuple[CudaMemory, ...] = ()  # empty: no CUDA in that process
 
 
+#: The environment variables of a process that gputop reads and shows (the process
+#: screen): which GPUs it sees, and its place in a distributed job. No other is read.
+ENVIRONMENT_NAMES: tuple[str, ...] = (
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "OMP_NUM_THREADS",
+)
+#: The most characters of one such value that are kept.
+ENVIRONMENT_VALUE_MAX = 256
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessInfo:
     """What the host says about one pid; not ``visible`` (another PID namespace): the
@@ -170,6 +185,9 @@ class ProcessInfo:
     num_threads: int | None = None
     owner: Owner | None = None  # None: no container, pod, Slurm job or unit recognised
     probe: Probe | None = None  # None: no probe runs in it (or none gputop may read)
+    # (name, value) of the ENVIRONMENT_NAMES set in it, in that order; None: not read (the
+    # kernel closes another user's environment to gputop, or there is no Linux /proc).
+    environment: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

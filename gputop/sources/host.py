@@ -116,6 +116,8 @@ class _Tracked:
     comm: str | None = None
     command: str | None = None
     name: str | None = None
+    # the named variables of its environment, read with each new command line (an exec)
+    environment: tuple[tuple[str, str], ...] | None = None
 
 
 def _row(
@@ -561,11 +563,13 @@ class HostReader:
             raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid))
             if raw is None:
                 tracked.raw_cmdline = tracked.command = tracked.comm = tracked.name = None
+                tracked.environment = None
             elif raw != tracked.raw_cmdline or fields.comm != tracked.comm:
                 argv = procfs.split_cmdline(raw)
                 tracked.raw_cmdline, tracked.comm = raw, fields.comm
                 tracked.command = clean_text(" ".join(argv)) if argv else None
                 tracked.name = clean_text(procfs.process_name(fields.comm, argv))
+                tracked.environment = self._environment(pid) if argv else None
             io = self._proc_field(pid, "io", lambda: procfs.read_io(pid))
         except _Gone:
             alive = False
@@ -578,8 +582,18 @@ class HostReader:
             "rss": fields.rss,
             "create_time": fields.starttime / procfs.CLOCK_TICKS + self._boot_time(),
             "num_threads": fields.num_threads,
+            "environment": tracked.environment if alive else None,
         }
         return _row(tracked, now, alive, fields.cpu_seconds, io, known), alive
+
+    def _environment(self, pid: int) -> tuple[tuple[str, str], ...] | None:
+        """The named variables of ``pid``'s environment; read once per command line, not
+        per tick (an environment changes with an exec). A zombie's (or a process ending
+        now) is None: whether it is gone, the reads after this one tell."""
+        try:
+            return self._proc_field(pid, "environ", lambda: procfs.read_environ(pid))
+        except _Gone:
+            return None
 
     def _proc_field(self, pid: int, what: str, read: Callable[[], T]) -> T | None:
         """None when closed to us or unreadable (an error unless a permission); raises

@@ -11,6 +11,7 @@ import pwd
 from typing import NamedTuple
 
 from gputop.fmt import clean_text
+from gputop.model import ENVIRONMENT_NAMES, ENVIRONMENT_VALUE_MAX
 
 PROC_ROOT = "/proc"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -166,6 +167,53 @@ def read_cmdline(pid: int, proc_root: str = PROC_ROOT, limit: int = CMDLINE_READ
     if len(data) >= limit and not data.endswith(b"\x00") and b"\x00" in data:
         data += b"\x00"
     return data
+
+
+#: The most bytes of a process's environment read: the variables gputop shows are set by
+#: launchers near the start; a larger environment is read only this far.
+ENVIRON_READ_LIMIT = 64 * 1024
+
+
+def read_environ(
+    pid: int,
+    names: tuple[str, ...] = ENVIRONMENT_NAMES,
+    proc_root: str = PROC_ROOT,
+    limit: int = ENVIRON_READ_LIMIT,
+) -> tuple[tuple[str, str], ...]:
+    """(name, value) of ``names`` set in the process's environment, in ``names``' order,
+    each value cleaned and cut; nothing else of it is kept. The kernel lets only the
+    process's owner (and root) open the file: ``PermissionError`` otherwise."""
+    fd = os.open(f"{proc_root}/{pid}/environ", os.O_RDONLY)
+    try:
+        data = b""
+        while len(data) < limit:
+            chunk = os.read(fd, limit - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    return parse_environ(data, names)
+
+
+def parse_environ(
+    data: bytes, names: tuple[str, ...] = ENVIRONMENT_NAMES
+) -> tuple[tuple[str, str], ...]:
+    """NUL-separated ``NAME=value`` entries -> (name, value) of ``names``; the first of
+    a name counts (as getenv); a cut last entry is not trusted."""
+    wanted = {n.encode(): n for n in names}
+    found: dict[str, str] = {}
+    entries = data.split(b"\x00")
+    if data and not data.endswith(b"\x00"):
+        entries = entries[:-1]  # cut at the read limit: its value may be partial
+    for entry in entries:
+        key, eq, value = entry.partition(b"=")
+        name = wanted.get(key)
+        if not eq or name is None or name in found:
+            continue
+        text = clean_text(value.decode("utf-8", "replace"), ENVIRONMENT_VALUE_MAX)
+        found[name] = "" if text is None else text
+    return tuple((n, found[n]) for n in names if n in found)
 
 
 def split_cmdline(data: bytes) -> list[str]:

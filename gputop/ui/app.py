@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,7 +32,15 @@ from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.gpu_view import JUDGING_MARK, VerdictMark, verdict_legend
 from gputop.ui.lines import HeaderLine, PartsLines
-from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, INTERVAL_STEPS, MIN_HEIGHT, MIN_WIDTH
+from gputop.ui.parts import (
+    COMPACT_HEIGHT,
+    COMPACT_WIDTH,
+    INTERVAL_STEPS,
+    MIN_HEIGHT,
+    MIN_WIDTH,
+    gpu_ranges,
+    safe,
+)
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
 from gputop.ui.terminal import (
@@ -49,6 +57,34 @@ if TYPE_CHECKING:
 
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the main screen shows above the process table (the layout key cycles them)."""
+
+    name: str  # as the key's note says it
+    gpu_lines: bool  # one line per GPU (the compact GPU lines) at any width
+    gpus: bool = True  # the GPU panel shown at all
+    host: bool = True  # the host panel shown
+
+
+#: The layout key's cycle, most to least above the table.
+LAYOUTS: tuple[Layout, ...] = (
+    Layout("full", gpu_lines=False),
+    Layout("one line per GPU", gpu_lines=True),
+    Layout("one line per GPU, no host panel", gpu_lines=True, host=False),
+    Layout("process table only", gpu_lines=True, gpus=False, host=False),
+)
+
+#: How long a toast stays (Textual's default is 5 s), and the most over a screen of charts.
+TOAST_SECONDS = 3.0
+
+#: The line in the table area when a filter or GPU choice leaves no process row.
+NO_MATCH = "no process matches"
+
+#: From this width the footer also offers the command palette (ctrl+p).
+FOOTER_PALETTE_WIDTH = 120
 
 #: The digit keys' line in `?`, for the live dashboard and the replay alike.
 GPU_DIGITS_HELP = ("0-9", "show only that GPU (a: all GPUs again)")
@@ -180,6 +216,7 @@ class GpuTopApp(App[int]):
         self.record_status: Callable[[], str | None] | None = None
         self.record_error: str | None = None
         self.compact = False
+        self.layout = LAYOUTS[0]
         self.too_small = False
         self._interval = sampler.interval if sampler is not None else 1.0
         self.snapshot: Snapshot | None = None  # the newest frame's snapshot and history
@@ -200,6 +237,7 @@ class GpuTopApp(App[int]):
             yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
             yield Static(id="notes")  # why the process table may be incomplete
             yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
+            yield Static(id="no-match")  # the filter or GPU choice hides every process
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
         yield Footer(id="footer")
@@ -236,7 +274,12 @@ class GpuTopApp(App[int]):
         """Every notification is plain text, whoever asks (a screen's notify comes here):
         it may quote what a user typed or a host's names, and those are never markup (a
         ``[/]`` would raise, a ``[@click=...]`` would be a link)."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+        # A toast lies over the screen's lower right: over charts on the detail screens.
+        # Short by default, and never longer than that over another screen than the main.
+        seconds = TOAST_SECONDS if timeout is None else timeout
+        if self.screen_stack and self.screen is not self._main_screen:
+            seconds = min(seconds, TOAST_SECONDS)
+        super().notify(message, title=title, severity=severity, timeout=seconds, markup=False)
 
     @property
     def interval(self) -> float:
@@ -407,15 +450,21 @@ class GpuTopApp(App[int]):
             if snapshot is None:
                 return
             width = self.size.width
-            self.gpu_panel.show(
-                snapshot,
-                self.history,
-                shown=self.shown_gpus,
-                compact=self.compact,
-                width=width,
-                verdicts=self._verdict_marks(),
-            )
-            self.host_panel.set_lines(views.host_lines(snapshot.host, width, compact=self.compact))
+            layout = self.layout
+            self.gpu_panel.display = layout.gpus
+            self.host_panel.display = layout.host
+            if layout.gpus:
+                self.gpu_panel.show(
+                    snapshot,
+                    self.history,
+                    shown=self.shown_gpus,
+                    compact=self.compact or layout.gpu_lines,
+                    width=width,
+                    verdicts=self._verdict_marks(),
+                )
+            if layout.host:
+                host = views.host_lines(snapshot.host, width, compact=self.compact)
+                self.host_panel.set_lines(host)
             self._render_notes(snapshot)
             self._render_table()
 
@@ -486,6 +535,22 @@ class GpuTopApp(App[int]):
             reverse=self.sort_reverse,
         )
         table.show(rows, self.tagged)
+        self._render_no_match(bool(every) and not rows)
+
+    def _render_no_match(self, empty: bool) -> None:
+        """Say it when what the keys chose hides every process (the table alone would
+        read as "no processes")."""
+        box = self.query_one("#no-match", Static)
+        box.display = empty
+        if not empty:
+            return
+        why: list[str] = []
+        if self.text_filter:
+            why.append(f'filter "{safe(self.text_filter, 64)}"')
+        if self.shown_gpus is not None:
+            why.append(f"GPU {gpu_ranges(self.shown_gpus, empty='none')}")
+        undo = "Esc clears the filter" if self.text_filter else "a shows all GPUs"
+        box.update(Content(f"{NO_MATCH}: {', '.join(why)} ({undo})"))
 
     def refresh_view(self) -> None:
         """Redraw from the newest snapshot now (after a key changed what is shown)."""
@@ -511,7 +576,10 @@ class GpuTopApp(App[int]):
         self.compact = compact
         main = self.query_one("#main")
         main.set_class(compact, "-compact")
-        self.query_one("#footer", Footer).compact = compact
+        footer = self.query_one("#footer", Footer)
+        footer.compact = compact
+        # Narrower, the keys take the room: `?` lists ctrl+p.
+        footer.show_command_palette = size.width >= FOOTER_PALETTE_WIDTH
         if too_small != self.too_small:
             self.too_small = too_small
             main.display = not too_small
@@ -534,6 +602,47 @@ class GpuTopApp(App[int]):
             return
         self.shown_gpus = frozenset({index})
         self.refresh_view()
+
+    def action_layout(self) -> None:
+        """The next of LAYOUTS: fewer lines above the process table, then all again."""
+
+        def drawn(layout: Layout) -> tuple[bool, bool, bool]:
+            return (layout.gpu_lines or self.compact, layout.gpus, layout.host)
+
+        at = LAYOUTS.index(self.layout)
+        # The compact layout already draws one line per GPU: skip what would change nothing.
+        nxt = next(
+            (
+                LAYOUTS[(at + n) % len(LAYOUTS)]
+                for n in range(1, len(LAYOUTS))
+                if drawn(LAYOUTS[(at + n) % len(LAYOUTS)]) != drawn(self.layout)
+            ),
+            self.layout,
+        )
+        self.layout = nxt
+        self.notify(f"layout: {self.layout.name}", timeout=2)
+        self.refresh_view()
+
+    def action_choose_gpus(self) -> None:
+        """A prompt for GPUs by index and range (``10``, ``0,2-3``)."""
+        from gputop.ui.screens.gpus import GpuPrompt, parse_gpu_choice
+
+        known = [] if self.snapshot is None else [g.index for g in self.snapshot.gpus]
+        shown = self.shown_gpus
+        current = "" if shown is None or shown == frozenset(known) else gpu_ranges(shown)
+
+        def done(text: str | None) -> None:
+            if text is None:
+                return
+            try:
+                chosen = parse_gpu_choice(text, known)
+            except ValueError as e:
+                self.notify(str(e), severity="warning", timeout=4)
+                return
+            self.shown_gpus = self._base_gpus if chosen is None else chosen
+            self.refresh_view()
+
+        self.push_screen(GpuPrompt(current), done)
 
     def action_all_gpus(self) -> None:
         self.shown_gpus = self._base_gpus
@@ -651,6 +760,22 @@ class GpuTopApp(App[int]):
         if gpu is None:
             self.notify("no GPU to show", severity="warning", timeout=3)
             return
+        self._open_detail(gpu)
+
+    def action_process(self) -> None:
+        """The selected process: its whole command, owner, and GPU memory and SM history."""
+        from gputop.ui.screens.process import ProcessScreen
+
+        row = self.table.cursor_proc
+        if row is None:
+            self.notify("no process selected", severity="warning", timeout=3)
+            return
+        self.push_screen(
+            ProcessScreen(row, self.history, open_gpu=self._open_detail), self._back_on_main
+        )
+
+    def _open_detail(self, gpu: int) -> None:
+        """GPU ``gpu``'s detail screen (Enter; Enter in the process screen)."""
         from gputop.ui.screens.detail import DetailScreen
 
         self.push_screen(

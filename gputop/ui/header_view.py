@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from gputop import fmt
+from gputop.cells import fit
 from gputop.model import Snapshot
 from gputop.ui.parts import Part, Parts, safe
 
@@ -74,3 +75,34 @@ def header_parts(
     if clock and when is not None and 0 <= when < 2**33:  # within what localtime takes
         parts += [(gap, ""), (time.strftime("%H:%M:%S", time.localtime(when)), "")]
     return tuple(parts)
+
+
+#: The most cells the recording's length takes in the compact header ("123d04h").
+MAX_LENGTH_CELLS = 10
+
+
+def _clock(epoch: float, same_day_as: float) -> str:
+    """'03:00:12', or '11-29 23:10:00' on another day than ``same_day_as``."""
+    try:
+        same = time.localtime(epoch)[:3] == time.localtime(same_day_as)[:3]
+    except (ValueError, OverflowError, OSError):  # a time the platform cannot show
+        same = False
+    return fmt.clock(epoch, "%H:%M:%S" if same else "%m-%d %H:%M:%S")
+
+
+def replay_range_parts(
+    start: float | None, end: float | None, cursor: float | None, *, compact: bool = False
+) -> Parts:
+    """Where the replay's cursor is in its recording: '42% of 03:00:00-05:12:40'
+    (compact: '42% of 2:12:40', the recording's length); nothing without the times."""
+    start, end, cursor = fmt.finite(start), fmt.finite(end), fmt.finite(cursor)
+    if start is None or end is None or cursor is None or end < start:
+        return ()
+    share = 100.0 if end == start else (min(max(cursor, start), end) - start) / (end - start) * 100
+    where = fmt.percent(share)
+    if compact:
+        # A recording's times come from a file: a span of ages is cut, not a line long.
+        length = fit(fmt.duration(end - start), MAX_LENGTH_CELLS).rstrip()
+        return ((where, "accent"), (f" of {length}", "label"))
+    span = f"{_clock(start, cursor)}-{_clock(end, start)}"
+    return ((where, "accent"), (" of ", "label"), (span, ""))

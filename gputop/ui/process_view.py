@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from gputop import fmt
 from gputop.analysis.jobs import process_index
-from gputop.model import Probe, ProcessInfo, Snapshot
+from gputop.model import ENVIRONMENT_NAMES, Probe, ProcessInfo, Snapshot
 from gputop.sources.owners import owner_detail, owner_label, stop_command
 from gputop.ui.parts import EXITED, Parts, safe
 from gputop.ui.probe_view import probe_cell
@@ -92,6 +93,8 @@ class ProcRow:
     owner_detail: str | None = None  # with the container, the Slurm job's name and user
     stop: str | None = None  # what users would rather run: "kubectl delete pod -n ns name"
     probe: Probe | None = None  # what the process's probe measured (None: no probe)
+    # the named variables of its environment (None: not readable by gputop)
+    environment: tuple[tuple[str, str], ...] | None = None
 
     def cell_text(self, key: str, *, compact: bool) -> str:
         if key == "mem":
@@ -206,6 +209,7 @@ def process_rows(snapshot: Snapshot) -> list[ProcRow]:
                     elapsed=_elapsed(now, info),
                     create_time=info.create_time if info else None,
                     probe=info.probe if info else None,
+                    environment=info.environment if info else None,
                     **_owner_cells(info),
                 )
             )
@@ -326,3 +330,107 @@ def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
     if hidden > 0:
         lines.append(((f"  +{hidden} more process problems", "dim"),))
     return tuple(lines)
+
+
+# --- one process in detail (the process screen) ---
+
+#: What the process screen says when gputop could not read the environment.
+NO_ENVIRONMENT = "n/a (read only where the kernel lets gputop: the process's owner, or root)"
+
+#: (seconds relative to the newest snapshot, GPU memory bytes, SM %) of one process.
+ProcPoint = tuple[float, float | None, float | None]
+
+
+def find_row(rows: Iterable[ProcRow], key: str, create_time: float | None) -> ProcRow | None:
+    """The row ``key`` ("gpu:pid") of the same process: a reused pid (another start
+    time) is another process."""
+    for r in rows:
+        if r.key == key:
+            same = create_time is None or r.create_time is None or r.create_time == create_time
+            return r if same else None
+    return None
+
+
+def process_timeline(
+    history: Sequence[Snapshot], gpu: int | None, pid: int, create_time: float | None
+) -> list[ProcPoint]:
+    """The process's GPU memory and SM % in each snapshot of ``history`` (None where it
+    was not listed, or NVML gave no value)."""
+    if not history:
+        return []
+    newest = fmt.finite(history[-1].time)
+    out: list[ProcPoint] = []
+    for snap in history:
+        when = fmt.finite(snap.time)
+        x = math.nan if when is None or newest is None else when - newest
+        sample = None if gpu is None else snap.gpu(gpu)
+        found = None
+        for p in () if sample is None else sample.processes:
+            born = None if p.host is None else p.host.create_time
+            if p.pid == pid and (create_time is None or born is None or born == create_time):
+                found = p
+                break
+        if found is None:
+            out.append((x, None, None))
+        else:
+            out.append((x, fmt.finite(found.gpu_memory), fmt.finite(found.sm_percent)))
+    return out
+
+
+def process_facts(row: ProcRow, *, ended: bool = False) -> list[Parts]:
+    """The process screen's lines above its charts: who, where, how much, the owner,
+    the environment of interest, and the whole command (the screen wraps it)."""
+    where = "GPU ?" if row.gpu is None else f"GPU {row.gpu}"
+    lines: list[Parts] = [
+        (
+            ("pid ", "label"),
+            (str(row.pid), ""),
+            ("  user ", "label"),
+            (safe(row.user, 64), ""),
+            ("  on ", "label"),
+            (where, "accent"),
+            ("  type ", "label"),
+            (row.type, ""),
+            *((("  ended", "warn-strong"),) if ended else ()),
+        ),
+        (
+            ("GPU memory ", "label"),
+            (fmt.bytes_(row.gpu_memory), ""),
+            ("  SM ", "label"),
+            (fmt.percent(row.sm_percent), ""),
+            ("  CPU ", "label"),
+            (fmt.percent(row.cpu_percent, 1), ""),
+            ("  RSS ", "label"),
+            (fmt.bytes_(row.rss), ""),
+            ("  read ", "label"),
+            (fmt.rate(row.read_bytes_per_s), ""),
+            ("  running for ", "label"),
+            (fmt.duration(row.elapsed), ""),
+        ),
+    ]
+    if row.probe is not None:
+        p = row.probe
+        lines.append(
+            (("probe ", "label"), (probe_cell(p.data_wait_ratio, p.step_seconds, False), ""))
+        )
+    if row.owner_detail or row.owner:
+        lines.append((("owner ", "label"), (row.owner_detail or row.owner or "", "")))
+    if row.stop:
+        lines.append((("to stop it ", "label"), (row.stop, "")))
+    # Before the command: a long command line wraps to many lines and may need scrolling.
+    lines.append(environment_parts(row.environment))
+    lines.append((("command ", "label"), (row.command, "")))
+    return lines
+
+
+def environment_parts(environment: tuple[tuple[str, str], ...] | None) -> Parts:
+    """'environment CUDA_VISIBLE_DEVICES=2,3 RANK=1', of the variables gputop reads."""
+    head: Parts = (("environment ", "label"),)
+    if environment is None:
+        return (*head, (NO_ENVIRONMENT, "dim"))
+    if not environment:
+        return (*head, (f"none of {', '.join(ENVIRONMENT_NAMES)} set", "dim"))
+    shown: list[tuple[str, str]] = []
+    for i, (name, value) in enumerate(environment):
+        shown += [(" " if i else "", ""), (f"{safe(name, 64)}=", "label"), (safe(value, 256), "")]
+    return (*head, *shown)

@@ -29,7 +29,7 @@ from gputop.ui.app import (
     key_bindings,
 )
 from gputop.ui.gpu_view import JUDGING_MARK
-from gputop.ui.header_view import mode_text
+from gputop.ui.header_view import mode_text, replay_range_parts
 from gputop.ui.parts import Parts, safe
 
 if TYPE_CHECKING:
@@ -58,6 +58,10 @@ REPLAY_KEYS: tuple[Key, ...] = (
     Key("s", "sort", "Sort", "s", show=False),
     Key("r", "reverse", "Reverse sort", "r", show=False),
     Key("a", "all_gpus", "All GPUs", "a", show=False),
+    Key("c", "layout", "Layout", "c", show=False),
+    # `g` goes to a time here: the GPU prompt is on `#`.
+    Key("number_sign", "choose_gpus", "Choose GPUs", "#", show=False),
+    Key("e", "process", "Process detail", "e", show=False),
     Key("escape", "clear_filter", "Clear filter", "Esc", show=False),
 )
 
@@ -183,10 +187,18 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             (stamp, "accent"),
             (f" {p.speed:g}x {state}", "warn-strong" if state != "PLAYING" else "ok"),
         )
+        rec = p.recording
+        gap = " " if self.compact else "  "
+        where = replay_range_parts(rec.start, rec.end, snap.time, compact=self.compact)
+        replay += ((gap, ""), *where)
         if self.judging is not None:
             replay += (("  " + self.judging, "dim"),)
         at = parts.index(mode_text(snap))  # the header of a snapshot always says its mode
         parts[at : at + 1] = replay
+        if self.compact:  # below 100 columns the cursor and its range before the versions
+            versions = {i for i, (t, role) in enumerate(parts) if role == "label" and t.strip()
+                        in ("drv", "CUDA")}  # fmt: skip
+            parts = [part for i, part in enumerate(parts) if not {i, i - 1} & versions]
         return tuple(parts)
 
     def action_play(self) -> None:
@@ -242,7 +254,18 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
 
 
 def replay_help() -> list[tuple[str, str]]:
-    also = ("jobs", "detail", "filter", "sort", "reverse", "all_gpus")  # not in the footer
+    # Not in the footer:
+    also = (
+        "jobs",
+        "detail",
+        "filter",
+        "sort",
+        "reverse",
+        "all_gpus",
+        "layout",
+        "process",
+        "choose_gpus",
+    )
     keys = [k for k in REPLAY_KEYS if k.action in _HELP or k.show or k.action in also]
     return [
         *((k.display, _HELP.get(k.action, k.description)) for k in keys),

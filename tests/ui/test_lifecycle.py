@@ -55,6 +55,8 @@ STATES = [
     State("kill dialog", ("k",), ("No signals from this source",)),
     State("palette", ("C-p",), ("Search for commands",)),
     State("jobs view", ("j",), ("Jobs ·",)),
+    State("process screen", ("e",), ("Enter its GPU", "Esc back")),
+    State("GPU prompt", ("g",), ("Show GPUs",)),
     State("paused", ("p",), ("PAUSED",)),
     State("filter focused", ("/", "x"), ("filter x",)),
     State("0.1 s in 20x6", (), ("terminal too small",), ("--interval", "0.1"), (20, 6)),

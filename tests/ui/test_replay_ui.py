@@ -41,6 +41,10 @@ def stamp(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
+def clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
 async def test_replay_keys_move_the_cursor_and_verdicts_are_as_live(
     recording: tuple[Path, dict[float, str]],
 ) -> None:
@@ -62,6 +66,9 @@ async def test_replay_keys_move_the_cursor_and_verdicts_are_as_live(
         await at(200)
         header = "".join(text for text, _ in app.header_parts_now())
         assert f"REPLAY {stamp(DEMO_EPOCH + 200)} 1x PAUSED" in header
+        # The recording's range and where the cursor is in it (issue 32 §3): 200 of 0-399 s.
+        first, last = clock(DEMO_EPOCH), clock(DEMO_EPOCH + 399)
+        assert f"PAUSED  50% of {first}-{last}" in header, header
         assert "live" not in header and "DEMO" not in header
         await pilot.press("right_square_bracket")
         await at(201)
@@ -73,6 +80,7 @@ async def test_replay_keys_move_the_cursor_and_verdicts_are_as_live(
         await at(199)
         await pilot.press("G")
         await at(399)
+        assert "100% of" in "".join(text for text, _ in app.header_parts_now())
         diagnosis = app.diagnosis()
         assert diagnosis is not None
         assert diagnosis.gpus[2].kind == live[DEMO_EPOCH + 399]

@@ -1,0 +1,62 @@
+"""The process screen on hostile figures (NaN, inf, huge, negative) and on every kind of
+row (GPU process, /dev/nvidia holder, a pid of another namespace): no exception, the
+formatters say n/a. Hypothesis prints the failing example; the Pilot test's seed is printed."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gputop.sources.demo import DemoSource
+from gputop.ui.app import GpuTopApp
+from gputop.ui.parts import plain
+from gputop.ui.process_view import process_facts, process_rows, process_timeline
+from gputop.ui.screens.process import ProcessScreen
+from tests.helpers.hostile import HOSTILE, poison_snapshot
+
+numbers = st.one_of(
+    st.sampled_from(HOSTILE),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(2**70), max_value=2**70),
+)
+_BASE = [DemoSource(seed=4, start_time=1.8e9, step=1.0).snapshot() for _ in range(3)]
+
+
+@settings(max_examples=60, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(seed=st.integers(0, 2**32 - 1), values=st.lists(numbers, min_size=1, max_size=6))
+def test_the_process_views_never_raise(seed: int, values: list[Any]) -> None:
+    rng = random.Random(seed)
+    history = [poison_snapshot(s, rng, values) for s in _BASE]
+    for row in process_rows(history[-1]):
+        for line in process_facts(row, ended=rng.random() < 0.5):
+            plain(line)
+        for _, mem, sm in process_timeline(history, row.gpu, row.pid, row.create_time):
+            for v in (mem, sm):  # a finite number for the chart, or a gap
+                assert v is None or (isinstance(v, int | float) and math.isfinite(v))
+
+
+async def test_every_row_opens_on_a_poisoned_history() -> None:
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    history = [poison_snapshot(s, rng, list(HOSTILE)) for s in _BASE]
+    app = GpuTopApp(snapshots=history)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        kinds = set()
+        for n in range(app.table.row_count):
+            app.table.move_cursor(row=n)
+            row = app.table.cursor_proc
+            assert row is not None
+            kinds.add((row.kind, row.visible))
+            await pilot.press("e")
+            await pilot.pause()
+            assert isinstance(app.screen, ProcessScreen), n
+            await pilot.press("escape")
+            await pilot.pause()
+        assert {("gpu", True), ("holder", True), ("gpu", False)} <= kinds
