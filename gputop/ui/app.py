@@ -504,7 +504,10 @@ class GpuTopApp(App[int]):
             out.append((f"! not recording: {self.record_error}", "error-strong"))
         elif self.record_status is not None:
             out.append(("REC", "error-strong"))
-        if self.readonly or self.no_signal_reason is not None or self.KILL_REFUSED is not None:
+        # A replay's mode word (REPLAY) already says nothing is signalled from it, and its
+        # header needs the room for where the cursor is in the recording.
+        refused = self.no_signal_reason is not None or self.KILL_REFUSED is not None
+        if not self.REPLAY and (self.readonly or refused):
             out.append(("READONLY", "warn-strong"))
         return tuple(out)
 

@@ -1,5 +1,5 @@
 """Issue 32 §3: the header says what a shared screen needs: REC while --record writes,
-READONLY where nothing is signalled from here (demo, replay, --readonly, a fleet), and
+READONLY where nothing is signalled from here (demo, --readonly, a fleet; a replay says REPLAY), and
 the sample's time of day."""
 
 from __future__ import annotations
