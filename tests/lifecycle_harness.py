@@ -34,6 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: idle one. An idle machine takes well under a second.
 GONE_S = 10.0
 
+#: How long closing the pty waits for its reader thread, which notices within one of
+#: its 0.1 s polls: only a bound against a hang, generous for a loaded machine.
+READER_JOIN_S = 30.0
+
 
 def need(tool: str) -> None:
     """Skip without ``tool``; in CI (CI=true) a missing tool fails the test instead."""
@@ -220,9 +224,17 @@ class PtyGputop:
             time.sleep(0.05)
 
     def close_master(self) -> None:
+        """Close the pty's master once the reader thread is gone. Closed under a live
+        reader, its number can be reused at once by another thread's pipe (the tests run
+        commands on several threads): the reader then read that pipe, and a ``--stream``
+        check lost a line to it."""
         master, self.master = self.master, None
-        if master is not None:
-            os.close(master)
+        if master is None:
+            return
+        self._thread.join(READER_JOIN_S)
+        if self._thread.is_alive():  # never seen; a leaked descriptor beats a stolen one
+            return
+        os.close(master)
 
     def wait_gone(self, timeout: float) -> int | None:
         try:

@@ -49,6 +49,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -486,21 +487,52 @@ CHECKS: dict[str, Callable[[str, Path], object]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BaseException | None]:
-    """Every command's check, run at once on a few threads: command -> its failure."""
-    assert set(FORMS.values()) <= set(CHECKS)
+def run_all(
+    forms: dict[str, str], mktemp: Callable[[str], Path]
+) -> dict[str, BaseException | None]:
+    """Every command's check, run at once on a few threads: command -> its failure.
+    The temporary directories are made first, on this thread: pytest's TempPathFactory
+    is not thread-safe. Made on the pool's threads as the session's first ones, two
+    threads each made a base directory, and ``mktemp`` failed with "readme is not a
+    normalized and relative path" (its base directory changed between two looks)."""
+    assert set(forms.values()) <= set(CHECKS)
+    tmps = {command: mktemp("readme") for command in forms}
 
     def run(command: str) -> BaseException | None:
-        tmp = tmp_path_factory.mktemp("readme")
         try:
-            CHECKS[FORMS[command]](command, tmp)
+            CHECKS[forms[command]](command, tmps[command])
         except BaseException as exc:  # reported by the command's own test
             return exc
         return None
 
     with ThreadPoolExecutor(max_workers=min(4, (os.cpu_count() or 2) * 2)) as pool:
-        return dict(zip(FORMS, pool.map(run, FORMS), strict=True))
+        return dict(zip(forms, pool.map(run, forms), strict=True))
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BaseException | None]:
+    return run_all(FORMS, tmp_path_factory.mktemp)
+
+
+def test_the_checks_temporary_directories_are_made_on_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``mktemp`` on the pool's threads raced inside pytest (:func:`run_all`)."""
+    made: list[str] = []
+    ran: list[Path] = []
+
+    def mktemp(name: str) -> Path:
+        made.append(threading.current_thread().name)
+        path = tmp_path / f"{name}-{len(made)}"
+        path.mkdir()
+        return path
+
+    monkeypatch.setitem(CHECKS, "noop", lambda _command, tmp: ran.append(tmp))
+    forms = {f"command {i}": "noop" for i in range(8)}
+    failures = run_all(forms, mktemp)
+    assert failures == dict.fromkeys(forms)
+    assert made == [threading.current_thread().name] * len(forms)
+    assert sorted(ran) == sorted(tmp_path.iterdir())  # each check its own directory
 
 
 @pytest.mark.parametrize("command", list(FORMS), ids=list(FORMS))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from textual.widgets import Static
 
 from gputop.ui.fleet import FleetApp
 from gputop.ui.lines import PartsLines
@@ -120,18 +121,29 @@ async def test_a_stale_host_dims_and_says_its_age() -> None:
 async def test_nothing_is_drawn_once_shutdown_begins(moment: str) -> None:
     """Deterministic: the streams' FleetChanged (or the 1 s timer) arrives at an exact
     moment of run_test's teardown (``_shutdown()`` without ``exit()``). It used to draw
-    into removed widgets: NoMatches '#fleet-header', about 1 full run in 5 under load."""
+    into removed widgets: NoMatches '#fleet-header', about 1 full run in 5 under load.
+    Frames are counted from the moment shutdown begins (its first prune): a draw before
+    it is allowed, and under load the timer drew one between the pause and the teardown
+    (3 frames vs 2). That draw is made here on purpose, as is a prune before shutdown
+    (a widget removed), which must not count as the start of it."""
     from gputop.ui.fleet import FleetChanged
 
     fleet, _ = demo_fleet(["a-node", "b-node"], ticks=8)
     app = FleetApp(fleet)  # type: ignore[arg-type]
     fed: list[str] = []
+    at_shutdown: list[int] = []  # frames drawn when shutdown began
+    running_prunes: list[int] = []
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause()
-        frames = app.fleet_screen.frames
         real_prune = app._prune
 
         async def prune(*nodes: object, parent: object = None) -> None:
+            if not app.closing:  # a widget removed while running: not the teardown
+                running_prunes.append(1)
+                await real_prune(*nodes, parent=parent)  # type: ignore[arg-type]
+                return
+            if not at_shutdown:
+                at_shutdown.append(app.fleet_screen.frames)
             if moment == "shutdown-begins" and not fed:  # the first prune only
                 fed.append(moment)
                 app.on_fleet_changed(FleetChanged())
@@ -141,8 +153,15 @@ async def test_nothing_is_drawn_once_shutdown_begins(moment: str) -> None:
                 app.on_fleet_changed(FleetChanged())
 
         app._prune = prune  # type: ignore[method-assign,assignment]
-    assert fed and app.return_code in (0, None)
-    assert app.fleet_screen.frames == frames
+        before = app.fleet_screen.frames
+        gone = Static("removed before shutdown")
+        await app.screen.mount(gone)
+        await gone.remove()
+        assert running_prunes
+        app.refresh_fleet()  # the 1 s timer's draw, just before the teardown
+        assert app.fleet_screen.frames == before + 1
+    assert fed and at_shutdown and app.return_code in (0, None)
+    assert app.fleet_screen.frames == at_shutdown[0]
 
 
 async def test_a_source_with_history_fills_the_opened_dashboard() -> None:

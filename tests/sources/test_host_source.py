@@ -532,22 +532,37 @@ def test_ancestors_of_a_given_pid_are_included_on_request() -> None:
 
 def test_the_process_tree_is_rescanned_only_now_and_then(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pass over all of /proc runs every RESCAN_SECONDS, and at once for a GPU pid it
-    has not seen; in between the job's processes are read one by one, still fresh."""
+    has not seen; in between the job's processes are read one by one, still fresh.
+    "Fresh" is shown by what this tick's own read says (a state the pass never saw), not
+    by a CPU figure: that asserted cpu_percent > 20 and read 14 on a loaded machine."""
     scans: list[int] = []
     real_scan = host_mod.scan_processes
+    real_read = procfs.read_stat
+    stopped: set[int] = set()  # pids whose stat, read from now on, says "stopped"
 
     def counting_scan(proc_root: str = "/proc") -> dict[int, Any]:
         scans.append(1)
         return real_scan(proc_root)
 
+    def read_stat(pid: int, proc_root: str = "/proc") -> Any:
+        st = real_read(pid, proc_root)
+        if st is None or pid not in stopped:
+            return st
+        state = st.raw.rindex(b")") + 2  # the state letter follows "(comm) "
+        return st._replace(raw=st.raw[:state] + b"T" + st.raw[state + 1 :])
+
     monkeypatch.setattr(host_mod, "scan_processes", counting_scan)
+    monkeypatch.setattr(procfs, "read_stat", read_stat)
     reader = HostReader(rescan_seconds=60)
     with spawn.running("burn") as busy:
-        reader.read_processes([busy.pid])
-        time.sleep(0.2)
+        first = _row(reader.read_processes([busy.pid]), busy.pid)
+        assert first.status != "stopped" and first.cpu_percent is None  # a first sight
+        stopped.add(busy.pid)
         row = _row(reader.read_processes([busy.pid]), busy.pid)
         assert len(scans) == 1  # the second call used the first pass
-        assert row.cpu_percent is not None and row.cpu_percent > 20  # still this tick's
+        assert row.status == "stopped"  # ... and this tick's own read of the process
+        assert row.cpu_percent is not None  # a rate over the two reads
+        stopped.clear()
         with spawn.running("sleep") as idle:
             reader.read_processes([busy.pid, idle.pid])  # a pid the pass did not know
             assert len(scans) == 2
