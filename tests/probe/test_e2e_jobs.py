@@ -18,12 +18,16 @@ group in a ``finally``.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import itertools
 import json
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +37,10 @@ from typing import Any
 import pytest
 
 from gputop import probefile
-from tests.cli.test_cli import run_cli
+from gputop.sources.probes import OTHERS_CLOSED
+from tests import fakenvml
+from tests.cli.test_cli import ROOT, run_cli
+from tests.conftest import missing, require_root, require_tool
 from tests.helpers.exporter import exporter, series
 from tests.probe.harness import BOUND, environ, torchrun_path
 
@@ -84,18 +91,25 @@ def poll(check: Any, what: str, jobs: list[Launched], timeout: float = BOUND) ->
 
 
 @contextlib.contextmanager
-def launched(tmp: Path, specs: dict[str, list[str]]) -> Iterator[list[Launched]]:
-    torchrun = torchrun_path()
-    env = environ(tmp / "probes")
+def launched(
+    base: Path,
+    specs: dict[str, list[str]],
+    env: dict[str, str],
+    torchrun: list[str],
+    python: str = sys.executable,
+    prefix: tuple[str, ...] = (),
+) -> Iterator[list[Launched]]:
+    """Each spec as a ``torchrun`` job under ``gputop run`` (``prefix``: e.g. runuser),
+    its reports in ``base/NAME``; stopped by a file at the end, killed on the way out."""
     jobs: list[Launched] = []
     try:
         for name, args in specs.items():
-            out = tmp / name
+            out = base / name
             out.mkdir()
-            log = tmp / f"{name}.log"
+            log = base / f"{name}.log"
             # from a shell, as a user starts it: the job's root is torchrun, below the shell
-            argv = ["bash", "-c", '"$@"; exit $?', "bash", sys.executable, "-m", "gputop",
-                    "run", "--", torchrun, "--standalone", "--nproc-per-node", str(RANKS),
+            argv = ["bash", "-c", '"$@"; exit $?', "bash", *prefix, python, "-m", "gputop",
+                    "run", "--", *torchrun, "--standalone", "--nproc-per-node", str(RANKS),
                     TRAINER, str(out), "--workers", str(WORKERS), "--deadline", str(BOUND),
                     *args]  # fmt: skip
             with log.open("w") as f:
@@ -115,6 +129,10 @@ def launched(tmp: Path, specs: dict[str, list[str]]) -> Iterator[list[Launched]]
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(job.proc.pid, signal.SIGKILL)
                 job.proc.wait(timeout=30)
+            for report in job.ranks().values():  # in case a rank left the group
+                for pid in (report["pid"], *report["workers"]):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
 
 
 def truth(report: dict[str, Any], probe: dict[str, Any]) -> float:
@@ -135,13 +153,12 @@ def probed(doc: dict[str, Any], pids: set[int]) -> dict[int, dict[str, Any]]:
 
 @pytest.mark.timeout(3 * BOUND)
 def test_two_torchrun_jobs_measured_by_gputop(tmp_path: Path, fake_nvml_env: Any) -> None:
-    from tests import fakenvml
-
     specs = {
         "slow": ["--dataset", "slow", "--context", "fork", "--step", "0.01"],
         "fast": ["--dataset", "fast", "--context", "spawn", "--step", "0.1"],
     }
-    with launched(tmp_path, specs) as jobs:
+    torchrun = [torchrun_path()]
+    with launched(tmp_path, specs, environ(tmp_path / "probes"), torchrun) as jobs:
         # every rank has filled the probe's window, and published it
         def steady(job: Launched) -> dict[int, dict[str, Any]] | None:
             r = job.ranks()
@@ -268,3 +285,107 @@ def test_two_torchrun_jobs_measured_by_gputop(tmp_path: Path, fake_nvml_env: Any
                 assert abs(values[gpus] - ratio) <= POINTS, (values, want)
             steps = series(exp.samples(), "gputop_job_step_seconds")
             assert len(steps) == len(want)
+
+
+# --- a plain user's job ---------------------------------------------------------------
+
+#: The system's interpreter: a plain user cannot run this venv's, under /root.
+SYSTEM_PYTHON = "/usr/bin/python3"
+#: Another plain user than the job's: its gputop must not read the job's probes.
+OTHER_USER = "daemon"
+
+
+def plain_user_python() -> tuple[str, str]:
+    """(the system's python, a PYTHONPATH giving it this checkout and this venv's
+    packages, torch included), for a plain user; missing() where that cannot work."""
+    require_root("runs the job as nobody and gputop as another plain user")
+    torchrun_path()
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        missing(f"{SYSTEM_PYTHON} is not there")
+    version = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True, text=True, timeout=30,
+    ).stdout.strip()  # fmt: skip
+    if version != str(tuple(sys.version_info[:2])):
+        missing(f"{SYSTEM_PYTHON} is {version}, not this venv's Python: it cannot load its torch")
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin is not None
+    site = str(Path(spec.origin).parents[1])
+    return SYSTEM_PYTHON, f"{ROOT}:{site}"
+
+
+@pytest.mark.requires_root
+@pytest.mark.timeout(3 * BOUND)
+def test_a_plain_users_job_is_read_by_root_and_not_by_another_user(fake_nvml_env: Any) -> None:
+    """The job runs as nobody (its probe writes to nobody's own directory, 0700): gputop as
+    root reads its ranks' probes; gputop as another plain user reads none and says why
+    (the reader's line: other users' probes are not readable here)."""
+    runuser = require_tool("runuser")
+    python, path = plain_user_python()
+    nobody = pwd.getpwnam("nobody").pw_uid
+    # a directory both plain users can reach: nobody's reports, the fake NVML's scenario
+    base = Path(tempfile.mkdtemp(prefix="gputop-e2e-"))
+    try:
+        base.chmod(0o755)
+        os.chown(base, nobody, nobody)
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+        prefix = (runuser, "-u", "nobody", "--")
+        torchrun = [python, "-m", "torch.distributed.run"]
+        specs = {"slow": ["--dataset", "slow", "--context", "fork", "--step", "0.01"]}
+        with launched(base, specs, env, torchrun, python, prefix) as jobs:
+            for job in jobs:
+                os.chown(job.out, nobody, nobody)
+            (job,) = jobs
+
+            def steady() -> dict[int, dict[str, Any]] | None:
+                r = job.ranks()
+                ok = len(r) == RANKS and all(x["steps"] >= STEADY_STEPS for x in r.values())
+                return r if ok else None
+
+            ranks = poll(steady, "nobody's ranks to reach their steady state", jobs)
+            pids = sorted(ranks)
+            own = Path(probefile.dirs_of(nobody)[-1])  # /tmp/gputop-65534: no runtime dir
+            poll(
+                lambda: all((own / probefile.file_name(p)).exists() for p in pids),
+                f"the ranks' probe files in {own}", jobs,
+            )  # fmt: skip
+            assert own.stat().st_uid == nobody and own.stat().st_mode & 0o777 == 0o700
+            scenario = fakenvml.Scenario(
+                gpus=[
+                    fakenvml.FakeGpu(util_gpu=10, processes=[fakenvml.FakeProcess(pid=p)])
+                    for p in pids
+                ]
+            )
+            scenario_path = base / "scenario.txt"
+            gputop_env = fake_nvml_env(scenario, scenario_path)
+            scenario_path.chmod(0o644)
+            for key in (probefile.DIR_ENV, "XDG_RUNTIME_DIR"):
+                gputop_env.pop(key, None)  # where gputop looks: each user's own directories
+
+            # root reads every user's directory
+            r = run_cli("--once", "--json", env=gputop_env)
+            assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+            doc = json.loads(r.stdout)
+            assert set(probed(doc, set(pids))) == set(pids), doc["errors"]
+            (got,) = [j for j in doc["jobs"] if set(pids) <= set(j["pids"])]
+            assert got["user"] == "nobody" and got["probe"]["ranks"] == RANKS
+            assert got["verdict"]["kind"] == "input-bound (measured)", got["verdict"]
+
+            # another plain user sees the processes, not their probes, and says so
+            other = {**gputop_env, "PYTHONPATH": path, "HOME": "/nonexistent"}
+            other["XDG_CONFIG_HOME"] = "/nonexistent"  # (the tests' config dir is root's)
+            done = subprocess.run(
+                [runuser, "-u", OTHER_USER, "--", python, "-m", "gputop", "--once", "--json"],
+                env=other, capture_output=True, text=True, timeout=120, cwd="/",
+            )  # fmt: skip
+            assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+            doc = json.loads(done.stdout)
+            shown = {p["pid"] for p in doc["processes"]}
+            assert set(pids) <= shown
+            assert probed(doc, set(pids)) == {}
+            said = [e["message"] for e in doc["errors"] if e["source"] == "probe"]
+            assert OTHERS_CLOSED in said, doc["errors"]
+            (got,) = [j for j in doc["jobs"] if set(pids) <= set(j["pids"])]
+            assert got["probe"] is None
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
