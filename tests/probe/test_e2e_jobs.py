@@ -313,8 +313,18 @@ def plain_user_python() -> tuple[str, str]:
         missing(f"{SYSTEM_PYTHON} is {version}, not this venv's Python: it cannot load its torch")
     spec = importlib.util.find_spec("torch")
     assert spec is not None and spec.origin is not None
-    site = str(Path(spec.origin).parents[1])
-    return SYSTEM_PYTHON, f"{ROOT}:{site}"
+    path = f"{ROOT}:{Path(spec.origin).parents[1]}"
+    # a checkout or a venv under a home only its owner can enter is out of a plain user's
+    # reach: said as a missing prerequisite, not as the job's failure
+    can = subprocess.run(
+        [require_tool("runuser"), "-u", "nobody", "--", SYSTEM_PYTHON, "-c",
+         "import torch, gputop.probe"],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": path}, capture_output=True, text=True,
+        timeout=120, cwd="/",
+    )  # fmt: skip
+    if can.returncode != 0:
+        missing(f"nobody cannot import torch and gputop from {path}: {can.stderr[-300:]}")
+    return SYSTEM_PYTHON, path
 
 
 @pytest.mark.requires_root
