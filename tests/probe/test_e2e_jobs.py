@@ -97,11 +97,13 @@ def launched(
     specs: dict[str, list[str]],
     env: dict[str, str],
     torchrun: list[str],
+    probe_dir: Path,
     python: str = sys.executable,
     prefix: tuple[str, ...] = (),
 ) -> Iterator[list[Launched]]:
     """Each spec as a ``torchrun`` job under ``gputop run`` (``prefix``: e.g. runuser),
-    its reports in ``base/NAME``; stopped by a file at the end, killed on the way out."""
+    its reports in ``base/NAME``; stopped by a file at the end, killed on the way out
+    (then the probe files of its ranks, which a killed rank leaves, removed)."""
     jobs: list[Launched] = []
     try:
         for name, args in specs.items():
@@ -134,6 +136,7 @@ def launched(
                 for pid in (report["pid"], *report["workers"]):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
+                (probe_dir / probefile.file_name(report["pid"])).unlink(missing_ok=True)
 
 
 def truth(report: dict[str, Any], probe: dict[str, Any]) -> float:
@@ -161,7 +164,8 @@ def test_two_torchrun_jobs_measured_by_gputop(tmp_path: Path, fake_nvml_env: Any
         "fast": ["--dataset", "fast", "--context", "spawn", "--step", "0.15"],
     }
     torchrun = [torchrun_path()]
-    with launched(tmp_path, specs, environ(tmp_path / "probes"), torchrun) as jobs:
+    probe_dir = tmp_path / "probes"
+    with launched(tmp_path, specs, environ(probe_dir), torchrun, probe_dir) as jobs:
         # every rank has filled the probe's window, and published it
         def steady(job: Launched) -> dict[int, dict[str, Any]] | None:
             r = job.ranks()
@@ -178,7 +182,6 @@ def test_two_torchrun_jobs_measured_by_gputop(tmp_path: Path, fake_nvml_env: Any
             )
             for job in jobs
         }
-        probe_dir = tmp_path / "probes"
         all_pids = [pid for r in ranks.values() for pid in sorted(r)]
         poll(
             lambda: all((probe_dir / probefile.file_name(pid)).exists() for pid in all_pids),
@@ -345,7 +348,8 @@ def test_a_plain_users_job_is_read_by_root_and_not_by_another_user(fake_nvml_env
         prefix = (runuser, "-u", "nobody", "--")
         torchrun = [python, "-m", "torch.distributed.run"]
         specs = {"slow": ["--dataset", "slow", "--context", "fork", "--step", "0.01"]}
-        with launched(base, specs, env, torchrun, python, prefix) as jobs:
+        own = Path(probefile.dirs_of(nobody)[-1])  # /tmp/gputop-65534: no runtime dir
+        with launched(base, specs, env, torchrun, own, python, prefix) as jobs:
             for job in jobs:
                 os.chown(job.out, nobody, nobody)
             (job,) = jobs
@@ -357,7 +361,6 @@ def test_a_plain_users_job_is_read_by_root_and_not_by_another_user(fake_nvml_env
 
             ranks = poll(steady, "nobody's ranks to reach their steady state", jobs)
             pids = sorted(ranks)
-            own = Path(probefile.dirs_of(nobody)[-1])  # /tmp/gputop-65534: no runtime dir
             poll(
                 lambda: all((own / probefile.file_name(p)).exists() for p in pids),
                 f"the ranks' probe files in {own}", jobs,
