@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Regenerate screenshots/probe-*.{svg,png}: the seeded demo with probe figures attached
-by a test builder (``tests.ui.probes.demo_with_probes``: the torchrun ranks with a
-straggler, the ResNet job input-bound), as the dashboard, the jobs view and the job
-detail of the ResNet job (its data-wait and step-time charts), at 120x40 and 80x24.
+"""Regenerate screenshots/probe-*.{svg,png}: the demo server whose jobs run gputop's probe
+(``gputop --demo --demo-node h200-probe``: kim's ViT input-bound (measured), a rank waiting
+more than the other; lena's U-Net not input-bound (measured); mallory's fine-tune with the
+caching allocator's hold), as the dashboard, the jobs view and the job detail of the ViT
+job (its data-wait and step-time charts), at 120x40 and 80x24. What a user sees of it.
 
     python scripts/probe_screenshots.py [--out screenshots] [--no-png]
 
@@ -22,8 +23,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 from gputop.model import Snapshot  # noqa: E402
-from scripts.screenshots import write  # noqa: E402
-from tests.ui.probes import RESNET, demo_with_probes  # noqa: E402
+from scripts.screenshots import demo_history, write  # noqa: E402
+
+NODE = "h200-probe"
+#: The job shown in the jobs view and the job detail: kim's ViT (its first rank's pid).
+VIT_RANK = 70111
 
 SIZES = ((120, 40), (80, 24))
 VIEWS = ("dashboard", "jobs", "job-detail")
@@ -44,7 +48,7 @@ async def shoot(history: tuple[Snapshot, ...], size: tuple[int, int], view: str)
             assert isinstance(screen, JobsScreen), "j did not open the jobs view"
             diagnosis = app.diagnosis()
             assert diagnosis is not None
-            job = next(j for j in diagnosis.jobs if RESNET in j.pids)
+            job = next(j for j in diagnosis.jobs if VIT_RANK in j.pids)
             screen.job_tree.select_key(f"job:{job.id}")
             await pilot.pause()
         if view == "job-detail":
@@ -60,7 +64,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
     parser.add_argument("--no-png", action="store_true")
     args = parser.parse_args()
-    history = demo_with_probes(120)
+    history = demo_history(120, node=NODE)
     for w, h in SIZES:
         for view in VIEWS:
             svg = asyncio.run(shoot(history, (w, h), view))

@@ -74,7 +74,9 @@ def job_probe_cell(probe: JobProbe | None, *, compact: bool) -> str:
 
 
 def job_probe_parts(probe: JobProbe | None) -> tuple[Parts, ...]:
-    """The job detail's probe line: mean, worst rank, step, rate (none without a probe)."""
+    """The job detail's probe lines: the wait (mean, worst rank), then the step, the rate
+    and the ranks (none without a probe). Two lines, each within an 80-column terminal: as
+    one line it wrapped wherever the width fell, a figure cut from its unit."""
     if probe is None:
         return ()
     ranks = f"{probe.ranks} rank{'s' if probe.ranks != 1 else ''}"
@@ -87,8 +89,11 @@ def job_probe_parts(probe: JobProbe | None) -> tuple[Parts, ...]:
     if probe.ranks > 1:
         step += f" (mean; slowest {step_text(probe.worst_step_seconds)})"
     rate = f"{fmt.number(probe.batches_per_second, digits=1)} batches/s"
-    text = f"{wait} · {step} · {rate} · {ranks} measured"
-    return ((("probe: ", "label"), (text, "")),)
+    label = "probe: "
+    return (
+        ((label, "label"), (wait, "")),
+        ((" " * len(label), ""), (f"{step} · {rate} · {ranks} measured", "")),
+    )
 
 
 def memory_text(memory: CudaMemory) -> str:

@@ -34,7 +34,8 @@ from gputop.ui.screens.jobs import MIN_COMMAND, job_detail_parts, to_text
 
 #: The charts, in grid order.
 CHARTS = ("wait", "step")
-PERCENT_TICKS = (0, 25, 50, 75, 100)
+#: Rows of a chart that are not its plot: title, frame, value ticks, axis label.
+CHART_FRAME_ROWS = 5
 
 
 class JobDetailScreen(Screen[None]):
@@ -147,7 +148,8 @@ class JobDetailScreen(Screen[None]):
             span=span,
             ymax=100,
             ylabel="%",
-            yticks=PERCENT_TICKS,
+            # (no fixed ticks: the chart puts as many as its height holds apart, where
+            # 0-25-50-75-100 bunched on neighbouring rows of a short chart)
         )
         mean = series(lambda p: fmt.finite(p.step_seconds))
         slowest = series(lambda p: fmt.finite(p.worst_step_seconds))
@@ -157,7 +159,17 @@ class JobDetailScreen(Screen[None]):
         steps = [Series("mean", 14, mean)]
         if ranks:
             steps.append(Series("slowest rank", 13, slowest))
-        self.query_one("#plot-step", HistoryPlot).draw(
-            f"step time ({unit})", steps, span=span, ymax=peak / scale * 1.1, ylabel=unit,
-            scale=scale,
+        plot = self.query_one("#plot-step", HistoryPlot)
+        plot.draw(
+            f"step time ({unit})", steps, span=span, ylabel=unit, scale=scale,
+            ymax=peak / scale * headroom(plot.size.height, len(steps)),
         )  # fmt: skip
+
+
+def headroom(height: int, legend: int) -> float:
+    """How far above the step time's peak the chart's top is: room for its legend (one
+    row per series, top left) and a row, so the legend never covers the line on a short
+    chart; at least a tenth."""
+    rows = height - CHART_FRAME_ROWS
+    free = rows - legend - 1
+    return 1.1 if rows <= 0 or legend < 2 else max(1.1, rows / max(1, free))
