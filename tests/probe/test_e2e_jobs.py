@@ -326,7 +326,10 @@ def plain_user_python() -> tuple[str, str]:
         timeout=120, cwd="/",
     )  # fmt: skip
     if can.returncode != 0:
-        missing(f"nobody cannot import torch and gputop from {path}: {can.stderr[-300:]}")
+        # Where the checkout lies is the machine's choice, not a tool CI can install: a
+        # checkout under a home only its owner enters skips this test, in CI too (the
+        # reader's own tests run their plain user without the checkout).
+        pytest.skip(f"nobody cannot import torch and gputop from {path}: {can.stderr[-300:]}")
     return SYSTEM_PYTHON, path
 
 
