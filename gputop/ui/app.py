@@ -28,19 +28,8 @@ from gputop.keys import remapped
 from gputop.model import Snapshot, Verdict
 from gputop.pipeline import Feed, Frame
 from gputop.sources.base import no_signal_reason
-from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
-from gputop.ui.gpu_view import JUDGING_MARK, VerdictMark, verdict_legend
 from gputop.ui.lines import HeaderLine, PartsLines
-from gputop.ui.parts import (
-    COMPACT_HEIGHT,
-    COMPACT_WIDTH,
-    INTERVAL_STEPS,
-    MIN_HEIGHT,
-    MIN_WIDTH,
-    gpu_ranges,
-    safe,
-)
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.roles import to_content
 from gputop.ui.terminal import (
@@ -49,6 +38,20 @@ from gputop.ui.terminal import (
     GpuTopDriver,
     install_signal_handlers,
     owning_terminal,
+)
+from gputop.views import process_view
+from gputop.views.gpu_view import JUDGING_MARK, VerdictMark, verdict_legend, verdict_mark
+from gputop.views.header_view import header_parts
+from gputop.views.host_view import host_lines
+from gputop.views.parts import (
+    COMPACT_HEIGHT,
+    COMPACT_WIDTH,
+    INTERVAL_STEPS,
+    MIN_HEIGHT,
+    MIN_WIDTH,
+    Parts,
+    gpu_ranges,
+    safe,
 )
 
 if TYPE_CHECKING:
@@ -224,11 +227,11 @@ class GpuTopApp(App[int]):
         self.pending = False  # a snapshot arrived but was not drawn
         self.frames = 0  # snapshots drawn
         self._size: Size | None = None
-        self._notes: tuple[views.Parts, ...] = ()
+        self._notes: tuple[Parts, ...] = ()
         # The process rows of one snapshot, made once for it: a sort, a filter or a tag
         # orders the same rows, and the table reuses their cells (ProcessTable.show).
         self._rows_of: Snapshot | None = None
-        self._rows: list[views.ProcRow] = []
+        self._rows: list[process_view.ProcRow] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(id="main"):
@@ -422,7 +425,7 @@ class GpuTopApp(App[int]):
                 self.notify(f"verdicts unavailable: {done.error}", severity="error", timeout=10)
         self.verdict_error = done.error
         self._diagnosis = done
-        self._marks = {i: views.verdict_mark(v) for i, v in done.gpus.items()}
+        self._marks = {i: verdict_mark(v) for i, v in done.gpus.items()}
         if done.gpus:
             self.verdict_log.append((done.snapshot.time, {i: v.kind for i, v in done.gpus.items()}))
         self.verdict_seconds.append(done.seconds)
@@ -463,14 +466,14 @@ class GpuTopApp(App[int]):
                     verdicts=self._verdict_marks(),
                 )
             if layout.host:
-                host = views.host_lines(snapshot.host, width, compact=self.compact)
+                host = host_lines(snapshot.host, width, compact=self.compact)
                 self.host_panel.set_lines(host)
             self._render_notes(snapshot)
             self._render_table()
 
     def _render_notes(self, snapshot: Snapshot) -> None:
         """Process-list problems (e.g. NoPermission) in words above the table."""
-        notes = views.process_notes(snapshot)
+        notes = process_view.process_notes(snapshot)
         if notes == self._notes:
             return
         self._notes = notes
@@ -478,13 +481,13 @@ class GpuTopApp(App[int]):
         box.update(to_content(notes))
         box.display = bool(notes)
 
-    def header_parts(self, *, paused: bool, stale: bool, error: str | None) -> views.Parts:
+    def header_parts(self, *, paused: bool, stale: bool, error: str | None) -> Parts:
         """The header line of the snapshot shown, with what the keys chose."""
         all_gpus = self.shown_gpus is None or (
             self.snapshot is not None
             and self.shown_gpus == frozenset(g.index for g in self.snapshot.gpus)
         )
-        return views.header_parts(
+        return header_parts(
             self.snapshot,
             interval=self.interval,
             paused=paused,
@@ -497,7 +500,7 @@ class GpuTopApp(App[int]):
             clock=not self.REPLAY,
         )
 
-    def header_markers(self) -> views.Parts:
+    def header_markers(self) -> Parts:
         """REC while --record writes, READONLY where no process is signalled from here."""
         out: list[tuple[str, str]] = []
         if self.record_error:  # early in the line: it must not be cut
@@ -521,13 +524,13 @@ class GpuTopApp(App[int]):
             return
         if self._rows_of is not self.snapshot:  # a key re-renders the same snapshot
             had_rows = bool(self._rows)
-            self._rows_of, self._rows = self.snapshot, views.process_rows(self.snapshot)
+            self._rows_of, self._rows = self.snapshot, process_view.process_rows(self.snapshot)
             if had_rows != bool(self._rows):
                 self.refresh_bindings()  # the footer offers the kill key only with a process
         every = self._rows
         # A tag belongs to a (gpu, pid) that still exists: a gone process loses its tag.
         self.tagged &= {r.key for r in every}
-        rows = views.table_rows(
+        rows = process_view.table_rows(
             every,
             gpus=self.shown_gpus,
             text=self.text_filter,
@@ -690,8 +693,8 @@ class GpuTopApp(App[int]):
 
     def action_sort(self) -> None:
         """Next sort column among those on screen (the compact table hides some)."""
-        shown = {c.key for c in views.visible_columns(self.compact)}
-        keys = [k for k in views.SORT_KEYS if k in shown]
+        shown = {c.key for c in process_view.visible_columns(self.compact)}
+        keys = [k for k in process_view.SORT_KEYS if k in shown]
         at = keys.index(self.sort_key) if self.sort_key in keys else -1
         self.sort_key = keys[(at + 1) % len(keys)]
         self.refresh_view()
@@ -702,7 +705,7 @@ class GpuTopApp(App[int]):
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         key = event.column_key.value
-        if key not in views.SORT_KEYS:
+        if key not in process_view.SORT_KEYS:
             return
         self.sort_reverse = key == self.sort_key and not self.sort_reverse  # again: reversed
         self.sort_key = key

@@ -28,9 +28,9 @@ from gputop.ui.app import (
     help_legend,
     key_bindings,
 )
-from gputop.ui.gpu_view import JUDGING_MARK
-from gputop.ui.header_view import mode_text, replay_range_parts
-from gputop.ui.parts import Parts, safe
+from gputop.views.gpu_view import JUDGING_MARK
+from gputop.views.header_view import mode_text, replay_range_parts
+from gputop.views.parts import Parts, safe
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
