@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
@@ -26,7 +26,7 @@ from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help 
 from gputop.keys import Key as Key
 from gputop.keys import remapped
 from gputop.model import Snapshot, Verdict
-from gputop.pipeline import Feed, Frame
+from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.lines import HeaderLine, PartsLines
@@ -53,10 +53,6 @@ from gputop.views.parts import (
     gpu_ranges,
     safe,
 )
-
-if TYPE_CHECKING:
-    from gputop.sampler import Sampler
-
 
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
@@ -165,7 +161,7 @@ class GpuTopApp(App[int]):
 
     def __init__(
         self,
-        sampler: Sampler | None = None,
+        sampler: Stream | None = None,
         *,
         snapshots: Sequence[Snapshot] = (),
         gpu_filter: Collection[int] | None = None,
@@ -182,7 +178,7 @@ class GpuTopApp(App[int]):
         self.sampler = sampler
         self.readonly = readonly
         # Why no signal is offered at all (demo, replay, snapshots); None: live pids.
-        self.no_signal_reason = no_signal_reason(getattr(sampler, "source", None))
+        self.no_signal_reason = no_signal_reason(sampler.source if sampler is not None else None)
         # GPU index -> a fixed mark for the verdict slot (a fleet host's); None: the diagnosis'.
         self.verdicts: Mapping[int, VerdictMark] | None = None
         base = thresholds if thresholds is not None else DEFAULT
@@ -316,7 +312,7 @@ class GpuTopApp(App[int]):
         if self.snapshot is None:
             self._render_header()
 
-    def _apply_latest(self, sampler: Sampler) -> None:
+    def _apply_latest(self, sampler: Stream) -> None:
         """The first frame: what the source has already (drawn on mount)."""
         latest = sampler.latest()
         if latest is not None:
@@ -932,7 +928,7 @@ def help_bindings(keys: Iterable[Key] = KEYS) -> list[tuple[str, str]]:
 
 
 def run_app(
-    sampler: Sampler,
+    sampler: Stream,
     *,
     gpu_filter: Collection[int] | None = None,
     readonly: bool = False,
