@@ -30,8 +30,8 @@ from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.lines import HeaderLine, PartsLines
+from gputop.ui.notes import NoMatch, ProcessNotes
 from gputop.ui.process_table import ProcessTable
-from gputop.ui.roles import to_content
 from gputop.ui.terminal import (
     QUIT_GRACE_S,
     Ending,
@@ -51,7 +51,6 @@ from gputop.views.parts import (
     MIN_WIDTH,
     Parts,
     gpu_ranges,
-    safe,
 )
 
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
@@ -78,9 +77,6 @@ LAYOUTS: tuple[Layout, ...] = (
 
 #: How long a toast stays (Textual's default is 5 s), and the most over a screen of charts.
 TOAST_SECONDS = 3.0
-
-#: The line in the table area when a filter or GPU choice leaves no process row.
-NO_MATCH = "no process matches"
 
 #: From this width the footer also offers the command palette (ctrl+p).
 FOOTER_PALETTE_WIDTH = 120
@@ -223,7 +219,6 @@ class GpuTopApp(App[int]):
         self.pending = False  # a snapshot arrived but was not drawn
         self.frames = 0  # snapshots drawn
         self._size: Size | None = None
-        self._notes: tuple[Parts, ...] = ()
         # The process rows of one snapshot, made once for it: a sort, a filter or a tag
         # orders the same rows, and the table reuses their cells (ProcessTable.show).
         self._rows_of: Snapshot | None = None
@@ -234,9 +229,9 @@ class GpuTopApp(App[int]):
             yield HeaderLine(id="header")
             yield GpuPanel(id="gpus")
             yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
-            yield Static(id="notes")  # why the process table may be incomplete
+            yield ProcessNotes(id="notes")  # why the process table may be incomplete
             yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
-            yield Static(id="no-match")  # the filter or GPU choice hides every process
+            yield NoMatch(id="no-match")  # the filter or GPU choice hides every process
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
         yield Footer(id="footer")
@@ -464,18 +459,8 @@ class GpuTopApp(App[int]):
             if layout.host:
                 host = host_lines(snapshot.host, width, compact=self.compact)
                 self.host_panel.set_lines(host)
-            self._render_notes(snapshot)
+            self.query_one("#notes", ProcessNotes).show(snapshot)
             self._render_table()
-
-    def _render_notes(self, snapshot: Snapshot) -> None:
-        """Process-list problems (e.g. NoPermission) in words above the table."""
-        notes = process_view.process_notes(snapshot)
-        if notes == self._notes:
-            return
-        self._notes = notes
-        box = self.query_one("#notes", Static)
-        box.update(to_content(notes))
-        box.display = bool(notes)
 
     def header_parts(self, *, paused: bool, stale: bool, error: str | None) -> Parts:
         """The header line of the snapshot shown, with what the keys chose."""
@@ -534,22 +519,8 @@ class GpuTopApp(App[int]):
             reverse=self.sort_reverse,
         )
         table.show(rows, self.tagged)
-        self._render_no_match(bool(every) and not rows)
-
-    def _render_no_match(self, empty: bool) -> None:
-        """Say it when what the keys chose hides every process (the table alone would
-        read as "no processes")."""
-        box = self.query_one("#no-match", Static)
-        box.display = empty
-        if not empty:
-            return
-        why: list[str] = []
-        if self.text_filter:
-            why.append(f'filter "{safe(self.text_filter, 64)}"')
-        if self.shown_gpus is not None:
-            why.append(f"GPU {gpu_ranges(self.shown_gpus, empty='none')}")
-        undo = "Esc clears the filter" if self.text_filter else "a shows all GPUs"
-        box.update(Content(f"{NO_MATCH}: {', '.join(why)} ({undo})"))
+        no_match = self.query_one("#no-match", NoMatch)
+        no_match.show(bool(every) and not rows, text=self.text_filter, gpus=self.shown_gpus)
 
     def refresh_view(self) -> None:
         """Redraw from the newest snapshot now (after a key changed what is shown)."""
