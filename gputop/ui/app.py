@@ -200,7 +200,6 @@ class GpuTopApp(App[int]):
         # --gpus as the CLI resolved it (indices); None: every GPU.
         self._base_gpus = None if gpu_filter is None else frozenset(gpu_filter)
         self.shown_gpus = self._base_gpus
-        self.text_filter = ""
         self.sort_key = "gpu"
         self.sort_reverse = False
         self.tagged: set[str] = set()
@@ -255,6 +254,13 @@ class GpuTopApp(App[int]):
     @property
     def filter_input(self) -> Input:
         return self.query_one("#filter", Input)
+
+    @property
+    def text_filter(self) -> str:
+        """The filter in effect: the main screen's filter box holds it (no copy here),
+        read from there whichever screen is on top."""
+        box = self._main_screen.query_one_optional("#filter", Input) if self.screen_stack else None
+        return box.value if box is not None else ""  # not composed yet: no filter
 
     def notify(
         self,
@@ -387,7 +393,6 @@ class GpuTopApp(App[int]):
         self.verdict_log.clear()
         self.shown_gpus = self._base_gpus = None
         self.tagged.clear()
-        self.text_filter = ""
         self.stale = False
         self.sample_error = None
         if self.screen_stack:
@@ -626,7 +631,6 @@ class GpuTopApp(App[int]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
-            self.text_filter = event.value
             self.refresh_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -645,7 +649,6 @@ class GpuTopApp(App[int]):
         box = self.filter_input
         box.value = proc.user
         box.display = True
-        self.text_filter = proc.user
         self.refresh_view()
 
     def action_clear_filter(self) -> None:
@@ -654,7 +657,6 @@ class GpuTopApp(App[int]):
             return
         box.value = ""
         box.display = False
-        self.text_filter = ""
         self.table.focus()
         self.refresh_view()
 

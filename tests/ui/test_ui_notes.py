@@ -46,3 +46,23 @@ async def test_the_no_match_line_says_what_hides_the_rows() -> None:
         assert 'filter "[/]x"' in said and "Esc clears the filter" in said
         line.show(False, text="x", gpus=None)
         assert not line.display
+
+
+async def test_the_filter_lives_in_its_box_only() -> None:
+    """The filter in effect is the box's text, read from the main screen also while
+    another screen is on top; the app keeps no copy that could drift from it."""
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)])
+    assert app.text_filter == ""  # before the box exists
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"u1", "enter")
+        await pilot.pause()
+        assert app.text_filter == "u1" == app.filter_input.value
+        assert "text_filter" not in vars(app)
+        await pilot.press("question_mark")  # the help screen on top
+        await pilot.pause()
+        assert app.screen is not app.screen_stack[0]
+        assert app.text_filter == "u1"
+        assert "u1" in "".join(
+            t for t, _ in app.header_parts(paused=False, stale=False, error=None)
+        )
