@@ -24,7 +24,7 @@ SMALL = (80, 24)
 
 
 class FakeSampler:
-    """What the app uses of gputop.sampler.Sampler, without a thread."""
+    """A gputop.pipeline.Stream (what the app uses of a Sampler), without a thread."""
 
     def __init__(self, snapshots: Sequence[Snapshot] = ()) -> None:
         self._history = tuple(snapshots)
@@ -34,6 +34,7 @@ class FakeSampler:
         self.last_error: str | None = None
         self.running = True
         self.on_snapshot = None
+        self.source: object | None = None
         self.started = False
 
     def latest(self) -> Snapshot | None:
@@ -47,6 +48,9 @@ class FakeSampler:
 
     def start(self) -> None:
         self.started = True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.running = False
 
 
 def history_cells(lines: GpuLines, index: int, row: int) -> str:
