@@ -5,14 +5,13 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.content import Content
 from textual.geometry import Size
 from textual.message import Message
@@ -30,6 +29,7 @@ from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.lines import HeaderLine, PartsLines
+from gputop.ui.main_area import MainArea
 from gputop.ui.notes import NoMatch, ProcessNotes
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.terminal import (
@@ -56,24 +56,6 @@ from gputop.views.parts import (
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
 
-
-@dataclass(frozen=True)
-class Layout:
-    """What the main screen shows above the process table (the layout key cycles them)."""
-
-    name: str  # as the key's note says it
-    gpu_lines: bool  # one line per GPU (the compact GPU lines) at any width
-    gpus: bool = True  # the GPU panel shown at all
-    host: bool = True  # the host panel shown
-
-
-#: The layout key's cycle, most to least above the table.
-LAYOUTS: tuple[Layout, ...] = (
-    Layout("full", gpu_lines=False),
-    Layout("one line per GPU", gpu_lines=True),
-    Layout("one line per GPU, no host panel", gpu_lines=True, host=False),
-    Layout("process table only", gpu_lines=True, gpus=False, host=False),
-)
 
 #: How long a toast stays (Textual's default is 5 s), and the most over a screen of charts.
 TOAST_SECONDS = 3.0
@@ -210,7 +192,6 @@ class GpuTopApp(App[int]):
         self.record_status: Callable[[], str | None] | None = None
         self.record_error: str | None = None
         self.compact = False
-        self.layout = LAYOUTS[0]
         self.too_small = False
         self._interval = sampler.interval if sampler is not None else 1.0
         self.snapshot: Snapshot | None = None  # the newest frame's snapshot and history
@@ -224,7 +205,7 @@ class GpuTopApp(App[int]):
         self._rows: list[process_view.ProcRow] = []
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="main"):
+        with MainArea(id="main"):
             yield HeaderLine(id="header")
             yield GpuPanel(id="gpus")
             yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
@@ -449,7 +430,7 @@ class GpuTopApp(App[int]):
             if snapshot is None:
                 return
             width = self.size.width
-            layout = self.layout
+            layout = self.query_one("#main", MainArea).shown
             self.gpu_panel.display = layout.gpus
             self.host_panel.display = layout.host
             if layout.gpus:
@@ -580,22 +561,8 @@ class GpuTopApp(App[int]):
 
     def action_layout(self) -> None:
         """The next of LAYOUTS: fewer lines above the process table, then all again."""
-
-        def drawn(layout: Layout) -> tuple[bool, bool, bool]:
-            return (layout.gpu_lines or self.compact, layout.gpus, layout.host)
-
-        at = LAYOUTS.index(self.layout)
-        # The compact layout already draws one line per GPU: skip what would change nothing.
-        nxt = next(
-            (
-                LAYOUTS[(at + n) % len(LAYOUTS)]
-                for n in range(1, len(LAYOUTS))
-                if drawn(LAYOUTS[(at + n) % len(LAYOUTS)]) != drawn(self.layout)
-            ),
-            self.layout,
-        )
-        self.layout = nxt
-        self.notify(f"layout: {self.layout.name}", timeout=2)
+        shown = self.query_one("#main", MainArea).next_layout(compact=self.compact)
+        self.notify(f"layout: {shown.name}", timeout=2)
         self.refresh_view()
 
     def action_choose_gpus(self) -> None:
