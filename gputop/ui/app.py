@@ -29,8 +29,7 @@ from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.lines import HeaderLine, PartsLines
-from gputop.ui.main_area import MainArea
-from gputop.ui.notes import NoMatch, ProcessNotes
+from gputop.ui.main_area import MainArea, NoMatch, ProcessNotes
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.terminal import (
     QUIT_GRACE_S,

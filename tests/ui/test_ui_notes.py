@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gputop.model import SampleError, Snapshot, replace
 from gputop.ui.app import GpuTopApp
-from gputop.ui.notes import NO_MATCH, NoMatch, ProcessNotes
+from gputop.ui.main_area import NO_MATCH, NoMatch, ProcessNotes
 from gputop.views.process_view import process_notes
 from tests import builders as fx
 
