@@ -75,8 +75,8 @@ async def run_one(cfg: Config, ticks: int, interval: float, presses: int, tmp: P
     from gputop.sampler import Sampler
     from gputop.sources.live import LiveSource
     from gputop.sources.nvml import NvmlReader
-    from gputop.ui import views
     from gputop.ui.app import GpuTopApp
+    from gputop.views import process_view
 
     scenario = tmp / f"scenario-{cfg.gpus}x{cfg.procs}.txt"
     many_gpus(cfg.gpus, cfg.procs).write(scenario)
@@ -108,7 +108,7 @@ async def run_one(cfg: Config, ticks: int, interval: float, presses: int, tmp: P
             frames = list(applied)
 
             latencies: list[float] = []
-            shown = {c.key for c in views.visible_columns(app.compact)}
+            shown = {c.key for c in process_view.visible_columns(app.compact)}
             for _ in range(presses):
                 before = app.sort_key
                 t0 = time.perf_counter()
@@ -127,7 +127,9 @@ async def run_one(cfg: Config, ticks: int, interval: float, presses: int, tmp: P
                         # once per (snapshot, key): at 1,024 rows, working the order out
                         # at every poll would take the app's own thread from it
                         if wanted_for is None or wanted_for[0] is not snap or wanted_for[1] != key:
-                            rows = views.table_rows(views.process_rows(snap), sort_key=key)
+                            rows = process_view.table_rows(
+                                process_view.process_rows(snap), sort_key=key
+                            )
                             wanted_for, want = (snap, key), [r.key for r in rows]
                         got = [str(r.key.value) for r in app.table.ordered_rows]
                         arrows = [

@@ -8,11 +8,44 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.analysis.window import continues
 from gputop.diagnosis import Diagnoser, Diagnosis
 from gputop.model import Snapshot
+
+
+@runtime_checkable
+class Stream(Protocol):
+    """What the dashboard drives of the stream it shows: the live ``Sampler`` and the
+    replay's ``Player`` both are one (mypy checks each where it is handed to the app)."""
+
+    #: Called on the stream's own thread with each new snapshot (None: nobody listens).
+    on_snapshot: Callable[[Snapshot], None] | None
+    interval: float  # seconds between snapshots; the dashboard's +/- set it
+    paused: bool  # the dashboard's pause key sets it
+
+    @property
+    def source(self) -> object | None:
+        """Where the snapshots come from (None: no live source, nothing to signal)."""
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def stale(self) -> bool:
+        """Whether the snapshot being made is overdue."""
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the last snapshot failed, in words (None: it did not)."""
+
+    def latest(self) -> Snapshot | None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = ...) -> None: ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -12,7 +12,7 @@ from gputop.diagnosis import Diagnosis
 from gputop.model import LABELLED_METRICS, GpuSample, Owner, ProcessInfo, Snapshot, Verdict
 from gputop.present import children_of, descendants
 from gputop.sources.owners import owner_label
-from gputop.ui.gpu_view import (
+from gputop.views.gpu_view import (
     activity_text,
     has_inside,
     has_nvlink,
@@ -20,7 +20,7 @@ from gputop.ui.gpu_view import (
     nvlink_parts,
     pcie_percent,
 )
-from gputop.ui.parts import EXITED, gpu_ranges, plain, used_total
+from gputop.views.parts import EXITED, gpu_ranges, plain, used_total
 
 WIDTH = 80
 

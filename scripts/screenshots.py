@@ -76,8 +76,8 @@ async def _shoot(
 async def _kill(app: Any, pilot: Any, history: tuple[Snapshot, ...]) -> None:
     from gputop.actions import KillTarget
     from gputop.sources.base import no_signal_reason
-    from gputop.ui.process_view import process_rows
     from gputop.ui.screens.kill import KillScreen
+    from gputop.views.process_view import process_rows
 
     snap = history[-1]
     gpu = (snap.gpu(3) or snap.gpus[0]).index

@@ -708,7 +708,7 @@ def with_owners(snapshot: Snapshot, owners: dict[int, Owner] | None = None) -> S
 def kill_target(snapshot: Snapshot, pid: int, gpu: int | None = None) -> KillTarget:
     """The kill target of ``pid``'s row (on ``gpu``, else its first), built as the
     dashboard's kill key builds it from the process table's rows."""
-    from gputop.ui.process_view import process_rows
+    from gputop.views.process_view import process_rows
 
     r = next(r for r in process_rows(snapshot) if r.pid == pid and gpu in (None, r.gpu))
     return KillTarget(r.pid, r.create_time, r.user, r.command, r.gpu, r.gpu_memory)

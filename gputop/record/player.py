@@ -1,6 +1,7 @@
 """The replay source: plays a :class:`~gputop.record.store.Recording` to the dashboard
-as a :class:`~gputop.sampler.Sampler` would, never ``can_signal`` (a replay's pids may be
-anyone's now). How a move is decoded and handed over in stages: docs/recording.md."""
+as a :class:`~gputop.sampler.Sampler` would (both are a :class:`gputop.pipeline.Stream`),
+never ``can_signal`` (a replay's pids may be anyone's now). How a move is decoded and
+handed over in stages: docs/recording.md."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ class Player:
         self.lookback = lookback
         self.after_seconds = lookback / 2  # the detail charts' window after the cursor
         self.on_snapshot: Callable[[Snapshot], None] | None = None
+        self.source: object | None = None  # no live source: a replay's pids are of the past
         self.speed = 1.0
         self.playing = False
         self.stale = False
@@ -72,9 +74,24 @@ class Player:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def paused(self) -> bool:
+        """Not playing (the stream's pause, as the dashboard's pause key would set it)."""
+        return not self.playing
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        if bool(value) == self.playing:
+            self.toggle()
+
     def frame(self) -> Frame | None:
         with self._lock:
             return self._frame
+
+    def latest(self) -> Snapshot | None:
+        """The snapshot at the cursor (None before the first frame)."""
+        frame = self.frame()
+        return frame.snapshot if frame is not None else None
 
     def tick_now(self) -> Snapshot:
         """The frame at the cursor from its own block, not handed over; the worker

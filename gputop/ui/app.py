@@ -5,14 +5,13 @@ from __future__ import annotations
 import signal
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.content import Content
 from textual.geometry import Size
 from textual.message import Message
@@ -26,23 +25,12 @@ from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help 
 from gputop.keys import Key as Key
 from gputop.keys import remapped
 from gputop.model import Snapshot, Verdict
-from gputop.pipeline import Feed, Frame
+from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
-from gputop.ui import views
 from gputop.ui.gpu_panel import GpuPanel
-from gputop.ui.gpu_view import JUDGING_MARK, VerdictMark, verdict_legend
 from gputop.ui.lines import HeaderLine, PartsLines
-from gputop.ui.parts import (
-    COMPACT_HEIGHT,
-    COMPACT_WIDTH,
-    INTERVAL_STEPS,
-    MIN_HEIGHT,
-    MIN_WIDTH,
-    gpu_ranges,
-    safe,
-)
+from gputop.ui.main_area import MainArea, NoMatch, ProcessNotes
 from gputop.ui.process_table import ProcessTable
-from gputop.ui.roles import to_content
 from gputop.ui.terminal import (
     QUIT_GRACE_S,
     Ending,
@@ -50,38 +38,26 @@ from gputop.ui.terminal import (
     install_signal_handlers,
     owning_terminal,
 )
-
-if TYPE_CHECKING:
-    from gputop.sampler import Sampler
-
+from gputop.views import process_view
+from gputop.views.gpu_view import JUDGING_MARK, VerdictMark, verdict_legend, verdict_mark
+from gputop.views.header_view import header_parts
+from gputop.views.host_view import host_lines
+from gputop.views.parts import (
+    COMPACT_HEIGHT,
+    COMPACT_WIDTH,
+    INTERVAL_STEPS,
+    MIN_HEIGHT,
+    MIN_WIDTH,
+    Parts,
+    gpu_ranges,
+)
 
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
 
 
-@dataclass(frozen=True)
-class Layout:
-    """What the main screen shows above the process table (the layout key cycles them)."""
-
-    name: str  # as the key's note says it
-    gpu_lines: bool  # one line per GPU (the compact GPU lines) at any width
-    gpus: bool = True  # the GPU panel shown at all
-    host: bool = True  # the host panel shown
-
-
-#: The layout key's cycle, most to least above the table.
-LAYOUTS: tuple[Layout, ...] = (
-    Layout("full", gpu_lines=False),
-    Layout("one line per GPU", gpu_lines=True),
-    Layout("one line per GPU, no host panel", gpu_lines=True, host=False),
-    Layout("process table only", gpu_lines=True, gpus=False, host=False),
-)
-
 #: How long a toast stays (Textual's default is 5 s), and the most over a screen of charts.
 TOAST_SECONDS = 3.0
-
-#: The line in the table area when a filter or GPU choice leaves no process row.
-NO_MATCH = "no process matches"
 
 #: From this width the footer also offers the command palette (ctrl+p).
 FOOTER_PALETTE_WIDTH = 120
@@ -162,7 +138,7 @@ class GpuTopApp(App[int]):
 
     def __init__(
         self,
-        sampler: Sampler | None = None,
+        sampler: Stream | None = None,
         *,
         snapshots: Sequence[Snapshot] = (),
         gpu_filter: Collection[int] | None = None,
@@ -179,7 +155,7 @@ class GpuTopApp(App[int]):
         self.sampler = sampler
         self.readonly = readonly
         # Why no signal is offered at all (demo, replay, snapshots); None: live pids.
-        self.no_signal_reason = no_signal_reason(getattr(sampler, "source", None))
+        self.no_signal_reason = no_signal_reason(sampler.source if sampler is not None else None)
         # GPU index -> a fixed mark for the verdict slot (a fleet host's); None: the diagnosis'.
         self.verdicts: Mapping[int, VerdictMark] | None = None
         base = thresholds if thresholds is not None else DEFAULT
@@ -205,7 +181,6 @@ class GpuTopApp(App[int]):
         # --gpus as the CLI resolved it (indices); None: every GPU.
         self._base_gpus = None if gpu_filter is None else frozenset(gpu_filter)
         self.shown_gpus = self._base_gpus
-        self.text_filter = ""
         self.sort_key = "gpu"
         self.sort_reverse = False
         self.tagged: set[str] = set()
@@ -216,7 +191,6 @@ class GpuTopApp(App[int]):
         self.record_status: Callable[[], str | None] | None = None
         self.record_error: str | None = None
         self.compact = False
-        self.layout = LAYOUTS[0]
         self.too_small = False
         self._interval = sampler.interval if sampler is not None else 1.0
         self.snapshot: Snapshot | None = None  # the newest frame's snapshot and history
@@ -224,20 +198,19 @@ class GpuTopApp(App[int]):
         self.pending = False  # a snapshot arrived but was not drawn
         self.frames = 0  # snapshots drawn
         self._size: Size | None = None
-        self._notes: tuple[views.Parts, ...] = ()
         # The process rows of one snapshot, made once for it: a sort, a filter or a tag
         # orders the same rows, and the table reuses their cells (ProcessTable.show).
         self._rows_of: Snapshot | None = None
-        self._rows: list[views.ProcRow] = []
+        self._rows: list[process_view.ProcRow] = []
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="main"):
+        with MainArea(id="main"):
             yield HeaderLine(id="header")
             yield GpuPanel(id="gpus")
             yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
-            yield Static(id="notes")  # why the process table may be incomplete
+            yield ProcessNotes(id="notes")  # why the process table may be incomplete
             yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
-            yield Static(id="no-match")  # the filter or GPU choice hides every process
+            yield NoMatch(id="no-match")  # the filter or GPU choice hides every process
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
         yield Footer(id="footer")
@@ -261,6 +234,13 @@ class GpuTopApp(App[int]):
     @property
     def filter_input(self) -> Input:
         return self.query_one("#filter", Input)
+
+    @property
+    def text_filter(self) -> str:
+        """The filter in effect: the main screen's filter box holds it (no copy here),
+        read from there whichever screen is on top."""
+        box = self._main_screen.query_one_optional("#filter", Input) if self.screen_stack else None
+        return box.value if box is not None else ""  # not composed yet: no filter
 
     def notify(
         self,
@@ -313,7 +293,7 @@ class GpuTopApp(App[int]):
         if self.snapshot is None:
             self._render_header()
 
-    def _apply_latest(self, sampler: Sampler) -> None:
+    def _apply_latest(self, sampler: Stream) -> None:
         """The first frame: what the source has already (drawn on mount)."""
         latest = sampler.latest()
         if latest is not None:
@@ -393,7 +373,6 @@ class GpuTopApp(App[int]):
         self.verdict_log.clear()
         self.shown_gpus = self._base_gpus = None
         self.tagged.clear()
-        self.text_filter = ""
         self.stale = False
         self.sample_error = None
         if self.screen_stack:
@@ -422,7 +401,7 @@ class GpuTopApp(App[int]):
                 self.notify(f"verdicts unavailable: {done.error}", severity="error", timeout=10)
         self.verdict_error = done.error
         self._diagnosis = done
-        self._marks = {i: views.verdict_mark(v) for i, v in done.gpus.items()}
+        self._marks = {i: verdict_mark(v) for i, v in done.gpus.items()}
         if done.gpus:
             self.verdict_log.append((done.snapshot.time, {i: v.kind for i, v in done.gpus.items()}))
         self.verdict_seconds.append(done.seconds)
@@ -450,7 +429,7 @@ class GpuTopApp(App[int]):
             if snapshot is None:
                 return
             width = self.size.width
-            layout = self.layout
+            layout = self.query_one("#main", MainArea).shown
             self.gpu_panel.display = layout.gpus
             self.host_panel.display = layout.host
             if layout.gpus:
@@ -463,28 +442,18 @@ class GpuTopApp(App[int]):
                     verdicts=self._verdict_marks(),
                 )
             if layout.host:
-                host = views.host_lines(snapshot.host, width, compact=self.compact)
+                host = host_lines(snapshot.host, width, compact=self.compact)
                 self.host_panel.set_lines(host)
-            self._render_notes(snapshot)
+            self.query_one("#notes", ProcessNotes).show(snapshot)
             self._render_table()
 
-    def _render_notes(self, snapshot: Snapshot) -> None:
-        """Process-list problems (e.g. NoPermission) in words above the table."""
-        notes = views.process_notes(snapshot)
-        if notes == self._notes:
-            return
-        self._notes = notes
-        box = self.query_one("#notes", Static)
-        box.update(to_content(notes))
-        box.display = bool(notes)
-
-    def header_parts(self, *, paused: bool, stale: bool, error: str | None) -> views.Parts:
+    def header_parts(self, *, paused: bool, stale: bool, error: str | None) -> Parts:
         """The header line of the snapshot shown, with what the keys chose."""
         all_gpus = self.shown_gpus is None or (
             self.snapshot is not None
             and self.shown_gpus == frozenset(g.index for g in self.snapshot.gpus)
         )
-        return views.header_parts(
+        return header_parts(
             self.snapshot,
             interval=self.interval,
             paused=paused,
@@ -497,7 +466,7 @@ class GpuTopApp(App[int]):
             clock=not self.REPLAY,
         )
 
-    def header_markers(self) -> views.Parts:
+    def header_markers(self) -> Parts:
         """REC while --record writes, READONLY where no process is signalled from here."""
         out: list[tuple[str, str]] = []
         if self.record_error:  # early in the line: it must not be cut
@@ -524,13 +493,13 @@ class GpuTopApp(App[int]):
             return
         if self._rows_of is not self.snapshot:  # a key re-renders the same snapshot
             had_rows = bool(self._rows)
-            self._rows_of, self._rows = self.snapshot, views.process_rows(self.snapshot)
+            self._rows_of, self._rows = self.snapshot, process_view.process_rows(self.snapshot)
             if had_rows != bool(self._rows):
                 self.refresh_bindings()  # the footer offers the kill key only with a process
         every = self._rows
         # A tag belongs to a (gpu, pid) that still exists: a gone process loses its tag.
         self.tagged &= {r.key for r in every}
-        rows = views.table_rows(
+        rows = process_view.table_rows(
             every,
             gpus=self.shown_gpus,
             text=self.text_filter,
@@ -538,22 +507,8 @@ class GpuTopApp(App[int]):
             reverse=self.sort_reverse,
         )
         table.show(rows, self.tagged)
-        self._render_no_match(bool(every) and not rows)
-
-    def _render_no_match(self, empty: bool) -> None:
-        """Say it when what the keys chose hides every process (the table alone would
-        read as "no processes")."""
-        box = self.query_one("#no-match", Static)
-        box.display = empty
-        if not empty:
-            return
-        why: list[str] = []
-        if self.text_filter:
-            why.append(f'filter "{safe(self.text_filter, 64)}"')
-        if self.shown_gpus is not None:
-            why.append(f"GPU {gpu_ranges(self.shown_gpus, empty='none')}")
-        undo = "Esc clears the filter" if self.text_filter else "a shows all GPUs"
-        box.update(Content(f"{NO_MATCH}: {', '.join(why)} ({undo})"))
+        no_match = self.query_one("#no-match", NoMatch)
+        no_match.show(bool(every) and not rows, text=self.text_filter, gpus=self.shown_gpus)
 
     def refresh_view(self) -> None:
         """Redraw from the newest snapshot now (after a key changed what is shown)."""
@@ -608,22 +563,8 @@ class GpuTopApp(App[int]):
 
     def action_layout(self) -> None:
         """The next of LAYOUTS: fewer lines above the process table, then all again."""
-
-        def drawn(layout: Layout) -> tuple[bool, bool, bool]:
-            return (layout.gpu_lines or self.compact, layout.gpus, layout.host)
-
-        at = LAYOUTS.index(self.layout)
-        # The compact layout already draws one line per GPU: skip what would change nothing.
-        nxt = next(
-            (
-                LAYOUTS[(at + n) % len(LAYOUTS)]
-                for n in range(1, len(LAYOUTS))
-                if drawn(LAYOUTS[(at + n) % len(LAYOUTS)]) != drawn(self.layout)
-            ),
-            self.layout,
-        )
-        self.layout = nxt
-        self.notify(f"layout: {self.layout.name}", timeout=2)
+        shown = self.query_one("#main", MainArea).next_layout(compact=self.compact)
+        self.notify(f"layout: {shown.name}", timeout=2)
         self.refresh_view()
 
     def action_choose_gpus(self) -> None:
@@ -659,7 +600,6 @@ class GpuTopApp(App[int]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
-            self.text_filter = event.value
             self.refresh_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -678,7 +618,6 @@ class GpuTopApp(App[int]):
         box = self.filter_input
         box.value = proc.user
         box.display = True
-        self.text_filter = proc.user
         self.refresh_view()
 
     def action_clear_filter(self) -> None:
@@ -687,14 +626,13 @@ class GpuTopApp(App[int]):
             return
         box.value = ""
         box.display = False
-        self.text_filter = ""
         self.table.focus()
         self.refresh_view()
 
     def action_sort(self) -> None:
         """Next sort column among those on screen (the compact table hides some)."""
-        shown = {c.key for c in views.visible_columns(self.compact)}
-        keys = [k for k in views.SORT_KEYS if k in shown]
+        shown = {c.key for c in process_view.visible_columns(self.compact)}
+        keys = [k for k in process_view.SORT_KEYS if k in shown]
         at = keys.index(self.sort_key) if self.sort_key in keys else -1
         self.sort_key = keys[(at + 1) % len(keys)]
         self.refresh_view()
@@ -705,7 +643,7 @@ class GpuTopApp(App[int]):
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         key = event.column_key.value
-        if key not in views.SORT_KEYS:
+        if key not in process_view.SORT_KEYS:
             return
         self.sort_reverse = key == self.sort_key and not self.sort_reverse  # again: reversed
         self.sort_key = key
@@ -932,7 +870,7 @@ def help_bindings(keys: Iterable[Key] = KEYS) -> list[tuple[str, str]]:
 
 
 def run_app(
-    sampler: Sampler,
+    sampler: Stream,
     *,
     gpu_filter: Collection[int] | None = None,
     readonly: bool = False,

@@ -23,11 +23,11 @@ from gputop.analysis.thresholds import Thresholds
 from gputop.model import Snapshot
 from gputop.sources.remote import LineError, summarize, to_snapshot
 from gputop.sources.streams import HostView, HostViews, status
-from gputop.ui import fleet_views as fv
 from gputop.ui.app import GpuTopApp, run_in_terminal
-from gputop.ui.gpu_view import VerdictMark, verdict_legend
 from gputop.ui.lines import HeaderLine, PartsLines
-from gputop.ui.parts import Parts, safe
+from gputop.views import fleet_views as fv
+from gputop.views.gpu_view import VerdictMark, verdict_legend
+from gputop.views.parts import Parts, safe
 
 #: Snapshots of the open host kept for its dashboard (its histories and verdicts).
 HOST_HISTORY = 900

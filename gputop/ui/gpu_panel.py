@@ -8,7 +8,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from gputop.model import Snapshot
-from gputop.ui.gpu_view import (
+from gputop.ui.lines import PartsLines
+from gputop.ui.roles import to_content
+from gputop.views.gpu_view import (
     COMPACT_HISTORY_GAP,
     HISTORY_LABEL_WIDTH,
     HISTORY_RULE,
@@ -23,9 +25,7 @@ from gputop.ui.gpu_view import (
     parts_width,
     verdict_width_for,
 )
-from gputop.ui.lines import PartsLines
-from gputop.ui.parts import Parts, fit_parts, level, plain
-from gputop.ui.roles import to_content
+from gputop.views.parts import Parts, fit_parts, level, plain
 
 # (label, cells oldest first): one ``level`` cell per snapshot, on the fixed 0-100 % scale.
 Series = tuple[str, str]

@@ -14,8 +14,8 @@ from textual.strip import Strip
 from textual.visual import Visual
 from textual.widget import Widget
 
-from gputop.ui.parts import Part, Parts, fit_parts, plain
 from gputop.ui.roles import to_content
+from gputop.views.parts import Part, Parts, fit_parts, plain
 
 
 class PartsLines(Widget):

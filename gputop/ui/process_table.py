@@ -23,8 +23,8 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from gputop.cells import cell_width, fit
-from gputop.ui.process_view import Column, ProcRow, column_widths, visible_columns
 from gputop.ui.roles import rich_styles
+from gputop.views.process_view import Column, ProcRow, column_widths, visible_columns
 
 Cell = tuple[str, str]  # (text as shown, style key)
 RowCells = tuple[Cell, ...]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -19,7 +19,7 @@ from textual.widgets import Input, Static
 from gputop.analysis.thresholds import Thresholds
 from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
-from gputop.pipeline import Frame
+from gputop.pipeline import Frame, Stream
 from gputop.ui.app import (
     GPU_DIGITS_HELP,
     FrameArrived,
@@ -28,13 +28,12 @@ from gputop.ui.app import (
     help_legend,
     key_bindings,
 )
-from gputop.ui.gpu_view import JUDGING_MARK
-from gputop.ui.header_view import mode_text, replay_range_parts
-from gputop.ui.parts import Parts, safe
+from gputop.views.gpu_view import JUDGING_MARK
+from gputop.views.header_view import mode_text, replay_range_parts
+from gputop.views.parts import Parts, safe
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
-    from gputop.sampler import Sampler
 
 #: What the screen says while a frame's look-back is still being read.
 JUDGING = JUDGING_MARK.label
@@ -116,11 +115,10 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
         "so nothing can be signalled from here"
     )
 
-    def __init__(self, player: rp.Player | Sampler, **kwargs: Any) -> None:
-        # The player offers what the dashboard uses of a Sampler (see gputop.record.player).
+    def __init__(self, player: rp.Player, **kwargs: Any) -> None:
         kwargs["readonly"] = True
-        super().__init__(cast("Sampler", player), **kwargs)
-        self.player = cast("rp.Player", player)
+        super().__init__(player, **kwargs)  # a Player is a Stream, as a Sampler is
+        self.player = player
         self.generation = -1  # the player's move of the frame shown
         self.stale_frames = 0  # frames of an older move that arrived late and were dropped
 
@@ -133,7 +131,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
             generation=shown.generation,
         )
 
-    def _apply_latest(self, sampler: Sampler) -> None:
+    def _apply_latest(self, sampler: Stream) -> None:
         shown = self.player.frame()
         if shown is not None:
             self.apply_frame(self._frame(shown))
@@ -283,7 +281,7 @@ def run_replay(
     player.tick_now()  # the first frame (its block only) is drawn on mount
     try:
         return run_app(
-            cast("Sampler", player),
+            player,
             thresholds=thresholds,
             theme=theme,
             watchdog=True,

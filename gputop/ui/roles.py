@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from rich.style import Style
 from textual.content import Content
 
-from gputop.ui.parts import Parts
+from gputop.views.parts import Parts
 
 #: Theme variables only, so dark and light themes both work.
 ROLE_STYLES: dict[str, str] = {

@@ -21,7 +21,7 @@ from gputop.model import GpuSample, Snapshot, replace
 from gputop.present import filter_gpus, to_json_dict
 from gputop.sources.demo import LINK_FLAP, DemoSource
 from gputop.textout import render_text
-from gputop.ui.parts import gpu_ranges
+from gputop.views.parts import gpu_ranges
 from tests.builders import all_verdicts, diagnose
 from tests.cli.test_cli import run_main
 

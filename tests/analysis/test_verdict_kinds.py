@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from gputop.analysis import kinds
-from gputop.ui.gpu_view import VERDICT_WIDTH
+from gputop.views.gpu_view import VERDICT_WIDTH
 
 ROOT = Path(__file__).resolve().parents[2]
 BEGIN = "<!-- BEGIN generated: verdict-kinds -->"

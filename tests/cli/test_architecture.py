@@ -113,23 +113,50 @@ def test_ui_never_calls_nvml_or_psutil(name: str) -> None:
 CLI = ("gputop.cli", "gputop.fleet", "gputop.record.replay_cli")
 NOT_UI = [m for m in MODULES if not _is_under(m, "gputop.ui", *CLI)]
 #: The pure views (a snapshot in, text parts out): what the dashboard draws and the
-#: ``--once`` text is built on, so they belong to no one consumer.
-PURE_VIEWS = ("gputop.ui.parts", "gputop.ui.gpu_view")
+#: ``--once`` text is built on, so they belong to no one consumer. One stage, one package.
+VIEWS = "gputop.views"
+#: What the views are made from: the model and the leaves, the diagnosis and the analysis
+#: whose results they show, and the sources' pure helpers (owner labels, remote cells).
+VIEWS_MAY_IMPORT = (*LEAVES, "gputop.analysis", "gputop.diagnosis", "gputop.sources", VIEWS)
 
 
 @pytest.mark.parametrize("name", NOT_UI)
 def test_only_the_cli_reaches_into_the_ui(name: str) -> None:
     ui = {m for m in _gputop_imports(name) if _is_under(m, "gputop.ui")}
-    ui -= {m for m in ui if _is_under(m, *PURE_VIEWS)}
     assert ui == set(), f"{name} imports {ui}"
 
 
-@pytest.mark.parametrize("name", PURE_VIEWS)
+def test_the_text_output_draws_with_the_views_not_the_ui() -> None:
+    """``--once`` shares the dashboard's pure views, which live below both consumers."""
+    mine = _gputop_imports("gputop.textout")
+    assert {m for m in mine if _is_under(m, VIEWS)}, "textout no longer uses the views?"
+    assert {m for m in mine if _is_under(m, "gputop.ui")} == set()
+
+
+VIEW_MODULES = [m for m in MODULES if _is_under(m, VIEWS)]
+
+
+@pytest.mark.parametrize("name", VIEW_MODULES)
 def test_the_pure_views_import_no_widget_library_and_no_consumer(name: str) -> None:
-    assert name in MODULES
     bad = {m for m in MODULES[name] if _is_under(m, "textual", "rich")}
-    bad |= {m for m in _gputop_imports(name) if _layer(m) is not None}
+    # ``from gputop import fmt`` names the package and gputop.fmt; the latter is checked
+    mine = _gputop_imports(name) - {"gputop"}
+    bad |= {m for m in mine if not _is_under(m, *VIEWS_MAY_IMPORT)}
     assert bad == set(), f"{name} imports {bad}"
+
+
+def test_every_pure_view_lives_in_the_views_package() -> None:
+    """A module of the dashboard that needs no Textual and no Rich is a pure view: it
+    belongs in the views package, where ``--once`` may use it, not hidden in ``ui/``."""
+    assert len(VIEW_MODULES) > 1
+    pure_in_ui = [
+        m
+        for m in MODULES
+        if _is_under(m, "gputop.ui")
+        and PACKAGE.parent.joinpath(*m.split(".")).with_suffix(".py").is_file()
+        and not {i for i in MODULES[m] if _is_under(i, "textual", "rich")}
+    ]
+    assert pure_in_ui == [], f"pure views under gputop/ui: {pure_in_ui}"
 
 
 # --- diagnosis: the one place where snapshots become jobs and verdicts ----------------------
@@ -344,7 +371,7 @@ def _layer(module: str) -> str | None:
     the pure views every consumer may draw with)."""
     if module in COMMANDS:
         return "command"
-    if _is_under(module, *PURE_VIEWS):
+    if _is_under(module, VIEWS):
         return None
     best: tuple[int, str | None] = (0, None)
     for consumer, prefixes in CONSUMERS.items():

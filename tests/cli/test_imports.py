@@ -1,6 +1,6 @@
-"""The one-shot paths never import Textual or Rich, nor any UI module but the pure views
-the text is built on; each check runs in a fresh interpreter so that other tests'
-imports do not hide a regression."""
+"""The one-shot paths never import Textual or Rich, nor any module of the dashboard (the
+pure views the text is built on live in gputop.views, below both); each check runs in a
+fresh interpreter so that other tests' imports do not hide a regression."""
 
 from __future__ import annotations
 
@@ -24,10 +24,9 @@ try:
     rc = main({argv!r})
 except SystemExit as exc:
     rc = exc.code
-# the pure views (no Textual) that the --once text is built on may come along
-pure = ("gputop.ui", "gputop.ui.parts", "gputop.ui.gpu_view")
+# the pure views (gputop.views, no Textual) that the --once text is built on may come along
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("textual", "rich")
-               or (m.startswith("gputop.ui") and m not in pure))
+               or m == "gputop.ui" or m.startswith("gputop.ui."))
 sys.stderr.write("\\nPROBE " + json.dumps({{"rc": rc, "heavy": heavy}}) + "\\n")
 """
 

@@ -25,8 +25,8 @@ from gputop.model import (
     Snapshot,
 )
 from gputop.sources.nvml import check_gpus
-from gputop.ui import gpu_view as gv
-from gputop.ui.parts import plain
+from gputop.views import gpu_view as gv
+from gputop.views.parts import plain
 from tests import builders as fx
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from gputop.model import Snapshot
-from gputop.ui import views
+from gputop.views import process_view
 from tests.conftest import missing, require_root, require_tool
 from tests.fakenvml import FakeGpu, FakeProcess, Scenario
 from tests.helpers.exporter import exporter, parse, series
@@ -323,7 +323,7 @@ def test_real_cgroups_name_pods_containers_slurm_jobs_and_services(
     )
 
     # The table, drawn from that very document.
-    rows = {row.pid: row for row in views.process_rows(Snapshot.from_dict(data))}
+    rows = {row.pid: row for row in process_view.process_rows(Snapshot.from_dict(data))}
     assert rows[p["a"]].owner == "pod ml/train-a"
     assert rows[p["b"]].owner == "pod vision/serve-b"
     assert rows[p["docker"]].owner == f"docker {CID_DOCKER[:12]}"
@@ -477,7 +477,7 @@ def test_a_user_cannot_make_its_process_someone_elses_pod_job_or_container(
     assert r.returncode == 0, r.stderr
     seen = {q["pid"]: q["owner"] for g in json.loads(r.stdout)["gpus"] for q in g["processes"]}
     assert seen == owners
-    rows = {row.pid: row for row in views.process_rows(Snapshot.from_dict(data))}
+    rows = {row.pid: row for row in process_view.process_rows(Snapshot.from_dict(data))}
     for name, pid in f.items():
         assert rows[pid].stop is None, (name, rows[pid].stop)  # no command aimed at anyone
         assert rows[pid].owner is not None and rows[pid].owner.startswith(

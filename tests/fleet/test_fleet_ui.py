@@ -207,7 +207,7 @@ def test_the_filter_matches_a_hosts_pods_and_slurm_jobs() -> None:
     from gputop.present import to_json_dict
     from gputop.sources.remote import summarize
     from gputop.sources.streams import HostView
-    from gputop.ui import fleet_views as fv
+    from gputop.views import fleet_views as fv
     from tests.builders import demo_snapshots, with_owners
 
     owned = to_json_dict(with_owners(demo_snapshots(2)[-1]))

@@ -25,8 +25,8 @@ from gputop.record.store import BlockRef, Recorder, Recording
 from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.ui.app import FrameArrived
-from gputop.ui.gpu_view import JUDGING_MARK
 from gputop.ui.replay import JUDGING, ReplayApp
+from gputop.views.gpu_view import JUDGING_MARK
 
 SECONDS = 900  # 15 blocks of 60 s: a 600 s look-back spans 10-11 of them
 

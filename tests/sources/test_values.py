@@ -154,7 +154,7 @@ def test_a_non_root_holder_scan_says_others_are_not_visible(fake_nvml: FakeNvml)
     from gputop.present import render_json
     from gputop.sources.live import LiveSource
     from gputop.textout import render_text
-    from gputop.ui import views
+    from gputop.views import process_view
     from tests.builders import diagnose
 
     fake_nvml.write(Scenario(gpus=[FakeGpu()]))
@@ -168,7 +168,7 @@ def test_a_non_root_holder_scan_says_others_are_not_visible(fake_nvml: FakeNvml)
     assert [e.message for e in snap.errors if e.metric == "unlisted_holders"] == [note]
     assert note in json.dumps(json.loads(render_json(snap, diagnose((snap,)))))
     assert note in " ".join(render_text(snap).split())
-    notes = " ".join(text for parts in views.process_notes(snap) for text, _ in parts)
+    notes = " ".join(text for parts in process_view.process_notes(snap) for text, _ in parts)
     assert note in notes  # the dashboard's line above the process table
 
 

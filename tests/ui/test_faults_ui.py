@@ -32,9 +32,9 @@ from gputop.pipeline import Feed
 from gputop.sampler import Sampler
 from gputop.sources.live import LiveSource
 from gputop.sources.nvml import NvmlReader
-from gputop.ui import views
 from gputop.ui.app import GpuTopApp
-from gputop.ui.views import table_rows, visible_columns
+from gputop.views import process_view
+from gputop.views.process_view import table_rows, visible_columns
 from tests import builders as fx
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, Scenario, many_gpus
 from tests.helpers.counting import count_calls
@@ -534,8 +534,8 @@ async def press_sort_keys(app: GpuTopApp, pilot: Pilot[int], n: int) -> None:
     assert app.snapshot is not None
     shown = {c.key for c in visible_columns(app.compact)}
     expected = {
-        k: [r.key for r in table_rows(views.process_rows(app.snapshot), sort_key=k)]
-        for k in views.SORT_KEYS
+        k: [r.key for r in table_rows(process_view.process_rows(app.snapshot), sort_key=k)]
+        for k in process_view.SORT_KEYS
     }
 
     def reflected() -> bool:

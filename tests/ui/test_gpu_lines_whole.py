@@ -12,7 +12,7 @@ import pytest
 from gputop.sources.demo import DemoSource
 from gputop.ui.app import GpuTopApp
 from gputop.ui.gpu_panel import GpuLines
-from gputop.ui.gpu_view import HISTORY_RULE, pcie_downgrade, throttle_words, verdict_mark
+from gputop.views.gpu_view import HISTORY_RULE, pcie_downgrade, throttle_words, verdict_mark
 
 WIDTHS = (80, 100, 120, 160, 200)
 

@@ -13,8 +13,8 @@ import pytest
 
 from gputop.model import DriverInfo, Snapshot
 from gputop.ui.app import GpuTopApp
-from gputop.ui.header_view import header_parts
-from gputop.ui.parts import plain
+from gputop.views.header_view import header_parts
+from gputop.views.parts import plain
 from tests import builders as fx
 
 

@@ -17,18 +17,18 @@ from gputop.model import LABELLED_METRICS, Snapshot
 from gputop.present import render_json
 from gputop.sources.demo import DemoSource
 from gputop.textout import render_text
-from gputop.ui import gpu_view as gv
-from gputop.ui import parts
-from gputop.ui.header_view import header_parts
-from gputop.ui.host_view import core_lines, host_lines
-from gputop.ui.process_view import (
+from gputop.ui.screens.detail import HistoryPlot, Series, downsample, gpu_timeline, runs
+from gputop.views import gpu_view as gv
+from gputop.views import parts
+from gputop.views.header_view import header_parts
+from gputop.views.host_view import core_lines, host_lines
+from gputop.views.process_view import (
     SORT_KEYS,
     process_notes,
     process_rows,
     sort_rows,
     visible_columns,
 )
-from gputop.ui.screens.detail import HistoryPlot, Series, downsample, gpu_timeline, runs
 from tests.helpers.hostile import HOSTILE, poison_snapshot
 
 numbers = st.one_of(

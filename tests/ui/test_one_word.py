@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from gputop import fmt
 from gputop.model import replace
 from gputop.ui.app import GpuTopApp
-from gputop.ui.gpu_view import gpu_view, rate_share
-from gputop.ui.parts import EXITED, plain
-from gputop.ui.process_view import COLUMNS
 from gputop.ui.screens.jobs import JobsScreen
+from gputop.views.gpu_view import gpu_view, rate_share
+from gputop.views.parts import EXITED, plain
+from gputop.views.process_view import COLUMNS
 from tests import builders as fx
 
 WIDE = (200, 50)

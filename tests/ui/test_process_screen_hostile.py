@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from gputop.sources.demo import DemoSource
 from gputop.ui.app import GpuTopApp
-from gputop.ui.parts import plain
-from gputop.ui.process_view import process_facts, process_rows, process_timeline
 from gputop.ui.screens.process import ProcessScreen
+from gputop.views.parts import plain
+from gputop.views.process_view import process_facts, process_rows, process_timeline
 from tests.helpers.hostile import HOSTILE, poison_snapshot
 
 numbers = st.one_of(

@@ -79,7 +79,7 @@ async def test_a_key_on_the_same_snapshot_makes_no_row_or_cell_again(
 ) -> None:
     """Sort, reverse and filter order the rows of the snapshot shown: its rows are made
     once, and each row's cells once, however often the keys re-render it."""
-    from gputop.ui import views
+    from gputop.views import process_view
 
     first = fx.multi_gpu_snapshot(8)
     app = GpuTopApp(snapshots=[first])
@@ -87,7 +87,7 @@ async def test_a_key_on_the_same_snapshot_makes_no_row_or_cell_again(
         await pilot.pause()
         made_rows: list[object] = []
         made_cells: list[object] = []
-        rows_of, cells_of = views.process_rows, process_table.ProcessTable._row_cells
+        rows_of, cells_of = process_view.process_rows, process_table.ProcessTable._row_cells
 
         def counting_rows(snapshot: Any) -> Any:
             made_rows.append(snapshot)
@@ -97,7 +97,7 @@ async def test_a_key_on_the_same_snapshot_makes_no_row_or_cell_again(
             made_cells.append(row)
             return cells_of(self, row, *args)
 
-        monkeypatch.setattr(views, "process_rows", counting_rows)
+        monkeypatch.setattr(process_view, "process_rows", counting_rows)
         monkeypatch.setattr(process_table.ProcessTable, "_row_cells", counting_cells)
         before = [str(r.key.value) for r in app.table.ordered_rows]
         for key in ("s", "s", "r"):

@@ -14,10 +14,10 @@ from gputop.record.player import Player
 from gputop.record.store import Recorder, Recording
 from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
-from gputop.ui.header_view import replay_range_parts
-from gputop.ui.parts import plain
 from gputop.ui.replay import ReplayApp
 from gputop.ui.screens.gpus import GpuPrompt
+from gputop.views.header_view import replay_range_parts
+from gputop.views.parts import plain
 
 SEED = random.randrange(2**32)
 T0 = 1_750_000_000.0

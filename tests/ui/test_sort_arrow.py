@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from gputop.ui import views
 from gputop.ui.app import GpuTopApp
-from gputop.ui.process_view import COLUMNS
+from gputop.views import process_view
+from gputop.views.process_view import COLUMNS
 from tests import builders as fx
 
 
@@ -23,7 +23,7 @@ async def test_the_arrow_follows_the_sorted_name(size: tuple[int, int]) -> None:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         seen = set()
-        for _ in range(len(views.SORT_KEYS)):
+        for _ in range(len(process_view.SORT_KEYS)):
             for reverse in (False, True):
                 assert app.sort_reverse is reverse
                 key = app.sort_key

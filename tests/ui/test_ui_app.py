@@ -11,12 +11,12 @@ from textual.widgets import Input, Static
 
 from gputop.model import DriverInfo, Snapshot, UnlistedHolder, replace
 from gputop.present import resolve_gpu_selection
-from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_bindings
 from gputop.ui.gpu_panel import GpuBlock, GpuLines, history_parts
-from gputop.ui.gpu_view import pcie_downgrade, throttle_words
-from gputop.ui.parts import INTERVAL_STEPS, level, plain
-from gputop.ui.process_view import MIN_COMMAND_WIDTH, column_widths
+from gputop.views import process_view
+from gputop.views.gpu_view import pcie_downgrade, throttle_words
+from gputop.views.parts import INTERVAL_STEPS, level, plain
+from gputop.views.process_view import MIN_COMMAND_WIDTH, column_widths
 from tests import builders as fx
 
 WIDE = (200, 50)
@@ -24,7 +24,7 @@ SMALL = (80, 24)
 
 
 class FakeSampler:
-    """What the app uses of gputop.sampler.Sampler, without a thread."""
+    """A gputop.pipeline.Stream (what the app uses of a Sampler), without a thread."""
 
     def __init__(self, snapshots: Sequence[Snapshot] = ()) -> None:
         self._history = tuple(snapshots)
@@ -34,6 +34,7 @@ class FakeSampler:
         self.last_error: str | None = None
         self.running = True
         self.on_snapshot = None
+        self.source: object | None = None
         self.started = False
 
     def latest(self) -> Snapshot | None:
@@ -47,6 +48,9 @@ class FakeSampler:
 
     def start(self) -> None:
         self.started = True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.running = False
 
 
 def history_cells(lines: GpuLines, index: int, row: int) -> str:
@@ -189,13 +193,13 @@ async def test_sort_key_skips_columns_the_compact_table_hides() -> None:
     app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)])
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.compact
-        shown = {c.key for c in views.visible_columns(compact=True)}
+        shown = {c.key for c in process_view.visible_columns(compact=True)}
         assert "rss" not in shown and "read" not in shown
         seen = []
-        for _ in range(len(views.SORT_KEYS)):
+        for _ in range(len(process_view.SORT_KEYS)):
             await pilot.press("s")
             seen.append(app.sort_key)
-        assert set(seen) == shown & set(views.SORT_KEYS) and "rss" not in seen
+        assert set(seen) == shown & set(process_view.SORT_KEYS) and "rss" not in seen
 
 
 async def test_clicking_a_header_sorts_and_again_reverses() -> None:
@@ -349,7 +353,7 @@ async def test_table_diffing_skips_updates_cells_or_rebuilds() -> None:
         second = replace(first, gpus=(changed, *first.gpus[1:]))
         app.apply_snapshot(second, (first, second))
         assert app.table.last_update == "cells"
-        assert row_texts(app, "0:1000")[views.SORT_KEYS.index("sm") + 2].strip() == "1%"
+        assert row_texts(app, "0:1000")[process_view.SORT_KEYS.index("sm") + 2].strip() == "1%"
         app.apply_snapshot(fx.multi_gpu_snapshot(2), None)
         assert app.table.last_update == "rebuild"
 

@@ -9,8 +9,8 @@ from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from gputop.ui.app import GpuTopApp
-from gputop.ui.parts import plain
 from gputop.ui.screens.gpus import GpuPrompt, parse_gpu_choice
+from gputop.views.parts import plain
 from tests import builders as fx
 
 SIXTEEN = range(16)

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from gputop.model import Activity, Nvlink, Snapshot
 from gputop.textout import render_text
 from gputop.ui.app import GpuTopApp
-from gputop.ui.gpu_view import (
+from gputop.ui.screens.detail import DetailScreen, HistoryPlot
+from gputop.views.gpu_view import (
     activity_text,
     bar_width_for,
     gpu_view,
@@ -27,8 +28,7 @@ from gputop.ui.gpu_view import (
     nvlink_parts,
     verdict_width_for,
 )
-from gputop.ui.parts import plain
-from gputop.ui.screens.detail import DetailScreen, HistoryPlot
+from gputop.views.parts import plain
 from tests import builders as fx
 from tests.helpers.hostile import HOSTILE, poison_snapshot
 
@@ -345,7 +345,7 @@ def test_mig_devices_with_gpm_show_their_sm_and_tc() -> None:
     """GPM per GPU instance (nvmlGpmMigSampleGet): each MIG line says its SM and TC; one
     without says nothing more."""
     from gputop.model import GpuMemory, MigDevice
-    from gputop.ui.gpu_view import mig_lines
+    from gputop.views.gpu_view import mig_lines
 
     mem = GpuMemory(total=70 * fx.GiB, used=20 * fx.GiB)
     with_gpm = MigDevice(

@@ -15,20 +15,20 @@ from gputop.analysis.verdict import Analyzer
 from gputop.diagnosis import lookback_seconds, recent
 from gputop.model import ProcessInfo, Snapshot, Verdict, replace
 from gputop.pipeline import Feed
-from gputop.ui import views
 from gputop.ui.app import GpuTopApp, help_legend, run_app
-from gputop.ui.gpu_view import (
+from gputop.ui.screens.detail import DetailScreen, verdict_history
+from gputop.ui.screens.help import HelpScreen
+from gputop.ui.screens.jobs import JobsScreen, job_entries
+from gputop.views.gpu_view import (
     LONG_VERDICT_WIDTH,
     MIN_WIDE_HISTORY,
     VERDICT_WIDTH,
     bar_width_for,
     gpu_view,
+    verdict_mark,
     verdict_width_for,
 )
-from gputop.ui.parts import gpu_ranges, plain
-from gputop.ui.screens.detail import DetailScreen, verdict_history
-from gputop.ui.screens.help import HelpScreen
-from gputop.ui.screens.jobs import JobsScreen, job_entries
+from gputop.views.parts import gpu_ranges, plain
 from tests import builders as fx
 from tests.helpers.screen import widgets_words
 
@@ -128,16 +128,14 @@ async def test_no_color_keeps_the_words(monkeypatch: pytest.MonkeyPatch) -> None
 def test_verdict_words_fit_the_compact_slot() -> None:
     for kind in vd.KINDS:
         verdict = Verdict(kind, vd.LABELS[kind], "e", "a", "warn")
-        mark = views.verdict_mark(verdict)
+        mark = verdict_mark(verdict)
         assert 0 < len(mark.word) <= VERDICT_WIDTH, kind
         assert len(mark.text(VERDICT_WIDTH)) <= VERDICT_WIDTH
         assert mark.text(LONG_VERDICT_WIDTH) == vd.LABELS[kind]
-    soft = views.verdict_mark(Verdict(vd.THROTTLED, "throttled", "e", "a", "info"))
-    hard = views.verdict_mark(Verdict(vd.THROTTLED, "throttled", "e", "a", "bad"))
+    soft = verdict_mark(Verdict(vd.THROTTLED, "throttled", "e", "a", "info"))
+    hard = verdict_mark(Verdict(vd.THROTTLED, "throttled", "e", "a", "bad"))
     assert soft.word != hard.word  # the power cap is told apart in words, not colour only
-    roles = {
-        s: views.verdict_mark(Verdict(vd.MODERATE, "m", "e", "a", s)).role for s in vd.SEVERITIES
-    }
+    roles = {s: verdict_mark(Verdict(vd.MODERATE, "m", "e", "a", s)).role for s in vd.SEVERITIES}
     assert roles == {"ok": "ok", "info": "dim", "warn": "warn", "bad": "error"}
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from gputop.ui.app import NO_MATCH, TOAST_SECONDS, GpuTopApp
+from gputop.ui.app import TOAST_SECONDS, GpuTopApp
+from gputop.ui.main_area import NO_MATCH
 from gputop.ui.screens.detail import DetailScreen
 from tests import builders as fx
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from functools import cache
 
 from gputop.model import Snapshot
-from gputop.ui import views
 from gputop.ui.app import GpuTopApp
-from gputop.ui.process_view import matches
 from gputop.ui.screens.jobs import JobsScreen
 from gputop.ui.screens.kill import KillScreen, owners_text
+from gputop.views import process_view
+from gputop.views.process_view import matches
 from tests import builders as fx
 from tests.helpers.screen import terminal_rows, widgets_text
 
@@ -24,7 +24,7 @@ def owned(n: int = 5) -> tuple[Snapshot, ...]:
 
 
 def test_rows_carry_their_owner_label_detail_and_stop_command() -> None:
-    rows = {r.pid: r for r in views.process_rows(owned()[-1])}
+    rows = {r.pid: r for r in process_view.process_rows(owned()[-1])}
     assert rows[41201].owner == "pod ml-research/llama-pretrain-0"
     assert rows[41201].owner_detail == "pod ml-research/llama-pretrain-0 container trainer"
     assert rows[41201].stop == "kubectl delete pod --namespace ml-research -- llama-pretrain-0"

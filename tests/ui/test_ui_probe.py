@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from gputop.analysis.jobs import JobProbe
 from gputop.model import CudaMemory, Snapshot
-from gputop.ui import views
 from gputop.ui.app import GpuTopApp
-from gputop.ui.process_view import COLUMNS
 from gputop.ui.screens.jobs import JOB_COLUMNS, JobsScreen
+from gputop.views import process_view
+from gputop.views.process_view import COLUMNS
 from tests import builders as fx
 from tests.helpers.hostile import HOSTILE
 from tests.helpers.screen import terminal_rows, widgets_words
@@ -55,7 +55,7 @@ def screen_text(app: Any) -> str:
 
 
 def test_rows_carry_their_probe_and_its_cell_text() -> None:
-    rows = {r.pid: r for r in views.process_rows(probed()[-1])}
+    rows = {r.pid: r for r in process_view.process_rows(probed()[-1])}
     assert rows[RANKS[0]].cell_text("probe", compact=False) == "wait 13% step 310 ms"
     assert rows[RANKS[0]].cell_text("probe", compact=True) == "wait 13%"
     # a probe that measured nothing yet: n/a, never 0
@@ -66,8 +66,8 @@ def test_rows_carry_their_probe_and_its_cell_text() -> None:
 def test_the_probe_column_is_declared_once() -> None:
     assert [c.key for c in COLUMNS].count("probe") == 1
     assert [c.key for c in JOB_COLUMNS].count("probe") == 1
-    assert "probe" not in {c.key for c in views.visible_columns(False)}  # only when asked
-    assert "probe" in {c.key for c in views.visible_columns(False, probes=True)}
+    assert "probe" not in {c.key for c in process_view.visible_columns(False)}  # only when asked
+    assert "probe" in {c.key for c in process_view.visible_columns(False, probes=True)}
 
 
 async def test_the_table_shows_the_probe_only_when_a_process_has_one() -> None:
@@ -215,7 +215,7 @@ numbers = st.one_of(
 @given(values=st.lists(numbers, min_size=8, max_size=8))
 def test_probe_formatters_never_raise_nor_show_nan(values: list[Any]) -> None:
     """Hypothesis prints the failing example and its seed (print_blob)."""
-    from gputop.ui import probe_view as pv
+    from gputop.views import probe_view as pv
 
     wait, step, worst, worst_step, rate, a, r, p = values
     texts = [

@@ -12,10 +12,10 @@ from gputop.sampler import Sampler
 from gputop.sources.live import LiveSource
 from gputop.sources.nvml import NvmlReader
 from gputop.ui.app import GpuTopApp
-from gputop.ui.parts import plain
-from gputop.ui.process_view import NO_ENVIRONMENT, environment_parts, process_timeline
 from gputop.ui.screens.detail import DetailScreen, HistoryPlot
 from gputop.ui.screens.process import ProcessScreen
+from gputop.views.parts import plain
+from gputop.views.process_view import NO_ENVIRONMENT, environment_parts, process_timeline
 from tests import builders as fx
 from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, Scenario
 

@@ -3,7 +3,8 @@ the GPU and host panels took."""
 
 from __future__ import annotations
 
-from gputop.ui.app import LAYOUTS, GpuTopApp
+from gputop.ui.app import GpuTopApp
+from gputop.ui.main_area import LAYOUTS, MainArea
 from tests import builders as fx
 
 
@@ -29,10 +30,12 @@ async def test_the_layout_key_shows_more_process_rows_at_100x30_with_8_gpus() ->
         assert seen == sorted(seen) and seen[1] > seen[0] and seen[-1] == 16, seen
         await pilot.press("c")  # back to the full layout
         await pilot.pause()
-        assert app.layout is LAYOUTS[0] and rows_on_screen(app) == seen[0]
+        main = app.query_one("#main", MainArea)  # the area keeps its layout; the app none
+        assert main.shown is LAYOUTS[0] and rows_on_screen(app) == seen[0]
+        assert "layout" not in vars(app)
         await pilot.press("c")
         await pilot.pause()
-        assert app.layout.gpu_lines
+        assert main.shown.gpu_lines
         assert [len(b.view.lines) for b in app.gpu_panel.blocks.values()] == [1] * 8
         await pilot.press("c", "c")
         await pilot.pause()

@@ -1,4 +1,4 @@
-"""gputop.ui.views: snapshot -> rows and text, without Textual."""
+"""gputop.views: snapshot -> rows and text, without Textual."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from gputop.model import DriverInfo, UnlistedHolder
-from gputop.ui import views
-from gputop.ui.gpu_view import (
+from gputop.views import header_view, host_view, process_view
+from gputop.views.gpu_view import (
     VerdictMark,
     bar_width_for,
     gpu_view,
@@ -16,25 +16,31 @@ from gputop.ui.gpu_view import (
     pcie_downgrade,
     throttle_words,
 )
-from gputop.ui.host_view import core_lines
-from gputop.ui.parts import level, memory_bar, plain
-from gputop.ui.process_view import MIN_COMMAND_WIDTH, column_widths, matches, sort_rows
+from gputop.views.host_view import core_lines
+from gputop.views.parts import level, memory_bar, plain
+from gputop.views.process_view import MIN_COMMAND_WIDTH, column_widths, matches, sort_rows
 from tests import builders as fx
 
 
-def test_views_module_does_not_import_textual() -> None:
+def test_the_views_package_imports_no_widget_library() -> None:
+    """Every module of gputop.views, read from its source (what it could import, not
+    only what one path happened to load)."""
     import ast
     from pathlib import Path
 
-    tree = ast.parse(Path(views.__file__).read_text())
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    assert not any(n.startswith(("textual", "rich")) for n in names), names
-    assert "gputop.ui.views" in sys.modules
+    import gputop.views
+
+    modules = sorted(Path(gputop.views.__file__).parent.glob("*.py"))
+    assert len(modules) > 1
+    for path in modules:
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+        assert not any(n.startswith(("textual", "rich")) for n in names), (path, names)
+    assert "gputop.views.process_view" in sys.modules
 
 
 @pytest.mark.parametrize(
@@ -165,30 +171,30 @@ def test_throttle_words() -> None:
 
 def test_header_parts() -> None:
     snap = fx.full_snapshot([fx.full_gpu_sample(0)])
-    text = plain(views.header_parts(snap, interval=0.5, paused=True, stale=True))
+    text = plain(header_view.header_parts(snap, interval=0.5, paused=True, stale=True))
     for word in ("node-1", "550.90.07", "CUDA 12.4", "0.5s", "live", "PAUSED", "STALE", "12ms"):
         assert word in text, word
     host_only = fx.full_snapshot(
         driver=DriverInfo(available=False, error="NVML library not found"), source="host-only"
     )
-    text = plain(views.header_parts(host_only, interval=1, paused=False, stale=False))
+    text = plain(header_view.header_parts(host_only, interval=1, paused=False, stale=False))
     assert "HOST-ONLY (NVML library not found)" in text
     assert "PAUSED" not in text and "STALE" not in text
     demo = fx.full_snapshot([fx.full_gpu_sample(0)], source="demo")
-    text = plain(views.header_parts(demo, interval=1, paused=False, stale=False))
+    text = plain(header_view.header_parts(demo, interval=1, paused=False, stale=False))
     assert "DEMO" in text
-    assert "waiting" in plain(views.header_parts(None, interval=1, paused=False, stale=False))
+    assert "waiting" in plain(header_view.header_parts(None, interval=1, paused=False, stale=False))
 
 
 def test_host_lines() -> None:
-    lines = [plain(p) for p in views.host_lines(fx.full_host_sample(), 80, compact=False)]
+    lines = [plain(p) for p in host_view.host_lines(fx.full_host_sample(), 80, compact=False)]
     text = "\n".join(lines)
     for word in ("CPU  25%", "iowait 2%", "load 1.50 1.25 1.00", "RAM 16.0GiB/64.0GiB 25%"):
         assert word in text, word
     assert "disk R 10.0MiB/s W 2.0MiB/s" in text
     assert "net rx 5.0MiB/s tx 1.0MiB/s" in text
     assert lines[-1] == "cores  ▁▄█▃▆▁█"
-    assert plain(views.host_lines(None, 80, compact=True)[0]).startswith("host: n/a")
+    assert plain(host_view.host_lines(None, 80, compact=True)[0]).startswith("host: n/a")
 
 
 def test_core_cells_wrap_and_say_how_many_are_hidden() -> None:
@@ -207,7 +213,7 @@ def test_process_rows_cover_invisible_pids_and_unlisted_holders() -> None:
     )
     holder = UnlistedHolder(pid=300, gpu=0, minor_number=0, user="eve", command="python zombie.py")
     snap = fx.full_snapshot([g0], holders=[holder])
-    rows = {r.key: r for r in views.process_rows(snap)}
+    rows = {r.key: r for r in process_view.process_rows(snap)}
     assert set(rows) == {"0:100", "0:200", "0:300"}
     hidden = rows["0:200"]
     assert hidden.command.startswith("pid not visible")
@@ -223,7 +229,7 @@ def test_process_rows_cover_invisible_pids_and_unlisted_holders() -> None:
 
 def test_process_rows_respect_the_gpu_filter() -> None:
     snap = fx.multi_gpu_snapshot(3)
-    rows = views.table_rows(views.process_rows(snap), gpus=frozenset({1}))
+    rows = process_view.table_rows(process_view.process_rows(snap), gpus=frozenset({1}))
     assert {r.gpu for r in rows} == {1}
     assert len(rows) == 2
 
@@ -237,14 +243,14 @@ def test_untrusted_text_is_cleaned() -> None:
             )
         ]
     )
-    (row,) = views.process_rows(snap)
+    (row,) = process_view.process_rows(snap)
     assert row.command == "red [bold red]x[/] bell"
     assert row.cell_text("user", compact=False) == "bob"
 
 
 def test_text_filter_matches_command_user_and_pid() -> None:
     snap = fx.multi_gpu_snapshot(2)
-    rows = views.process_rows(snap)
+    rows = process_view.process_rows(snap)
     assert {r.pid for r in rows if matches(r, "v1")} == {1011}
     assert {r.pid for r in rows if matches(r, "1000")} == {1000}
     assert {r.pid for r in rows if matches(r, "TRAIN")} == {1000, 1001, 1010, 1011}
@@ -253,19 +259,19 @@ def test_text_filter_matches_command_user_and_pid() -> None:
 
 def test_sort_puts_unknown_last_both_ways() -> None:
     snap = fx.multi_gpu_snapshot(3)
-    rows = views.process_rows(snap)
+    rows = process_view.process_rows(snap)
     by_sm = [r.pid for r in sort_rows(rows, "sm")]
     assert by_sm == [1000, 1010, 1020, 1001, 1011, 1021]
     by_sm_rev = [r.pid for r in sort_rows(rows, "sm", reverse=True)]
     assert by_sm_rev == [1020, 1010, 1000, 1001, 1011, 1021]
-    for key in views.SORT_KEYS:
+    for key in process_view.SORT_KEYS:
         assert len(sort_rows(rows, key)) == len(rows)
 
 
 def test_column_widths_are_fixed_and_fill_the_width() -> None:
     for compact, width in ((True, 79), (False, 199)):
         w = column_widths(width, compact)
-        cols = views.visible_columns(compact)
+        cols = process_view.visible_columns(compact)
         assert sum(w.values()) + len(cols) - 1 == width
         assert w["command"] >= MIN_COMMAND_WIDTH
     assert "rss" not in column_widths(79, True)
@@ -293,8 +299,10 @@ def test_history_cells_of_each_snapshot() -> None:
 
 def test_table_rows_filters_and_sorts() -> None:
     snap = fx.multi_gpu_snapshot(3)
-    every = views.process_rows(snap)
-    rows = views.table_rows(every, gpus=frozenset({0, 2}), text="u", sort_key="pid", reverse=True)
+    every = process_view.process_rows(snap)
+    rows = process_view.table_rows(
+        every, gpus=frozenset({0, 2}), text="u", sort_key="pid", reverse=True
+    )
     assert [r.pid for r in rows] == [1020, 1000]
 
 
@@ -313,7 +321,7 @@ def test_an_unsupported_process_list_is_said_not_shown_as_no_processes() -> None
         ),
         errors=(SampleError("nvml", "GPU 1: no permission", gpu=1, metric="compute_processes"),),
     )
-    notes = ["".join(text for text, _ in line) for line in views.process_notes(snap)]
+    notes = ["".join(text for text, _ in line) for line in process_view.process_notes(snap)]
     assert notes == [
         f"! GPU 0: process list unavailable ({why})",
         "! GPU 1: process info not permitted (NVML NoPermission): processes missing from the table",
@@ -334,5 +342,5 @@ def test_exited_and_zombie_processes_say_so_in_the_command_column() -> None:
     dead = replace(a, host=replace(a.host, status="dead", command=None, name=None))
     zombie = replace(b, host=replace(b.host, status="zombie", command=None, name="python"))
     snap = replace(snap, gpus=(replace(g, processes=(dead, zombie)),))
-    commands = {r.pid: r.command for r in views.process_rows(snap)}
+    commands = {r.pid: r.command for r in process_view.process_rows(snap)}
     assert commands == {a.pid: "exited", b.pid: "[zombie] python"}

@@ -24,7 +24,9 @@ from textual_plotext import PlotextPlot
 from gputop import fmt
 from gputop.analysis.kinds import LABELS
 from gputop.model import GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot, Verdict
-from gputop.ui.gpu_view import (
+from gputop.ui.roles import rich_styles
+from gputop.ui.screens.jobs import to_text
+from gputop.views.gpu_view import (
     activity_text,
     has_inside,
     has_nvlink,
@@ -32,9 +34,7 @@ from gputop.ui.gpu_view import (
     nvlink_parts,
     verdict_parts,
 )
-from gputop.ui.parts import COMPACT_HEIGHT, COMPACT_WIDTH, Parts, plain
-from gputop.ui.roles import rich_styles
-from gputop.ui.screens.jobs import to_text
+from gputop.views.parts import COMPACT_HEIGHT, COMPACT_WIDTH, Parts, plain
 
 Point = tuple[float, float | None]  # (seconds relative to the newest sample, value)
 

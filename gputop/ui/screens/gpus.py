@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from gputop.argtypes import MAX_GPU_INDEX_DIGITS
-from gputop.ui.parts import gpu_ranges
+from gputop.views.parts import gpu_ranges
 
 #: What the prompt accepts, said in it and in `?`.
 EXAMPLES = "10, 0,2-3 or all"

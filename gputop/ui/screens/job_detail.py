@@ -19,8 +19,11 @@ from gputop import fmt
 from gputop.analysis.jobs import Job
 from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
-from gputop.ui.parts import Parts
-from gputop.ui.probe_view import (
+from gputop.ui.roles import rich_styles
+from gputop.ui.screens.detail import HistoryPlot, Series
+from gputop.ui.screens.jobs import MIN_COMMAND, job_detail_parts, to_text
+from gputop.views.parts import Parts
+from gputop.views.probe_view import (
     MS_BELOW,
     NO_PROBE,
     job_infos,
@@ -28,9 +31,6 @@ from gputop.ui.probe_view import (
     memory_parts,
     wait_percent,
 )
-from gputop.ui.roles import rich_styles
-from gputop.ui.screens.detail import HistoryPlot, Series
-from gputop.ui.screens.jobs import MIN_COMMAND, job_detail_parts, to_text
 
 #: The charts, in grid order.
 CHARTS = ("wait", "step")

@@ -23,11 +23,11 @@ from gputop.cells import fit
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot, Verdict
 from gputop.sources.owners import owner_detail, owner_label
-from gputop.ui.gpu_view import verdict_mark, verdict_parts
-from gputop.ui.parts import STATUS_WORDS, Part, Parts, gpu_ranges, safe
-from gputop.ui.probe_view import job_probe_cell, job_probe_parts, probe_cell
-from gputop.ui.process_view import INVISIBLE, Column
 from gputop.ui.roles import rich_styles
+from gputop.views.gpu_view import verdict_mark, verdict_parts
+from gputop.views.parts import STATUS_WORDS, Part, Parts, gpu_ranges, safe
+from gputop.views.probe_view import job_probe_cell, job_probe_parts, probe_cell
+from gputop.views.process_view import INVISIBLE, Column
 
 #: From this width the job lines carry every number and the verdict's full label.
 WIDE_WIDTH = 150

@@ -16,16 +16,16 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gputop.model import Snapshot
-from gputop.ui.process_view import (
+from gputop.ui.roles import rich_styles
+from gputop.ui.screens.detail import HistoryPlot, Series, rate_unit
+from gputop.ui.screens.jobs import to_text
+from gputop.views.process_view import (
     ProcRow,
     find_row,
     process_facts,
     process_rows,
     process_timeline,
 )
-from gputop.ui.roles import rich_styles
-from gputop.ui.screens.detail import HistoryPlot, Series, rate_unit
-from gputop.ui.screens.jobs import to_text
 
 PERCENT_TICKS = (0, 25, 50, 75, 100)
 

@@ -16,8 +16,8 @@ from gputop.cells import cell_width, fit
 from gputop.model import Verdict
 from gputop.sources.remote import GpuCell
 from gputop.sources.streams import HostView, status
-from gputop.ui.gpu_view import POWER_CAP_WORD, SEVERITY_ROLES, VERDICT_WORDS
-from gputop.ui.parts import Part, Parts, safe
+from gputop.views.gpu_view import POWER_CAP_WORD, SEVERITY_ROLES, VERDICT_WORDS
+from gputop.views.parts import Part, Parts, safe
 
 #: From this width a host's prefix (name, state, GPU count) is one line.
 WIDE_WIDTH = 120

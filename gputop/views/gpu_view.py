@@ -19,7 +19,7 @@ from gputop.model import (
     Snapshot,
     Verdict,
 )
-from gputop.ui.parts import Part, Parts, bar, memory_bar, pct4, pct5, safe, used_total
+from gputop.views.parts import Part, Parts, bar, memory_bar, pct4, pct5, safe, used_total
 
 #: "Memory full, utilization low": memory used at least this share of the total...
 MEM_IDLE_MEMORY_PERCENT = 80.0

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from gputop import fmt
 from gputop.model import HostSample
-from gputop.ui.parts import Parts, bar, level, pct4, used_total
+from gputop.views.parts import Parts, bar, level, pct4, used_total
 
 #: iowait from which the host panel marks it.
 IOWAIT_WARN_PERCENT = 20.0

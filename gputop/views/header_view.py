@@ -7,7 +7,7 @@ import time
 from gputop import fmt
 from gputop.cells import fit
 from gputop.model import Snapshot
-from gputop.ui.parts import Part, Parts, safe
+from gputop.views.parts import Part, Parts, safe
 
 
 def mode_text(snapshot: Snapshot) -> Part:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from gputop import fmt
 from gputop.analysis.jobs import Job, JobProbe, job_probe, process_index
 from gputop.model import CudaMemory, ProcessInfo, Snapshot
-from gputop.ui.parts import Parts
+from gputop.views.parts import Parts
 
 #: The worst rank's wait is named beside the job's mean when it is this far above it
 #: (a share of step time): one straggler rank stalls every rank at the next collective.

@@ -10,8 +10,8 @@ from gputop import fmt
 from gputop.analysis.jobs import process_index
 from gputop.model import ENVIRONMENT_NAMES, Probe, ProcessInfo, Snapshot
 from gputop.sources.owners import owner_detail, owner_label, stop_command
-from gputop.ui.parts import EXITED, Parts, safe
-from gputop.ui.probe_view import probe_cell
+from gputop.views.parts import EXITED, Parts, safe
+from gputop.views.probe_view import probe_cell
 
 
 @dataclass(frozen=True, slots=True)
