@@ -13,7 +13,7 @@ import pytest
 
 from gputop.analysis.jobs import Job
 from gputop.model import Snapshot
-from gputop.ui.probe_view import job_probe_parts
+from gputop.views.probe_view import job_probe_parts
 from scripts.screenshots import demo_history
 
 NODE = "h200-probe"
