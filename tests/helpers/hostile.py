@@ -50,7 +50,15 @@ def poison_snapshot(
             return rng.choice(values)
         return obj
 
-    return walk(snapshot)  # type: ignore[no-any-return]
+    poisoned: Snapshot = walk(snapshot)
+    if type(poisoned.time) is int:
+        # A snapshot's time is a float by the time any source (or a checked decoder) hands
+        # it on: a huge int there is a state nothing reaches, so its float stands in.
+        try:
+            poisoned = dataclasses.replace(poisoned, time=float(poisoned.time))
+        except OverflowError:
+            poisoned = dataclasses.replace(poisoned, time=math.inf)
+    return poisoned
 
 
 def poison_line(data: dict[str, Any], rng: random.Random, count: int = 6) -> str:
