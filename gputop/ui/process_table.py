@@ -22,6 +22,7 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from gputop import fmt
 from gputop.cells import cell_width, fit
 from gputop.ui.process_view import Column, ProcRow, column_widths, visible_columns
 from gputop.ui.roles import rich_styles
@@ -134,7 +135,14 @@ class ProcessTable(DataTable[Text]):
                 cells.append(("*" if tagged else " ", "tag" if tagged else ""))
                 continue
             w = self._widths[col.key]
-            text = " " + fit(row.cell_text(col.key, compact=self._compact), w, col.align)
+            if col.key == "time":
+                # Minutes past a process's first minute: a row repaints only when its
+                # text changes, and seconds would repaint every row every second. The
+                # exact time is on the process screen.
+                shown = fmt.running_time(row.elapsed)
+            else:
+                shown = row.cell_text(col.key, compact=self._compact)
+            text = " " + fit(shown, w, col.align)
             style = base
             if col.key == "command" and row.kind == "holder":
                 style = "holder"
