@@ -3,12 +3,14 @@
 and the stack's floor.
 
     python bench/bench_start.py [--rounds 5] [--scenarios 8x2,8x16] [--size 200x50]
-                                [--rss-at 20] [--seconds 30] [--quick]
+                                [--rss-at 20] [--seconds 30] [--age 60] [--quick]
 
 Each program runs in its own detached tmux pane of the same size (``bench_ui.py``'s
 panes), on the same fake 8-GPU scenario (tests/fakenvml; ``8xN``: N real ``sleep``
-processes per GPU), at a 1 s interval. A round has two parts, in a start order that
-rotates from round to round, so no program is always first or last:
+processes per GPU, started ``--age`` seconds before the first round, so that they are
+past their first minute as on a server whose jobs run for hours), at a 1 s interval. A
+round has two parts, in a start order that rotates from round to round, so no program is
+always first or last:
 - the starts: each program alone, started, timed to its first frame and ended before
   the next one starts (one still running would take CPU from the start being timed);
 - the steady state: all of them started one after the other and left running together.
@@ -31,7 +33,8 @@ app's first paint (goal <= 1.1), gputop's RSS minus the bare app's (goal <= 8 Mi
 gputop's CPU against nvitop's (goal <= 0.5). The load average is printed with each
 round: the machine's other load moves every figure, so compare within a run.
 
-``--quick`` (development): 2 rounds, 8x2 only, RSS at 6 s, CPU over 8 s.
+``--quick`` (development): 2 rounds, 8x2 only, RSS at 6 s, CPU over 8 s (``--age 0`` to
+start at once).
 Needs tmux, gcc (to build the fake) and nvitop. Prints figures; it is not a test.
 """
 
@@ -217,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="200x50", help="pane size, COLSxROWS")
     parser.add_argument("--rss-at", type=float, default=20.0, help="seconds after start")
     parser.add_argument("--seconds", type=float, default=30.0, help="CPU window")
+    parser.add_argument(
+        "--age", type=float, default=60.0, help="seconds the GPU processes run before round 1"
+    )
     parser.add_argument("--quick", action="store_true", help="2 rounds, 8x2, short windows")
     args = parser.parse_args(argv)
     if args.quick:
@@ -232,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="gputop-bench-", ignore_cleanup_errors=True) as tmp:
             for n_per in per_gpu:
                 children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * n_per)]
+                born = time.monotonic()
                 try:
                     path = scenario_for([c.pid for c in children], n_per).write(
                         Path(tmp) / f"scenario-{n_per}.txt"
@@ -239,9 +246,13 @@ def main(argv: list[str] | None = None) -> int:
                     env = subprocess_env(path)
                     env["PYTHONPATH"] = str(ROOT)
                     warm_bytecode(env, Path(tmp) / "pycache", nvitop)
+                    # A server's GPU processes have mostly run for minutes: past the first
+                    # minute a process's TIME shows minutes in gputop (seconds in nvitop).
+                    time.sleep(max(0.0, args.age - (time.monotonic() - born)))
                     print(
                         f"8 GPUs x {n_per} processes (fake NVML), {w}x{h} tmux panes, 1 s interval,"
-                        f" RSS at {args.rss_at:g} s, CPU over {args.seconds:g} s, "
+                        f" RSS at {args.rss_at:g} s, CPU over {args.seconds:g} s, processes"
+                        f" {args.age:g} s old at round 1, "
                         f"{os.cpu_count()} CPUs"
                     )
                     rows: list[Figures] = []
