@@ -7,6 +7,8 @@ tests/ui/test_ui_table_render.py) builds rows from the cached cells.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import fields
+from operator import attrgetter
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -29,6 +31,10 @@ from gputop.ui.roles import rich_styles
 
 Cell = tuple[str, str]  # (text as shown, style key)
 RowCells = tuple[Cell, ...]
+
+#: A row's fields but its age: two rows alike in these and in their TIME text show the
+#: same cells (every field, so that a field a cell comes to show is never missed).
+_shown_but_time = attrgetter(*(f.name for f in fields(ProcRow) if f.name != "elapsed"))
 
 
 class ProcessTable(DataTable[Text]):
@@ -153,8 +159,16 @@ class ProcessTable(DataTable[Text]):
 
     def _cells_of(self, row: ProcRow, tagged: bool, cols: Sequence[Column]) -> RowCells:
         made, cells = self._made.get(row.key), self._cells.get(row.key)
-        if made is not None and cells is not None and made[0] is row and made[1] == tagged:
-            return cells
+        if made is not None and cells is not None and made[1] == tagged:
+            before = made[0]
+            if before is row:
+                return cells
+            # The next tick's row of the same process, alike but for its age: the same
+            # cells while its TIME reads the same (idle ticks make no cells).
+            if _shown_but_time(before) == _shown_but_time(row) and fmt.running_time(
+                before.elapsed
+            ) == fmt.running_time(row.elapsed):
+                return cells
         return self._row_cells(row, tagged, cols)
 
     def _text(self, cell: Cell) -> Text:
