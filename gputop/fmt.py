@@ -104,3 +104,20 @@ def duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def running_time(seconds: float | None) -> str:
+    """A running time whose text changes at most once a minute after its first minute:
+    '59s', '12m', '3h04m', '2d03h'. A live table repaints a row only when its text
+    changes; ``duration``'s seconds would repaint every row every second."""
+    seconds = finite(seconds)
+    if seconds is None:
+        return NA
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"

@@ -7,6 +7,8 @@ tests/ui/test_ui_table_render.py) builds rows from the cached cells.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import fields
+from operator import attrgetter
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -22,12 +24,17 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from gputop import fmt
 from gputop.cells import cell_width, fit
 from gputop.ui.roles import rich_styles
 from gputop.views.process_view import Column, ProcRow, column_widths, visible_columns
 
 Cell = tuple[str, str]  # (text as shown, style key)
 RowCells = tuple[Cell, ...]
+
+#: A row's fields but its age: two rows alike in these and in their TIME text show the
+#: same cells (every field, so that a field a cell comes to show is never missed).
+_shown_but_time = attrgetter(*(f.name for f in fields(ProcRow) if f.name != "elapsed"))
 
 
 class ProcessTable(DataTable[Text]):
@@ -134,7 +141,14 @@ class ProcessTable(DataTable[Text]):
                 cells.append(("*" if tagged else " ", "tag" if tagged else ""))
                 continue
             w = self._widths[col.key]
-            text = " " + fit(row.cell_text(col.key, compact=self._compact), w, col.align)
+            if col.key == "time":
+                # Minutes past a process's first minute: a row repaints only when its
+                # text changes, and seconds would repaint every row every second. The
+                # exact time is on the process screen.
+                shown = fmt.running_time(row.elapsed)
+            else:
+                shown = row.cell_text(col.key, compact=self._compact)
+            text = " " + fit(shown, w, col.align)
             style = base
             if col.key == "command" and row.kind == "holder":
                 style = "holder"
@@ -145,8 +159,16 @@ class ProcessTable(DataTable[Text]):
 
     def _cells_of(self, row: ProcRow, tagged: bool, cols: Sequence[Column]) -> RowCells:
         made, cells = self._made.get(row.key), self._cells.get(row.key)
-        if made is not None and cells is not None and made[0] is row and made[1] == tagged:
-            return cells
+        if made is not None and cells is not None and made[1] == tagged:
+            before = made[0]
+            if before is row:
+                return cells
+            # The next tick's row of the same process, alike but for its age: the same
+            # cells while its TIME reads the same (idle ticks make no cells).
+            if _shown_but_time(before) == _shown_but_time(row) and fmt.running_time(
+                before.elapsed
+            ) == fmt.running_time(row.elapsed):
+                return cells
         return self._row_cells(row, tagged, cols)
 
     def _text(self, cell: Cell) -> Text:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputop import fmt
 
@@ -26,6 +28,7 @@ FORMATTERS: dict[str, tuple[Callable[[Any], Any], Any, Any]] = {
     "number": (fmt.number, "n/a", "0"),
     "shown": (lambda v: fmt.shown(v, "{:.0f}W"), "n/a", "0W"),
     "duration": (fmt.duration, "n/a", "0s"),
+    "running_time": (fmt.running_time, "n/a", "0s"),
     "ratio_percent": (lambda v: fmt.ratio_percent(v, 100.0), None, 0.0),
     "finite": (fmt.finite, None, 0),
     "since": (lambda v: fmt.since(v, 0.0), None, 0.0),
@@ -86,6 +89,37 @@ def test_ratio_percent_unknown_parts() -> None:
 )
 def test_duration_boundaries(seconds: float, text: str) -> None:
     assert fmt.duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (-5, "0s"),
+        (59.9, "59s"),
+        (60, "1m"),
+        (3599, "59m"),
+        (3600, "1h00m"),
+        (86399, "23h59m"),
+        (86400, "1d00h"),
+        (2 * 86400 + 3 * 3600 + 59, "2d03h"),
+        (float("nan"), "n/a"),
+        (float("inf"), "n/a"),
+    ],
+)
+def test_running_time_boundaries(seconds: float, text: str) -> None:
+    assert fmt.running_time(seconds) == text
+
+
+@settings(max_examples=300, deadline=None, database=None, print_blob=True)
+@given(seconds=st.integers(min_value=60, max_value=10**9), offset=st.integers(0, 59))
+def test_running_time_changes_at_most_once_a_minute_after_the_first(
+    seconds: int, offset: int
+) -> None:
+    """The live table repaints a row when its text changes: past the first minute, every
+    second of one minute reads the same (hypothesis prints the failing example)."""
+    minute = seconds - seconds % 60
+    assert fmt.running_time(minute + offset) == fmt.running_time(minute)
+    assert len(fmt.running_time(seconds)) <= 8 or seconds >= 86400 * 1000  # TIME's cells
 
 
 @pytest.mark.parametrize(

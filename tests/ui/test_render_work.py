@@ -112,3 +112,80 @@ async def test_a_key_on_the_same_snapshot_makes_no_row_or_cell_again(
         second = _later(first, 61.0)  # a new snapshot: its rows and cells are made
         app.apply_snapshot(second, (first, second))
         assert made_rows == [second] and len(made_cells) == app.table.row_count >= 8
+
+
+async def test_ticks_that_change_no_shown_text_repaint_no_process_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Idle: the same processes, one second later each tick. TIME shows minutes after a
+    process's first minute, so no row's text changes and no row is drawn again, until
+    the minute turns (issue 32 §5: not every row every second)."""
+    first = fx.multi_gpu_snapshot(8)  # every process has run 10 minutes
+    app = GpuTopApp(snapshots=[first])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        drawn: list[int] = []
+        render_line = process_table.ProcessTable.render_line
+
+        def counting(self: Any, y: int) -> Any:
+            drawn.append(y)
+            return render_line(self, y)
+
+        monkeypatch.setattr(process_table.ProcessTable, "render_line", counting)
+        made: list[object] = []
+        row_cells = process_table.ProcessTable._row_cells
+
+        def counting_cells(self: Any, row: Any, *args: Any) -> Any:
+            made.append(row)
+            return row_cells(self, row, *args)
+
+        monkeypatch.setattr(process_table.ProcessTable, "_row_cells", counting_cells)
+        history = [first]
+        updates = []
+        for second in range(1, 6):
+            snap = replace(first, time=first.time + second)
+            history.append(snap)
+            assert app.apply_snapshot(snap, tuple(history))
+            await pilot.pause()
+            updates.append(app.table.last_update)
+        assert app.table.row_count >= 16
+        assert updates == ["skip"] * 5
+        assert drawn == []
+        assert made == []  # nor any row's cells made again
+        later = replace(first, time=first.time + 60)  # the minute turns: each row once
+        history.append(later)
+        app.apply_snapshot(later, tuple(history))
+        await pilot.pause()
+        assert app.table.last_update == "cells"
+        assert drawn  # the count sees a repaint of the rows when there is one
+        times = {app.table.get_cell(r.key, "time").plain for r in app.table.ordered_rows}
+        assert {t.strip() for t in times} == {"11m"}
+
+
+async def test_cells_kept_for_a_row_alike_but_for_its_age_are_the_cells_made_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast path (a new tick's row keeps its cells) against the plain one (cells made
+    from the row), over a demo whose processes, figures and ages change every tick."""
+    snaps = fx.demo_snapshots(90)
+    plain = process_table.ProcessTable._row_cells
+    made: list[object] = []
+
+    def counting(self: Any, row: Any, *args: Any) -> Any:
+        made.append(row)
+        return plain(self, row, *args)
+
+    monkeypatch.setattr(process_table.ProcessTable, "_row_cells", counting)
+    app = GpuTopApp(snapshots=snaps[:1])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        table = app.table
+        seen = 0
+        made.clear()
+        for i in range(1, len(snaps)):
+            app.apply_snapshot(snaps[i], snaps[: i + 1])
+            cols = process_table.visible_columns(table._compact, table._owners, table._probes)
+            for key, row in table.rows_by_key.items():
+                assert table._cells[key] == plain(table, row, key in app.tagged, cols), (i, key)
+            seen += len(table.rows_by_key)
+        assert 0 < len(made) < seen  # both paths were taken
