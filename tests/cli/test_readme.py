@@ -11,12 +11,12 @@ dropped) and its inline code spans that start with a command (``gputop``, ``pipx
   ``pipx install``s the wheel built from this checkout into a fresh pipx home and runs
   the installed ``gputop`` (checked here).
 - ``quick-start``: the install is the test command's without the test extra (so CI
-  runs it, with the extra); ``.venv/bin/gputop`` is the ``gputop.cli:entry`` console
-  script, started as ``dashboard``.
-- ``activate``: the quick start's set-up (the venv's ``activate``, in a shell whose PATH
-  holds no gputop, ``.venv`` standing for the venv running the tests) puts ``gputop`` on
-  PATH, and the Usage lines that run as they are run there by that name
-  (:func:`test_the_usage_lines_run_after_the_quick_start`).
+  runs it, with the extra), then ``activate`` (checked as below) and ``gputop``, the
+  ``gputop.cli:entry`` console script, started as ``dashboard``.
+- ``activate`` (within ``quick-start``): the quick start's set-up (the venv's
+  ``activate``, in a shell whose PATH holds no gputop, ``.venv`` standing for the venv
+  running the tests) puts ``gputop`` on PATH, and the Usage lines that run as they are
+  run there by that name (:func:`test_the_usage_lines_run_after_the_quick_start`).
 - ``dashboard``: started on a pty (this machine's real source: host-only without a
   driver), waits for the process table, ``q``, exit status 0.
 - ``as-is``: run as shown; exit 0, or 3 where there is no NVIDIA driver.
@@ -68,8 +68,9 @@ MAX_LINES = 350
 
 #: Every command the README shows -> how this file checks it (the module docstring).
 FORMS: dict[str, str] = {
-    "python3 -m venv .venv && .venv/bin/pip install -q -e .": "quick-start",
-    ". .venv/bin/activate": "activate",
+    "python3 -m venv .venv && .venv/bin/pip install -q -e . && . .venv/bin/activate && gputop": (
+        "quick-start"
+    ),
     ".venv/bin/gputop": "dashboard",
     "gputop --demo": "dashboard",
     "pipx install . && gputop": "dist",
@@ -252,7 +253,9 @@ def check_dashboard(
 
 def check_quick_start(command: str, tmp: Path) -> None:
     ci_install = _ci_command().rsplit(" && ", 1)[0]
-    assert command == ci_install.replace("'.[test]'", "."), (command, ci_install)
+    want = ci_install.replace("'.[test]'", ".") + " && . .venv/bin/activate && gputop"
+    assert command == want, (command, ci_install)
+    check_activate(". .venv/bin/activate", tmp)
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "gputop"]
     assert script.value == "gputop.cli:entry"
 
@@ -300,7 +303,7 @@ def _args_or_none(command: str) -> list[str] | None:
 
 
 def check_activate(command: str, tmp: Path) -> None:
-    assert command in _quick_start_block()
+    assert any(command in line.split(" && ") for line in _quick_start_block())
     result = after_the_quick_start(tmp, ["command -v gputop"])
     assert result.returncode == 0, result.stderr[-2000:]
     assert _the_venvs_gputop(result.stdout.strip(), tmp), result.stdout
@@ -472,7 +475,6 @@ CHECKS: dict[str, Callable[[str, Path], object]] = {
     "ci": check_ci,
     "dist": check_dist,
     "quick-start": check_quick_start,
-    "activate": check_activate,
     "dashboard": check_dashboard,
     "as-is": check_as_is,
     "once": check_once,
