@@ -93,23 +93,17 @@ def clock(epoch: float | None, form: str = "%H:%M:%S") -> str:
 
 def duration(seconds: float | None) -> str:
     """Elapsed time like ps: '59s', '12:03', '3:04:05', '2d03h'."""
-    seconds = finite(seconds)
-    if seconds is None:
-        return NA
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}:{s % 60:02d}"
-    if s < 86400:
-        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    return _elapsed(seconds, to_the_second=True)
 
 
 def running_time(seconds: float | None) -> str:
     """A running time whose text changes at most once a minute after its first minute:
     '59s', '12m', '3h04m', '2d03h'. A live table repaints a row only when its text
     changes; ``duration``'s seconds would repaint every row every second."""
+    return _elapsed(seconds, to_the_second=False)
+
+
+def _elapsed(seconds: float | None, *, to_the_second: bool) -> str:
     seconds = finite(seconds)
     if seconds is None:
         return NA
@@ -117,7 +111,8 @@ def running_time(seconds: float | None) -> str:
     if s < 60:
         return f"{s}s"
     if s < 3600:
-        return f"{s // 60}m"
+        return f"{s // 60}:{s % 60:02d}" if to_the_second else f"{s // 60}m"
     if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+        hours, minutes = s // 3600, s % 3600 // 60
+        return f"{hours}:{minutes:02d}:{s % 60:02d}" if to_the_second else f"{hours}h{minutes:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
