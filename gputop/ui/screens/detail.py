@@ -274,7 +274,35 @@ class HistoryPlot(PlotextPlot):
         self.refresh()
 
 
-class DetailScreen(Screen[None]):
+class HistoryScreen(Screen[None]):
+    """A screen of charts over the history the app keeps: the app hands it the history
+    with each new snapshot while it is on top; it redraws once mounted."""
+
+    history: tuple[Snapshot, ...] = ()
+
+    def update_history(self, history: Sequence[Snapshot]) -> None:
+        """Called by the app with each new snapshot while this screen is on top."""
+        self.history = tuple(history)
+        if self.is_mounted:  # on_mount ran: the charts exist
+            self.show_history()
+
+    def show_history(self) -> None:
+        """Draw ``history``."""
+        raise NotImplementedError
+
+    def on_mount(self) -> None:
+        self.show_history()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def history_span(self) -> float:
+        """Seconds the history covers (at least 10: a chart's x axis)."""
+        h = self.history
+        return max(10.0, h[-1].time - h[0].time) if len(h) >= 2 else 10.0
+
+
+class DetailScreen(HistoryScreen):
     """History charts of one GPU. Esc or q returns to the dashboard. On a small terminal
     (the dashboard's compact size) one chart at a time, paged with the arrow keys: a
     grid there would draw each chart a row or two tall."""
@@ -335,11 +363,11 @@ class DetailScreen(Screen[None]):
 
     def action_page(self, step: int) -> None:
         self.page = (self.page + step) % len(self.charts())
-        self._render_history()
+        self.show_history()
 
     def on_resize(self) -> None:
         if self.is_mounted:
-            self._render_history()
+            self.show_history()
             self.refresh_bindings()
 
     def compose(self) -> ComposeResult:
@@ -351,23 +379,10 @@ class DetailScreen(Screen[None]):
                 yield HistoryPlot(id=f"plot-{name}")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self._render_history()
-
-    def update_history(self, history: tuple[Snapshot, ...]) -> None:
-        """Called by the app with each new snapshot while this screen is open."""
-        self.history = tuple(history)
+    def update_history(self, history: Sequence[Snapshot]) -> None:
         if self._after_source is not None:
             self.after = tuple(self._after_source())
-        if self.is_mounted:  # on_mount ran: the charts exist
-            self._render_history()
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-    def _span(self) -> float:
-        h = self.history
-        return max(10.0, h[-1].time - h[0].time) if len(h) >= 2 else 10.0
+        super().update_history(history)
 
     def _after_span(self) -> float | None:
         """Seconds shown after the cursor (a replay), None live."""
@@ -392,10 +407,10 @@ class DetailScreen(Screen[None]):
         n = len(self.history)
         after = self._after_span()
         if after is None:
-            shown = f"last {self._span():.0f} s"
+            shown = f"last {self.history_span():.0f} s"
         else:
             n += len(self.after)
-            shown = f"{self._span():.0f} s before the cursor and {after:.0f} s after"
+            shown = f"{self.history_span():.0f} s before the cursor and {after:.0f} s after"
         text.append(f"  · {shown}, {n} sample{'s' if n != 1 else ''}")
         return text if self.compact else text.append("  · Esc back", style="dim")
 
@@ -430,7 +445,7 @@ class DetailScreen(Screen[None]):
             parts.append(plain(nvlink_parts(gpu)))
         return Text("  ".join(parts))
 
-    def _render_history(self) -> None:
+    def show_history(self) -> None:
         self.query_one("#detail-title", Static).update(self._title())
         self.query_one("#detail-now", Static).update(self._now())
         box = self.query_one("#detail-verdict", Static)
@@ -443,7 +458,7 @@ class DetailScreen(Screen[None]):
 
         def chart(name: str, title: str, series: list[Series], **options: Any) -> None:
             self.query_one(f"#plot-{name}", HistoryPlot).draw(
-                title, series, span=self._span(), after=self._after_span(), **options
+                title, series, span=self.history_span(), after=self._after_span(), **options
             )
 
         timeline = gpu_timeline(self.history, self.gpu_index, self.after)

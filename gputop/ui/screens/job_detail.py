@@ -12,7 +12,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid
-from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gputop import fmt
@@ -20,7 +19,7 @@ from gputop.analysis.jobs import Job
 from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
 from gputop.ui.roles import rich_styles
-from gputop.ui.screens.detail import HistoryPlot, Series
+from gputop.ui.screens.detail import HistoryPlot, HistoryScreen, Series
 from gputop.ui.screens.jobs import MIN_COMMAND, job_detail_parts, to_text
 from gputop.views.parts import Parts
 from gputop.views.probe_view import (
@@ -38,7 +37,7 @@ CHARTS = ("wait", "step")
 CHART_FRAME_ROWS = 5
 
 
-class JobDetailScreen(Screen[None]):
+class JobDetailScreen(HistoryScreen):
     """Esc or q returns to the jobs view."""
 
     DEFAULT_CSS = """
@@ -75,27 +74,11 @@ class JobDetailScreen(Screen[None]):
                 yield HistoryPlot(id=f"plot-{name}")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self._show()
-
     def on_resize(self) -> None:
         if self.is_mounted:
-            self._show()  # the command line is cut to the width
+            self.show_history()  # the command line is cut to the width
 
-    def update_history(self, history: Sequence[Snapshot]) -> None:
-        """Called by the app with each new snapshot while this screen is on top."""
-        self.history = tuple(history)
-        if self.is_mounted:
-            self._show()
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-    def _span(self) -> float:
-        h = self.history
-        return max(10.0, h[-1].time - h[0].time) if len(h) >= 2 else 10.0
-
-    def _show(self) -> None:
+    def show_history(self) -> None:
         diagnosis = self._diagnose()
         job = None if diagnosis is None else diagnosis.job(self.job_id)
         self.ended = job is None and self.job is not None
@@ -107,7 +90,7 @@ class JobDetailScreen(Screen[None]):
         title = Text(f"Job {self.job_id.split(':', 1)[0]}")
         if self.ended:
             title.append("  · ended", style="bold")
-        title.append(f"  · last {self._span():.0f} s, {n} sample{'s' if n != 1 else ''}")
+        title.append(f"  · last {self.history_span():.0f} s, {n} sample{'s' if n != 1 else ''}")
         self.query_one("#job-detail-title", Static).update(title.append("  · Esc back", "dim"))
         facts = self.query_one("#job-detail-facts", Static)
         none = self.query_one("#job-detail-none", Static)
@@ -135,7 +118,7 @@ class JobDetailScreen(Screen[None]):
         def series(value: Callable[[Any], float | None]) -> tuple[tuple[float, float | None], ...]:
             return tuple((x, None if p is None else value(p)) for x, p in timeline)
 
-        span = self._span()
+        span = self.history_span()
         # One rank: its worst is its mean, a second line would only hide the first.
         ranks = any(p is not None and p.ranks > 1 for _, p in timeline)
         wait = [Series("mean", 11, series(lambda p: wait_percent(p.data_wait_ratio)))]

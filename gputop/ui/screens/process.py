@@ -12,12 +12,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gputop.model import Snapshot
 from gputop.ui.roles import rich_styles
-from gputop.ui.screens.detail import HistoryPlot, Series, rate_unit
+from gputop.ui.screens.detail import HistoryPlot, HistoryScreen, Series, rate_unit
 from gputop.ui.screens.jobs import to_text
 from gputop.views.process_view import (
     ProcRow,
@@ -30,7 +29,7 @@ from gputop.views.process_view import (
 PERCENT_TICKS = (0, 25, 50, 75, 100)
 
 
-class ProcessScreen(Screen[None]):
+class ProcessScreen(HistoryScreen):
     """Esc or q returns; Enter opens the process's GPU in detail."""
 
     DEFAULT_CSS = """
@@ -73,28 +72,12 @@ class ProcessScreen(Screen[None]):
             yield HistoryPlot(id="plot-proc-sm")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self._show()
-
-    def update_history(self, history: Sequence[Snapshot]) -> None:
-        """Called by the app with each new snapshot while this screen is on top."""
-        self.history = tuple(history)
-        if self.is_mounted:
-            self._show()
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
     def action_gpu(self) -> None:
         if self.row.gpu is None:
             self.notify("this process's GPU is not known", severity="warning", timeout=3)
             return
         if self._open_gpu is not None:
             self._open_gpu(self.row.gpu)
-
-    def _span(self) -> float:
-        h = self.history
-        return max(10.0, h[-1].time - h[0].time) if len(h) >= 2 else 10.0
 
     def _refresh_row(self) -> None:
         """The newest row of this process; once it is gone, the last one, marked ended."""
@@ -106,12 +89,12 @@ class ProcessScreen(Screen[None]):
         if row is not None:
             self.row = row
 
-    def _show(self) -> None:
+    def show_history(self) -> None:
         self._refresh_row()
         row = self.row
         n = len(self.history)
         title = Text(f"Process {row.pid}")
-        title.append(f"  · last {self._span():.0f} s, {n} sample{'s' if n != 1 else ''}")
+        title.append(f"  · last {self.history_span():.0f} s, {n} sample{'s' if n != 1 else ''}")
         title.append("  · Enter its GPU  · Esc back", style="dim")
         self.query_one("#process-title", Static).update(title)
         styles = rich_styles(self.app.theme_variables)
@@ -122,7 +105,7 @@ class ProcessScreen(Screen[None]):
 
     def _charts(self) -> None:
         timeline = process_timeline(self.history, self.row.gpu, self.row.pid, self.create_time)
-        span = self._span()
+        span = self.history_span()
         mem = tuple((x, m) for x, m, _ in timeline)
         sm = tuple((x, s) for x, _, s in timeline)
         peak = max((y for _, y in mem if y is not None), default=0.0)
