@@ -103,8 +103,14 @@ def run(settle: int, ticks: int, per_gpu: int) -> int:
     parts = sum(v for k, v in spent.items() if k not in outer and not k.startswith(" "))
     spent["snapshot, the rest"] = spent["snapshot, all"] - parts
     print(f"8 GPUs x {per_gpu}, {ticks} ticks after {settle}: ms of thread CPU per tick")
-    for name, value in spent.items():  # in the order first seen: a part, then its own
+    subparts = [k for k in spent if k.startswith(" ")]  # the NVML read's own, printed under it
+    for name in [k for k in spent if not k.startswith(" ")]:
+        value = spent[name]
         print(f"  {name:40s} {1000 * value / ticks:7.3f}  {100 * value / total:5.1f} %")
+        if name.startswith("NVML read"):
+            for sub in subparts:
+                ms, share = 1000 * spent[sub] / ticks, 100 * spent[sub] / total
+                print(f"  {sub:40s} {ms:7.3f}  {share:5.1f} %")
     print(f"  {'tick, all':40s} {1000 * total / ticks:7.3f}")
     return 0
 
