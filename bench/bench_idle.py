@@ -2,6 +2,7 @@
 """The dashboard's idle CPU once it has settled: gputop (one or more trees) beside nvitop.
 
     python bench/bench_idle.py [--per-gpu 2] [--settle 65] [--seconds 20] [--tree DIR ...]
+                               [--threads]
 
 All programs run at once, each in its own 200x50 tmux pane (``bench_ui.py``'s panes), on
 the same fake 8 GPUs x ``--per-gpu`` real ``sleep`` processes (started with the programs),
@@ -10,7 +11,9 @@ the time the dashboard's history charts take to fill at 200 columns) the CPU tim
 program is taken over ``--seconds``, as % of one core; for each gputop also its main (UI)
 thread apart from its other threads (the sampler's, Textual's input and output threads).
 ``--tree DIR`` (repeatable): run the gputop of that checkout (default: this one), to
-compare two trees within one run. The clock ticks are 10 ms: over 20 s, 0.05 % steps.
+compare two trees within one run. ``--threads``: each other thread's share too, by
+thread id in start order (the sampler's thread starts last). The clock ticks are 10 ms:
+over 20 s, 0.05 % steps.
 Needs tmux and gcc. Prints figures; it is not a test.
 """
 
@@ -59,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=65.0, help="seconds before the window")
     parser.add_argument("--seconds", type=float, default=20.0, help="the CPU window")
     parser.add_argument("--tree", action="append", type=Path, help="a gputop checkout")
+    parser.add_argument(
+        "--threads", action="store_true", help="each other thread of gputop too, in start order"
+    )
     args = parser.parse_args(argv)
     trees = [t.resolve() for t in args.tree or [ROOT]]
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * args.per_gpu)]
@@ -103,6 +109,16 @@ def main(argv: list[str] | None = None) -> int:
                     else f"  {tree}"
                 )
             print(line)
+            if tree is not None and args.threads:
+                t0s, t1s = before[name][1], after[name][1]
+                others = [
+                    f"{tid}: {100 * (t1s[tid] - t0s.get(tid, 0.0)) / span:.2f}"
+                    for tid in sorted(t1s)
+                    if tid != pane.pid and t1s[tid] > t0s.get(tid, 0.0)
+                ]
+                print(
+                    f"           other threads with CPU in the window (tid: %): {', '.join(others)}"
+                )
     finally:
         for _, pane, _ in panes:
             tmux("kill-session", "-t", pane.session, check=False)
