@@ -147,14 +147,10 @@ def user_name(uid: int) -> str | None:
         return None
 
 
-#: More than clean_text keeps: a 2 MB command line is never read whole.
-CMDLINE_READ_LIMIT = 8192
-
-
-def read_cmdline(pid: int, proc_root: str = PROC_ROOT, limit: int = CMDLINE_READ_LIMIT) -> bytes:
-    """The first ``limit`` bytes; a cut NUL-separated one still ends with NUL, so it
-    splits as the whole would."""
-    fd = os.open(f"{proc_root}/{pid}/cmdline", os.O_RDONLY)
+def read_at_most(path: str, limit: int) -> bytes:
+    """The first ``limit`` bytes of a /proc file (read in as many calls as it takes: the
+    kernel hands these files out a page at a time)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         data = b""
         while len(data) < limit:
@@ -164,6 +160,17 @@ def read_cmdline(pid: int, proc_root: str = PROC_ROOT, limit: int = CMDLINE_READ
             data += chunk
     finally:
         os.close(fd)
+    return data
+
+
+#: More than clean_text keeps: a 2 MB command line is never read whole.
+CMDLINE_READ_LIMIT = 8192
+
+
+def read_cmdline(pid: int, proc_root: str = PROC_ROOT, limit: int = CMDLINE_READ_LIMIT) -> bytes:
+    """The first ``limit`` bytes; a cut NUL-separated one still ends with NUL, so it
+    splits as the whole would."""
+    data = read_at_most(f"{proc_root}/{pid}/cmdline", limit)
     if len(data) >= limit and not data.endswith(b"\x00") and b"\x00" in data:
         data += b"\x00"
     return data
@@ -183,17 +190,7 @@ def read_environ(
     """(name, value) of ``names`` set in the process's environment, in ``names``' order,
     each value cleaned and cut; nothing else of it is kept. The kernel lets only the
     process's owner (and root) open the file: ``PermissionError`` otherwise."""
-    fd = os.open(f"{proc_root}/{pid}/environ", os.O_RDONLY)
-    try:
-        data = b""
-        while len(data) < limit:
-            chunk = os.read(fd, limit - len(data))
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(fd)
-    return parse_environ(data, names)
+    return parse_environ(read_at_most(f"{proc_root}/{pid}/environ", limit), names)
 
 
 def parse_environ(
