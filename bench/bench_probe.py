@@ -22,7 +22,9 @@ that bare ``__next__`` (``--calls`` calls, median of the rounds).
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=1_000_000)
     args = p.parse_args(argv)
     os.environ["GPUTOP_PROBE_DIR"] = tempfile.mkdtemp(prefix="gputop-bench-probe-")
+    atexit.register(shutil.rmtree, os.environ["GPUTOP_PROBE_DIR"], ignore_errors=True)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
     from torch.utils.data import DataLoader, TensorDataset

@@ -26,6 +26,7 @@ Use one of these, never a bare ``pytest.skip`` for a missing tool:
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -41,6 +42,7 @@ from tests.fakenvml import FakeNvml
 # A user's own ~/.config/gputop/config.toml must not change what the tests see (this
 # process and every gputop the tests start inherit it).
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="gputop-tests-config-")
+atexit.register(shutil.rmtree, os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
 
 
 # --- missing prerequisites ----------------------------------------------------------------

@@ -343,6 +343,8 @@ def test_a_plain_users_job_is_read_by_root_and_not_by_another_user(fake_nvml_env
     python, path = plain_user_python()
     nobody = pwd.getpwnam("nobody").pw_uid
     # a directory both plain users can reach: nobody's reports, the fake NVML's scenario
+    own = Path(probefile.dirs_of(nobody)[-1])  # /tmp/gputop-65534: no runtime dir
+    made_own = not own.exists()  # the probe makes it: the test removes what it made
     base = Path(tempfile.mkdtemp(prefix="gputop-e2e-"))
     try:
         base.chmod(0o755)
@@ -351,7 +353,6 @@ def test_a_plain_users_job_is_read_by_root_and_not_by_another_user(fake_nvml_env
         prefix = (runuser, "-u", "nobody", "--")
         torchrun = [python, "-m", "torch.distributed.run"]
         specs = {"slow": ["--dataset", "slow", "--context", "fork", "--step", "0.01"]}
-        own = Path(probefile.dirs_of(nobody)[-1])  # /tmp/gputop-65534: no runtime dir
         with launched(base, specs, env, torchrun, own, python, prefix) as jobs:
             for job in jobs:
                 os.chown(job.out, nobody, nobody)
@@ -408,3 +409,5 @@ def test_a_plain_users_job_is_read_by_root_and_not_by_another_user(fake_nvml_env
             assert got["probe"] is None
     finally:
         shutil.rmtree(base, ignore_errors=True)
+        if made_own:
+            shutil.rmtree(own, ignore_errors=True)
