@@ -81,10 +81,10 @@ def truth(batches: list[tuple[float, float]], steps: int) -> dict[str, float]:
     return {"data_wait_ratio": wait / step, "step_seconds": step / len(pairs), "steps": len(pairs)}
 
 
-def read_probe(end: float) -> dict[str, Any] | None:
-    """This process's file once written after the loop's end (epoch seconds): the
-    publisher writes within a second of a new batch, and only then, so that is the final
-    one. The last seen at the deadline."""
+def read_probe(after: float) -> dict[str, Any] | None:
+    """This process's file once written after ``after`` (epoch seconds: the last batch's
+    arrival): the publisher writes within a second of a new batch, and only then, so that
+    is the final one. The last seen at the deadline."""
     path = os.path.join(probefile.own_dir(), probefile.file_name(os.getpid()))
     deadline = time.monotonic() + FILE_DEADLINE
     seen = None
@@ -92,7 +92,7 @@ def read_probe(end: float) -> dict[str, Any] | None:
         try:
             with open(path) as f:
                 seen = json.load(f)
-            if seen.get("time", 0) > end:
+            if seen.get("time", 0) > after:
                 return seen
         except (OSError, ValueError):
             pass
@@ -119,6 +119,7 @@ def main() -> int:
 
         dist.init_process_group("gloo")
     batches: list[tuple[float, float]] = []
+    last_batch_at = time.time()
     result = 0.0
     dl = loader(args)
     for epoch in range(args.epochs):
@@ -132,9 +133,9 @@ def main() -> int:
             except StopIteration:
                 break
             batches.append((t0, time.perf_counter()))
+            last_batch_at = time.time()
             result += float(batch.sum())
             time.sleep(STEP_SECONDS)
-    end = time.time()
     out: dict[str, Any] = {
         "pid": os.getpid(),
         "ppid": os.getppid(),
@@ -143,7 +144,10 @@ def main() -> int:
         "batches": len(batches),
         "patched": hasattr(dataloader._BaseDataLoaderIter.__next__, "__wrapped__"),
     }
-    probe = read_probe(end) if args.expect_file else None
+    # A file stamped after the last batch came counts every batch (the probe stamps a file
+    # before it copies the batches): waiting for one stamped after the loop's end waited in
+    # vain where the last write fell between the last batch and the end.
+    probe = read_probe(last_batch_at) if args.expect_file else None
     out["probe"] = probe
     if probe is not None:  # the modes while the file is there
         where = probefile.own_dir()
