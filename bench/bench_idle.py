@@ -12,8 +12,8 @@ program is taken over ``--seconds``, as % of one core; for each gputop also its 
 thread apart from its other threads (the sampler's, Textual's input and output threads).
 ``--tree DIR`` (repeatable): run the gputop of that checkout (default: this one), to
 compare two trees within one run. ``--threads``: each other thread's share too, by
-thread id in start order (the sampler's thread starts last). The clock ticks are 10 ms:
-over 20 s, 0.05 % steps.
+thread id in start order (the sampler's thread starts last). CPU time is read per thread
+from ``schedstat`` (nanoseconds), not from the 10 ms clock ticks.
 Needs tmux and gcc. Prints figures; it is not a test.
 """
 
@@ -33,7 +33,6 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_start import commands  # noqa: E402
 from bench.bench_ui import (  # noqa: E402
     Pane,
-    cpu_seconds,
     scenario_for,
     start_pane,
     tmux,
@@ -43,17 +42,22 @@ from tests.fakenvml import subprocess_env  # noqa: E402
 
 
 def thread_cpu(pid: int) -> dict[int, float]:
-    """Thread id -> CPU seconds (user + system) of each thread of ``pid``."""
+    """Thread id -> CPU seconds of each live thread of ``pid``, from
+    ``/proc/PID/task/TID/schedstat`` (nanoseconds on a CPU: the 10 ms clock ticks of
+    ``stat`` are too coarse for threads that run a few ms a second)."""
     out: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:  # the thread ended
+            with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
+                out[int(tid)] = int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):  # the thread ended
             continue
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
     return out
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds of ``pid``'s live threads (schedstat; see :func:`thread_cpu`)."""
+    return sum(thread_cpu(pid).values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
             while time.monotonic() - min(p.started for _, p, _ in panes) < args.settle:
                 time.sleep(0.2)
             load = os.getloadavg()[0]
-            before = {name: (cpu_seconds(p.pid), thread_cpu(p.pid)) for name, p, _ in panes}
+            before = {name: (process_cpu(p.pid), thread_cpu(p.pid)) for name, p, _ in panes}
             t0 = time.monotonic()
             time.sleep(args.seconds)
             span = time.monotonic() - t0
-            after = {name: (cpu_seconds(p.pid), thread_cpu(p.pid)) for name, p, _ in panes}
+            after = {name: (process_cpu(p.pid), thread_cpu(p.pid)) for name, p, _ in panes}
         print(
             f"8 GPUs x {args.per_gpu} (fake NVML), 200x50, 1 s, settled {args.settle:g} s, "
             f"CPU over {span:.1f} s, load average {load:.2f} at the window's start"
