@@ -21,6 +21,7 @@ from gputop.views.gpu_view import (
     pcie_percent,
 )
 from gputop.views.parts import EXITED, gpu_ranges, plain, used_total
+from gputop.views.probe_view import job_probe_cell
 
 WIDTH = 80
 
@@ -230,19 +231,6 @@ def _job_command(command: str | None) -> str:
     return short
 
 
-def probe_words(wait: float | None, step: float | None) -> str:
-    """What a job's probe measured, for a job line: 'wait 42% step 310 ms' (the parts
-    measured; '' when neither)."""
-    parts = []
-    if fmt.finite(wait) is not None:
-        parts.append(f"wait {fmt.percent(100 * max(0.0, min(1.0, wait or 0.0)))}")
-    seconds = fmt.finite(step)
-    if seconds is not None and seconds >= 0:
-        shown = f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{fmt.duration(seconds)}"
-        parts.append(f"step {shown}")
-    return " ".join(parts)
-
-
 def _job_lines(diagnosis: Diagnosis) -> list[str]:
     lines = ["Jobs (a launch and its process tree; CORES: CPU used by the whole tree):"]
     if not diagnosis.jobs:
@@ -255,8 +243,7 @@ def _job_lines(diagnosis: Diagnosis) -> list[str]:
             user = job.user or fmt.NA
             command = _owned(job.owner, _job_command(job.command or job.name))
         if job.probe is not None:  # measured in the training process: before the command
-            words = probe_words(job.probe.data_wait_ratio, job.probe.step_seconds)
-            command = f"{words}  {command}" if words else command
+            command = f"{job_probe_cell(job.probe, compact=False)}  {command}"
         lines.append(
             fit(
                 f"{job.root_pid:>7} {pad(user, 8)} {pad(gpu_ranges(job.gpus, fmt.NA), 8)} "
