@@ -22,6 +22,7 @@ from gputop.views.gpu_view import (
 )
 from gputop.views.parts import EXITED, gpu_ranges, plain, used_total
 from gputop.views.probe_view import job_probe_cell
+from gputop.views.process_view import time_text
 
 WIDTH = 80
 
@@ -155,7 +156,8 @@ def _children_summary(pid: int, children: dict[int, list[int]], rows: _Rows) -> 
 
 def _process_lines(snapshot: Snapshot) -> list[str]:
     lines = [
-        f"{'GPU':>3} {'PID':>7} {'USER':<8} {'GPU-MEM':>8} {'SM':>4} {'CPU':>5} {'AGE':>8}  COMMAND"
+        f"{'GPU':>3} {'PID':>7} {'USER':<8} {'GPU-MEM':>8} {'SM':>4} {'CPU':>5} "
+        f"{'TIME':>8}  COMMAND"
     ]
     children = children_of(snapshot.processes)  # indexed once, not scanned per process
     rows: _Rows = {}
@@ -193,7 +195,7 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
             elif info.status == "zombie":
                 command = f"[zombie] {_short_command(info.name)}"
             command = _owned(info.owner if info else None, command)
-            age = fmt.duration(fmt.since(snapshot.time, info.create_time if info else None))
+            age = time_text(fmt.since(snapshot.time, info.create_time if info else None))
             lines.append(fit(f"{prefix}{pad(user, 8)} {numbers} {cpu:>5} {age:>8}  {command}"))
             if kids := _children_summary(p.pid, children, rows):
                 lines.append(kids)
