@@ -15,7 +15,7 @@ from gputop.record.store import Recorder, Recording
 from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.ui.replay import ReplayApp
-from gputop.ui.screens.gpus import GpuPrompt
+from gputop.ui.screens.prompt import GPU_PROMPT, Prompt
 from gputop.views.header_view import replay_range_parts
 from gputop.views.parts import plain
 
@@ -72,7 +72,7 @@ async def test_at_80x24_the_replay_header_shows_the_cursor_and_range_whole(
             # In a replay `g` goes to a time: the GPU prompt is on `#`.
             await pilot.press("number_sign")
             await pilot.pause()
-            assert isinstance(app.screen, GpuPrompt)
+            assert isinstance(app.screen, Prompt) and app.screen.spec is GPU_PROMPT
             await pilot.press("escape")
     finally:
         player.stop()
