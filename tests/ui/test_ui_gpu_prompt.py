@@ -10,16 +10,12 @@ from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 from textual.widgets import Input, Static
 
-from gputop.record.player import Player
-from gputop.record.store import Recorder, Recording
-from gputop.sampler import Sampler
-from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.ui.app import GpuTopApp
-from gputop.ui.replay import ReplayApp
 from gputop.ui.screens.prompt import GO_TO, GPU_PROMPT, Prompt
 from gputop.views.gpu_choice import MAX_CHOICE_LENGTH, parse_gpu_choice
 from gputop.views.parts import plain
 from tests import builders as fx
+from tests.helpers.replay import demo_replay
 
 SIXTEEN = range(16)
 SEED = random.randrange(2**32)
@@ -101,15 +97,7 @@ async def test_the_gpu_prompt_and_the_go_to_are_one_prompt_with_their_own_words(
     """One screen, the differences as data: each prompt asks its own question in a box of
     its own width, the box focused, the GPU prompt's filled with the choice shown and
     bounded; Enter answers, Esc cancels (the replay's `#` is the GPU prompt, `g` the go-to)."""
-    sampler = Sampler(DemoSource(0, start_time=DEMO_EPOCH, step=1.0), interval=1.0)
-    rec = Recorder(tmp_path, interval=1.0, retain=None, max_size=None)
-    for _ in range(30):
-        rec.add(sampler.tick_now())
-    rec.close()
-    sampler.stop()
-    player = Player(Recording(tmp_path), 10)
-    player.tick_now()
-    app = ReplayApp(player)
+    app = demo_replay(tmp_path, 30, 10)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
@@ -139,4 +127,4 @@ async def test_the_gpu_prompt_and_the_go_to_are_one_prompt_with_their_own_words(
             }
             assert app.shown_gpus == {0, 1, 2, 5}  # Esc chose nothing
     finally:
-        player.stop()
+        app.player.stop()
