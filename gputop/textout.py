@@ -21,6 +21,8 @@ from gputop.views.gpu_view import (
     pcie_percent,
 )
 from gputop.views.parts import EXITED, gpu_ranges, plain, used_total
+from gputop.views.probe_view import job_probe_cell
+from gputop.views.process_view import time_text
 
 WIDTH = 80
 
@@ -154,7 +156,8 @@ def _children_summary(pid: int, children: dict[int, list[int]], rows: _Rows) -> 
 
 def _process_lines(snapshot: Snapshot) -> list[str]:
     lines = [
-        f"{'GPU':>3} {'PID':>7} {'USER':<8} {'GPU-MEM':>8} {'SM':>4} {'CPU':>5} {'AGE':>8}  COMMAND"
+        f"{'GPU':>3} {'PID':>7} {'USER':<8} {'GPU-MEM':>8} {'SM':>4} {'CPU':>5} "
+        f"{'TIME':>8}  COMMAND"
     ]
     children = children_of(snapshot.processes)  # indexed once, not scanned per process
     rows: _Rows = {}
@@ -192,7 +195,7 @@ def _process_lines(snapshot: Snapshot) -> list[str]:
             elif info.status == "zombie":
                 command = f"[zombie] {_short_command(info.name)}"
             command = _owned(info.owner if info else None, command)
-            age = fmt.duration(fmt.since(snapshot.time, info.create_time if info else None))
+            age = time_text(fmt.since(snapshot.time, info.create_time if info else None))
             lines.append(fit(f"{prefix}{pad(user, 8)} {numbers} {cpu:>5} {age:>8}  {command}"))
             if kids := _children_summary(p.pid, children, rows):
                 lines.append(kids)
@@ -230,19 +233,6 @@ def _job_command(command: str | None) -> str:
     return short
 
 
-def probe_words(wait: float | None, step: float | None) -> str:
-    """What a job's probe measured, for a job line: 'wait 42% step 310 ms' (the parts
-    measured; '' when neither)."""
-    parts = []
-    if fmt.finite(wait) is not None:
-        parts.append(f"wait {fmt.percent(100 * max(0.0, min(1.0, wait or 0.0)))}")
-    seconds = fmt.finite(step)
-    if seconds is not None and seconds >= 0:
-        shown = f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{fmt.duration(seconds)}"
-        parts.append(f"step {shown}")
-    return " ".join(parts)
-
-
 def _job_lines(diagnosis: Diagnosis) -> list[str]:
     lines = ["Jobs (a launch and its process tree; CORES: CPU used by the whole tree):"]
     if not diagnosis.jobs:
@@ -255,8 +245,7 @@ def _job_lines(diagnosis: Diagnosis) -> list[str]:
             user = job.user or fmt.NA
             command = _owned(job.owner, _job_command(job.command or job.name))
         if job.probe is not None:  # measured in the training process: before the command
-            words = probe_words(job.probe.data_wait_ratio, job.probe.step_seconds)
-            command = f"{words}  {command}" if words else command
+            command = f"{job_probe_cell(job.probe, compact=False)}  {command}"
         lines.append(
             fit(
                 f"{job.root_pid:>7} {pad(user, 8)} {pad(gpu_ranges(job.gpus, fmt.NA), 8)} "

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from gputop.fmt import clean_text
 from gputop.model import Owner, ProcessInfo, replace
-from gputop.sources.procfs import PROC_ROOT, read_file
+from gputop.sources.procfs import PROC_ROOT, read_environ, read_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +385,6 @@ def _cleaned(owner: Owner) -> Owner:
 #: The kubelet's pod logs, /var/log/pods/NAMESPACE_NAME_UID/CONTAINER/ (GPUTOP_POD_LOGS
 #: moves it, for tests).
 POD_LOGS = "/var/log/pods"
-ENVIRON_READ_LIMIT = 1 << 17
 
 
 def _listdir(path: str) -> list[str]:
@@ -416,23 +415,19 @@ def pod_names(uid: str, cid: str | None, root: str) -> dict[str, str]:
     return {k: clean_text(v, 253) or "?" for k, v in out.items()}
 
 
-#: What gputop takes from a Slurm step's environment, each as the process's own claim:
-#: a process sets its environment as it likes (SLURM_JOB_USER is not read: the process's
-#: real uid is its user).
-SLURM_CLAIMS = ((b"SLURM_JOB_NAME=", "slurm_job_name"),)
+#: What gputop takes from a Slurm step's environment, each as the process's own claim
+#: (variable, Owner field): a process sets its environment as it likes (SLURM_JOB_USER is
+#: not read: the process's real uid is its user). Read by the one reader of an
+#: environment, ``procfs.read_environ``, with its limit and its checks.
+SLURM_CLAIMS = (("SLURM_JOB_NAME", "slurm_job_name"),)
+SLURM_NAMES = tuple(name for name, _ in SLURM_CLAIMS)
 
 
-def slurm_environ(data: bytes) -> dict[str, str]:
-    out = {}
-    for key, field in SLURM_CLAIMS:
-        at = data.find(b"\x00" + key)
-        start = 0 if data.startswith(key) else (-1 if at < 0 else at + 1)
-        if start >= 0:
-            end = data.find(b"\x00", start)
-            value = clean_text(data[start + len(key) : None if end < 0 else end], 256)
-            if value:
-                out[field] = value
-    return out
+def slurm_claims(environment: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Owner fields from (name, value) pairs of ``procfs.read_environ``; an empty value
+    claims nothing."""
+    fields = dict(SLURM_CLAIMS)
+    return {fields[name]: value for name, value in environment if name in fields and value}
 
 
 def read_depths(proc_root: str = PROC_ROOT) -> dict[str, int]:
@@ -461,10 +456,10 @@ def read_owner(
         owner = replace(owner, **pod_names(owner.pod_uid, owner.id, root))
     elif owner.kind == "slurm":
         try:
-            environ = read_file(f"{proc_root}/{pid}/environ", ENVIRON_READ_LIMIT)
+            environment = read_environ(pid, SLURM_NAMES, proc_root)
         except OSError:  # another user's: the job id is still known
-            environ = b""
-        owner = replace(owner, **slurm_environ(environ))
+            environment = ()
+        owner = replace(owner, **slurm_claims(environment))
     return owner
 
 

@@ -176,9 +176,11 @@ def read_cmdline(pid: int, proc_root: str = PROC_ROOT, limit: int = CMDLINE_READ
     return data
 
 
-#: The most bytes of a process's environment read: the variables gputop shows are set by
-#: launchers near the start; a larger environment is read only this far.
-ENVIRON_READ_LIMIT = 64 * 1024
+#: The most bytes of a process's environment read, by every reader of it (the process
+#: screen's variables, a Slurm step's claims): a launcher (torchrun, slurmstepd) adds its
+#: variables to the environment it inherited, often after it, so the limit is far above an
+#: ordinary environment; it still bounds what one process can make gputop read.
+ENVIRON_READ_LIMIT = 128 * 1024
 
 
 def read_environ(
@@ -188,8 +190,10 @@ def read_environ(
     limit: int = ENVIRON_READ_LIMIT,
 ) -> tuple[tuple[str, str], ...]:
     """(name, value) of ``names`` set in the process's environment, in ``names``' order,
-    each value cleaned and cut; nothing else of it is kept. The kernel lets only the
-    process's owner (and root) open the file: ``PermissionError`` otherwise."""
+    each value cleaned and cut; nothing else of it is kept. The one reader of
+    ``/proc/PID/environ``: the host source and the owners read through it. The kernel
+    lets only the process's owner (and root) open the file: ``PermissionError``
+    otherwise."""
     return parse_environ(read_at_most(f"{proc_root}/{pid}/environ", limit), names)
 
 

@@ -569,7 +569,8 @@ class GpuTopApp(App[int]):
 
     def action_choose_gpus(self) -> None:
         """A prompt for GPUs by index and range (``10``, ``0,2-3``)."""
-        from gputop.ui.screens.gpus import GpuPrompt, parse_gpu_choice
+        from gputop.ui.screens.prompt import GPU_PROMPT, Prompt
+        from gputop.views.gpu_choice import parse_gpu_choice
 
         known = [] if self.snapshot is None else [g.index for g in self.snapshot.gpus]
         shown = self.shown_gpus
@@ -586,7 +587,7 @@ class GpuTopApp(App[int]):
             self.shown_gpus = self._base_gpus if chosen is None else chosen
             self.refresh_view()
 
-        self.push_screen(GpuPrompt(current), done)
+        self.push_screen(Prompt(GPU_PROMPT, current), done)
 
     def action_all_gpus(self) -> None:
         self.shown_gpus = self._base_gpus

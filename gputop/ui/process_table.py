@@ -24,10 +24,15 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
-from gputop import fmt
 from gputop.cells import cell_width, fit
 from gputop.ui.roles import rich_styles
-from gputop.views.process_view import Column, ProcRow, column_widths, visible_columns
+from gputop.views.process_view import (
+    Column,
+    ProcRow,
+    column_widths,
+    time_text,
+    visible_columns,
+)
 
 Cell = tuple[str, str]  # (text as shown, style key)
 RowCells = tuple[Cell, ...]
@@ -141,13 +146,7 @@ class ProcessTable(DataTable[Text]):
                 cells.append(("*" if tagged else " ", "tag" if tagged else ""))
                 continue
             w = self._widths[col.key]
-            if col.key == "time":
-                # Minutes past a process's first minute: a row repaints only when its
-                # text changes, and seconds would repaint every row every second. The
-                # exact time is on the process screen.
-                shown = fmt.running_time(row.elapsed)
-            else:
-                shown = row.cell_text(col.key, compact=self._compact)
+            shown = row.cell_text(col.key, compact=self._compact)
             text = " " + fit(shown, w, col.align)
             style = base
             if col.key == "command" and row.kind == "holder":
@@ -165,9 +164,9 @@ class ProcessTable(DataTable[Text]):
                 return cells
             # The next tick's row of the same process, alike but for its age: the same
             # cells while its TIME reads the same (idle ticks make no cells).
-            if _shown_but_time(before) == _shown_but_time(row) and fmt.running_time(
+            if _shown_but_time(before) == _shown_but_time(row) and time_text(
                 before.elapsed
-            ) == fmt.running_time(row.elapsed):
+            ) == time_text(row.elapsed):
                 return cells
         return self._row_cells(row, tagged, cols)
 

@@ -10,11 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Input, Static
 
 from gputop.analysis.thresholds import Thresholds
 from gputop.diagnosis import Diagnosis
@@ -28,6 +24,7 @@ from gputop.ui.app import (
     help_legend,
     key_bindings,
 )
+from gputop.ui.screens.prompt import GO_TO, GOTO_EXAMPLES, Prompt
 from gputop.views.gpu_view import JUDGING_MARK
 from gputop.views.header_view import mode_text, replay_range_parts
 from gputop.views.parts import Parts, safe
@@ -70,7 +67,7 @@ _HELP: dict[str, str] = {
     "step(-1)": "one sample back / on ([ and ]; pauses)",
     "jump(-60)": "a minute back / on ({ and })",
     "speed(0)": "slower / faster (< and >): 1x, 2x, 5x ... 600x",
-    "goto": "go to a time: 2026-11-30 03:00, 03:00, 2h ago, yesterday 23:10",
+    "goto": f"go to a time: {GOTO_EXAMPLES}",
     "newest": "the newest sample of the recording",
 }
 
@@ -78,31 +75,6 @@ _HELP: dict[str, str] = {
 def _bindings() -> list[BindingType]:
     quit_ = Binding("ctrl+c", "quit", "Quit", show=False, priority=True)
     return [*key_bindings(REPLAY_KEYS, gpu_0=("Show GPU 0", "0")), quit_]
-
-
-class GoToScreen(ModalScreen[str | None]):
-    """One line: the time to go to. Enter goes, Esc cancels."""
-
-    DEFAULT_CSS = """
-    GoToScreen { align: center middle; }
-    GoToScreen #goto-box {
-        width: 64; height: auto; border: thick $primary; background: $surface; padding: 0 1;
-    }
-    """
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-    AUTO_FOCUS = "#goto-input"
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="goto-box"):
-            yield Static("Go to (e.g. 2026-11-30 03:00, 03:00, 2h ago, yesterday 23:10):")
-            yield Input(id="goto-input", placeholder="time")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.dismiss(event.value)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class ReplayApp(GpuTopApp, inherit_bindings=False):
@@ -239,7 +211,7 @@ class ReplayApp(GpuTopApp, inherit_bindings=False):
                 )
             self.player.goto(t)
 
-        self.push_screen(GoToScreen(), done)
+        self.push_screen(Prompt(GO_TO), done)
 
     def action_help(self) -> None:
         from gputop.ui.screens.help import HelpScreen

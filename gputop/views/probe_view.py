@@ -1,6 +1,10 @@
 """What a training process's probe measured (gputop.probe), as the screens show it: the
 data-wait share and the step time on process rows and job lines, a job's probe over the
 sampler's history, and the CUDA caching allocator's figures. Pure: no Textual here.
+
+The one wording of the probe's figures: the dashboard and ``--once`` both print these. A
+figure that is impossible (a share outside 0-1, a negative or infinite step) reads n/a, as
+one not measured does: clamped, a broken probe file would read as a plausible 100 %.
 """
 
 from __future__ import annotations

@@ -129,6 +129,13 @@ _SORT_VALUE: dict[str, Callable[[ProcRow], float | str | None]] = {
 SORT_KEYS = tuple(_SORT_VALUE)
 
 
+def time_text(elapsed: float | None) -> str:
+    """A process's running time as the process tables spell it (the dashboard's TIME,
+    ``--once``'s): minutes after its first minute, so a live row's text, and so the row,
+    changes at most once a minute. The exact time is on the process screen."""
+    return fmt.running_time(elapsed)
+
+
 #: Column key -> its cell's text (the layout-dependent MEM and COMMAND aside).
 _CELL_TEXT: dict[str, Callable[[ProcRow], str]] = {
     "gpu": lambda r: "?" if r.gpu is None else str(r.gpu),
@@ -139,7 +146,7 @@ _CELL_TEXT: dict[str, Callable[[ProcRow], str]] = {
     "cpu": lambda r: fmt.number(r.cpu_percent, digits=1),
     "rss": lambda r: fmt.bytes_(r.rss),
     "read": lambda r: fmt.rate(r.read_bytes_per_s),
-    "time": lambda r: fmt.duration(r.elapsed),
+    "time": lambda r: time_text(r.elapsed),
     "owner": lambda r: r.owner or "",
 }
 

@@ -10,23 +10,13 @@ from pathlib import Path
 
 from gputop.pipeline import Stream
 from gputop.record.player import Player
-from gputop.record.store import Recorder, Recording
 from gputop.sampler import Sampler
 from gputop.sources.base import no_signal_reason
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.ui.replay import ReplayApp
+from tests.helpers.replay import small_recording
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def small_recording(directory: Path, n: int = 5) -> Recording:
-    sampler = Sampler(DemoSource(0, start_time=DEMO_EPOCH, step=1.0), interval=1.0)
-    rec = Recorder(directory, interval=1.0, retain=None, max_size=None)
-    for _ in range(n):
-        rec.add(sampler.tick_now())
-    rec.close()
-    sampler.stop()
-    return Recording(directory)
 
 
 def test_the_sampler_and_the_player_are_streams(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import statistics
@@ -429,11 +430,32 @@ def test_once_job_lines_show_the_measured_wait_and_step(
     assert "wait " not in capsys.readouterr().out.replace("iowait ", "")
 
 
-def test_probe_words_never_raise_on_bad_figures() -> None:
-    from gputop.textout import probe_words
+def test_once_and_dashboard_word_a_jobs_probe_alike() -> None:
+    """One wording of the probe's figures: --once's job line carries exactly the words of the
+    dashboard's job line (its wide PROBE cell), also at the edges where the two once
+    disagreed: a step of seconds ('1.35 s', not '1350 ms') and an impossible share or step,
+    which reads n/a (it was clamped to 100 % in --once)."""
+    from gputop.textout import render_text
+    from gputop.ui.screens.jobs import job_cells
 
-    assert probe_words(0.42, 0.31) == "wait 42% step 310 ms"
-    assert probe_words(None, 12.0) == "step 12s"
-    assert probe_words(float("nan"), float("inf")) == ""
-    assert probe_words(1e300, -1.0) == "wait 100%"
-    assert probe_words(None, None) == ""
+    src = DemoSource(seed=1, start_time=DEMO_EPOCH, step=1.0, node="h200-probe")
+    snap = src.snapshot()
+    diagnosis = Feed().frame([snap]).diagnosis
+    job = next(j for j in diagnosis.jobs if j.probe is not None)
+    assert job.probe is not None
+    edges = {
+        "wait 42% step 1.35 s": (0.42, 1.35),
+        "wait n/a step 12.00 s": (None, 12.0),
+        "wait n/a step n/a": (1e300, -1.0),
+        "wait 100% step n/a": (1.0, float("inf")),
+        "wait n/a step 4.2 ms": (float("nan"), 0.0042),
+    }
+    for words, (wait, step) in edges.items():
+        probe = dataclasses.replace(
+            job.probe, ranks=1, data_wait_ratio=wait, worst_data_wait_ratio=wait, step_seconds=step
+        )
+        one = dataclasses.replace(job, probe=probe)
+        assert job_cells(one)["probe"] == words
+        text = render_text(snap, diagnosis=dataclasses.replace(diagnosis, jobs=(one,)))
+        line = next(t for t in text.splitlines() if t.lstrip().startswith(str(job.root_pid)))
+        assert f"  {words}  " in line, (words, line)

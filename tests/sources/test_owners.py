@@ -14,6 +14,7 @@ import pytest
 
 from gputop.model import Owner, ProcessInfo, replace
 from gputop.sources.owners import (
+    SLURM_NAMES,
     OwnerReader,
     host_path,
     namespace_depths,
@@ -22,10 +23,11 @@ from gputop.sources.owners import (
     parse_cgroup,
     pod_names,
     read_owner,
-    slurm_environ,
+    slurm_claims,
     stop_argv,
     stop_command,
 )
+from gputop.sources.procfs import ENVIRON_READ_LIMIT, parse_environ, read_environ
 
 CID = "3f2a9c1b4d5e" + "6f70" * 13  # 64 hex digits, as runc names containers
 UID = "1f2e3d4c-5b6a-4789-8abc-def012345678"
@@ -244,7 +246,31 @@ def test_a_slurm_step_claims_its_job_name_but_not_its_user(tmp_path: Path) -> No
     assert "alice" not in (owner_detail(old) or "")
     # v1's path names the job's uid (slurmstepd writes it there): that one is shown
     assert owner_detail(parse_cgroup(SLURM_V1)) == "slurm 81234.0 of uid 1000"
-    assert slurm_environ(b"SLURM_JOB_NAME=first\x00") == {"slurm_job_name": "first"}
+    assert slurm_claims(parse_environ(b"SLURM_JOB_NAME=first\x00", SLURM_NAMES)) == {
+        "slurm_job_name": "first"
+    }
+
+
+@pytest.mark.parametrize("room", [-1, 0, 1, ENVIRON_READ_LIMIT // 2])
+def test_both_readers_of_an_environment_agree_at_its_limit(tmp_path: Path, room: int) -> None:
+    """One reader, one limit: the host source's variables (``read_environ`` as the host
+    calls it) and a Slurm step's claimed job name (``read_owner``) are read as far as the
+    same byte. An entry that ends within the limit is read by both, one cut by it by
+    neither. ``room``: bytes between the entry's end and the limit (negative: past it).
+    Each once had a limit of its own, and an entry between the two was read by one only."""
+    entries = {"SLURM_JOB_NAME": b"SLURM_JOB_NAME=llama-ft\x00", "RANK": b"RANK=3\x00"}
+    for name, entry in entries.items():
+        pid = 7 if name == "RANK" else 8
+        head = b"PATH=/bin\x00FILLER="
+        pad = ENVIRON_READ_LIMIT - room - len(head) - len(entry) - 1
+        data = head + b"y" * pad + b"\x00" + entry + b"z" * 4096  # more after the limit
+        assert data.index(entry) + len(entry) == ENVIRON_READ_LIMIT - room
+        _fake_proc(tmp_path, pid, SLURM_V2, data)
+    within = room >= 0
+    owner = read_owner(8, str(tmp_path))
+    assert owner is not None
+    assert (owner.slurm_job_name == "llama-ft") is within
+    assert (read_environ(7, proc_root=str(tmp_path)) == (("RANK", "3"),)) is within
 
 
 def test_an_unreadable_environment_still_gives_the_job(tmp_path: Path) -> None:
@@ -297,7 +323,7 @@ def test_hostile_names_become_clean_text(tmp_path: Path) -> None:
     assert parse_cgroup(f"0::/system.slice/{odd}.service\n") is None
     assert parse_cgroup(f"0::/system.slice/{'a' * 248}.service\n") is None  # over 255
     env = b"SLURM_JOB_NAME=" + odd.encode() + b"\xff\x00SLURM_JOB_USER=\x1b]0;t\x07bob\x00"
-    got = slurm_environ(env)
+    got = slurm_claims(parse_environ(env, SLURM_NAMES))
     assert all(_is_clean(v) for v in got.values()) and "slurm_user" not in got
     odd_dir = odd.replace("/", "")  # a directory name has no slash
     _pod_dir(tmp_path, "ml", f"p[b]\x1b[1m{odd_dir}", UID, f"c\x07[i]{odd_dir}")

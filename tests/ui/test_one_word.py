@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 
 from gputop import fmt
 from gputop.model import replace
+from gputop.textout import render_text
 from gputop.ui.app import GpuTopApp
 from gputop.ui.screens.jobs import JobsScreen
 from gputop.views.gpu_view import gpu_view, rate_share
 from gputop.views.parts import EXITED, plain
-from gputop.views.process_view import COLUMNS
+from gputop.views.process_view import COLUMNS, process_facts, process_rows
 from tests import builders as fx
 
 WIDE = (200, 50)
@@ -89,3 +90,43 @@ def test_an_unknown_link_rate_is_one_na_and_a_known_one_has_its_unit() -> None:
     assert re.search(r"RX \d+(\.\d)?[KMG]?i?B/s( |$)", second), second  # a rate says its unit
     assert rate_share(None, None) == "n/a" and rate_share(2**30, None) == "1.0GiB/s"
     assert rate_share(2**30, 5.0) == "1.0GiB/s 5%"
+
+
+#: A process's age -> its TIME in the tables (the dashboard's and --once's) and its exact
+#: running time on the process screen.
+AGES = {
+    42: ("42s", "42s"),
+    12 * 60 + 3: ("12m", "12:03"),
+    3 * 3600 + 4 * 60 + 5: ("3h04m", "3:04:05"),
+    2 * 86400 + 3 * 3600: ("2d03h", "2d03h"),
+}
+
+
+async def test_a_running_time_reads_the_same_in_the_dashboard_and_in_once() -> None:
+    """One fact, one spelling: --once's TIME is the dashboard's (minutes after a process's
+    first minute), not the seconds of the process screen, which keeps them."""
+    procs = [
+        fx.process_info(pid, command=f"python job{pid}.py", create_time=fx.T0 - age)
+        for pid, age in enumerate(AGES, start=10)
+    ]
+    gpu = fx.gpu_sample(0, 50.0, [fx.gpu_process(p.pid) for p in procs], used=40 * fx.GiB)
+    snap = fx.snapshot(fx.T0, [gpu], procs)
+    once = {
+        int(line.split()[1]): line.split()[6]
+        for line in render_text(snap).splitlines()
+        if re.match(r"\s+0\s+1\d\s", line)
+    }
+    app = GpuTopApp(snapshots=[snap])
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        table = app.table
+        column = [c.key.value for c in table.ordered_columns].index("time")
+        drawn = {
+            row.pid: table.get_row(row.key)[column].plain.strip()
+            for row in table.rows_by_key.values()
+        }
+    for pid, (age, (shown, exact)) in enumerate(AGES.items(), start=10):
+        assert once[pid] == drawn[pid] == shown, (age, once, drawn)
+        row = next(r for r in process_rows(snap) if r.pid == pid)
+        facts = "".join(plain(p) for p in process_facts(row))
+        assert f"running for {exact}" in facts, facts

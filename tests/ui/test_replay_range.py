@@ -10,14 +10,10 @@ from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from gputop.cells import cell_width
-from gputop.record.player import Player
-from gputop.record.store import Recorder, Recording
-from gputop.sampler import Sampler
-from gputop.sources.demo import DEMO_EPOCH, DemoSource
-from gputop.ui.replay import ReplayApp
-from gputop.ui.screens.gpus import GpuPrompt
+from gputop.ui.screens.prompt import GPU_PROMPT, Prompt
 from gputop.views.header_view import replay_range_parts
 from gputop.views.parts import plain
+from tests.helpers.replay import demo_replay
 
 SEED = random.randrange(2**32)
 T0 = 1_750_000_000.0
@@ -54,15 +50,7 @@ def test_the_replay_range_never_raises(
 async def test_at_80x24_the_replay_header_shows_the_cursor_and_range_whole(
     tmp_path: Path,
 ) -> None:
-    sampler = Sampler(DemoSource(0, start_time=DEMO_EPOCH, step=1.0), interval=1.0)
-    rec = Recorder(tmp_path, interval=1.0, retain=None, max_size=None)
-    for _ in range(121):
-        rec.add(sampler.tick_now())
-    rec.close()
-    sampler.stop()
-    player = Player(Recording(tmp_path), 30)
-    player.tick_now()
-    app = ReplayApp(player)
+    app = demo_replay(tmp_path, 121, 30)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
@@ -72,7 +60,7 @@ async def test_at_80x24_the_replay_header_shows_the_cursor_and_range_whole(
             # In a replay `g` goes to a time: the GPU prompt is on `#`.
             await pilot.press("number_sign")
             await pilot.pause()
-            assert isinstance(app.screen, GpuPrompt)
+            assert isinstance(app.screen, Prompt) and app.screen.spec is GPU_PROMPT
             await pilot.press("escape")
     finally:
-        player.stop()
+        app.player.stop()

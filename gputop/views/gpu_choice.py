@@ -1,21 +1,15 @@
-"""The GPU prompt (``g``): a list of GPUs to show, ``10`` or ``0,2-3``, for nodes with
-more than ten GPUs (the digit keys reach 0-9) and for several GPUs at once."""
+"""What the GPU prompt (``g``) takes: a list of GPUs to show, ``10`` or ``0,2-3``, for
+nodes with more than ten GPUs (the digit keys reach 0-9) and for several GPUs at once;
+``parts.gpu_ranges`` writes such a list."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import ClassVar
-
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Input, Static
 
 from gputop.argtypes import MAX_GPU_INDEX_DIGITS
 from gputop.views.parts import gpu_ranges
 
-#: What the prompt accepts, said in it and in `?`.
+#: What the prompt accepts, said in it and in its refusals.
 EXAMPLES = "10, 0,2-3 or all"
 #: The longest text the prompt takes (a list of every GPU of a large node fits).
 MAX_CHOICE_LENGTH = 200
@@ -47,34 +41,3 @@ def parse_gpu_choice(text: str, known: Collection[int]) -> frozenset[int] | None
         have = gpu_ranges(known, empty="none")
         raise ValueError(f"no GPU {gpu_ranges(missing)} here (GPUs {have})")
     return frozenset(chosen)
-
-
-class GpuPrompt(ModalScreen[str | None]):
-    """One line: the GPUs to show. Enter chooses, Esc cancels."""
-
-    DEFAULT_CSS = """
-    GpuPrompt { align: center middle; }
-    GpuPrompt #gpus-box {
-        width: 56; height: auto; border: thick $primary; background: $surface; padding: 0 1;
-    }
-    """
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-    AUTO_FOCUS = "#gpus-input"
-
-    def __init__(self, current: str = "") -> None:
-        super().__init__()
-        self._current = current
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="gpus-box"):
-            yield Static(f"Show GPUs ({EXAMPLES}):")
-            yield Input(
-                self._current, id="gpus-input", placeholder="GPUs", max_length=MAX_CHOICE_LENGTH
-            )
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.dismiss(event.value)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
