@@ -159,7 +159,6 @@ class GpuPanel(VerticalScroll):
         self._message: Parts | None = None
         self._lines: GpuLines | None = None
         self.blocks: dict[int, GpuBlock] = {}
-        self._point_cache: dict[int, tuple[Snapshot, dict[int, Point]]] = {}
         # GPU index -> (sample, what else it was made from, view): a GPU whose sample is
         # the very object of the last tick (the source shares a sample that did not
         # change) keeps its view.
@@ -257,7 +256,8 @@ class GpuPanel(VerticalScroll):
     def _history_cells(self, window: tuple[Snapshot, ...], gpus: Sequence[int]) -> dict[int, Point]:
         """GPU index -> (util cells, memory cells) of ``window``, one cell per snapshot.
         When ``window`` is the last one moved on by the snapshots since (the same objects
-        in the same order), each GPU's cells are the last ones moved on, not joined again."""
+        in the same order), each GPU's cells are the last ones moved on: only the new
+        snapshots' cells are made."""
         before, cells = self._window, self._cells
         shift = 0  # the snapshots that left the window at its start
         if before and window and window[0] is not before[0]:
@@ -266,34 +266,21 @@ class GpuPanel(VerticalScroll):
         moved_on = (
             shift >= 0 and 0 < kept <= len(window) and all(map(is_, window[:kept], before[shift:]))
         )
-        added = window[kept:] if moved_on else window
-        points = self._points(window)  # the cache of points follows the window
-        tail = points[len(window) - len(added) :]
+        tail = [_snapshot_points(s) for s in window[kept:]] if moved_on else []
+        every: list[dict[int, Point]] | None = None  # the whole window's, made if needed
         out: dict[int, Point] = {}
         for index in gpus:
             last = cells.get(index) if moved_on else None
             if last is None:
-                util = "".join([p.get(index, _NO_POINT)[0] for p in points])
-                mem = "".join([p.get(index, _NO_POINT)[1] for p in points])
+                if every is None:
+                    every = [_snapshot_points(s) for s in window]
+                util = "".join([p.get(index, _NO_POINT)[0] for p in every])
+                mem = "".join([p.get(index, _NO_POINT)[1] for p in every])
             else:
                 util = last[0][shift:] + "".join([p.get(index, _NO_POINT)[0] for p in tail])
                 mem = last[1][shift:] + "".join([p.get(index, _NO_POINT)[1] for p in tail])
             out[index] = (util, mem)
         self._window, self._cells = window, out
-        return out
-
-    def _points(self, history: Sequence[Snapshot]) -> list[dict[int, Point]]:
-        """{GPU index: (util cell, memory cell)} of each snapshot, computed once per snapshot."""
-        cache = self._point_cache
-        out: list[dict[int, Point]] = []
-        fresh: dict[int, tuple[Snapshot, dict[int, Point]]] = {}
-        for snap in history:
-            hit = cache.get(id(snap))
-            if hit is None or hit[0] is not snap:
-                hit = (snap, _snapshot_points(snap))
-            fresh[id(snap)] = hit
-            out.append(hit[1])
-        self._point_cache = fresh  # only what the history still holds
         return out
 
     def _show_message(self, parts: Parts) -> None:

@@ -309,3 +309,44 @@ async def test_views_series_and_lines_kept_from_tick_to_tick_are_those_made_anew
             assert list(lines.lines) == plain, i
         assert kept_views > 0  # both paths were taken
         assert panel.made > 0
+
+
+async def test_a_frame_that_draws_none_of_a_widgets_lines_resolves_no_style(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Textual renders every widget beside a changed one (from its cache): the GPU lines
+    and the process table look their style up (a walk of the DOM) only in a frame that
+    draws one of their lines, not in each tick's frame for the header's clock."""
+    from gputop.ui import gpu_panel
+
+    # Past 200 columns of history, within one minute of TIME (13m20s to 13m24s); the
+    # host's CPU moves each tick, so that each frame spans the header to the host panel.
+    snaps = [
+        replace(s, host=replace(s.host, cpu_percent=float(i % 2)))
+        for i, s in enumerate(_idle_ticks(fx.multi_gpu_snapshot(8), 204))
+    ]
+    start = len(snaps) - 4
+    app = GpuTopApp(snapshots=snaps[:start])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        lines = app.gpu_panel.query_one(gpu_panel.GpuLines)
+        watched = (lines, app.table, app.header, app.host_panel)
+        resolved: list[object] = []
+        style = DOMNode.rich_style
+
+        def counting(node: DOMNode) -> Any:
+            if node in watched:
+                resolved.append(node)
+            return style.fget(node)  # type: ignore[attr-defined]
+
+        drawn: list[object] = []
+        monkeypatch.setattr(DOMNode, "rich_style", property(counting))
+        for i in range(start, len(snaps)):
+            app.apply_snapshot(snaps[i], snaps[: i + 1])
+            await pilot.pause()
+            drawn.append(app.header.text)
+        assert len(set(drawn)) == len(drawn)  # the clock moved: a frame each tick
+        assert resolved.count(app.header) == len(drawn)  # its one changed line, once
+        assert resolved.count(app.host_panel) == len(drawn)  # the CPU line
+        assert lines not in resolved
+        assert app.table not in resolved
