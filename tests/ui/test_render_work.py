@@ -350,3 +350,31 @@ async def test_a_frame_that_draws_none_of_a_widgets_lines_resolves_no_style(
         assert resolved.count(app.host_panel) == len(drawn)  # the CPU line
         assert lines not in resolved
         assert app.table not in resolved
+
+
+async def test_a_tick_queries_the_dom_for_no_widget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's widgets (header, panels, table, filter, notes) are looked up once, not by
+    a query of the DOM at each access, several times a tick."""
+    snaps = _idle_ticks(fx.multi_gpu_snapshot(8), 4)
+    app = GpuTopApp(snapshots=snaps[:1])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        app.apply_snapshot(snaps[1], snaps[:2])  # every widget a tick reads, read once
+        await pilot.pause()
+        queries: list[object] = []
+        for name in ("query_one", "query_one_optional"):
+            plain = getattr(DOMNode, name)
+
+            def counting(node: DOMNode, *args: Any, _plain: Any = plain, **kw: Any) -> Any:
+                if not isinstance(node, GpuTopApp) and node is not app.screen:
+                    return _plain(node, *args, **kw)  # Textual's own, inside widgets
+                queries.append(args[0] if args else kw)
+                return _plain(node, *args, **kw)
+
+            monkeypatch.setattr(DOMNode, name, counting)
+        for i in range(2, len(snaps)):
+            app.apply_snapshot(snaps[i], snaps[: i + 1])
+            await pilot.pause()
+        assert app.frames >= 3
+        assert queries == []
+        assert app.table is app.query_one("#procs")  # the widget a query finds
