@@ -61,10 +61,13 @@ class PartsLines(Widget):
             self.refresh(layout=True)  # the height follows the number of lines
             return True
         width = max(1, self.size.width)
-        for y, (before, after) in enumerate(zip(old, new, strict=True)):
-            if before != after:
-                self._cache.pop(y, None)
-                self.refresh(Region(0, y, width, 1))
+        changed = [y for y, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+        for y in changed:
+            self._cache.pop(y, None)
+        # One refresh for every changed line: each refresh also clears the widget's
+        # caches and may post a message.
+        if changed:
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
         return True
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:

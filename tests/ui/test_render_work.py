@@ -378,3 +378,46 @@ async def test_a_tick_queries_the_dom_for_no_widget(monkeypatch: pytest.MonkeyPa
         assert app.frames >= 3
         assert queries == []
         assert app.table is app.query_one("#procs")  # the widget a query finds
+
+
+async def test_lines_that_change_together_are_one_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host panel's CPU, memory and rate lines change each tick together: one refresh
+    of their regions (each refresh clears the widget's caches and may post a message),
+    and only those lines are drawn again."""
+    from textual.widget import Widget
+
+    from gputop.ui.lines import PartsLines
+
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        host = app.host_panel
+        lines = list(host.lines)
+        assert len(lines) >= 3
+        refreshed: list[tuple[object, ...]] = []
+        plain = Widget.refresh
+
+        def counting(widget: Widget, *regions: Any, **kw: Any) -> Any:
+            if widget is host:
+                refreshed.append(regions)
+            return plain(widget, *regions, **kw)
+
+        monkeypatch.setattr(Widget, "refresh", counting)
+        drawn: list[int] = []
+        render_line = PartsLines.render_line
+
+        def drawing(widget: PartsLines, y: int) -> Any:
+            if widget is host:
+                drawn.append(y)
+            return render_line(widget, y)
+
+        monkeypatch.setattr(PartsLines, "render_line", drawing)
+        changed = [0, 2]
+        for y in changed:
+            lines[y] = ((f"changed {y}", ""),)
+        assert host.set_lines(lines)
+        await pilot.pause()
+        assert len(refreshed) == 1 and len(refreshed[0]) == len(changed)
+        assert sorted(set(drawn)) == changed
+        assert not host.set_lines(lines)  # the same lines: no refresh at all
+        assert len(refreshed) == 1
