@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
@@ -17,6 +17,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
@@ -51,6 +52,8 @@ from gputop.views.parts import (
     Parts,
     gpu_ranges,
 )
+
+W = TypeVar("W", bound=Widget)
 
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
@@ -202,6 +205,7 @@ class GpuTopApp(App[int]):
         # orders the same rows, and the table reuses their cells (ProcessTable.show).
         self._rows_of: Snapshot | None = None
         self._rows: list[process_view.ProcRow] = []
+        self._parts: dict[str, Widget] = {}  # selector -> a widget of the main screen
 
     def compose(self) -> ComposeResult:
         with MainArea(id="main"):
@@ -215,32 +219,47 @@ class GpuTopApp(App[int]):
         yield Static(id="too-small")
         yield Footer(id="footer")
 
+    def _part(self, selector: str, kind: type[W]) -> W:
+        """A widget of the main screen, looked up once: the dashboard reads several of them
+        each tick, and a query searches the DOM each time (again once it left the DOM)."""
+        found = self._parts.get(selector)
+        if found is None or found.parent is None:
+            found = self._parts[selector] = self.query_one(selector, kind)
+        return cast(W, found)
+
     @property
     def header(self) -> HeaderLine:
-        return self.query_one("#header", HeaderLine)
+        return self._part("#header", HeaderLine)
 
     @property
     def gpu_panel(self) -> GpuPanel:
-        return self.query_one("#gpus", GpuPanel)
+        return self._part("#gpus", GpuPanel)
 
     @property
     def host_panel(self) -> PartsLines:
-        return self.query_one("#host", PartsLines)
+        return self._part("#host", PartsLines)
 
     @property
     def table(self) -> ProcessTable:
-        return self.query_one("#procs", ProcessTable)
+        return self._part("#procs", ProcessTable)
 
     @property
     def filter_input(self) -> Input:
-        return self.query_one("#filter", Input)
+        return self._part("#filter", Input)
 
     @property
     def text_filter(self) -> str:
         """The filter in effect: the main screen's filter box holds it (no copy here),
         read from there whichever screen is on top."""
-        box = self._main_screen.query_one_optional("#filter", Input) if self.screen_stack else None
-        return box.value if box is not None else ""  # not composed yet: no filter
+        box = self._parts.get("#filter")
+        if box is None or box.parent is None:
+            if not self.screen_stack:
+                return ""  # not composed yet: no filter
+            box = self._main_screen.query_one_optional("#filter", Input)
+            if box is None:
+                return ""
+            self._parts["#filter"] = box
+        return cast(Input, box).value
 
     def notify(
         self,
@@ -429,7 +448,7 @@ class GpuTopApp(App[int]):
             if snapshot is None:
                 return
             width = self.size.width
-            layout = self.query_one("#main", MainArea).shown
+            layout = self._part("#main", MainArea).shown
             self.gpu_panel.display = layout.gpus
             self.host_panel.display = layout.host
             if layout.gpus:
@@ -444,7 +463,7 @@ class GpuTopApp(App[int]):
             if layout.host:
                 host = host_lines(snapshot.host, width, compact=self.compact)
                 self.host_panel.set_lines(host)
-            self.query_one("#notes", ProcessNotes).show(snapshot)
+            self._part("#notes", ProcessNotes).show(snapshot)
             self._render_table()
 
     def header_parts(self, *, paused: bool, stale: bool, error: str | None) -> Parts:
@@ -507,7 +526,7 @@ class GpuTopApp(App[int]):
             reverse=self.sort_reverse,
         )
         table.show(rows, self.tagged)
-        no_match = self.query_one("#no-match", NoMatch)
+        no_match = self._part("#no-match", NoMatch)
         no_match.show(bool(every) and not rows, text=self.text_filter, gpus=self.shown_gpus)
 
     def refresh_view(self) -> None:
@@ -563,7 +582,7 @@ class GpuTopApp(App[int]):
 
     def action_layout(self) -> None:
         """The next of LAYOUTS: fewer lines above the process table, then all again."""
-        shown = self.query_one("#main", MainArea).next_layout(compact=self.compact)
+        shown = self._part("#main", MainArea).next_layout(compact=self.compact)
         self.notify(f"layout: {shown.name}", timeout=2)
         self.refresh_view()
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import is_
 
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from gputop.model import Snapshot
+from gputop.model import GpuSample, Snapshot
 from gputop.ui.lines import PartsLines
 from gputop.ui.roles import to_content
 from gputop.views.gpu_view import (
@@ -31,6 +32,11 @@ from gputop.views.parts import Parts, fit_parts, level, plain
 Series = tuple[str, str]
 Point = tuple[str, str]  # (utilization cell, memory cell) of one GPU in one snapshot
 _NO_POINT: Point = (level(None), level(None))  # the GPU is missing or lost in that snapshot
+
+
+#: What a GPU's view is made from besides its sample: (compact, bar width, verdict mark,
+#: verdict width, text width).
+ViewKey = tuple[bool, int, VerdictMark | None, int, int]
 
 
 def _snapshot_points(snap: Snapshot) -> dict[int, Point]:
@@ -82,6 +88,9 @@ class GpuLines(PartsLines):
         super().__init__(classes="gpu-lines")
         self.blocks: dict[int, GpuBlock] = {}
         self._text_width = 0
+        # GPU index -> (view, series, text width, width, its lines): a block whose view is
+        # the very object of the last tick and whose series read the same keeps its lines.
+        self._composed: dict[int, tuple[GpuView, tuple[Series, ...], int, int, list[Parts]]] = {}
 
     def set_blocks(self, blocks: dict[int, GpuBlock], text_width: int) -> None:
         self.blocks = blocks
@@ -95,16 +104,35 @@ class GpuLines(PartsLines):
 
     def _compose_lines(self, width: int) -> list[Parts]:
         lines: list[Parts] = []
-        for block in self.blocks.values():
-            label_width = block.label_width
-            gap = block.gap
-            cells = self.history_width(block, width)
-            for row, text in enumerate(block.view.lines):
-                line = fit_parts(text, self._text_width)
-                # No room for history (a GPM line at 100 columns): none, not a cut label.
-                if width > 0 and row < len(block.series) and cells > 0:
-                    line = (*line, *gap, *history_parts(block.series[row], cells, label_width))
-                lines.append(line)
+        composed: dict[int, tuple[GpuView, tuple[Series, ...], int, int, list[Parts]]] = {}
+        for index, block in self.blocks.items():
+            hit = self._composed.get(index)
+            if (
+                hit is not None
+                and hit[0] is block.view
+                and hit[1] == block.series
+                and hit[2:4] == (self._text_width, width)
+            ):
+                mine = hit[4]
+            else:
+                mine = self._block_lines(block, width)
+            composed[index] = (block.view, block.series, self._text_width, width, mine)
+            lines += mine
+        self._composed = composed  # only the blocks shown now
+        return lines
+
+    def _block_lines(self, block: GpuBlock, width: int) -> list[Parts]:
+        """One block's lines: its text cut to the text's width, then its history."""
+        lines: list[Parts] = []
+        label_width = block.label_width
+        gap = block.gap
+        cells = self.history_width(block, width)
+        for row, text in enumerate(block.view.lines):
+            line = fit_parts(text, self._text_width)
+            # No room for history (a GPM line at 100 columns): none, not a cut label.
+            if width > 0 and row < len(block.series) and cells > 0:
+                line = (*line, *gap, *history_parts(block.series[row], cells, label_width))
+            lines.append(line)
         return lines
 
     def on_resize(self) -> None:
@@ -131,7 +159,15 @@ class GpuPanel(VerticalScroll):
         self._message: Parts | None = None
         self._lines: GpuLines | None = None
         self.blocks: dict[int, GpuBlock] = {}
-        self._point_cache: dict[int, tuple[Snapshot, dict[int, Point]]] = {}
+        # GPU index -> (sample, what else it was made from, view): a GPU whose sample is
+        # the very object of the last tick (the source shares a sample that did not
+        # change) keeps its view.
+        self._views: dict[int, tuple[GpuSample, ViewKey, GpuView]] = {}
+        # The history window the series were made for, and per GPU its (util, mem) cells:
+        # the next tick's window is this one moved on, so the cells move on too.
+        self._window: tuple[Snapshot, ...] = ()
+        self._cells: dict[int, Point] = {}
+        self.made = 0  # GPU views made, not kept (tests count them)
 
     def show(
         self,
@@ -164,24 +200,15 @@ class GpuPanel(VerticalScroll):
             ),
             default=40,
         )
-        views = [
-            gpu_view(
-                g,
-                compact=compact,
-                bar_width=bar_width,
-                verdict=None if verdicts is None else verdicts.get(g.index),
-                verdict_width=verdict_width,
-                text_width=text_width,
-            )
-            for g in gpus
-        ]
+        views = self._gpu_views(
+            gpus, verdicts, (compact, bar_width, None, verdict_width, text_width)
+        )
         frame = len(COMPACT_HISTORY_GAP) if compact else len(HISTORY_RULE) + HISTORY_LABEL_WIDTH
         hist_width = max(1, width - text_width - frame)
         series: list[tuple[Series, ...]] = []
-        points = self._points(history[-hist_width:])
+        cells = self._history_cells(tuple(history[-hist_width:]), [g.index for g in gpus])
         for g in gpus:
-            util = "".join([p.get(g.index, _NO_POINT)[0] for p in points])
-            mem = "".join([p.get(g.index, _NO_POINT)[1] for p in points])
+            util, mem = cells[g.index]
             series.append((("", util),) if compact else (("util ", util), ("mem  ", mem)))
 
         if self._message is not None:
@@ -194,18 +221,66 @@ class GpuPanel(VerticalScroll):
         self.blocks = blocks
         self._lines.set_blocks(blocks, text_width)
 
-    def _points(self, history: Sequence[Snapshot]) -> list[dict[int, Point]]:
-        """{GPU index: (util cell, memory cell)} of each snapshot, computed once per snapshot."""
-        cache = self._point_cache
-        out: list[dict[int, Point]] = []
-        fresh: dict[int, tuple[Snapshot, dict[int, Point]]] = {}
-        for snap in history:
-            hit = cache.get(id(snap))
-            if hit is None or hit[0] is not snap:
-                hit = (snap, _snapshot_points(snap))
-            fresh[id(snap)] = hit
-            out.append(hit[1])
-        self._point_cache = fresh  # only what the history still holds
+    def _gpu_views(
+        self,
+        gpus: Sequence[GpuSample],
+        verdicts: Mapping[int, VerdictMark] | None,
+        how: ViewKey,
+    ) -> list[GpuView]:
+        """Each GPU's view; a GPU whose sample and marks are those of the last tick keeps
+        its view (``gpu_view`` is a function of them alone)."""
+        compact, bar_width, _, verdict_width, text_width = how
+        kept = self._views
+        fresh: dict[int, tuple[GpuSample, ViewKey, GpuView]] = {}
+        out: list[GpuView] = []
+        for g in gpus:
+            verdict = None if verdicts is None else verdicts.get(g.index)
+            key: ViewKey = (compact, bar_width, verdict, verdict_width, text_width)
+            hit = kept.get(g.index)
+            if hit is None or hit[0] is not g or hit[1] != key:
+                self.made += 1
+                view = gpu_view(
+                    g,
+                    compact=compact,
+                    bar_width=bar_width,
+                    verdict=verdict,
+                    verdict_width=verdict_width,
+                    text_width=text_width,
+                )
+                hit = (g, key, view)
+            fresh[g.index] = hit
+            out.append(hit[2])
+        self._views = fresh  # only the GPUs shown now
+        return out
+
+    def _history_cells(self, window: tuple[Snapshot, ...], gpus: Sequence[int]) -> dict[int, Point]:
+        """GPU index -> (util cells, memory cells) of ``window``, one cell per snapshot.
+        When ``window`` is the last one moved on by the snapshots since (the same objects
+        in the same order), each GPU's cells are the last ones moved on: only the new
+        snapshots' cells are made."""
+        before, cells = self._window, self._cells
+        shift = 0  # the snapshots that left the window at its start
+        if before and window and window[0] is not before[0]:
+            shift = next((i for i, s in enumerate(before) if s is window[0]), -1)
+        kept = len(before) - shift
+        moved_on = (
+            shift >= 0 and 0 < kept <= len(window) and all(map(is_, window[:kept], before[shift:]))
+        )
+        tail = [_snapshot_points(s) for s in window[kept:]] if moved_on else []
+        every: list[dict[int, Point]] | None = None  # the whole window's, made if needed
+        out: dict[int, Point] = {}
+        for index in gpus:
+            last = cells.get(index) if moved_on else None
+            if last is None:
+                if every is None:
+                    every = [_snapshot_points(s) for s in window]
+                util = "".join([p.get(index, _NO_POINT)[0] for p in every])
+                mem = "".join([p.get(index, _NO_POINT)[1] for p in every])
+            else:
+                util = last[0][shift:] + "".join([p.get(index, _NO_POINT)[0] for p in tail])
+                mem = last[1][shift:] + "".join([p.get(index, _NO_POINT)[1] for p in tail])
+            out[index] = (util, mem)
+        self._window, self._cells = window, out
         return out
 
     def _show_message(self, parts: Parts) -> None:

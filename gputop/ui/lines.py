@@ -39,6 +39,7 @@ class PartsLines(Widget):
         self._styles: dict[str, Style] = {}
         self._segments: dict[Part, Segment] = {}
         self._frame_style: Style | None = None
+        self._in_frame = False  # inside render_lines: the style looked up is kept for it
 
     @property
     def lines(self) -> tuple[Parts, ...]:
@@ -60,10 +61,13 @@ class PartsLines(Widget):
             self.refresh(layout=True)  # the height follows the number of lines
             return True
         width = max(1, self.size.width)
-        for y, (before, after) in enumerate(zip(old, new, strict=True)):
-            if before != after:
-                self._cache.pop(y, None)
-                self.refresh(Region(0, y, width, 1))
+        changed = [y for y, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+        for y in changed:
+            self._cache.pop(y, None)
+        # One refresh for every changed line: each refresh also clears the widget's
+        # caches and may post a message.
+        if changed:
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
         return True
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -73,12 +77,24 @@ class PartsLines(Widget):
         return max((sum(len(t) for t, _ in line) for line in self._lines), default=0)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # ``rich_style`` walks the DOM: once per frame, not once per changed line.
-        self._frame_style = self.rich_style
+        # ``rich_style`` walks the DOM: once per frame, not once per changed line, and
+        # not at all in a frame that draws none of this widget's lines (Textual renders
+        # every widget beside a changed one from its cache).
+        self._in_frame = True
         try:
             return super().render_lines(crop)
         finally:
+            self._in_frame = False
             self._frame_style = None
+
+    def _base_style(self) -> Style:
+        """This widget's Rich style, looked up once in a frame."""
+        style = self._frame_style
+        if style is None:
+            style = self.rich_style
+            if self._in_frame:
+                self._frame_style = style
+        return style
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -92,8 +108,7 @@ class PartsLines(Widget):
                 parts = fit_parts(parts, width)
             segment = self._segment
             segments = [segment(part) for part in parts if part[0]]
-            base = self._frame_style if self._frame_style is not None else self.rich_style
-            strip = Strip(segments).adjust_cell_length(width, base)
+            strip = Strip(segments).adjust_cell_length(width, self._base_style())
             self._cache[y] = strip
         return strip
 

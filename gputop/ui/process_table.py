@@ -78,6 +78,7 @@ class ProcessTable(DataTable[Text]):
         self._row_strips: dict[int, tuple[SegmentLines, int, Strip]] = {}
         self._frame_style: Style | None = None
         self._frame_width: int | None = None
+        self._in_frame = False  # inside render_lines: the style looked up is kept for it
 
     def configure(self, width: int, *, compact: bool, sort_key: str, reverse: bool) -> None:
         """(Re)build the columns when the width or layout changed; a new sort column or
@@ -267,14 +268,25 @@ class ProcessTable(DataTable[Text]):
         self.move_cursor(row=row, animate=False)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # ``rich_style`` walks the DOM: once per frame, not once per line.
-        self._frame_style = self.rich_style
-        self._frame_width = self.size.width  # a property that computes regions
+        # ``rich_style`` walks the DOM: once per frame, not once per line, and not at all
+        # in a frame that draws none of the table's lines (Textual renders every widget
+        # beside a changed one from its cache).
+        self._in_frame = True
         try:
             return super().render_lines(crop)
         finally:
+            self._in_frame = False
             self._frame_style = None
             self._frame_width = None
+
+    def _base_style(self) -> Style | None:
+        """The table's Rich style, looked up once in a frame (None: outside a frame)."""
+        if not self._in_frame:
+            return None
+        if self._frame_style is None:
+            self._frame_style = self.rich_style
+            self._frame_width = self.size.width  # a property that computes regions
+        return self._frame_style
 
     def _width_now(self) -> int:
         width = self._frame_width
@@ -282,7 +294,7 @@ class ProcessTable(DataTable[Text]):
 
     def render_line(self, y: int) -> Strip:
         """DataTable.render_line with the frame's style (see ``render_lines``)."""
-        base_style = self._frame_style
+        base_style = self._base_style()
         if base_style is None or self.fixed_rows:
             return super().render_line(y)
         scroll_x, scroll_y = self.scroll_offset

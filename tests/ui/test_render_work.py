@@ -189,3 +189,235 @@ async def test_cells_kept_for_a_row_alike_but_for_its_age_are_the_cells_made_ane
                 assert table._cells[key] == plain(table, row, key in app.tagged, cols), (i, key)
             seen += len(table.rows_by_key)
         assert 0 < len(made) < seen  # both paths were taken
+
+
+def _idle_ticks(first: Any, n: int) -> list[Any]:
+    """``first`` and ``n`` ticks after it, one second apart, every GPU's sample the very
+    object of the tick before (the NVML source shares a sample that did not change)."""
+    return [replace(first, time=first.time + s) for s in range(n + 1)]
+
+
+async def test_gpus_whose_samples_did_not_change_make_no_view_or_line_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Idle GPUs once the charts are full (issue 32 §5): a tick whose GPU samples are the
+    last tick's objects makes no GPU view, cuts no GPU line and draws no history row
+    again; the history still moves on (its cells are the last ones moved by one)."""
+    from gputop.ui import gpu_panel
+
+    snaps = _idle_ticks(fx.multi_gpu_snapshot(8), 240)  # more than 200 columns of history
+    start = len(snaps) - 6
+    app = GpuTopApp(snapshots=snaps[:start])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        made: list[object] = []
+        for name in ("gpu_view", "fit_parts", "history_parts"):
+            plain = getattr(gpu_panel, name)
+
+            def counting(*args: Any, _plain: Any = plain, _name: str = name, **kw: Any) -> Any:
+                made.append(_name)
+                return _plain(*args, **kw)
+
+            monkeypatch.setattr(gpu_panel, name, counting)
+        lines = app.gpu_panel.query_one(gpu_panel.GpuLines)
+        before = lines.lines
+        series = lines.blocks[0].series
+        for i in range(start, len(snaps)):
+            assert app.apply_snapshot(snaps[i], snaps[: i + 1])
+            await pilot.pause()
+        assert made == []
+        assert lines.lines == before  # the same GPUs: the same lines
+        assert lines.blocks[0].series == series  # full, and the same values moved on
+        busier = _later(snaps[-1], 1.0)  # every GPU's utilization moves: each made again
+        app.apply_snapshot(busier, (*snaps, busier))
+        await pilot.pause()
+        assert made.count("gpu_view") == 8
+        assert lines.lines != before
+
+
+def _plain_series(history: Any, index: int, cells: int) -> tuple[str, str]:
+    """A GPU's (util, mem) history cells joined from the snapshots, as the panel drew them
+    before it moved them on from tick to tick (the plain path)."""
+    from gputop.ui.gpu_panel import _NO_POINT, _snapshot_points
+
+    points = [_snapshot_points(s) for s in history[-cells:]]
+    return (
+        "".join(p.get(index, _NO_POINT)[0] for p in points),
+        "".join(p.get(index, _NO_POINT)[1] for p in points),
+    )
+
+
+async def test_views_series_and_lines_kept_from_tick_to_tick_are_those_made_anew() -> None:
+    """The fast path (views kept for samples that did not change, series moved on, a
+    block's lines kept) against the plain one, over demo ticks whose GPUs change, idle
+    ticks that share every sample, a GPU lost, a GPU choice, and two widths."""
+    from gputop.ui import gpu_panel
+    from gputop.views.gpu_view import gpu_view
+
+    demo = fx.demo_snapshots(70)
+    snaps: list[Any] = []
+    for i, snap in enumerate(demo):
+        if i % 3 == 2:  # an idle tick: the last tick's samples, one second later
+            snap = replace(snaps[-1], time=snaps[-1].time + 1.0)
+        else:
+            snap = replace(snap, time=(snaps[-1].time + 1.0) if snaps else snap.time)
+        if 40 <= i < 46:  # GPU 1 lost for a while
+            gpus = tuple(replace(g, lost=True) if g.index == 1 else g for g in snap.gpus)
+            snap = replace(snap, gpus=gpus)
+        snaps.append(snap)
+    app = GpuTopApp(snapshots=snaps[:1])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        panel = app.gpu_panel
+        lines = panel.query_one(gpu_panel.GpuLines)
+        kept_views = 0
+        for i in range(1, len(snaps)):
+            if i == 30:
+                await pilot.resize_terminal(120, 40)
+            if i == 50:
+                await pilot.press("1")  # one GPU, then all again
+            if i == 55:
+                await pilot.press("a")
+            if i == 60:
+                await pilot.resize_terminal(200, 50)
+            made = panel.made
+            app.apply_snapshot(snaps[i], snaps[: i + 1])
+            await pilot.pause()
+            kept_views += len(panel.blocks) - (panel.made - made)
+            history = app.history
+            for index, block in panel.blocks.items():
+                gpu = app.snapshot.gpu(index)  # type: ignore[union-attr]
+                compact, bar_width, verdict, verdict_width, text_width = panel._views[index][1]
+                assert block.view == gpu_view(
+                    gpu,  # type: ignore[arg-type]
+                    compact=compact,
+                    bar_width=bar_width,
+                    verdict=verdict,
+                    verdict_width=verdict_width,
+                    text_width=text_width,
+                ), (i, index)
+                cells = len(block.series[0][1])
+                util, mem = _plain_series(history, index, cells)
+                assert block.series[0][1] == util, (i, index)
+                if len(block.series) > 1:
+                    assert block.series[1][1] == mem, (i, index)
+            plain = [
+                line
+                for b in lines.blocks.values()
+                for line in lines._block_lines(b, lines.size.width)
+            ]
+            assert list(lines.lines) == plain, i
+        assert kept_views > 0  # both paths were taken
+        assert panel.made > 0
+
+
+async def test_a_frame_that_draws_none_of_a_widgets_lines_resolves_no_style(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Textual renders every widget beside a changed one (from its cache): the GPU lines
+    and the process table look their style up (a walk of the DOM) only in a frame that
+    draws one of their lines, not in each tick's frame for the header's clock."""
+    from gputop.ui import gpu_panel
+
+    # Past 200 columns of history, within one minute of TIME (13m20s to 13m24s); the
+    # host's CPU moves each tick, so that each frame spans the header to the host panel.
+    snaps = [
+        replace(s, host=replace(s.host, cpu_percent=float(i % 2)))
+        for i, s in enumerate(_idle_ticks(fx.multi_gpu_snapshot(8), 204))
+    ]
+    start = len(snaps) - 4
+    app = GpuTopApp(snapshots=snaps[:start])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        lines = app.gpu_panel.query_one(gpu_panel.GpuLines)
+        watched = (lines, app.table, app.header, app.host_panel)
+        resolved: list[object] = []
+        style = DOMNode.rich_style
+
+        def counting(node: DOMNode) -> Any:
+            if node in watched:
+                resolved.append(node)
+            return style.fget(node)  # type: ignore[attr-defined]
+
+        drawn: list[object] = []
+        monkeypatch.setattr(DOMNode, "rich_style", property(counting))
+        for i in range(start, len(snaps)):
+            app.apply_snapshot(snaps[i], snaps[: i + 1])
+            await pilot.pause()
+            drawn.append(app.header.text)
+        assert len(set(drawn)) == len(drawn)  # the clock moved: a frame each tick
+        assert resolved.count(app.header) == len(drawn)  # its one changed line, once
+        assert resolved.count(app.host_panel) == len(drawn)  # the CPU line
+        assert lines not in resolved
+        assert app.table not in resolved
+
+
+async def test_a_tick_queries_the_dom_for_no_widget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's widgets (header, panels, table, filter, notes) are looked up once, not by
+    a query of the DOM at each access, several times a tick."""
+    snaps = _idle_ticks(fx.multi_gpu_snapshot(8), 4)
+    app = GpuTopApp(snapshots=snaps[:1])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        app.apply_snapshot(snaps[1], snaps[:2])  # every widget a tick reads, read once
+        await pilot.pause()
+        queries: list[object] = []
+        for name in ("query_one", "query_one_optional"):
+            plain = getattr(DOMNode, name)
+
+            def counting(node: DOMNode, *args: Any, _plain: Any = plain, **kw: Any) -> Any:
+                if not isinstance(node, GpuTopApp) and node is not app.screen:
+                    return _plain(node, *args, **kw)  # Textual's own, inside widgets
+                queries.append(args[0] if args else kw)
+                return _plain(node, *args, **kw)
+
+            monkeypatch.setattr(DOMNode, name, counting)
+        for i in range(2, len(snaps)):
+            app.apply_snapshot(snaps[i], snaps[: i + 1])
+            await pilot.pause()
+        assert app.frames >= 3
+        assert queries == []
+        assert app.table is app.query_one("#procs")  # the widget a query finds
+
+
+async def test_lines_that_change_together_are_one_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host panel's CPU, memory and rate lines change each tick together: one refresh
+    of their regions (each refresh clears the widget's caches and may post a message),
+    and only those lines are drawn again."""
+    from textual.widget import Widget
+
+    from gputop.ui.lines import PartsLines
+
+    app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        host = app.host_panel
+        lines = list(host.lines)
+        assert len(lines) >= 3
+        refreshed: list[tuple[object, ...]] = []
+        plain = Widget.refresh
+
+        def counting(widget: Widget, *regions: Any, **kw: Any) -> Any:
+            if widget is host:
+                refreshed.append(regions)
+            return plain(widget, *regions, **kw)
+
+        monkeypatch.setattr(Widget, "refresh", counting)
+        drawn: list[int] = []
+        render_line = PartsLines.render_line
+
+        def drawing(widget: PartsLines, y: int) -> Any:
+            if widget is host:
+                drawn.append(y)
+            return render_line(widget, y)
+
+        monkeypatch.setattr(PartsLines, "render_line", drawing)
+        changed = [0, 2]
+        for y in changed:
+            lines[y] = ((f"changed {y}", ""),)
+        assert host.set_lines(lines)
+        await pilot.pause()
+        assert len(refreshed) == 1 and len(refreshed[0]) == len(changed)
+        assert sorted(set(drawn)) == changed
+        assert not host.set_lines(lines)  # the same lines: no refresh at all
+        assert len(refreshed) == 1
