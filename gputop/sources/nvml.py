@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import math
 import os
 import queue
@@ -18,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 from gputop.fmt import clean_text
@@ -457,6 +457,7 @@ class NvmlReader:
         self._clock: Callable[[], float] = time.monotonic  # GPM spacing, counter rates
         self._gpm_request: Any = None  # one nvmlGpmMetricsGet_t, made on first use
         self._gpm_asked: tuple[int, ...] = ()  # the metric ids written in it last
+        self._reads: tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...] | None = None
         self.driver: DriverInfo = self._init()
 
     @property
@@ -687,6 +688,25 @@ class NvmlReader:
         nv = self._nv
         return lambda: getattr(nv, fn)(h, *(getattr(nv, c) for c in consts))
 
+    def _scalar_reads(self) -> tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...]:
+        """``_READS`` for this pynvml: the variants it has (the oldest always: it fails as any
+        call does), each function's name and its constants' values; made once."""
+        reads = self._reads
+        if reads is None:
+            nv = self._nv
+            reads = self._reads = tuple(
+                (
+                    metric,
+                    tuple(
+                        (fn, tuple(getattr(nv, c) for c in consts))
+                        for fn, *consts in calls
+                        if (fn, *consts) == calls[-1] or hasattr(nv, fn)
+                    ),
+                )
+                for metric, calls in _READS.items()
+            )
+        return reads
+
     def _get(
         self,
         gpu: _Gpu,
@@ -724,13 +744,11 @@ class NvmlReader:
         nv = self._nv
         h = gpu.handle
         memory = self._memory(gpu, h)
+        get = self._get
         v = {
-            metric: self._get(
-                gpu,
-                metric,
-                *(self._call(h, *c) for c in calls if c == calls[-1] or hasattr(nv, c[0])),
-            )
-            for metric, calls in _READS.items()
+            # each function looked up at each call, as every other NVML call is
+            metric: get(gpu, metric, *[partial(getattr(nv, fn), h, *args) for fn, args in calls])
+            for metric, calls in self._scalar_reads()
         }
         processes, unavailable = self._processes(gpu, h)
         util, enc, dec, mig, pstate = (
@@ -1185,7 +1203,7 @@ class NvmlReader:
             self._report(gpu, "pcie_throughput", message)
             return None, None
         tx, rx = (
-            self._get(gpu, "pcie_throughput", functools.partial(_given, answer))
+            self._get(gpu, "pcie_throughput", partial(_given, answer))
             for answer in call.result()
         )
         return _scaled(tx, 1 / 1024), _scaled(rx, 1 / 1024)  # KiB/s -> bytes/s
