@@ -1203,8 +1203,7 @@ class NvmlReader:
             self._report(gpu, "pcie_throughput", message)
             return None, None
         tx, rx = (
-            self._get(gpu, "pcie_throughput", partial(_given, answer))
-            for answer in call.result()
+            self._get(gpu, "pcie_throughput", partial(_given, answer)) for answer in call.result()
         )
         return _scaled(tx, 1 / 1024), _scaled(rx, 1 / 1024)  # KiB/s -> bytes/s
 
