@@ -48,6 +48,12 @@ RESCAN_SECONDS = 3.0
 #: A changed row takes these from the last row when equal: the history holds one copy.
 SHARED_STRINGS = ("user", "name", "command", "status")
 
+#: A process's real uid (its USER) is read from ``/proc/PID/status`` when it is first
+#: seen, then again at most this often: the status file is the costliest of a process's
+#: files, and a uid changes only through ``setuid`` and the like (no file gputop reads
+#: says when). A user change of a running process shows within this delay.
+UID_RECHECK_SECONDS = 5.0
+
 
 def _rate(delta: float | None, dt: float | None) -> float | None:
     if delta is None or dt is None or dt <= 0 or delta < 0:
@@ -118,6 +124,9 @@ class _Tracked:
     name: str | None = None
     # the named variables of its environment, read with each new command line (an exec)
     environment: tuple[tuple[str, str], ...] | None = None
+    # the real uid as last read, and when (monotonic)
+    uid: int | None = None
+    uid_at: float = 0.0
 
 
 def _row(
@@ -204,10 +213,13 @@ class HostReader:
         proc_root: str = PROC_ROOT,
         sys_cpu: str = SYS_CPU,
         cpu_freq: bool = True,
+        uid_recheck_seconds: float = UID_RECHECK_SECONDS,
     ) -> None:
         """``cpu_freq=False``: ``cpu_freq_mhz`` is None, for a consumer that does not show
-        it: /proc/cpuinfo is the costliest host file (some kernels interrupt every CPU)."""
+        it: /proc/cpuinfo is the costliest host file (some kernels interrupt every CPU).
+        ``uid_recheck_seconds=0``: every process's status file read every tick."""
         self._read_freq = cpu_freq
+        self._uid_recheck = uid_recheck_seconds
         self._rescan_seconds = rescan_seconds
         self._pid_max = procfs.pid_max()
         self.shared_pid_namespace = (
@@ -557,7 +569,7 @@ class HostReader:
         user: str | None = None
         io: tuple[int, int] | None = None
         try:
-            uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid))
+            uid = self._real_uid(tracked, now)
             if uid is not None:
                 user = procfs.user_name(uid)
             raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid))
@@ -585,6 +597,15 @@ class HostReader:
             "environment": tracked.environment if alive else None,
         }
         return _row(tracked, now, alive, fields.cpu_seconds, io, known), alive
+
+    def _real_uid(self, tracked: _Tracked, now: float) -> int | None:
+        """The real uid, read again when ``uid_recheck_seconds`` have passed since it was
+        read (or it could not be); raises ``_Gone``."""
+        if tracked.uid is None or not now - tracked.uid_at < self._uid_recheck:
+            pid = tracked.pid
+            tracked.uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid))
+            tracked.uid_at = now
+        return tracked.uid
 
     def _environment(self, pid: int) -> tuple[tuple[str, str], ...] | None:
         """The named variables of ``pid``'s environment; read once per command line, not

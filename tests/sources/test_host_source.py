@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psutil
@@ -734,3 +735,84 @@ def test_a_changed_row_shares_the_last_rows_equal_strings() -> None:
     assert out.user is last.user and out.command is last.command and out.name is last.name
     other = _share(replace(fresh, command="python eval.py"), last)
     assert other.command == "python eval.py" and other.user is last.user
+
+
+# --- the real uid, read again every UID_RECHECK_SECONDS ----------------------------------
+
+_SETUID_CHILD = """
+import os, sys
+print("ready", flush=True)
+for line in sys.stdin:
+    os.setuid(int(line))  # real, effective and saved: as a daemon dropping root does
+    print("done", flush=True)
+"""
+
+
+def _user_of(reader: HostReader, pid: int) -> str | None:
+    return _row(reader.read_processes([pid]), pid).user
+
+
+@pytest.mark.requires_root("a process that changes its user needs root")
+def test_a_user_change_shows_within_the_uid_recheck_period(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The status file (the real uid) is read when a process is first seen, then at most
+    every ``UID_RECHECK_SECONDS``: a ``setuid`` shows within that delay (the declared
+    loss), at once on the plain path (every tick)."""
+    clock = [1000.0]
+    monkeypatch.setattr(host_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    period = host_mod.UID_RECHECK_SECONDS
+    assert period > 1
+    spaced, plain = HostReader(), HostReader(uid_recheck_seconds=0)
+    nobody = 65534
+    with subprocess.Popen(
+        [sys.executable, "-c", _SETUID_CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None and child.stdin is not None
+            assert child.stdout.readline() == "ready\n"
+            assert _user_of(spaced, child.pid) == _user_of(plain, child.pid) == "root"
+            child.stdin.write(f"{nobody}\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "done\n"
+            clock[0] += 1.0
+            assert _user_of(plain, child.pid) == procfs.user_name(nobody)
+            assert _user_of(spaced, child.pid) == "root"  # read 1 s ago: as then
+            clock[0] += period - 1.0  # the period since the status file was read
+            assert _user_of(spaced, child.pid) == procfs.user_name(nobody)
+        finally:
+            child.kill()
+
+
+def test_the_spaced_uid_reads_equal_the_plain_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no user changes, rows read with the status file every tick and with it
+    every ``UID_RECHECK_SECONDS`` are the same, tick by tick (and the first sight of a
+    process reads it at once: a new pid's user is never late)."""
+    clock = [1000.0]
+    monkeypatch.setattr(host_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    reads: list[int] = []
+    real = procfs.read_real_uid
+
+    def counted(pid: int, proc_root: str = procfs.PROC_ROOT) -> int | None:
+        reads.append(pid)
+        return real(pid, proc_root)
+
+    monkeypatch.setattr(procfs, "read_real_uid", counted)
+    spaced, plain = HostReader(), HostReader(uid_recheck_seconds=0)
+    with spawn.running("sleep") as a, spawn.running("sleep") as b:
+        pids = [a.pid, b.pid, os.getpid()]
+        for tick in range(12):
+            reads.clear()
+            rows = spaced.read_processes(pids)
+            spaced_reads = len(reads)
+            assert [(r.pid, r.user) for r in rows] == [
+                (r.pid, r.user) for r in plain.read_processes(pids)
+            ]
+            assert all(r.user is not None for r in rows)
+            # the spaced reader read the status files on its first tick and every period
+            expected = len(rows) if tick % int(host_mod.UID_RECHECK_SECONDS) == 0 else 0
+            assert spaced_reads == expected, (tick, spaced_reads)
+            clock[0] += 1.0
