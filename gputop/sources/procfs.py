@@ -155,9 +155,12 @@ def newest_pid(proc_root: str = PROC_ROOT) -> int | None:
 
 
 def proc_is_ours(proc_root: str = PROC_ROOT) -> bool:
-    """Whether ``proc_root`` shows this process's PID namespace (``self`` is our pid)."""
+    """Whether ``proc_root`` shows this process's PID namespace (``self`` is our pid) and
+    its own ``loadavg`` (not another file mounted over it, as LXCFS does in containers:
+    its newest pid is not the kernel's)."""
     try:
-        return os.readlink(f"{proc_root}/self") == str(os.getpid())
+        same_device = os.stat(f"{proc_root}/loadavg").st_dev == os.stat(proc_root).st_dev
+        return same_device and os.readlink(f"{proc_root}/self") == str(os.getpid())
     except OSError:
         return False
 
