@@ -80,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
             for i, tree in enumerate(trees):
                 tree_env = dict(env, PYTHONPATH=str(tree))
                 name = f"gputop{i}"
-                panes.append(
-                    (name, start_pane(name, commands()["gputop"], tree_env, (200, 50)), tree)
-                )
+                # started in its tree: ``-m gputop`` imports the cwd's gputop first
+                pane = start_pane(name, commands()["gputop"], tree_env, (200, 50), cwd=tree)
+                panes.append((name, pane, tree))
             nvitop = start_pane("nvitop", commands()["nvitop"], env, (200, 50))
             panes.append(("nvitop", nvitop, None))
             for _, pane, _ in panes:

@@ -127,7 +127,11 @@ class Pane:
     note: str = ""
 
 
-def start_pane(tool: str, command: str, env: dict[str, str], size: tuple[int, int]) -> Pane:
+def start_pane(
+    tool: str, command: str, env: dict[str, str], size: tuple[int, int], cwd: Path = ROOT
+) -> Pane:
+    """``cwd``: where the command starts; ``python -m gputop`` imports the gputop there
+    before any on PYTHONPATH, so a tree of its own starts in that tree."""
     session = f"{tool}-{os.getpid()}"
     env_args: list[str] = []
     for key in ("LD_LIBRARY_PATH", "FAKE_NVML_SCENARIO", "PYTHONPATH", "PYTHONPYCACHEPREFIX"):
@@ -137,7 +141,7 @@ def start_pane(tool: str, command: str, env: dict[str, str], size: tuple[int, in
     started = time.monotonic()
     tmux(
         "new-session", "-d", "-s", session, "-x", str(w), "-y", str(h), *env_args,
-        "-c", str(ROOT), f"exec {command}",
+        "-c", str(cwd), f"exec {command}",
         ";", "set-option", "-t", session, "remain-on-exit", "on",  # keep a crash readable
     )  # fmt: skip
     pid = int(tmux("list-panes", "-t", session, "-F", "#{pane_pid}").split()[0])
