@@ -2,7 +2,7 @@
 """The dashboard's sampler thread alone, settled, per thread: CPU and wakeups (issue 32 §5).
 
     python bench/bench_sampler_idle.py [--per-gpu 2] [--settle 65] [--seconds 30]
-                                       [--tree DIR ...]
+                                       [--tree DIR ...] [--no-pcie]
 
 Each tree's gputop runs, in a process of its own, what the dashboard runs off its UI
 thread: a ``Sampler`` on the live source (``make_source``) every 1 s, each snapshot
@@ -12,8 +12,11 @@ diagnosis), no UI. All trees run at once, on the same fake 8 GPUs x ``--per-gpu`
 seconds the CPU time of every thread (``schedstat``, nanoseconds) and its context
 switches (voluntary, involuntary: from ``status``) are taken over ``--seconds``: the
 sampler's thread, the PCIe call threads, the rest. ``--tree DIR`` (repeatable; default
-this checkout): compare trees within one run. Without the UI thread the figures are
-steadier than ``bench_idle.py``'s. Needs gcc. Prints figures; it is not a test.
+this checkout): compare trees within one run; each starts in its tree (``-c`` imports the
+working directory's gputop first). ``--no-pcie``: the GPUs answer NOT_SUPPORTED for PCIe
+throughput, so no PCIe thread runs (what the threads cost, at most). Without the UI
+thread the figures are steadier than ``bench_idle.py``'s. Needs gcc. Prints figures; it
+is not a test.
 """
 
 from __future__ import annotations
