@@ -45,8 +45,21 @@ _WHOLE_DISK = re.compile(r"^(?:[shv]d[a-z]+|xvd[a-z]+|nvme\d+n\d+|mmcblk\d+)$")
 #: lists a pid it has not seen: a new dataloader worker shows within this delay.
 RESCAN_SECONDS = 3.0
 
+#: When the pass over every process is due, and the pids allocated since the last pass
+#: (``/proc/loadavg`` names the newest) are fewer than the processes it found, only those
+#: are read, the same tree for a fraction of the reads: a process can join a tree only as
+#: a new pid (a fork), as an orphan adopted by an ancestor it was already below. At most
+#: this many are added so between two whole passes (exited ones are not removed by it).
+NEW_PIDS_ADDED = 8
+
 #: A changed row takes these from the last row when equal: the history holds one copy.
 SHARED_STRINGS = ("user", "name", "command", "status")
+
+#: A process's real uid (its USER) is read from ``/proc/PID/status`` when it is first
+#: seen, then again at most this often: the status file is the costliest of a process's
+#: files, and a uid changes only through ``setuid`` and the like (no file gputop reads
+#: says when). A user change of a running process shows within this delay.
+UID_RECHECK_SECONDS = 5.0
 
 
 def _rate(delta: float | None, dt: float | None) -> float | None:
@@ -118,6 +131,9 @@ class _Tracked:
     name: str | None = None
     # the named variables of its environment, read with each new command line (an exec)
     environment: tuple[tuple[str, str], ...] | None = None
+    # the real uid as last read, and when (monotonic)
+    uid: int | None = None
+    uid_at: float = 0.0
 
 
 def _row(
@@ -204,10 +220,14 @@ class HostReader:
         proc_root: str = PROC_ROOT,
         sys_cpu: str = SYS_CPU,
         cpu_freq: bool = True,
+        uid_recheck_seconds: float = UID_RECHECK_SECONDS,
     ) -> None:
         """``cpu_freq=False``: ``cpu_freq_mhz`` is None, for a consumer that does not show
-        it: /proc/cpuinfo is the costliest host file (some kernels interrupt every CPU)."""
+        it: /proc/cpuinfo is the costliest host file (some kernels interrupt every CPU).
+        ``rescan_seconds=0``: a whole pass over every process on every call, never the
+        new pids alone; ``uid_recheck_seconds=0``: every status file read every call."""
         self._read_freq = cpu_freq
+        self._uid_recheck = uid_recheck_seconds
         self._rescan_seconds = rescan_seconds
         self._pid_max = procfs.pid_max()
         self.shared_pid_namespace = (
@@ -215,6 +235,11 @@ class HostReader:
         )
         self._last_scan: dict[int, _Stat] | None = None  # the last pass over all of /proc
         self._last_scan_at = 0.0
+        # the newest pid allocated before that pass (None: not known), and pids added since
+        self._cursor: int | None = None
+        self._added = 0
+        # /proc/loadavg's newest pid is of this PID namespace: of /proc's only when /proc is
+        self._newest_pids = proc_root == PROC_ROOT and procfs.proc_is_ours(PROC_ROOT)
         self._children: tuple[dict[int, _Stat], dict[int, list[int]]] | None = None
         self._host_time: float | None = None
         self._proc = proc_root
@@ -412,13 +437,41 @@ class HostReader:
         if (
             last is not None
             and self._use_proc
-            and now - self._last_scan_at < self._rescan_seconds
             and all(pid in last or pid in self._invisible or still_gone(pid) for pid in given)
         ):
-            return last, False, probed
+            if now - self._last_scan_at < self._rescan_seconds:
+                return last, False, probed
+            newer = self._newer(len(last)) if self._rescan_seconds > 0 else None
+            if newer is not None:  # the last pass and the processes started since
+                self._last_scan_at = now
+                if newer:
+                    last = self._last_scan = {**last, **newer}
+                return last, False, probed
+        cursor = procfs.newest_pid() if self._newest_pids else None  # before: see _newer
         scan = self._scan()
         self._last_scan, self._last_scan_at = scan, now
+        self._cursor, self._added = cursor, 0
         return scan, True, {}
+
+    def _newer(self, known: int) -> dict[int, _Stat] | None:
+        """pid -> stat of each process started since the last pass, from the pids
+        allocated since (read before the pass: one that started during it is among
+        them); None where a whole pass is needed: the pids wrapped, more were allocated
+        than ``known`` processes, or the ones added would pass ``NEW_PIDS_ADDED``."""
+        cursor = self._cursor
+        newest = procfs.newest_pid() if cursor is not None else None
+        if cursor is None or newest is None or not 0 <= newest - cursor <= known:
+            return None
+        newer: dict[int, _Stat] = {}
+        for pid in range(cursor + 1, newest + 1):
+            st = procfs.read_stat(pid)
+            # a thread's /proc/TID answers too, but is no process of the tree
+            if st is not None and procfs.read_tgid(pid) == pid:
+                newer[pid] = st
+        if self._added + len(newer) > NEW_PIDS_ADDED:
+            return None
+        self._cursor, self._added = newest, self._added + len(newer)
+        return newer
 
     def _stat(self, pid: int) -> _Stat | None:
         if self._use_proc:
@@ -557,7 +610,7 @@ class HostReader:
         user: str | None = None
         io: tuple[int, int] | None = None
         try:
-            uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid))
+            uid = self._real_uid(tracked, now)
             if uid is not None:
                 user = procfs.user_name(uid)
             raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid))
@@ -585,6 +638,15 @@ class HostReader:
             "environment": tracked.environment if alive else None,
         }
         return _row(tracked, now, alive, fields.cpu_seconds, io, known), alive
+
+    def _real_uid(self, tracked: _Tracked, now: float) -> int | None:
+        """The real uid, read again when ``uid_recheck_seconds`` have passed since it was
+        read (or it could not be); raises ``_Gone``."""
+        if tracked.uid is None or not now - tracked.uid_at < self._uid_recheck:
+            pid = tracked.pid
+            tracked.uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid))
+            tracked.uid_at = now
+        return tracked.uid
 
     def _environment(self, pid: int) -> tuple[tuple[str, str], ...] | None:
         """The named variables of ``pid``'s environment; read once per command line, not

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 from gputop.fmt import clean_text
@@ -404,7 +405,7 @@ class _Gpu:
     unsupported: dict[str, int] = field(default_factory=dict)
     variant: dict[str, int] = field(default_factory=dict)  # metric -> first working call
     last_sample_us: int = 0  # newest per-process utilization timestamp seen
-    pcie_calls: tuple[_PcieCall, _PcieCall] | None = None  # (TX, RX) of this handle
+    pcie_call: _PcieCall | None = None  # TX and RX of this handle
     # last read's rows by pid: an unchanged row is given out again (snapshots share it)
     last_processes: dict[int, GpuProcess] = field(default_factory=dict)
     # GPM: supported (asked once per attach); the last sample, when it was taken, a spare
@@ -432,9 +433,9 @@ class _Gpu:
         self.unsupported.clear()
         self.variant.clear()
         self.last_sample_us = 0
-        for call in self.pcie_calls or ():  # bound to the old handle
-            call.retire()
-        self.pcie_calls = None
+        if self.pcie_call is not None:  # bound to the old handle
+            self.pcie_call.retire()
+        self.pcie_call = None
 
 
 class NvmlReader:
@@ -450,11 +451,13 @@ class NvmlReader:
         self._count: int | None = None
         self._gpus: list[_Gpu] = []
         self._pcie_calls: list[_PcieCall] = []  # every PCIe call thread still alive
+        self._pcie_answers = _PcieAnswers()
         self._last_samples: dict[int, GpuSample] = {}  # the last read, by GPU index
         self._errors: list[SampleError] = []  # the running read's
         self._clock: Callable[[], float] = time.monotonic  # GPM spacing, counter rates
         self._gpm_request: Any = None  # one nvmlGpmMetricsGet_t, made on first use
         self._gpm_asked: tuple[int, ...] = ()  # the metric ids written in it last
+        self._reads: tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...] | None = None
         self.driver: DriverInfo = self._init()
 
     @property
@@ -599,11 +602,11 @@ class NvmlReader:
         self._pid_check.forget_except(
             {p.pid for r in readings if isinstance(r, dict) for p in r["processes"]}
         )
-        deadline = started + PCIE_WAIT_S
+        self._wait_pcie(started + PCIE_WAIT_S)
         samples: list[GpuSample] = []
         for gpu, reading in zip(self._gpus, readings, strict=True):
             try:
-                tx, rx = self._pcie_rates(gpu, deadline)
+                tx, rx = self._pcie_rates(gpu)
             except _Lost as lost:
                 self._mark_lost(gpu, str(lost))
                 samples.append(self._identity(gpu))
@@ -685,6 +688,25 @@ class NvmlReader:
         nv = self._nv
         return lambda: getattr(nv, fn)(h, *(getattr(nv, c) for c in consts))
 
+    def _scalar_reads(self) -> tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...]:
+        """``_READS`` for this pynvml: the variants it has (the oldest always: it fails as any
+        call does), each function's name and its constants' values; made once."""
+        reads = self._reads
+        if reads is None:
+            nv = self._nv
+            reads = self._reads = tuple(
+                (
+                    metric,
+                    tuple(
+                        (fn, tuple(getattr(nv, c) for c in consts))
+                        for fn, *consts in calls
+                        if (fn, *consts) == calls[-1] or hasattr(nv, fn)
+                    ),
+                )
+                for metric, calls in _READS.items()
+            )
+        return reads
+
     def _get(
         self,
         gpu: _Gpu,
@@ -722,13 +744,11 @@ class NvmlReader:
         nv = self._nv
         h = gpu.handle
         memory = self._memory(gpu, h)
+        get = self._get
         v = {
-            metric: self._get(
-                gpu,
-                metric,
-                *(self._call(h, *c) for c in calls if c == calls[-1] or hasattr(nv, c[0])),
-            )
-            for metric, calls in _READS.items()
+            # each function looked up at each call, as every other NVML call is
+            metric: get(gpu, metric, *[partial(getattr(nv, fn), h, *args) for fn, args in calls])
+            for metric, calls in self._scalar_reads()
         }
         processes, unavailable = self._processes(gpu, h)
         util, enc, dec, mig, pstate = (
@@ -1156,74 +1176,124 @@ class NvmlReader:
         for gpu in self._gpus:
             if gpu.handle is None or "pcie_throughput" in gpu.unsupported:
                 continue
-            calls = gpu.pcie_calls
-            if calls is None:
+            call = gpu.pcie_call
+            if call is None:
                 self._pcie_calls = [c for c in self._pcie_calls if c.thread.is_alive()]
-                calls = gpu.pcie_calls = (
-                    _PcieCall(nv, gpu.handle, nv.NVML_PCIE_UTIL_TX_BYTES, f"gpu{gpu.index}-tx"),
-                    _PcieCall(nv, gpu.handle, nv.NVML_PCIE_UTIL_RX_BYTES, f"gpu{gpu.index}-rx"),
+                counters = (nv.NVML_PCIE_UTIL_TX_BYTES, nv.NVML_PCIE_UTIL_RX_BYTES)
+                call = gpu.pcie_call = _PcieCall(
+                    nv, gpu.handle, counters, f"gpu{gpu.index}", self._pcie_answers
                 )
-                self._pcie_calls.extend(calls)
-            if not (calls[0].pending or calls[1].pending):  # none while one is unanswered
-                calls[0].start()
-                calls[1].start()
+                self._pcie_calls.append(call)
+            if not call.pending:  # never while one is unanswered
+                call.start()
 
-    def _pcie_rates(self, gpu: _Gpu, deadline: float) -> tuple[float | None, float | None]:
-        """(TX, RX) bytes/s, waiting until ``deadline``; None each: not asked or not answered."""
-        calls = gpu.pcie_calls
-        if calls is None or not calls[0].pending:  # no handle (reset), or not asked
+    def _wait_pcie(self, deadline: float) -> None:
+        """Until every PCIe call asked is answered, or ``deadline``: one wait for all."""
+        asked = [gpu.pcie_call for gpu in self._gpus if gpu.pcie_call is not None]
+        self._pcie_answers.wait([c for c in asked if c.pending], deadline - time.monotonic())
+
+    def _pcie_rates(self, gpu: _Gpu) -> tuple[float | None, float | None]:
+        """(TX, RX) bytes/s once ``_wait_pcie`` returned; None each: not asked or not
+        answered."""
+        call = gpu.pcie_call
+        if call is None or not call.pending:  # no handle (reset), or not asked
             return None, None
-        if not all(call.wait(deadline - time.monotonic()) for call in calls):
+        if call.answer is None:
             message = f"PCIe throughput: NVML has not answered within {PCIE_WAIT_S:g} s"
             self._report(gpu, "pcie_throughput", message)
             return None, None
-        tx, rx = (self._get(gpu, "pcie_throughput", call.result) for call in calls)
+        tx, rx = (
+            self._get(gpu, "pcie_throughput", partial(_given, answer)) for answer in call.result()
+        )
         return _scaled(tx, 1 / 1024), _scaled(rx, 1 / 1024)  # KiB/s -> bytes/s
 
 
-class _PcieCall:
-    """One GPU's PCIe throughput in one direction, on a thread that lives as long as the
-    handle and sleeps on a queue between ticks (cheaper than a pool's futures).
-    ``pending``: asked and not collected, so a slow call is never asked twice at once."""
+#: What one PCIe call answered: (value, None), or (0, what it raised).
+_Answer = tuple[int, BaseException | None]
 
-    def __init__(self, nv: Any, handle: Any, counter: int, name: str) -> None:
+
+def _given(answer: _Answer) -> int:
+    """The value a PCIe call answered; raises what it raised."""
+    value, error = answer
+    if error is not None:
+        raise error
+    return int(value)
+
+
+class _PcieAnswers:
+    """Where the PCIe call threads hand in their answers. The sampler's thread waits once
+    for all the calls it collects, and is woken once, by the last answer (not once per
+    call: each wake-up is a hand-over of the GIL)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._awaited: set[_PcieCall] = set()
+
+    def put(self, call: _PcieCall, answer: tuple[_Answer, _Answer]) -> None:
+        """On a call's thread."""
+        with self._cond:
+            call.answer = answer
+            self._awaited.discard(call)
+            if not self._awaited:
+                self._cond.notify()  # a no-op when nobody waits
+
+    def wait(self, calls: list[_PcieCall], timeout: float) -> None:
+        """Until each of ``calls`` has an answer, or ``timeout`` seconds."""
+        with self._cond:
+            self._awaited = {c for c in calls if c.answer is None}
+            if self._awaited and timeout > 0:
+                self._cond.wait_for(lambda: not self._awaited, timeout)
+            self._awaited = set()
+
+
+class _PcieCall:
+    """One GPU's PCIe throughput, TX then RX, on a thread that lives as long as the handle
+    and sleeps on a queue between ticks (cheaper than a pool's futures; one thread per
+    GPU, not per direction: half the hand-overs). ``pending``: asked and not collected,
+    so a slow call is never asked twice at once; ``answer``: set by the thread."""
+
+    def __init__(
+        self,
+        nv: Any,
+        handle: Any,
+        counters: tuple[int, int],
+        name: str,
+        answers: _PcieAnswers,
+    ) -> None:
         self._go: queue.SimpleQueue[bool] = queue.SimpleQueue()  # True: call, False: end
-        self._done: queue.SimpleQueue[tuple[int, BaseException | None]] = queue.SimpleQueue()
-        self._answer: tuple[int, BaseException | None] | None = None
+        self.answer: tuple[_Answer, _Answer] | None = None
         self.pending = False
         self.thread = threading.Thread(
-            target=self._run, args=(nv, handle, counter), name=f"gputop-pcie-{name}", daemon=True
+            target=self._run,
+            args=(nv, handle, counters, answers),
+            name=f"gputop-pcie-{name}",
+            daemon=True,
         )
         self.thread.start()
 
-    def _run(self, nv: Any, handle: Any, counter: int) -> None:
+    def _run(self, nv: Any, handle: Any, counters: tuple[int, int], answers: _PcieAnswers) -> None:
         while self._go.get():
-            try:  # looked up at each call, as every other NVML call is
-                self._done.put((nv.nvmlDeviceGetPcieThroughput(handle, counter), None))
-            except BaseException as exc:  # given to the sampler's thread by result()
-                self._done.put((0, exc))
+            got: list[_Answer] = []
+            for counter in counters:
+                try:  # looked up at each call, as every other NVML call is
+                    got.append((nv.nvmlDeviceGetPcieThroughput(handle, counter), None))
+                except BaseException as exc:  # given to the sampler's thread by result()
+                    got.append((0, exc))
+            answers.put(self, (got[0], got[1]))
 
     def start(self) -> None:
         self.pending = True
         self._go.put(True)
 
-    def wait(self, timeout: float) -> bool:
-        if self._answer is None:
-            with contextlib.suppress(queue.Empty):
-                self._answer = self._done.get(timeout=max(0.0, timeout))
-        return self._answer is not None
-
-    def result(self) -> int:
-        """After ``wait`` said it is in; raises what the call raised."""
-        assert self._answer is not None
-        (value, error), self._answer = self._answer, None
+    def result(self) -> tuple[_Answer, _Answer]:
+        """(TX, RX) once ``answer`` is in; the call may be asked again."""
+        assert self.answer is not None
+        answer, self.answer = self.answer, None
         self.pending = False
-        if error is not None:
-            raise error
-        return int(value)
+        return answer
 
     def retire(self) -> None:
-        """End the thread: at once when idle, else as soon as NVML answers its call."""
+        """End the thread: at once when idle, else as soon as NVML answers its calls."""
         self._go.put(False)
 
 

@@ -136,6 +136,35 @@ def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
     return _line_number(read_file(f"{proc_root}/{pid}/status", 16384), b"Uid:")
 
 
+def read_tgid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
+    """The process (thread group) of task ``pid``: ``pid`` itself for a process, its
+    process's for a thread; None when gone or unreadable."""
+    try:
+        return _line_number(read_file(f"{proc_root}/{pid}/status", 16384), b"Tgid:")
+    except OSError:
+        return None
+
+
+def newest_pid(proc_root: str = PROC_ROOT) -> int | None:
+    """The pid last allocated in this PID namespace (a process's or a thread's), from
+    ``loadavg``; pids are allocated upwards, then wrap. None when it cannot be read."""
+    try:
+        return int(read_file(f"{proc_root}/loadavg", 256).split()[4])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def proc_is_ours(proc_root: str = PROC_ROOT) -> bool:
+    """Whether ``proc_root`` shows this process's PID namespace (``self`` is our pid) and
+    its own ``loadavg`` (not another file mounted over it, as LXCFS does in containers:
+    its newest pid is not the kernel's)."""
+    try:
+        same_device = os.stat(f"{proc_root}/loadavg").st_dev == os.stat(proc_root).st_dev
+        return same_device and os.readlink(f"{proc_root}/self") == str(os.getpid())
+    except OSError:
+        return False
+
+
 @functools.lru_cache(maxsize=256)  # a lookup through NSS (LDAP, sssd) can be slow
 def user_name(uid: int) -> str | None:
     """The uid itself where it has no name (as ps shows it), None when the lookup fails."""

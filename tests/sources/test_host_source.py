@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psutil
@@ -734,3 +736,195 @@ def test_a_changed_row_shares_the_last_rows_equal_strings() -> None:
     assert out.user is last.user and out.command is last.command and out.name is last.name
     other = _share(replace(fresh, command="python eval.py"), last)
     assert other.command == "python eval.py" and other.user is last.user
+
+
+# --- the real uid, read again every UID_RECHECK_SECONDS ----------------------------------
+
+_SETUID_CHILD = """
+import os, sys
+print("ready", flush=True)
+for line in sys.stdin:
+    os.setuid(int(line))  # real, effective and saved: as a daemon dropping root does
+    print("done", flush=True)
+"""
+
+
+def _user_of(reader: HostReader, pid: int) -> str | None:
+    return _row(reader.read_processes([pid]), pid).user
+
+
+@pytest.mark.requires_root("a process that changes its user needs root")
+def test_a_user_change_shows_within_the_uid_recheck_period(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The status file (the real uid) is read when a process is first seen, then at most
+    every ``UID_RECHECK_SECONDS``: a ``setuid`` shows within that delay (the declared
+    loss), at once on the plain path (every tick)."""
+    clock = [1000.0]
+    monkeypatch.setattr(host_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    period = host_mod.UID_RECHECK_SECONDS
+    assert period > 1
+    spaced, plain = HostReader(), HostReader(uid_recheck_seconds=0)
+    nobody = 65534
+    with subprocess.Popen(
+        [sys.executable, "-c", _SETUID_CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None and child.stdin is not None
+            assert child.stdout.readline() == "ready\n"
+            assert _user_of(spaced, child.pid) == _user_of(plain, child.pid) == "root"
+            child.stdin.write(f"{nobody}\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "done\n"
+            clock[0] += 1.0
+            assert _user_of(plain, child.pid) == procfs.user_name(nobody)
+            assert _user_of(spaced, child.pid) == "root"  # read 1 s ago: as then
+            clock[0] += period - 1.0  # the period since the status file was read
+            assert _user_of(spaced, child.pid) == procfs.user_name(nobody)
+        finally:
+            child.kill()
+
+
+def test_the_spaced_uid_reads_equal_the_plain_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no user changes, rows read with the status file every tick and with it
+    every ``UID_RECHECK_SECONDS`` are the same, tick by tick (and the first sight of a
+    process reads it at once: a new pid's user is never late)."""
+    clock = [1000.0]
+    monkeypatch.setattr(host_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    reads: list[int] = []
+    real = procfs.read_real_uid
+
+    def counted(pid: int, proc_root: str = procfs.PROC_ROOT) -> int | None:
+        reads.append(pid)
+        return real(pid, proc_root)
+
+    monkeypatch.setattr(procfs, "read_real_uid", counted)
+    spaced, plain = HostReader(), HostReader(uid_recheck_seconds=0)
+    with spawn.running("sleep") as a, spawn.running("sleep") as b:
+        pids = [a.pid, b.pid, os.getpid()]
+        for tick in range(12):
+            reads.clear()
+            rows = spaced.read_processes(pids)
+            spaced_reads = len(reads)
+            assert [(r.pid, r.user) for r in rows] == [
+                (r.pid, r.user) for r in plain.read_processes(pids)
+            ]
+            assert all(r.user is not None for r in rows)
+            # the spaced reader read the status files on its first tick and every period
+            expected = len(rows) if tick % int(host_mod.UID_RECHECK_SECONDS) == 0 else 0
+            assert spaced_reads == expected, (tick, spaced_reads)
+            clock[0] += 1.0
+
+
+# --- between whole passes, the pids allocated since ------------------------------------
+
+_FORKING_CHILD = """
+import os, sys, threading, time
+print(os.getpid(), flush=True)
+kids = {}
+for line in sys.stdin:
+    what, _, arg = line.strip().partition(" ")
+    if what == "fork":  # a child, or with an argument a grandchild below that child
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            if arg:
+                grand = os.fork()
+                if grand == 0:
+                    time.sleep(600)
+                    os._exit(0)
+                os.write(w, f"{grand}\\n".encode())
+            else:
+                os.write(w, b"0\\n")
+            time.sleep(600)
+            os._exit(0)
+        os.close(w)
+        grand = int(os.read(r, 64).split()[0])
+        os.close(r)
+        kids[pid] = grand
+        print(pid, grand, flush=True)
+    elif what == "thread":  # a thread: a new pid (tid) that is no process
+        started = threading.Event()
+        def sleep(started=started):
+            started.set()
+            time.sleep(600)
+        threading.Thread(target=sleep, daemon=True).start()
+        started.wait()
+        print(threading.enumerate()[-1].native_id, flush=True)
+    elif what == "end":  # the oldest child (and its grandchild) exit
+        pid = next(iter(kids))
+        for p in (pid, kids.pop(pid)):
+            if p:
+                os.kill(p, 9)
+        os.waitpid(pid, 0)
+        print(pid, flush=True)
+"""
+
+
+def test_the_new_pids_alone_give_the_tree_a_whole_pass_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the pass over every process is due, the pids allocated since the last pass
+    are read alone: the same rows as a whole pass each call (plain: ``rescan_seconds=0``)
+    while a process forks children and grandchildren, starts threads (new pids that are
+    no processes) and children exit; and no whole pass while few pids come."""
+    clock = [1000.0]
+    monkeypatch.setattr(host_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(host_mod, "NEW_PIDS_ADDED", 1000)  # other programs' new processes
+    passes: list[int] = []
+    real_scan = host_mod.scan_processes
+
+    def counted(proc_root: str = procfs.PROC_ROOT) -> dict[int, Any]:
+        passes.append(procfs.newest_pid() or 0)
+        return real_scan(proc_root)
+
+    spaced = HostReader(rescan_seconds=host_mod.RESCAN_SECONDS)
+    if not spaced._newest_pids:
+        missing("/proc is not of this PID namespace: no newest pid to follow")
+    plain = HostReader(rescan_seconds=0)
+    with subprocess.Popen(
+        [sys.executable, "-c", _FORKING_CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdin is not None and child.stdout is not None
+            root = int(child.stdout.readline())
+
+            def ask(what: str) -> list[int]:
+                assert child.stdin is not None and child.stdout is not None
+                child.stdin.write(what + "\n")
+                child.stdin.flush()
+                return [int(x) for x in child.stdout.readline().split()]
+
+            def same_tree() -> set[int]:
+                clock[0] += host_mod.RESCAN_SECONDS  # a pass is due on every call
+                monkeypatch.setattr(host_mod, "scan_processes", counted)
+                rows = spaced.read_processes([root])
+                monkeypatch.setattr(host_mod, "scan_processes", real_scan)
+                tree = {(r.pid, r.ppid) for r in rows}
+                assert tree == {(r.pid, r.ppid) for r in plain.read_processes([root])}
+                return {pid for pid, _ in tree}
+
+            assert same_tree() == {root}
+            kid, _ = ask("fork")
+            kid2, grand = ask("fork with-a-grandchild")
+            assert same_tree() == {root, kid, kid2, grand}
+            tids = [ask("thread")[0] for _ in range(3)]
+            assert same_tree() == {root, kid, kid2, grand}  # threads are no processes
+            assert not set(tids) & same_tree()
+            assert ask("end") == [kid]
+            assert same_tree() == {root, kid2, grand}
+            kid3, _ = ask("fork")
+            assert same_tree() == {root, kid2, grand, kid3}
+        finally:
+            child.kill()
+    # whole passes: the first, the one after a child of the tree exited (it says so), and
+    # any where the pids wrapped meanwhile; not one per call
+    wraps = sum(1 for a, b in itertools.pairwise(passes) if b < a)
+    assert 1 <= len(passes) <= 2 + wraps + 1, passes

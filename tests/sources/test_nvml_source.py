@@ -17,6 +17,7 @@ import pytest
 from gputop.model import GpuSample, SampleError
 from gputop.sources.nvml import (
     NvmlReader,
+    _PcieAnswers,
     _PcieCall,
     cuda_version_string,
     decode_clock_event_reasons,
@@ -649,7 +650,7 @@ def test_pcie_throughput_read_concurrently(
 def test_very_slow_pcie_does_not_hold_the_tick(
     fake_nvml: FakeNvml, reader: Reader, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Causal, not timed: the read returns while the slow PCIe calls still run."""
+    """Causal, not timed: the read returns while the slow PCIe call still runs."""
     slow = FakeGpu(pcie_tx_kbps=7, pcie_rx_kbps=8)
     slow.sleeps_ms = {"nvmlDeviceGetPcieThroughput": 3000}
     fake_nvml.write(Scenario(gpus=[slow, FakeGpu()]))
@@ -657,17 +658,20 @@ def test_very_slow_pcie_does_not_hold_the_tick(
     monkeypatch.setattr(pynvml, "nvmlDeviceGetPcieThroughput", calls)
     r = reader()
     (g0, g1), errors = r.read()
-    assert calls.now == 2  # GPU 0's two calls are still sleeping: the read did not wait
+    assert calls.now == 1  # GPU 0's call (TX, RX after it) still sleeps: the read did not wait
     assert g0.pcie.tx_bytes_per_s is None and g0.utilization.gpu == 50.0
     assert g1.pcie.tx_bytes_per_s == 1000 * 1024.0
     assert [(e.gpu, e.metric) for e in errors] == [(0, "pcie_throughput")]
+    (g0, g1), errors = r.read()  # still unanswered: not asked again, n/a again
+    assert g0.pcie.tx_bytes_per_s is None and g1.pcie.rx_bytes_per_s == 2000 * 1024.0
+    assert [(e.gpu, e.metric) for e in errors] == [(0, "pcie_throughput")]
     deadline = time.monotonic() + 30
-    while calls.now:  # the calls finish in the background
+    while calls.total < 2 + 2 + 2 or calls.now:  # GPU 0's TX, then RX, in the background
         assert time.monotonic() < deadline, "the PCIe calls never returned"
         time.sleep(0.05)
     (g0, _), errors = r.read()  # their answers are used now, no second call was started
     assert errors == ()
-    assert calls.total == 2 + 2 + 2  # GPU 0 once; GPU 1 on each read
+    assert calls.total == 2 + 2 + 2 + 2  # GPU 0 once (TX and RX); GPU 1 on each read
     assert (g0.pcie.tx_bytes_per_s, g0.pcie.rx_bytes_per_s) == (7 * 1024.0, 8 * 1024.0)
 
 
@@ -675,56 +679,100 @@ class _GatedNv:
     """A stand-in for pynvml's one PCIe call, held until the test lets it answer."""
 
     NVML_PCIE_UTIL_TX_BYTES = 0
+    NVML_PCIE_UTIL_RX_BYTES = 1
 
     def __init__(self) -> None:
         self.entered = threading.Event()
         self.release = threading.Event()
-        self.calls = 0
+        self.calls: list[int] = []  # the counters asked, in order
 
     def nvmlDeviceGetPcieThroughput(self, handle: object, counter: int) -> int:
-        self.calls += 1
+        self.calls.append(counter)
         self.entered.set()
         assert self.release.wait(30)
-        if handle == "broken":
+        if handle == "broken" and counter == 1:
             raise ValueError("no answer")
-        return 42
+        return 42 + counter
+
+
+def _pcie_call(nv: _GatedNv, handle: str) -> tuple[_PcieCall, _PcieAnswers]:
+    answers = _PcieAnswers()
+    counters = (nv.NVML_PCIE_UTIL_TX_BYTES, nv.NVML_PCIE_UTIL_RX_BYTES)
+    return _PcieCall(nv, handle, counters, "test", answers), answers
 
 
 def test_a_pcie_call_thread_answers_once_per_start_and_ends_when_retired() -> None:
-    """The per-direction thread: one call per start, the answer or the error handed over,
+    """The per-GPU thread: TX then RX per start, the answers or the errors handed over,
     and retiring ends it whether it is idle, calling, or just handed a call."""
     nv = _GatedNv()
-    call = _PcieCall(nv, "h", 0, "test")
+    call, answers = _pcie_call(nv, "h")
     call.start()
     assert nv.entered.wait(30) and call.pending
-    assert call.wait(0) is False  # still in NVML: not answered, still pending
+    answers.wait([call], 0)
+    assert call.answer is None and call.pending  # still in NVML: not answered, still pending
     nv.release.set()
-    assert call.wait(30) and call.result() == 42 and not call.pending and nv.calls == 1
+    answers.wait([call], 30)
+    assert call.result() == ((42, None), (43, None)) and not call.pending
+    assert nv.calls == [0, 1]
     call.retire()  # idle: ends at once without calling
     call.thread.join(30)
-    assert not call.thread.is_alive() and nv.calls == 1
+    assert not call.thread.is_alive() and nv.calls == [0, 1]
 
     nv = _GatedNv()
-    call = _PcieCall(nv, "broken", 0, "test")
+    call, answers = _pcie_call(nv, "broken")
     call.start()
     assert nv.entered.wait(30)
     call.retire()  # in a call: ends when NVML answers, the answer is not waited for
     assert call.thread.is_alive()
     nv.release.set()
     call.thread.join(30)
-    assert not call.thread.is_alive() and nv.calls == 1
+    assert not call.thread.is_alive() and nv.calls == [0, 1]
 
     nv = _GatedNv()
     nv.release.set()
-    call = _PcieCall(nv, "broken", 0, "test")
+    call, answers = _pcie_call(nv, "broken")
     call.start()
-    assert call.wait(30)
-    with pytest.raises(ValueError, match="no answer"):
-        call.result()
+    answers.wait([call], 30)
+    (tx, tx_error), (_, rx_error) = call.result()
+    assert (tx, tx_error) == (42, None)  # each direction answers for itself
+    assert isinstance(rx_error, ValueError) and "no answer" in str(rx_error)
     call.start()
     call.retire()  # just handed a call: the thread may not have taken it yet
     call.thread.join(30)
-    assert not call.thread.is_alive() and nv.calls <= 2
+    assert not call.thread.is_alive() and len(nv.calls) <= 4
+
+
+def test_the_pcie_wait_ends_with_the_last_answer_or_the_timeout() -> None:
+    """One wait for all the calls: it returns once every call it waits for has answered
+    (not before), and at its timeout when one has not; an answer that comes with
+    nobody waiting is kept for the next collection."""
+    gated, free = _GatedNv(), _GatedNv()
+    free.release.set()
+    answers = _PcieAnswers()
+    counters = (0, 1)
+    slow = _PcieCall(gated, "h", counters, "slow", answers)
+    fast = _PcieCall(free, "h", counters, "fast", answers)
+    try:
+        slow.start()
+        fast.start()
+        answers.wait([slow, fast], 0.05)  # the slow one holds: the wait ends at its timeout
+        assert slow.answer is None
+        gated.release.set()
+        answers.wait([slow, fast], 30)  # ends when the last answers
+        assert slow.answer is not None and fast.answer is not None
+        assert slow.result() == fast.result() == ((42, None), (43, None))
+        fast.start()
+        deadline = time.monotonic() + 30
+        while fast.answer is None:  # answered with nobody waiting
+            assert time.monotonic() < deadline, "the call never answered"
+            time.sleep(0.01)
+        answers.wait([fast], 0)
+        assert fast.result() == ((42, None), (43, None))
+    finally:
+        gated.release.set()
+        for call in (slow, fast):
+            call.retire()
+            call.thread.join(30)
 
 
 def test_a_lost_gpu_ends_its_pcie_threads_and_close_leaves_none(
@@ -734,15 +782,15 @@ def test_a_lost_gpu_ends_its_pcie_threads_and_close_leaves_none(
     before = threading.active_count()
     r = reader()
     r.read()
-    assert threading.active_count() == before + 4  # TX and RX of each GPU
+    assert threading.active_count() == before + 2  # one per GPU: TX and RX
     lost = FakeGpu()
     lost.errors = {"nvmlDeviceGetUtilizationRates": "GPU_IS_LOST"}
     fake_nvml.write(Scenario(gpus=[lost, FakeGpu()]))
     (g0, g1), _ = r.read()
     assert g0.lost and not g1.lost
     deadline = time.monotonic() + 30
-    while threading.active_count() > before + 2:  # GPU 0's two threads end
-        assert time.monotonic() < deadline, "a lost GPU's PCIe threads did not end"
+    while threading.active_count() > before + 1:  # GPU 0's thread ends
+        assert time.monotonic() < deadline, "a lost GPU's PCIe thread did not end"
         time.sleep(0.01)
     r.close()
     assert threading.active_count() == before

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -175,3 +176,35 @@ def test_read_io_parses_what_the_kernel_writes(
     (tmp_path / "42").mkdir()
     (tmp_path / "42" / "io").write_bytes(data)
     assert procfs.read_io(42, str(tmp_path)) == expected
+
+
+def test_newest_pid_tgid_and_whose_proc(tmp_path: Path) -> None:
+    """What the pass over new pids rests on: loadavg's newest pid (garbage: None), a
+    thread's tgid (its process's), and whether a /proc is this process's own."""
+    assert procfs.proc_is_ours()  # the real /proc of the tests' namespace
+    newest = procfs.newest_pid()
+    assert newest is not None and newest > 0
+    (tmp_path / "loadavg").write_text("0.01 0.02 0.03 1/99 4242\n")
+    assert procfs.newest_pid(str(tmp_path)) == 4242
+    for garbage in ("", "0.01 0.02 0.03 1/99\n", "0.01 0.02 0.03 1/99 x\n"):
+        (tmp_path / "loadavg").write_text(garbage)
+        assert procfs.newest_pid(str(tmp_path)) is None
+    assert not procfs.proc_is_ours(str(tmp_path))  # no self link: not a /proc of ours
+    assert procfs.read_tgid(os.getpid()) == os.getpid()
+    started, stop = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def run() -> None:
+        tid.append(threading.get_native_id())
+        started.set()
+        stop.wait(30)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert started.wait(30)
+        assert tid[0] != os.getpid() and procfs.read_tgid(tid[0]) == os.getpid()
+    finally:
+        stop.set()
+        thread.join(30)
+    assert procfs.read_tgid(procfs.PID_MAX_LIMIT + 1) is None  # no such task
