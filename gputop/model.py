@@ -151,7 +151,8 @@ class Probe:
 
 
 #: The environment variables of a process that gputop reads and shows (the process
-#: screen): which GPUs it sees, and its place in a distributed job. No other is read.
+#: screen): which GPUs it sees, and its place in a distributed job. The only other one read
+#: is a Slurm step's job name, which names its owner (`sources.owners`).
 ENVIRONMENT_NAMES: tuple[str, ...] = (
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
