@@ -437,3 +437,16 @@ def test_probe_words_never_raise_on_bad_figures() -> None:
     assert probe_words(float("nan"), float("inf")) == ""
     assert probe_words(1e300, -1.0) == "wait 100%"
     assert probe_words(None, None) == ""
+
+
+def test_the_demo_nodes_are_the_names_the_parsers_offer() -> None:
+    """The names live in ``sources.base`` (the parsers take them without loading the demo);
+    each names one server, in order: the first is the default."""
+    from gputop.cli import build_parser
+    from gputop.sources.base import DEMO_NODES
+    from gputop.sources.demo import NODES, DemoSource
+
+    assert tuple(NODES) == DEMO_NODES
+    assert DemoSource(0).node is NODES[DEMO_NODES[0]]
+    choices = {a.dest: a.choices for a in build_parser()._actions}
+    assert choices["demo_node"] == DEMO_NODES
