@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
@@ -17,7 +17,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.diagnosis import Diagnosis
@@ -51,6 +51,9 @@ from gputop.views.parts import (
     Parts,
     gpu_ranges,
 )
+
+if TYPE_CHECKING:
+    from textual.widgets import Footer
 
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
@@ -213,7 +216,8 @@ class GpuTopApp(App[int]):
             yield NoMatch(id="no-match")  # the filter or GPU choice hides every process
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
-        yield Footer(id="footer")
+        # The footer (a widget per key, and its CSS) comes right after the first frame's
+        # paint (_mount_footer): the GPU lines need none of it.
 
     @property
     def header(self) -> HeaderLine:
@@ -292,6 +296,25 @@ class GpuTopApp(App[int]):
             self.set_interval(1.0, self._check_stale, name="stale-check")
         if self.snapshot is None:
             self._render_header()
+        self.call_after_refresh(self._mount_footer)
+
+    async def _mount_footer(self) -> None:
+        """The footer, one refresh after the first frame: docked at the bottom, it takes
+        its row from the table in the next frame."""
+        from textual.widgets import Footer  # its module too: nothing before the first frame
+
+        main = self._main_screen
+        if self.closing or main.query_one_optional("#footer") is not None:
+            return
+        footer = Footer(id="footer")
+        self._set_footer(footer, self.size)
+        await main.mount(footer)
+        main.refresh_bindings()  # the footer lists the keys when the bindings are said
+
+    def _set_footer(self, footer: Footer, size: Size) -> None:
+        footer.compact = self.compact
+        # Narrower, the keys take the room: `?` lists ctrl+p.
+        footer.show_command_palette = size.width >= FOOTER_PALETTE_WIDTH
 
     def _apply_latest(self, sampler: Stream) -> None:
         """The first frame: what the source has already (drawn on mount)."""
@@ -534,10 +557,9 @@ class GpuTopApp(App[int]):
         self.compact = compact
         main = self.query_one("#main")
         main.set_class(compact, "-compact")
-        footer = self.query_one("#footer", Footer)
-        footer.compact = compact
-        # Narrower, the keys take the room: `?` lists ctrl+p.
-        footer.show_command_palette = size.width >= FOOTER_PALETTE_WIDTH
+        footer = self._main_screen.query_one_optional("#footer")
+        if footer is not None:  # else _mount_footer sets it
+            self._set_footer(cast("Footer", footer), size)
         if too_small != self.too_small:
             self.too_small = too_small
             main.display = not too_small

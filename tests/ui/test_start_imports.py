@@ -43,6 +43,9 @@ NOT_AT_START = (
     "torch",
     "gputop.ui.screens.job_detail",
     "gputop.ui.screens.process",
+    # The footer (a widget per key, with their CSS) is mounted one refresh after the
+    # first frame (GpuTopApp._mount_footer): its module loads then.
+    "textual.widgets._footer",
 )
 #: Loaded only by the demo: a live start (the fake NVML) never needs them; the parser's
 #: ``--demo-node`` choices come from ``sources.base.DEMO_NODES``.
