@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 tree_env = dict(env, PYTHONPATH=str(tree))
                 name = f"gputop{i}"
                 panes.append(
-                    (name, start_pane(name, commands()["gputop"], tree_env, (200, 50)), tree)
+                    (name, start_pane(name, commands()["gputop"], tree_env, (200, 50), tree), tree)
                 )
             nvitop = start_pane("nvitop", commands()["nvitop"], env, (200, 50))
             panes.append(("nvitop", nvitop, None))

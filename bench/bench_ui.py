@@ -127,7 +127,11 @@ class Pane:
     note: str = ""
 
 
-def start_pane(tool: str, command: str, env: dict[str, str], size: tuple[int, int]) -> Pane:
+def start_pane(
+    tool: str, command: str, env: dict[str, str], size: tuple[int, int], cwd: Path = ROOT
+) -> Pane:
+    """``command`` in a new detached pane, in ``cwd``: ``python -m gputop`` imports the
+    gputop of its working directory before PYTHONPATH's, so a tree's runs start in it."""
     session = f"{tool}-{os.getpid()}"
     env_args: list[str] = []
     for key in ("LD_LIBRARY_PATH", "FAKE_NVML_SCENARIO", "PYTHONPATH", "PYTHONPYCACHEPREFIX"):
@@ -137,7 +141,7 @@ def start_pane(tool: str, command: str, env: dict[str, str], size: tuple[int, in
     started = time.monotonic()
     tmux(
         "new-session", "-d", "-s", session, "-x", str(w), "-y", str(h), *env_args,
-        "-c", str(ROOT), f"exec {command}",
+        "-c", str(cwd), f"exec {command}",
         ";", "set-option", "-t", session, "remain-on-exit", "on",  # keep a crash readable
     )  # fmt: skip
     pid = int(tmux("list-panes", "-t", session, "-F", "#{pane_pid}").split()[0])
@@ -209,7 +213,7 @@ def run_round(
             tmux("kill-session", "-t", p.session, check=False)
 
 
-def warm_bytecode(env: dict[str, str], prefix: Path, nvitop: str) -> None:
+def warm_bytecode(env: dict[str, str], prefix: Path, nvitop: str, cwd: Path = ROOT) -> None:
     """Compile both tools' modules once into a private byte-code cache that the panes use.
 
     An installed package has its byte code compiled (pip does it); a checkout run with
@@ -226,7 +230,7 @@ def warm_bytecode(env: dict[str, str], prefix: Path, nvitop: str) -> None:
         (str(nvitop_python) if nvitop_python.exists() else sys.executable, "nvitop.cli"),
     ):
         subprocess.run(
-            [python, "-c", f"import {modules}"], env=env, cwd=ROOT, check=False, capture_output=True
+            [python, "-c", f"import {modules}"], env=env, cwd=cwd, check=False, capture_output=True
         )
 
 
