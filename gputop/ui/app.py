@@ -59,6 +59,9 @@ if TYPE_CHECKING:
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
 
 
+#: What the empty filter box says.
+FILTER_PLACEHOLDER = "filter: command, user or pid (Esc clears)"
+
 #: How long a toast stays (Textual's default is 5 s), and the most over a screen of charts.
 TOAST_SECONDS = 3.0
 
@@ -212,12 +215,12 @@ class GpuTopApp(App[int]):
             yield GpuPanel(id="gpus")
             yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
             yield ProcessNotes(id="notes")  # why the process table may be incomplete
-            yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
+            # Here comes the filter box (filter_input), hidden until asked for.
             yield NoMatch(id="no-match")  # the filter or GPU choice hides every process
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
-        # The footer (a widget per key, and its CSS) comes right after the first frame's
-        # paint (_mount_footer): the GPU lines need none of it.
+        # The footer (a widget per key, and its CSS) and the filter box come right after
+        # the first frame's paint (_mount_after_first_frame): the GPU lines need neither.
 
     @property
     def header(self) -> HeaderLine:
@@ -237,7 +240,13 @@ class GpuTopApp(App[int]):
 
     @property
     def filter_input(self) -> Input:
-        return self.query_one("#filter", Input)
+        """The filter box: mounted after the first frame, or now if asked for before."""
+        main = self._main_screen
+        box = main.query_one_optional("#filter", Input)
+        if box is None:
+            box = Input(placeholder=FILTER_PLACEHOLDER, id="filter")
+            main.query_one("#main").mount(box, before="#no-match")
+        return box
 
     @property
     def text_filter(self) -> str:
@@ -296,16 +305,17 @@ class GpuTopApp(App[int]):
             self.set_interval(1.0, self._check_stale, name="stale-check")
         if self.snapshot is None:
             self._render_header()
-        self.call_after_refresh(self._mount_footer)
+        self.call_after_refresh(self._mount_after_first_frame)
 
-    async def _mount_footer(self) -> None:
-        """The footer, one refresh after the first frame: docked at the bottom, it takes
-        its row from the table in the next frame."""
+    async def _mount_after_first_frame(self) -> None:
+        """The filter box (hidden) and the footer, one refresh after the first frame: the
+        footer, docked at the bottom, takes its row from the table in the next frame."""
         from textual.widgets import Footer  # its module too: nothing before the first frame
 
         main = self._main_screen
         if self.closing or main.query_one_optional("#footer") is not None:
             return
+        _ = self.filter_input  # mounts it
         footer = Footer(id="footer")
         self._set_footer(footer, self.size)
         await main.mount(footer)
@@ -558,7 +568,7 @@ class GpuTopApp(App[int]):
         main = self.query_one("#main")
         main.set_class(compact, "-compact")
         footer = self._main_screen.query_one_optional("#footer")
-        if footer is not None:  # else _mount_footer sets it
+        if footer is not None:  # else _mount_after_first_frame sets it
             self._set_footer(cast("Footer", footer), size)
         if too_small != self.too_small:
             self.too_small = too_small
@@ -846,7 +856,8 @@ class GpuTopApp(App[int]):
             return False  # off, and out of the footer: "kill_refused" says why
         if action not in MAIN_ONLY_ACTIONS or not self.screen_stack:
             return True
-        if action == "filter" and self.focused is self.filter_input:
+        box = self._main_screen.query_one_optional("#filter")  # None before it is mounted
+        if action == "filter" and box is not None and self.focused is box:
             return False  # "/" typed in the box is a character of the filter
         return self.screen is self._main_screen
 

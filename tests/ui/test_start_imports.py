@@ -44,7 +44,7 @@ NOT_AT_START = (
     "gputop.ui.screens.job_detail",
     "gputop.ui.screens.process",
     # The footer (a widget per key, with their CSS) is mounted one refresh after the
-    # first frame (GpuTopApp._mount_footer): its module loads then.
+    # first frame (GpuTopApp._mount_after_first_frame): its module loads then.
     "textual.widgets._footer",
 )
 #: Loaded only by the demo: a live start (the fake NVML) never needs them; the parser's
