@@ -40,6 +40,9 @@ compare trees within one run: ``gputop0``, ``gputop1``, ... in the order given, 
 started in its own tree (``python -m`` imports the working directory's package first),
 each against the floor and nvitop of the same run.
 
+``--starts N``: only the timed starts, N rotating rounds, no steady part (no RSS or CPU):
+more starts in the same time, for the first frame alone.
+
 ``--quick`` (development): 2 rounds, 8x2 only, RSS at 6 s, CPU over 8 s (``--age 0`` to
 start at once).
 Needs tmux, gcc (to build the fake) and nvitop. Prints figures; it is not a test.
@@ -155,15 +158,12 @@ def programs(env: dict[str, str], trees: list[Path]) -> dict[str, Program]:
     return out
 
 
-def run_round(
-    order: list[str],
-    progs: dict[str, Program],
-    size: tuple[int, int],
-    rss_at: float,
-    seconds: float,
-) -> list[Figures]:
+def time_starts(
+    order: list[str], progs: dict[str, Program], size: tuple[int, int]
+) -> dict[str, float | None]:
+    """Each program started alone, timed to its first frame and ended."""
     first: dict[str, float | None] = {}
-    for tool in order:  # each start timed alone
+    for tool in order:
         pane = progs[tool].start(tool, size)
         try:
             wait_first_frame(pane)
@@ -171,6 +171,17 @@ def run_round(
         finally:
             tmux("kill-session", "-t", pane.session, check=False)
         time.sleep(SETTLE_S)
+    return first
+
+
+def run_round(
+    order: list[str],
+    progs: dict[str, Program],
+    size: tuple[int, int],
+    rss_at: float,
+    seconds: float,
+) -> list[Figures]:
+    first = time_starts(order, progs, size)
     panes: list[Pane] = []
     try:
         for tool in order:
@@ -254,6 +265,28 @@ def print_goals(m: dict[str, Figures], gputop: str = "gputop") -> None:
     print(f"  RSS, floor - bare:                      {minus(f.rss_mib, b.rss_mib)} MiB")
 
 
+def print_starts(
+    tools: list[str], progs: dict[str, Program], size: tuple[int, int], rounds: int
+) -> None:
+    """``--starts``: the first frames of ``rounds`` rotating rounds, and each one's
+    median and mean against the floor's."""
+    got: dict[str, list[float]] = {t: [] for t in tools}
+    for r in range(rounds):
+        order = tools[r % len(tools) :] + tools[: r % len(tools)]
+        for tool, s in time_starts(order, progs, size).items():
+            if s is not None:
+                got[tool].append(s)
+    floor = statistics.median(got["floor"]) if got["floor"] else None
+    print(f"  first frame, {rounds} starts each (load at the end {os.getloadavg()[0]:.2f}):")
+    for tool, v in got.items():
+        if not v:
+            print(f"    {tool:<8} n/a")
+            continue
+        med = statistics.median(v)
+        vs = f"{med / floor:.2f} x the floor's" if floor else ""
+        print(f"    {tool:<8} median {med:.3f} s, mean {statistics.mean(v):.3f} s  {vs}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -266,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="2 rounds, 8x2, short windows")
     parser.add_argument("--tree", action="append", type=Path, help="a gputop checkout")
+    parser.add_argument(
+        "--starts",
+        type=int,
+        metavar="N",
+        help="only the timed starts, N rounds (no steady part): first frames, finer",
+    )
     args = parser.parse_args(argv)
     trees = [t.resolve() for t in args.tree or [ROOT]]
     if args.quick:
@@ -307,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     for name, tree in zip(tools, trees, strict=False):
                         print(f"  {name}: {tree}")
+                    if args.starts:
+                        print_starts(tools, progs, (w, h), args.starts)
+                        continue
                     rows: list[Figures] = []
                     for r in range(args.rounds):
                         order = tools[r % len(tools) :] + tools[: r % len(tools)]
