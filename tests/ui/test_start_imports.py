@@ -53,10 +53,12 @@ NOT_AT_LIVE_START = ("gputop.sources.demo",)
 #: gputop's own modules at the first frame, at most (47: sources.owners, issue 22, whose
 #: owners the first frame's process table shows; 51: issue 31's probe reader, the file
 #: contract it reads by, the measured verdicts and the probe column's cells, which the
-#: first frame shows where a training process runs the probe).
-GPUTOP_AT_START = 51
-#: Every module at the first frame, Python's and Textual's included, at most.
-ALL_AT_START = 470
+#: first frame shows where a training process runs the probe; 50: issue 32, the demo's
+#: module no longer loaded for the parser's --demo-node choices).
+GPUTOP_AT_START = 50
+#: Every module at the first frame, Python's and Textual's included, at most (462 on the
+#: fake NVML at issue 32, the footer's module after the first frame).
+ALL_AT_START = 466
 
 PROBE = """
 import json, sys
