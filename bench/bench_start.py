@@ -4,6 +4,7 @@ and the stack's floor.
 
     python bench/bench_start.py [--rounds 5] [--scenarios 8x2,8x16] [--size 200x50]
                                 [--rss-at 20] [--seconds 30] [--age 60] [--quick]
+                                [--tree DIR ...]
 
 Each program runs in its own detached tmux pane of the same size (``bench_ui.py``'s
 panes), on the same fake 8-GPU scenario (tests/fakenvml; ``8xN``: N real ``sleep``
@@ -33,6 +34,14 @@ floor's (goal <= 1.2), gputop's RSS minus the floor's (goal <= 8 MiB), and gputo
 against nvitop's (goal <= 0.5); and issue 23's, against the bare app. The load average
 is printed with each round: the machine's other load moves every figure, so compare
 within a run.
+
+``--tree DIR`` (repeatable): run the gputop of that checkout (default: this one), to
+compare trees within one run: ``gputop0``, ``gputop1``, ... in the order given, each
+started in its own tree (``python -m`` imports the working directory's package first),
+each against the floor and nvitop of the same run.
+
+``--starts N``: only the timed starts, N rotating rounds, no steady part (no RSS or CPU):
+more starts in the same time, for the first frame alone.
 
 ``--quick`` (development): 2 rounds, 8x2 only, RSS at 6 s, CPU over 8 s (``--age 0`` to
 start at once).
@@ -112,6 +121,7 @@ class Figures:
 
 
 def commands() -> dict[str, str]:
+    """Each program's command by name (gputop's, the same for every tree)."""
     py = shlex.quote(sys.executable)
     nvitop = shutil.which("nvitop") or str(Path(sys.executable).parent / "nvitop")
     plain = "env -u PYTHONDONTWRITEBYTECODE"
@@ -123,22 +133,59 @@ def commands() -> dict[str, str]:
     }
 
 
-def run_round(
-    order: list[str], env: dict[str, str], size: tuple[int, int], rss_at: float, seconds: float
-) -> list[Figures]:
+@dataclass
+class Program:
+    """One program of the run: its command, environment and working directory."""
+
+    command: str
+    env: dict[str, str]
+    cwd: Path = ROOT
+
+    def start(self, tool: str, size: tuple[int, int]) -> Pane:
+        return start_pane(tool, self.command, self.env, size, self.cwd)
+
+
+def programs(env: dict[str, str], trees: list[Path]) -> dict[str, Program]:
+    """``gputop`` (one tree) or ``gputop0``, ``gputop1``... (one per tree), then the rest."""
+    cmd = commands()
+    named = (
+        {"gputop": trees[0]} if len(trees) == 1 else {f"gputop{i}": t for i, t in enumerate(trees)}
+    )
+    out = {
+        name: Program(cmd["gputop"], dict(env, PYTHONPATH=str(t)), t) for name, t in named.items()
+    }
+    out.update((tool, Program(cmd[tool], env)) for tool in TOOLS if tool != "gputop")
+    return out
+
+
+def time_starts(
+    order: list[str], progs: dict[str, Program], size: tuple[int, int]
+) -> dict[str, float | None]:
+    """Each program started alone, timed to its first frame and ended."""
     first: dict[str, float | None] = {}
-    for tool in order:  # each start timed alone
-        pane = start_pane(tool, commands()[tool], env, size)
+    for tool in order:
+        pane = progs[tool].start(tool, size)
         try:
             wait_first_frame(pane)
             first[tool] = pane.first_frame_s
         finally:
             tmux("kill-session", "-t", pane.session, check=False)
         time.sleep(SETTLE_S)
+    return first
+
+
+def run_round(
+    order: list[str],
+    progs: dict[str, Program],
+    size: tuple[int, int],
+    rss_at: float,
+    seconds: float,
+) -> list[Figures]:
+    first = time_starts(order, progs, size)
     panes: list[Pane] = []
     try:
         for tool in order:
-            pane = start_pane(tool, commands()[tool], env, size)
+            pane = progs[tool].start(tool, size)
             panes.append(pane)
             wait_first_frame(pane)
             pane.first_frame_s = first[tool]
@@ -196,8 +243,9 @@ def median_of(tool: str, rows: list[Figures]) -> Figures:
     )
 
 
-def print_goals(m: dict[str, Figures]) -> None:
-    g, n, b, f = m["gputop"], m["nvitop"], m["bare"], m["floor"]
+def print_goals(m: dict[str, Figures], gputop: str = "gputop") -> None:
+    g, n, b, f = m[gputop], m["nvitop"], m["bare"], m["floor"]
+    print(f"  {gputop}:")
 
     def ratio(a: float | None, c: float | None) -> str:
         return "n/a" if a is None or not c else f"{a / c:.2f}"
@@ -217,6 +265,28 @@ def print_goals(m: dict[str, Figures]) -> None:
     print(f"  RSS, floor - bare:                      {minus(f.rss_mib, b.rss_mib)} MiB")
 
 
+def print_starts(
+    tools: list[str], progs: dict[str, Program], size: tuple[int, int], rounds: int
+) -> None:
+    """``--starts``: the first frames of ``rounds`` rotating rounds, and each one's
+    median and mean against the floor's."""
+    got: dict[str, list[float]] = {t: [] for t in tools}
+    for r in range(rounds):
+        order = tools[r % len(tools) :] + tools[: r % len(tools)]
+        for tool, s in time_starts(order, progs, size).items():
+            if s is not None:
+                got[tool].append(s)
+    floor = statistics.median(got["floor"]) if got["floor"] else None
+    print(f"  first frame, {rounds} starts each (load at the end {os.getloadavg()[0]:.2f}):")
+    for tool, v in got.items():
+        if not v:
+            print(f"    {tool:<8} n/a")
+            continue
+        med = statistics.median(v)
+        vs = f"{med / floor:.2f} x the floor's" if floor else ""
+        print(f"    {tool:<8} median {med:.3f} s, mean {statistics.mean(v):.3f} s  {vs}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -228,7 +298,15 @@ def main(argv: list[str] | None = None) -> int:
         "--age", type=float, default=60.0, help="seconds the GPU processes run before round 1"
     )
     parser.add_argument("--quick", action="store_true", help="2 rounds, 8x2, short windows")
+    parser.add_argument("--tree", action="append", type=Path, help="a gputop checkout")
+    parser.add_argument(
+        "--starts",
+        type=int,
+        metavar="N",
+        help="only the timed starts, N rounds (no steady part): first frames, finer",
+    )
     args = parser.parse_args(argv)
+    trees = [t.resolve() for t in args.tree or [ROOT]]
     if args.quick:
         args.rounds, args.scenarios, args.rss_at, args.seconds = 2, "8x2", 6.0, 8.0
     w, h = (int(v) for v in args.size.lower().split("x"))
@@ -249,7 +327,14 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     env = subprocess_env(path)
                     env["PYTHONPATH"] = str(ROOT)
-                    warm_bytecode(env, Path(tmp) / "pycache", nvitop)
+                    for tree in trees:
+                        warm_bytecode(
+                            dict(env, PYTHONPATH=str(tree)), Path(tmp) / "pycache", nvitop, tree
+                        )
+                    env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+                    env.pop("PYTHONDONTWRITEBYTECODE", None)
+                    progs = programs(env, trees)
+                    tools = list(progs)
                     # A server's GPU processes have mostly run for minutes: past the first
                     # minute a process's TIME shows minutes in gputop (seconds in nvitop).
                     time.sleep(max(0.0, args.age - (time.monotonic() - born)))
@@ -259,16 +344,24 @@ def main(argv: list[str] | None = None) -> int:
                         f" {args.age:g} s old at round 1, "
                         f"{os.cpu_count()} CPUs"
                     )
+                    for name, tree in zip(tools, trees, strict=False):
+                        print(f"  {name}: {tree}")
+                    if args.starts:
+                        print_starts(tools, progs, (w, h), args.starts)
+                        continue
                     rows: list[Figures] = []
                     for r in range(args.rounds):
-                        order = list(TOOLS[r % len(TOOLS) :] + TOOLS[: r % len(TOOLS)])
+                        order = tools[r % len(tools) :] + tools[: r % len(tools)]
                         load = os.getloadavg()[0]
-                        got = run_round(order, env, (w, h), args.rss_at, args.seconds)
+                        got = run_round(order, progs, (w, h), args.rss_at, args.seconds)
                         rows += got
                         print_table(f"  round {r + 1}, load average {load:.2f}:", got)
-                    medians = {t: median_of(t, rows) for t in TOOLS}
+                    medians = {t: median_of(t, rows) for t in tools}
                     print_table("  medians:", list(medians.values()))
-                    print_goals(medians)
+                    for name in tools[: len(trees)]:
+                        print_goals(medians, name)
+                    end = " / ".join(f"{v:.2f}" for v in os.getloadavg())
+                    print(f"  load average at the end: {end}")
                 finally:
                     for c in children:
                         c.kill()

@@ -213,7 +213,7 @@ def run_round(
             tmux("kill-session", "-t", p.session, check=False)
 
 
-def warm_bytecode(env: dict[str, str], prefix: Path, nvitop: str) -> None:
+def warm_bytecode(env: dict[str, str], prefix: Path, nvitop: str, cwd: Path = ROOT) -> None:
     """Compile both tools' modules once into a private byte-code cache that the panes use.
 
     An installed package has its byte code compiled (pip does it); a checkout run with
@@ -230,7 +230,7 @@ def warm_bytecode(env: dict[str, str], prefix: Path, nvitop: str) -> None:
         (str(nvitop_python) if nvitop_python.exists() else sys.executable, "nvitop.cli"),
     ):
         subprocess.run(
-            [python, "-c", f"import {modules}"], env=env, cwd=ROOT, check=False, capture_output=True
+            [python, "-c", f"import {modules}"], env=env, cwd=cwd, check=False, capture_output=True
         )
 
 

@@ -40,7 +40,7 @@ from gputop.config import (
 from gputop.encoding import for_encoding, is_utf_encoding
 from gputop.model import Snapshot
 from gputop.sampler import Sampler, make_source
-from gputop.sources.base import Source
+from gputop.sources.base import DEMO_NODES, Source
 
 if TYPE_CHECKING:
     from gputop.pipeline import Feed
@@ -67,13 +67,6 @@ def _count(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{shorten(text)}: at least 1 expected")
     return value
-
-
-def demo_nodes() -> tuple[str, ...]:
-    """The demo's servers by name (``--demo-node``)."""
-    from gputop.sources.demo import NODES
-
-    return tuple(NODES)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--demo-node",
-        choices=tuple(demo_nodes()),
+        choices=DEMO_NODES,
         help="the demo's server (with --demo): h100 (default), or h200 with GPM and NVLink, "
         "whose jobs show the verdicts that see inside utilization",
     )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from gputop import argtypes, gcpolicy
 from gputop.argtypes import EXIT_OK, EXIT_USAGE, Parser, ascii_whole, is_ascii_digits
+from gputop.sources.base import DEMO_NODES
 
 if TYPE_CHECKING:
     from gputop.sources.base import Source
@@ -82,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=ascii_whole, help="random seed of the demo (with --demo)")
     p.add_argument(
         "--demo-node",
-        choices=_demo_nodes(),
+        choices=DEMO_NODES,
         help="the demo's server (with --demo), as for the dashboard: h200-probe's jobs run "
         "gputop's probe (the data-wait and allocator series)",
     )
@@ -103,12 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", metavar="PATH", help="settings file (as for the dashboard)")
     return p
-
-
-def _demo_nodes() -> tuple[str, ...]:
-    from gputop.sources.demo import NODES
-
-    return tuple(NODES)
 
 
 def make_source(args: argparse.Namespace) -> Source:

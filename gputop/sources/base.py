@@ -12,6 +12,11 @@ NO_SIGNAL_REASONS = {
     "replay": "a replay shows processes of the past: their pids may belong to anyone now",
 }
 
+#: The demo's servers by ``--demo-node`` name, the first the default (``demo.NODES`` pairs
+#: each with its server): here, so that the argument parser offers them without loading
+#: the demo, which no live start needs.
+DEMO_NODES: tuple[str, ...] = ("h100", "h200", "h200-probe")
+
 
 class Source(Protocol):
     """A producer of snapshots. Called from the sampler's worker thread only."""

@@ -41,6 +41,7 @@ from gputop.model import (
 )
 from gputop.pcie import link_max_bytes_per_s
 from gputop.probefile import WINDOW_SECONDS, WINDOW_STEPS
+from gputop.sources.base import DEMO_NODES
 
 MiB = 2**20
 GiB = 2**30
@@ -535,20 +536,21 @@ H200_NVLINK = Nvlink(
 )
 
 #: The demo's servers by ``--demo-node`` name; the first is the default.
-NODES: dict[str, DemoNode] = {
-    "h100": DemoNode(HOSTNAME, GPU_NAME, MEMORY_TOTAL, JOBS, HOLDERS),
-    "h200": DemoNode(
-        "gpu-node-12",
-        H200_NAME,
-        H200_MEMORY,
-        H200_JOBS,
-        gpm=True,
-        nvlink=H200_NVLINK,
-    ),
-    "h200-probe": DemoNode(
-        "gpu-node-14", H200_NAME, H200_MEMORY, PROBE_JOBS, gpm=True, nvlink=H200_NVLINK
-    ),
-}
+NODES: dict[str, DemoNode] = dict(
+    zip(
+        DEMO_NODES,  # h100, h200, h200-probe: the names' one home (the parser's choices)
+        (
+            DemoNode(HOSTNAME, GPU_NAME, MEMORY_TOTAL, JOBS, HOLDERS),
+            DemoNode(
+                "gpu-node-12", H200_NAME, H200_MEMORY, H200_JOBS, gpm=True, nvlink=H200_NVLINK
+            ),
+            DemoNode(
+                "gpu-node-14", H200_NAME, H200_MEMORY, PROBE_JOBS, gpm=True, nvlink=H200_NVLINK
+            ),
+        ),
+        strict=True,
+    )
+)
 
 
 #: With ``mig=True``: the GPU in MIG mode, and its MIG devices (profile, GI, CI, GiB).

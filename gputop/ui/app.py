@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.diagnosis import Diagnosis
@@ -55,9 +55,15 @@ from gputop.views.parts import (
 
 W = TypeVar("W", bound=Widget)
 
+if TYPE_CHECKING:
+    from textual.widgets import Footer
+
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
 
+
+#: What the empty filter box says.
+FILTER_PLACEHOLDER = "filter: command, user or pid (Esc clears)"
 
 #: How long a toast stays (Textual's default is 5 s), and the most over a screen of charts.
 TOAST_SECONDS = 3.0
@@ -213,11 +219,12 @@ class GpuTopApp(App[int]):
             yield GpuPanel(id="gpus")
             yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
             yield ProcessNotes(id="notes")  # why the process table may be incomplete
-            yield Input(placeholder="filter: command, user or pid (Esc clears)", id="filter")
+            # Here comes the filter box (filter_input), hidden until asked for.
             yield NoMatch(id="no-match")  # the filter or GPU choice hides every process
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
-        yield Footer(id="footer")
+        # The footer (a widget per key, and its CSS) and the filter box come right after
+        # the first frame's paint (_mount_after_first_frame): the GPU lines need neither.
 
     def _part(self, selector: str, kind: type[W]) -> W:
         """A widget of the main screen, looked up once: the dashboard reads several of them
@@ -245,7 +252,16 @@ class GpuTopApp(App[int]):
 
     @property
     def filter_input(self) -> Input:
-        return self._part("#filter", Input)
+        """The filter box: mounted after the first frame, or now if asked for before."""
+        box = self._parts.get("#filter")
+        if box is None or box.parent is None:
+            main = self._main_screen
+            box = main.query_one_optional("#filter", Input)
+            if box is None:
+                box = Input(placeholder=FILTER_PLACEHOLDER, id="filter")
+                main.query_one("#main").mount(box, before="#no-match")
+            self._parts["#filter"] = box
+        return cast(Input, box)
 
     @property
     def text_filter(self) -> str:
@@ -311,6 +327,26 @@ class GpuTopApp(App[int]):
             self.set_interval(1.0, self._check_stale, name="stale-check")
         if self.snapshot is None:
             self._render_header()
+        self.call_after_refresh(self._mount_after_first_frame)
+
+    async def _mount_after_first_frame(self) -> None:
+        """The filter box (hidden) and the footer, one refresh after the first frame: the
+        footer, docked at the bottom, takes its row from the table in the next frame."""
+        from textual.widgets import Footer  # its module too: nothing before the first frame
+
+        main = self._main_screen
+        if self.closing or main.query_one_optional("#footer") is not None:
+            return
+        _ = self.filter_input  # mounts it
+        footer = Footer(id="footer")
+        self._set_footer(footer, self.size)
+        await main.mount(footer)
+        main.refresh_bindings()  # the footer lists the keys when the bindings are said
+
+    def _set_footer(self, footer: Footer, size: Size) -> None:
+        footer.compact = self.compact
+        # Narrower, the keys take the room: `?` lists ctrl+p.
+        footer.show_command_palette = size.width >= FOOTER_PALETTE_WIDTH
 
     def _apply_latest(self, sampler: Stream) -> None:
         """The first frame: what the source has already (drawn on mount)."""
@@ -553,10 +589,9 @@ class GpuTopApp(App[int]):
         self.compact = compact
         main = self.query_one("#main")
         main.set_class(compact, "-compact")
-        footer = self.query_one("#footer", Footer)
-        footer.compact = compact
-        # Narrower, the keys take the room: `?` lists ctrl+p.
-        footer.show_command_palette = size.width >= FOOTER_PALETTE_WIDTH
+        footer = self._main_screen.query_one_optional("#footer")
+        if footer is not None:  # else _mount_after_first_frame sets it
+            self._set_footer(cast("Footer", footer), size)
         if too_small != self.too_small:
             self.too_small = too_small
             main.display = not too_small
@@ -844,7 +879,8 @@ class GpuTopApp(App[int]):
             return False  # off, and out of the footer: "kill_refused" says why
         if action not in MAIN_ONLY_ACTIONS or not self.screen_stack:
             return True
-        if action == "filter" and self.focused is self.filter_input:
+        box = self._main_screen.query_one_optional("#filter")  # None before it is mounted
+        if action == "filter" and box is not None and self.focused is box:
             return False  # "/" typed in the box is a character of the filter
         return self.screen is self._main_screen
 

@@ -459,3 +459,16 @@ def test_once_and_dashboard_word_a_jobs_probe_alike() -> None:
         text = render_text(snap, diagnosis=dataclasses.replace(diagnosis, jobs=(one,)))
         line = next(t for t in text.splitlines() if t.lstrip().startswith(str(job.root_pid)))
         assert f"  {words}  " in line, (words, line)
+
+
+def test_the_demo_nodes_are_the_names_the_parsers_offer() -> None:
+    """The names live in ``sources.base`` (the parsers take them without loading the demo);
+    each names one server, in order: the first is the default."""
+    from gputop.cli import build_parser
+    from gputop.sources.base import DEMO_NODES
+    from gputop.sources.demo import NODES, DemoSource
+
+    assert tuple(NODES) == DEMO_NODES
+    assert DemoSource(0).node is NODES[DEMO_NODES[0]]
+    choices = {a.dest: a.choices for a in build_parser()._actions}
+    assert choices["demo_node"] == DEMO_NODES

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from gputop.model import DriverInfo, Snapshot, UnlistedHolder, replace
 from gputop.present import resolve_gpu_selection
@@ -153,7 +153,7 @@ async def test_keys_typed_right_after_slash_go_to_the_filter() -> None:
 async def test_slash_filters_and_escape_clears() -> None:
     app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(3)])
     async with app.run_test(size=WIDE) as pilot:
-        box = app.query_one("#filter", Input)
+        box = app.filter_input  # mounted one refresh after the first frame, or when asked for
         assert not box.display
         await pilot.press("slash")
         assert box.display and app.focused is box

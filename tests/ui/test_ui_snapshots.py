@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
 
 from gputop.model import DriverInfo, UnlistedHolder
 from gputop.ui.app import GpuTopApp
@@ -37,7 +36,9 @@ def demo_app(**kw: Any) -> GpuTopApp:
 
 
 async def _steady(pilot: Pilot[Any]) -> None:
-    pilot.app.query_one("#filter", Input).cursor_blink = False
+    app = pilot.app
+    assert isinstance(app, GpuTopApp)
+    app.filter_input.cursor_blink = False  # the box is mounted after the first frame
     await pilot.pause()
 
 

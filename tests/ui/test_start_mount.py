@@ -1,0 +1,78 @@
+"""Issue 32 §5: the first frame is drawn before the footer and the filter box are built;
+both come one refresh later, and nothing is lost when the filter is asked for first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Footer, Input
+from textual.widgets._footer import FooterKey
+
+import gputop.ui.app
+from gputop.pipeline import Frame
+from gputop.ui.app import GpuTopApp
+from tests import builders as fx
+
+
+@pytest.fixture(autouse=True)
+def _no_animations(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+
+
+#: The app's style sheet (a relative CSS_PATH is read beside the subclass's module).
+CSS = str(Path(gputop.ui.app.__file__).with_name(GpuTopApp.CSS_PATH))  # type: ignore[arg-type]
+
+
+class FirstFrameProbe(GpuTopApp):
+    """Notes what the main screen holds when the first frame is drawn."""
+
+    CSS_PATH = CSS
+
+    at_first_frame: dict[str, Any] | None = None
+
+    def apply_frame(self, frame: Frame) -> bool:
+        drawn = super().apply_frame(frame)
+        if drawn and self.at_first_frame is None:
+            main = self._main_screen
+            self.at_first_frame = {
+                "footer": main.query_one_optional("#footer"),
+                "filter": main.query_one_optional("#filter"),
+                "gpu lines": self.gpu_panel.display,
+            }
+        return drawn
+
+
+async def test_the_footer_and_the_filter_box_come_after_the_first_frame() -> None:
+    app = FirstFrameProbe(snapshots=fx.demo_snapshots(5))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.at_first_frame == {"footer": None, "filter": None, "gpu lines": True}
+        footer = app.screen.query_one("#footer", Footer)
+        assert footer.region.bottom == app.size.height  # docked below the table
+        assert [k.description for k in footer.query(FooterKey) if k.display]  # keys listed
+        box = app.screen.query_one("#filter", Input)
+        assert not box.display  # hidden until asked for
+
+
+class FilterFirst(GpuTopApp):
+    """Asks for the filter box before the first frame's paint, as `/` typed at once would."""
+
+    CSS_PATH = CSS
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.action_filter()
+
+
+async def test_the_filter_asked_for_before_its_mount_is_the_one_box() -> None:
+    app = FilterFirst(snapshots=fx.demo_snapshots(5))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        boxes = list(app.screen.query("#filter"))
+        assert len(boxes) == 1 and boxes[0] is app.filter_input
+        assert app.focused is app.filter_input and app.filter_input.display
+        await pilot.press("v", "1")
+        assert app.text_filter == "v1"
+        assert len(list(app.screen.query(Footer))) == 1
