@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_ui import scenario_for  # noqa: E402
+from bench.bench_ui import scenario_for, thread_timer  # noqa: E402
 from tests import fakenvml  # noqa: E402
 
 
@@ -62,15 +61,7 @@ def run(per_gpu: int, settle: float, ticks: int) -> int:
     source: Any = make_source(False, None)
     spent: dict[str, float] = {}
 
-    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(*a: Any, **k: Any) -> Any:
-            t0 = time.thread_time()
-            try:
-                return fn(*a, **k)
-            finally:
-                spent[name] = spent.get(name, 0.0) + time.thread_time() - t0
-
-        return wrapper
+    timed = thread_timer(spent)
 
     nvml, host = source._nvml, source._host
     nvml_module.check_gpus = timed("  of which the model's check", nvml_module.check_gpus)

@@ -22,15 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_ui import scenario_for  # noqa: E402
+from bench.bench_ui import scenario_for, thread_timer  # noqa: E402
 from tests import fakenvml  # noqa: E402
 
 
@@ -63,15 +61,7 @@ def run(settle: int, ticks: int, per_gpu: int) -> int:
     feed = Feed(history=300)
     spent: dict[str, float] = {}
 
-    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(*a: Any, **k: Any) -> Any:
-            t0 = time.thread_time()
-            try:
-                return fn(*a, **k)
-            finally:
-                spent[name] = spent.get(name, 0.0) + time.thread_time() - t0
-
-        return wrapper
+    timed = thread_timer(spent)
 
     import gputop.sources.nvml as nvml_module
 

@@ -40,8 +40,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -88,6 +90,27 @@ def memory_mib(pid: int) -> tuple[float | None, float | None]:
             elif line.startswith("VmHWM:"):
                 hwm = int(line.split()[1]) / 1024
     return rss, hwm
+
+
+#: A function and the same function timed.
+Timer = Callable[[str, Callable[..., Any]], Callable[..., Any]]
+
+
+def thread_timer(spent: dict[str, float]) -> Timer:
+    """``timed(name, fn)``: ``fn`` wrapped so that each call adds the calling thread's CPU
+    time to ``spent[name]`` (the tick-part benches wrap a source's parts with it)."""
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.thread_time() - t0
+
+        return wrapper
+
+    return timed
 
 
 def tmux(*args: str, check: bool = True) -> str:
