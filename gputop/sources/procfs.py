@@ -132,15 +132,20 @@ def scan_processes(proc_root: str = PROC_ROOT) -> dict[int, Stat]:
     }
 
 
+#: The most bytes of ``/proc/PID/status`` read, by each reader of it: far above what the
+#: kernel writes there, a bound all the same.
+STATUS_READ_LIMIT = 16384
+
+
 def read_real_uid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
-    return _line_number(read_file(f"{proc_root}/{pid}/status", 16384), b"Uid:")
+    return _line_number(read_file(f"{proc_root}/{pid}/status", STATUS_READ_LIMIT), b"Uid:")
 
 
 def read_tgid(pid: int, proc_root: str = PROC_ROOT) -> int | None:
     """The process (thread group) of task ``pid``: ``pid`` itself for a process, its
     process's for a thread; None when gone or unreadable."""
     try:
-        return _line_number(read_file(f"{proc_root}/{pid}/status", 16384), b"Tgid:")
+        return _line_number(read_file(f"{proc_root}/{pid}/status", STATUS_READ_LIMIT), b"Tgid:")
     except OSError:
         return None
 
