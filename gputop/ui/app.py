@@ -250,32 +250,38 @@ class GpuTopApp(App[int]):
     def table(self) -> ProcessTable:
         return self._part("#procs", ProcessTable)
 
+    def _filter_box(self, *, mount: bool) -> Input | None:
+        """The main screen's filter box, looked up once (as ``_part``); it is mounted after
+        the first frame: before, None, or with ``mount`` made and mounted now."""
+        box = self._parts.get("#filter")
+        if box is not None and box.parent is not None:
+            return cast(Input, box)
+        if not self.screen_stack:
+            return None  # not composed yet
+        main = self._main_screen
+        found = main.query_one_optional("#filter", Input)
+        if found is None:
+            if not mount:
+                return None
+            found = Input(placeholder=FILTER_PLACEHOLDER, id="filter")
+            main.query_one("#main").mount(found, before="#no-match")
+        self._parts["#filter"] = found
+        return found
+
     @property
     def filter_input(self) -> Input:
         """The filter box: mounted after the first frame, or now if asked for before."""
-        box = self._parts.get("#filter")
-        if box is None or box.parent is None:
-            main = self._main_screen
-            box = main.query_one_optional("#filter", Input)
-            if box is None:
-                box = Input(placeholder=FILTER_PLACEHOLDER, id="filter")
-                main.query_one("#main").mount(box, before="#no-match")
-            self._parts["#filter"] = box
-        return cast(Input, box)
+        box = self._filter_box(mount=True)
+        if box is None:
+            raise LookupError("the filter box is asked for before the app is composed")
+        return box
 
     @property
     def text_filter(self) -> str:
         """The filter in effect: the main screen's filter box holds it (no copy here),
         read from there whichever screen is on top."""
-        box = self._parts.get("#filter")
-        if box is None or box.parent is None:
-            if not self.screen_stack:
-                return ""  # not composed yet: no filter
-            box = self._main_screen.query_one_optional("#filter", Input)
-            if box is None:
-                return ""
-            self._parts["#filter"] = box
-        return cast(Input, box).value
+        box = self._filter_box(mount=False)
+        return "" if box is None else box.value  # not mounted yet: no filter
 
     def notify(
         self,
@@ -879,7 +885,7 @@ class GpuTopApp(App[int]):
             return False  # off, and out of the footer: "kill_refused" says why
         if action not in MAIN_ONLY_ACTIONS or not self.screen_stack:
             return True
-        box = self._main_screen.query_one_optional("#filter")  # None before it is mounted
+        box = self._filter_box(mount=False)  # None before it is mounted
         if action == "filter" and box is not None and self.focused is box:
             return False  # "/" typed in the box is a character of the filter
         return self.screen is self._main_screen
