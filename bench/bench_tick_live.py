@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,8 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_ui import scenario_for, thread_timer  # noqa: E402
-from tests import fakenvml  # noqa: E402
+from bench.bench_ui import fake_gpus_in_process, thread_timer  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,17 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=65.0)
     parser.add_argument("--ticks", type=int, default=30)
     args = parser.parse_args(argv)
-    procs = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * args.per_gpu)]
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            path = scenario_for([p.pid for p in procs], args.per_gpu).write(Path(d) / "s.txt")
-            fakenvml.load_in_process()
-            os.environ[fakenvml.SCENARIO_ENV] = str(path)
-            return run(args.per_gpu, args.settle, args.ticks)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    with fake_gpus_in_process(args.per_gpu):
+        return run(args.per_gpu, args.settle, args.ticks)
 
 
 def run(per_gpu: int, settle: float, ticks: int) -> int:

@@ -17,10 +17,7 @@ move, unlike a real GPU's. Prints figures; it is not a test.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,8 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_ui import scenario_for, thread_timer  # noqa: E402
-from tests import fakenvml  # noqa: E402
+from bench.bench_ui import fake_gpus_in_process, thread_timer  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,17 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ticks", type=int, default=60)
     args = parser.parse_args(argv)
 
-    procs = [subprocess.Popen(["sleep", "600"]) for _ in range(8 * args.per_gpu)]
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            path = scenario_for([p.pid for p in procs], args.per_gpu).write(Path(d) / "s.txt")
-            fakenvml.load_in_process()
-            os.environ[fakenvml.SCENARIO_ENV] = str(path)
-            return run(args.settle, args.ticks, args.per_gpu)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    with fake_gpus_in_process(args.per_gpu):
+        return run(args.settle, args.ticks, args.per_gpu)
 
 
 def run(settle: int, ticks: int, per_gpu: int) -> int:

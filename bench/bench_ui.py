@@ -31,6 +31,7 @@ it is not a test. The machine's other load shows as noise: run several rounds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shlex
@@ -40,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,27 @@ class Pane:
     first_frame_s: float | None = None
     cpu0: float = 0.0
     note: str = ""
+
+
+@contextlib.contextmanager
+def fake_gpus_in_process(per_gpu: int) -> Iterator[list[int]]:
+    """The fake 8 GPUs x ``per_gpu`` real ``sleep`` processes (``scenario_for``), with the
+    fake NVML loaded in this process and its scenario set for it; yields the pids. The
+    processes end and the scenario goes with the block."""
+    from tests import fakenvml
+
+    procs = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * per_gpu)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="gputop-bench-") as d:
+            pids = [p.pid for p in procs]
+            path = scenario_for(pids, per_gpu).write(Path(d) / "s.txt")
+            fakenvml.load_in_process()
+            os.environ[fakenvml.SCENARIO_ENV] = str(path)
+            yield pids
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def start_pane(
