@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from gputop.model import UnlistedHolder
 from gputop.sources.holders import scan_holders
 from tests.helpers import spawn
+from tests.helpers.nobody import as_nobody
 
 
 def _fake_process(
@@ -114,29 +114,13 @@ def test_missing_proc_root_gives_nothing(tmp_path: Path) -> None:
 
 
 def _scan_as_nobody(proc_root: str, device_dir: str = "/dev") -> dict[str, int]:
-    """Run scan_holders in a forked child that dropped root to 'nobody'."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        code = 1
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            s = scan_holders({0: 0}, [], proc_root, device_dir)
-            out = {"holders": len(s.holders), "denied": s.denied, "processes": s.processes}
-            os.write(w, json.dumps(out).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    result: dict[str, int] = json.loads(data)
-    return result
+    """Run scan_holders as nobody (``as_nobody``)."""
+
+    def scan() -> dict[str, int]:
+        s = scan_holders({0: 0}, [], proc_root, device_dir)
+        return {"holders": len(s.holders), "denied": s.denied, "processes": s.processes}
+
+    return cast("dict[str, int]", as_nobody(scan))
 
 
 needs_root = pytest.mark.requires_root("needs root to drop to nobody")

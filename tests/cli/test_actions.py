@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import psutil
 import pytest
@@ -16,6 +16,7 @@ from gputop import actions
 from gputop.actions import KillOutcome, KillTarget, send_signal, send_signals, summary
 from gputop.model import GpuProcess, ProcessInfo
 from tests.builders import kill_target
+from tests.helpers.nobody import as_nobody
 
 
 def _target(pid: int, create_time: float | None) -> KillTarget:
@@ -136,28 +137,13 @@ def test_zombie_is_already_gone() -> None:
 
 
 def _send_as_nobody(target: KillTarget) -> dict[str, object]:
-    """Run send_signal in a forked child that dropped root for uid/gid 65534 (nobody)."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the forked child
-        code = 1
-        try:
-            os.close(read_fd)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            out = send_signal(target, signal.SIGKILL)
-            os.write(write_fd, json.dumps({"ok": out.ok, "message": out.message}).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    result: dict[str, object] = json.loads(data)
-    return result
+    """Run send_signal as nobody (``as_nobody``)."""
+
+    def send() -> dict[str, object]:
+        out = send_signal(target, signal.SIGKILL)
+        return {"ok": out.ok, "message": out.message}
+
+    return cast("dict[str, object]", as_nobody(send))
 
 
 @pytest.mark.requires_root("needs root to drop to nobody")

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from gputop.analysis.thresholds import Thresholds
 from gputop.config import Config, ConfigError, default_path, load_config, with_overrides
+from tests.helpers.nobody import as_nobody
 
 FULL = """
 readonly = true
@@ -104,36 +105,18 @@ def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
 
 
 def _load_unprivileged(path: str) -> str:
-    """``load_config(path)`` in a forked child without root's power to read any file: as
-    root the child drops to nobody first; as anyone else it is already unprivileged.
+    """``load_config(path)`` without root's power to read any file (``as_nobody``).
     Returns the ConfigError's message ("" when the file was read)."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the forked child
-        code = 1
+
+    def load() -> str:
+        assert os.path.exists(path)  # visible: only its content is out of reach
         try:
-            os.close(read_fd)
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-            assert os.path.exists(path)  # visible: only its content is out of reach
-            try:
-                load_config(path)
-                message = ""
-            except ConfigError as exc:
-                message = str(exc)
-            os.write(write_fd, json.dumps(message).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    message: str = json.loads(data)
-    return message
+            load_config(path)
+        except ConfigError as exc:
+            return str(exc)
+        return ""
+
+    return cast(str, as_nobody(load))
 
 
 def test_unreadable_file() -> None:

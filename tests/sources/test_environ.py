@@ -4,12 +4,11 @@ user's environment stays closed (the kernel's rule), which reads as n/a, never a
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import subprocess
 import unicodedata
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import given, seed, settings
@@ -19,6 +18,7 @@ from gputop.fmt import clean_text
 from gputop.model import ENVIRONMENT_NAMES, ENVIRONMENT_VALUE_MAX
 from gputop.sources import procfs
 from gputop.sources.host import HostReader
+from tests.helpers.nobody import as_nobody
 
 SEED = random.randrange(2**32)
 SECRET = "hunter2-not-for-gputop"
@@ -52,35 +52,19 @@ def test_a_process_without_them_reads_as_none_set() -> None:
 
 
 def _environments_as_nobody(root_pid: int) -> list[object]:
-    """In a forked child that dropped root for nobody: the environments gputop's reader
-    gives of root's ``root_pid`` and of a process nobody started."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the forked child
-        code = 1
+    """As nobody (``as_nobody``): the environments gputop's reader gives of root's
+    ``root_pid`` and of a process nobody started."""
+
+    def read() -> list[object]:
+        own = _sleeper(CUDA_VISIBLE_DEVICES="5")
         try:
-            os.close(read_fd)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            own = _sleeper(CUDA_VISIBLE_DEVICES="5")
-            try:
-                rows = {r.pid: r for r in HostReader().read_processes([root_pid, own.pid])}
-            finally:
-                own.kill()
-                own.wait()
-            got = [rows[root_pid].environment, rows[own.pid].environment]
-            os.write(write_fd, json.dumps(got).encode())
-            code = 0
+            rows = {r.pid: r for r in HostReader().read_processes([root_pid, own.pid])}
         finally:
-            os._exit(code)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    result: list[object] = json.loads(data)
-    return result
+            own.kill()
+            own.wait()
+        return [rows[root_pid].environment, rows[own.pid].environment]
+
+    return cast("list[object]", as_nobody(read))
 
 
 @pytest.mark.requires_root("needs root to drop to nobody")
