@@ -201,7 +201,12 @@ class GpuPanel(VerticalScroll):
             default=40,
         )
         views = self._gpu_views(
-            gpus, verdicts, (compact, bar_width, None, verdict_width, text_width)
+            gpus,
+            verdicts,
+            compact=compact,
+            bar_width=bar_width,
+            verdict_width=verdict_width,
+            text_width=text_width,
         )
         frame = len(COMPACT_HISTORY_GAP) if compact else len(HISTORY_RULE) + HISTORY_LABEL_WIDTH
         hist_width = max(1, width - text_width - frame)
@@ -225,11 +230,14 @@ class GpuPanel(VerticalScroll):
         self,
         gpus: Sequence[GpuSample],
         verdicts: Mapping[int, VerdictMark] | None,
-        how: ViewKey,
+        *,
+        compact: bool,
+        bar_width: int,
+        verdict_width: int,
+        text_width: int,
     ) -> list[GpuView]:
         """Each GPU's view; a GPU whose sample and marks are those of the last tick keeps
         its view (``gpu_view`` is a function of them alone)."""
-        compact, bar_width, _, verdict_width, text_width = how
         kept = self._views
         fresh: dict[int, tuple[GpuSample, ViewKey, GpuView]] = {}
         out: list[GpuView] = []
