@@ -198,6 +198,8 @@ SEVERITY_ROLES: dict[str, str] = {"ok": "ok", "info": "dim", "warn": "warn", "ba
 
 @dataclass(frozen=True, slots=True)
 class VerdictMark:
+    """A GPU's verdict as its line shows it: the word, the full label, the theme role."""
+
     kind: str
     word: str  # at most VERDICT_WIDTH characters
     label: str  # the full label (wide layout, when it fits)
@@ -253,6 +255,8 @@ def gpu_marker(
 
 @dataclass(frozen=True, slots=True)
 class GpuView:
+    """One GPU's lines, ready to draw."""
+
     index: int
     lines: tuple[Parts, ...]
     lost: bool
