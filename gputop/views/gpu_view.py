@@ -209,9 +209,14 @@ class VerdictMark:
         return self.label if len(self.label) <= width else self.word
 
 
+def judging_mark(why: str) -> VerdictMark:
+    """The verdict slot of a frame not judged yet; its wide label says ``why``."""
+    return VerdictMark("judging", "judging", why, "dim")
+
+
 #: The verdict slot while a replay reads the look-back its verdicts are judged on (never
 #: an old verdict, never one judged from part of the history).
-JUDGING_MARK = VerdictMark("judging", "judging", "judging from the recording…", "dim")
+JUDGING_MARK = judging_mark("judging from the recording…")
 
 
 def verdict_mark(verdict: Verdict) -> VerdictMark:
