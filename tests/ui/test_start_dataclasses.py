@@ -2,8 +2,8 @@
 
 On Python before 3.13, ``dataclasses`` gives a class without one ``Name(signature)`` as its
 ``__doc__``, made with ``inspect.signature`` while the module is imported: work at every
-start for a text nobody reads (bench/README.md §5, "The first frame: what the model's
-classes cost"). Checked by the source, not timed.
+start for a text nobody reads (bench/README.md §5, "The first frame: the model's classes
+and the diagnosis"). Checked by the source, not timed.
 """
 
 from __future__ import annotations
