@@ -8,8 +8,9 @@ goes, without the tmux pane, the preload thread or the paint.
 Each run is a fresh interpreter on the fake 8 GPUs x 2 processes (byte code warmed) that
 notes the milliseconds since its first line at the end of each phase:
 - gputop: the CLI imported; the live source made (psutil, pynvml, gputop's sources, NVML
-  initialised); the first tick; the UI imported (Textual, the widgets, the diagnosis);
-  the first snapshot judged (``Feed.push``), as ``_dashboard`` and ``on_mount`` do them;
+  initialised); the first tick; the UI imported (Textual, the widgets); the first
+  snapshot judged (``Feed.push``, with the diagnosis' modules where the UI does not import
+  them: the dashboard judges after its first frame since issue 32 §5's ``first``);
 - the floor: psutil and pynvml imported; NVML initialised and read once; Textual's app and
   ``Static`` imported.
 What is left after that (the app's start, compose, CSS, the first paint) is in

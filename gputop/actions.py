@@ -43,6 +43,8 @@ class KillTarget:
 
 @dataclass(frozen=True)
 class KillOutcome:
+    """What a signal to one process did, in words for people."""
+
     pid: int
     ok: bool
     message: str  # in words, for people

@@ -35,6 +35,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Config:
+    """The settings of the config file, checked (docs/configuration.md)."""
+
     readonly: bool = False
     interval: float = DEFAULT_INTERVAL
     thresholds: Thresholds = field(default_factory=Thresholds)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Key:
+    """One key binding: the keys, the action, and how the help screen and footer show it."""
+
     keys: str  # Textual key names, comma separated
     action: str
     description: str

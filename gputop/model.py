@@ -54,6 +54,8 @@ class SampleError:
 
 @dataclass(frozen=True, slots=True)
 class DriverInfo:
+    """The NVIDIA driver as NVML reports it; ``available`` False: the host part only."""
+
     available: bool  # False: host-only mode
     error: str | None = None  # why not available, in words
     driver_version: str | None = None
@@ -64,6 +66,8 @@ class DriverInfo:
 
 @dataclass(frozen=True, slots=True)
 class MemoryStat:
+    """The host's memory in bytes."""
+
     total: int | None = None
     used: int | None = None
     available: int | None = None
@@ -71,24 +75,32 @@ class MemoryStat:
 
 @dataclass(frozen=True, slots=True)
 class SwapStat:
+    """The host's swap in bytes."""
+
     total: int | None = None
     used: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class IoRate:
+    """The host's disk reads and writes in bytes per second."""
+
     read_bytes_per_s: float | None = None
     write_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class NetRate:
+    """The host's network traffic in bytes per second."""
+
     rx_bytes_per_s: float | None = None
     tx_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class HostSample:
+    """The host's CPUs, memory, swap, disk and network at one tick."""
+
     cpu_percent: float | None = None  # all cores, 0-100
     cpu_per_core: tuple[float, ...] = ()  # each 0-100
     cpu_count: int | None = None  # logical CPUs
@@ -221,6 +233,8 @@ def with_host(p: GpuProcess, host: ProcessInfo | None) -> GpuProcess:
 
 @dataclass(frozen=True, slots=True)
 class GpuMemory:
+    """A GPU's framebuffer memory in bytes."""
+
     total: int | None = None
     used: int | None = None  # excludes reserved when reserved is known (memory v2)
     free: int | None = None
@@ -229,12 +243,16 @@ class GpuMemory:
 
 @dataclass(frozen=True, slots=True)
 class Utilization:
+    """A GPU's utilization rates, in percent of the sample period."""
+
     gpu: float | None = None  # % of time a kernel ran (not SM occupancy)
     memory: float | None = None  # % of time memory was read or written
 
 
 @dataclass(frozen=True, slots=True)
 class Clocks:
+    """A GPU's current and maximum SM and memory clocks in MHz."""
+
     sm_mhz: int | None = None
     memory_mhz: int | None = None
     sm_max_mhz: int | None = None
@@ -243,6 +261,8 @@ class Clocks:
 
 @dataclass(frozen=True, slots=True)
 class Pcie:
+    """A GPU's PCIe link: generation and width now and at most, traffic per direction."""
+
     gen: int | None = None
     width: int | None = None
     max_gen: int | None = None
@@ -296,6 +316,8 @@ class MigDevice:
 
 @dataclass(frozen=True, slots=True)
 class GpuSample:
+    """One GPU at one tick: identity, memory, utilization, power, clocks, processes."""
+
     index: int
     name: str | None = None
     uuid: str | None = None
@@ -355,6 +377,8 @@ class UnlistedHolder:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
+    """One tick of the whole machine: what every source read; what every stage reads."""
+
     time: float  # epoch seconds at the end of the tick
     hostname: str
     driver: DriverInfo

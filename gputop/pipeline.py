@@ -8,12 +8,17 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.window import continues
-from gputop.diagnosis import Diagnoser, Diagnosis
 from gputop.model import Snapshot
+
+if TYPE_CHECKING:  # the diagnosis' modules load with the first judging (Feed._judge)
+    from gputop.diagnosis import Diagnoser, Diagnosis
+
+#: A frame's ``judging`` when its snapshot was handed over before being judged
+#: (``Feed.push(..., judge=False)``: the dashboard's first frame).
+NOT_JUDGED_YET = "judging the first sample…"
 
 
 @runtime_checkable
@@ -71,25 +76,52 @@ class Feed:
         self.subscribers: list[Callable[[Frame], None]] = []
         self._history: deque[Snapshot] = deque(maxlen=max(1, history))
         self._lock = threading.Lock()
-        self._diagnoser = Diagnoser(thresholds)
+        self._diagnoser: Diagnoser | None = None  # made on the first judging (_judge)
+        self._waiting: list[Snapshot] = []  # pushed with judge=False, not judged since
         self._judged: Diagnosis | None = None  # the diagnosis of the newest snapshot pushed
         self._given: tuple[Snapshot, ...] = ()  # the history it was judged on
 
     @property
     def kept(self) -> tuple[int, int]:
         """(snapshots the diagnoser keeps whole, look-back forms)."""
-        return self._diagnoser.kept
+        return (0, 0) if self._diagnoser is None else self._diagnoser.kept
 
     def push(
-        self, snapshot: Snapshot, *, judge_jobs: bool | None = None, publish: bool = True
+        self,
+        snapshot: Snapshot,
+        *,
+        judge_jobs: bool | None = None,
+        publish: bool = True,
+        judge: bool = True,
     ) -> Frame:
-        """The frame of the stream's newest ``snapshot``, handed to subscribers if ``publish``."""
+        """The frame of the stream's newest ``snapshot``, handed to subscribers if ``publish``.
+        ``judge`` False: the frame has no diagnosis yet (``judging``); the snapshot is judged
+        with the next push or by :meth:`judge`, whichever comes first."""
         with self._lock:
             history = self._history
             if history and not snapshot.time >= history[-1].time:
                 history.clear()  # the clock went back: a new stream
+                self._waiting.clear()
             history.append(snapshot)
-            frame = self._frame(tuple(history), (snapshot,), judge_jobs)
+            if judge:
+                new, self._waiting = (*self._waiting, snapshot), []
+                frame = self._frame(tuple(history), new, judge_jobs)
+            else:
+                self._waiting.append(snapshot)
+                frame = Frame(snapshot, tuple(history), None, NOT_JUDGED_YET)
+        return self._publish(frame, publish)
+
+    def judge(self, *, publish: bool = True) -> Frame | None:
+        """The newest snapshot's frame, judged, if it was pushed with ``judge=False`` and no
+        push has judged it since (None: nothing waits)."""
+        with self._lock:
+            if not self._waiting:
+                return None
+            new, self._waiting = tuple(self._waiting), []
+            frame = self._frame(tuple(self._history), new, None)
+        return self._publish(frame, publish)
+
+    def _publish(self, frame: Frame, publish: bool) -> Frame:
         for subscriber in self.subscribers if publish else ():
             subscriber(frame)
         return frame
@@ -121,15 +153,26 @@ class Feed:
         done = self._judged
         if new or done is None:
             jobs = self.judge_jobs if judge_jobs is None else judge_jobs
-            done = self._judged = self._diagnoser.push(*(new or history), judge_jobs=jobs)
+            done = self._judged = self._judge(new or history, jobs)
         return Frame(history[-1], history, done, None, after, generation)
+
+    def _judge(self, snapshots: tuple[Snapshot, ...], judge_jobs: bool) -> Diagnosis:
+        if self._diagnoser is None:
+            # Here, not at the top: a dashboard draws its first frame before it judges
+            # (push's ``judge``), and the diagnosis' modules are not needed before.
+            from gputop.diagnosis import Diagnoser
+
+            self._diagnoser = Diagnoser(self.thresholds)
+        return self._diagnoser.push(*snapshots, judge_jobs=judge_jobs)
 
     def _new(self, history: tuple[Snapshot, ...]) -> tuple[Snapshot, ...]:
         """The snapshots after those judged before if ``history`` continues them, else all
         of it, to a fresh diagnoser."""
+        from gputop.analysis.window import continues  # with the diagnosis (see _judge)
+
         cut = continues(self._given, history)
         if cut is not None:
             return history[len(self._given) - cut :]
-        self._diagnoser = Diagnoser(self.thresholds)
+        self._diagnoser = None  # a fresh one
         self._judged = None
         return history

@@ -171,6 +171,8 @@ def nvlink_ratios(samples: Iterable[GpuSample]) -> tuple[tuple[int, int, float, 
 
 @dataclass(frozen=True, slots=True)
 class Stats:
+    """A metric's mean, range and spread over the window."""
+
     mean: float
     low: float
     high: float

@@ -63,6 +63,8 @@ def _known_cpu(
 
 @dataclass(frozen=True, slots=True)
 class JobSignals:
+    """What a job did over the window: its workers' and main process's CPU, its reads."""
+
     job: Job
     workers: int
     worker_cpu: float | None  # mean over workers of each worker's window mean

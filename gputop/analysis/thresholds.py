@@ -23,6 +23,8 @@ def _t(default: float, kind: str, meaning: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
+    """Every limit the verdicts use, each with its kind and meaning (the config's [thresholds])."""
+
     # --- GPU utilization
     util_high: float = _t(
         85.0, "percent", "mean GPU util at or above which the GPU is busy (gpu-bound)"

@@ -185,6 +185,8 @@ class Carried:
 
 @dataclass(eq=False)
 class Context:
+    """What one diagnosis' rules read: thresholds, history, the window's ticks, the runs kept."""
+
     t: Thresholds
     history: list[Snapshot]  # the full history, oldest first
     ticks: list[Tick]  # one per window snapshot: a suffix of ``history``

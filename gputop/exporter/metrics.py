@@ -78,6 +78,8 @@ CONVERSIONS: dict[tuple[str, str], Callable[[float], float]] = {
 
 @dataclass(frozen=True, slots=True)
 class MetricDef:
+    """One Prometheus metric the exporter serves: name, type, unit, labels, help."""
+
     name: str  # as it appears in a scrape (counters with _total, info with _info)
     type: str  # "gauge" | "counter" | "info"
     unit: str  # for people: "bytes", "0-1", "1"...

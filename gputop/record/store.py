@@ -377,6 +377,8 @@ class Recorder:
 
 @dataclass(frozen=True, slots=True)
 class BlockRef:
+    """Where one block of a segment lies, and the times of its first and last snapshot."""
+
     path: Path
     offset: int  # of the payload
     length: int
@@ -389,6 +391,8 @@ class BlockRef:
 
 @dataclass(frozen=True, slots=True)
 class SegmentIndex:
+    """A segment's header and its readable blocks."""
+
     header: dict[str, Any]
     blocks: tuple[BlockRef, ...]
     unreadable: int  # bytes after the readable prefix

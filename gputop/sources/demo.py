@@ -105,6 +105,8 @@ class _Walk:
 
 @dataclass
 class _Proc:
+    """One simulated process: its fixed row and the walks of what changes."""
+
     row: ProcessInfo  # the fields that never change (pid, user, command, rss ...)
     cpu: _Walk
     read: _Walk | None = None  # bytes/s
@@ -116,6 +118,8 @@ class _Proc:
 
 @dataclass
 class _GpuProc:
+    """One simulated process's use of a GPU."""
+
     pid: int
     memory: _Walk  # bytes
     sm: _Walk | None  # SM percent; None: the process accounts for all the GPU's util
@@ -124,6 +128,8 @@ class _GpuProc:
 
 @dataclass
 class _Gpu:
+    """One simulated GPU: its identity and the walks of what changes."""
+
     index: int
     uuid: str
     util: _Walk
@@ -177,6 +183,8 @@ class ProbeSpec:
 
 @dataclass
 class _ProbeWalks:
+    """What a simulated process's probe measures, as walks."""
+
     wait: _Walk
     step: _Walk
     allocated: _Walk | None

@@ -22,6 +22,8 @@ _CMDLINE_READ_LIMIT = 16384
 
 @dataclass(frozen=True, slots=True)
 class HolderScan:
+    """One scan of /proc for /dev/nvidia* holders, and what it looked at."""
+
     holders: tuple[UnlistedHolder, ...]
     processes: int  # pid directories looked at (listed pids excluded)
     fds: int  # descriptors read with readlink

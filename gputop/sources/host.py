@@ -118,6 +118,8 @@ def _is_physical_disk(name: str, sys_block: str) -> bool:
 
 @dataclass(slots=True)
 class _Tracked:
+    """One process's last reading, kept for its rates at the next tick."""
+
     pid: int
     proc: psutil.Process | None = None  # only where there is no Linux /proc
     time: float | None = None  # monotonic time of the last read

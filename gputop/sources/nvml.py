@@ -249,6 +249,8 @@ class _ProcV3Legacy(_ProcV2):
 
 @dataclass(frozen=True)
 class ProcessCall:
+    """One variant of NVML's running-processes call: its symbol and the structure it fills."""
+
     symbol: str
     layout: type[ctypes.Structure]
     label: str  # "v3", "v3 (535.43-535.86 layout)", "v2", "v1"
@@ -389,6 +391,8 @@ class _Lost(Exception):
 
 @dataclass
 class _Gpu:
+    """One GPU's handle and static information, kept between ticks."""
+
     index: int
     handle: Any = None
     lost_reason: str | None = None  # set while the GPU is lost

@@ -124,6 +124,8 @@ def _is_theirs(st: os.stat_result, uid: int) -> bool:
 
 @dataclass(slots=True)
 class _Dir:
+    """A probe directory and the user whose processes write it."""
+
     path: str
     uid: int  # whose it is: its files are of that user's processes
 

@@ -21,7 +21,6 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.diagnosis import Diagnosis
 from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
 from gputop.keys import Key as Key
 from gputop.keys import remapped
@@ -40,7 +39,7 @@ from gputop.ui.terminal import (
     owning_terminal,
 )
 from gputop.views import process_view
-from gputop.views.gpu_view import JUDGING_MARK, VerdictMark, verdict_legend, verdict_mark
+from gputop.views.gpu_view import VerdictMark, judging_mark, verdict_legend, verdict_mark
 from gputop.views.header_view import header_parts
 from gputop.views.host_view import host_lines
 from gputop.views.parts import (
@@ -57,6 +56,8 @@ W = TypeVar("W", bound=Widget)
 
 if TYPE_CHECKING:
     from textual.widgets import Footer
+
+    from gputop.diagnosis import Diagnosis
 
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
@@ -336,10 +337,15 @@ class GpuTopApp(App[int]):
         self.call_after_refresh(self._mount_after_first_frame)
 
     async def _mount_after_first_frame(self) -> None:
-        """The filter box (hidden) and the footer, one refresh after the first frame: the
-        footer, docked at the bottom, takes its row from the table in the next frame."""
+        """The first snapshot's verdicts, the filter box (hidden) and the footer, one
+        refresh after the first frame: the footer, docked at the bottom, takes its row from
+        the table in the next frame."""
         from textual.widgets import Footer  # its module too: nothing before the first frame
 
+        if not self.closing:
+            judged = self.feed.judge(publish=False)  # None: the sampler's tick judged it
+            if judged is not None:
+                self.apply_frame(judged)
         main = self._main_screen
         if self.closing or main.query_one_optional("#footer") is not None:
             return
@@ -355,10 +361,12 @@ class GpuTopApp(App[int]):
         footer.show_command_palette = size.width >= FOOTER_PALETTE_WIDTH
 
     def _apply_latest(self, sampler: Stream) -> None:
-        """The first frame: what the source has already (drawn on mount)."""
+        """The first frame: what the source has already (drawn on mount), its verdicts
+        "judging" until the next refresh (_mount_after_first_frame): the diagnosis' modules
+        and its first run come after the first paint."""
         latest = sampler.latest()
         if latest is not None:
-            self.apply_frame(self.feed.push(latest, publish=False))
+            self.apply_frame(self.feed.push(latest, publish=False, judge=False))
 
     async def action_interrupt(self) -> None:
         """Ctrl-C: quit with SIGINT's status, as a shell would report it."""
@@ -479,7 +487,8 @@ class GpuTopApp(App[int]):
         if self.verdicts is not None:
             return self.verdicts
         if self.judging is not None and self.snapshot is not None:
-            return {g.index: JUDGING_MARK for g in self.snapshot.gpus}
+            mark = judging_mark(self.judging)  # why: a replay's look-back, a first sample
+            return {g.index: mark for g in self.snapshot.gpus}
         return None if self.diagnosis() is None else self._marks
 
     def _render(self) -> None:

@@ -198,6 +198,8 @@ SEVERITY_ROLES: dict[str, str] = {"ok": "ok", "info": "dim", "warn": "warn", "ba
 
 @dataclass(frozen=True, slots=True)
 class VerdictMark:
+    """A GPU's verdict as its line shows it: the word, the full label, the theme role."""
+
     kind: str
     word: str  # at most VERDICT_WIDTH characters
     label: str  # the full label (wide layout, when it fits)
@@ -207,9 +209,14 @@ class VerdictMark:
         return self.label if len(self.label) <= width else self.word
 
 
+def judging_mark(why: str) -> VerdictMark:
+    """The verdict slot of a frame not judged yet; its wide label says ``why``."""
+    return VerdictMark("judging", "judging", why, "dim")
+
+
 #: The verdict slot while a replay reads the look-back its verdicts are judged on (never
 #: an old verdict, never one judged from part of the history).
-JUDGING_MARK = VerdictMark("judging", "judging", "judging from the recording…", "dim")
+JUDGING_MARK = judging_mark("judging from the recording…")
 
 
 def verdict_mark(verdict: Verdict) -> VerdictMark:
@@ -253,6 +260,8 @@ def gpu_marker(
 
 @dataclass(frozen=True, slots=True)
 class GpuView:
+    """One GPU's lines, ready to draw."""
+
     index: int
     lines: tuple[Parts, ...]
     lost: bool

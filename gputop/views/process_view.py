@@ -16,6 +16,8 @@ from gputop.views.probe_view import probe_cell
 
 @dataclass(frozen=True, slots=True)
 class Column:
+    """One column of the process table: its key, label, widths and alignment."""
+
     key: str
     label: str
     wide: int  # width in the wide layout; 0 = hidden
@@ -74,6 +76,8 @@ def column_widths(
 
 @dataclass(frozen=True, slots=True)
 class ProcRow:
+    """One row of the process table: a GPU process or a holder, with its cells."""
+
     key: str  # "gpu:pid" ("?:pid" for a holder on an unknown GPU)
     gpu: int | None
     pid: int

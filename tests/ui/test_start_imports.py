@@ -46,6 +46,15 @@ NOT_AT_START = (
     # The footer (a widget per key, with their CSS) is mounted one refresh after the
     # first frame (GpuTopApp._mount_after_first_frame): its module loads then.
     "textual.widgets._footer",
+    # The first frame is drawn "judging" (Feed.push's judge=False); the diagnosis, its
+    # rules and window load with the first judging, one refresh later.
+    "gputop.diagnosis",
+    "gputop.analysis.verdict",
+    "gputop.analysis.gpu_rules",
+    "gputop.analysis.input_rules",
+    "gputop.analysis.holders",
+    "gputop.analysis.measured",
+    "gputop.analysis.window",
 )
 #: Loaded only by the demo: a live start (the fake NVML) never needs them; the parser's
 #: ``--demo-node`` choices come from ``sources.base.DEMO_NODES``.
@@ -54,11 +63,13 @@ NOT_AT_LIVE_START = ("gputop.sources.demo",)
 #: owners the first frame's process table shows; 51: issue 31's probe reader, the file
 #: contract it reads by, the measured verdicts and the probe column's cells, which the
 #: first frame shows where a training process runs the probe; 50: issue 32, the demo's
-#: module no longer loaded for the parser's --demo-node choices).
-GPUTOP_AT_START = 50
+#: module no longer loaded for the parser's --demo-node choices; 43: the diagnosis' seven
+#: modules after the first frame).
+GPUTOP_AT_START = 43
 #: Every module at the first frame, Python's and Textual's included, at most (462 on the
-#: fake NVML at issue 32, the footer's module after the first frame).
-ALL_AT_START = 466
+#: fake NVML at issue 32, the footer's module after the first frame; 456 with the
+#: diagnosis after it).
+ALL_AT_START = 460
 
 PROBE = """
 import json, sys

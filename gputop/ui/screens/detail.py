@@ -68,6 +68,8 @@ _RATE_UNITS = (("B/s", 1.0), ("KiB/s", 1024.0), ("MiB/s", 1024.0**2), ("GiB/s", 
 
 @dataclass(frozen=True)
 class Series:
+    """One line of a detail chart: its label, colour and points."""
+
     label: str
     color: int  # 256-colour palette index (plotext ignores some colour names)
     points: tuple[Point, ...]
