@@ -293,3 +293,21 @@ def test_the_live_source_on_a_new_driver_starts_no_pcie_thread(fake_nvml: FakeNv
         finally:
             source.close()
         assert _pcie_threads() == []
+
+
+def test_the_first_frame_shows_pcie_as_na_never_0(
+    fake_nvml: FakeNvml, made: list[NvmlReader]
+) -> None:
+    """The dashboard's first frame is the first reading: one reading of each counter, no
+    rate yet. The GPU's line says n/a, the link is shown."""
+    from gputop.views.gpu_view import gpu_view
+    from gputop.views.parts import plain
+
+    r, clock = _reader(fake_nvml, made, NEW.scenario(gpus=[FakeGpu()]))
+    (g,), _ = r.read()
+    text = " ".join(plain(line) for line in gpu_view(g, compact=False, bar_width=20).lines)
+    assert "PCIe TX n/a RX n/a" in text and "0B/s" not in text
+    clock.now += 1.0
+    (g,), _ = r.read()
+    text = " ".join(plain(line) for line in gpu_view(g, compact=False, bar_width=20).lines)
+    assert "PCIe TX n/a" not in text and "RX n/a" not in text
