@@ -129,7 +129,10 @@ def tmux(*args: str, check: bool = True) -> str:
 
 def scenario_for(pids: list[int], per_gpu: int = 2, driver: str = "r560") -> Scenario:
     """8 GPUs, ``per_gpu`` of ``pids`` on each, on a ``driver`` of the fake's profiles
-    (the newest: PCIe from the byte counters, no PCIe thread)."""
+    (the newest: PCIe from the byte counters, no PCIe thread). Their links carry nothing:
+    a rate from counters that grow at each read varies with the tick's length, a
+    throughput answer does not, and a value that changes costs every consumer a redraw;
+    with no traffic both read 0 at every tick."""
     gpus = []
     for g in range(8):
         mine = pids[per_gpu * g : per_gpu * g + per_gpu]
@@ -144,6 +147,8 @@ def scenario_for(pids: list[int], per_gpu: int = 2, driver: str = "r560") -> Sce
                     FakeSample(pid, sm=20 + 10 * (k % 8), mem=5 + k % 8)
                     for k, pid in enumerate(mine)
                 ],
+                pcie_tx_kbps=0,
+                pcie_rx_kbps=0,
             )
         )
     return PROFILES[driver].scenario(gpus=gpus)
