@@ -43,6 +43,7 @@ def made(fake_nvml: FakeNvml) -> Iterator[list[NvmlReader]]:
     yield readers
     for r in readers:
         r.close()
+    _join_pcie_threads()
 
 
 def _reader(
@@ -58,6 +59,14 @@ def _reader(
 
 def _pcie_threads() -> list[str]:
     return sorted(t.name for t in threading.enumerate() if t.name.startswith("gputop-pcie-"))
+
+
+def _join_pcie_threads() -> None:
+    """After close(): a retired thread ends once it sees its queue (close waits only so
+    long); the next count must not see it."""
+    for t in threading.enumerate():
+        if t.name.startswith("gputop-pcie-"):
+            t.join(30)
 
 
 class _Counted:
@@ -292,6 +301,7 @@ def test_the_live_source_on_a_new_driver_starts_no_pcie_thread(fake_nvml: FakeNv
             assert len(_pcie_threads()) == threads, profile.name
         finally:
             source.close()
+            _join_pcie_threads()
         assert _pcie_threads() == []
 
 
