@@ -549,7 +549,7 @@ class FakeGpu:
     nvlinks: list[FakeLink] = field(default_factory=list)
     nvlink_kib_step: tuple[int, int] | None = None  # (TX, RX) KiB added at each read
     nvlink_kib_start: tuple[int, int] = (0, 0)
-    pcie_count_start: tuple[int, int] = (0, 0)  # PCIe byte counters (fields 197/198)
+    pcie_count_start: tuple[int, int] | None = None  # PCIe byte counters (197/198); None: 0
     field_errors: dict[int, Code] = field(default_factory=dict)  # field id -> its entry's
     errors: dict[str, Code] = field(default_factory=dict)  # symbol (or "*") -> nvmlReturn
     sleeps_ms: dict[str, int] = field(default_factory=dict)  # symbol (or "*") -> ms
@@ -623,9 +623,9 @@ class FakeGpu:
         if self.nvlink_kib_step is not None:
             (tx, rx), (tx0, rx0) = self.nvlink_kib_step, self.nvlink_kib_start or (0, 0)
             out.append(f"nvlink_kib {tx} {rx} {tx0} {rx0}")
-        if self.pcie_count_start != (0, 0):
+        if self.pcie_count_start:  # None (a GPU of nothing optional): from 0
             out.append("pcie_count {} {}".format(*self.pcie_count_start))
-        out += [f"field_err {fid} {code(c)}" for fid, c in self.field_errors.items()]
+        out += [f"field_err {fid} {code(c)}" for fid, c in (self.field_errors or {}).items()]
         out += [f"err {sym} {code(c)}" for sym, c in self.errors.items()]
         out += [f"sleep {sym} {ms}" for sym, ms in self.sleeps_ms.items()]
         return out
