@@ -49,7 +49,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fakenvml import FakeGpu, FakeProcess, FakeSample, GiB, Scenario, subprocess_env  # noqa: E402
+from tests.fakenvml import (  # noqa: E402
+    PROFILES,
+    FakeGpu,
+    FakeProcess,
+    FakeSample,
+    GiB,
+    Scenario,
+    subprocess_env,
+)
 
 # The fake GPUs' total memory (80 GiB) as either tool may print it: on screen = data arrived.
 # (nvitop hides GPU names in its compact layout, so the name is not a usable marker.)
@@ -119,8 +127,12 @@ def tmux(*args: str, check: bool = True) -> str:
     return out.stdout
 
 
-def scenario_for(pids: list[int], per_gpu: int = 2) -> Scenario:
-    """8 GPUs, ``per_gpu`` of ``pids`` on each."""
+def scenario_for(pids: list[int], per_gpu: int = 2, driver: str = "r560") -> Scenario:
+    """8 GPUs, ``per_gpu`` of ``pids`` on each, on a ``driver`` of the fake's profiles
+    (the newest: PCIe from the byte counters, no PCIe thread). Their links carry nothing:
+    a rate from counters that grow at each read varies with the tick's length, a
+    throughput answer does not, and a value that changes costs every consumer a redraw;
+    with no traffic both read 0 at every tick."""
     gpus = []
     for g in range(8):
         mine = pids[per_gpu * g : per_gpu * g + per_gpu]
@@ -135,9 +147,11 @@ def scenario_for(pids: list[int], per_gpu: int = 2) -> Scenario:
                     FakeSample(pid, sm=20 + 10 * (k % 8), mem=5 + k % 8)
                     for k, pid in enumerate(mine)
                 ],
+                pcie_tx_kbps=0,
+                pcie_rx_kbps=0,
             )
         )
-    return Scenario(gpus=gpus)
+    return PROFILES[driver].scenario(gpus=gpus)
 
 
 @dataclass

@@ -854,10 +854,12 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               "", "PCIe link width max",
               reads=_s("pcie_max_width", ("nvmlDeviceGetMaxPcieLinkWidth",), once=True)),
     GpuMetric("pcie.tx_bytes_per_s", "bytes/s", _PCIE_RATE, "", "", None, "",
-              "nvmlDeviceGetPcieThroughput (TX)",
+              "nvmlDeviceGetFieldValues (197), a rate across ticks (drivers 555+); "
+              "else nvmlDeviceGetPcieThroughput (TX)",
               'PCIe throughput GPU to host (gputop_gpu_pcie_bytes_per_second{direction="tx"})'),
     GpuMetric("pcie.rx_bytes_per_s", "bytes/s", _PCIE_RATE, "", "", None, "",
-              "nvmlDeviceGetPcieThroughput (RX)",
+              "nvmlDeviceGetFieldValues (198), a rate across ticks (drivers 555+); "
+              "else nvmlDeviceGetPcieThroughput (RX)",
               'PCIe throughput host to GPU (gputop_gpu_pcie_bytes_per_second{direction="rx"})'),
     GpuMetric("power_w", "W", (0, 5_000), "{:.0f}W", "", "gputop_gpu_power_watts", "watts",
               "", "Power draw",

@@ -161,6 +161,10 @@ _GPM_IDS, _GPM_NVLINK_IDS = _gpm_ids(False), _gpm_ids(True)
 _COUNTERS = tuple(
     (r.field_id, r.scope) for m in _INSIDE for r in m.reads if isinstance(r, CounterRead)
 )
+#: NVML_FI_DEV_PCIE_COUNT_TX_BYTES and _RX_BYTES (nvml.h, drivers 555 and later): cumulative
+#: PCIe bytes, answered at once. Where a GPU gives both, its PCIe throughput is their rate
+#: across ticks; elsewhere a thread asks nvmlDeviceGetPcieThroughput (``_PcieCall``).
+_PCIE_TX, _PCIE_RX = _PCIE_COUNTERS = ((197, 0), (198, 0))
 #: GPM computes a metric from two samples at least this far apart (nvml.h).
 GPM_MIN_S = 0.1
 #: Two readings for rates (``--once``, the first ``--stream`` line) start this far apart
@@ -410,6 +414,10 @@ class _Gpu:
     variant: dict[str, int] = field(default_factory=dict)  # metric -> first working call
     last_sample_us: int = 0  # newest per-process utilization timestamp seen
     pcie_call: _PcieCall | None = None  # TX and RX of this handle
+    # PCIe byte counters: both answered when asked at attach (then no PCIe thread); this
+    # tick's (TX, RX) rates from them, taken by _pcie_rates
+    pcie_counters: bool = False
+    pcie_counter_rates: tuple[float | None, float | None] = (None, None)
     # last read's rows by pid: an unchanged row is given out again (snapshots share it)
     last_processes: dict[int, GpuProcess] = field(default_factory=dict)
     # GPM: supported (asked once per attach); the last sample, when it was taken, a spare
@@ -433,6 +441,8 @@ class _Gpu:
         self.nvlink_remote = ()
         self.nvlink_peers = None
         self.counters.clear()
+        self.pcie_counters = False
+        self.pcie_counter_rates = (None, None)
         self.last_processes = {}
         self.unsupported.clear()
         self.variant.clear()
@@ -662,6 +672,7 @@ class NvmlReader:
                 setattr(gpu, attr, self._get(gpu, metric, call(h, fn, *consts)))
             self._attach_gpm(gpu, h)
             self._attach_nvlink(gpu, h)
+            gpu.pcie_counters = self._has_pcie_counters(h)
             # the metric ids GPM is asked for: NVLink's only where links are up
             gpu.gpm_ids = (*_GPM_IDS, *(_GPM_NVLINK_IDS if gpu.nvlink_links else ()))
         except _Lost as lost:
@@ -930,19 +941,33 @@ class NvmlReader:
             gpu.gpm_ids = tuple(i for i in gpu.gpm_ids if i not in unsupported)
         return out
 
+    def _has_pcie_counters(self, h: Any) -> bool:
+        """Whether the GPU answers both PCIe byte counters (asked once per attach); any
+        failure: no, silently (the PCIe thread reads the throughput, and its answers
+        say whether the GPU is lost)."""
+        try:
+            values = self._nv.nvmlDeviceGetFieldValues(h, list(_PCIE_COUNTERS))
+        except Exception:
+            return False
+        return len(values) == len(_PCIE_COUNTERS) and all(int(v.nvmlReturn) == 0 for v in values)
+
     def _counter_rates(self, gpu: _Gpu, h: Any) -> dict[tuple[int, int], float | None]:
-        """(field id, scope) -> count per second since the last tick (None: not known)."""
-        if not gpu.nvlink_links or "nvlink_counters" in gpu.unsupported:
+        """(field id, scope) -> count per second since the last tick (None: not known): the
+        NVLink counters where links are up and the PCIe byte counters where the GPU has
+        them, in one call."""
+        nvlink = bool(gpu.nvlink_links) and "nvlink_counters" not in gpu.unsupported
+        pcie = gpu.pcie_counters and "pcie_counters" not in gpu.unsupported
+        fields = (*(_COUNTERS if nvlink else ()), *(_PCIE_COUNTERS if pcie else ()))
+        if not fields:
             return {}
         nv = self._nv
-        values = self._get(
-            gpu, "nvlink_counters", lambda: nv.nvmlDeviceGetFieldValues(h, list(_COUNTERS))
-        )
+        metric = "nvlink_counters" if nvlink else "pcie_counters"
+        values = self._get(gpu, metric, lambda: nv.nvmlDeviceGetFieldValues(h, list(fields)))
         if values is None:
             return {}
         now = self._clock()
         out: dict[tuple[int, int], float | None] = {}
-        for key, value in zip(_COUNTERS, values, strict=True):
+        for key, value in zip(fields, values, strict=True):
             if int(value.nvmlReturn) != 0:
                 gpu.counters.pop(key, None)
                 continue
@@ -955,7 +980,9 @@ class NvmlReader:
         """The ``activity`` and ``nvlink`` parts: each row of the table from its first read
         that gives a value. In MIG mode GPM is read per GPU instance (``_mig_devices``)."""
         gpm = {} if mig_on else self._gpm(gpu, h)
-        parts = _from_reads(gpm, self._counter_rates(gpu, h), bool(gpu.nvlink_links))
+        rates = self._counter_rates(gpu, h)
+        gpu.pcie_counter_rates = (rates.get(_PCIE_TX), rates.get(_PCIE_RX))
+        parts = _from_reads(gpm, rates, bool(gpu.nvlink_links))
         nvlink = Nvlink()
         if gpu.nvlink_links:
             version, per_link = NVLINK_VERSIONS.get(gpu.nvlink_version or 0, (None, None))
@@ -1178,7 +1205,7 @@ class NvmlReader:
     def _start_pcie(self) -> None:
         nv = self._nv
         for gpu in self._gpus:
-            if gpu.handle is None or "pcie_throughput" in gpu.unsupported:
+            if gpu.handle is None or gpu.pcie_counters or "pcie_throughput" in gpu.unsupported:
                 continue
             call = gpu.pcie_call
             if call is None:
@@ -1197,8 +1224,11 @@ class NvmlReader:
         self._pcie_answers.wait([c for c in asked if c.pending], deadline - time.monotonic())
 
     def _pcie_rates(self, gpu: _Gpu) -> tuple[float | None, float | None]:
-        """(TX, RX) bytes/s once ``_wait_pcie`` returned; None each: not asked or not
-        answered."""
+        """(TX, RX) bytes/s once ``_wait_pcie`` returned: from the counters (read with the
+        GPU's values), or its PCIe call's answer; None each: not asked or not answered."""
+        if gpu.pcie_counters:
+            rates, gpu.pcie_counter_rates = gpu.pcie_counter_rates, (None, None)
+            return rates
         call = gpu.pcie_call
         if call is None or not call.pending:  # no handle (reset), or not asked
             return None, None

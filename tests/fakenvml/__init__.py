@@ -62,7 +62,13 @@ describe that GPU::
     clocks SM MEM SM_MAX MEM_MAX      MHz
     reasons MASK              clock-event reasons bitmask
     pcie GEN WIDTH MAX_GEN MAX_WIDTH
-    pcie_kbps TX RX           nvmlDeviceGetPcieThroughput, KB/s
+    pcie_kbps TX RX           nvmlDeviceGetPcieThroughput, KB/s; on a driver 555 or later
+                              (the ``driver`` line) also nvmlDeviceGetFieldValues 197/198:
+                              cumulative bytes, grown by TX/RX x 1024 (one second's worth)
+                              at every call, so one read a second gives TX/RX
+    pcie_count TX0 RX0        the start of those byte counters (default 0; a re-read
+                              scenario starts them again: a driver reset)
+    field_err FIELD CODE      nvmlDeviceGetFieldValues answers CODE in FIELD's entry
     codec ENC DEC             encoder / decoder utilization percent
     mig CURRENT PENDING
     ecc VOLATILE AGGREGATE    uncorrected ECC error counts
@@ -246,7 +252,8 @@ class DriverProfile:
 
 #: The driver generations the fake can be built as, oldest first. The symbol lists follow
 #: nvml.h's history (when each call appeared); they are what matters to a client, not a
-#: complete inventory of each branch.
+#: complete inventory of each branch. The PCIe byte counters follow the scenario's driver
+#: line (fakenvml.c: PCIE_COUNTERS_SINCE): the r560 build has the current symbols.
 PROFILES: dict[str, DriverProfile] = {
     p.name: p
     for p in (
@@ -291,7 +298,13 @@ PROFILES: dict[str, DriverProfile] = {
             "current",
             "550.54.15",
             12040,
-            about="R550+: every symbol",
+            about="R550: every symbol; no PCIe byte counters (fields 197/198)",
+        ),
+        DriverProfile(
+            "r560",
+            "560.35.03",
+            12060,
+            about="R555+: the PCIe byte counters too (fields 197/198, the fake's driver line)",
         ),
     )
 }
@@ -536,6 +549,8 @@ class FakeGpu:
     nvlinks: list[FakeLink] = field(default_factory=list)
     nvlink_kib_step: tuple[int, int] | None = None  # (TX, RX) KiB added at each read
     nvlink_kib_start: tuple[int, int] = (0, 0)
+    pcie_count_start: tuple[int, int] | None = None  # PCIe byte counters (197/198); None: 0
+    field_errors: dict[int, Code] = field(default_factory=dict)  # field id -> its entry's
     errors: dict[str, Code] = field(default_factory=dict)  # symbol (or "*") -> nvmlReturn
     sleeps_ms: dict[str, int] = field(default_factory=dict)  # symbol (or "*") -> ms
 
@@ -608,6 +623,9 @@ class FakeGpu:
         if self.nvlink_kib_step is not None:
             (tx, rx), (tx0, rx0) = self.nvlink_kib_step, self.nvlink_kib_start or (0, 0)
             out.append(f"nvlink_kib {tx} {rx} {tx0} {rx0}")
+        if self.pcie_count_start:  # None (a GPU of nothing optional): from 0
+            out.append("pcie_count {} {}".format(*self.pcie_count_start))
+        out += [f"field_err {fid} {code(c)}" for fid, c in (self.field_errors or {}).items()]
         out += [f"err {sym} {code(c)}" for sym, c in self.errors.items()]
         out += [f"sleep {sym} {ms}" for sym, ms in self.sleeps_ms.items()]
         return out

@@ -45,6 +45,8 @@
 #define RULE_NAME 96
 #define MAX_MIG 8
 #define MAX_GPM 32 /* GPM metrics a scenario GPU can give */
+#define MAX_FIELD_ERRS 8 /* field_err lines a scenario GPU can have */
+#define PCIE_COUNTERS_SINCE 555 /* the driver branch that added fields 197/198 */
 #define MAX_LINKS NVML_NVLINK_MAX_LINKS
 #define UNSET (-1LL) /* a metric written as "-": the call answers NOT_SUPPORTED */
 
@@ -117,6 +119,11 @@ typedef struct {
     int has_nvl_kib; /* the throughput fields 138/139 answer */
     unsigned long long nvl_tx, nvl_rx;       /* cumulative KiB */
     unsigned long long nvl_tx_step, nvl_rx_step; /* KiB added at each nvmlDeviceGetFieldValues */
+    /* PCIe bytes (fields 197/198, drivers 555+), grown by pcie_kbps x 1024 at each call */
+    unsigned long long pcie_tx_count, pcie_rx_count;
+    unsigned int nfield_errs;
+    unsigned int field_err_ids[MAX_FIELD_ERRS];
+    int field_err_codes[MAX_FIELD_ERRS]; /* what that field's entry answers */
     rule_t errs[MAX_RULES];
     unsigned int nerrs;
     rule_t sleeps[MAX_RULES];
@@ -168,6 +175,14 @@ static long long parse_num(const char *tok)
     if (tok == NULL || strcmp(tok, "-") == 0)
         return UNSET;
     return strtoll(tok, NULL, 0);
+}
+
+/* A counter's value: the whole unsigned 64-bit range ("-" or none: 0). */
+static unsigned long long parse_u64(const char *tok)
+{
+    if (tok == NULL || strcmp(tok, "-") == 0)
+        return 0ULL;
+    return strtoull(tok, NULL, 0);
 }
 
 static void copy_str(char *dst, size_t cap, const char *src)
@@ -462,6 +477,18 @@ static scenario_t *load_scenario(const char *path)
             long long tx = parse_num(TOK()), rx = parse_num(TOK());
             g->nvl_tx = tx == UNSET ? 0ULL : (unsigned long long)tx;
             g->nvl_rx = rx == UNSET ? 0ULL : (unsigned long long)rx;
+        } else if (strcmp(key, "pcie_count") == 0) {
+            g->pcie_tx_count = parse_u64(TOK());
+            g->pcie_rx_count = parse_u64(TOK());
+        } else if (strcmp(key, "field_err") == 0) {
+            char *id = TOK(), *ret = TOK();
+            if (id == NULL || ret == NULL || g->nfield_errs >= MAX_FIELD_ERRS) {
+                ok = 0;
+            } else {
+                g->field_err_ids[g->nfield_errs] = (unsigned int)parse_num(id);
+                g->field_err_codes[g->nfield_errs] = (int)parse_num(ret);
+                g->nfield_errs++;
+            }
         } else if (strcmp(key, "sample") == 0) {
             psample_t s;
             s.pid = (unsigned int)parse_num(TOK());
@@ -1699,7 +1726,9 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned i
 }
 
 /* The NVLink throughput counters (138 TX, 139 RX: cumulative KiB) grow by the scenario's
- * step at every call; every other field answers NOT_SUPPORTED in its entry. */
+ * step at every call; so do the PCIe byte counters (197 TX, 198 RX: drivers 555 and later,
+ * a GPU with pcie_kbps), by one second of pcie_kbps. Every other field, and one a field_err
+ * line names, answers NOT_SUPPORTED (that line's code) in its entry. */
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t *values)
 {
@@ -1710,6 +1739,12 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
         g->nvl_tx += g->nvl_tx_step;
         g->nvl_rx += g->nvl_rx_step;
     }
+    int pcie = atoi(g_sc->driver) >= PCIE_COUNTERS_SINCE && g->pcie_tx != UNSET &&
+               g->pcie_rx != UNSET;
+    if (pcie) { /* unsigned: wraps as the driver's counters do */
+        g->pcie_tx_count += (unsigned long long)g->pcie_tx * 1024ULL;
+        g->pcie_rx_count += (unsigned long long)g->pcie_rx * 1024ULL;
+    }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     for (int i = 0; i < valuesCount; i++) {
@@ -1718,9 +1753,20 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
         v->latencyUsec = 0;
         v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
         v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
-        if (!g->has_nvl_kib)
+        unsigned int e = 0;
+        while (e < g->nfield_errs && g->field_err_ids[e] != v->fieldId)
+            e++;
+        if (e < g->nfield_errs) {
+            v->nvmlReturn = (nvmlReturn_t)g->field_err_codes[e];
+        } else if (pcie && v->fieldId == NVML_FI_DEV_PCIE_COUNT_TX_BYTES) {
+            v->value.ullVal = g->pcie_tx_count;
+            v->nvmlReturn = NVML_SUCCESS;
+        } else if (pcie && v->fieldId == NVML_FI_DEV_PCIE_COUNT_RX_BYTES) {
+            v->value.ullVal = g->pcie_rx_count;
+            v->nvmlReturn = NVML_SUCCESS;
+        } else if (!g->has_nvl_kib) {
             continue;
-        if (v->fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX) {
+        } else if (v->fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX) {
             v->value.ullVal = g->nvl_tx;
             v->nvmlReturn = NVML_SUCCESS;
         } else if (v->fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX) {
