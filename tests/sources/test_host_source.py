@@ -16,6 +16,8 @@ from typing import Any
 
 import psutil
 import pytest
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
 
 from gputop.model import ProcessInfo, replace, reuse_equal
 from gputop.sources import host as host_mod
@@ -932,6 +934,18 @@ def test_a_rewritten_title_shows_within_the_recheck_period(
         assert _row(spaced.read_processes([a.pid]), a.pid).command == first
         clock[0] += period - 1.0
         assert _row(spaced.read_processes([a.pid]), a.pid).command == "worker: idle"
+
+
+@seed(32)  # fixed: a failure reproduces (hypothesis prints the example)
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.binary(max_size=40), st.lists(st.integers(0, 2**64), min_size=0, max_size=60))
+def test_exec_sign_never_raises_and_a_comm_cannot_move_it(comm: bytes, fields: list[int]) -> None:
+    """A process names itself (its comm: any bytes, ")" and spaces too): the sign is still
+    the four fields at their place after the last ")", or fewer on a short line."""
+    tail = b" ".join(str(n).encode() for n in fields)
+    sign = procfs.exec_sign(b"12 (" + comm + b") " + tail)
+    assert sign == tuple(str(n).encode() for n in fields[45:49])
+    assert len(procfs.exec_sign(comm + tail)) <= 4
 
 
 def test_exec_sign_reads_the_argument_and_environment_addresses() -> None:
