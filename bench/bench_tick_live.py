@@ -59,7 +59,7 @@ def run(per_gpu: int, settle: float, ticks: int) -> int:
     host._tree_scan = timed("  of which finding the tree", host._tree_scan)
     for name in ("read_real_uid", "read_cmdline", "read_io"):
         setattr(procfs, name, timed(f"  of which {name}", getattr(procfs, name)))
-    source._holders = timed("/dev/nvidia holders scan (every 5 s)", source._holders)
+    source._holders = timed("/dev/nvidia holders scan (every 10 s)", source._holders)
     feed = Feed(history=HISTORY)
     push = timed("diagnosis (Feed.push)", feed.push)
     source.snapshot = timed("snapshot, all", source.snapshot)
@@ -97,7 +97,7 @@ def run(per_gpu: int, settle: float, ticks: int) -> int:
         "  of which read_real_uid",
         "  of which read_cmdline",
         "  of which read_io",
-        "/dev/nvidia holders scan (every 5 s)",
+        "/dev/nvidia holders scan (every 10 s)",
         "diagnosis (Feed.push)",
     ]
     for name in order:

@@ -15,7 +15,11 @@ from gputop.fmt import clean_text
 from gputop.model import UnlistedHolder
 from gputop.sources import procfs
 
-RECOMMENDED_INTERVAL_S = 5.0
+#: The scan's period in the live source (longer where it is costly: HOLDER_SCAN_COST_FACTOR):
+#: an unlisted holder shows, and one that let go leaves, within this delay. A holder worth
+#: a verdict has held the GPU for minutes (IDLE_HOLDER_SECONDS); the scan reads every
+#: process's descriptors, the costliest of the idle tick's parts at this period.
+RECOMMENDED_INTERVAL_S = 10.0
 
 _CMDLINE_READ_LIMIT = 16384
 

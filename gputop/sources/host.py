@@ -55,11 +55,13 @@ NEW_PIDS_ADDED = 8
 #: A changed row takes these from the last row when equal: the history holds one copy.
 SHARED_STRINGS = ("user", "name", "command", "status")
 
-#: A process's real uid (its USER) is read from ``/proc/PID/status`` when it is first
-#: seen, then again at most this often: the status file is the costliest of a process's
-#: files, and a uid changes only through ``setuid`` and the like (no file gputop reads
-#: says when). A user change of a running process shows within this delay.
-UID_RECHECK_SECONDS = 5.0
+#: A process's real uid (its USER, from ``/proc/PID/status``) and its command line
+#: (``/proc/PID/cmdline``) are read when it is first seen, then again at most this often:
+#: a uid changes only through ``setuid`` and the like, a command line only with an exec
+#: or when the process writes over its own (setproctitle), and no file gputop reads says
+#: when. An exec or a new name (``comm``) reads the command line at once; a user change or
+#: a rewritten title of a running process shows within this delay.
+PROCESS_RECHECK_SECONDS = 5.0
 
 
 def _rate(delta: float | None, dt: float | None) -> float | None:
@@ -133,6 +135,9 @@ class _Tracked:
     name: str | None = None
     # the named variables of its environment, read with each new command line (an exec)
     environment: tuple[tuple[str, str], ...] | None = None
+    # when the command line was last read (monotonic; None: never), and the exec sign then
+    cmdline_at: float | None = None
+    exec_sign: tuple[bytes, ...] = ()
     # the real uid as last read, and when (monotonic)
     uid: int | None = None
     uid_at: float = 0.0
@@ -222,14 +227,14 @@ class HostReader:
         proc_root: str = PROC_ROOT,
         sys_cpu: str = SYS_CPU,
         cpu_freq: bool = True,
-        uid_recheck_seconds: float = UID_RECHECK_SECONDS,
+        recheck_seconds: float = PROCESS_RECHECK_SECONDS,
     ) -> None:
         """``cpu_freq=False``: ``cpu_freq_mhz`` is None, for a consumer that does not show
         it: /proc/cpuinfo is the costliest host file (some kernels interrupt every CPU).
         ``rescan_seconds=0``: a whole pass over every process on every call, never the
-        new pids alone; ``uid_recheck_seconds=0``: every status file read every call."""
+        new pids alone; ``recheck_seconds=0``: every status and cmdline file read every call."""
         self._read_freq = cpu_freq
-        self._uid_recheck = uid_recheck_seconds
+        self._recheck = recheck_seconds
         self._rescan_seconds = rescan_seconds
         self._pid_max = procfs.pid_max()
         self.shared_pid_namespace = (
@@ -615,16 +620,14 @@ class HostReader:
             uid = self._real_uid(tracked, now)
             if uid is not None:
                 user = procfs.user_name(uid)
-            raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid))
-            if raw is None:
-                tracked.raw_cmdline = tracked.command = tracked.comm = tracked.name = None
-                tracked.environment = None
-            elif raw != tracked.raw_cmdline or fields.comm != tracked.comm:
-                argv = procfs.split_cmdline(raw)
-                tracked.raw_cmdline, tracked.comm = raw, fields.comm
-                tracked.command = clean_text(" ".join(argv)) if argv else None
-                tracked.name = clean_text(procfs.process_name(fields.comm, argv))
-                tracked.environment = self._environment(pid) if argv else None
+            sign = (fields.comm.encode(), *procfs.exec_sign(st.raw))
+            if (
+                tracked.cmdline_at is None
+                or not now - tracked.cmdline_at < self._recheck
+                or sign != tracked.exec_sign
+            ):
+                tracked.cmdline_at, tracked.exec_sign = now, sign
+                self._command_line(tracked, fields.comm)
             io = self._proc_field(pid, "io", lambda: procfs.read_io(pid))
         except _Gone:
             alive = False
@@ -641,10 +644,25 @@ class HostReader:
         }
         return _row(tracked, now, alive, fields.cpu_seconds, io, known), alive
 
+    def _command_line(self, tracked: _Tracked, comm: str) -> None:
+        """Read the command line; cleaned again (and the environment read) only when it or
+        the comm changed. Raises ``_Gone``."""
+        pid = tracked.pid
+        raw = self._proc_field(pid, "cmdline", lambda: procfs.read_cmdline(pid))
+        if raw is None:  # closed or failed: read again next tick (an error said each tick)
+            tracked.raw_cmdline = tracked.command = tracked.comm = tracked.name = None
+            tracked.environment = tracked.cmdline_at = None
+        elif raw != tracked.raw_cmdline or comm != tracked.comm:
+            argv = procfs.split_cmdline(raw)
+            tracked.raw_cmdline, tracked.comm = raw, comm
+            tracked.command = clean_text(" ".join(argv)) if argv else None
+            tracked.name = clean_text(procfs.process_name(comm, argv))
+            tracked.environment = self._environment(pid) if argv else None
+
     def _real_uid(self, tracked: _Tracked, now: float) -> int | None:
-        """The real uid, read again when ``uid_recheck_seconds`` have passed since it was
+        """The real uid, read again when ``recheck_seconds`` have passed since it was
         read (or it could not be); raises ``_Gone``."""
-        if tracked.uid is None or not now - tracked.uid_at < self._uid_recheck:
+        if tracked.uid is None or not now - tracked.uid_at < self._recheck:
             pid = tracked.pid
             tracked.uid = self._proc_field(pid, "status", lambda: procfs.read_real_uid(pid))
             tracked.uid_at = now

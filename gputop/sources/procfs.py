@@ -90,6 +90,20 @@ def parse_stat_fields(data: bytes) -> StatFields | None:
         return None
 
 
+#: Where in ``/proc/PID/stat`` (counted after the comm, from the state) the addresses of
+#: the argument and environment strings are (arg_start, arg_end, env_start, env_end).
+_EXEC_FIELDS = slice(45, 49)
+
+
+def exec_sign(data: bytes) -> tuple[bytes, ...]:
+    """The addresses of a process's argument and environment strings, from its stat line:
+    an exec places them anew (a new stack, randomised), so a changed sign says the command
+    line may have changed. Empty where the kernel shows none (before Linux 3.5) and zeros
+    where it hides them (another user's process, unless root)."""
+    r = data.rfind(b")")
+    return tuple(data[r + 2 :].split()[_EXEC_FIELDS])
+
+
 def read_stat(pid: int, proc_root: str = PROC_ROOT) -> Stat | None:
     try:
         return parse_stat(read_file(f"{proc_root}/{pid}/stat", 4096))

@@ -103,6 +103,9 @@ def test_unexpected_read_error_is_reported(monkeypatch: pytest.MonkeyPatch) -> N
     row = _rows(reader, [os.getpid()])[os.getpid()]
     assert row.command is None and row.name is not None  # the name still comes from stat
     assert any("cmdline" in e and "Input/output error" in e for e in reader.last_errors)
+    # a failed read is not carried forward: tried, and said, again on the next tick
+    _rows(reader, [os.getpid()])
+    assert any("cmdline" in e and "Input/output error" in e for e in reader.last_errors)
 
 
 def test_parse_stat_fields_with_hostile_comm() -> None:

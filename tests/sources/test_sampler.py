@@ -481,6 +481,18 @@ def test_live_holder_scan_runs_on_a_slower_cadence() -> None:
     assert len(holders.calls) == 3  # t = 0, 5, 10
 
 
+def test_live_holder_scan_runs_every_ten_seconds_by_default() -> None:
+    """The live source's default period (``RECOMMENDED_INTERVAL_S``): the scan reads every
+    process's descriptors, so it runs once in 10 s (the old default ran it every 5 s);
+    its holders are carried between scans."""
+    src, _, _, holders = make_live()
+    clock = src.fake_clock  # type: ignore[attr-defined]
+    for t in range(25):
+        clock[0] = float(t)
+        assert [h.pid for h in src.snapshot().unlisted_holders] == [99]
+    assert len(holders.calls) == 3  # t = 0, 10, 20
+
+
 def test_live_holder_scan_backs_off_when_it_is_costly() -> None:
     """A scan that took 0.025 s of CPU waits 400 x that (10 s), not 5 s, before the next."""
     cpu = [0.0]
