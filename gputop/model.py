@@ -698,14 +698,10 @@ class ScalarRead:
     calls: tuple[tuple[str, ...], ...]  # newest first
     note: str = ""  # which part of the answer, for people: " (SM)"
     once: bool = False  # static: read when the GPU is attached
-    # a setting, not a measurement: read at most this often (0: every tick), the value
-    # carried forward in between (a failed read is tried again the next tick)
-    every_s: float = 0.0
 
     def says(self) -> str:
         first, *rest = self.calls
-        every = f" (every {self.every_s:g} s)" if self.every_s else ""
-        return first[0] + self.note + "".join(f" (else {c[0]})" for c in rest) + every
+        return first[0] + self.note + "".join(f" (else {c[0]})" for c in rest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -795,16 +791,8 @@ _NVLINK_RATE = (0, 1e13)
 _MIB = 2**20
 
 
-def _s(
-    metric: str, *calls: tuple[str, ...], note: str = "", once: bool = False, every_s: float = 0.0
-) -> tuple[Read]:
-    return (ScalarRead(metric, calls, note, once, every_s),)
-
-
-#: How often a setting (the power limit) and the ECC error count, which changes only with
-#: a fault, are read: a change shows up to this late. MIG mode stays per tick: the tick's
-#: MIG device and GPM reads follow it.
-SETTING_READ_S = 10.0
+def _s(metric: str, *calls: tuple[str, ...], note: str = "", once: bool = False) -> tuple[Read]:
+    return (ScalarRead(metric, calls, note, once),)
 
 
 #: nvmlNvLinkVersion_t -> (the version's marketing number, the bytes/s one link carries a
@@ -879,8 +867,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric("power_limit_w", "W", (1, 5_000), "{:.0f}W", "",
               "gputop_gpu_power_limit_watts", "watts",
               "", "Enforced power limit",
-              reads=_s("power_limit", ("nvmlDeviceGetEnforcedPowerLimit",),
-                       every_s=SETTING_READ_S)),
+              reads=_s("power_limit", ("nvmlDeviceGetEnforcedPowerLimit",))),
     GpuMetric("temperature_c", "°C", (1, 150), "{:.0f}°C", "",
               "gputop_gpu_temperature_celsius", "°C",
               "", "GPU core temperature",
@@ -923,8 +910,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               "",
               "Uncorrected ECC errors since the driver loaded (n/a on consumer GPUs)",
               reads=_s("ecc", ("nvmlDeviceGetTotalEccErrors", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED",
-                               "NVML_VOLATILE_ECC"), note=" (uncorrected, volatile)",
-                       every_s=SETTING_READ_S)),
+                               "NVML_VOLATILE_ECC"), note=" (uncorrected, volatile)")),
     # GPM (Hopper and later): what the SMs did, where utilization.gpu says only "a kernel ran"
     GpuMetric("activity.sm", "%", _PERCENT, "{:.0f}%", "",
               "gputop_gpu_sm_active_ratio", "0-1", "",

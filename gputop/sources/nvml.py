@@ -127,8 +127,6 @@ _READS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("nvmlDeviceGetCurrentClocksThrottleReasons",),
     ),
 }
-#: Metric -> seconds between reads, of the rows read less often than every tick (settings).
-_PERIODS: dict[str, float] = {r.metric: r.every_s for r in _SCALARS if r.every_s and not r.once}
 #: Read when a handle is (re-)acquired: _Gpu field -> (metric, NVML call, constants).
 _STATIC: dict[str, tuple[str, ...]] = {
     "minor_number": ("minor_number", "nvmlDeviceGetMinorNumber"),
@@ -434,12 +432,9 @@ class _Gpu:
     # each link's far end as said (``_peers``), with what it was worked out from
     nvlink_peers: tuple[object, tuple[str, ...]] | None = None
     counters: dict[tuple[int, int], tuple[int, float]] = field(default_factory=dict)
-    # metric -> (when read, value): the last good value of a row read every few seconds
-    held: dict[str, tuple[float, Any]] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.handle = None
-        self.held.clear()
         self.gpm = False
         self.gpm_samples = {}  # freed by the reader (_free_gpm) first
         self.nvlink_links = self.nvlink_version = None
@@ -477,7 +472,6 @@ class NvmlReader:
         self._gpm_request: Any = None  # one nvmlGpmMetricsGet_t, made on first use
         self._gpm_asked: tuple[int, ...] = ()  # the metric ids written in it last
         self._reads: tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...] | None = None
-        self._periods = _PERIODS  # {}: every row read every tick (the plain path, for tests)
         self.driver: DriverInfo = self._init()
 
     @property
@@ -765,20 +759,12 @@ class NvmlReader:
         nv = self._nv
         h = gpu.handle
         memory = self._memory(gpu, h)
-        get, periods, held, now = self._get, self._periods, gpu.held, self._clock()
-        v: dict[str, Any] = {}
-        for metric, calls in self._scalar_reads():
-            period = periods.get(metric)
-            if period is not None and (last := held.get(metric)) and now - last[0] < period:
-                v[metric] = last[1]  # a setting read less than its period ago
-                continue
+        get = self._get
+        v = {
             # each function looked up at each call, as every other NVML call is
-            value = get(gpu, metric, *[partial(getattr(nv, fn), h, *args) for fn, args in calls])
-            if period is not None and value is not None:
-                held[metric] = (now, value)
-            elif period is not None:  # a failure is not carried: tried and said each tick
-                held.pop(metric, None)
-            v[metric] = value
+            metric: get(gpu, metric, *[partial(getattr(nv, fn), h, *args) for fn, args in calls])
+            for metric, calls in self._scalar_reads()
+        }
         processes, unavailable = self._processes(gpu, h)
         util, enc, dec, mig, pstate = (
             v[m] for m in ("utilization", "encoder", "decoder", "mig_mode", "performance_state")

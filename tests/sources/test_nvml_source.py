@@ -7,14 +7,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pynvml
 import pytest
 
-from gputop.model import GPU_METRICS, GpuSample, SampleError, ScalarRead
+from gputop.model import GpuSample, SampleError
 from gputop.sources.nvml import (
     NvmlReader,
     _PcieAnswers,
@@ -987,102 +987,3 @@ def test_a_changed_process_row_shares_its_unchanged_values(
     (c,), _ = r.read()
     (pc,) = c.processes
     assert pc.sm_percent is pa.sm_percent  # one float object for 30 %
-
-
-# ------------------------------------------------- settings read every few seconds, not per tick
-
-#: The rows read every ``every_s`` seconds (the metric table says which): their NVML calls.
-_SPACED = {
-    r.calls[-1][0]: r
-    for m in GPU_METRICS
-    for r in m.reads
-    if isinstance(r, ScalarRead) and r.every_s
-}
-
-
-def _count_calls(monkeypatch: pytest.MonkeyPatch, names: Iterable[str]) -> dict[str, int]:
-    calls = dict.fromkeys(names, 0)
-    for name in calls:
-        real = getattr(pynvml, name)
-
-        def counting(*args: object, _real: Any = real, _name: str = name) -> object:
-            calls[_name] += 1
-            return _real(*args)
-
-        monkeypatch.setattr(pynvml, name, counting)
-    return calls
-
-
-def test_settings_are_read_once_a_period_and_equal_the_plain_reads(
-    fake_nvml: FakeNvml, reader: Reader, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The power limit and the ECC count are read on the first tick and then once every
-    ``every_s`` (the old code read them every tick); between reads the snapshot carries
-    the last value, so where nothing changes the samples equal the plain reader's (every
-    row every tick), tick by tick."""
-    assert {"nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetTotalEccErrors"} <= set(_SPACED)
-    (period,) = {r.every_s for r in _SPACED.values()}
-    assert period >= 2
-    gpus = [FakeGpu(power_limit_mw=350_000, ecc_uncorrected=3) for _ in range(2)]
-    fake_nvml.write(Scenario(gpus=gpus))
-    clock = [1000.0]
-    spaced, plain = reader(), reader()
-    spaced._clock = plain._clock = lambda: clock[0]
-    plain._periods = {}
-    calls = _count_calls(monkeypatch, _SPACED)
-    for tick in range(int(3 * period)):
-        before = dict(calls)
-        gpus, errors = spaced.read()
-        spaced_calls = {name: calls[name] - before[name] for name in calls}
-        plain_gpus, plain_errors = plain.read()
-        assert gpus == plain_gpus and errors == plain_errors == ()
-        assert [(g.power_limit_w, g.ecc_uncorrected) for g in gpus] == [(350.0, 3)] * 2
-        expected = 2 if tick % int(period) == 0 else 0  # one call a GPU, once a period
-        assert spaced_calls == dict.fromkeys(calls, expected), tick
-        clock[0] += 1.0
-
-
-def test_a_changed_power_limit_shows_within_its_period(fake_nvml: FakeNvml, reader: Reader) -> None:
-    """``nvidia-smi -pl`` shows within ``every_s`` (the declared loss), at once on the
-    plain path; a GPU attached again (after it was lost) reads it afresh."""
-    period = _SPACED["nvmlDeviceGetEnforcedPowerLimit"].every_s
-    fake_nvml.write(Scenario(gpus=[FakeGpu(power_limit_mw=350_000)]))
-    clock = [1000.0]
-    spaced, plain = reader(), reader()
-    spaced._clock = plain._clock = lambda: clock[0]
-    plain._periods = {}
-    assert spaced.read()[0][0].power_limit_w == plain.read()[0][0].power_limit_w == 350.0
-    fake_nvml.write(Scenario(gpus=[FakeGpu(power_limit_mw=250_000)]))
-    clock[0] += 1.0
-    assert plain.read()[0][0].power_limit_w == 250.0
-    assert spaced.read()[0][0].power_limit_w == 350.0  # read 1 s ago: as then
-    clock[0] += period - 1.0
-    assert spaced.read()[0][0].power_limit_w == 250.0
-    lost = FakeGpu(power_limit_mw=250_000)
-    lost.errors = {"*": "GPU_IS_LOST"}
-    fake_nvml.write(Scenario(gpus=[lost]))
-    assert spaced.read()[0][0].lost
-    fake_nvml.write(Scenario(gpus=[FakeGpu(power_limit_mw=200_000)]))
-    clock[0] += 1.0
-    assert spaced.read()[0][0].power_limit_w == 200.0  # attached again: read at once
-
-
-def test_a_failed_setting_read_is_said_every_tick(fake_nvml: FakeNvml, reader: Reader) -> None:
-    """A failure is not carried forward as a value: the read is tried again, and the
-    error said, on every tick until it works; then the value is carried."""
-    gpu = FakeGpu(power_limit_mw=350_000)
-    gpu.errors = {"nvmlDeviceGetEnforcedPowerLimit": "TIMEOUT"}
-    fake_nvml.write(Scenario(gpus=[gpu]))
-    clock = [1000.0]
-    r = reader()
-    r._clock = lambda: clock[0]
-    for _ in range(3):
-        (g,), errors = r.read()
-        assert g.power_limit_w is None
-        assert [e.metric for e in errors] == ["power_limit"]
-        clock[0] += 1.0
-    fake_nvml.write(Scenario(gpus=[FakeGpu(power_limit_mw=350_000)]))
-    for _ in range(3):
-        (g,), errors = r.read()
-        assert g.power_limit_w == 350.0 and errors == ()
-        clock[0] += 1.0
