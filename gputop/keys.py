@@ -6,8 +6,11 @@ No Textual here: the config file's ``[keys]`` is checked against this table at s
 from __future__ import annotations
 
 import dataclasses
+import string
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,118 @@ CHARACTER_NAMES: dict[str, str] = dict(
         strict=True,
     )
 )
+
+
+# Textual turns key names into characters and back with ``unicodedata.lookup`` and
+# ``unicodedata.name`` (``textual.keys``: the keys of every focused widget's ancestors on
+# each footer refresh, a footer label, each typed punctuation key). Each call pages in
+# part of Unicode's name database (a shared library's data, mapped a fault-around at a
+# time): about 0.8 MiB resident for a dozen of gputop's keys, kept for the whole run. The
+# names Textual forms from a key are all known below, so the UI hands Textual
+# :class:`UnicodeNames` instead; anything else still goes to ``unicodedata``.
+# tests/ui/test_keynames.py checks each answer against ``unicodedata`` itself.
+
+#: Unicode's name of each printable ASCII character that is not a letter or a digit.
+UNICODE_NAMES: Final[dict[str, str]] = dict(
+    zip(
+        " !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+        [
+            "SPACE",
+            "EXCLAMATION MARK",
+            "QUOTATION MARK",
+            "NUMBER SIGN",
+            "DOLLAR SIGN",
+            "PERCENT SIGN",
+            "AMPERSAND",
+            "APOSTROPHE",
+            "LEFT PARENTHESIS",
+            "RIGHT PARENTHESIS",
+            "ASTERISK",
+            "PLUS SIGN",
+            "COMMA",
+            "HYPHEN-MINUS",
+            "FULL STOP",
+            "SOLIDUS",
+            "COLON",
+            "SEMICOLON",
+            "LESS-THAN SIGN",
+            "EQUALS SIGN",
+            "GREATER-THAN SIGN",
+            "QUESTION MARK",
+            "COMMERCIAL AT",
+            "LEFT SQUARE BRACKET",
+            "REVERSE SOLIDUS",
+            "RIGHT SQUARE BRACKET",
+            "CIRCUMFLEX ACCENT",
+            "LOW LINE",
+            "GRAVE ACCENT",
+            "LEFT CURLY BRACKET",
+            "VERTICAL LINE",
+            "RIGHT CURLY BRACKET",
+            "TILDE",
+        ],
+        strict=True,
+    )
+)
+#: The names of control characters that ``unicodedata.lookup`` accepts (Unicode's name
+#: aliases) among the names Textual forms from its key names.
+ALIASES: Final[dict[str, str]] = {
+    "TAB": "\t",
+    "ESCAPE": "\x1b",
+    "BACKSPACE": "\b",
+    "DELETE": "\x7f",
+}
+#: name -> character, for every name Textual looks up for a key: upper case (the
+#: lookup ignores case).
+CHARACTERS: Final[dict[str, str]] = {
+    **{name: char for char, name in UNICODE_NAMES.items()},
+    **ALIASES,
+}
+#: The names Textual may look up for a key that are no character's name: each key name
+#: as it is and with spaces for underscores (``format_key``, ``key_to_character``), and
+#: each letter and digit (``format_key`` of a key such as ctrl+p).
+NOT_NAMES: Final[frozenset[str]] = (
+    frozenset(
+        {
+            form.upper()
+            for key in (*NAMED_KEYS, *CHARACTER_NAMES.values())
+            for form in (key, key.replace("_", " "))
+        }
+        | set(string.ascii_uppercase + string.digits)
+    )
+    - CHARACTERS.keys()
+)
+#: The characters no name belongs to (ASCII's control characters) and that a key may be.
+UNNAMED: Final[frozenset[str]] = frozenset([*map(chr, range(32)), "\x7f"])
+
+_NO_DEFAULT: Final = object()
+
+
+class UnicodeNames:
+    """Stands in for ``unicodedata`` in ``textual.keys``: the two functions it calls."""
+
+    @staticmethod
+    def lookup(name: str) -> str:
+        key = name.upper() if name.isascii() else ""
+        if key in CHARACTERS:
+            return CHARACTERS[key]
+        if key in NOT_NAMES:
+            raise KeyError(f"undefined character name '{name}'")
+        return unicodedata.lookup(name)
+
+    @staticmethod
+    def name(char: str, default: object = _NO_DEFAULT, /) -> object:
+        if char in UNICODE_NAMES:
+            return UNICODE_NAMES[char]
+        if char in UNNAMED:
+            if default is _NO_DEFAULT:
+                raise ValueError("no such name")
+            return default
+        if default is _NO_DEFAULT:
+            return unicodedata.name(char)
+        return unicodedata.name(char, default)
+
+
 #: What may come before a key, each once, in this order ("ctrl+shift+up").
 MODIFIERS = ("ctrl", "shift", "alt")
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
+import textual.keys
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -23,7 +24,7 @@ from textual.widgets import DataTable, Input, Static
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
 from gputop.keys import Key as Key
-from gputop.keys import remapped
+from gputop.keys import UnicodeNames, remapped
 from gputop.model import Snapshot, Verdict
 from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
@@ -106,6 +107,11 @@ def key_bindings(
         what, display = gpu_0 if n == 0 else (f"Show GPU {n}", str(n))
         out.append(Binding(str(n), f"gpu({n})", what, show=False, key_display=display))
     return out
+
+
+# Textual's key names answered without Unicode's name database (a MiB kept resident);
+# textual.keys calls the two functions through its module global.
+setattr(textual.keys, "unicodedata", UnicodeNames)  # noqa: B010 (mypy: not a module)
 
 
 def _bindings() -> list[BindingType]:

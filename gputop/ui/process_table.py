@@ -207,7 +207,19 @@ class ProcessTable(DataTable[Text]):
         else:
             self._rebuild(order, cells)
             self.last_update = "rebuild"
+        if self.last_update != "skip":
+            self._drop_unshown()
         return self.last_update
+
+    def _drop_unshown(self) -> None:
+        """Rendered rows whose cells are no longer shown are dropped: a row's cells change
+        with its values, so until the room check cleared them the caches held several
+        generations of every row drawn (their text, segments and strips; issue 32 §5)."""
+        shown = set(self._cells.values())
+        fast = {k: v for k, v in self._fast_rows.items() if k[0] == "header" or k[0] in shown}
+        self._fast_rows = fast
+        kept = {id(rendered[1]) for rendered in fast.values()}
+        self._row_strips = {k: v for k, v in self._row_strips.items() if k in kept}
 
     def _update_cells(self, changed: list[str], cells: dict[str, RowCells]) -> None:
         """What ``update_cell`` does to the data, but repainting only the changed rows

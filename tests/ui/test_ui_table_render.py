@@ -152,3 +152,36 @@ async def test_only_changed_rows_are_repainted_and_a_click_still_selects() -> No
         top = table.content_region.y - table.region.y  # the border above the header
         await pilot.click("#procs", offset=(60, top + table.header_height + 4))
         assert table.cursor_key == "2:1020"  # the fifth row
+
+
+def _tick(snap: Any, n: int) -> Any:
+    """``snap`` with every process's SM at a value of tick ``n``: each row's cells change."""
+    gpus = tuple(
+        replace(g, processes=tuple(replace(p, sm_percent=float(n % 90)) for p in g.processes))
+        for g in snap.gpus
+    )
+    return replace(snap, gpus=gpus, time=snap.time + n)
+
+
+async def test_rows_no_longer_shown_are_not_kept_rendered() -> None:
+    # Issue 32 §5: the row caches held old generations of each row (its cells, segments
+    # and strips) until their room check, which grows with the rows, cleared them.
+    first = fx.multi_gpu_snapshot(3)
+    app = GpuTopApp(snapshots=[first])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.table
+        history = [first]
+        for n in range(1, 9):
+            snap = _tick(first, n)
+            history.append(snap)
+            app.apply_snapshot(snap, tuple(history))
+            await pilot.pause()
+            assert table.last_update == "cells"
+            shown = set(table._cells.values())
+            body = [k for k in table._fast_rows if k[0] != "header"]
+            assert body and all(k[0] in shown for k in body), n
+            rendered = {id(v[1]) for v in table._fast_rows.values()}
+            assert table._row_strips and set(table._row_strips) <= rendered, n
+        # What is held follows the rows shown, not the ticks seen.
+        assert len(body) <= 2 * table.row_count
