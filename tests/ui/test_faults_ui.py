@@ -864,11 +864,15 @@ async def test_nothing_is_applied_once_shutdown_begins(moment: str, path: str) -
             real_prune = app._prune  # Textual removes each screen with it on shutdown
 
             async def prune(*nodes: Any, parent: Any = None) -> None:
-                # Fed at the first prune only (Textual may prune more than one node set)
-                if moment == "shutdown-begins" and not fed:
+                # Fed at the shutdown's first prune only (Textual may prune more than one
+                # node set). A prune while the app runs is not the moment: the footer,
+                # mounted after the first frame, recomposes (prunes its keys) when its
+                # bindings settle, which may come after the pause above.
+                teardown = not app.is_running
+                if moment == "shutdown-begins" and teardown and not fed:
                     feed()  # the widgets are still there
                 await real_prune(*nodes, parent=parent)
-                if moment == "widgets-gone" and not fed:
+                if moment == "widgets-gone" and teardown and not fed:
                     feed()  # the screen's widgets are removed, the stack not yet empty
 
             app._prune = prune  # type: ignore[method-assign]
