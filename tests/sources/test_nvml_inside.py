@@ -32,21 +32,12 @@ from gputop.sources.nvml import (
 from tests import builders as fx
 from tests import fakenvml
 from tests.fakenvml import HOPPER_GPM, FakeGpu, FakeLink, FakeMig, FakeNvml, Scenario, hopper
+from tests.helpers.clock import Clock
 
 HOPPER_ACTIVITY = Activity(sm=45.0, sm_occupancy=20.0, tensor=30.0, dram=40.0, fp64=1.0,
                            fp32=10.0, fp16=2.0)  # fmt: skip
 MIB = 2**20
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Clock:
-    """The reader's monotonic clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

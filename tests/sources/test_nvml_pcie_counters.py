@@ -20,21 +20,12 @@ from gputop.model import GPU_METRIC
 from gputop.sources.nvml import NvmlReader
 from tests import fakenvml
 from tests.fakenvml import FakeGpu, FakeNvml, Scenario, hopper
+from tests.helpers.clock import Clock
 
 NEW = fakenvml.PROFILES["r560"]  # a driver with the counters
 OLD = fakenvml.PROFILES["current"]  # R550: without them
 TX, RX = 197, 198
 KIB = 1024.0
-
-
-class Clock:
-    """The reader's monotonic clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -3,17 +3,17 @@ both come one refresh later, and nothing is lost when the filter is asked for fi
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.widgets import Footer, Input
 from textual.widgets._footer import FooterKey
 
-import gputop.ui.app
 from gputop.pipeline import Frame
 from gputop.ui.app import GpuTopApp
 from tests import builders as fx
+from tests.helpers.first_frame import CSS
+from tests.helpers.first_frame import FirstFrameProbe as NotingProbe
 
 
 @pytest.fixture(autouse=True)
@@ -21,27 +21,16 @@ def _no_animations(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
 
 
-#: The app's style sheet (a relative CSS_PATH is read beside the subclass's module).
-CSS = str(Path(gputop.ui.app.__file__).with_name(GpuTopApp.CSS_PATH))  # type: ignore[arg-type]
-
-
-class FirstFrameProbe(GpuTopApp):
+class FirstFrameProbe(NotingProbe):
     """Notes what the main screen holds when the first frame is drawn."""
 
-    CSS_PATH = CSS
-
-    at_first_frame: dict[str, Any] | None = None
-
-    def apply_frame(self, frame: Frame) -> bool:
-        drawn = super().apply_frame(frame)
-        if drawn and self.at_first_frame is None:
-            main = self._main_screen
-            self.at_first_frame = {
-                "footer": main.query_one_optional("#footer"),
-                "filter": main.query_one_optional("#filter"),
-                "gpu lines": self.gpu_panel.display,
-            }
-        return drawn
+    def noted(self, frame: Frame) -> dict[str, Any]:
+        main = self._main_screen
+        return {
+            "footer": main.query_one_optional("#footer"),
+            "filter": main.query_one_optional("#filter"),
+            "gpu lines": self.gpu_panel.display,
+        }
 
 
 async def test_the_footer_and_the_filter_box_come_after_the_first_frame() -> None:

@@ -6,20 +6,15 @@ waiting for the sampler's next tick."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import gputop.ui.app
 from gputop.pipeline import NOT_JUDGED_YET, Feed, Frame
-from gputop.ui.app import GpuTopApp
 from gputop.views.gpu_view import judging_mark
 from tests import builders as fx
+from tests.helpers.first_frame import FirstFrameProbe as NotingProbe
 from tests.ui.test_ui_app import FakeSampler, table_pids
-
-#: The app's style sheet (a relative CSS_PATH is read beside the subclass's module).
-CSS = str(Path(gputop.ui.app.__file__).with_name(GpuTopApp.CSS_PATH))  # type: ignore[arg-type]
 
 
 @pytest.fixture(autouse=True)
@@ -27,25 +22,18 @@ def _no_animations(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
 
 
-class FirstFrameProbe(GpuTopApp):
+class FirstFrameProbe(NotingProbe):
     """Notes what the first drawn frame shows."""
 
-    CSS_PATH = CSS
-
-    at_first_frame: dict[str, Any] | None = None
-
-    def apply_frame(self, frame: Frame) -> bool:
-        drawn = super().apply_frame(frame)
-        if drawn and self.at_first_frame is None:
-            self.at_first_frame = {
-                "diagnosis": frame.diagnosis,
-                "judging": frame.judging,
-                "marks": self._verdict_marks(),
-                "gpus": sorted(self.gpu_panel.blocks),
-                "pids": table_pids(self),
-                "texts": [b.text for b in self.gpu_panel.blocks.values()],
-            }
-        return drawn
+    def noted(self, frame: Frame) -> dict[str, Any]:
+        return {
+            "diagnosis": frame.diagnosis,
+            "judging": frame.judging,
+            "marks": self._verdict_marks(),
+            "gpus": sorted(self.gpu_panel.blocks),
+            "pids": table_pids(self),
+            "texts": [b.text for b in self.gpu_panel.blocks.values()],
+        }
 
 
 def _kinds(feed_frame: Frame) -> dict[int, str]:
