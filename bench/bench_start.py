@@ -43,6 +43,11 @@ each against the floor and nvitop of the same run.
 ``--starts N``: only the timed starts, N rotating rounds, no steady part (no RSS or CPU):
 more starts in the same time, for the first frame alone.
 
+``--waiter control|poll``: how a first frame is found (``bench_ui.wait_first_frame``):
+the arrival of the output block after which the screen shows the marker (tmux's control
+mode; the default, polling where tmux lacks it), or the first capture that shows it when
+the pane is captured every 20 ms (the old way: a figure a poll late).
+
 ``--quick`` (development): 2 rounds, 8x2 only, RSS at 6 s, CPU over 8 s (``--age 0`` to
 start at once).
 Needs tmux, gcc (to build the fake) and nvitop. Prints figures; it is not a test.
@@ -65,7 +70,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import bench_ui  # noqa: E402
 from bench.bench_ui import (  # noqa: E402
+    WAITERS,
     Pane,
     cpu_seconds,
     memory_mib,
@@ -305,7 +312,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="only the timed starts, N rounds (no steady part): first frames, finer",
     )
+    parser.add_argument(
+        "--waiter",
+        choices=WAITERS,
+        default="control",
+        help="how a first frame is found: the output block that showed it (tmux control"
+        " mode; polling where tmux lacks it) or a capture every 20 ms",
+    )
     args = parser.parse_args(argv)
+    waiter = bench_ui.set_waiter(args.waiter)
     trees = [t.resolve() for t in args.tree or [ROOT]]
     if args.quick:
         args.rounds, args.scenarios, args.rss_at, args.seconds = 2, "8x2", 6.0, 8.0
@@ -342,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"8 GPUs x {n_per} processes (fake NVML), {w}x{h} tmux panes, 1 s interval,"
                         f" RSS at {args.rss_at:g} s, CPU over {args.seconds:g} s, processes"
                         f" {args.age:g} s old at round 1, "
-                        f"{os.cpu_count()} CPUs"
+                        f"{os.cpu_count()} CPUs, first frames by {waiter}"
                     )
                     for name, tree in zip(tools, trees, strict=False):
                         print(f"  {name}: {tree}")
