@@ -334,7 +334,7 @@ def start_pane(
     """``cwd``: where the command runs; ``python -m gputop`` imports the gputop there
     before any on PYTHONPATH. ``waiter`` (default ``WAITER``): "control" starts the
     session from a control-mode client, attached before the program writes anything."""
-    session = f"{tool}-{os.getpid()}"
+    session = re.sub(r"[^\w-]", "_", f"{tool}-{os.getpid()}")  # no target syntax in it
     env_args: list[str] = []
     for key in ("LD_LIBRARY_PATH", "FAKE_NVML_SCENARIO", "PYTHONPATH", "PYTHONPYCACHEPREFIX"):
         if key in env:
