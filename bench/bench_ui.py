@@ -220,12 +220,13 @@ class ControlClient:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         reply: list[str] | None = None
+        ends: tuple[bytes, bytes] = (b"", b"")  # the lines that end the reply being read
         for line in self.proc.stdout:
             at = time.monotonic()
             line = line.rstrip(b"\n")
             with self._cond:
                 if reply is not None:
-                    if line.startswith((b"%end ", b"%error ")):
+                    if line in ends:  # %end or %error with %begin's numbers: not a screen line
                         self._replies.append((len(self.blocks), reply))
                         reply = None
                         self._cond.notify_all()
@@ -233,6 +234,8 @@ class ControlClient:
                         reply.append(line.decode("utf-8", "replace"))
                 elif line.startswith(b"%begin "):
                     reply = []
+                    numbers = line[len(b"%begin ") :]
+                    ends = (b"%end " + numbers, b"%error " + numbers)
                 elif line.startswith(b"%output "):
                     data = line.split(b" ", 2)[2] if line.count(b" ") >= 2 else b""
                     self.blocks.append(Block(at, decode_output(data)))
@@ -258,6 +261,12 @@ class ControlClient:
         self.proc.stdin.write(line.encode() + b"\n")
         self.proc.stdin.flush()
         return self._reply(n, timeout)
+
+    @property
+    def ended(self) -> bool:
+        """The client's output has ended (it exited or was detached)."""
+        with self._cond:
+            return self._eof
 
     def wait_blocks(self, more_than: int, timeout: float) -> int:
         """Wait until more than ``more_than`` blocks arrived (or ``timeout``); how many."""
@@ -428,6 +437,9 @@ def _control_first_frame(pane: Pane, client: ControlClient, timeout: float) -> N
                 pane.first_frame_s = client.blocks[found].at - pane.started
                 return
             seen = before
+        elif client.ended:
+            pane.note = "the tmux control client ended"
+            return
         if not Path(f"/proc/{pane.pid}").exists():
             pane.note = _exited(tmux("capture-pane", "-p", "-t", pane.session, check=False))
             return
