@@ -43,6 +43,12 @@ each against the floor and nvitop of the same run.
 ``--starts N``: only the timed starts, N rotating rounds, no steady part (no RSS or CPU):
 more starts in the same time, for the first frame alone.
 
+``--waiter control|poll``: how a first frame is found (``bench_ui.wait_first_frame``):
+the arrival of the output block after which the screen shows the marker (tmux's control
+mode; the default, polling where tmux lacks it), or the first capture that shows it when
+the pane is captured every 20 ms (the old way: a figure a poll late); with ``--starts``,
+``control,poll`` starts each program once per waiter in every round (``floor/poll``...).
+
 ``--quick`` (development): 2 rounds, 8x2 only, RSS at 6 s, CPU over 8 s (``--age 0`` to
 start at once).
 Needs tmux, gcc (to build the fake) and nvitop. Prints figures; it is not a test.
@@ -65,7 +71,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import bench_ui  # noqa: E402
 from bench.bench_ui import (  # noqa: E402
+    WAITERS,
     Pane,
     cpu_seconds,
     memory_mib,
@@ -140,9 +148,22 @@ class Program:
     command: str
     env: dict[str, str]
     cwd: Path = ROOT
+    waiter: str | None = None  # None: bench_ui's
 
     def start(self, tool: str, size: tuple[int, int]) -> Pane:
-        return start_pane(tool, self.command, self.env, size, self.cwd)
+        return start_pane(tool, self.command, self.env, size, self.cwd, self.waiter)
+
+
+def by_waiter(progs: dict[str, Program], waiters: list[str]) -> dict[str, Program]:
+    """Each program once per waiter, ``NAME/WAITER`` (the same program, timed both ways in
+    one run); one waiter: unchanged."""
+    if len(waiters) < 2:
+        return progs
+    return {
+        f"{name}/{w}": Program(p.command, p.env, p.cwd, w)
+        for w in waiters
+        for name, p in progs.items()
+    }
 
 
 def programs(env: dict[str, str], trees: list[Path]) -> dict[str, Program]:
@@ -276,12 +297,14 @@ def print_starts(
         for tool, s in time_starts(order, progs, size).items():
             if s is not None:
                 got[tool].append(s)
-    floor = statistics.median(got["floor"]) if got["floor"] else None
     print(f"  first frame, {rounds} starts each (load at the end {os.getloadavg()[0]:.2f}):")
     for tool, v in got.items():
         if not v:
             print(f"    {tool:<8} n/a")
             continue
+        _, slash, waiter = tool.partition("/")
+        floors = got["floor" + slash + waiter]  # the floor timed the same way
+        floor = statistics.median(floors) if floors else None
         med = statistics.median(v)
         vs = f"{med / floor:.2f} x the floor's" if floor else ""
         print(f"    {tool:<8} median {med:.3f} s, mean {statistics.mean(v):.3f} s  {vs}")
@@ -305,7 +328,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="only the timed starts, N rounds (no steady part): first frames, finer",
     )
+    parser.add_argument(
+        "--waiter",
+        default="control",
+        help="how a first frame is found: control (the output block that showed it, tmux"
+        " control mode; polling where tmux lacks it) or poll (a capture every 20 ms);"
+        " with --starts, control,poll times each start both ways, alternated",
+    )
     args = parser.parse_args(argv)
+    waiters = args.waiter.split(",")
+    if not waiters or any(w not in WAITERS for w in waiters):
+        parser.error(f"--waiter: one or more of {', '.join(WAITERS)}")
+    if len(waiters) > 1 and not args.starts:
+        parser.error("--waiter with two waiters needs --starts")
+    waiters = list(dict.fromkeys(bench_ui.set_waiter(w) for w in waiters))
+    waiter = ",".join(waiters)
     trees = [t.resolve() for t in args.tree or [ROOT]]
     if args.quick:
         args.rounds, args.scenarios, args.rss_at, args.seconds = 2, "8x2", 6.0, 8.0
@@ -333,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
                     env.pop("PYTHONDONTWRITEBYTECODE", None)
-                    progs = programs(env, trees)
+                    progs = by_waiter(programs(env, trees), waiters)
                     tools = list(progs)
                     # A server's GPU processes have mostly run for minutes: past the first
                     # minute a process's TIME shows minutes in gputop (seconds in nvitop).
@@ -342,10 +379,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"8 GPUs x {n_per} processes (fake NVML), {w}x{h} tmux panes, 1 s interval,"
                         f" RSS at {args.rss_at:g} s, CPU over {args.seconds:g} s, processes"
                         f" {args.age:g} s old at round 1, "
-                        f"{os.cpu_count()} CPUs"
+                        f"{os.cpu_count()} CPUs, first frames by {waiter}"
                     )
                     for name, tree in zip(tools, trees, strict=False):
-                        print(f"  {name}: {tree}")
+                        print(f"  {name.split('/')[0]}: {tree}")
                     if args.starts:
                         print_starts(tools, progs, (w, h), args.starts)
                         continue

@@ -15,8 +15,10 @@ the machine's load from anything else falls on every tool alike. The start order
 alternates between rounds. Medians over the rounds are printed last.
 
 Reported per tool:
-- first frame: seconds from starting the pane until GPU data (the 80 GiB total) is on screen
-  (``tmux capture-pane`` polled every 20 ms, so up to ~0.03 s late);
+- first frame: seconds from starting the pane until GPU data (the 80 GiB total) is on screen:
+  the arrival of the output block that put it there (``wait_first_frame``: tmux's control
+  mode, each block replayed to find the one; where control mode is not available,
+  ``tmux capture-pane`` polled every 20 ms, up to ~0.03 s late);
 - CPU: user+system time of the tool's process (all its threads) over the window, as % of
   one core (clock-tick resolution: 1/(100 x seconds), 0.03 % for 30 s);
 - RSS at the end of the window and the peak RSS (VmHWM).
@@ -40,9 +42,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,14 @@ from tests.fakenvml import (  # noqa: E402
 DATA_MARKER = re.compile(r"\b80(?:\.0+)?\s?GiB|\b81920\s?MiB")
 SETTLE_S = 2.0
 POLL_S = 0.02
+#: How the first frame is found (``wait_first_frame``): "control" (tmux's control mode, the
+#: block that put the marker on screen; "poll" where tmux lacks it) or "poll" (a capture
+#: every ``POLL_S``). The benches' ``--waiter`` sets it.
+WAITERS = ("control", "poll")
+WAITER = "control"
+#: The first tmux whose control mode sends a command's reply after the output of every
+#: byte the server read before it ran the command (3.2 queues both in one order).
+CONTROL_MODE_SINCE = (3, 2)
 SOCKET = f"gputop-bench-{os.getpid()}"  # a private tmux server, killed at the end
 
 
@@ -154,6 +165,134 @@ def scenario_for(pids: list[int], per_gpu: int = 2, driver: str = "r560") -> Sce
     return PROFILES[driver].scenario(gpus=gpus)
 
 
+@dataclass(frozen=True)
+class Block:
+    """One ``%output`` notification of a control-mode client: when it arrived (monotonic)
+    and the bytes the pane's program wrote (tmux's octal escapes undone)."""
+
+    at: float
+    data: bytes
+
+
+_OCTAL = re.compile(rb"\\([0-7]{3})")
+
+
+def decode_output(escaped: bytes) -> bytes:
+    """A ``%output`` line's data as the program wrote it (tmux escapes bytes below 32 and
+    the backslash as ``\\ooo``)."""
+    return _OCTAL.sub(lambda m: bytes([int(m[1], 8)]), escaped)
+
+
+def control_mode_available() -> bool:
+    """tmux's control mode keeps replies and output in one order (``CONTROL_MODE_SINCE``)."""
+    try:
+        version = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    m = re.search(r"(\d+)\.(\d+)", version)
+    return m is not None and (int(m[1]), int(m[2])) >= CONTROL_MODE_SINCE
+
+
+class ControlClient:
+    """A tmux control-mode client (``tmux -C``) that makes its session and is attached from
+    the first byte the pane's program writes: every ``%output`` block of the pane is kept
+    with its arrival time, and commands go in on its stdin, their replies in order with
+    the output (a reply comes after the output of all the server had read before it ran
+    the command)."""
+
+    def __init__(self, new_session: list[str], timeout: float = 20.0) -> None:
+        self.blocks: list[Block] = []
+        self.received = 0  # bytes in the blocks
+        self._replies: list[tuple[int, list[str]]] = []
+        self._cond = threading.Condition()
+        self._eof = False
+        self.proc = subprocess.Popen(
+            ["tmux", "-L", SOCKET, "-C", "new-session", *new_session],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._asked = 1  # the new-session on the command line has a reply too
+        self._reply(0, timeout)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        reply: list[str] | None = None
+        ends: tuple[bytes, bytes] = (b"", b"")  # the lines that end the reply being read
+        for line in self.proc.stdout:
+            at = time.monotonic()
+            line = line.rstrip(b"\n")
+            with self._cond:
+                if reply is not None:
+                    if line in ends:  # %end or %error with %begin's numbers: not a screen line
+                        self._replies.append((len(self.blocks), reply))
+                        reply = None
+                        self._cond.notify_all()
+                    else:
+                        reply.append(line.decode("utf-8", "replace"))
+                elif line.startswith(b"%begin "):
+                    reply = []
+                    numbers = line[len(b"%begin ") :]
+                    ends = (b"%end " + numbers, b"%error " + numbers)
+                elif line.startswith(b"%output "):
+                    data = line.split(b" ", 2)[2] if line.count(b" ") >= 2 else b""
+                    self.blocks.append(Block(at, decode_output(data)))
+                    self.received += len(self.blocks[-1].data)
+                    self._cond.notify_all()
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+
+    def _reply(self, n: int, timeout: float) -> tuple[int, list[str]]:
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._replies) > n or self._eof, timeout):
+                raise TimeoutError("tmux control mode: no reply")
+            if len(self._replies) <= n:
+                raise RuntimeError("tmux control mode: the client ended")
+            return self._replies[n]
+
+    def command(self, line: str, timeout: float = 20.0) -> tuple[int, list[str]]:
+        """Run one tmux command: (how many blocks had arrived before its reply, its lines)."""
+        assert self.proc.stdin is not None
+        n = self._asked
+        self._asked += 1
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+        return self._reply(n, timeout)
+
+    @property
+    def ended(self) -> bool:
+        """The client's output has ended (it exited or was detached)."""
+        with self._cond:
+            return self._eof
+
+    def wait_blocks(self, more_than: int, timeout: float) -> int:
+        """Wait until more than ``more_than`` blocks arrived (or ``timeout``); how many."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self.blocks) > more_than or self._eof, timeout)
+            return len(self.blocks)
+
+    def wait_bytes(self, n: int, timeout: float) -> None:
+        """Wait until the blocks hold ``n`` bytes in all."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.received >= n or self._eof, timeout):
+                raise TimeoutError("tmux control mode: the output did not come")
+
+    def close(self) -> None:
+        """Detach (the session stays) and end the client."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()  # a control client detaches when its stdin ends
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(timeout=10)
+
+
 @dataclass
 class Pane:
     tool: str
@@ -163,6 +302,13 @@ class Pane:
     first_frame_s: float | None = None
     cpu0: float = 0.0
     note: str = ""
+    #: The control-mode client while the first frame is awaited (None: polled).
+    client: ControlClient | None = None
+    size: tuple[int, int] = (200, 50)
+    #: The index of the output block that put the marker on screen (control mode), and
+    #: the blocks that had arrived by the capture that showed it.
+    frame_block: int | None = None
+    blocks: list[Block] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -187,28 +333,66 @@ def fake_gpus_in_process(per_gpu: int) -> Iterator[list[int]]:
 
 
 def start_pane(
-    tool: str, command: str, env: dict[str, str], size: tuple[int, int], cwd: Path = ROOT
+    tool: str,
+    command: str,
+    env: dict[str, str],
+    size: tuple[int, int],
+    cwd: Path = ROOT,
+    waiter: str | None = None,
 ) -> Pane:
     """``cwd``: where the command runs; ``python -m gputop`` imports the gputop there
-    before any on PYTHONPATH."""
-    session = f"{tool}-{os.getpid()}"
+    before any on PYTHONPATH. ``waiter`` (default ``WAITER``): "control" starts the
+    session from a control-mode client, attached before the program writes anything."""
+    session = re.sub(r"[^\w-]", "_", f"{tool}-{os.getpid()}")  # no target syntax in it
     env_args: list[str] = []
     for key in ("LD_LIBRARY_PATH", "FAKE_NVML_SCENARIO", "PYTHONPATH", "PYTHONPYCACHEPREFIX"):
         if key in env:
             env_args += ["-e", f"{key}={env[key]}"]
     w, h = size
+    new = ["-s", session, "-x", str(w), "-y", str(h), *env_args, "-c", str(cwd), f"exec {command}"]
+    if (waiter or WAITER) == "control" and control_mode_available():
+        started = time.monotonic()
+        client = ControlClient(new)
+        # keep a crash readable; the program runs already (the same moment as below)
+        client.command(f"set-option -t {session} remain-on-exit on")
+        pid = int(client.command(f"display-message -p -t {session} '#{{pane_pid}}'")[1][0])
+        return Pane(tool, session, pid, started, client=client, size=size)
     started = time.monotonic()
     tmux(
-        "new-session", "-d", "-s", session, "-x", str(w), "-y", str(h), *env_args,
-        "-c", str(cwd), f"exec {command}",
+        "new-session", "-d", *new,
         ";", "set-option", "-t", session, "remain-on-exit", "on",  # keep a crash readable
     )  # fmt: skip
     pid = int(tmux("list-panes", "-t", session, "-F", "#{pane_pid}").split()[0])
-    return Pane(tool, session, pid, started)
+    return Pane(tool, session, pid, started, size=size)
+
+
+def set_waiter(waiter: str) -> str:
+    """Use ``waiter`` from now on; "control" falls back to "poll" (said on stderr) where
+    tmux has no usable control mode. Returns the one in use."""
+    global WAITER
+    if waiter == "control" and not control_mode_available():
+        print("tmux control mode not available: polling the pane", file=sys.stderr)
+        waiter = "poll"
+    WAITER = waiter
+    return waiter
 
 
 def wait_first_frame(pane: Pane, timeout: float = 60.0) -> None:
-    """Poll the pane until GPU data is on screen; sets ``first_frame_s`` or ``note``."""
+    """Wait until GPU data is on screen; sets ``first_frame_s`` (and, in control mode,
+    ``frame_block``) or ``note``. In control mode the client detaches afterwards: the
+    program then runs in a detached session as a polled one does."""
+    if pane.client is None:
+        _poll_first_frame(pane, timeout)
+        return
+    try:
+        _control_first_frame(pane, pane.client, timeout)
+    finally:
+        pane.client.close()
+        pane.client = None
+
+
+def _poll_first_frame(pane: Pane, timeout: float) -> None:
+    """Poll the pane every ``POLL_S`` until GPU data is on screen."""
     deadline = pane.started + timeout
     while time.monotonic() < deadline:
         screen = tmux("capture-pane", "-p", "-t", pane.session, check=False)
@@ -216,11 +400,82 @@ def wait_first_frame(pane: Pane, timeout: float = 60.0) -> None:
             pane.first_frame_s = time.monotonic() - pane.started
             return
         if not Path(f"/proc/{pane.pid}").exists():
-            last = [line.strip() for line in screen.splitlines() if line.strip()][-4:]
-            pane.note = "exited: " + " | ".join(last)
+            pane.note = _exited(screen)
             return
         time.sleep(POLL_S)
     pane.note = f"no GPU memory total on screen within {timeout:.0f} s"
+
+
+def _exited(screen: str) -> str:
+    last = [line.strip() for line in screen.splitlines() if line.strip()][-4:]
+    return "exited: " + " | ".join(last)
+
+
+def _control_first_frame(pane: Pane, client: ControlClient, timeout: float) -> None:
+    """Capture the pane (through the client: no process started) when output has arrived,
+    at most once every ``POLL_S``; once a capture shows the marker, the blocks between the
+    last capture without it and this one are replayed one by one on a fresh pane of the
+    same size, and the first frame is the arrival of the block after which the replayed
+    screen shows the marker. The captures only say when to stop looking."""
+    deadline = pane.started + timeout
+    seen = 0  # blocks before the last capture without the marker
+    last = -POLL_S
+    while time.monotonic() < deadline:
+        got = client.wait_blocks(seen, max(0.0, min(0.2, deadline - time.monotonic())))
+        if got > seen:
+            time.sleep(max(0.0, last + POLL_S - time.monotonic()))
+            last = time.monotonic()
+            before, lines = client.command(f"capture-pane -p -t {pane.session}")
+            screen = "\n".join(lines)
+            if DATA_MARKER.search(screen):
+                pane.blocks = client.blocks[:before]
+                found = find_marker_block(pane.blocks, seen, pane.size)
+                if found is None:
+                    pane.note = "the replay did not show the marker"
+                    return
+                pane.frame_block = found
+                pane.first_frame_s = client.blocks[found].at - pane.started
+                return
+            seen = before
+        elif client.ended:
+            pane.note = "the tmux control client ended"
+            return
+        if not Path(f"/proc/{pane.pid}").exists():
+            pane.note = _exited(tmux("capture-pane", "-p", "-t", pane.session, check=False))
+            return
+    pane.note = f"no GPU memory total on screen within {timeout:.0f} s"
+
+
+def find_marker_block(blocks: list[Block], first: int, size: tuple[int, int]) -> int | None:
+    """The index of the block after which a pane of ``size`` fed ``blocks`` in order first
+    shows ``DATA_MARKER`` (None if none does); the screens before block ``first`` are not
+    captured (known without it). A fresh session runs ``cat`` of a FIFO on a raw,
+    non-echoing terminal, so the pane gets exactly the bytes written to it; each block is
+    written once the client has seen the one before come out, then the screen captured."""
+    w, h = size
+    with tempfile.TemporaryDirectory(prefix="gputop-bench-replay-") as d:
+        fifo = Path(d) / "out"
+        os.mkfifo(fifo)
+        session = f"replay-{os.getpid()}"
+        client = ControlClient(
+            ["-s", session, "-x", str(w), "-y", str(h), f"stty raw -echo && exec cat {fifo}"]
+        )
+        try:
+            with open(fifo, "wb", buffering=0) as out:  # returns once cat has it open
+                written = 0
+                for i, block in enumerate(blocks):
+                    out.write(block.data)
+                    written += len(block.data)
+                    client.wait_bytes(written, 20.0)
+                    if i < first:
+                        continue
+                    screen = "\n".join(client.command(f"capture-pane -p -t {session}")[1])
+                    if DATA_MARKER.search(screen):
+                        return i
+            return None
+        finally:
+            tmux("kill-session", "-t", session, check=False)
+            client.close()
 
 
 def run_round(
@@ -339,7 +594,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the GPUs with GPM and 18 NVLink links each (SM, TC and NVL on screen)",
     )
+    parser.add_argument(
+        "--waiter", choices=WAITERS, default=WAITER, help="how the first frame is found"
+    )
     args = parser.parse_args(argv)
+    set_waiter(args.waiter)
     w, h = (int(v) for v in args.size.lower().split("x"))
     if shutil.which("tmux") is None:
         print("tmux not found", file=sys.stderr)
