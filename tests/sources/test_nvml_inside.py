@@ -32,31 +32,12 @@ from gputop.sources.nvml import (
 from tests import builders as fx
 from tests import fakenvml
 from tests.fakenvml import HOPPER_GPM, FakeGpu, FakeLink, FakeMig, FakeNvml, Scenario, hopper
-from tests.helpers.clock import Clock
+from tests.helpers.clock import clocked_reader
 
 HOPPER_ACTIVITY = Activity(sm=45.0, sm_occupancy=20.0, tensor=30.0, dram=40.0, fp64=1.0,
                            fp32=10.0, fp16=2.0)  # fmt: skip
 MIB = 2**20
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def made(fake_nvml: FakeNvml) -> Iterator[list[NvmlReader]]:
-    readers: list[NvmlReader] = []
-    yield readers
-    for r in readers:
-        r.close()
-
-
-def _reader(
-    fake_nvml: FakeNvml, made: list[NvmlReader], scenario: Scenario
-) -> tuple[NvmlReader, Clock]:
-    fake_nvml.write(scenario)
-    r = NvmlReader()
-    clock = Clock()
-    r._clock = clock  # a test moves time; GPM spacing and counter rates follow it
-    made.append(r)
-    return r, clock
 
 
 # ---------------------------------------------------------------------------- GPM
@@ -65,7 +46,7 @@ def _reader(
 def test_gpm_metrics_come_from_the_previous_and_the_current_sample(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0), FakeGpu()]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0), FakeGpu()]))
     (first, plain), errors = r.read()
     assert first.activity == Activity() and errors == ()  # one sample: nothing yet
     clock.now += 0.5
@@ -82,7 +63,7 @@ def test_gpm_metrics_come_from_the_previous_and_the_current_sample(
 def test_samples_closer_than_gpm_needs_give_na_and_keep_the_older_sample(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
     r.read()
     clock.now += GPM_MIN_S / 2
     (gpu,), _ = r.read()
@@ -106,7 +87,7 @@ def test_without_gpm_the_metrics_are_na_silently_and_never_asked(
             "nvmlGpmMetricsGet": "UNKNOWN",
             "nvmlDeviceGetFieldValues": "UNKNOWN",
         }
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=gpus))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=gpus))
     for _ in range(3):
         samples, errors = r.read()
         clock.now += 1.0
@@ -116,7 +97,7 @@ def test_without_gpm_the_metrics_are_na_silently_and_never_asked(
 
 def test_no_permission_on_samples_is_said_once(fake_nvml: FakeNvml, made: list[NvmlReader]) -> None:
     gpu = hopper(0, links=0, errors={"nvmlGpmSampleGet": "NO_PERMISSION"})
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[gpu]))
     (g,), errors = r.read()
     assert g.activity == Activity()
     (error,) = errors
@@ -131,7 +112,7 @@ def test_a_metric_the_gpu_lacks_is_na_in_its_own_slot(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
     gpu = hopper(0, links=0, gpm_metrics={**HOPPER_GPM, 5: None, 13: None})
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[gpu]))
     r.read()
     for _ in range(2):
         clock.now += 1.0
@@ -146,7 +127,7 @@ def test_an_impossible_gpm_value_is_na_with_an_error(
     fake_nvml: FakeNvml, made: list[NvmlReader], value: str
 ) -> None:
     gpu = hopper(0, links=0, gpm_metrics={**HOPPER_GPM, 2: float(value)})
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[gpu]))
     r.read()
     clock.now += 1.0
     (g,), errors = r.read()
@@ -205,7 +186,7 @@ def test_requests_never_exceed_the_bindings_metrics_array(
         ]
 
     monkeypatch.setattr(pynvml, "c_nvmlGpmMetricsGet_t", Short)
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0, gpm_slots=4)]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0, gpm_slots=4)]))
     r.read()
     clock.now += 1.0
     (g,), errors = r.read()
@@ -216,7 +197,7 @@ def test_requests_never_exceed_the_bindings_metrics_array(
 def test_gpm_samples_are_freed(fake_nvml: FakeNvml, made: list[NvmlReader]) -> None:
     """Two samples per GPU at most, each freed once: a double free answers
     INVALID_ARGUMENT, which close() would swallow, so count the calls instead."""
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
     allocs: list[object] = []
     frees: list[object] = []
     real_alloc, real_free = pynvml.nvmlGpmSampleAlloc, pynvml.nvmlGpmSampleFree
@@ -249,7 +230,7 @@ def test_gpm_samples_are_freed(fake_nvml: FakeNvml, made: list[NvmlReader]) -> N
 def test_nvlink_links_version_peers_capacity_and_gpm_throughput(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
-    r, clock = _reader(
+    r, clock = clocked_reader(
         fake_nvml, made, Scenario(gpus=[hopper(0, 2, links=4), hopper(1, 2, links=4)])
     )
     (a, b), errors = r.read()
@@ -278,7 +259,7 @@ def test_nvlink_far_ends_are_matched_once_not_every_tick(
         return same_bus(a, b)
 
     monkeypatch.setattr(nvml_module, "same_bus", counted)
-    r, clock = _reader(
+    r, clock = clocked_reader(
         fake_nvml, made, Scenario(gpus=[hopper(0, 2, links=4), hopper(1, 2, links=4)])
     )
     (a, b), _ = r.read()
@@ -297,7 +278,7 @@ def test_nvlink_throughput_from_the_counters_without_gpm(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
     gpu = hopper(0, links=2, gpm=None)  # an A100-like GPU: NVLink, no GPM
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[gpu]))
     (g,), _ = r.read()
     assert g.activity == Activity() and g.nvlink.peers == ("switch", "switch")
     clock.now += 2.0
@@ -312,7 +293,7 @@ def test_a_counter_that_goes_back_is_na_for_one_tick(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
     gpu = hopper(0, links=2, gpm=None, nvlink_kib_start=(10**9, 10**9))
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[gpu]))
     r.read()
     clock.now += 1.0
     (g,), _ = r.read()
@@ -331,7 +312,7 @@ def test_a_counter_that_goes_back_is_na_for_one_tick(
 def test_a_gpu_without_nvlink_has_an_empty_part(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
     r.read()
     clock.now += 1.0
     (g,), _ = r.read()
@@ -346,7 +327,7 @@ def test_far_ends_a_gpu_a_switch_or_unknown(fake_nvml: FakeNvml, made: list[Nvml
         FakeLink("00000000:19:00.0", 0, active=False),
     ]
     gpu = hopper(0, links=0, nvlinks=links, nvlink_version=7)
-    r, _ = _reader(fake_nvml, made, Scenario(gpus=[gpu, FakeGpu()]))
+    r, _ = clocked_reader(fake_nvml, made, Scenario(gpus=[gpu, FakeGpu()]))
     (g, _other), _ = r.read()
     assert g.nvlink.links == 3 and g.nvlink.version == "5.0"
     assert g.nvlink.max_bytes_per_s == 3 * 50e9
@@ -426,10 +407,10 @@ def test_a_remote_hosts_impossible_nvlink_values_are_na_with_errors() -> None:
 def test_the_reader_asks_for_a_longer_pair_window_only_with_gpm(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
-    r, _ = _reader(fake_nvml, made, Scenario(gpus=[FakeGpu()]))
+    r, _ = clocked_reader(fake_nvml, made, Scenario(gpus=[FakeGpu()]))
     r.read()
     assert r.min_pair_window_s == 0.0  # today's 0.1 s window, unchanged
-    r2, _ = _reader(fake_nvml, made, Scenario(gpus=[FakeGpu(), hopper(1, links=0)]))
+    r2, _ = clocked_reader(fake_nvml, made, Scenario(gpus=[FakeGpu(), hopper(1, links=0)]))
     r2.read()
     assert r2.min_pair_window_s == GPM_PAIR_WINDOW_S > GPM_MIN_S
 
@@ -466,7 +447,7 @@ def test_mig_gpm_per_gpu_instance(fake_nvml: FakeNvml, made: list[NvmlReader]) -
     (no whole-GPU activity in MIG mode, as utilization) stays n/a."""
     migs = [FakeMig(0, 1, 0, "3g.40gb"), FakeMig(1, 2, 0, "3g.40gb")]
     gpu = hopper(0, links=0, mig_mode=(1, 1), util_gpu=None, util_mem=None, migs=migs)
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[gpu]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[gpu]))
     (g,), errors = r.read()
     assert [m.activity for m in g.mig_devices] == [Activity(), Activity()]
     clock.now += 1.0
@@ -518,7 +499,7 @@ def test_the_parts_travel_in_a_stream_line() -> None:
 def test_a_gpu_lost_at_its_gpm_sample_is_lost_and_comes_back(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
-    r, clock = _reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
+    r, clock = clocked_reader(fake_nvml, made, Scenario(gpus=[hopper(0, links=0)]))
     r.read()
     fake_nvml.write(Scenario(gpus=[hopper(0, links=0, errors={"nvmlGpmSampleGet": "GPU_IS_LOST"})]))
     clock.now += 1.0
@@ -608,7 +589,7 @@ def test_a_destroyed_mig_instances_gpm_samples_are_freed(
         migs = [FakeMig(k, gi, 0, "3g.40gb") for k, gi in enumerate(gis)]
         return Scenario(gpus=[hopper(0, links=0, mig_mode=(1, 1), util_gpu=None, migs=migs)])
 
-    r, clock = _reader(fake_nvml, made, scenario(1, 2))
+    r, clock = clocked_reader(fake_nvml, made, scenario(1, 2))
     for _ in range(2):
         r.read()
         clock.now += 1.0

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from gputop.model import GPU_METRIC
 from gputop.sources.nvml import NvmlReader
 from tests import fakenvml
-from tests.fakenvml import FakeGpu, FakeNvml, Scenario, hopper
-from tests.helpers.clock import Clock
+from tests.fakenvml import FakeGpu, FakeNvml, hopper
+from tests.helpers.clock import Clock, clocked_reader
 
 NEW = fakenvml.PROFILES["r560"]  # a driver with the counters
 OLD = fakenvml.PROFILES["current"]  # R550: without them
@@ -28,24 +28,11 @@ TX, RX = 197, 198
 KIB = 1024.0
 
 
-@pytest.fixture
-def made(fake_nvml: FakeNvml) -> Iterator[list[NvmlReader]]:
-    readers: list[NvmlReader] = []
-    yield readers
-    for r in readers:
-        r.close()
+@pytest.fixture(autouse=True)
+def _pcie_threads_joined() -> Iterator[None]:
+    """After the readers are closed (``made``): the next count must not see their threads."""
+    yield
     _join_pcie_threads()
-
-
-def _reader(
-    fake_nvml: FakeNvml, made: list[NvmlReader], scenario: Scenario
-) -> tuple[NvmlReader, Clock]:
-    fake_nvml.write(scenario)
-    r = NvmlReader()
-    clock = Clock()
-    r._clock = clock  # a test moves time; counter rates follow it
-    made.append(r)
-    return r, clock
 
 
 def _pcie_threads() -> list[str]:
@@ -78,7 +65,7 @@ def test_the_counters_give_the_scenarios_rates_from_the_second_tick_and_no_threa
     throughput = _Counted(pynvml.nvmlDeviceGetPcieThroughput)
     monkeypatch.setattr(pynvml, "nvmlDeviceGetPcieThroughput", throughput)
     gpus = [FakeGpu(pcie_tx_kbps=1000, pcie_rx_kbps=2000), FakeGpu(pcie_tx_kbps=0)]
-    r, clock = _reader(fake_nvml, made, NEW.scenario(gpus=gpus))
+    r, clock = clocked_reader(fake_nvml, made, NEW.scenario(gpus=gpus))
     (a, b), errors = r.read()
     assert errors == ()
     # the first tick has one reading of each counter: n/a, never 0; the link is there
@@ -102,7 +89,7 @@ def test_a_driver_without_the_fields_reads_through_one_thread_per_gpu(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
     assert _pcie_threads() == []
-    r, _ = _reader(fake_nvml, made, OLD.scenario(gpus=[FakeGpu(), FakeGpu()]))
+    r, _ = clocked_reader(fake_nvml, made, OLD.scenario(gpus=[FakeGpu(), FakeGpu()]))
     (a, b), errors = r.read()
     assert errors == ()
     assert a.pcie.tx_bytes_per_s == 1000 * KIB and b.pcie.rx_bytes_per_s == 2000 * KIB
@@ -113,7 +100,7 @@ def test_an_error_in_one_fields_entry_falls_back_for_that_gpu_only(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
     broken = FakeGpu(pcie_tx_kbps=7, field_errors={RX: "UNKNOWN"})
-    r, clock = _reader(fake_nvml, made, NEW.scenario(gpus=[broken, FakeGpu()]))
+    r, clock = clocked_reader(fake_nvml, made, NEW.scenario(gpus=[broken, FakeGpu()]))
     (a, b), errors = r.read()
     assert errors == ()  # a fallback is not an error
     assert a.pcie.tx_bytes_per_s == 7 * KIB  # the thread answers in the first tick
@@ -129,7 +116,7 @@ def test_nvlink_and_pcie_counters_are_one_call_per_gpu(
     fake_nvml: FakeNvml, made: list[NvmlReader], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gpus = [hopper(0, 2, links=2, gpm=None), FakeGpu()]  # NVLink counters; PCIe only
-    r, clock = _reader(fake_nvml, made, NEW.scenario(gpus=gpus))
+    r, clock = clocked_reader(fake_nvml, made, NEW.scenario(gpus=gpus))
     r.read()
     fields = _Counted(pynvml.nvmlDeviceGetFieldValues)
     monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", fields)
@@ -145,7 +132,7 @@ def test_a_counter_that_goes_back_is_na_for_one_tick_without_an_error(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
     gpu = FakeGpu(pcie_count_start=(10**12, 10**12))
-    r, clock = _reader(fake_nvml, made, NEW.scenario(gpus=[gpu]))
+    r, clock = clocked_reader(fake_nvml, made, NEW.scenario(gpus=[gpu]))
     r.read()
     clock.now += 1.0
     (g,), _ = r.read()
@@ -168,7 +155,7 @@ def test_a_counter_that_wraps_is_na_for_one_tick(
 ) -> None:
     # the attach probe and the first tick each add 1000 KiB: the second tick's read wraps
     gpu = FakeGpu(pcie_count_start=(2**64 - 2500 * 1024, 0))
-    r, clock = _reader(fake_nvml, made, NEW.scenario(gpus=[gpu]))
+    r, clock = clocked_reader(fake_nvml, made, NEW.scenario(gpus=[gpu]))
     r.read()
     clock.now += 1.0
     (g,), errors = r.read()
@@ -182,7 +169,7 @@ def test_a_counter_that_wraps_is_na_for_one_tick(
 def test_an_impossible_rate_is_na_with_an_error(
     fake_nvml: FakeNvml, made: list[NvmlReader]
 ) -> None:
-    r, clock = _reader(fake_nvml, made, NEW.scenario(gpus=[FakeGpu()]))
+    r, clock = clocked_reader(fake_nvml, made, NEW.scenario(gpus=[FakeGpu()]))
     r.read()
     # the counter jumps by 2**50 bytes in a second: far above any PCIe link
     fake_nvml.write(NEW.scenario(gpus=[FakeGpu(pcie_count_start=(2**50, 0))]))
@@ -304,7 +291,7 @@ def test_the_first_frame_shows_pcie_as_na_never_0(
     from gputop.views.gpu_view import gpu_view
     from gputop.views.parts import plain
 
-    r, clock = _reader(fake_nvml, made, NEW.scenario(gpus=[FakeGpu()]))
+    r, clock = clocked_reader(fake_nvml, made, NEW.scenario(gpus=[FakeGpu()]))
     (g,), _ = r.read()
     text = " ".join(plain(line) for line in gpu_view(g, compact=False, bar_width=20).lines)
     assert "PCIe TX n/a RX n/a" in text and "0B/s" not in text
