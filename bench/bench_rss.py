@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,9 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_start import programs  # noqa: E402
-from bench.bench_ui import scenario_for, tmux, warm_bytecode  # noqa: E402
-from tests.fakenvml import subprocess_env  # noqa: E402
+from bench.bench_start import fake_gpus, programs  # noqa: E402
+from bench.bench_ui import tmux  # noqa: E402
 
 
 def resident_kib(pid: int) -> tuple[int, dict[str, int]]:
@@ -87,19 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="gputop-rss-", ignore_cleanup_errors=True) as tmp:
             for n_per in (int(s.lower().split("x")[1]) for s in args.scenarios.split(",")):
-                children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * n_per)]
-                born = time.monotonic()
-                try:
-                    path = scenario_for([c.pid for c in children], n_per).write(
-                        Path(tmp) / f"scenario-{n_per}.txt"
-                    )
-                    env = subprocess_env(path)
-                    for tree in trees:
-                        warm_bytecode(
-                            dict(env, PYTHONPATH=str(tree)), Path(tmp) / "pycache", nvitop, tree
-                        )
-                    env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-                    env.pop("PYTHONDONTWRITEBYTECODE", None)
+                with fake_gpus(n_per, trees, Path(tmp), nvitop) as (env, born):
                     progs = programs(env, trees)
                     names = [n for n in progs if n.startswith("gputop")] + ["floor"]
                     time.sleep(max(0.0, args.age - (time.monotonic() - born)))
@@ -126,10 +112,6 @@ def main(argv: list[str] | None = None) -> int:
                                     print(f"      {d:+7d} KiB  {m}")
                     end = " / ".join(f"{v:.2f}" for v in os.getloadavg())
                     print(f"  load average at the end: {end}")
-                finally:
-                    for c in children:
-                        c.kill()
-                        c.wait()
     finally:
         tmux("kill-server", check=False)
     return 0

@@ -57,6 +57,7 @@ Needs tmux, gcc (to build the fake) and nvitop. Prints figures; it is not a test
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
@@ -65,6 +66,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -310,6 +312,30 @@ def print_starts(
         print(f"    {tool:<8} median {med:.3f} s, mean {statistics.mean(v):.3f} s  {vs}")
 
 
+@contextlib.contextmanager
+def fake_gpus(
+    n_per: int, trees: list[Path], tmp: Path, nvitop: str
+) -> Iterator[tuple[dict[str, str], float]]:
+    """The fake 8 GPUs x ``n_per`` real sleeping processes (ended after the block): the
+    programs' environment, with each tree's byte code and nvitop's warmed into a private
+    cache under ``tmp``, and when the processes started (``time.monotonic()``)."""
+    children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * n_per)]
+    born = time.monotonic()
+    try:
+        path = scenario_for([c.pid for c in children], n_per).write(tmp / f"scenario-{n_per}.txt")
+        env = subprocess_env(path)
+        env["PYTHONPATH"] = str(ROOT)
+        for tree in trees:
+            warm_bytecode(dict(env, PYTHONPATH=str(tree)), tmp / "pycache", nvitop, tree)
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        yield env, born
+    finally:
+        for c in children:
+            c.kill()
+            c.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -356,20 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="gputop-bench-", ignore_cleanup_errors=True) as tmp:
             for n_per in per_gpu:
-                children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * n_per)]
-                born = time.monotonic()
-                try:
-                    path = scenario_for([c.pid for c in children], n_per).write(
-                        Path(tmp) / f"scenario-{n_per}.txt"
-                    )
-                    env = subprocess_env(path)
-                    env["PYTHONPATH"] = str(ROOT)
-                    for tree in trees:
-                        warm_bytecode(
-                            dict(env, PYTHONPATH=str(tree)), Path(tmp) / "pycache", nvitop, tree
-                        )
-                    env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-                    env.pop("PYTHONDONTWRITEBYTECODE", None)
+                with fake_gpus(n_per, trees, Path(tmp), nvitop) as (env, born):
                     progs = by_waiter(programs(env, trees), waiters)
                     tools = list(progs)
                     # A server's GPU processes have mostly run for minutes: past the first
@@ -399,10 +412,6 @@ def main(argv: list[str] | None = None) -> int:
                         print_goals(medians, name)
                     end = " / ".join(f"{v:.2f}" for v in os.getloadavg())
                     print(f"  load average at the end: {end}")
-                finally:
-                    for c in children:
-                        c.kill()
-                        c.wait()
     finally:
         tmux("kill-server", check=False)
     return 0
