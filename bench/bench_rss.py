@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_start import fake_gpus, programs  # noqa: E402
-from bench.bench_ui import tmux  # noqa: E402
+from bench.bench_ui import rotated, tmux, tmux_server  # noqa: E402
 
 
 def resident_kib(pid: int) -> tuple[int, dict[str, int]]:
@@ -80,40 +80,37 @@ def main(argv: list[str] | None = None) -> int:
         print("tmux not found", file=sys.stderr)
         return 2
     nvitop = shutil.which("nvitop") or str(Path(sys.executable).parent / "nvitop")
-    # A session that outlives the measured ones: the server never exits between them.
-    tmux("new-session", "-d", "-s", "keep", "-x", "20", "-y", "5", "exec sleep 3600")
-    try:
-        with tempfile.TemporaryDirectory(prefix="gputop-rss-", ignore_cleanup_errors=True) as tmp:
-            for n_per in (int(s.lower().split("x")[1]) for s in args.scenarios.split(",")):
-                with fake_gpus(n_per, trees, Path(tmp), nvitop) as (env, born):
-                    progs = programs(env, trees)
-                    names = [n for n in progs if n.startswith("gputop")] + ["floor"]
-                    time.sleep(max(0.0, args.age - (time.monotonic() - born)))
-                    print(f"8 GPUs x {n_per} processes, {w}x{h}, RSS at {args.at:g} s")
-                    for name, tree in zip(names, trees, strict=False):
-                        print(f"  {name}: {tree}")
-                    for r in range(args.rounds):
-                        order = names[r % len(names) :] + names[: r % len(names)]
-                        load = os.getloadavg()[0]
-                        got = {n: measure(n, progs, (w, h), args.at) for n in order}
-                        floor_rss, floor_maps = got["floor"]
-                        print(f"  round {r + 1}, load average {load:.2f}:")
-                        print(f"    floor   VmRSS {floor_rss / 1024:6.1f} MiB")
-                        for name in names[:-1]:
-                            rss, maps = got[name]
-                            extra = (rss - floor_rss) / 1024
-                            print(f"    {name} VmRSS {rss / 1024:6.1f} MiB  floor + {extra:.1f}")
-                            diffs = {
-                                m: maps.get(m, 0) - floor_maps.get(m, 0)
-                                for m in {*maps, *floor_maps}
-                            }
-                            for m, d in sorted(diffs.items(), key=lambda kv: -abs(kv[1])):
-                                if abs(d) >= args.min_kib:
-                                    print(f"      {d:+7d} KiB  {m}")
-                    end = " / ".join(f"{v:.2f}" for v in os.getloadavg())
-                    print(f"  load average at the end: {end}")
-    finally:
-        tmux("kill-server", check=False)
+    with (
+        tmux_server(),
+        tempfile.TemporaryDirectory(prefix="gputop-rss-", ignore_cleanup_errors=True) as tmp,
+    ):
+        for n_per in (int(s.lower().split("x")[1]) for s in args.scenarios.split(",")):
+            with fake_gpus(n_per, trees, Path(tmp), nvitop) as (env, born):
+                progs = programs(env, trees)
+                names = [n for n in progs if n.startswith("gputop")] + ["floor"]
+                time.sleep(max(0.0, args.age - (time.monotonic() - born)))
+                print(f"8 GPUs x {n_per} processes, {w}x{h}, RSS at {args.at:g} s")
+                for name, tree in zip(names, trees, strict=False):
+                    print(f"  {name}: {tree}")
+                for r in range(args.rounds):
+                    order = rotated(names, r)
+                    load = os.getloadavg()[0]
+                    got = {n: measure(n, progs, (w, h), args.at) for n in order}
+                    floor_rss, floor_maps = got["floor"]
+                    print(f"  round {r + 1}, load average {load:.2f}:")
+                    print(f"    floor   VmRSS {floor_rss / 1024:6.1f} MiB")
+                    for name in names[:-1]:
+                        rss, maps = got[name]
+                        extra = (rss - floor_rss) / 1024
+                        print(f"    {name} VmRSS {rss / 1024:6.1f} MiB  floor + {extra:.1f}")
+                        diffs = {
+                            m: maps.get(m, 0) - floor_maps.get(m, 0) for m in {*maps, *floor_maps}
+                        }
+                        for m, d in sorted(diffs.items(), key=lambda kv: -abs(kv[1])):
+                            if abs(d) >= args.min_kib:
+                                print(f"      {d:+7d} KiB  {m}")
+                end = " / ".join(f"{v:.2f}" for v in os.getloadavg())
+                print(f"  load average at the end: {end}")
     return 0
 
 

@@ -79,9 +79,11 @@ from bench.bench_ui import (  # noqa: E402
     Pane,
     cpu_seconds,
     memory_mib,
+    rotated,
     scenario_for,
     start_pane,
     tmux,
+    tmux_server,
     wait_first_frame,
     warm_bytecode,
 )
@@ -295,7 +297,7 @@ def print_starts(
     median and mean against the floor's."""
     got: dict[str, list[float]] = {t: [] for t in tools}
     for r in range(rounds):
-        order = tools[r % len(tools) :] + tools[: r % len(tools)]
+        order = rotated(tools, r)
         for tool, s in time_starts(order, progs, size).items():
             if s is not None:
                 got[tool].append(s)
@@ -378,42 +380,41 @@ def main(argv: list[str] | None = None) -> int:
         print("tmux not found", file=sys.stderr)
         return 2
     nvitop = shutil.which("nvitop") or str(Path(sys.executable).parent / "nvitop")
-    tmux("new-session", "-d", "-s", "keep", "-x", "20", "-y", "5", "exec sleep 3600")
-    try:
-        with tempfile.TemporaryDirectory(prefix="gputop-bench-", ignore_cleanup_errors=True) as tmp:
-            for n_per in per_gpu:
-                with fake_gpus(n_per, trees, Path(tmp), nvitop) as (env, born):
-                    progs = by_waiter(programs(env, trees), waiters)
-                    tools = list(progs)
-                    # A server's GPU processes have mostly run for minutes: past the first
-                    # minute a process's TIME shows minutes in gputop (seconds in nvitop).
-                    time.sleep(max(0.0, args.age - (time.monotonic() - born)))
-                    print(
-                        f"8 GPUs x {n_per} processes (fake NVML), {w}x{h} tmux panes, 1 s interval,"
-                        f" RSS at {args.rss_at:g} s, CPU over {args.seconds:g} s, processes"
-                        f" {args.age:g} s old at round 1, "
-                        f"{os.cpu_count()} CPUs, first frames by {waiter}"
-                    )
-                    for name, tree in zip(tools, trees, strict=False):
-                        print(f"  {name.split('/')[0]}: {tree}")
-                    if args.starts:
-                        print_starts(tools, progs, (w, h), args.starts)
-                        continue
-                    rows: list[Figures] = []
-                    for r in range(args.rounds):
-                        order = tools[r % len(tools) :] + tools[: r % len(tools)]
-                        load = os.getloadavg()[0]
-                        got = run_round(order, progs, (w, h), args.rss_at, args.seconds)
-                        rows += got
-                        print_table(f"  round {r + 1}, load average {load:.2f}:", got)
-                    medians = {t: median_of(t, rows) for t in tools}
-                    print_table("  medians:", list(medians.values()))
-                    for name in tools[: len(trees)]:
-                        print_goals(medians, name)
-                    end = " / ".join(f"{v:.2f}" for v in os.getloadavg())
-                    print(f"  load average at the end: {end}")
-    finally:
-        tmux("kill-server", check=False)
+    with (
+        tmux_server(),
+        tempfile.TemporaryDirectory(prefix="gputop-bench-", ignore_cleanup_errors=True) as tmp,
+    ):
+        for n_per in per_gpu:
+            with fake_gpus(n_per, trees, Path(tmp), nvitop) as (env, born):
+                progs = by_waiter(programs(env, trees), waiters)
+                tools = list(progs)
+                # A server's GPU processes have mostly run for minutes: past the first
+                # minute a process's TIME shows minutes in gputop (seconds in nvitop).
+                time.sleep(max(0.0, args.age - (time.monotonic() - born)))
+                print(
+                    f"8 GPUs x {n_per} processes (fake NVML), {w}x{h} tmux panes, 1 s interval,"
+                    f" RSS at {args.rss_at:g} s, CPU over {args.seconds:g} s, processes"
+                    f" {args.age:g} s old at round 1, "
+                    f"{os.cpu_count()} CPUs, first frames by {waiter}"
+                )
+                for name, tree in zip(tools, trees, strict=False):
+                    print(f"  {name.split('/')[0]}: {tree}")
+                if args.starts:
+                    print_starts(tools, progs, (w, h), args.starts)
+                    continue
+                rows: list[Figures] = []
+                for r in range(args.rounds):
+                    order = rotated(tools, r)
+                    load = os.getloadavg()[0]
+                    got = run_round(order, progs, (w, h), args.rss_at, args.seconds)
+                    rows += got
+                    print_table(f"  round {r + 1}, load average {load:.2f}:", got)
+                medians = {t: median_of(t, rows) for t in tools}
+                print_table("  medians:", list(medians.values()))
+                for name in tools[: len(trees)]:
+                    print_goals(medians, name)
+                end = " / ".join(f"{v:.2f}" for v in os.getloadavg())
+                print(f"  load average at the end: {end}")
     return 0
 
 

@@ -138,6 +138,23 @@ def tmux(*args: str, check: bool = True) -> str:
     return out.stdout
 
 
+@contextlib.contextmanager
+def tmux_server() -> Iterator[None]:
+    """The bench's private tmux server, kept up by a session that outlives the measured
+    ones (it would otherwise exit with the last pane of one round), killed after."""
+    tmux("new-session", "-d", "-s", "keep", "-x", "20", "-y", "5", "exec sleep 3600")
+    try:
+        yield
+    finally:
+        tmux("kill-server", check=False)
+
+
+def rotated(names: list[str], r: int) -> list[str]:
+    """Round ``r``'s order: each program in turn starts first."""
+    k = r % len(names)
+    return names[k:] + names[:k]
+
+
 def scenario_for(pids: list[int], per_gpu: int = 2, driver: str = "r560") -> Scenario:
     """8 GPUs, ``per_gpu`` of ``pids`` on each, on a ``driver`` of the fake's profiles
     (the newest: PCIe from the byte counters, no PCIe thread). Their links carry nothing:
