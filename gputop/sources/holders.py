@@ -21,8 +21,6 @@ from gputop.sources import procfs
 #: process's descriptors, the costliest of the idle tick's parts at this period.
 RECOMMENDED_INTERVAL_S = 10.0
 
-_CMDLINE_READ_LIMIT = 16384
-
 
 @dataclass(frozen=True, slots=True)
 class HolderScan:
@@ -104,13 +102,16 @@ def scan_holders(
                 continue
             base = f"{proc_root}/{name}"
             comm = _read(f"{base}/comm")
-            raw_cmd = _read(f"{base}/cmdline", _CMDLINE_READ_LIMIT)
+            try:  # read and split as every process's command line is (procfs)
+                argv = procfs.split_cmdline(procfs.read_cmdline(pid, proc_root))
+            except OSError:
+                argv = []
             try:
                 uid = procfs.read_real_uid(pid, proc_root)
             except OSError:
                 uid = None
             # empty for kernel threads and zombies: not available
-            command = clean_text(b" ".join(raw_cmd.rstrip(b"\0").split(b"\0"))) if raw_cmd else None
+            command = clean_text(" ".join(argv)) if argv else None
             for minor in sorted(minors):
                 holders.append(
                     UnlistedHolder(

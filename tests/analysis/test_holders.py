@@ -198,3 +198,29 @@ def test_real_proc_scan_reads_each_fd_once_and_nothing_else(
     assert counts["listdir"] <= 1 + scan.processes  # /proc, then each fd directory
     assert counts["readlink"] == scan.fds
     assert counts["read"] == 0
+
+
+def test_a_holders_command_line_reads_as_every_process_does(tmp_path: Path) -> None:
+    """One reading of a command line (procfs: its limit, a title rewritten with spaces,
+    a cut one, bytes that are not UTF-8, NUL padding): the holder's command is the
+    process table's for the same bytes."""
+    from gputop.fmt import clean_text
+    from gputop.sources import procfs
+
+    root = tmp_path / "proc"
+    root.mkdir()
+    lines = {
+        601: b"python\0train.py\0",
+        602: b"torchrun: worker 3 of 8",  # setproctitle: spaces, no NUL
+        603: b"python\0" + b"x" * (procfs.CMDLINE_READ_LIMIT * 2) + b"\0--tail\0",  # cut
+        604: b"python\0caf\xe9.py\0",  # not UTF-8
+        605: b"nginx: worker process\0\0\0\0",  # a title padded with NULs
+    }
+    for pid, cmdline in lines.items():
+        _fake_process(root, pid, ["/dev/nvidia0"], cmdline=cmdline)
+    holders = {h.pid: h for h in scan_holders({0: 0}, [], str(root)).holders}
+    for pid in lines:
+        argv = procfs.split_cmdline(procfs.read_cmdline(pid, str(root)))
+        assert holders[pid].command == clean_text(" ".join(argv))
+    assert holders[602].command == "torchrun: worker 3 of 8"
+    assert "--tail" not in (holders[603].command or "")
