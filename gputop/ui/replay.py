@@ -25,15 +25,15 @@ from gputop.ui.app import (
     key_bindings,
 )
 from gputop.ui.screens.prompt import GO_TO, GOTO_EXAMPLES, Prompt
-from gputop.views.gpu_view import JUDGING_MARK
 from gputop.views.header_view import mode_text, replay_range_parts
 from gputop.views.parts import Parts, safe
 
 if TYPE_CHECKING:
     from gputop.record import player as rp
 
-#: What the screen says while a frame's look-back is still being read.
-JUDGING = JUDGING_MARK.label
+#: What the screen says while a frame's look-back is still being read (the verdict slots'
+#: wide label: never an old verdict, never one judged from part of the history).
+JUDGING = "judging from the recording…"
 
 
 REPLAY_KEYS: tuple[Key, ...] = (

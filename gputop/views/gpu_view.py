@@ -214,11 +214,6 @@ def judging_mark(why: str) -> VerdictMark:
     return VerdictMark("judging", "judging", why, "dim")
 
 
-#: The verdict slot while a replay reads the look-back its verdicts are judged on (never
-#: an old verdict, never one judged from part of the history).
-JUDGING_MARK = judging_mark("judging from the recording…")
-
-
 def verdict_mark(verdict: Verdict) -> VerdictMark:
     word = VERDICT_WORDS.get(verdict.kind, verdict.kind[:VERDICT_WIDTH])
     label = verdict.label

@@ -26,7 +26,7 @@ from gputop.sampler import Sampler
 from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.ui.app import FrameArrived
 from gputop.ui.replay import JUDGING, ReplayApp
-from gputop.views.gpu_view import JUDGING_MARK
+from gputop.views.gpu_view import judging_mark
 
 SECONDS = 900  # 15 blocks of 60 s: a 600 s look-back spans 10-11 of them
 
@@ -206,7 +206,7 @@ async def test_replay_app_says_judging_and_never_shows_an_older_jumps_verdicts(
         header = "".join(text for text, _ in app.header_parts_now())
         assert JUDGING in header
         marks = app._verdict_marks()
-        assert marks is not None and set(marks.values()) == {JUDGING_MARK}
+        assert marks is not None and set(marks.values()) == {judging_mark(JUDGING)}
         lines = " ".join(b.text for b in app.gpu_panel.blocks.values())
         assert "judging" in lines
         # The jobs view while judging says so (no jobs from the old position).
