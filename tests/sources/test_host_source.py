@@ -409,16 +409,22 @@ def _fork_at(pid: int) -> subprocess.Popen[bytes] | None:
 
 def test_real_pid_reuse_does_not_inherit_history() -> None:
     reader = HostReader()
-    burner = spawn.start("burn")
-    pid = burner.pid
-    reader.read_processes([pid])
-    time.sleep(0.3)
-    before = _row(reader.read_processes([pid]), pid)
-    assert before.cpu_percent is not None and before.cpu_percent > 20
-    burner.kill()
     reused = None
-    for _ in range(200):  # racy on a busy host: another process may take the pid
-        reused = _fork_at(pid)
+    # Racy on a busy host: between the burner's end and the fork, any new process or
+    # thread anywhere may take its pid, and keep it (a thread of a long-lived process):
+    # then no try at that pid can succeed, so a few burners, each with a pid of its own.
+    for _ in range(5):
+        burner = spawn.start("burn")
+        pid = burner.pid
+        reader.read_processes([pid])
+        time.sleep(0.3)
+        before = _row(reader.read_processes([pid]), pid)
+        assert before.cpu_percent is not None and before.cpu_percent > 20
+        burner.kill()
+        for _ in range(40):
+            reused = _fork_at(pid)
+            if reused is not None:
+                break
         if reused is not None:
             break
     if reused is None:
