@@ -1,5 +1,5 @@
 """``python -m gputop``."""
 
-from gputop.cli import entry
+from gputop.launch import entry
 
 raise SystemExit(entry())

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from gputop import __version__, argtypes, encoding, output
+from gputop import __version__, argtypes, encoding, gcpolicy, output
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.argtypes import (
     EXIT_FAILURE,
@@ -200,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _output_never_fails()
     if argv and argv[0] in SUBCOMMANDS:
+        gcpolicy.release()  # only the dashboard's start holds the collector
         status: int = importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv[1:])
         return status
     parser = build_parser()
@@ -240,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not encoding.has_terminal():
             parser.error("not a terminal: use --once, --json or --stream")
         _preload_dashboard()
+    else:
+        gcpolicy.release()  # only the dashboard's start holds the collector
 
     source: Source
     if args.demo and once:

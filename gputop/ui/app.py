@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
+from gputop import gcpolicy
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
 from gputop.keys import Key as Key
@@ -346,6 +347,12 @@ class GpuTopApp(App[int]):
         """The first snapshot's verdicts, the filter box (hidden) and the footer, one
         refresh after the first frame: the footer, docked at the bottom, takes its row from
         the table in the next frame."""
+        try:
+            await self._complete_first_frame()
+        finally:
+            gcpolicy.release(settle=True)  # the start is over (gcpolicy's module doc)
+
+    async def _complete_first_frame(self) -> None:
         from textual.widgets import Footer  # its module too: nothing before the first frame
 
         if not self.closing:

@@ -358,6 +358,7 @@ CONSUMERS: dict[str, tuple[str, ...]] = {
 }
 COMMANDS: tuple[str, ...] = (
     "gputop.__main__",
+    "gputop.launch",  # the `gputop` script: holds the collector, then gputop.cli
     "gputop.cli",
     "gputop.exporter",  # the package itself: ``gputop export``'s main (not its modules)
     "gputop.fleet",
