@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from gputop import __version__, argtypes, encoding, gcpolicy, output
+from gputop import __version__, argtypes, encoding, gcpolicy, heap, output
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.argtypes import (
     EXIT_FAILURE,
@@ -294,6 +294,7 @@ def _preload_dashboard() -> None:
         with contextlib.suppress(Exception):
             importlib.import_module("gputop.ui.app")
 
+    heap.one_arena()  # before the first thread allocates (heap's module doc)
     threading.Thread(target=load, name="gputop-preload-ui", daemon=True).start()
 
 

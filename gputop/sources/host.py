@@ -216,6 +216,11 @@ def _exited_row(pid: int, ppid: int | None = None) -> ProcessInfo:
     return ProcessInfo(pid=pid, visible=True, ppid=ppid, status=psutil.STATUS_DEAD)
 
 
+def _without_lines(scan: dict[int, _Stat]) -> dict[int, _Stat]:
+    """``scan`` as kept between ticks: each process's parent and identity, not its line."""
+    return {pid: _Stat(st.ppid, st.starttime) for pid, st in scan.items()}
+
+
 class HostReader:
     """Host-wide and per-process sampling with state between calls; one thread only."""
 
@@ -452,11 +457,13 @@ class HostReader:
             if newer is not None:  # the last pass and the processes started since
                 self._last_scan_at = now
                 if newer:
-                    last = self._last_scan = {**last, **newer}
+                    last = self._last_scan = {**last, **_without_lines(newer)}
                 return last, False, probed
         cursor = procfs.newest_pid() if self._newest_pids else None  # before: see _newer
         scan = self._scan()
-        self._last_scan, self._last_scan_at = scan, now
+        # This tick parses the shown processes' lines from the pass; a later tick reads
+        # their stat again, so the pass is kept without the lines of every process.
+        self._last_scan, self._last_scan_at = _without_lines(scan), now
         self._cursor, self._added = cursor, 0
         return scan, True, {}
 

@@ -42,7 +42,31 @@ RowCells = tuple[Cell, ...]
 _shown_but_time = attrgetter(*(f.name for f in fields(ProcRow) if f.name != "elapsed"))
 
 
-class ProcessTable(DataTable[Text]):
+class ShownCell:
+    """A cell as DataTable holds it: the table's cell and its styles, made a Rich ``Text``
+    only when DataTable itself draws or measures it (``__rich__``). The fast path draws
+    rows from the cells, so a ``Text`` kept for every cell (with its second copy of the
+    text) was memory for a path seldom taken: a few hundred bytes a process (issue 32 §5)."""
+
+    __slots__ = ("cell", "styles")
+
+    def __init__(self, cell: Cell, styles: dict[str, Style]) -> None:
+        self.cell = cell
+        self.styles = styles
+
+    @property
+    def plain(self) -> str:
+        return self.cell[0]
+
+    @property
+    def style(self) -> Style:
+        return self.styles.get(self.cell[1], Style())
+
+    def __rich__(self) -> Text:
+        return Text(self.cell[0], style=self.style, no_wrap=True, end="")
+
+
+class ProcessTable(DataTable[ShownCell]):
     DEFAULT_CSS = """
     ProcessTable { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }
     """
@@ -171,9 +195,8 @@ class ProcessTable(DataTable[Text]):
                 return cells
         return self._row_cells(row, tagged, cols)
 
-    def _text(self, cell: Cell) -> Text:
-        text, style = cell
-        return Text(text, style=self._styles.get(style, Style()), no_wrap=True, end="")
+    def _text(self, cell: Cell) -> ShownCell:
+        return ShownCell(cell, self._styles)
 
     def show(self, rows: Sequence[ProcRow], tagged: Collection[str] = ()) -> str:
         """Show ``rows`` in this order; returns what it did: "skip", "cells", "reorder"
@@ -227,12 +250,18 @@ class ProcessTable(DataTable[Text]):
         keys = [
             ColumnKey(c.key) for c in visible_columns(self._compact, self._owners, self._probes)
         ]
-        data = self._data
+        data, held = self._data, self._cells
         for k in changed:
             row = data[RowKey(k)]
-            for col_key, before, after in zip(keys, self._cells[k], cells[k], strict=True):
+            merged: list[Cell] = []
+            for col_key, before, after in zip(keys, held[k], cells[k], strict=True):
                 if before != after:
                     row[col_key] = self._text(after)
+                merged.append(after if before != after else before)
+            cells[k] = tuple(merged)
+        # Equal cells kept as DataTable holds them: one copy of each cell's text.
+        for k in cells.keys() - set(changed):
+            cells[k] = held[k]
         self._cells = cells
         self._update_count += 1  # what update_cell does: DataTable's caches start over
         # Every row is one line high; each run of changed rows is one region.

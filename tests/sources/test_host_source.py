@@ -586,6 +586,32 @@ def test_the_process_tree_is_rescanned_only_now_and_then(monkeypatch: pytest.Mon
         assert len(scans) == 3  # a process went: the tree is read again
 
 
+def test_the_pass_kept_between_ticks_holds_no_stat_lines() -> None:
+    """Issue 32 §5: the pass over all of /proc was kept with every process's stat line,
+    though only the tick of the pass parses them (the shown processes'); a later tick
+    reads the shown processes' own. Kept: each process's parent and identity."""
+    reader = HostReader(rescan_seconds=60)
+    me = os.getpid()
+    with spawn.running("sleep") as child:
+        first = _row(reader.read_processes([child.pid]), child.pid)
+        kept = reader._last_scan
+        assert kept is not None and kept[child.pid].ppid == me
+        assert not any(st.raw for st in kept.values())
+        again = _row(reader.read_processes([child.pid]), child.pid)  # from its own line
+        assert (again.status, again.command, again.ppid) == (first.status, first.command, me)
+        assert again.cpu_percent is not None
+        late = subprocess.Popen(["sleep", "30"])  # started since: the new pids alone
+        try:
+            reader._last_scan_at -= 61
+            assert late.pid in {r.pid for r in reader.read_processes([me])}
+            kept = reader._last_scan
+            assert kept is not None and late.pid in kept
+            assert not any(st.raw for st in kept.values())
+        finally:
+            late.kill()
+            late.wait()
+
+
 def test_a_reused_pid_between_passes_is_a_new_process(monkeypatch: pytest.MonkeyPatch) -> None:
     reader = HostReader(rescan_seconds=60)
     with spawn.running("burn") as child:

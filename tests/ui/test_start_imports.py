@@ -64,8 +64,8 @@ NOT_AT_LIVE_START = ("gputop.sources.demo",)
 #: contract it reads by, the measured verdicts and the probe column's cells, which the
 #: first frame shows where a training process runs the probe; 50: issue 32, the demo's
 #: module no longer loaded for the parser's --demo-node choices; 43: the diagnosis' seven
-#: modules after the first frame).
-GPUTOP_AT_START = 43
+#: modules after the first frame; 44: issue 32 §5's one malloc arena, ``gputop.heap``).
+GPUTOP_AT_START = 44
 #: Every module at the first frame, Python's and Textual's included, at most (462 on the
 #: fake NVML at issue 32, the footer's module after the first frame; 456 with the
 #: diagnosis after it).

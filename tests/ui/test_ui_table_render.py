@@ -185,3 +185,24 @@ async def test_rows_no_longer_shown_are_not_kept_rendered() -> None:
             assert table._row_strips and set(table._row_strips) <= rendered, n
         # What is held follows the rows shown, not the ticks seen.
         assert len(body) <= 2 * table.row_count
+
+
+async def test_the_table_holds_each_cells_text_once() -> None:
+    # Issue 32 §5: DataTable's data held a Rich Text per cell, with its own copy of the
+    # cell's text, beside the cells the fast path draws from: a few hundred bytes a
+    # process. It holds the cell itself now, made a Text only when DataTable draws it.
+    first = fx.multi_gpu_snapshot(3)
+    app = GpuTopApp(snapshots=[first])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.table
+        for n in (0, 1):  # as built, then as updated in place
+            if n:
+                app.apply_snapshot(_tick(first, n), (first, _tick(first, n)))
+                await pilot.pause()
+                assert table.last_update == "cells"
+            assert table._cells
+            for key, cells in table._cells.items():
+                held = table.get_row(key)
+                assert len(held) == len(cells)
+                assert all(h.plain is text for h, (text, _) in zip(held, cells, strict=True))
