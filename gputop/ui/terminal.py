@@ -24,6 +24,7 @@ from queue import Full
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from textual import constants
 from textual._parser import ParseError
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
@@ -40,6 +41,9 @@ GRACE_S = 1.0
 DRAIN_S = 0.3
 #: Grace after a quit key (the terminal is there: an orderly restore matters more).
 QUIT_GRACE_S = 3.0
+#: How often the input thread ticks Textual's parser while an escape sequence may be
+#: pending (Textual's own period, at which it ticks always).
+INPUT_TICK_S = 0.1
 #: Exit status when the terminal went away (as after SIGHUP).
 EXIT_TERMINAL_LOST = 128 + signal.SIGHUP
 
@@ -170,8 +174,44 @@ class TerminalOut:
         self._lost()
 
 
+class WakingEvent(threading.Event):
+    """An event that also wakes a thread waiting on file descriptors (the input thread's
+    exit event): while :meth:`waker` is open, setting it makes the pipe it gives readable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._wake: int | None = None  # the open waker's write end
+
+    def set(self) -> None:
+        super().set()
+        with self._lock:
+            if self._wake is not None:
+                with contextlib.suppress(OSError):  # full: it is readable already
+                    os.write(self._wake, b"\0")
+
+    @contextlib.contextmanager
+    def waker(self) -> Iterator[int]:
+        """The read end of a pipe that is readable once the event is set, for the block."""
+        read, write = os.pipe()  # not inherited (PEP 446)
+        os.set_blocking(write, False)  # a set() never waits on it
+        with self._lock:
+            self._wake = write
+        try:
+            if self.is_set():
+                os.write(write, b"\0")
+            yield read
+        finally:
+            with self._lock:  # no set() writes to a number the next open file may reuse
+                self._wake = None
+                os.close(write)
+            os.close(read)
+
+
 class GpuTopDriver(LinuxDriver):
     """Textual's Linux driver, made to let go of a terminal that went away."""
+
+    exit_event: WakingEvent
 
     def __init__(self, app: App[Any], **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
@@ -185,6 +225,7 @@ class GpuTopDriver(LinuxDriver):
         self._suspended = False
         self._app_attrs: list[Any] | None = None
         self.ending.on_timeout.append(self.restore_now)
+        self.exit_event = WakingEvent()  # Textual's is a plain Event (run_input_thread)
         # Textual's handlers (installed by LinuxDriver.__init__) are replaced.
         signal.signal(signal.SIGTSTP, self._on_sigtstp)
         signal.signal(signal.SIGCONT, self._on_sigcont)
@@ -263,31 +304,43 @@ class GpuTopDriver(LinuxDriver):
 
     def run_input_thread(self) -> None:
         """Textual's input loop, ending on a terminal that hung up (EOF or EIO) with
-        :data:`EXIT_TERMINAL_LOST` instead of spinning on it or dying with a traceback."""
+        :data:`EXIT_TERMINAL_LOST` instead of spinning on it or dying with a traceback.
+        Textual: it wakes every :data:`INPUT_TICK_S` to tick the parser, which only ends an
+        escape sequence cut short (a lone Esc) once ``ESCDELAY`` has passed; here the
+        thread ticks only while one can be pending, and otherwise sleeps until input
+        comes or the exit event is set (which writes to its pipe)."""
         fileno = self.fileno
         selector = selectors.SelectSelector()
         selector.register(fileno, selectors.EVENT_READ)
         parser = XTermParser(self._debug)
         decode = getincrementaldecoder("utf-8")(errors="replace").decode
+        # after the last read, a tick falls past any timeout that read can have set
+        ticking = constants.ESCAPE_DELAY + INPUT_TICK_S
+        read_at: float | None = None  # when input was last read (None: nothing pending)
         try:
-            while not self.exit_event.is_set():
-                ready = selector.select(0.1)
-                if ready:
-                    try:
-                        data = os.read(fileno, 4096)
-                    except InterruptedError:
-                        continue
-                    except OSError as exc:
-                        if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+            with self.exit_event.waker() as wake:
+                selector.register(wake, selectors.EVENT_READ)
+                while not self.exit_event.is_set():
+                    if read_at is not None and time.monotonic() - read_at > ticking:
+                        read_at = None
+                    ready = selector.select(None if read_at is None else INPUT_TICK_S)
+                    if any(key.fd == fileno for key, _ in ready):
+                        try:
+                            data = os.read(fileno, 4096)
+                        except InterruptedError:
                             continue
-                        data = b""
-                    if not data:
-                        self._terminal_lost()
-                        return
-                    for event in parser.feed(decode(data)):
+                        except OSError as exc:
+                            if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                                continue
+                            data = b""
+                        if not data:
+                            self._terminal_lost()
+                            return
+                        read_at = time.monotonic()
+                        for event in parser.feed(decode(data)):
+                            self.process_message(event)
+                    for event in parser.tick():
                         self.process_message(event)
-                for event in parser.tick():
-                    self.process_message(event)
         finally:
             selector.close()
             with contextlib.suppress(EOFError, ParseError):
