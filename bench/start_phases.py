@@ -3,9 +3,10 @@
 floor's (bench_start.py's floor program): where gputop's extra time before its first frame
 goes, without the tmux pane, the preload thread or the paint.
 
-    python bench/start_phases.py [--runs 7] [--tree DIR ...]
+    python bench/start_phases.py [--runs 7] [--per-gpu 2] [--tree DIR ...]
 
-Each run is a fresh interpreter on the fake 8 GPUs x 2 processes (byte code warmed) that
+Each run is a fresh interpreter on the fake 8 GPUs x ``--per-gpu`` processes (byte code
+warmed) that
 notes the milliseconds since its first line at the end of each phase:
 - gputop: the CLI imported; the live source made (psutil, pynvml, gputop's sources, NVML
   initialised); the first tick; the UI imported (Textual, the widgets); the first
@@ -73,14 +74,15 @@ import json; print(json.dumps(marks))
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--per-gpu", type=int, default=2, help="processes per GPU (8 GPUs)")
     parser.add_argument("--tree", action="append", type=Path, help="a gputop checkout")
     args = parser.parse_args(argv)
     trees = [t.resolve() for t in args.tree or [ROOT]]
-    children = [subprocess.Popen(["sleep", "3600"]) for _ in range(16)]
+    children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * args.per_gpu)]
     runs: dict[str, list[dict[str, float]]] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="gputop-phases-") as tmp:
-            path = scenario_for([c.pid for c in children]).write(Path(tmp) / "scenario.txt")
+            path = scenario_for([c.pid for c in children], args.per_gpu).write(Path(tmp) / "scenario.txt")
             env = subprocess_env(path)
             for tree in trees:
                 warm_bytecode(dict(env, PYTHONPATH=str(tree)), Path(tmp) / "pycache", "", tree)
@@ -106,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         for c in children:
             c.kill()
             c.wait()
-    print(f"milliseconds since the interpreter ran the first line, medians of {args.runs}:")
+    print(
+        f"8 GPUs x {args.per_gpu}: milliseconds since the interpreter ran the first line, "
+        f"medians of {args.runs}:"
+    )
     for name, got in runs.items():
         med = {k: statistics.median(m[k] for m in got) for k in got[0]}
         print(f"  {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()))
