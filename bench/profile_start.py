@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, float]]] = {"gputop": [], "bare": []}
     try:
         with tempfile.TemporaryDirectory(prefix="gputop-profile-") as tmp:
-            path = scenario_for([c.pid for c in children], args.per_gpu).write(Path(tmp) / "scenario.txt")
+            path = scenario_for([c.pid for c in children], args.per_gpu).write(
+                Path(tmp) / "scenario.txt"
+            )
             env = subprocess_env(path)
             env["PYTHONPATH"] = str(ROOT)
             warm_bytecode(env, Path(tmp) / "pycache", sys.executable)
