@@ -120,10 +120,11 @@ def tick_cpu(owners: bool, ticks: int) -> tuple[float, float, float]:
     owner reader's own share of those in ms)."""
     from gputop.sampler import Sampler
     from gputop.sources.live import LiveSource
+    from gputop.sources.owners import OwnerReader
 
     clock = iter(range(10**9))
     source = LiveSource(monotonic=lambda: float(next(clock)))
-    timed = Timed(source._owners if owners else PassThrough())
+    timed = Timed(OwnerReader() if owners else PassThrough())
     source._owners = timed  # type: ignore[assignment]
     sampler = Sampler(source, interval=1.0, history=3600)
     try:

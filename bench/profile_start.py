@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Where the dashboard's start goes: a timeline to the first painted frame, gputop against
-a bare Textual app, in a real tmux pane on the fake 8 GPUs x 2 processes.
+a bare Textual app, in a real tmux pane on the fake 8 GPUs x ``--per-gpu`` processes.
 
-    python bench/profile_start.py [--runs 5] [--cprofile FILE]
+    python bench/profile_start.py [--runs 5] [--per-gpu 2] [--cprofile FILE]
 
 Each run starts ``gputop --interval 1`` under a probe that notes the seconds since the
 interpreter ran the probe (the interpreter's own start comes before) at: the CLI imported,
@@ -124,13 +124,16 @@ def run_in_pane(argv: list[str], env: dict[str, str], out: Path) -> dict[str, fl
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--per-gpu", type=int, default=2, help="processes per GPU (8 GPUs)")
     parser.add_argument("--cprofile", metavar="FILE", default="")
     args = parser.parse_args(argv)
-    children = [subprocess.Popen(["sleep", "3600"]) for _ in range(16)]
+    children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * args.per_gpu)]
     runs: dict[str, list[dict[str, float]]] = {"gputop": [], "bare": []}
     try:
         with tempfile.TemporaryDirectory(prefix="gputop-profile-") as tmp:
-            path = scenario_for([c.pid for c in children]).write(Path(tmp) / "scenario.txt")
+            path = scenario_for([c.pid for c in children], args.per_gpu).write(
+                Path(tmp) / "scenario.txt"
+            )
             env = subprocess_env(path)
             env["PYTHONPATH"] = str(ROOT)
             warm_bytecode(env, Path(tmp) / "pycache", sys.executable)

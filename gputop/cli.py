@@ -357,8 +357,9 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
 def _dashboard(
     sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser, config: Config
 ) -> int:
-    """The first snapshot validates --gpus; the app starts the sampler."""
-    selection = _selection(args, parser, sampler.tick_now())
+    """The first snapshot validates --gpus; the app starts the sampler. That snapshot's
+    processes are read once the first frame is drawn (the sampler completes it)."""
+    selection = _selection(args, parser, sampler.tick_now(processes=False))
     try:
         from gputop.ui.app import run_app
     except ImportError as exc:

@@ -415,6 +415,18 @@ class Snapshot:
         return next((p for p in self.processes if p.pid == pid), None)
 
 
+#: Among a snapshot's errors while its GPU processes' host side is not read yet (the rows'
+#: owner, command, CPU and trees, the probes, the /dev/nvidia holders): the dashboard's
+#: first frame, drawn from the GPUs and the host, before the sampler completes that same
+#: snapshot (``Sampler.start``). No other consumer is handed such a snapshot.
+PROCESSES_PENDING = SampleError("host", "reading processes…", metric="processes")
+
+
+def processes_pending(snapshot: Snapshot) -> bool:
+    """Whether ``snapshot``'s process rows are still to be read (:data:`PROCESSES_PENDING`)."""
+    return PROCESSES_PENDING in snapshot.errors
+
+
 # --- JSON codec -------------------------------------------------------------------------
 # Generic over the dataclasses; GpuProcess.host is flattened into the process object.
 

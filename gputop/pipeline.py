@@ -102,6 +102,8 @@ class Feed:
             if history and not snapshot.time >= history[-1].time:
                 history.clear()  # the clock went back: a new stream
                 self._waiting.clear()
+            elif history and snapshot.time == history[-1].time:
+                self._restate(history.pop())
             history.append(snapshot)
             if judge:
                 new, self._waiting = (*self._waiting, snapshot), []
@@ -110,6 +112,18 @@ class Feed:
                 self._waiting.append(snapshot)
                 frame = Frame(snapshot, tuple(history), None, NOT_JUDGED_YET)
         return self._publish(frame, publish)
+
+    def _restate(self, before: Snapshot) -> None:
+        """A snapshot of the same time as ``before`` (the newest) is the same reading
+        restated, e.g. completed (the dashboard's first snapshot, its processes read after
+        the first frame): it takes ``before``'s place. One already judged cannot be taken
+        back from the diagnoser: the history is then judged afresh."""
+        if any(s is before for s in self._waiting):
+            self._waiting = [s for s in self._waiting if s is not before]
+        elif self._diagnoser is not None:
+            self._diagnoser = None
+            self._judged = None
+            self._waiting = list(self._history)
 
     def judge(self, *, publish: bool = True) -> Frame | None:
         """The newest snapshot's frame, judged, if it was pushed with ``judge=False`` and no

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gputop.model import Snapshot, replace
-from gputop.sources.base import Source, pair_window
+from gputop.sources.base import Deferring, Source, pair_window
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,9 @@ class Sampler:
 
     def start(self) -> None:
         """Start the worker thread; its first tick comes one interval after a recent
-        ``tick_now()`` (readings milliseconds apart give meaningless rates)."""
+        ``tick_now()`` (readings milliseconds apart give meaningless rates). A snapshot
+        that ``tick_now(processes=False)`` left without its processes is completed first,
+        at once, and handed to ``on_snapshot``."""
         if self._thread is not None:
             raise RuntimeError("sampler already started")
         self._thread = threading.Thread(target=self._run, name="gputop-sampler", daemon=True)
@@ -113,13 +115,15 @@ class Sampler:
         finally:
             self._tick_lock.release()
 
-    def tick_now(self) -> Snapshot:
+    def tick_now(self, *, processes: bool = True) -> Snapshot:
         """One snapshot now, kept like a worker tick, without ``on_snapshot``; the
-        source's exception propagates."""
+        source's exception propagates. ``processes`` False: where the source can leave
+        them for later (``Deferring``), the GPU processes' host side is read when the
+        worker starts (the dashboard draws its first frame meanwhile)."""
         with self._tick_lock:
             if self._closed:
                 raise RuntimeError("sampler stopped")
-            return self._tick()
+            return self._tick(processes=processes)
 
     def tick_pair(
         self,
@@ -141,12 +145,16 @@ class Sampler:
             sleep(wait)
         return self.tick_now()
 
-    def _tick(self) -> Snapshot:
+    def _tick(self, *, processes: bool = True) -> Snapshot:
         # The caller holds _tick_lock.
         start = self._last_start = self._tick_started = time.monotonic()
         cpu0 = time.thread_time()
+        source = self.source
         try:
-            snap = self.source.snapshot()
+            if not processes and isinstance(source, Deferring):
+                snap = source.snapshot(processes=False)
+            else:
+                snap = source.snapshot()
         finally:
             self._tick_started = None
         if snap.tick_seconds is None:
@@ -157,7 +165,37 @@ class Sampler:
         self.ticks += 1
         return snap
 
+    def _complete_latest(self) -> Snapshot | None:
+        """The newest snapshot completed by its source, in its place (None: it was whole)."""
+        with self._tick_lock:
+            source = self.source
+            latest = self.latest()
+            if self._closed or latest is None or not isinstance(source, Deferring):
+                return None
+            self._tick_started = time.monotonic()
+            try:
+                whole = source.complete(latest)
+            finally:
+                self._tick_started = None
+            if whole is latest:
+                return None
+            with self._lock:
+                if self._history and self._history[-1] is latest:
+                    self._history[-1] = whole
+            return whole
+
     def _run(self) -> None:
+        try:
+            whole = self._complete_latest()
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("sampling failed")
+            whole = None
+        if whole is not None and self.on_snapshot is not None:
+            try:
+                self.on_snapshot(whole)
+            except Exception:
+                log.exception("on_snapshot callback failed")
         while not self._stopping.is_set():
             # paused: until woken (None); else until the next tick is due
             wait = None if self._paused else self._last_start + self._interval - time.monotonic()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gputop.model import Snapshot
 
@@ -35,6 +35,22 @@ class Source(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Deferring(Protocol):
+    """A source that can hand over a snapshot before its GPU processes' host side is read
+    (``LiveSource``): the dashboard's first frame needs the GPUs and the host only."""
+
+    def snapshot(self, *, processes: bool = True) -> Snapshot:
+        """``processes`` False: the snapshot's errors say the rest is being read
+        (``model.PROCESSES_PENDING``)."""
+        ...
+
+    def complete(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with what ``snapshot(processes=False)`` left out, read now (the
+        same time and readings); any other snapshot as it is."""
+        ...
 
 
 def pair_window(source: object, window: float) -> float:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from gputop.fmt import clean_text
 from gputop.model import (
     INVALID_PIDS,
+    PROCESSES_PENDING,
     DriverInfo,
     GpuProcess,
     GpuSample,
@@ -22,18 +23,19 @@ from gputop.model import (
     SampleError,
     Snapshot,
     UnlistedHolder,
+    processes_pending,
     replace,
     reuse_equal,
     same_objects,
     with_host,
 )
 from gputop.sources.holders import RECOMMENDED_INTERVAL_S, scan_holders
-from gputop.sources.owners import OwnerReader
-from gputop.sources.probes import ProbeReader
 
 if TYPE_CHECKING:  # imported when used: a test injects its own readers
     from gputop.sources.host import HostReader
     from gputop.sources.nvml import NvmlReader
+    from gputop.sources.owners import OwnerReader
+    from gputop.sources.probes import ProbeReader
 
 _HOST_PARTS = ("cpu_per_core", "load_average", "memory", "swap", "disk", "net")
 
@@ -107,8 +109,8 @@ class LiveSource:
         self._gpus_out_next: dict[int, _JoinedGpu] = {}
         self._last_processes: tuple[ProcessInfo, ...] = ()
         self._last_host: HostSample | None = None
-        self._owners = OwnerReader()
-        self._probes = ProbeReader() if probes is None else probes
+        self._owners: OwnerReader | None = None  # made with the first GPU process
+        self._probes = probes
         self.kind = "nvml" if self.driver.available else "host-only"
 
     @property
@@ -121,7 +123,10 @@ class LiveSource:
         need = getattr(self._nvml, "min_pair_window_s", 0.0)
         return float(need) if isinstance(need, int | float) else 0.0
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, processes: bool = True) -> Snapshot:
+        """``processes`` False: the GPUs (NVML's process lists included) and the host only,
+        the errors saying the rest is being read (``PROCESSES_PENDING``): the dashboard's
+        first frame needs no more; :meth:`complete` then reads the rest into it."""
         wall0 = time.perf_counter()
         cpu0 = time.thread_time()
         errors: list[SampleError] = []
@@ -141,20 +146,48 @@ class LiveSource:
         except Exception as exc:
             errors.append(SampleError("host", f"reading the host failed: {_describe(exc)}"))
         errors.extend(self._host_errors())
+        if host is not None:
+            host = reuse_equal(host, self._last_host, _HOST_PARTS)
+            self._last_host = host
+
+        readings = Snapshot(
+            time=self._clock(),
+            hostname=self._hostname,
+            driver=driver,
+            host=host,
+            gpus=gpus,
+            errors=(*errors, PROCESSES_PENDING),
+            source=self.kind,
+            tick_seconds=time.perf_counter() - wall0,
+            tick_cpu_seconds=time.thread_time() - cpu0,
+        )
+        return self.complete(readings) if processes else readings
+
+    def complete(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` (one of ``snapshot(processes=False)``) with its GPU processes' rows,
+        their trees, owners and probes, and the /dev/nvidia holders read now: the same
+        time and readings, the rest of the same tick. Any other snapshot as it is."""
+        if not processes_pending(snapshot):
+            return snapshot
+        wall0 = time.perf_counter()
+        cpu0 = time.thread_time()
+        errors = [e for e in snapshot.errors if e != PROCESSES_PENDING]
+        gpus = snapshot.gpus
 
         gpu_pids = sorted({p.pid for g in gpus for p in g.processes if p.pid not in INVALID_PIDS})
         infos: tuple[ProcessInfo, ...] = ()
         if gpu_pids:
+            owners, probes = self._process_readers()
             try:
                 # Ancestors too: a torchrun/mpirun launcher is the root of its ranks' job.
                 infos = self._host.read_processes(gpu_pids, ancestors=True)
-                infos = self._owners.attach(infos)  # who owns each: container, pod, job
+                infos = owners.attach(infos)  # who owns each: container, pod, job
             except Exception as exc:
                 message = f"reading the GPU processes failed: {_describe(exc)}"
                 errors.append(SampleError("host", message, metric="processes"))
             errors.extend(self._host_errors("processes"))
-            infos = self._probes.attach(infos)  # what a training process measured (opt-in)
-            errors.extend(self._probes.errors)
+            infos = probes.attach(infos)  # what a training process measured (opt-in)
+            errors.extend(probes.errors)
         by_pid = {info.pid: info for info in infos}
         if by_pid:
             gpus = tuple(self._joined_gpu(g, by_pid) if g.processes else g for g in gpus)
@@ -170,23 +203,28 @@ class LiveSource:
         if same_objects(processes, self._last_processes):
             processes = self._last_processes  # the same rows: the same tuple (shared)
         self._last_processes = processes
-        if host is not None:
-            host = reuse_equal(host, self._last_host, _HOST_PARTS)
-            self._last_host = host
 
-        return Snapshot(
-            time=self._clock(),
-            hostname=self._hostname,
-            driver=driver,
-            host=host,
+        return replace(
+            snapshot,
             gpus=gpus,
             processes=processes,
             unlisted_holders=holders,
             errors=tuple(errors),
-            source=self.kind,
-            tick_seconds=time.perf_counter() - wall0,
-            tick_cpu_seconds=time.thread_time() - cpu0,
+            tick_seconds=(snapshot.tick_seconds or 0.0) + time.perf_counter() - wall0,
+            tick_cpu_seconds=(snapshot.tick_cpu_seconds or 0.0) + time.thread_time() - cpu0,
         )
+
+    def _process_readers(self) -> tuple[OwnerReader, ProbeReader]:
+        """Made with the first GPU process (their modules too: none before a first frame)."""
+        if self._owners is None:
+            from gputop.sources.owners import OwnerReader
+
+            self._owners = OwnerReader()
+        if self._probes is None:
+            from gputop.sources.probes import ProbeReader
+
+            self._probes = ProbeReader()
+        return self._owners, self._probes
 
     def _joined_gpu(self, g: GpuSample, by_pid: Mapping[int, ProcessInfo]) -> GpuSample:
         """A row, or the sample, equal to last tick's is that same object (the history

@@ -26,7 +26,7 @@ from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
 from gputop.keys import Key as Key
 from gputop.keys import UnicodeNames, remapped
-from gputop.model import Snapshot, Verdict
+from gputop.model import PROCESSES_PENDING, Snapshot, Verdict, processes_pending
 from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
 from gputop.ui.gpu_panel import GpuPanel
@@ -336,17 +336,19 @@ class GpuTopApp(App[int]):
                 self._apply_latest(sampler)
             self.feed.subscribers.append(self._post_frame)
             sampler.on_snapshot = self._from_sampler_thread
-            if not sampler.running:
-                sampler.start()
+            # Started after the first paint (_mount_after_first_frame): its thread would
+            # take the interpreter from it (a first snapshot's processes are read at once).
             self.set_interval(1.0, self._check_stale, name="stale-check")
         if self.snapshot is None:
             self._render_header()
         self.call_after_refresh(self._mount_after_first_frame)
 
     async def _mount_after_first_frame(self) -> None:
-        """The first snapshot's verdicts, the filter box (hidden) and the footer, one
-        refresh after the first frame: the footer, docked at the bottom, takes its row from
-        the table in the next frame."""
+        """The sampler started, the first snapshot's verdicts, the filter box (hidden) and
+        the footer, one refresh after the first frame: the footer, docked at the bottom,
+        takes its row from the table in the next frame. A first snapshot drawn before its
+        processes were read is completed by the sampler's thread at once, and comes back
+        judged (on_frame_arrived)."""
         try:
             await self._complete_first_frame()
         finally:
@@ -355,7 +357,11 @@ class GpuTopApp(App[int]):
     async def _complete_first_frame(self) -> None:
         from textual.widgets import Footer  # its module too: nothing before the first frame
 
-        if not self.closing:
+        sampler = self.sampler
+        if sampler is not None and not self.closing and not sampler.running:
+            sampler.start()
+        pending = self.snapshot is not None and processes_pending(self.snapshot)
+        if not self.closing and not pending:
             judged = self.feed.judge(publish=False)  # None: the sampler's tick judged it
             if judged is not None:
                 self.apply_frame(judged)
@@ -840,6 +846,8 @@ class GpuTopApp(App[int]):
         """Why the kill key does nothing here (None: it may signal)."""
         if self.KILL_REFUSED is not None:
             return self.KILL_REFUSED
+        if self.snapshot is not None and processes_pending(self.snapshot):
+            return PROCESSES_PENDING.message
         if self.snapshot is not None and not self._rows:  # e.g. host-only, no holder
             return "no process to signal"
         return None

@@ -8,8 +8,14 @@ from dataclasses import dataclass
 
 from gputop import fmt
 from gputop.analysis.jobs import process_index
-from gputop.model import ENVIRONMENT_NAMES, Probe, ProcessInfo, Snapshot
-from gputop.sources.owners import owner_detail, owner_label, stop_command
+from gputop.model import (
+    ENVIRONMENT_NAMES,
+    PROCESSES_PENDING,
+    Probe,
+    ProcessInfo,
+    Snapshot,
+    processes_pending,
+)
 from gputop.views.parts import EXITED, Parts, safe
 from gputop.views.probe_view import probe_cell
 
@@ -172,6 +178,9 @@ def _owner_cells(info: ProcessInfo | None) -> dict[str, str | None]:
     owner = None if info is None else info.owner
     if owner is None:
         return {}
+    # Here: the first frame has no process rows yet (processes_pending), nor this module.
+    from gputop.sources.owners import owner_detail, owner_label, stop_command
+
     cells = {"owner": owner_label(owner), "owner_detail": owner_detail(owner)}
     cells["stop"] = stop_command(owner)
     return {k: None if v is None else safe(v, 512) for k, v in cells.items()}
@@ -186,7 +195,11 @@ def _elapsed(now: float, info: ProcessInfo | None) -> float | None:
 
 
 def process_rows(snapshot: Snapshot) -> list[ProcRow]:
-    """Every GPU process and every unlisted /dev/nvidia* holder, unsorted, unfiltered."""
+    """Every GPU process and every unlisted /dev/nvidia* holder, unsorted, unfiltered;
+    none while the processes are being read (the notes say so): a row without its owner,
+    user and command would read as if they had been read."""
+    if processes_pending(snapshot):
+        return []
     rows: list[ProcRow] = []
     seen: set[str] = set()
     now = snapshot.time
@@ -315,6 +328,8 @@ def process_notes(snapshot: Snapshot | None) -> tuple[Parts, ...]:
     """What the process table cannot show and why, one line per problem."""
     if snapshot is None:
         return ()
+    if processes_pending(snapshot):  # for a moment, not a problem: no "!"
+        return (((PROCESSES_PENDING.message, "dim"),),)
     gpus_by_note: dict[str, list[int]] = {}
     # A process list NVML does not support raises no error: say it, or the empty table
     # would read as "no processes" (a refused one is said below, from its error).

@@ -58,18 +58,27 @@ NOT_AT_START = (
 )
 #: Loaded only by the demo: a live start (the fake NVML) never needs them; the parser's
 #: ``--demo-node`` choices come from ``sources.base.DEMO_NODES``.
-NOT_AT_LIVE_START = ("gputop.sources.demo",)
+NOT_AT_LIVE_START = (
+    "gputop.sources.demo",
+    # The first snapshot's processes are read once the first frame is drawn
+    # (``Sampler.tick_now(processes=False)``): the owners' and the probes' readers, and
+    # the table's owner cells, load then.
+    "gputop.sources.owners",
+    "gputop.sources.probes",
+)
 #: gputop's own modules at the first frame, at most (47: sources.owners, issue 22, whose
 #: owners the first frame's process table shows; 51: issue 31's probe reader, the file
 #: contract it reads by, the measured verdicts and the probe column's cells, which the
 #: first frame shows where a training process runs the probe; 50: issue 32, the demo's
 #: module no longer loaded for the parser's --demo-node choices; 43: the diagnosis' seven
-#: modules after the first frame; 44: issue 32 §5's one malloc arena, ``gputop.heap``).
-GPUTOP_AT_START = 44
+#: modules after the first frame; 44: issue 32 §5's one malloc arena, ``gputop.heap``; 41:
+#: the owners' and the probes' readers and the probe files' contract, with the first
+#: snapshot's processes, after it).
+GPUTOP_AT_START = 41
 #: Every module at the first frame, Python's and Textual's included, at most (462 on the
 #: fake NVML at issue 32, the footer's module after the first frame; 456 with the
-#: diagnosis after it).
-ALL_AT_START = 460
+#: diagnosis after it; 452 with the processes after it).
+ALL_AT_START = 455
 
 PROBE = """
 import json, sys

@@ -576,12 +576,14 @@ async def test_the_verdicts_are_judged_on_the_sampler_thread() -> None:
 
 
 async def test_a_sampler_not_yet_running_is_started() -> None:
+    """Once the first frame is drawn: its thread would take the interpreter from the paint."""
     sampler = FakeSampler([fx.multi_gpu_snapshot(1)])
     sampler.running = False
     app = GpuTopApp(sampler)  # type: ignore[arg-type]
-    async with app.run_test(size=WIDE):
-        assert sampler.started
+    async with app.run_test(size=WIDE) as pilot:
         assert app.snapshot is sampler.latest()
+        await pilot.pause()
+        assert sampler.started
 
 
 async def test_history_widget_draws_fixed_scale_series() -> None:
