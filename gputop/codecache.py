@@ -22,6 +22,7 @@ Standard library only, and nothing of gputop: imported before any of gputop's cl
 from __future__ import annotations
 import __future__
 
+import array
 import atexit
 import builtins
 import contextlib
@@ -33,10 +34,10 @@ import os
 import stat
 import sys
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import CodeType, FunctionType
-from typing import Any
+from typing import Any, Final
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ ENV_DIR = "GPUTOP_CODE_CACHE_DIR"
 #: A larger file is not read (several times what the codes of every gputop module take).
 SIZE_LIMIT = 4 << 20
 #: The file's first bytes, before the interpreter's own magic and cache tag.
-MAGIC = b"gputop dataclass code 1\n"
+MAGIC = b"gputop dataclass code 2\n"
 #: The source name ``exec`` gives the code it compiles from a text.
 SOURCE_NAME = "<string>"
 
@@ -71,7 +72,11 @@ def supported() -> bool:
     """Whether this Python's ``dataclasses`` runs its texts through a global ``exec`` of
     its module (CPython 3.11's does); if not, there is nothing to put a layer in."""
     names = vars(dataclasses)
-    if "exec" in names or sys.implementation.cache_tag is None:
+    if (
+        "exec" in names
+        or sys.implementation.cache_tag is None
+        or array.array(ENTRY_FORMAT).itemsize != 4
+    ):
         return False
     for value in names.values():
         owned = vars(value).values() if isinstance(value, type) else (value,)
@@ -94,7 +99,7 @@ def file_name() -> str:
 
 def header() -> bytes:
     """The file's header: gputop's magic, then the interpreter's (its byte code's) own."""
-    tag = sys.implementation.cache_tag or ""
+    tag = f"{sys.implementation.cache_tag} {sys.byteorder}"
     return MAGIC + importlib.util.MAGIC_NUMBER + tag.encode("ascii", "replace") + b"\n"
 
 
@@ -139,16 +144,10 @@ def _open_dir(directory: Path) -> tuple[int, os.stat_result]:
     return fd, st
 
 
-def _read_trusted(directory: Path) -> bytes:
-    dir_fd, dir_st = _open_dir(directory)
-    try:
-        fd = os.open(
-            file_name(),
-            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-            dir_fd=dir_fd,
-        )
-    finally:
-        os.close(dir_fd)
+def _read_trusted(dir_fd: int, dir_st: os.stat_result) -> bytes:
+    fd = os.open(
+        file_name(), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+    )
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -165,49 +164,140 @@ def _read_trusted(directory: Path) -> bytes:
     return data
 
 
-def decode(data: bytes) -> dict[str, CodeType]:
-    """The codes in a file's bytes: its header, its checksum, then a dict of source text
-    to the module code compiled from it. Raises Untrusted for anything else."""
+#: A file's table: per entry its key (the CRC-32 of the text's UTF-8), and where its text
+#: and its marshalled code are in the block after the table (offset, lengths).
+ENTRY_FIELDS = 4
+#: The entries' numbers: unsigned, 4 bytes, in this machine's byte order (in the header).
+ENTRY_FORMAT: Final = "I"
+
+
+def _raw(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+class Codes:
+    """A file's entries, looked up by their exact text. The file stays one block of bytes
+    until the start is over, and a code is unmarshalled only when its text comes: what
+    the start keeps is allocated as the plain path allocates it, and nothing of the file
+    stays resident after."""
+
+    def __init__(self, table: memoryview | None = None, block: memoryview | None = None):
+        self.table = table if table is not None else memoryview(b"").cast(ENTRY_FORMAT)
+        self.block = block if block is not None else memoryview(b"")
+        self.index: dict[int, int] = {}
+        count = len(self.table) // ENTRY_FIELDS
+        for i in range(count):
+            key, offset, text_len, code_len = self.entry_numbers(i)
+            if offset + text_len + code_len > len(self.block):
+                raise Untrusted(f"entry {i} lies outside the file")
+            self.index.setdefault(key, i)
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def entry_numbers(self, i: int) -> tuple[int, int, int, int]:
+        at = i * ENTRY_FIELDS
+        key, offset, text_len, code_len = self.table[at : at + ENTRY_FIELDS].tolist()
+        return key, offset, text_len, code_len
+
+    def entry(self, i: int) -> tuple[bytes, bytes]:
+        """Entry ``i``'s text (UTF-8) and marshalled code, as bytes."""
+        _, offset, text_len, code_len = self.entry_numbers(i)
+        end = offset + text_len
+        return bytes(self.block[offset:end]), bytes(self.block[end : end + code_len])
+
+    def find(self, text: str) -> tuple[int, CodeType] | None:
+        """The entry of exactly ``text`` and its code, if the file has it whole."""
+        raw = _raw(text)
+        i = self.index.get(zlib.crc32(raw))
+        if i is None:
+            return None
+        _, offset, text_len, code_len = self.entry_numbers(i)
+        end = offset + text_len
+        if self.block[offset:end] != raw:
+            return None
+        try:
+            code = marshal.loads(self.block[end : end + code_len])
+        except (ValueError, EOFError, TypeError):
+            return None
+        if (
+            type(code) is not CodeType
+            or code.co_filename != SOURCE_NAME
+            or code.co_name != "<module>"
+        ):
+            return None
+        return i, code
+
+    def texts(self) -> list[str]:
+        """Every entry's text (for the tests)."""
+        return [self.entry(i)[0].decode("utf-8", "surrogatepass") for i in range(self.count)]
+
+
+def decode(data: bytes) -> Codes:
+    """A file's entries: after its header and the checksum of the rest, the number of
+    entries, their table, then the block of texts and codes. Raises Untrusted where the
+    bytes are not such a file."""
     head = header()
-    if not data.startswith(head) or len(data) < len(head) + 4:
+    if not data.startswith(head) or len(data) < len(head) + 8:
         raise Untrusted("not this interpreter's file")
     crc = int.from_bytes(data[len(head) : len(head) + 4], "little")
-    payload = memoryview(data)[len(head) + 4 :]
-    if zlib.crc32(payload) != crc:
+    body = memoryview(data)[len(head) + 4 :]
+    if zlib.crc32(body) != crc:
         raise Untrusted("the checksum differs")
-    try:
-        codes = marshal.loads(payload)
-    except (ValueError, EOFError, TypeError) as exc:
-        raise Untrusted(f"not marshal data: {exc}") from None
-    if type(codes) is not dict or not all(
-        type(text) is str
-        and type(code) is CodeType
-        and code.co_filename == SOURCE_NAME
-        and code.co_name == "<module>"
-        for text, code in codes.items()
-    ):
-        raise Untrusted("not a dict of texts and their codes")
-    return codes
+    count = int.from_bytes(body[:4], sys.byteorder)
+    table_end = 4 + count * ENTRY_FIELDS * 4
+    if table_end > len(body):
+        raise Untrusted("the table is longer than the file")
+    return Codes(body[4:table_end].cast(ENTRY_FORMAT), body[table_end:])
+
+
+def pack(entries: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """A file of (UTF-8 text, marshalled code) entries."""
+    table = array.array(ENTRY_FORMAT)
+    block = bytearray()
+    count = 0
+    for raw, code in entries:
+        table.extend((zlib.crc32(raw), len(block), len(raw), len(code)))
+        block += raw
+        block += code
+        count += 1
+    body = count.to_bytes(4, sys.byteorder) + table.tobytes() + block
+    return header() + zlib.crc32(body).to_bytes(4, "little") + body
 
 
 def encode(codes: Mapping[str, CodeType]) -> bytes:
-    payload = marshal.dumps(dict(codes))
-    return header() + zlib.crc32(payload).to_bytes(4, "little") + payload
+    """A file of these texts and their codes."""
+    return pack((_raw(text), marshal.dumps(code)) for text, code in codes.items())
 
 
-def read(directory: Path) -> dict[str, CodeType]:
-    """The codes kept in ``directory``, or none when anything about the file is off."""
+def load(directory: Path) -> tuple[Codes, bool]:
+    """The entries kept in ``directory`` (none when anything about the file is off), and
+    whether the directory is this user's to write in."""
     try:
-        return decode(_read_trusted(directory))
+        dir_fd, dir_st = _open_dir(directory)
     except (OSError, Untrusted) as exc:
         log.debug("dataclass code cache in %s not used: %s", directory, exc)
-        return {}
+        return Codes(), False
+    try:
+        codes = decode(_read_trusted(dir_fd, dir_st))
+    except (OSError, Untrusted) as exc:
+        log.debug("dataclass code cache in %s not used: %s", directory, exc)
+        codes = Codes()
+    finally:
+        os.close(dir_fd)
+    return codes, dir_st.st_uid == os.geteuid()
 
 
-def write(directory: Path, codes: Mapping[str, CodeType]) -> bool:
-    """Replace the file atomically (a temporary beside it, then a rename), only in a
-    directory of this user's; False, silently, where it cannot be written."""
-    data = encode(codes)
+def read(directory: Path) -> Codes:
+    """The entries kept in ``directory``, or none when anything about the file is off."""
+    return load(directory)[0]
+
+
+def write(directory: Path, data: bytes) -> bool:
+    """Replace the file with ``data`` (:func:`pack`) atomically (a temporary beside it,
+    then a rename), only in a directory of this user's; False, silently, where it cannot
+    be written."""
     if len(data) > SIZE_LIMIT:
         return False
     name = file_name()
@@ -241,13 +331,14 @@ def write(directory: Path, codes: Mapping[str, CodeType]) -> bool:
 
 
 class _Start:
-    """One start's layer: the codes read from the file, and those this start ran."""
+    """One start's layer: the file's entries, those this start ran, what it compiled."""
 
-    def __init__(self, directory: Path, known: dict[str, CodeType]) -> None:
+    def __init__(self, directory: Path, codes: Codes, *, writes: bool) -> None:
         self.directory = directory
-        self.known = known
-        self.used: dict[str, CodeType] = {}
-        self.learnt = False
+        self.codes = codes
+        self.writes = writes  # else nothing is kept of what it compiles
+        self.used: set[int] = set()
+        self.learnt: dict[str, CodeType] = {}
 
     def exec(
         self,
@@ -257,8 +348,8 @@ class _Start:
         /,
         **kwargs: Any,
     ) -> None:
-        """``exec``, with a text's code taken from the cache. Several threads may call it
-        at once: each step is one dict operation."""
+        """``exec``, with a text's code taken from the file. Several threads may call it
+        at once: each step is one dict or set operation."""
         if kwargs or isinstance(source, CodeType):
             builtins.exec(source, namespace, local_ns, **kwargs)
             return
@@ -268,23 +359,30 @@ class _Start:
             code = compile(source, SOURCE_NAME, "exec", flags, dont_inherit=True)
             builtins.exec(code, namespace, local_ns)
             return
-        code = self.used.get(source) or self.known.get(source)  # a text may come again
+        code = self.learnt.get(source)  # a text may come again
         if code is None:
-            code = compile(source, SOURCE_NAME, "exec", dont_inherit=True)
-            self.learnt = True
-        self.used[source] = code
+            found = self.codes.find(source)
+            if found is not None:
+                i, code = found
+                self.used.add(i)
+            else:
+                code = compile(source, SOURCE_NAME, "exec", dont_inherit=True)
+                if self.writes:
+                    self.learnt[source] = code
         builtins.exec(code, namespace, local_ns)
 
     def finish(self) -> None:
         """Write the file if this start compiled anything, then let go of every code."""
-        known, used = self.known, self.used
-        self.known, self.used = {}, {}
-        if not self.learnt or sys.dont_write_bytecode:
+        codes, used, learnt = self.codes, self.used, self.learnt
+        self.codes, self.used, self.learnt = Codes(), set(), {}
+        if not learnt:
             return
+        entries = [codes.entry(i) for i in sorted(used)]
+        entries += [(_raw(text), marshal.dumps(code)) for text, code in learnt.items()]
         # Texts an earlier start used (another command's) stay while they are fewer than
         # this start's: a file for all of them, which stale texts cannot grow for ever.
-        kept = {text: code for text, code in known.items() if text not in used}
-        write(self.directory, used | kept if len(kept) <= len(used) else used)
+        kept = [codes.entry(i) for i in range(len(codes)) if i not in used]
+        write(self.directory, pack(entries + kept if len(kept) <= len(entries) else entries))
 
 
 _current: _Start | None = None
@@ -299,7 +397,14 @@ def start() -> bool:
     directory = cache_dir()
     if directory is None or not supported():
         return False
-    _current = _Start(directory, read(directory))
+    codes, ours = load(directory)
+    # Where the file may not be written (a directory of another user's, as a root install
+    # run by a plain user; PYTHONDONTWRITEBYTECODE, which keeps byte code unwritten too),
+    # what is compiled is not kept; and with no file either, a layer gains nothing.
+    writes = ours and not sys.dont_write_bytecode
+    if not writes and not len(codes):
+        return False
+    _current = _Start(directory, codes, writes=writes)
     vars(dataclasses)["exec"] = _current.exec
     atexit.register(stop)
     return True

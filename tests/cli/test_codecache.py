@@ -52,12 +52,20 @@ def put(directory: Path, data: bytes, mode: int = 0o644) -> Path:
     return path
 
 
-def with_checksum(payload: bytes) -> bytes:
-    return codecache.header() + zlib.crc32(payload).to_bytes(4, "little") + payload
+def with_checksum(body: bytes) -> bytes:
+    return codecache.header() + zlib.crc32(body).to_bytes(4, "little") + body
 
 
 def valid() -> bytes:
     return codecache.encode({TEXT: compiled(TEXT)})
+
+
+def one_entry(code: bytes, text: str = TEXT) -> bytes:
+    return codecache.pack([(text.encode(), code)])
+
+
+def texts(directory: Path) -> list[str]:
+    return codecache.read(directory).texts()
 
 
 @pytest.fixture
@@ -124,10 +132,15 @@ def test_a_start_on_a_hostile_file_is_a_plain_one(tmp_path: Path, name: str) -> 
     hostile.mkdir(mode=0o755)
     if name == "garbage":
         put(hostile, codecache.header() + bytes(range(256)) * 20)
-    elif name == "wrong types":
-        put(hostile, with_checksum(json.dumps(["not", "codes"]).encode()))
-    elif name == "code under another text":  # never run: only the exact text finds it
-        put(hostile, codecache.encode({OTHER: compiled(TEXT)}))
+    elif name in ("wrong types", "code under another text"):
+        oracle(tmp_path)  # a valid file: every text the start uses
+        whole = codecache.read(tmp_path)
+        entries = [whole.entry(i) for i in range(len(whole))]
+        if name == "wrong types":  # each text's code a list
+            entries = [(raw, marshal.dumps(["not", "code"])) for raw, _ in entries]
+        else:  # each code under a text dataclasses never writes: never run
+            entries = [(raw + b"\n#", code) for raw, code in entries]
+        put(hostile, codecache.pack(entries))
     elif name == "group-writable":
         oracle(hostile)  # a valid file...
         (hostile / codecache.file_name()).chmod(0o664)  # ...that others may have changed
@@ -164,90 +177,115 @@ def test_a_command_ends_the_start_at_its_end(tmp_path: Path) -> None:
 
 def test_a_valid_file_is_read_and_what_is_written_reads_back(stopped: Path) -> None:
     put(stopped, valid())
-    assert list(codecache.read(stopped)) == [TEXT]
-    assert codecache.write(stopped, {OTHER: compiled(OTHER)})
-    assert list(codecache.read(stopped)) == [OTHER]
+    assert texts(stopped) == [TEXT]
+    found = codecache.read(stopped).find(TEXT)
+    assert found is not None and found[1] == compiled(TEXT)
+    assert codecache.write(stopped, codecache.encode({OTHER: compiled(OTHER)}))
+    assert texts(stopped) == [OTHER]
     assert not [p for p in stopped.iterdir() if p.name.endswith(".tmp")]
 
 
-def hostile_payloads() -> dict[str, bytes]:
+def damaged_files() -> dict[str, bytes]:
     good = valid()
     head = codecache.header()
     flipped = bytearray(good)
     flipped[-3] ^= 0x40
+    count = len(head) + 4  # where the number of entries is
     return {
         "empty": b"",
         "garbage": bytes(range(255, -1, -1)) * 16,
         "wrong magic": b"X" + good[1:],
-        "another interpreter": good.replace(codecache.header(), head[:-2] + b"9\n", 1),
+        "another interpreter": good.replace(head, head[:-2] + b"9\n", 1),
         "no checksum": head,
         "checksum differs": bytes(flipped),
-        "not marshal": with_checksum(b"\xff\xfe garbage"),
-        "a list": with_checksum(marshal.dumps([TEXT])),
-        "texts to ints": with_checksum(marshal.dumps({TEXT: 1})),
-        "ints to codes": with_checksum(marshal.dumps({1: compiled(TEXT)})),
-        "a code of a file": with_checksum(marshal.dumps({TEXT: compile(TEXT, "x.py", "exec")})),
-        "a function's code": with_checksum(marshal.dumps({TEXT: compiled(TEXT).co_consts[0]})),
-        **{f"truncated at {n}": good[:n] for n in (10, len(head), len(head) + 4, len(good) - 1)},
+        "more entries than the table holds": with_checksum(
+            (1000).to_bytes(4, sys.byteorder) + good[count + 4 :]
+        ),
+        "an entry outside the file": with_checksum(one_entry(b"x")[count:-1]),
+        **{f"truncated at {n}": good[:n] for n in (10, len(head), count, len(good) - 1)},
     }
 
 
-@pytest.mark.parametrize("name", sorted(hostile_payloads()))
+@pytest.mark.parametrize("name", sorted(damaged_files()))
 def test_a_damaged_or_foreign_file_is_ignored(stopped: Path, name: str) -> None:
-    put(stopped, hostile_payloads()[name])
-    assert codecache.read(stopped) == {}
+    put(stopped, damaged_files()[name])
+    assert len(codecache.read(stopped)) == 0
+
+
+def wrong_entries() -> dict[str, bytes]:
+    return {
+        "not marshal": one_entry(b"\xff\xfe garbage"),
+        "a list": one_entry(marshal.dumps([TEXT])),
+        "an int": one_entry(marshal.dumps(1)),
+        "a code of a file": one_entry(marshal.dumps(compile(TEXT, "x.py", "exec"))),
+        "a function's code": one_entry(marshal.dumps(compiled(TEXT).co_consts[0])),
+        "another text's code": one_entry(marshal.dumps(compiled(TEXT)), OTHER),
+        "a truncated code": one_entry(marshal.dumps(compiled(TEXT))[:-5]),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(wrong_entries()))
+def test_an_entry_that_is_not_a_texts_code_is_not_run(stopped: Path, name: str) -> None:
+    """The lookup is by the exact text, and only a module's code compiled from a string
+    is taken: anything else, and the text is compiled as usual."""
+    put(stopped, wrong_entries()[name])
+    assert codecache.read(stopped).find(TEXT) is None
+    assert codecache.start()
+    space: dict[str, Any] = {}
+    vars(dataclasses)["exec"](TEXT, {}, space)
+    assert space["__create_fn__"](7)(None) == 7
 
 
 @pytest.mark.parametrize("mode", [0o664, 0o646, 0o666])
 def test_a_file_others_may_write_is_ignored(stopped: Path, mode: int) -> None:
     put(stopped, valid(), mode)
-    assert codecache.read(stopped) == {}
+    assert len(codecache.read(stopped)) == 0
 
 
 @pytest.mark.parametrize("mode", [0o775, 0o757, 0o1777])
 def test_a_directory_others_may_write_is_neither_read_nor_written(stopped: Path, mode: int) -> None:
     put(stopped, valid())
     stopped.chmod(mode)
-    assert codecache.read(stopped) == {}
-    assert not codecache.write(stopped, {OTHER: compiled(OTHER)})
+    assert len(codecache.read(stopped)) == 0
+    assert not codecache.write(stopped, codecache.encode({OTHER: compiled(OTHER)}))
 
 
 def test_links_are_not_followed(stopped: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     target = put(elsewhere, valid())
     (stopped / codecache.file_name()).symlink_to(target)
-    assert codecache.read(stopped) == {}
+    assert len(codecache.read(stopped)) == 0
     linked_dir = tmp_path_factory.mktemp("links") / "cache"
     linked_dir.symlink_to(elsewhere)
-    assert codecache.read(linked_dir) == {}
+    assert len(codecache.read(linked_dir)) == 0
     # Writing replaces the link itself, never the file it points to.
-    assert codecache.write(stopped, {OTHER: compiled(OTHER)})
+    assert codecache.write(stopped, codecache.encode({OTHER: compiled(OTHER)}))
     assert not (stopped / codecache.file_name()).is_symlink()
     assert target.read_bytes() == valid()
 
 
 def test_not_a_regular_file_is_ignored_without_blocking(stopped: Path) -> None:
     os.mkfifo(stopped / codecache.file_name())  # a FIFO with no writer would block a read
-    assert codecache.read(stopped) == {}
+    assert len(codecache.read(stopped)) == 0
     (stopped / codecache.file_name()).unlink()
     (stopped / codecache.file_name()).mkdir()
-    assert codecache.read(stopped) == {}
+    assert len(codecache.read(stopped)) == 0
 
 
 def test_a_huge_file_is_not_read(stopped: Path) -> None:
     path = put(stopped, valid())
     with path.open("r+b") as f:
         f.truncate(codecache.SIZE_LIMIT + 1)  # sparse: no disk used
-    assert codecache.read(stopped) == {}
+    assert len(codecache.read(stopped)) == 0
     huge = {f"{TEXT}\n#{i}{'x' * 2000}": compiled(TEXT) for i in range(3000)}
-    assert not codecache.write(stopped, huge)  # nor written, where it would be ignored
+    assert not codecache.write(stopped, codecache.encode(huge))  # nor written: it'd be ignored
 
 
 @pytest.mark.requires_root("gives the file to another user")
 def test_another_users_file_is_ignored(stopped: Path) -> None:
     path = put(stopped, valid())
     os.chown(path, NOBODY, NOBODY)
-    assert codecache.read(stopped) == {}
+    assert len(codecache.read(stopped)) == 0
 
 
 @pytest.mark.requires_root("gives the directory to another user")
@@ -259,31 +297,40 @@ def test_another_users_directory_is_neither_read_nor_written(
     theirs.mkdir(mode=0o755)
     put(theirs, valid())
     os.chown(theirs, NOBODY, NOBODY)
-    assert codecache.read(theirs) == {}  # neither root's nor its parent's owner's
-    assert not codecache.write(theirs, {OTHER: compiled(OTHER)})
+    assert len(codecache.read(theirs)) == 0  # neither root's nor its parent's owner's
+    assert not codecache.write(theirs, codecache.encode({OTHER: compiled(OTHER)}))
 
 
 @pytest.mark.requires_root("drops to nobody")
 def test_a_plain_user_reads_the_installers_cache_and_writes_nothing() -> None:
     """An install of root's, run by another user: the file root wrote is used, nothing is
-    written; a file of root's in a directory of nobody's is not theirs to trust."""
+    written or kept; a file of root's in a directory of nobody's is not theirs to trust."""
     installed = Path(tempfile.mkdtemp(prefix="gputop-test-codecache-"))
     try:
         installed.chmod(0o755)
         put(installed, valid())
+        empty = installed / "empty"
+        empty.mkdir(mode=0o755)
         theirs = installed / "nobodys"
         theirs.mkdir(mode=0o755)
         put(theirs, valid())
         os.chown(theirs, NOBODY, NOBODY)
 
         def as_user() -> object:
+            os.environ[codecache.ENV_DIR] = str(installed)
+            started = codecache.start()  # the file is read, nothing compiled is kept
+            dataclasses.make_dataclass("Users", [("u", int)])
+            codecache.stop()
+            os.environ[codecache.ENV_DIR] = str(empty)
             return [
-                list(codecache.read(installed)),
-                codecache.write(installed, {OTHER: compiled(OTHER)}),
-                list(codecache.read(theirs)),
+                texts(installed),
+                codecache.write(installed, codecache.encode({OTHER: compiled(OTHER)})),
+                texts(theirs),
+                started,
+                codecache.start(),  # no file, nowhere to write one: no layer
             ]
 
-        assert as_nobody(as_user) == [[TEXT], False, []]
+        assert as_nobody(as_user) == [[TEXT], False, [], True, False]
         assert (installed / codecache.file_name()).read_bytes() == valid()
     finally:
         shutil.rmtree(installed)
@@ -292,7 +339,7 @@ def test_a_plain_user_reads_the_installers_cache_and_writes_nothing() -> None:
 @seed(SEED)  # fixed: a failure reproduces (hypothesis prints the example)
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=600), st.booleans())
-def test_any_bytes_after_the_header_are_ignored_or_a_dict_of_codes(
+def test_any_bytes_after_the_header_are_ignored_or_entries_looked_up_safely(
     tail: bytes, checksummed: bool
 ) -> None:
     data = with_checksum(tail) if checksummed else codecache.header() + tail
@@ -300,7 +347,12 @@ def test_any_bytes_after_the_header_are_ignored_or_a_dict_of_codes(
         codes = codecache.decode(data)
     except codecache.Untrusted:
         return
-    assert all(type(k) is str and type(v) is CodeType for k, v in codes.items())
+    for i in range(len(codes)):
+        raw, _ = codes.entry(i)
+        text = raw.decode("utf-8", "replace")
+        hit = codes.find(text)
+        assert hit is None or type(hit[1]) is CodeType
+    assert codes.find(TEXT) is None
 
 
 # --- the layer: in place for the start, semantics of exec -------------------------------
@@ -343,8 +395,8 @@ def test_a_warm_start_writes_nothing_and_a_new_text_keeps_the_others(stopped: Pa
     assert codecache.start()
     dataclasses.make_dataclass("Learnt", [("b", int)])
     codecache.stop()
-    texts = list(codecache.read(stopped))
-    assert OTHER in texts and len(texts) >= 4  # another command's text kept with the new
+    kept = texts(stopped)
+    assert OTHER in kept and len(kept) >= 4  # another command's text kept with the new
 
 
 def test_texts_not_used_are_dropped_once_they_outnumber_the_used(stopped: Path) -> None:
@@ -353,17 +405,25 @@ def test_texts_not_used_are_dropped_once_they_outnumber_the_used(stopped: Path) 
     assert codecache.start()
     dataclasses.make_dataclass("Fresh", [("c", int)])
     codecache.stop()
-    texts = codecache.read(stopped)
-    assert texts and not set(texts) & set(stale)
+    kept = texts(stopped)
+    assert kept and not set(kept) & set(stale)
 
 
-def test_a_place_that_cannot_be_written_is_silent(stopped: Path) -> None:
-    gone = stopped / "not made"  # as a __pycache__ that was never created
-    os.environ[codecache.ENV_DIR] = str(gone)  # the fixture's monkeypatch restores it
-    assert codecache.start()
-    made = dataclasses.make_dataclass("Unwritten", [("d", int)])
+def test_where_nothing_can_be_read_or_written_there_is_no_layer(
+    stopped: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache directory that does not exist (a __pycache__ never made), or byte code not
+    to be written: a layer would compile every text as plain exec does, for nothing."""
+    monkeypatch.setenv(codecache.ENV_DIR, str(stopped / "not made"))
+    assert not codecache.start()
+    monkeypatch.setenv(codecache.ENV_DIR, str(stopped))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert not codecache.start()
+    path = put(stopped, valid())
+    assert codecache.start()  # the file is read, but not written
+    dataclasses.make_dataclass("NotWritten", [("d", int)])
     codecache.stop()
-    assert made(1) == made(1) and not gone.exists()
+    assert path.read_bytes() == valid()
 
 
 def test_a_text_compiles_as_exec_would_from_its_caller(stopped: Path) -> None:
@@ -392,4 +452,4 @@ def test_a_text_compiles_as_exec_would_from_its_caller(stopped: Path) -> None:
         "x": "int"
     }
     codecache.stop()
-    assert list(codecache.read(stopped)) == [text]
+    assert texts(stopped) == [text]
