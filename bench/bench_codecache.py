@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         warm_dir.mkdir()
         warm_up = dict(env, **{codecache.ENV_DIR: str(warm_dir)})
         for _ in range(2):  # byte code, then the file
-            subprocess.run([sys.executable, "-c", PROGRAM], env=warm_up, cwd=ROOT, check=True)
+            subprocess.run(
+                [sys.executable, "-c", PROGRAM],
+                env=warm_up, cwd=ROOT, check=True, capture_output=True,
+            )  # fmt: skip
         for r in range(args.runs):
             for mode in MODES:
                 cache = warm_dir if mode == "warm" else Path(tempfile.mkdtemp(dir=tmp))
