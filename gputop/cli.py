@@ -3,6 +3,8 @@
 Textual and a subcommand's module (``gputop NAME ...``) are imported only when used.
 """
 
+# ruff: noqa: E402 - the dataclasses' code cache starts before gputop's other imports
+
 from __future__ import annotations
 
 import argparse
@@ -15,6 +17,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
+
+from gputop import codecache
+
+# Before the rest of gputop: importing it makes most of its dataclasses (every command
+# imports this module first; the dashboard stops it after its first frame, the others
+# at their end).
+codecache.start()
 
 from gputop import __version__, argtypes, encoding, gcpolicy, heap, output
 from gputop.analysis.thresholds import DEFAULT, Thresholds
@@ -187,6 +196,7 @@ def entry() -> int:
         pass
     if guard.failure is not None:
         return output.report(guard, "gputop", stderr=sys.stderr)
+    codecache.stop()  # a dashboard's ending below skips the exit handlers
     terminal = sys.modules.get("gputop.ui.terminal")  # imported only by a dashboard
     if terminal is not None and terminal.ended() is not None:
         for stream in (sys.stdout, sys.stderr):

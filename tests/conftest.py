@@ -27,6 +27,7 @@ Use one of these, never a bare ``pytest.skip`` for a missing tool:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import tempfile
@@ -36,6 +37,7 @@ from typing import NoReturn
 
 import pytest
 
+from gputop import codecache
 from tests import fakenvml
 from tests.fakenvml import FakeNvml
 
@@ -43,6 +45,28 @@ from tests.fakenvml import FakeNvml
 # process and every gputop the tests start inherit it).
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="gputop-tests-config-")
 atexit.register(shutil.rmtree, os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
+
+# The code that dataclasses compile at gputop's start is kept in a file (gputop.codecache):
+# the tests' in a directory of their own, not beside the checkout's byte code. A gputop
+# started with an environment of its own (``env -i`` in a pane) writes beside the byte
+# code: a file the session did not find there is removed at its end.
+os.environ[codecache.ENV_DIR] = tempfile.mkdtemp(prefix="gputop-tests-codecache-")
+atexit.register(shutil.rmtree, os.environ[codecache.ENV_DIR], ignore_errors=True)
+_DEFAULT_CODE_DIR = codecache.default_dir()
+_CODE_FILE = None if _DEFAULT_CODE_DIR is None else _DEFAULT_CODE_DIR / codecache.file_name()
+_CODE_FILE_BEFORE = _CODE_FILE is not None and _CODE_FILE.exists()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _CODE_FILE is None or _CODE_FILE_BEFORE:
+        return
+    with contextlib.suppress(OSError):
+        if _CODE_FILE.is_symlink() or not _CODE_FILE.is_file():
+            return
+        with _CODE_FILE.open("rb") as f:
+            ours = f.read(len(codecache.MAGIC)) == codecache.MAGIC
+        if ours:
+            _CODE_FILE.unlink()
 
 
 # --- missing prerequisites ----------------------------------------------------------------

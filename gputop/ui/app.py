@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from gputop import gcpolicy
+from gputop import codecache, gcpolicy
 from gputop.analysis.thresholds import DEFAULT, Thresholds
 from gputop.keys import KEYS as KEYS  # the table the bindings, footer and help derive from
 from gputop.keys import Key as Key
@@ -352,7 +352,10 @@ class GpuTopApp(App[int]):
         try:
             await self._complete_first_frame()
         finally:
-            gcpolicy.release(settle=True)  # the start is over (gcpolicy's module doc)
+            # The start is over: dataclasses compile as usual (codecache), the collector
+            # runs (gcpolicy's module doc).
+            codecache.stop()
+            gcpolicy.release(settle=True)
 
     async def _complete_first_frame(self) -> None:
         from textual.widgets import Footer  # its module too: nothing before the first frame

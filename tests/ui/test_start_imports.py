@@ -73,8 +73,8 @@ NOT_AT_LIVE_START = (
 #: module no longer loaded for the parser's --demo-node choices; 43: the diagnosis' seven
 #: modules after the first frame; 44: issue 32 §5's one malloc arena, ``gputop.heap``; 41:
 #: the owners' and the probes' readers and the probe files' contract, with the first
-#: snapshot's processes, after it).
-GPUTOP_AT_START = 41
+#: snapshot's processes, after it; 42: the dataclasses' code cache, gputop.codecache).
+GPUTOP_AT_START = 42
 #: Every module at the first frame, Python's and Textual's included, at most (462 on the
 #: fake NVML at issue 32, the footer's module after the first frame; 456 with the
 #: diagnosis after it; 452 with the processes after it).
