@@ -6,13 +6,13 @@ a bare Textual app, in a real tmux pane on the fake 8 GPUs x ``--per-gpu`` proce
 
 Each run starts ``gputop --interval 1`` under a probe that notes the seconds since the
 interpreter ran the probe (the interpreter's own start comes before) at: the CLI imported,
-the UI imported (on the preload thread), the app mounted, the first frame drawn, and that
+the UI imported (as the dashboard begins), the app mounted, the first frame drawn, and that
 frame painted; then the process's CPU time (all threads, interpreter start included) and
 how many modules are loaded, and it quits. The bare app (bench_start.py's) notes the same
 at its mount and first paint. The two alternate. Medians are printed last.
 
-``--cprofile FILE``: one more gputop run with the UI imported on the main thread (the
-profiler sees one thread) under cProfile, stats written to FILE.
+``--cprofile FILE``: one more gputop run under cProfile, stats written to FILE. The
+collector is held from the probe's first line, as the ``gputop`` command holds it.
 Needs tmux and gcc. Prints figures; it is not a test.
 """
 
@@ -47,6 +47,7 @@ marks = {}
 def mark(name): marks.setdefault(name, round(time.perf_counter() - t0, 4))
 if profile:
     import cProfile; pr = cProfile.Profile(); pr.enable()
+from gputop import gcpolicy; gcpolicy.hold()  # as gputop.launch
 import gputop.cli as cli
 mark("cli imported")
 
@@ -70,16 +71,11 @@ def hook():
         return drawn
     app.GpuTopApp.on_mount, app.GpuTopApp.apply_frame = on_mount, first
 
-preload = cli._preload_dashboard
-def preload_then_hook():
-    if profile:
-        hook()
-        return
-    import threading
-    def load():
-        hook()
-    threading.Thread(target=load, daemon=True).start()
-cli._preload_dashboard = preload_then_hook
+dashboard = cli._dashboard
+def hooked(*args, **kwargs):
+    hook()
+    return dashboard(*args, **kwargs)
+cli._dashboard = hooked
 try:
     cli.main(["--interval", "1"])
 finally:

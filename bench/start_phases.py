@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The dashboard's start, phase by phase, one after the other on one thread, against the
 floor's (bench_start.py's floor program): where gputop's extra time before its first frame
-goes, without the tmux pane, the preload thread or the paint.
+goes, without the tmux pane or the paint.
 
     python bench/start_phases.py [--runs 7] [--per-gpu 2] [--tree DIR ...]
 

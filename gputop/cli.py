@@ -12,7 +12,6 @@ import contextlib
 import importlib
 import os
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -250,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not once and not stream:
         if not encoding.has_terminal():
             parser.error("not a terminal: use --once, --json or --stream")
-        _preload_dashboard()
+        heap.one_arena()  # before the dashboard's first thread (heap's module doc)
     else:
         gcpolicy.release()  # only the dashboard's start holds the collector
 
@@ -294,18 +293,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         # A hung source call must not hold the process: a stale tick is not waited for.
         sampler.stop(timeout=0.0 if sampler.stale else STOP_TIMEOUT_S)
-
-
-def _preload_dashboard() -> None:
-    """Import the UI on a thread while the first sample is taken (an import error is left
-    for the main thread to report)."""
-
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            importlib.import_module("gputop.ui.app")
-
-    heap.one_arena()  # before the first thread allocates (heap's module doc)
-    threading.Thread(target=load, name="gputop-preload-ui", daemon=True).start()
 
 
 def _selection(

@@ -2,8 +2,8 @@
 
 glibc gives a thread that allocates while another holds the main arena an arena of its
 own, and memory freed in one arena serves only that arena's threads. The dashboard
-imports its UI on a thread while the first sample is taken, then samples on another, so
-the start's freed blocks were spread over several arenas, each keeping its own. One arena
+samples on a thread of its own and Textual reads keys on another, so the freed blocks
+would be spread over several arenas, each keeping its own. One arena
 for the whole process: threads that allocate at the same moment wait on its lock, which a
 dashboard's few threads, each allocating little once started, do seldom.
 

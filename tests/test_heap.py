@@ -65,6 +65,7 @@ def test_glibc_takes_the_setting() -> None:
 def test_the_dashboard_sets_it_before_its_first_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[str] = []
     monkeypatch.setattr(heap, "one_arena", lambda: events.append("one arena") or True)
+    monkeypatch.setattr(cli.encoding, "has_terminal", lambda: True)
 
     class Recorded:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -73,6 +74,11 @@ def test_the_dashboard_sets_it_before_its_first_thread(monkeypatch: pytest.Monke
         def start(self) -> None:
             events.append("thread")
 
+    def dashboard(*args: Any, **kwargs: Any) -> int:
+        events.append("dashboard")
+        return 0
+
     monkeypatch.setattr(threading, "Thread", Recorded)
-    cli._preload_dashboard()
-    assert events == ["one arena", "thread"]
+    monkeypatch.setattr(cli, "_dashboard", dashboard)
+    assert cli.main(["--demo"]) == 0
+    assert events.index("one arena") == 0 and "dashboard" in events

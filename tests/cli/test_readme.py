@@ -51,6 +51,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -257,7 +258,8 @@ def check_quick_start(command: str, tmp: Path) -> None:
     assert command == want, (command, ci_install)
     check_activate(". .venv/bin/activate", tmp)
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "gputop"]
-    assert script.value == "gputop.cli:entry"
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert script.value == declared["gputop"] == "gputop.launch:entry"
 
 
 def _quick_start_block() -> list[str]:
