@@ -184,18 +184,25 @@ class Sampler:
                     self._history[-1] = whole
             return whole
 
+    def _failed(self, exc: Exception) -> None:
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        log.exception("sampling failed")
+
+    def _hand_out(self, snap: Snapshot) -> None:
+        if self.on_snapshot is not None:
+            try:
+                self.on_snapshot(snap)
+            except Exception:
+                log.exception("on_snapshot callback failed")
+
     def _run(self) -> None:
         try:
             whole = self._complete_latest()
         except Exception as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
-            log.exception("sampling failed")
+            self._failed(exc)
             whole = None
-        if whole is not None and self.on_snapshot is not None:
-            try:
-                self.on_snapshot(whole)
-            except Exception:
-                log.exception("on_snapshot callback failed")
+        if whole is not None:
+            self._hand_out(whole)
         while not self._stopping.is_set():
             # paused: until woken (None); else until the next tick is due
             wait = None if self._paused else self._last_start + self._interval - time.monotonic()
@@ -211,15 +218,10 @@ class Sampler:
                 try:
                     snap = self._tick()
                 except Exception as exc:
-                    self.last_error = f"{type(exc).__name__}: {exc}"
-                    log.exception("sampling failed")
+                    self._failed(exc)
                     continue
             self.last_error = None
-            if self.on_snapshot is not None:
-                try:
-                    self.on_snapshot(snap)
-                except Exception:
-                    log.exception("on_snapshot callback failed")
+            self._hand_out(snap)
 
 
 def make_source(demo: bool, seed: int | None, *, cpu_freq: bool = True) -> Source:

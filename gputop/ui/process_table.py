@@ -257,7 +257,8 @@ class ProcessTable(DataTable[ShownCell]):
             for col_key, before, after in zip(keys, held[k], cells[k], strict=True):
                 if before != after:
                     row[col_key] = self._text(after)
-                merged.append(after if before != after else before)
+                    before = after
+                merged.append(before)
             cells[k] = tuple(merged)
         # Equal cells kept as DataTable holds them: one copy of each cell's text.
         for k in cells.keys() - set(changed):
