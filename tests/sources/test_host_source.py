@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -993,6 +995,7 @@ def test_exec_sign_reads_the_argument_and_environment_addresses() -> None:
 
 _FORKING_CHILD = """
 import os, sys, threading, time
+os.setpgrp()  # its own group: the test ends it with every child and grandchild it forked
 print(os.getpid(), flush=True)
 kids = {}
 for line in sys.stdin:
@@ -1093,6 +1096,8 @@ def test_the_new_pids_alone_give_the_tree_a_whole_pass_gives(
             kid3, _ = ask("fork")
             assert same_tree() == {root, kid2, grand, kid3}
         finally:
+            with contextlib.suppress(ProcessLookupError):  # its forks sleep for minutes
+                os.killpg(child.pid, signal.SIGKILL)
             child.kill()
     # whole passes: the first, the one after a child of the tree exited (it says so), and
     # any where the pids wrapped meanwhile; not one per call
