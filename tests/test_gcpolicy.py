@@ -120,6 +120,7 @@ def test_the_command_holds_the_collector_before_gputop_cli_is_imported() -> None
 
 async def test_the_dashboard_releases_the_collector_after_its_first_frame() -> None:
     from tests.helpers.first_frame import FirstFrameProbe
+    from tests.helpers.pilot import composed_footer
 
     class Probe(FirstFrameProbe):
         def noted(self, frame: Frame) -> dict[str, Any]:
@@ -129,9 +130,8 @@ async def test_the_dashboard_releases_the_collector_after_its_first_frame() -> N
     gone = _garbage_cycle()
     app = Probe(FakeSampler(fx.demo_snapshots(1)))  # type: ignore[arg-type]
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
+        await composed_footer(pilot)  # the start is over...
         assert app.at_first_frame == {"collecting": False, "held": True}
-        assert app.query_one("#footer") is not None  # the start is over...
         assert gc.isenabled() and not gcpolicy.holding()  # ...and so is the hold
         assert gone() is None  # what the start left was collected, not frozen
         assert gc.get_freeze_count() > 0

@@ -376,6 +376,11 @@ class GpuTopApp(App[int]):
         self._set_footer(footer, self.size)
         await main.mount(footer)
         main.refresh_bindings()  # the footer lists the keys when the bindings are said
+        if not self.app_focus:
+            # ... one refresh later, but only while the terminal has focus: a start that
+            # lost it (the user went to another pane) would keep an empty footer until the
+            # bindings change. So it composes them now, in its own context (data binding).
+            footer.call_later(footer.recompose)
 
     def _set_footer(self, footer: Footer, size: Size) -> None:
         footer.compact = self.compact

@@ -27,6 +27,7 @@ from gputop.sources.demo import DEMO_EPOCH, DemoSource
 from gputop.ui.app import FrameArrived
 from gputop.ui.replay import JUDGING, ReplayApp
 from gputop.views.gpu_view import judging_mark
+from tests.helpers.pilot import until as pilot_until
 
 SECONDS = 900  # 15 blocks of 60 s: a 600 s look-back spans 10-11 of them
 
@@ -183,11 +184,7 @@ async def test_replay_app_says_judging_and_never_shows_an_older_jumps_verdicts(
     async with app.run_test(size=(120, 40)) as pilot:
 
         async def until(what: str, check: Any) -> None:
-            for _ in range(1500):
-                if check():
-                    return
-                await pilot.pause(0.02)
-            raise AssertionError(f"never: {what}")
+            await pilot_until(pilot, check, what)
 
         def ready_at(offset: float) -> bool:
             snap = app.snapshot

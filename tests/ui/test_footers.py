@@ -5,10 +5,12 @@ says why; the demo's kill dialog draws no signal under "Nothing will be signalle
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from textual.app import App
-from textual.widgets import Button, Footer
-from textual.widgets._footer import FooterKey
+from textual.pilot import Pilot
+from textual.widgets import Button
 
 from gputop.model import DriverInfo, Snapshot
 from gputop.ui.app import GpuTopApp
@@ -17,6 +19,7 @@ from gputop.ui.screens.help import HelpScreen
 from gputop.ui.screens.kill import KillScreen
 from tests import builders as fx
 from tests.helpers.fleet import demo_fleet
+from tests.helpers.pilot import composed_footer, listed_keys
 
 
 @pytest.fixture(autouse=True)
@@ -24,11 +27,11 @@ def _no_animations(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
 
 
-def footer_keys(app: App[object]) -> list[str]:
-    """The descriptions the footer on top draws now, on its bottom line."""
-    footer = app.screen.query_one(Footer)
-    assert footer.display and footer.region.bottom == app.size.height
-    return [k.description for k in footer.query(FooterKey) if k.display]
+async def footer_keys(pilot: Pilot[Any]) -> list[str]:
+    """The descriptions the footer on top draws, on its bottom line, once it has its keys."""
+    footer = await composed_footer(pilot)
+    assert footer.display and footer.region.bottom == pilot.app.size.height
+    return listed_keys(footer)
 
 
 def said(app: App[object]) -> list[str]:
@@ -39,16 +42,16 @@ async def test_the_demo_kill_dialog_and_help_show_their_own_keys() -> None:
     app = GpuTopApp(snapshots=fx.demo_snapshots(5))  # as the demo: no pid is real
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
-        assert "Kill" in footer_keys(app)  # the demo's dashboard offers it: it explains
+        assert "Kill" in await footer_keys(pilot)  # the demo's dashboard offers it: it explains
         await pilot.press("k")
         await pilot.pause()
         assert isinstance(app.screen, KillScreen)
-        assert footer_keys(app) == ["Cancel"]
+        assert await footer_keys(pilot) == ["Cancel"]
         assert [b.id for b in app.screen.query(Button)] == ["cancel", "close"]
         await pilot.press("escape", "question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        assert "Quit" not in footer_keys(app) and "Close" in footer_keys(app)
+        assert "Quit" not in await footer_keys(pilot) and "Close" in await footer_keys(pilot)
 
 
 async def test_host_only_without_a_process_leaves_kill_out_and_says_why() -> None:
@@ -56,7 +59,7 @@ async def test_host_only_without_a_process_leaves_kill_out_and_says_why() -> Non
     app = GpuTopApp(snapshots=[snap])
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
-        assert "Kill" not in footer_keys(app)
+        assert "Kill" not in await footer_keys(pilot)
         await pilot.press("k")
         await pilot.pause()
         assert any("no process to signal" in s for s in said(app)), said(app)
@@ -70,7 +73,7 @@ async def test_a_fleet_host_leaves_kill_out_and_says_why() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert app.host == "h1"
-        assert "Kill" not in footer_keys(app)
+        assert "Kill" not in await footer_keys(pilot)
         await pilot.press("k")
         await pilot.pause()
         assert any("read-only" in s for s in said(app)), said(app)

@@ -16,6 +16,7 @@ from gputop import codecache
 from gputop.pipeline import Frame
 from tests import builders as fx
 from tests.helpers.first_frame import FirstFrameProbe as NotingProbe
+from tests.helpers.pilot import composed_footer
 
 
 class FirstFrameProbe(NotingProbe):
@@ -40,8 +41,7 @@ def started(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 async def test_the_layer_is_taken_out_after_the_first_frame(started: None) -> None:
     app = FirstFrameProbe(snapshots=fx.demo_snapshots(5))
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
+        await composed_footer(pilot)  # the refresh after the first frame is over
         assert app.at_first_frame == {"layer": True, "running": True}
-        assert app.screen.query_one_optional("#footer") is not None  # the refresh after
         assert not codecache.running()
         assert "exec" not in vars(dataclasses)

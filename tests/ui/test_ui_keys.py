@@ -9,14 +9,17 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets._footer import FooterKey
 
 from gputop.keys import KEYS
 from gputop.ui.app import GpuTopApp
 from gputop.ui.screens.help import HelpScreen
 from tests import builders as fx
+from tests.helpers.pilot import composed_footer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "dashboard.md"
 BEGIN = "<!-- BEGIN generated: keys -->\n"
@@ -26,10 +29,9 @@ SMALL = (80, 24)
 MOVED = {"sort": "o", "help": "h", "kill": "s", "slower": "]", "filter": "ctrl+f", "detail": "d"}
 
 
-def footer(app: GpuTopApp) -> dict[str, str]:
+async def footer(pilot: Pilot[Any]) -> dict[str, str]:
     """Description -> key as the footer shows it, each one inside the 80 columns."""
-    keys = list(app.query(FooterKey))
-    assert keys
+    keys = list((await composed_footer(pilot)).query(FooterKey))
     for k in keys:
         assert k.region.right <= SMALL[0], (k.key_display, k.region)
     return {k.description: k.key_display for k in keys}
@@ -47,7 +49,7 @@ async def test_every_key_is_bound_and_the_footer_fits_at_80x24(moved: dict[str, 
             for b in bound:
                 assert b.binding.action.removeprefix("app.") == k.action and b.enabled, k.id
                 assert app.get_key_display(b.binding) == moved.get(k.id, k.display), k.id
-        shown = footer(app)
+        shown = await footer(pilot)
         assert {k.description for k in KEYS if k.show} <= set(shown)
 
 
@@ -55,7 +57,7 @@ async def test_moved_keys_act_and_show_as_moved() -> None:
     app = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)], keys=MOVED)
     async with app.run_test(size=SMALL) as pilot:
         await pilot.pause()
-        shown = footer(app)
+        shown = await footer(pilot)
         assert shown["Sort"] == "o" and shown["Help"] == "h" and shown["Kill"] == "s"
         assert shown["Filter"] == "ctrl+f" and shown["Detail"] == "d"
         assert app.sort_key == "gpu"

@@ -1,0 +1,49 @@
+"""Waiting in Pilot tests for what a Textual app does a refresh or more later.
+
+``pilot.pause()`` waits for the widgets' queues and then for the process to look idle by
+the clock; what runs after the next refresh (a footer composing its keys, a callback of
+``call_after_refresh``) may still be ahead of it when the machine is loaded. These wait for
+the state itself, with a bound so that a state never reached fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+#: Pauses before a wait gives up: a bound for a loaded machine, not a timing assertion.
+PAUSES = 3000
+PAUSE_S = 0.01
+
+
+async def until(pilot: Pilot[Any], check: Callable[[], object], what: str) -> None:
+    """Pause until ``check()`` is true; fail, saying ``what`` never came, after the bound."""
+    for _ in range(PAUSES):
+        if check():
+            return
+        await pilot.pause(PAUSE_S)
+    raise AssertionError(f"never: {what}")
+
+
+def listed_keys(footer: Footer) -> list[str]:
+    """The descriptions of the keys the footer draws now."""
+    return [k.description for k in footer.query(FooterKey) if k.display]
+
+
+async def composed_footer(pilot: Pilot[Any]) -> Footer:
+    """The top screen's footer, once it has composed its keys (one refresh after its mount
+    or its screen's push). On the dashboard's main screen that is after its start is over:
+    the footer is mounted at the end of the refresh after the first frame, whose last step
+    releases the collector and the code cache (GpuTopApp._mount_after_first_frame)."""
+    app = pilot.app
+
+    def keys_listed() -> bool:
+        footer = app.screen.query_one_optional(Footer)
+        return footer is not None and bool(listed_keys(footer))
+
+    await until(pilot, keys_listed, f"a footer with keys on {type(app.screen).__name__}")
+    return app.screen.query_one(Footer)
