@@ -1116,6 +1116,13 @@ class _Check:
         cls: Any = type(obj)
         for name, kind, low, high, numbers, optional, inner, fits, default in _plan(cls):
             value = getattr(obj, name)
+            # the common cases first, as the branches below judge them: an allowed n/a (a
+            # list's None is said below), a number within its limits
+            if value is None:
+                if optional and kind != _PARTS:
+                    continue
+            elif kind == _NUMBER and type(value) in numbers and low <= value <= high:
+                continue
             if kind <= _NUMBERS:  # a number, or a tuple of them: each within its limit
                 items = value if kind == _NUMBERS else (value,)
                 if (value is None and optional) or (

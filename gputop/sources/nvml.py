@@ -80,6 +80,8 @@ _INVALID_ARGUMENT = 2
 _NOT_FOUND = 6
 _FUNCTION_NOT_FOUND = 13
 _ARGUMENT_VERSION_MISMATCH = 25
+#: The answers after which the next (older) variant of a call is tried.
+_FALL_BACK_ON = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH})
 
 #: By nvmlReturn_t: GpuIsLost, Unknown, ResetRequired.
 _LOST_REASONS = {
@@ -727,7 +729,7 @@ class NvmlReader:
         gpu: _Gpu,
         metric: str,
         *calls: Callable[[], Any],
-        fall_back_on: frozenset[int] = frozenset({_FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH}),
+        fall_back_on: frozenset[int] = _FALL_BACK_ON,
     ) -> Any:
         """The value of the first call variant the driver has (newest first; the one that
         works is remembered), or None; raises _Lost for a lost GPU."""
@@ -737,11 +739,49 @@ class NvmlReader:
             try:
                 return calls[k]()
             except Exception as exc:
-                if _code(self._nv, exc) not in fall_back_on or k + 1 == len(calls):
-                    self._failed(gpu, metric, exc)
+                if not self._next_variant(gpu, metric, k, len(calls), exc, fall_back_on):
                     return None
-                gpu.variant[metric] = k + 1  # the next variant, from now on
         return None
+
+    def _next_variant(
+        self,
+        gpu: _Gpu,
+        metric: str,
+        k: int,
+        variants: int,
+        exc: Exception,
+        fall_back_on: frozenset[int] = _FALL_BACK_ON,
+    ) -> bool:
+        """After variant ``k`` of ``variants`` failed with ``exc``: whether the next one is
+        to be tried (remembered from now on); if not, the failure is reported."""
+        if _code(self._nv, exc) not in fall_back_on or k + 1 == variants:
+            self._failed(gpu, metric, exc)
+            return False
+        gpu.variant[metric] = k + 1
+        return True
+
+    def _scalars(self, gpu: _Gpu, h: Any) -> dict[str, Any]:
+        """Each of ``_READS``' values (None: not read), as ``_get`` reads it: the variant
+        that worked is called directly, and only a failure goes through ``_get``'s list of
+        calls (no callable made per value and tick)."""
+        nv, unsupported, variant = self._nv, gpu.unsupported, gpu.variant
+        out: dict[str, Any] = {}
+        for metric, calls in self._scalar_reads():
+            if metric in unsupported:
+                out[metric] = None
+                continue
+            k = variant.get(metric, 0)
+            fn, args = calls[k]
+            try:
+                out[metric] = getattr(nv, fn)(h, *args)  # looked up at each call
+                continue
+            except Exception as exc:
+                value = None
+                if self._next_variant(gpu, metric, k, len(calls), exc):
+                    variants = [partial(getattr(nv, f), h, *a) for f, a in calls]
+                    value = self._get(gpu, metric, *variants)  # from the next variant on
+            out[metric] = value
+        return out
 
     def _failed(self, gpu: _Gpu, metric: str, exc: Exception, denied: str = "") -> int | None:
         """Report the failure (or mark ``metric`` unsupported); its nvmlReturn_t."""
@@ -759,12 +799,7 @@ class NvmlReader:
         nv = self._nv
         h = gpu.handle
         memory = self._memory(gpu, h)
-        get = self._get
-        v = {
-            # each function looked up at each call, as every other NVML call is
-            metric: get(gpu, metric, *[partial(getattr(nv, fn), h, *args) for fn, args in calls])
-            for metric, calls in self._scalar_reads()
-        }
+        v = self._scalars(gpu, h)
         processes, unavailable = self._processes(gpu, h)
         util, enc, dec, mig, pstate = (
             v[m] for m in ("utilization", "encoder", "decoder", "mig_mode", "performance_state")

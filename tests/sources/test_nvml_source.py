@@ -324,6 +324,41 @@ def test_older_symbols_are_used_when_newer_ones_are_missing(
         assert [(p.pid, p.type) for p in g.processes] == [(31, "C"), (32, "G")]
 
 
+def test_each_scalar_call_is_asked_once_a_tick_its_fallback_remembered(
+    fake_nvml: FakeNvml, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tick's scalar reads call the variant that worked; a failing call is asked once
+    a tick (never again the same tick), a missing newer variant once in all."""
+    gpu = FakeGpu(temperature=66)
+    gpu.errors = {
+        "nvmlDeviceGetTemperatureV": "FUNCTION_NOT_FOUND",
+        "nvmlDeviceGetPowerUsage": "NO_PERMISSION",
+    }
+    fake_nvml.write(Scenario(gpus=[gpu]))
+    asked: dict[str, int] = {}
+    for name in (
+        "nvmlDeviceGetTemperatureV",
+        "nvmlDeviceGetTemperature",
+        "nvmlDeviceGetPowerUsage",
+    ):
+        if hasattr(pynvml, name):
+            real = getattr(pynvml, name)
+
+            def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+                asked[_name] = asked.get(_name, 0) + 1
+                return _real(*args, **kw)
+
+            monkeypatch.setattr(pynvml, name, counted)
+    r = reader()
+    for tick in range(1, 4):
+        (g,), errors = r.read()
+        assert g.temperature_c == 66.0 and g.power_w is None
+        assert [e.metric for e in errors] == ["power"]
+        assert asked.get("nvmlDeviceGetPowerUsage") == tick
+        assert asked.get("nvmlDeviceGetTemperature") == tick
+        assert asked.get("nvmlDeviceGetTemperatureV", 0) <= 1
+
+
 def test_missing_process_symbols_fall_back_to_v2_then_v1(
     fake_nvml: FakeNvml, reader: Reader, monkeypatch: pytest.MonkeyPatch
 ) -> None:
