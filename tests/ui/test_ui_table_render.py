@@ -230,3 +230,12 @@ async def test_equal_cells_are_held_once_across_rows_and_ticks() -> None:
             assert len({id(v) for v in held}) == len(set(cells)), n
             # What is shared follows the cells shown, not the ticks seen.
             assert len(table._shared) <= 2 * len(cells) + 64, n
+        # Cells no row shows any more are let go once they outnumber the shown ones.
+        for i in range(4 * len(cells)):
+            table._share((f"gone {i}", ""))
+        snap = _tick(first, 9)
+        app.apply_snapshot(snap, (*history, snap))
+        await pilot.pause()
+        cells = [c for row in table._cells.values() for c in row]
+        assert set(cells) <= set(table._shared)
+        assert len(table._shared) <= 2 * len(cells) + 64
