@@ -96,6 +96,8 @@ class ProcessTable(DataTable[ShownCell]):
         self.rows_by_key: dict[str, ProcRow] = {}
         self.last_update = "none"  # "skip" | "cells" | "rebuild": what the last show() did
         self._styles: dict[str, Style] = {}
+        # Each cell shown, held once however many rows and ticks show it (see _share).
+        self._shared: dict[Cell, ShownCell] = {}
         # Rendered body rows by their cells and state: they survive DataTable's flushes.
         self._fast_rows: dict[tuple[object, ...], tuple[SegmentLines, SegmentLines]] = {}
         # Finished strips of fast rows: id(segments) -> (segments, width, strip).
@@ -166,9 +168,10 @@ class ProcessTable(DataTable[ShownCell]):
         """``cols``: ``visible_columns`` now, resolved once per update, not once per row."""
         cells: list[Cell] = []
         base = "tag" if tagged else "dim" if row.visible is False else ""
+        share = self._share
         for col in cols:
             if col.key == "tag":
-                cells.append(("*" if tagged else " ", "tag" if tagged else ""))
+                cells.append(share(("*" if tagged else " ", "tag" if tagged else "")))
                 continue
             w = self._widths[col.key]
             shown = row.cell_text(col.key, compact=self._compact)
@@ -178,7 +181,7 @@ class ProcessTable(DataTable[ShownCell]):
                 style = "holder"
             elif col.key == "command" and row.visible is False:
                 style = "dim"
-            cells.append((text, style))
+            cells.append(share((text, style)))
         return tuple(cells)
 
     def _cells_of(self, row: ProcRow, tagged: bool, cols: Sequence[Column]) -> RowCells:
@@ -195,14 +198,25 @@ class ProcessTable(DataTable[ShownCell]):
                 return cells
         return self._row_cells(row, tagged, cols)
 
+    def _share(self, cell: Cell) -> Cell:
+        """The one held cell equal to ``cell``: many rows show the same GPU, user, type,
+        state or n/a, and a row's next cells repeat most of its last, so each was a tuple
+        and a string of its own, and a ``ShownCell`` in DataTable's data (issue 32 §5)."""
+        held = self._shared.get(cell)
+        if held is None:
+            held = self._shared[cell] = ShownCell(cell, self._styles)
+        return held.cell
+
     def _text(self, cell: Cell) -> ShownCell:
-        return ShownCell(cell, self._styles)
+        held = self._shared.get(cell)
+        return ShownCell(cell, self._styles) if held is None else held
 
     def show(self, rows: Sequence[ProcRow], tagged: Collection[str] = ()) -> str:
         """Show ``rows`` in this order; returns what it did: "skip", "cells", "reorder"
         (the same rows moved, changed cells updated) or "rebuild"."""
         if not self._styles:
             self._styles = rich_styles(self.app.theme_variables)
+            self._shared = {}  # each held ShownCell has the old styles
         owners = any(r.owner for r in rows)
         probes = any(r.probe is not None for r in rows)
         if (owners, probes) != (self._owners, self._probes) and self._columns_key is not None:
@@ -239,10 +253,20 @@ class ProcessTable(DataTable[ShownCell]):
         with its values, so until the room check cleared them the caches held several
         generations of every row drawn (their text, segments and strips; issue 32 §5)."""
         shown = set(self._cells.values())
+        self._drop_unshared(shown)
         fast = {k: v for k, v in self._fast_rows.items() if k[0] == "header" or k[0] in shown}
         self._fast_rows = fast
         kept = {id(rendered[1]) for rendered in fast.values()}
         self._row_strips = {k: v for k, v in self._row_strips.items() if k in kept}
+
+    def _drop_unshared(self, shown: set[RowCells]) -> None:
+        """Shared cells no row shows any more are let go once they outnumber the shown
+        ones (a cell's text changes with its value): what is held follows the rows."""
+        n = sum(len(cells) for cells in shown)
+        if len(self._shared) <= 2 * n + 64:
+            return
+        shared = self._shared
+        self._shared = {c: held for cells in shown for c in cells if (held := shared.get(c))}
 
     def _update_cells(self, changed: list[str], cells: dict[str, RowCells]) -> None:
         """What ``update_cell`` does to the data, but repainting only the changed rows

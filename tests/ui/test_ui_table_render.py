@@ -206,3 +206,36 @@ async def test_the_table_holds_each_cells_text_once() -> None:
                 held = table.get_row(key)
                 assert len(held) == len(cells)
                 assert all(h.plain is text for h, (text, _) in zip(held, cells, strict=True))
+
+
+async def test_equal_cells_are_held_once_across_rows_and_ticks() -> None:
+    # Issue 32 §5: every row made its own tuple, string and ShownCell for a cell that many
+    # rows show (the GPU, the user, the type, n/a) and that the row's last cells held.
+    first = fx.multi_gpu_snapshot(4)
+    app = GpuTopApp(snapshots=[first])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.table
+        history = [first]
+        for n in range(9):
+            if n:
+                snap = _tick(first, n)
+                history.append(snap)
+                app.apply_snapshot(snap, tuple(history))
+                await pilot.pause()
+                assert table.last_update == "cells"
+            cells = [c for row in table._cells.values() for c in row]
+            assert len({id(c) for c in cells}) == len(set(cells)) < len(cells), n
+            held = [v for row in table._data.values() for v in row.values()]
+            assert len({id(v) for v in held}) == len(set(cells)), n
+            # What is shared follows the cells shown, not the ticks seen.
+            assert len(table._shared) <= 2 * len(cells) + 64, n
+        # Cells no row shows any more are let go once they outnumber the shown ones.
+        for i in range(4 * len(cells)):
+            table._share((f"gone {i}", ""))
+        snap = _tick(first, 9)
+        app.apply_snapshot(snap, (*history, snap))
+        await pilot.pause()
+        cells = [c for row in table._cells.values() for c in row]
+        assert set(cells) <= set(table._shared)
+        assert len(table._shared) <= 2 * len(cells) + 64
