@@ -29,6 +29,7 @@ from gputop.keys import UnicodeNames, remapped
 from gputop.model import PROCESSES_PENDING, Snapshot, Verdict, processes_pending
 from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
+from gputop.ui.compositor import DashboardScreen
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.lines import HeaderLine, PartsLines
 from gputop.ui.main_area import MainArea, NoMatch, ProcessNotes
@@ -474,6 +475,9 @@ class GpuTopApp(App[int]):
         if self.screen_stack:
             self.filter_input.value = ""
             self.filter_input.display = False
+
+    def get_default_screen(self) -> Screen[Any]:
+        return DashboardScreen(id="_default")  # a partial update draws what changed only
 
     @property
     def _main_screen(self) -> Screen[Any]:

@@ -1,0 +1,62 @@
+"""The dashboard's screen: Textual's compositor, drawing in a partial update only the
+widgets that lie under a changed region.
+
+Textual's partial update renders every visible widget whose container overlaps the
+bounding box of the changed regions, and renders each in full (from its cache): once
+settled, a tick changes the header's row and a host line or two, and the footer, the GPU
+lines and the process table were rendered each second all the same. A partial update
+writes only the changed regions' spans, and a widget that overlaps none of them has no
+part in what is written: leaving it out changes no byte sent to the terminal. A full
+update (a resize, a new screen, a theme) renders every widget as before.
+
+This is a layer around Textual's own update (the same code paths run, over fewer
+widgets); it rests on Textual 8's compositor keeping its visible widgets and its dirty
+regions in ``_visible_widgets`` and ``_dirty_regions``. Where those are not as expected,
+the update is Textual's own, unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual._compositor import ChopsUpdate, Compositor
+from textual.geometry import Region
+from textual.screen import Screen
+
+
+class ChangedOnlyCompositor(Compositor):
+    """Renders in a partial update only the widgets under one of its changed regions."""
+
+    def render_partial_update(self) -> ChopsUpdate | None:
+        dirty = getattr(self, "_dirty_regions", None)
+        if not isinstance(dirty, set) or not dirty:
+            return super().render_partial_update()
+        widgets = self.visible_widgets
+        under = {
+            widget: place
+            for widget, place in widgets.items()
+            if _under_any(Region.intersection(*place), dirty)
+        }
+        if len(under) == len(widgets):
+            return super().render_partial_update()
+        # Read by the update's renders only; put back at once (the update reads the
+        # widgets' lines, it does not lay them out again).
+        self._visible_widgets = under
+        try:
+            return super().render_partial_update()
+        finally:
+            if self._visible_widgets is under:
+                self._visible_widgets = widgets
+
+
+def _under_any(shown: Region, dirty: set[Region]) -> bool:
+    overlaps = shown.overlaps
+    return any(overlaps(region) for region in dirty)
+
+
+class DashboardScreen(Screen[Any]):
+    """The main screen, with the compositor above."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._compositor = ChangedOnlyCompositor()
