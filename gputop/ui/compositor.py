@@ -4,9 +4,11 @@ widgets that lie under a changed region.
 Textual's partial update renders every visible widget whose container overlaps the
 bounding box of the changed regions, and renders each in full (from its cache): once
 settled, a tick changes the header's row and a host line or two, and the footer, the GPU
-lines and the process table were rendered each second all the same. A partial update
-writes only the changed regions' spans, and a widget that overlaps none of them has no
-part in what is written: leaving it out changes no byte sent to the terminal. A full
+lines, the process table and the containers behind them were rendered each second all
+the same. A partial update writes only the changed regions' spans, and of each place the
+front-most widget's cells: a widget under none of them, or there wholly behind a widget
+in front of it, has no part in what is written, and leaving it out changes no byte sent
+to the terminal. A full
 update (a resize, a new screen, a theme) renders every widget as before.
 
 This is a layer around Textual's own update (the same code paths run, over fewer
@@ -25,18 +27,20 @@ from textual.screen import Screen
 
 
 class ChangedOnlyCompositor(Compositor):
-    """Renders in a partial update only the widgets under one of its changed regions."""
+    """Renders in a partial update only the widgets that draw a cell of a changed region."""
 
     def render_partial_update(self) -> ChopsUpdate | None:
         dirty = getattr(self, "_dirty_regions", None)
         if not isinstance(dirty, set) or not dirty:
             return super().render_partial_update()
         widgets = self.visible_widgets
-        under = {
-            widget: place
-            for widget, place in widgets.items()
-            if _under_any(Region.intersection(*place), dirty)
-        }
+        under = {}
+        in_front: list[Region] = []  # the kept widgets' parts shown, front to back
+        for widget, place in widgets.items():  # front to back: the first drawn wins
+            shown = Region.intersection(*place)
+            if _drawn_under(shown, dirty, in_front):
+                under[widget] = place
+                in_front.append(shown)
         if len(under) == len(widgets):
             return super().render_partial_update()
         # Read by the update's renders only; put back at once (the update reads the
@@ -49,9 +53,15 @@ class ChangedOnlyCompositor(Compositor):
                 self._visible_widgets = widgets
 
 
-def _under_any(shown: Region, dirty: set[Region]) -> bool:
-    overlaps = shown.overlaps
-    return any(overlaps(region) for region in dirty)
+def _drawn_under(shown: Region, dirty: set[Region], in_front: list[Region]) -> bool:
+    """Whether a widget shown at ``shown`` draws a cell of a changed region: under one,
+    and not there wholly behind one widget in front of it (a partial update writes what
+    the front-most widget drew at each place)."""
+    for region in dirty:
+        part = shown.intersection(region)
+        if part.area and not any(front.contains_region(part) for front in in_front):
+            return True
+    return False
 
 
 class DashboardScreen(Screen[Any]):

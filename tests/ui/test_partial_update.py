@@ -59,6 +59,35 @@ async def test_a_settled_tick_draws_no_widget_away_from_the_changed_lines(
             assert still not in drawn, still
 
 
+async def test_a_settled_tick_draws_no_container_wholly_behind_the_changed_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The header's row and the host line are each wholly the header's and the host
+    panel's: the screen and the main area behind them draw none of their cells."""
+    from gputop.ui.main_area import MainArea
+
+    snaps = _settled(206)
+    start = len(snaps) - 4
+    app = GpuTopApp(snapshots=snaps[:start])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await composed_footer(pilot)
+        await pilot.pause()
+        drawn: list[Widget] = []
+        plain = Widget.render_lines
+
+        def counting(widget: Widget, crop: Any) -> Any:
+            drawn.append(widget)
+            return plain(widget, crop)
+
+        monkeypatch.setattr(Widget, "render_lines", counting)
+        for i in range(start, len(snaps)):
+            assert app.apply_snapshot(snaps[i], snaps[: i + 1])
+            await pilot.pause()
+        assert app.header in drawn and app.host_panel in drawn
+        assert app.screen not in drawn
+        assert app.query_one(MainArea) not in drawn
+
+
 async def test_each_partial_update_writes_what_textuals_own_would(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
