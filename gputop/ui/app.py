@@ -29,10 +29,9 @@ from gputop.keys import UnicodeNames, remapped
 from gputop.model import PROCESSES_PENDING, Snapshot, Verdict, processes_pending
 from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
-from gputop.ui.compositor import DashboardScreen
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.lines import HeaderLine, PartsLines
-from gputop.ui.main_area import MainArea, NoMatch, ProcessNotes
+from gputop.ui.main_area import DashboardScreen, MainArea, NoMatch, ProcessNotes
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.terminal import (
     QUIT_GRACE_S,

@@ -1,5 +1,5 @@
 """The main screen's partial update draws the widgets under a changed region only
-(gputop/ui/compositor.py), and writes what Textual's own update would: counted and
+(gputop/ui/main_area.py), and writes what Textual's own update would: counted and
 compared, never timed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from textual._compositor import Compositor
 from textual.widget import Widget
 
-from gputop.ui import compositor
+from gputop.ui import main_area
 from gputop.ui.app import GpuTopApp
 from tests import builders as fx
 from tests.helpers.pilot import composed_footer
@@ -64,8 +64,6 @@ async def test_a_settled_tick_draws_no_container_wholly_behind_the_changed_lines
 ) -> None:
     """The header's row and the host line are each wholly the header's and the host
     panel's: the screen and the main area behind them draw none of their cells."""
-    from gputop.ui.main_area import MainArea
-
     snaps = _settled(206)
     start = len(snaps) - 4
     app = GpuTopApp(snapshots=snaps[:start])
@@ -85,7 +83,7 @@ async def test_a_settled_tick_draws_no_container_wholly_behind_the_changed_lines
             await pilot.pause()
         assert app.header in drawn and app.host_panel in drawn
         assert app.screen not in drawn
-        assert app.query_one(MainArea) not in drawn
+        assert app.query_one(main_area.MainArea) not in drawn
 
 
 async def test_each_partial_update_writes_what_textuals_own_would(
@@ -95,7 +93,7 @@ async def test_each_partial_update_writes_what_textuals_own_would(
     settled ticks, a toast) against Textual's update of the same changed regions over
     every widget: the same bytes for the terminal."""
     plain = Compositor.render_partial_update
-    narrowed = compositor.ChangedOnlyCompositor.render_partial_update
+    narrowed = main_area.ChangedOnlyCompositor.render_partial_update
     compared: list[bool] = []
 
     def both(comp: Any) -> Any:
@@ -123,7 +121,7 @@ async def test_each_partial_update_writes_what_textuals_own_would(
             compared.append(len(rendered) < widgets)
         return got
 
-    monkeypatch.setattr(compositor.ChangedOnlyCompositor, "render_partial_update", both)
+    monkeypatch.setattr(main_area.ChangedOnlyCompositor, "render_partial_update", both)
     demo = fx.demo_snapshots(12)
     app = GpuTopApp(snapshots=demo[:1])
     async with app.run_test(size=(200, 50)) as pilot:
@@ -145,4 +143,4 @@ async def test_each_partial_update_writes_what_textuals_own_would(
 
 def test_the_main_screen_draws_through_the_narrowed_compositor() -> None:
     screen = GpuTopApp(snapshots=[fx.multi_gpu_snapshot(2)]).get_default_screen()
-    assert isinstance(screen._compositor, compositor.ChangedOnlyCompositor)
+    assert isinstance(screen._compositor, main_area.ChangedOnlyCompositor)
