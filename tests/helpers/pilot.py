@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
@@ -47,3 +48,27 @@ async def composed_footer(pilot: Pilot[Any]) -> Footer:
 
     await until(pilot, keys_listed, f"a footer with keys on {type(app.screen).__name__}")
     return app.screen.query_one(Footer)
+
+
+class Frames:
+    """Counts the frames an app writes for its terminal (each update Textual hands to its
+    driver; a run_test app's driver drops them): a test that changes what is shown waits
+    for the frame after it with :meth:`after` instead of trusting one pause to cover the
+    next refresh, which the screen's update timer runs."""
+
+    def __init__(self, app: App[Any]) -> None:
+        self.count = 0
+        display = app._display
+
+        def counted(screen: Any, renderable: Any) -> None:
+            if renderable is not None:
+                self.count += 1
+            display(screen, renderable)
+
+        app._display = counted  # type: ignore[method-assign]
+
+    async def after(self, pilot: Pilot[Any], change: Callable[[], object], what: str) -> None:
+        """Make ``change`` and wait until a frame was written after it."""
+        before = self.count
+        change()
+        await until(pilot, lambda: self.count > before, f"a frame after {what}")
