@@ -8,7 +8,9 @@ cell's character and visual style. Only the click metadata may differ (column 0)
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from gputop.model import UnlistedHolder
 from gputop.ui.app import GpuTopApp
 from gputop.ui.process_table import ProcessTable
 from tests import builders as fx
+from tests.helpers.pilot import Frames
 
 Cell = tuple[str, tuple[object, ...] | None]
 
@@ -163,20 +166,29 @@ def _tick(snap: Any, n: int) -> Any:
     return replace(snap, gpus=gpus, time=snap.time + n)
 
 
+async def _drawn_ticks(
+    pilot: Any, app: GpuTopApp, first: Any, ticks: range, history: list[Any] | None = None
+) -> AsyncIterator[int]:
+    """Each of ``ticks`` applied (0: ``first`` as the app started with it) and drawn: the
+    frame after it written before the caller looks. ``history``: the snapshots so far."""
+    frames = Frames(app)
+    seen = [first] if history is None else history
+    await frames.after(pilot, app.screen.refresh, "the first frame")
+    for n in ticks:
+        if n:
+            seen.append(_tick(first, n))
+            await frames.after(pilot, partial(app.apply_snapshot, seen[-1], tuple(seen)), "tick")
+        yield n
+
+
 async def test_rows_no_longer_shown_are_not_kept_rendered() -> None:
     # Issue 32 §5: the row caches held old generations of each row (its cells, segments
     # and strips) until their room check, which grows with the rows, cleared them.
     first = fx.multi_gpu_snapshot(3)
     app = GpuTopApp(snapshots=[first])
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
         table = app.table
-        history = [first]
-        for n in range(1, 9):
-            snap = _tick(first, n)
-            history.append(snap)
-            app.apply_snapshot(snap, tuple(history))
-            await pilot.pause()
+        async for n in _drawn_ticks(pilot, app, first, range(1, 9)):
             assert table.last_update == "cells"
             shown = set(table._cells.values())
             body = [k for k in table._fast_rows if k[0] != "header"]
@@ -214,16 +226,10 @@ async def test_equal_cells_are_held_once_across_rows_and_ticks() -> None:
     first = fx.multi_gpu_snapshot(4)
     app = GpuTopApp(snapshots=[first])
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
         table = app.table
         history = [first]
-        for n in range(9):
-            if n:
-                snap = _tick(first, n)
-                history.append(snap)
-                app.apply_snapshot(snap, tuple(history))
-                await pilot.pause()
-                assert table.last_update == "cells"
+        async for n in _drawn_ticks(pilot, app, first, range(9), history):
+            assert n == 0 or table.last_update == "cells"
             cells = [c for row in table._cells.values() for c in row]
             assert len({id(c) for c in cells}) == len(set(cells)) < len(cells), n
             held = [v for row in table._data.values() for v in row.values()]
