@@ -31,7 +31,7 @@ from gputop.pipeline import Feed, Frame, Stream
 from gputop.sources.base import no_signal_reason
 from gputop.ui.gpu_panel import GpuPanel
 from gputop.ui.lines import HeaderLine, PartsLines
-from gputop.ui.main_area import DashboardScreen, MainArea, NoMatch, ProcessNotes
+from gputop.ui.main_area import MainArea, NoMatch, ProcessNotes
 from gputop.ui.process_table import ProcessTable
 from gputop.ui.terminal import (
     QUIT_GRACE_S,
@@ -474,9 +474,6 @@ class GpuTopApp(App[int]):
         if self.screen_stack:
             self.filter_input.value = ""
             self.filter_input.display = False
-
-    def get_default_screen(self) -> Screen[Any]:
-        return DashboardScreen(id="_default")  # a partial update draws what changed only
 
     @property
     def _main_screen(self) -> Screen[Any]:
