@@ -12,13 +12,16 @@ removes its socket file, which tmux leaves behind.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 import shlex
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 _count = itertools.count()
 
@@ -114,3 +117,31 @@ class TmuxPane:
     def close(self) -> None:
         self.tmux("kill-server", check=False)
         self.socket_path.unlink(missing_ok=True)
+
+
+def probe_in_pane(
+    probe: str,
+    out: Path,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    *,
+    closer: str,
+    what: str,
+) -> Any:
+    """Run ``python -c probe out *args`` in a 120x40 pane, from ``cwd`` with ``env``
+    exported, until the probe has written ``out`` whole (its JSON ends with ``closer``);
+    the pane is closed then, and the JSON returned. A probe that never writes fails,
+    saying ``what`` did not come and what the pane shows."""
+    q = shlex.quote
+    exports = "".join(f"export {k}={q(v)}; " for k, v in env.items())
+    run = " ".join(map(q, [sys.executable, "-c", probe, str(out), *args]))
+    pane = TmuxPane("sh -c " + q(f"{exports}cd {q(str(cwd))}; exec {run}"), width=120, height=40)
+    try:
+        deadline = time.monotonic() + 60
+        while not out.exists() or not out.read_text().endswith(closer):
+            assert time.monotonic() < deadline, f"no {what}; the pane shows:\n{pane.screen()}"
+            time.sleep(0.05)
+    finally:
+        pane.close()
+    return json.loads(out.read_text())

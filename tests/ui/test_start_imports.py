@@ -9,17 +9,13 @@ must load when first needed.
 
 from __future__ import annotations
 
-import json
-import shlex
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.fakenvml import FakeGpu, FakeProcess, Scenario
-from tests.tmux_pane import TmuxPane
+from tests.tmux_pane import probe_in_pane
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,19 +109,7 @@ sys.exit(cli.main(sys.argv[2:]))
 
 def modules_at_first_frame(tmp_path: Path, argv: list[str], env: dict[str, str]) -> list[str]:
     out = tmp_path / "modules.json"
-    q = shlex.quote
-    exports = "".join(f"export {k}={q(v)}; " for k, v in env.items())
-    run = " ".join(map(q, [sys.executable, "-c", PROBE, str(out), *argv]))
-    command = "sh -c " + q(f"{exports}cd {q(str(ROOT))}; exec {run}")
-    pane = TmuxPane(command, width=120, height=40)
-    try:
-        deadline = time.monotonic() + 60
-        while not out.exists() or not out.read_text().endswith("]"):
-            assert time.monotonic() < deadline, f"no first frame; the pane shows:\n{pane.screen()}"
-            time.sleep(0.05)
-    finally:
-        pane.close()
-    names: list[str] = json.loads(out.read_text())
+    names: list[str] = probe_in_pane(PROBE, out, argv, env, ROOT, closer="]", what="first frame")
     return names
 
 

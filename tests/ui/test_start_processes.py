@@ -7,10 +7,7 @@ Every other consumer (--once, --json, --stream, export, record) takes whole snap
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +30,7 @@ from tests.fakenvml import FakeGpu, FakeNvml, FakeProcess, Scenario
 from tests.helpers.counting import count_calls
 from tests.helpers.first_frame import FirstFrameProbe
 from tests.helpers.screen import terminal_words
-from tests.tmux_pane import TmuxPane
+from tests.tmux_pane import probe_in_pane
 from tests.ui.test_faults_ui import no_holders, wait_for
 from tests.ui.test_ui_app import table_pids
 
@@ -262,18 +259,7 @@ def test_the_real_start_paints_before_it_reads_the_processes(
     env = {"PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "TEXTUAL_ANIMATIONS": "none"}
     env.update(fake_nvml_env(_two_gpus(me)))
     out = tmp_path / "noted.json"
-    q = shlex.quote
-    exports = "".join(f"export {k}={q(v)}; " for k, v in env.items())
-    run = " ".join(map(q, [sys.executable, "-c", PROBE, str(out), "--interval", "60"]))
-    pane = TmuxPane("sh -c " + q(f"{exports}cd {q(str(ROOT))}; exec {run}"), width=120, height=40)
-    try:
-        deadline = time.monotonic() + 60
-        while not out.exists() or not out.read_text().endswith("}"):
-            assert time.monotonic() < deadline, f"no rows; the pane shows:\n{pane.screen()}"
-            time.sleep(0.05)
-    finally:
-        pane.close()
-    noted = json.loads(out.read_text())
+    noted = probe_in_pane(PROBE, out, ["--interval", "60"], env, ROOT, closer="}", what="rows")
     assert noted["first"]["rows"] == 0 and noted["first"]["reads"] == 0
     assert any(PROCESSES_PENDING.message in n for n in noted["first"]["notes"])
     assert noted["reads"] == 1  # the rows of the first snapshot, completed
