@@ -23,15 +23,16 @@ def _later(snap: Any, seconds: float) -> Any:
     return replace(snap, time=snap.time + seconds, gpus=gpus)
 
 
-async def test_a_frame_of_changed_lines_resolves_each_panels_style_once(
+async def test_changed_lines_look_up_each_panels_style_again_only_after_a_style_update(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """``rich_style`` walks the DOM: frames of changed lines (every GPU line, the header)
+    draw them without looking it up again; a theme looks it up once, and the lines'
+    padding then has the new theme's style."""
     first = fx.multi_gpu_snapshot(8)
-    second = _later(first, 1.0)
     app = GpuTopApp(snapshots=[first])
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
-        app.apply_snapshot(second, (first, second))
         panel = app.gpu_panel.query_one("GpuLines")
         header = app.header
         resolved: list[object] = []
@@ -42,13 +43,31 @@ async def test_a_frame_of_changed_lines_resolves_each_panels_style_once(
             return style.fget(node)  # type: ignore[attr-defined]
 
         monkeypatch.setattr(DOMNode, "rich_style", property(counting))
+        snap = first
+        for _ in range(3):
+            later = _later(snap, 1.0)
+            app.apply_snapshot(later, (snap, later))
+            snap = later
+            await pilot.pause()
+            for widget in (panel, header):
+                widget._cache.clear()  # every line drawn again, as after a full change
+                lines = widget.render_lines(widget.region.reset_offset)
+                assert len(lines) == len(widget.lines) > 0
+        assert len(panel.lines) >= 8  # many lines drawn, three times ...
+        assert resolved.count(panel) == resolved.count(header) == 0  # ... no look-up
+        dark = header.rich_style
+        resolved.clear()
+        app.theme = "textual-light"
+        await pilot.pause()  # the screen drawn again: each widget looks its style up ...
         for widget in (panel, header):
-            widget._cache.clear()  # every line drawn again, as after a full change
-            lines = widget.render_lines(widget.region.reset_offset)
-            assert len(lines) == len(widget.lines) > 0
-        assert len(panel.lines) >= 8  # many lines drawn ...
-        assert resolved.count(panel) == 1  # ... from one look-up of the panel's style
-        assert resolved.count(header) == 1
+            widget._cache.clear()
+            widget.render_lines(widget.region.reset_offset)
+            assert resolved.count(widget) == 1  # ... once
+        assert header.rich_style != dark
+        padding = list(header.render_line(0))[-1]  # the header is narrower than the screen
+        light = header.rich_style
+        assert padding.text.isspace() and padding.style is not None
+        assert (padding.style.color, padding.style.bgcolor) == (light.color, light.bgcolor)
 
 
 async def test_an_update_of_many_rows_resolves_the_columns_once(
@@ -316,7 +335,8 @@ async def test_a_frame_that_draws_none_of_a_widgets_lines_resolves_no_style(
 ) -> None:
     """Textual renders every widget beside a changed one (from its cache): the GPU lines
     and the process table look their style up (a walk of the DOM) only in a frame that
-    draws one of their lines, not in each tick's frame for the header's clock."""
+    draws one of their lines, not in each tick's frame for the header's clock; the header
+    and the host lines, which draw a line each tick, not again once looked up."""
     from gputop.ui import gpu_panel
 
     # Past 200 columns of history, within one minute of TIME (13m20s to 13m24s); the
@@ -346,8 +366,10 @@ async def test_a_frame_that_draws_none_of_a_widgets_lines_resolves_no_style(
             await pilot.pause()
             drawn.append(app.header.text)
         assert len(set(drawn)) == len(drawn)  # the clock moved: a frame each tick
-        assert resolved.count(app.header) == len(drawn)  # its one changed line, once
-        assert resolved.count(app.host_panel) == len(drawn)  # the CPU line
+        # Their changed lines (the clock, the CPU line) drawn with the style looked up
+        # before: it changes only with a style update.
+        assert app.header not in resolved
+        assert app.host_panel not in resolved
         assert lines not in resolved
         assert app.table not in resolved
 
