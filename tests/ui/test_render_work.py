@@ -93,6 +93,27 @@ async def test_an_update_of_many_rows_resolves_the_columns_once(
         assert len(calls) == 2
 
 
+async def test_a_tick_reads_each_rows_time_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick's row alike but for its age keeps its cells while its TIME reads the same:
+    what the last row showed was kept with it, so each row's TIME is spelled once a tick
+    (twice before: the last row's again)."""
+    snaps = _idle_ticks(fx.multi_gpu_snapshot(8), 2)
+    app = GpuTopApp(snapshots=snaps[:2])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        spelled: list[object] = []
+        plain = process_table.time_text
+
+        def counting(elapsed: Any) -> str:
+            spelled.append(elapsed)
+            return plain(elapsed)
+
+        monkeypatch.setattr(process_table, "time_text", counting)
+        app.apply_snapshot(snaps[2], snaps)
+        assert app.table.last_update == "skip"
+        assert len(spelled) == app.table.row_count == 16
+
+
 async def test_a_key_on_the_same_snapshot_makes_no_row_or_cell_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
