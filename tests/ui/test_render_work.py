@@ -241,8 +241,9 @@ async def test_gpus_whose_samples_did_not_change_make_no_view_or_line_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Idle GPUs once the charts are full (issue 32 §5): a tick whose GPU samples are the
-    last tick's objects makes no GPU view, cuts no GPU line and draws no history row
-    again; the history still moves on (its cells are the last ones moved by one)."""
+    last tick's objects makes no GPU view, measures no layout, cuts no GPU line and draws
+    no history row again; the history still moves on (its cells are the last ones moved
+    by one)."""
     from gputop.ui import gpu_panel
 
     snaps = _idle_ticks(fx.multi_gpu_snapshot(8), 240)  # more than 200 columns of history
@@ -251,7 +252,7 @@ async def test_gpus_whose_samples_did_not_change_make_no_view_or_line_again(
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
         made: list[object] = []
-        for name in ("gpu_view", "fit_parts", "history_parts"):
+        for name in ("gpu_view", "has_inside", "fit_parts", "history_parts"):
             plain = getattr(gpu_panel, name)
 
             def counting(*args: Any, _plain: Any = plain, _name: str = name, **kw: Any) -> Any:
@@ -272,6 +273,7 @@ async def test_gpus_whose_samples_did_not_change_make_no_view_or_line_again(
         app.apply_snapshot(busier, (*snaps, busier))
         await pilot.pause()
         assert made.count("gpu_view") == 8
+        assert "has_inside" in made
         assert lines.lines != before
 
 
@@ -292,7 +294,14 @@ async def test_views_series_and_lines_kept_from_tick_to_tick_are_those_made_anew
     block's lines kept) against the plain one, over demo ticks whose GPUs change, idle
     ticks that share every sample, a GPU lost, a GPU choice, and two widths."""
     from gputop.ui import gpu_panel
-    from gputop.views.gpu_view import gpu_view
+    from gputop.ui.main_area import MainArea
+    from gputop.views.gpu_view import (
+        bar_width_for,
+        gpu_view,
+        has_inside,
+        line_width,
+        verdict_width_for,
+    )
 
     demo = fx.demo_snapshots(70)
     snaps: list[Any] = []
@@ -325,7 +334,29 @@ async def test_views_series_and_lines_kept_from_tick_to_tick_are_those_made_anew
             await pilot.pause()
             kept_views += len(panel.blocks) - (panel.made - made)
             history = app.history
+            # The layout measured from the GPUs shown and the width (the plain path).
+            shown = [
+                g
+                for g in app.snapshot.gpus  # type: ignore[union-attr]
+                if app.shown_gpus is None or g.index in app.shown_gpus
+            ]
+            compact = app.compact or app.query_one(MainArea).shown.gpu_lines
+            inside = any(has_inside(g) for g in shown)
+            bar_width = bar_width_for(app.size.width, compact, inside)
+            verdict_width = verdict_width_for(app.size.width, compact, bar_width, inside)
+            text_width = max(
+                (
+                    line_width(bar_width, verdict_width, has_inside(g), compact)
+                    for g in shown
+                    if not g.lost
+                ),
+                default=40,
+            )
+            marks = app._verdict_marks() or {}
             for index, block in panel.blocks.items():
+                assert panel._views[index][1][2] == marks.get(index), (i, index)
+                assert panel._views[index][1][:2] == (compact, bar_width), (i, index)
+                assert panel._views[index][1][3:] == (verdict_width, text_width), (i, index)
                 gpu = app.snapshot.gpu(index)  # type: ignore[union-attr]
                 compact, bar_width, verdict, verdict_width, text_width = panel._views[index][1]
                 assert block.view == gpu_view(
