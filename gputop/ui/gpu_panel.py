@@ -8,7 +8,7 @@ from operator import is_
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from gputop.model import GpuSample, Snapshot
+from gputop.model import GpuSample, Snapshot, same_objects
 from gputop.ui.lines import PartsLines
 from gputop.ui.roles import to_content
 from gputop.views.gpu_view import (
@@ -163,6 +163,18 @@ class GpuPanel(VerticalScroll):
         # the very object of the last tick (the source shares a sample that did not
         # change) keeps its view.
         self._views: dict[int, tuple[GpuSample, ViewKey, GpuView]] = {}
+        # What _text last made its views and text width from, and them.
+        self._last_text: (
+            tuple[
+                tuple[GpuSample, ...],
+                bool,
+                int,
+                Mapping[int, VerdictMark] | None,
+                list[GpuView],
+                int,
+            ]
+            | None
+        ) = None
         # The history window the series were made for, and per GPU its (util, mem) cells:
         # the next tick's window is this one moved on, so the cells move on too.
         self._window: tuple[Snapshot, ...] = ()
@@ -187,6 +199,44 @@ class GpuPanel(VerticalScroll):
             why = "no GPU found" if not snapshot.gpus else "no GPU matches the GPU filter"
             self._show_message(((why, "warn"), (" (press a for all GPUs)", "dim")))
             return
+        views, text_width = self._text(gpus, verdicts, compact=compact, width=width)
+        frame = len(COMPACT_HISTORY_GAP) if compact else len(HISTORY_RULE) + HISTORY_LABEL_WIDTH
+        hist_width = max(1, width - text_width - frame)
+        series: list[tuple[Series, ...]] = []
+        cells = self._history_cells(tuple(history[-hist_width:]), [g.index for g in gpus])
+        for g in gpus:
+            util, mem = cells[g.index]
+            series.append((("", util),) if compact else (("util ", util), ("mem  ", mem)))
+
+        if self._message is not None:
+            self._message = None
+            self.remove_children()
+        if self._lines is None or not self._lines.is_attached:
+            self._lines = GpuLines()
+            self.mount(self._lines)
+        blocks = {v.index: GpuBlock(v, s) for v, s in zip(views, series, strict=True)}
+        self.blocks = blocks
+        self._lines.set_blocks(blocks, text_width)
+
+    def _text(
+        self,
+        gpus: Sequence[GpuSample],
+        verdicts: Mapping[int, VerdictMark] | None,
+        *,
+        compact: bool,
+        width: int,
+    ) -> tuple[list[GpuView], int]:
+        """The GPUs' views and the width of their text. The last tick's when its GPUs
+        were these very samples, with the same marks, layout and width (idle GPUs: the
+        NVML source shares a sample that did not change): each is a function of them."""
+        last = self._last_text
+        if (
+            last is not None
+            and same_objects(gpus, last[0])
+            and last[1:3] == (compact, width)
+            and (verdicts is last[3] or verdicts == last[3])
+        ):
+            return last[4], last[5]
         inside = any(has_inside(g) for g in gpus)
         bar_width = bar_width_for(width, compact, inside)
         verdict_width = verdict_width_for(width, compact, bar_width, inside)
@@ -208,23 +258,8 @@ class GpuPanel(VerticalScroll):
             verdict_width=verdict_width,
             text_width=text_width,
         )
-        frame = len(COMPACT_HISTORY_GAP) if compact else len(HISTORY_RULE) + HISTORY_LABEL_WIDTH
-        hist_width = max(1, width - text_width - frame)
-        series: list[tuple[Series, ...]] = []
-        cells = self._history_cells(tuple(history[-hist_width:]), [g.index for g in gpus])
-        for g in gpus:
-            util, mem = cells[g.index]
-            series.append((("", util),) if compact else (("util ", util), ("mem  ", mem)))
-
-        if self._message is not None:
-            self._message = None
-            self.remove_children()
-        if self._lines is None or not self._lines.is_attached:
-            self._lines = GpuLines()
-            self.mount(self._lines)
-        blocks = {v.index: GpuBlock(v, s) for v, s in zip(views, series, strict=True)}
-        self.blocks = blocks
-        self._lines.set_blocks(blocks, text_width)
+        self._last_text = (tuple(gpus), compact, width, verdicts, views, text_width)
+        return views, text_width
 
     def _gpu_views(
         self,

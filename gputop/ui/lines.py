@@ -38,8 +38,8 @@ class PartsLines(Widget):
         self._cache_width = -1
         self._styles: dict[str, Style] = {}
         self._segments: dict[Part, Segment] = {}
-        self._frame_style: Style | None = None
-        self._in_frame = False  # inside render_lines: the style looked up is kept for it
+        # This widget's Rich style, kept as the role styles are: until a style update.
+        self._base: Style | None = None
 
     @property
     def lines(self) -> tuple[Parts, ...]:
@@ -76,24 +76,14 @@ class PartsLines(Widget):
     def get_content_width(self, container: Size, viewport: Size) -> int:
         return max((sum(len(t) for t, _ in line) for line in self._lines), default=0)
 
-    def render_lines(self, crop: Region) -> list[Strip]:
-        # ``rich_style`` walks the DOM: once per frame, not once per changed line, and
-        # not at all in a frame that draws none of this widget's lines (Textual renders
-        # every widget beside a changed one from its cache).
-        self._in_frame = True
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._in_frame = False
-            self._frame_style = None
-
     def _base_style(self) -> Style:
-        """This widget's Rich style, looked up once in a frame."""
-        style = self._frame_style
+        """This widget's Rich style (``rich_style`` walks the DOM), looked up again only
+        after a style update: the stylesheet tells every node it applies to (a theme, a
+        class of an ancestor), as the role styles below rely on too. Settled, a line or two
+        change a second and each looked it up anew: half of what drawing them cost."""
+        style = self._base
         if style is None:
-            style = self.rich_style
-            if self._in_frame:
-                self._frame_style = style
+            style = self._base = self.rich_style
         return style
 
     def render_line(self, y: int) -> Strip:
@@ -136,6 +126,7 @@ class PartsLines(Widget):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+        self._base = None
         self._styles.clear()
         self._segments.clear()
 

@@ -36,6 +36,8 @@ from gputop.views.process_view import (
 
 Cell = tuple[str, str]  # (text as shown, style key)
 RowCells = tuple[Cell, ...]
+#: A row, tagged, what it shows but its age (``_shown_but_time``), its TIME text.
+Made = tuple[ProcRow, bool, tuple[object, ...], str]
 
 #: A row's fields but its age: two rows alike in these and in their TIME text show the
 #: same cells (every field, so that a field a cell comes to show is never missed).
@@ -89,10 +91,11 @@ class ProcessTable(DataTable[ShownCell]):
         self._probes = False  # the PROBE column is shown (a row's process has a probe)
         self._order: list[str] = []
         self._cells: dict[str, RowCells] = {}
-        # Row key -> (the row, tagged) its cells in _cells were made from: the same row
+        # Row key -> the row its cells in _cells were made from (or kept for), tagged, and
+        # what the row shows but its age, and its TIME text (see _cells_of): the same row
         # object (the app makes a snapshot's rows once) keeps its cells until the columns
         # change.
-        self._made: dict[str, tuple[ProcRow, bool]] = {}
+        self._made: dict[str, Made] = {}
         self.rows_by_key: dict[str, ProcRow] = {}
         self.last_update = "none"  # "skip" | "cells" | "rebuild": what the last show() did
         self._styles: dict[str, Style] = {}
@@ -184,19 +187,21 @@ class ProcessTable(DataTable[ShownCell]):
             cells.append(share((text, style)))
         return tuple(cells)
 
-    def _cells_of(self, row: ProcRow, tagged: bool, cols: Sequence[Column]) -> RowCells:
-        made, cells = self._made.get(row.key), self._cells.get(row.key)
-        if made is not None and cells is not None and made[1] == tagged:
-            before = made[0]
-            if before is row:
-                return cells
-            # The next tick's row of the same process, alike but for its age: the same
-            # cells while its TIME reads the same (idle ticks make no cells).
-            if _shown_but_time(before) == _shown_but_time(row) and time_text(
-                before.elapsed
-            ) == time_text(row.elapsed):
-                return cells
-        return self._row_cells(row, tagged, cols)
+    def _cells_of(
+        self, row: ProcRow, tagged: bool, cols: Sequence[Column]
+    ) -> tuple[RowCells, Made]:
+        """The row's cells, and what they were made from (or kept for)."""
+        key = row.key
+        made, cells = self._made.get(key), self._cells.get(key)
+        if made is not None and made[0] is row and made[1] == tagged and cells is not None:
+            return cells, made
+        now: Made = (row, tagged, _shown_but_time(row), time_text(row.elapsed))
+        # The next tick's row of the same process, alike but for its age: the same cells
+        # while its TIME reads the same (idle ticks make no cells). What the last row
+        # showed was kept with it: each row's fields and TIME are read once a tick.
+        if made is not None and cells is not None and made[1:] == now[1:]:
+            return cells, now
+        return self._row_cells(row, tagged, cols), now
 
     def _share(self, cell: Cell) -> Cell:
         """The one held cell equal to ``cell``: many rows show the same GPU, user, type,
@@ -226,8 +231,10 @@ class ProcessTable(DataTable[ShownCell]):
             self.configure(width, compact=compact, sort_key=sort_key, reverse=reverse)
         order = [r.key for r in rows]
         cols = visible_columns(self._compact, self._owners, self._probes)
-        made = {r.key: (r, r.key in tagged) for r in rows}
-        cells = {key: self._cells_of(row, mark, cols) for key, (row, mark) in made.items()}
+        made: dict[str, Made] = {}
+        cells: dict[str, RowCells] = {}
+        for r in rows:
+            cells[r.key], made[r.key] = self._cells_of(r, r.key in tagged, cols)
         self._made = made
         self.rows_by_key = {r.key: r for r in rows}
         reordered = (

@@ -23,15 +23,16 @@ def _later(snap: Any, seconds: float) -> Any:
     return replace(snap, time=snap.time + seconds, gpus=gpus)
 
 
-async def test_a_frame_of_changed_lines_resolves_each_panels_style_once(
+async def test_changed_lines_look_up_each_panels_style_again_only_after_a_style_update(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """``rich_style`` walks the DOM: frames of changed lines (every GPU line, the header)
+    draw them without looking it up again; a theme looks it up once, and the lines'
+    padding then has the new theme's style."""
     first = fx.multi_gpu_snapshot(8)
-    second = _later(first, 1.0)
     app = GpuTopApp(snapshots=[first])
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
-        app.apply_snapshot(second, (first, second))
         panel = app.gpu_panel.query_one("GpuLines")
         header = app.header
         resolved: list[object] = []
@@ -42,13 +43,31 @@ async def test_a_frame_of_changed_lines_resolves_each_panels_style_once(
             return style.fget(node)  # type: ignore[attr-defined]
 
         monkeypatch.setattr(DOMNode, "rich_style", property(counting))
+        snap = first
+        for _ in range(3):
+            later = _later(snap, 1.0)
+            app.apply_snapshot(later, (snap, later))
+            snap = later
+            await pilot.pause()
+            for widget in (panel, header):
+                widget._cache.clear()  # every line drawn again, as after a full change
+                lines = widget.render_lines(widget.region.reset_offset)
+                assert len(lines) == len(widget.lines) > 0
+        assert len(panel.lines) >= 8  # many lines drawn, three times ...
+        assert resolved.count(panel) == resolved.count(header) == 0  # ... no look-up
+        dark = header.rich_style
+        resolved.clear()
+        app.theme = "textual-light"
+        await pilot.pause()  # the screen drawn again: each widget looks its style up ...
         for widget in (panel, header):
-            widget._cache.clear()  # every line drawn again, as after a full change
-            lines = widget.render_lines(widget.region.reset_offset)
-            assert len(lines) == len(widget.lines) > 0
-        assert len(panel.lines) >= 8  # many lines drawn ...
-        assert resolved.count(panel) == 1  # ... from one look-up of the panel's style
-        assert resolved.count(header) == 1
+            widget._cache.clear()
+            widget.render_lines(widget.region.reset_offset)
+            assert resolved.count(widget) == 1  # ... once
+        assert header.rich_style != dark
+        padding = list(header.render_line(0))[-1]  # the header is narrower than the screen
+        light = header.rich_style
+        assert padding.text.isspace() and padding.style is not None
+        assert (padding.style.color, padding.style.bgcolor) == (light.color, light.bgcolor)
 
 
 async def test_an_update_of_many_rows_resolves_the_columns_once(
@@ -72,6 +91,27 @@ async def test_an_update_of_many_rows_resolves_the_columns_once(
         assert rows >= 8 and app.table.last_update == "cells"
         # once for the cells, once to update them in place: not once per row
         assert len(calls) == 2
+
+
+async def test_a_tick_reads_each_rows_time_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick's row alike but for its age keeps its cells while its TIME reads the same:
+    what the last row showed was kept with it, so each row's TIME is spelled once a tick
+    (twice before: the last row's again)."""
+    snaps = _idle_ticks(fx.multi_gpu_snapshot(8), 2)
+    app = GpuTopApp(snapshots=snaps[:2])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        spelled: list[object] = []
+        plain = process_table.time_text
+
+        def counting(elapsed: Any) -> str:
+            spelled.append(elapsed)
+            return plain(elapsed)
+
+        monkeypatch.setattr(process_table, "time_text", counting)
+        app.apply_snapshot(snaps[2], snaps)
+        assert app.table.last_update == "skip"
+        assert len(spelled) == app.table.row_count == 16
 
 
 async def test_a_key_on_the_same_snapshot_makes_no_row_or_cell_again(
@@ -201,8 +241,9 @@ async def test_gpus_whose_samples_did_not_change_make_no_view_or_line_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Idle GPUs once the charts are full (issue 32 §5): a tick whose GPU samples are the
-    last tick's objects makes no GPU view, cuts no GPU line and draws no history row
-    again; the history still moves on (its cells are the last ones moved by one)."""
+    last tick's objects makes no GPU view, measures no layout, cuts no GPU line and draws
+    no history row again; the history still moves on (its cells are the last ones moved
+    by one)."""
     from gputop.ui import gpu_panel
 
     snaps = _idle_ticks(fx.multi_gpu_snapshot(8), 240)  # more than 200 columns of history
@@ -211,7 +252,7 @@ async def test_gpus_whose_samples_did_not_change_make_no_view_or_line_again(
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
         made: list[object] = []
-        for name in ("gpu_view", "fit_parts", "history_parts"):
+        for name in ("gpu_view", "has_inside", "fit_parts", "history_parts"):
             plain = getattr(gpu_panel, name)
 
             def counting(*args: Any, _plain: Any = plain, _name: str = name, **kw: Any) -> Any:
@@ -232,6 +273,7 @@ async def test_gpus_whose_samples_did_not_change_make_no_view_or_line_again(
         app.apply_snapshot(busier, (*snaps, busier))
         await pilot.pause()
         assert made.count("gpu_view") == 8
+        assert "has_inside" in made
         assert lines.lines != before
 
 
@@ -252,7 +294,14 @@ async def test_views_series_and_lines_kept_from_tick_to_tick_are_those_made_anew
     block's lines kept) against the plain one, over demo ticks whose GPUs change, idle
     ticks that share every sample, a GPU lost, a GPU choice, and two widths."""
     from gputop.ui import gpu_panel
-    from gputop.views.gpu_view import gpu_view
+    from gputop.ui.main_area import MainArea
+    from gputop.views.gpu_view import (
+        bar_width_for,
+        gpu_view,
+        has_inside,
+        line_width,
+        verdict_width_for,
+    )
 
     demo = fx.demo_snapshots(70)
     snaps: list[Any] = []
@@ -285,7 +334,29 @@ async def test_views_series_and_lines_kept_from_tick_to_tick_are_those_made_anew
             await pilot.pause()
             kept_views += len(panel.blocks) - (panel.made - made)
             history = app.history
+            # The layout measured from the GPUs shown and the width (the plain path).
+            shown = [
+                g
+                for g in app.snapshot.gpus  # type: ignore[union-attr]
+                if app.shown_gpus is None or g.index in app.shown_gpus
+            ]
+            compact = app.compact or app.query_one(MainArea).shown.gpu_lines
+            inside = any(has_inside(g) for g in shown)
+            bar_width = bar_width_for(app.size.width, compact, inside)
+            verdict_width = verdict_width_for(app.size.width, compact, bar_width, inside)
+            text_width = max(
+                (
+                    line_width(bar_width, verdict_width, has_inside(g), compact)
+                    for g in shown
+                    if not g.lost
+                ),
+                default=40,
+            )
+            marks = app._verdict_marks() or {}
             for index, block in panel.blocks.items():
+                assert panel._views[index][1][2] == marks.get(index), (i, index)
+                assert panel._views[index][1][:2] == (compact, bar_width), (i, index)
+                assert panel._views[index][1][3:] == (verdict_width, text_width), (i, index)
                 gpu = app.snapshot.gpu(index)  # type: ignore[union-attr]
                 compact, bar_width, verdict, verdict_width, text_width = panel._views[index][1]
                 assert block.view == gpu_view(
@@ -316,7 +387,8 @@ async def test_a_frame_that_draws_none_of_a_widgets_lines_resolves_no_style(
 ) -> None:
     """Textual renders every widget beside a changed one (from its cache): the GPU lines
     and the process table look their style up (a walk of the DOM) only in a frame that
-    draws one of their lines, not in each tick's frame for the header's clock."""
+    draws one of their lines, not in each tick's frame for the header's clock; the header
+    and the host lines, which draw a line each tick, not again once looked up."""
     from gputop.ui import gpu_panel
 
     # Past 200 columns of history, within one minute of TIME (13m20s to 13m24s); the
@@ -346,8 +418,10 @@ async def test_a_frame_that_draws_none_of_a_widgets_lines_resolves_no_style(
             await pilot.pause()
             drawn.append(app.header.text)
         assert len(set(drawn)) == len(drawn)  # the clock moved: a frame each tick
-        assert resolved.count(app.header) == len(drawn)  # its one changed line, once
-        assert resolved.count(app.host_panel) == len(drawn)  # the CPU line
+        # Their changed lines (the clock, the CPU line) drawn with the style looked up
+        # before: it changes only with a style update.
+        assert app.header not in resolved
+        assert app.host_panel not in resolved
         assert lines not in resolved
         assert app.table not in resolved
 
