@@ -11,7 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gputop.analysis.gpu_rules import GpuTick, Group, group_of, held, memory_full, scope_samples
+from gputop.analysis.gpu_rules import (
+    GpuTick,
+    Group,
+    group_of,
+    held,
+    memory_full,
+    scope_samples,
+    span_read,
+)
 from gputop.analysis.holders import Runs, all_idle, idle_and_held
 from gputop.analysis.input_rules import (
     HostView,
@@ -170,8 +178,8 @@ def split_window(
 
 #: (GPU set, ticks present): the key of a GPU group.
 GroupKey = tuple[tuple[int, ...], tuple[bool, ...]]
-#: (window parts, span, group): a group with what it was judged from.
-KeptGroup = tuple[list[GpuTick | None], float, Group]
+#: (window parts, what it read of their span, group): a group with what it was judged from.
+KeptGroup = tuple[Sequence[GpuTick | None], tuple[bool, str], Group]
 
 
 @dataclass(slots=True, eq=False)
@@ -239,20 +247,28 @@ class Context:
         return done
 
     def group_of_parts(self, gpus: tuple[int, ...], present: tuple[bool, ...]) -> Group:
-        """``group_of`` the parts, or the last call's group when judged from the same."""
-        parts = [p if here else None for p, here in zip(self.gpu_parts(gpus), present, strict=True)]
-        ticks = [tk.snap.time for tk, here in zip(self.ticks, present, strict=True) if here]
-        span = ticks[-1] - ticks[0] if ticks else 0.0
+        """``group_of`` the parts, or the last call's group when judged from the same parts
+        and an equal read of their span (``span_read``)."""
+        parts: Sequence[GpuTick | None] = self.gpu_parts(gpus)
+        if False in present:  # else, the common case, no list is made
+            parts = [p if here else None for p, here in zip(parts, present, strict=True)]
+        n = present.count(True)
+        span = 0.0
+        if n:
+            first, last = present.index(True), len(present) - 1 - present[::-1].index(True)
+            span = self.ticks[last].snap.time - self.ticks[first].snap.time
+        read = span_read(n, span, self.t)
         c = self.carried
         key: GroupKey = (gpus, present)
         kept = None if c is None else c.groups_before.get(key)
         # the key fixes how many ticks and parts there are: the rest must match
-        if kept is not None and kept[1] == span and all(map(operator.is_, kept[0], parts)):
+        if kept is not None and kept[1] == read and all(map(operator.is_, kept[0], parts)):
             group = kept[2]
         else:
+            ticks = [tk.snap.time for tk, here in zip(self.ticks, present, strict=True) if here]
             group = group_of(self.t, gpus, parts, ticks, span)
         if c is not None:
-            c.groups_now[key] = (parts, span, group)
+            c.groups_now[key] = (parts, read, group)
         return group
 
     # --- the jobs -----------------------------------------------------------------------
