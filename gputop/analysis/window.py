@@ -147,6 +147,20 @@ def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
 _time = operator.attrgetter("time")
 
 
+def dropped(before: Sequence[Tick], ticks: Sequence[Tick]) -> int | None:
+    """How many of the ``before`` window's first ticks ``ticks`` dropped, when it starts
+    with all the others, in order (None: it does not)."""
+    if not ticks:
+        return None
+    first = ticks[0]
+    for k, tick in enumerate(before):
+        if tick is first:
+            kept = len(before) - k
+            same = kept <= len(ticks) and all(map(operator.is_, before[k:], ticks[:kept]))
+            return k if same else None
+    return None
+
+
 def continues(prev: Sequence[Snapshot], given: Sequence[Snapshot]) -> int | None:
     """How many snapshots ``given`` cut from ``prev``'s start, if it continues it; else None."""
     if not prev:
@@ -178,6 +192,8 @@ def split_window(
 
 #: (GPU set, ticks present): the key of a GPU group.
 GroupKey = tuple[tuple[int, ...], tuple[bool, ...]]
+#: (a GPU set's part in each window tick, whether it had samples there).
+KeptParts = tuple[list[GpuTick], tuple[bool, ...]]
 #: (window parts, what it read of their span, group): a group with what it was judged from.
 KeptGroup = tuple[Sequence[GpuTick | None], tuple[bool, str], Group]
 
@@ -189,6 +205,9 @@ class Carried:
     tracks: dict[str, Track] = field(default_factory=dict)  # job id -> its track over the window
     groups_before: dict[GroupKey, KeptGroup] = field(default_factory=dict)
     groups_now: dict[GroupKey, KeptGroup] = field(default_factory=dict)
+    # GPU set -> (its part in each window tick, whether it had samples there)
+    parts_before: dict[tuple[int, ...], KeptParts] = field(default_factory=dict)
+    parts_now: dict[tuple[int, ...], KeptParts] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -201,10 +220,13 @@ class Context:
     base: int  # sequence number of history[0] (idle-holder run memo)
     runs: Runs
     carried: Carried | None = None  # valid until the analyzer's next call
+    # with ``carried``: how many ticks the window dropped from the last call's, whose
+    # others are its first (None: it does not go on from the last call's)
+    dropped: int | None = None
     groups: dict[GroupKey, Group] = field(default_factory=dict)
     causes: dict[str, tuple[JobSignals, int] | None] = field(default_factory=dict)
     memory: dict[tuple[int, ...], Finding | None] = field(default_factory=dict)
-    parts: dict[tuple[int, ...], list[GpuTick]] = field(default_factory=dict)
+    parts: dict[tuple[int, ...], KeptParts] = field(default_factory=dict)
 
     @property
     def latest(self) -> Snapshot:
@@ -225,10 +247,29 @@ class Context:
     # --- the GPU side -------------------------------------------------------------------
 
     def gpu_parts(self, gpus: tuple[int, ...]) -> list[GpuTick]:
+        """``gpus``' part in each window tick (``Tick.gpu``)."""
+        return self._parts(gpus)[0]
+
+    def gpu_present(self, gpus: tuple[int, ...]) -> tuple[bool, ...]:
+        """Whether ``gpus`` had samples in each window tick."""
+        return self._parts(gpus)[1]
+
+    def _parts(self, gpus: tuple[int, ...]) -> KeptParts:
         out = self.parts.get(gpus)
         if out is None:
-            t = self.t
-            out = self.parts[gpus] = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in self.ticks]
+            t, ticks, c = self.t, self.ticks, self.carried
+            kept = None if c is None or self.dropped is None else c.parts_before.get(gpus)
+            if kept is None:
+                parts = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in ticks]
+                present = tuple(p.n > 0 for p in parts)
+            else:  # the window went on: the last call's parts of the ticks it kept
+                parts, present = kept[0][self.dropped :], kept[1][self.dropped :]
+                new = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in ticks[len(parts) :]]
+                parts += new
+                present += tuple(p.n > 0 for p in new)
+            out = self.parts[gpus] = (parts, present)
+            if c is not None:
+                c.parts_now[gpus] = out
         return out
 
     def memory_full(self, gpus: tuple[int, ...]) -> Finding | None:
@@ -240,7 +281,7 @@ class Context:
         """The GPU side on ``gpus`` over the ticks where ``present`` (None: with samples)."""
         if present is None:
             # the group of a scope present in exactly those ticks is the same group
-            present = tuple(p.n > 0 for p in self.gpu_parts(gpus))
+            present = self.gpu_present(gpus)
         done = self.groups.get((gpus, present))
         if done is None:
             done = self.groups[gpus, present] = self.group_of_parts(gpus, present)

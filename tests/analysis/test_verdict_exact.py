@@ -23,7 +23,7 @@ from gputop.analysis.holders import Runs
 from gputop.analysis.input_rules import Track
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.verdict import Analyzer
-from gputop.analysis.window import split_window
+from gputop.analysis.window import Tick, split_window
 from gputop.model import Snapshot, replace
 from tests.analysis_oracle import all_verdicts
 from tests.helpers.counting import count_calls
@@ -212,3 +212,38 @@ def test_a_steady_gpu_on_a_live_clock_keeps_its_group(monkeypatch: pytest.Monkey
             assert judged[0] == before, f"tick {tick}: {judged[0] - before} groups judged"
         assert (gpus, job_verdicts) == all_verdicts(history, None, thresholds), f"tick {tick}"
     assert len(spans) > 1  # the span did move
+
+
+def test_a_window_that_goes_on_reads_the_parts_of_its_new_tick_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GPU set's parts over a window that went on from the last call's are the last
+    call's for the ticks it kept (``Context.gpu_parts``): a steady tick looks up each GPU
+    set's part in its new tick alone, not in each of the window's ticks (21 here); the
+    verdicts are the plain rules' (``all_verdicts``, nothing carried)."""
+
+    class Counted(dict[tuple[int, ...], GpuTick]):
+        def get(self, key: Any, default: Any = None) -> Any:
+            looked[0] += 1
+            return super().get(key, default)
+
+    looked = [0]
+    plain_init = Tick.__init__
+
+    def init(tick: Tick, *args: Any) -> None:
+        plain_init(tick, *args)
+        tick._gpu = Counted()
+
+    monkeypatch.setattr(Tick, "__init__", init)
+    thresholds, hists = busy_node()
+    analyzer = Analyzer(thresholds)
+    for n, hist in enumerate(hists):
+        before = looked[0]
+        gpus, job_verdicts, jobs = analyzer.update(hist)
+        scopes = {(g,) for g in gpus} | {j.gpus for j in jobs}
+        if n > thresholds.window_seconds + 1:
+            # each scope: its part in the new tick looked up, then made (``Tick.gpu``: in
+            # its own map, and in the tick before's for a part to take over)
+            assert looked[0] - before <= 3 * len(scopes), f"tick {n}"
+        if n % 10 == 0:
+            assert (gpus, job_verdicts) == all_verdicts(hist, None, thresholds), f"tick {n}"
