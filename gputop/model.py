@@ -1265,10 +1265,16 @@ def _plan(
     return tuple(plan)
 
 
-def check_gpu(sample: GpuSample, source: str, who: str) -> tuple[GpuSample, list[SampleError]]:
+def check_gpu(
+    sample: GpuSample, source: str, who: str, given: frozenset[int] = frozenset()
+) -> tuple[GpuSample, list[SampleError]]:
     """``sample`` with every impossible value None, and an error for each (``who``: the
-    sender in the message, "the driver")."""
+    sender in the message, "the driver"). ``given``: the ids of objects, alive, that this
+    check gave out before (a sample made whole, or any of its parts): passed as they are,
+    not walked again, as a check gives out what it finds whole (it finds its own output
+    whole: tests/sources/test_check_values.py)."""
     check = _Check(source, who)
+    check.ok.update(given)
     made = check.item(sample, "gpus", GpuSample, False)
     return (sample if made is _INVALID else made), check.errors
 

@@ -52,13 +52,13 @@ def group(ctx: Context, gpus: tuple[int, ...], present: tuple[bool, ...] | None)
     if mig_without_util(window_samples):
         early = rules.unknown_util(gpus, window_samples)
     elif len(ticks) < t.min_samples or span < t.min_seconds:
-        early = rules.warming(len(ticks), span, t)
+        early = rules.warming(len(ticks), f"{span:.1f} s", t)
     else:
         util = rules.stats([util_of(samples) for samples in window_samples])
         if util is None:
             early = rules.unknown_util(gpus, window_samples)
     if early is None and util is not None:
-        base, busy, starved, severity = rules.util_reading(util, span, gpus, t)
+        base, busy, starved, severity = rules.util_reading(util, rules.seconds(span), gpus, t)
         sm, tensor, dram = (
             rules.mean(
                 rules.mean(getattr(g.activity, name) for g in samples)

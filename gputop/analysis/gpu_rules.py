@@ -193,7 +193,10 @@ def pct(value: float) -> str:
 
 
 def seconds(value: float) -> str:
-    """Below 10 s a fraction keeps its tenth ('0.5 s')."""
+    """Below 10 s a fraction keeps its tenth ('0.5 s'); a span that is no number (a NaN
+    time) is n/a."""
+    if math.isnan(value):  # round() would raise
+        return "n/a"
     if value >= 10 or round(value, 1) == round(value):
         return f"{value:.0f} s"
     return f"{value:.1f} s"
@@ -267,7 +270,7 @@ class Group:
 def group_of(
     t: Thresholds,
     gpus: tuple[int, ...],
-    parts: list[GpuTick | None],
+    parts: Sequence[GpuTick | None],
     ticks: list[float],
     span: float,
 ) -> Group:
@@ -280,12 +283,13 @@ def group_of(
     latest = next((p for p in reversed(parts) if p is not None and p.n), None)
     if latest is not None and latest.mig_unknown:
         return early(unknown_util(gpus, window()))
-    if len(ticks) < t.min_samples or span < t.min_seconds:
-        return early(warming(len(ticks), span, t))
+    warm, shown = span_read(len(ticks), span, t)
+    if warm:
+        return early(warming(len(ticks), shown, t))
     util = stats([None if p is None else p.util for p in parts])
     if util is None:
         return early(unknown_util(gpus, window()))
-    base, busy, starved, severity = util_reading(util, span, gpus, t)
+    base, busy, starved, severity = util_reading(util, shown, gpus, t)
     here = [p for p in parts if p is not None]
     sm = mean(p.sm for p in here)
     tensor = mean(p.tensor for p in here)
@@ -351,21 +355,31 @@ def unknown_util(gpus: tuple[int, ...], window: Sequence[Sequence[GpuSample]]) -
     )
 
 
-def warming(n: int, span: float, t: Thresholds) -> Finding:
+def span_read(n: int, span: float, t: Thresholds) -> tuple[bool, str]:
+    """All a group reads of the ``span`` of its ``n`` ticks: whether they are too few or
+    too short (warming up), and the span as its texts say it. The group of the same parts
+    and an equal read is the same group (``Context.group_of_parts`` keeps it on a live
+    clock, whose span moves by milliseconds from tick to tick)."""
+    if n < t.min_samples or span < t.min_seconds:
+        return True, f"{span:.1f} s"
+    return False, seconds(span)
+
+
+def warming(n: int, shown: str, t: Thresholds) -> Finding:
+    """``shown``: the span, as ``span_read`` says it."""
     return finding(
         RULES["warming_up"],
-        f"{n} samples over {span:.1f} s; need {t.min_samples} samples and {t.min_seconds:g} s",
+        f"{n} samples over {shown}; need {t.min_samples} samples and {t.min_seconds:g} s",
         "Wait a few seconds for a verdict",
     )
 
 
 def util_reading(
-    util: Stats, span: float, gpus: tuple[int, ...], t: Thresholds
+    util: Stats, shown: str, gpus: tuple[int, ...], t: Thresholds
 ) -> tuple[str, bool, bool, str]:
-    """(the text a group's findings start with, busy, starved, severity)."""
-    base = (
-        f"util mean {pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f}) over {seconds(span)}"
-    )
+    """(the text a group's findings start with, busy, starved, severity); ``shown``: the
+    span, as ``span_read`` says it."""
+    base = f"util mean {pct(util.mean)} (min {util.low:.0f}, max {util.high:.0f}) over {shown}"
     if len(gpus) > 1:
         base += f" on {gpus_text(gpus)}"
     busy = util.mean >= t.util_high

@@ -24,7 +24,7 @@ from gputop.analysis.measured import (
     measured_of,
 )
 from gputop.analysis.thresholds import DEFAULT, Thresholds
-from gputop.analysis.window import Carried, Context, Tick, continues, split_window
+from gputop.analysis.window import Carried, Context, Tick, continues, dropped, split_window
 from gputop.model import Snapshot, Verdict
 
 # --- judging one scope ---------------------------------------------------------------------
@@ -326,12 +326,14 @@ class Analyzer:
         self._runs.prune(base + len(full) - 2)  # scopes not judged last call or this one
         memory = self.memory
         memory.groups_before, memory.groups_now = memory.groups_now, {}
+        memory.parts_before, memory.parts_now = memory.parts_now, {}
+        went_on = dropped(self._window[1], ticks) if track and continued else None
         if track:
             self._slide(base + len(full) - len(window), ticks, continued)
         else:
             memory.tracks, self._window = {}, (0, [])
         carried = memory if track else None  # the plain path carries nothing to the next
-        return Context(t, full, ticks, base, self._runs, carried)
+        return Context(t, full, ticks, base, self._runs, carried, went_on)
 
     def update(self, history: Sequence[Snapshot], judge_jobs: bool = True) -> Analysis:
         """``build_jobs(history[-1])`` and the verdicts on ``history`` (``judge_jobs=False``:

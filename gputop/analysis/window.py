@@ -11,7 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gputop.analysis.gpu_rules import GpuTick, Group, group_of, held, memory_full, scope_samples
+from gputop.analysis.gpu_rules import (
+    GpuTick,
+    Group,
+    group_of,
+    held,
+    memory_full,
+    scope_samples,
+    span_read,
+)
 from gputop.analysis.holders import Runs, all_idle, idle_and_held
 from gputop.analysis.input_rules import (
     HostView,
@@ -139,6 +147,20 @@ def _same_jobs(previous: Tick, snap: Snapshot) -> bool:
 _time = operator.attrgetter("time")
 
 
+def dropped(before: Sequence[Tick], ticks: Sequence[Tick]) -> int | None:
+    """How many of the ``before`` window's first ticks ``ticks`` dropped, when it starts
+    with all the others, in order (None: it does not)."""
+    if not ticks:
+        return None
+    first = ticks[0]
+    for k, tick in enumerate(before):
+        if tick is first:
+            kept = len(before) - k
+            same = kept <= len(ticks) and all(map(operator.is_, before[k:], ticks[:kept]))
+            return k if same else None
+    return None
+
+
 def continues(prev: Sequence[Snapshot], given: Sequence[Snapshot]) -> int | None:
     """How many snapshots ``given`` cut from ``prev``'s start, if it continues it; else None."""
     if not prev:
@@ -170,8 +192,10 @@ def split_window(
 
 #: (GPU set, ticks present): the key of a GPU group.
 GroupKey = tuple[tuple[int, ...], tuple[bool, ...]]
-#: (window parts, span, group): a group with what it was judged from.
-KeptGroup = tuple[list[GpuTick | None], float, Group]
+#: (a GPU set's part in each window tick, whether it had samples there).
+KeptParts = tuple[list[GpuTick], tuple[bool, ...]]
+#: (window parts, what it read of their span, group): a group with what it was judged from.
+KeptGroup = tuple[Sequence[GpuTick | None], tuple[bool, str], Group]
 
 
 @dataclass(slots=True, eq=False)
@@ -181,6 +205,9 @@ class Carried:
     tracks: dict[str, Track] = field(default_factory=dict)  # job id -> its track over the window
     groups_before: dict[GroupKey, KeptGroup] = field(default_factory=dict)
     groups_now: dict[GroupKey, KeptGroup] = field(default_factory=dict)
+    # GPU set -> (its part in each window tick, whether it had samples there)
+    parts_before: dict[tuple[int, ...], KeptParts] = field(default_factory=dict)
+    parts_now: dict[tuple[int, ...], KeptParts] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -193,10 +220,13 @@ class Context:
     base: int  # sequence number of history[0] (idle-holder run memo)
     runs: Runs
     carried: Carried | None = None  # valid until the analyzer's next call
+    # with ``carried``: how many ticks the window dropped from the last call's, whose
+    # others are its first (None: it does not go on from the last call's)
+    dropped: int | None = None
     groups: dict[GroupKey, Group] = field(default_factory=dict)
     causes: dict[str, tuple[JobSignals, int] | None] = field(default_factory=dict)
     memory: dict[tuple[int, ...], Finding | None] = field(default_factory=dict)
-    parts: dict[tuple[int, ...], list[GpuTick]] = field(default_factory=dict)
+    parts: dict[tuple[int, ...], KeptParts] = field(default_factory=dict)
 
     @property
     def latest(self) -> Snapshot:
@@ -217,10 +247,29 @@ class Context:
     # --- the GPU side -------------------------------------------------------------------
 
     def gpu_parts(self, gpus: tuple[int, ...]) -> list[GpuTick]:
+        """``gpus``' part in each window tick (``Tick.gpu``)."""
+        return self._parts(gpus)[0]
+
+    def gpu_present(self, gpus: tuple[int, ...]) -> tuple[bool, ...]:
+        """Whether ``gpus`` had samples in each window tick."""
+        return self._parts(gpus)[1]
+
+    def _parts(self, gpus: tuple[int, ...]) -> KeptParts:
         out = self.parts.get(gpus)
         if out is None:
-            t = self.t
-            out = self.parts[gpus] = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in self.ticks]
+            t, ticks, c = self.t, self.ticks, self.carried
+            kept = None if c is None or self.dropped is None else c.parts_before.get(gpus)
+            if kept is None:
+                parts = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in ticks]
+                present = tuple(p.n > 0 for p in parts)
+            else:  # the window went on: the last call's parts of the ticks it kept
+                parts, present = kept[0][self.dropped :], kept[1][self.dropped :]
+                new = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in ticks[len(parts) :]]
+                parts += new
+                present += tuple(p.n > 0 for p in new)
+            out = self.parts[gpus] = (parts, present)
+            if c is not None:
+                c.parts_now[gpus] = out
         return out
 
     def memory_full(self, gpus: tuple[int, ...]) -> Finding | None:
@@ -232,27 +281,35 @@ class Context:
         """The GPU side on ``gpus`` over the ticks where ``present`` (None: with samples)."""
         if present is None:
             # the group of a scope present in exactly those ticks is the same group
-            present = tuple(p.n > 0 for p in self.gpu_parts(gpus))
+            present = self.gpu_present(gpus)
         done = self.groups.get((gpus, present))
         if done is None:
             done = self.groups[gpus, present] = self.group_of_parts(gpus, present)
         return done
 
     def group_of_parts(self, gpus: tuple[int, ...], present: tuple[bool, ...]) -> Group:
-        """``group_of`` the parts, or the last call's group when judged from the same."""
-        parts = [p if here else None for p, here in zip(self.gpu_parts(gpus), present, strict=True)]
-        ticks = [tk.snap.time for tk, here in zip(self.ticks, present, strict=True) if here]
-        span = ticks[-1] - ticks[0] if ticks else 0.0
+        """``group_of`` the parts, or the last call's group when judged from the same parts
+        and an equal read of their span (``span_read``)."""
+        parts: Sequence[GpuTick | None] = self.gpu_parts(gpus)
+        if False in present:  # else, the common case, no list is made
+            parts = [p if here else None for p, here in zip(parts, present, strict=True)]
+        n = present.count(True)
+        span = 0.0
+        if n:
+            first, last = present.index(True), len(present) - 1 - present[::-1].index(True)
+            span = self.ticks[last].snap.time - self.ticks[first].snap.time
+        read = span_read(n, span, self.t)
         c = self.carried
         key: GroupKey = (gpus, present)
         kept = None if c is None else c.groups_before.get(key)
         # the key fixes how many ticks and parts there are: the rest must match
-        if kept is not None and kept[1] == span and all(map(operator.is_, kept[0], parts)):
+        if kept is not None and kept[1] == read and all(map(operator.is_, kept[0], parts)):
             group = kept[2]
         else:
+            ticks = [tk.snap.time for tk, here in zip(self.ticks, present, strict=True) if here]
             group = group_of(self.t, gpus, parts, ticks, span)
         if c is not None:
-            c.groups_now[key] = (parts, span, group)
+            c.groups_now[key] = (parts, read, group)
         return group
 
     # --- the jobs -----------------------------------------------------------------------

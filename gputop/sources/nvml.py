@@ -15,7 +15,7 @@ import queue
 import select
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
@@ -201,12 +201,30 @@ def same_bus(a: str | None, b: str | None) -> bool:
     return ra == rb and bus_a == bus_b and int(dom_a or "0", 16) == int(dom_b or "0", 16)
 
 
-def check_gpus(samples: list[GpuSample], errors: list[SampleError]) -> list[GpuSample]:
+def check_gpus(
+    samples: Sequence[GpuSample],
+    errors: list[SampleError],
+    before: Mapping[int, GpuSample] | None = None,
+) -> list[GpuSample]:
     """Each sample with every impossible value None (n/a), and an error for each in
-    ``errors`` (the bounds are the model's: docs/drivers.md, "Values gputop refuses")."""
-    checked = [check_gpu(sample, SOURCE, "the driver") for sample in samples]
+    ``errors`` (the bounds are the model's: docs/drivers.md, "Values gputop refuses").
+    ``before``: by GPU index, a sample this check gave out (the last read's); what a
+    sample shares of it is whole, and is not walked again."""
+    before = before or {}
+    checked = [
+        check_gpu(sample, SOURCE, "the driver", _checked_ids(before.get(sample.index)))
+        for sample in samples
+    ]
     errors.extend(error for _, found in checked for error in found)
     return [sample for sample, _ in checked]
+
+
+def _checked_ids(sample: GpuSample | None) -> frozenset[int]:
+    """The ids of a checked sample, its parts and its rows (what ``check_gpu`` walks)."""
+    if sample is None:
+        return frozenset()
+    parts = [getattr(sample, name) for name in _SHARED_PARTS]
+    return frozenset(map(id, (sample, *parts, *sample.processes, *sample.mig_devices)))
 
 
 def _scaled(value: Any, scale: float = 1.0) -> float | None:
@@ -585,14 +603,19 @@ class NvmlReader:
         if self._nv is None:
             return (), ()
         errors = self._errors = []
+        last = self._last_samples
         try:
-            samples = check_gpus(self._read_all(), errors)  # impossible values: n/a
+            # what did not change is the last read's object (the history holds one copy),
+            # which the check gave out: it is not walked again
+            read = [reuse_equal(g, last.get(g.index), _SHARED_PARTS) for g in self._read_all()]
+            checked = check_gpus(read, errors, last)  # impossible values: n/a
         except Exception as exc:  # a bug of ours: say so, keep the app alive
             errors.append(SampleError(SOURCE, f"NVML read failed: {_describe(self._nv, exc)}"))
             return (), tuple(errors)
-        # what did not change is the last read's object: the history holds one copy
-        last = self._last_samples
-        shared = tuple(reuse_equal(g, last.get(g.index), _SHARED_PARTS) for g in samples)
+        shared = tuple(
+            c if c is g else reuse_equal(c, last.get(c.index), _SHARED_PARTS)  # made n/a
+            for c, g in zip(checked, read, strict=True)
+        )
         self._last_samples = {g.index: g for g in shared}
         return shared, tuple(errors)
 

@@ -11,6 +11,7 @@ verdict in full, the jobs) must equal the one the analysis gave before
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -22,9 +23,19 @@ from gputop.analysis.holders import Runs
 from gputop.analysis.input_rules import Track
 from gputop.analysis.jobs import build_jobs
 from gputop.analysis.verdict import Analyzer
+from gputop.analysis.window import Tick, split_window
+from gputop.model import Snapshot, replace
 from tests.analysis_oracle import all_verdicts
 from tests.helpers.counting import count_calls
-from tests.verdict_scenarios import GOLDEN, SCENARIOS, busy_node, digest, run, steady_objects
+from tests.verdict_scenarios import (
+    GOLDEN,
+    SCENARIOS,
+    START,
+    busy_node,
+    digest,
+    run,
+    steady_objects,
+)
 
 
 def _golden(name: str) -> dict[str, Any]:
@@ -171,3 +182,68 @@ def test_an_unchanged_gpu_shares_its_parts_and_its_group(monkeypatch: pytest.Mon
     assert work[45] == (1, 1)  # GPU 1: one new part, its group judged again...
     assert all(work[tick] == (0, 1) for tick in range(46, 60))  # ...while the window moves
     assert work[60] == (1, 2)  # a job left GPU 2: its new part; both groups judged
+
+
+def test_a_steady_gpu_on_a_live_clock_keeps_its_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a live clock the ticks are not a whole second apart, so the window's span moves
+    by a fraction of a millisecond each tick; a GPU whose parts are the last call's keeps
+    its group while the span reads the same (``span_read``: "over 19 s"), and every tick is
+    judged as the plain rules judge it (``all_verdicts``, nothing carried)."""
+    thresholds, hists = steady_objects()
+    timed: dict[int, Snapshot] = {}
+
+    def live(snap: Snapshot) -> Snapshot:
+        # about 1 ms late a tick, with some jitter: each span a little different
+        if id(snap) not in timed:
+            tick = snap.time - START
+            timed[id(snap)] = replace(snap, time=START + tick * 1.001 + (tick * 7 % 5) * 1e-4)
+        return timed[id(snap)]
+
+    analyzer = Analyzer(thresholds)
+    judged = count_calls(monkeypatch, window_mod, "group_of")
+    spans: set[float] = set()
+    for tick, hist in enumerate(itertools.islice(hists, 30)):
+        history = [live(s) for s in hist]
+        before = judged[0]
+        gpus, job_verdicts, _ = analyzer.update(history)
+        if tick > thresholds.window_seconds + 1:
+            window = split_window(history, thresholds)[1]
+            spans.add(window[-1].time - window[0].time)
+            assert judged[0] == before, f"tick {tick}: {judged[0] - before} groups judged"
+        assert (gpus, job_verdicts) == all_verdicts(history, None, thresholds), f"tick {tick}"
+    assert len(spans) > 1  # the span did move
+
+
+def test_a_window_that_goes_on_reads_the_parts_of_its_new_tick_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GPU set's parts over a window that went on from the last call's are the last
+    call's for the ticks it kept (``Context.gpu_parts``): a steady tick looks up each GPU
+    set's part in its new tick alone, not in each of the window's ticks (21 here); the
+    verdicts are the plain rules' (``all_verdicts``, nothing carried)."""
+
+    class Counted(dict[tuple[int, ...], GpuTick]):
+        def get(self, key: Any, default: Any = None) -> Any:
+            looked[0] += 1
+            return super().get(key, default)
+
+    looked = [0]
+    plain_init = Tick.__init__
+
+    def init(tick: Tick, *args: Any) -> None:
+        plain_init(tick, *args)
+        tick._gpu = Counted()
+
+    monkeypatch.setattr(Tick, "__init__", init)
+    thresholds, hists = busy_node()
+    analyzer = Analyzer(thresholds)
+    for n, hist in enumerate(hists):
+        before = looked[0]
+        gpus, job_verdicts, jobs = analyzer.update(hist)
+        scopes = {(g,) for g in gpus} | {j.gpus for j in jobs}
+        if n > thresholds.window_seconds + 1:
+            # each scope: its part in the new tick looked up, then made (``Tick.gpu``: in
+            # its own map, and in the tick before's for a part to take over)
+            assert looked[0] - before <= 3 * len(scopes), f"tick {n}"
+        if n % 10 == 0:
+            assert (gpus, job_verdicts) == all_verdicts(hist, None, thresholds), f"tick {n}"

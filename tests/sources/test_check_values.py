@@ -10,17 +10,21 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputop.model import (
     GPU_METRICS,
     LIMITS,
     Clocks,
     GpuMemory,
+    GpuProcess,
     GpuSample,
     HostSample,
     Pcie,
     SampleError,
     Snapshot,
+    Utilization,
     check_values,
 )
 from gputop.sources.nvml import check_gpus
@@ -213,3 +217,52 @@ def test_host_sample_tuples_of_the_wrong_kind_are_na() -> None:
     )
     out = check_values(snap, "replay", "the recording")
     assert out.host is not None and out.host.load_average is None and out.host.cpu_per_core == ()
+
+
+_ANY_NUMBER = st.one_of(
+    st.none(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 1, 15, 16, 100, 101, 2**64 - 1, 2**64, -1, True]),
+)
+
+
+@st.composite
+def _samples(draw: st.DrawFn) -> GpuSample:
+    """A GPU as a broken driver could give it: any number in any numeric field."""
+
+    def num() -> Any:
+        return draw(_ANY_NUMBER)
+
+    rows = tuple(
+        GpuProcess(
+            pid=draw(st.sampled_from([0, 1, 4242, 2**32 - 1])), gpu_memory=num(), sm_percent=num()
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    )
+    return GpuSample(
+        index=draw(st.integers(0, 3)),
+        memory=GpuMemory(total=num(), used=num(), free=num(), reserved=num()),
+        utilization=Utilization(gpu=num(), memory=num()),
+        temperature_c=num(),
+        power_w=num(),
+        fan_percent=num(),
+        performance_state=num(),
+        clocks=Clocks(sm_mhz=num(), memory_mhz=num(), sm_max_mhz=num()),
+        pcie=Pcie(gen=num(), width=num(), tx_bytes_per_s=num()),
+        ecc_uncorrected=num(),
+        processes=rows,
+    )
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(_samples())
+def test_the_check_finds_what_it_gave_out_whole(sample: GpuSample) -> None:
+    """What the NVML reader's check passes without a walk (the last read's sample and
+    parts, ``check_gpu``'s ``given``) is what the check gave out: checked again, it is
+    whole, the same object, without an error."""
+    errors: list[SampleError] = []
+    (made,) = check_gpus([sample], errors)
+    again: list[SampleError] = []
+    (twice,) = check_gpus([made], again)
+    assert again == [] and twice is made

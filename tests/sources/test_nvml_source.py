@@ -14,6 +14,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from gputop import model
 from gputop.model import GpuSample, SampleError
 from gputop.sources.nvml import (
     NvmlReader,
@@ -1022,3 +1023,48 @@ def test_a_changed_process_row_shares_its_unchanged_values(
     (c,), _ = r.read()
     (pc,) = c.processes
     assert pc.sm_percent is pa.sm_percent  # one float object for 30 %
+
+
+def test_each_read_walks_only_what_changed_and_says_each_impossible_value(
+    fake_nvml: FakeNvml, reader: Reader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check walks what the last read's check did not give out: a GPU whose values did
+    not change, and the parts of one that did, are the last read's objects, not walked
+    again; an impossible value is n/a and said at every read, as at the first."""
+    fake_nvml.write(
+        Scenario(
+            gpus=[
+                FakeGpu(memory_used=90 * GiB, memory_free=0, processes=[FakeProcess(5)]),
+                FakeGpu(pstate=20, processes=[FakeProcess(6)]),
+                FakeGpu(processes=[FakeProcess(7)]),
+            ]
+        )
+    )
+    walked: list[str] = []
+    walk = model._Check.walk
+
+    def counted(check: Any, obj: Any, path: str) -> Any:
+        if id(obj) not in check.ok:
+            walked.append(type(obj).__name__)
+        return walk(check, obj, path)
+
+    monkeypatch.setattr(model._Check, "walk", counted)
+    r = reader()
+    reads = []
+    for _ in range(3):
+        walked.clear()
+        reads.append((*r.read(), sorted(walked)))
+    first, *later = reads
+    assert sorted(first[2]) == sorted(["GpuSample", "GpuProcess", *_PARTS] * 3)
+    for gpus, errors, walks in later:
+        # the GPU with an impossible scalar is made anew; its memory part is refused anew
+        assert walks == ["GpuMemory", "GpuSample", "GpuSample"]
+        assert [(e.gpu, e.metric) for e in errors] == [(0, "memory.used"), (1, "performance_state")]
+        assert errors == first[1]
+        assert gpus[0].memory.used is None and gpus[1].performance_state is None
+        assert gpus[2] is first[0][2]  # unchanged: the same object
+        assert all(a.processes is b.processes for a, b in zip(gpus, first[0], strict=True))
+
+
+#: The parts of a GpuSample the check walks (each a dataclass of the model).
+_PARTS = ("Activity", "Clocks", "GpuMemory", "Nvlink", "Pcie", "Utilization")

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The running dashboard's sampler thread once settled, part by part (no profiler).
+
+    python bench/sampler_thread_parts.py [--per-gpu 2] [--settle 65] [--seconds 20] [--tree DIR]
+
+``ui_thread_parts.py``'s run (``gputop --interval 1`` in a 200x50 tmux pane on the fake
+8 GPUs x N real processes, settled), for the sampler's thread: its CPU (schedstat) and
+the thread CPU spent in its parts, each wrapped once: the tick (the NVML read and its
+check, the host, the GPU processes' rows, the holders scan) and the diagnosis
+(``Feed.push``: the GPU verdicts, the context, the groups judged), on a live clock
+(``bench_tick_parts.py`` steps its clocks). The wrappers cost a little: the thread uses
+less unwrapped. Parts nest; they are not to be added up. ``--tree DIR``: the gputop of
+that checkout (default: this one). Needs tmux and gcc. Prints figures; it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_ui import scenario_for, warm_bytecode  # noqa: E402
+from tests.fakenvml import subprocess_env  # noqa: E402
+
+PROBE = """
+import json, sys, threading, time, functools, collections
+out, settle, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+spent, calls, active = collections.Counter(), collections.Counter(), []
+state = {}
+def wrap(owner, name, label=None):
+    plain, label = getattr(owner, name), label or f"{owner.__name__}.{name}"
+    @functools.wraps(plain)
+    def wrapped(*args, **kw):
+        t0 = time.thread_time_ns()
+        try:
+            return plain(*args, **kw)
+        finally:
+            if active and threading.current_thread() is state.get("sampler"):
+                spent[label] += time.thread_time_ns() - t0; calls[label] += 1
+    setattr(owner, name, wrapped)
+import gputop.sources.live as live, gputop.sources.nvml as nvml, gputop.sources.host as host
+import gputop.pipeline as pipeline
+import gputop.sampler as sampler_mod
+wrap(nvml.NvmlReader, "read"); wrap(host.HostReader, "read_host")
+wrap(host.HostReader, "read_processes")
+wrap(live.LiveSource, "_scan_holders"); wrap(live.LiveSource, "snapshot")
+wrap(pipeline.Feed, "push")
+wrap(sampler_mod.Sampler, "_tick"); wrap(sampler_mod.Sampler, "_hand_out")
+import gputop.diagnosis as diag, gputop.analysis.verdict as verdict
+import gputop.analysis.window as window
+wrap(diag.Diagnoser, "push"); wrap(verdict.Analyzer, "context"); wrap(verdict, "gpu_verdicts_of")
+wrap(verdict, "job_verdict"); wrap(window, "group_of"); wrap(nvml, "check_gpus")
+import gputop.ui.app as app
+def schedstat(tid):
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0])
+run = sampler_mod.Sampler._run
+def _run(self):
+    state["sampler"] = threading.current_thread(); state["tid"] = threading.get_native_id()
+    return run(self)
+sampler_mod.Sampler._run = _run
+mount = app.GpuTopApp.on_mount
+def on_mount(self):
+    mount(self)
+    def begin():
+        self.window = (time.monotonic(), schedstat(state["tid"]))
+        active.append(1)
+        self.set_timer(seconds, end)
+    def end():
+        active.clear()
+        t0, cpu0 = self.window
+        with open(out, "w") as f:
+            thread_ns = schedstat(state["tid"]) - cpu0
+            json.dump({"seconds": time.monotonic() - t0, "thread_ns": thread_ns,
+                       "spent": spent, "calls": calls}, f)
+        self.exit()
+    self.set_timer(settle, begin)
+app.GpuTopApp.on_mount = on_mount
+import gputop.cli as cli
+cli.main(["--interval", "1"])
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-gpu", type=int, default=2)
+    parser.add_argument("--settle", type=float, default=65.0)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--tree", type=Path, default=ROOT, help="a gputop checkout")
+    args = parser.parse_args(argv)
+    tree = args.tree.resolve()
+    children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * args.per_gpu)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="gputop-sampler-parts-") as tmp:
+            scenario = scenario_for([c.pid for c in children], args.per_gpu)
+            env = subprocess_env(scenario.write(Path(tmp) / "scenario.txt"))
+            env["PYTHONPATH"] = str(tree)
+            warm_bytecode(env, Path(tmp) / "pycache", sys.executable)
+            out = Path(tmp) / "parts.json"
+            keep = ("LD_LIBRARY_PATH", "FAKE_NVML_SCENARIO", "PYTHONPATH", "PYTHONPYCACHEPREFIX")
+            exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in keep if k in env)
+            probe = [sys.executable, "-c", PROBE, str(out), str(args.settle), str(args.seconds)]
+            command = f"env -u PYTHONDONTWRITEBYTECODE {exports} {shlex.join(probe)}"
+            tmux = ["tmux", "-L", f"gputop-sampler-parts-{id(out)}", "-f", "/dev/null"]
+            # In the tree: ``python -c`` puts its working directory first on sys.path.
+            new = ["new-session", "-d", "-x", "200", "-y", "50", "-c", str(tree), command]
+            subprocess.run([*tmux, *new])
+            try:
+                deadline = time.monotonic() + args.settle + args.seconds + 60
+                while not out.exists() and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                time.sleep(0.3)
+            finally:
+                subprocess.run([*tmux, "kill-server"], capture_output=True)
+            if not out.exists():
+                print("the dashboard ended before the window closed", file=sys.stderr)
+                return 1
+            got = json.loads(out.read_text())
+    finally:
+        for c in children:
+            c.kill()
+            c.wait()
+    secs = got["seconds"]
+    print(
+        f"8 GPUs x {args.per_gpu}, 200x50, 1 s, settled {args.settle:g} s, {secs:.1f} s: "
+        f"sampler thread {got['thread_ns'] / secs / 1e6:.2f} ms of CPU a second (wrapped); {tree}"
+    )
+    print(f"  {'ms/s':>7} {'calls/s':>8}  part")
+    for label in sorted(got["calls"], key=lambda k: (-got["spent"].get(k, 0), k)):
+        ms = got["spent"].get(label, 0) / secs / 1e6
+        print(f"  {ms:7.3f} {got['calls'][label] / secs:8.2f}  {label}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
