@@ -266,13 +266,11 @@ class GpuTopApp(App[int]):
         box = self._parts.get("#filter")
         if box is not None and box.parent is not None:
             return cast(Input, box)
-        if not self.screen_stack:
-            return None  # not composed yet
+        if not mount or not self.screen_stack:
+            return None  # only this mounts it (a tick asks, and must not query the DOM)
         main = self._main_screen
         found = main.query_one_optional("#filter", Input)
         if found is None:
-            if not mount:
-                return None
             found = Input(placeholder=FILTER_PLACEHOLDER, id="filter")
             main.query_one("#main").mount(found, before="#no-match")
         self._parts["#filter"] = found
