@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import unicodedata
 from functools import lru_cache
+from typing import Final
 
 ELLIPSIS = "…"
 
@@ -15,9 +16,18 @@ def is_wide(ch: str) -> bool:
     return unicodedata.east_asian_width(ch) in ("W", "F")
 
 
+#: The characters gputop draws itself beside its ASCII (bars, sparklines, marks): one cell
+#: each, answered without Unicode's database, whose tables a lookup pages in (a shared
+#: library's data, a fault-around at a time) for the whole run. tests/ui/test_cells.py holds
+#: each answer to the database's.
+OWN_GLYPHS: Final = frozenset("▁▂▃▄▅▆▇█░▒▓│…·°≥≤▼▲↑↓→←›×")
+
+
 @lru_cache(maxsize=8192)
 def char_cells(ch: str) -> int:
     """Cells one character takes: 2, 1, or 0 (combining marks, format characters)."""
+    if ch.isascii() or ch in OWN_GLYPHS:
+        return 1
     if is_wide(ch):
         return 2
     if unicodedata.combining(ch) or unicodedata.category(ch) in ("Cf", "Mn", "Me"):

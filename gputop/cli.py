@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import os
 import sys
@@ -282,14 +283,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     sampler,
                     thresholds=args.thresholds,
                     count=args.count,
-                    select=lambda snap: _selection(args, parser, snap),
+                    select=functools.partial(_selection, args, parser),
                     first_window=ONCE_WINDOW_S,
                 )
             except KeyboardInterrupt:  # Ctrl-C: the usual way to stop a stream; no traceback
                 return argtypes.EXIT_INTERRUPTED
         if once:
             return _once(sampler, args, parser)
-        return _dashboard(sampler, args, parser, config)
+        selection = _selection(args, parser, sampler.tick_now(processes=False))
+        del parser  # a dashboard runs for days: nothing of the parser is kept meanwhile
+        return _dashboard(sampler, args, selection, config)
     finally:
         # A hung source call must not hold the process: a stale tick is not waited for.
         sampler.stop(timeout=0.0 if sampler.stale else STOP_TIMEOUT_S)
@@ -352,11 +355,11 @@ def _once(sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentP
 
 
 def _dashboard(
-    sampler: Sampler, args: argparse.Namespace, parser: argparse.ArgumentParser, config: Config
+    sampler: Sampler, args: argparse.Namespace, selection: frozenset[int] | None, config: Config
 ) -> int:
-    """The first snapshot validates --gpus; the app starts the sampler. That snapshot's
-    processes are read once the first frame is drawn (the sampler completes it)."""
-    selection = _selection(args, parser, sampler.tick_now(processes=False))
+    """``selection``: --gpus, validated on the first snapshot (:func:`_selection`). The app
+    starts the sampler; that snapshot's processes are read once the first frame is drawn
+    (the sampler completes it)."""
     try:
         from gputop.ui.app import run_app
     except ImportError as exc:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import json
 import os
 import stat
 import time
@@ -74,6 +73,8 @@ class _Parsed:
 
 def parse(data: bytes) -> _Parsed:
     """A file's bytes as a probe, its values checked; Refused when it is not one."""
+    import json  # here: most dashboards never read a probe file, and json would stay loaded
+
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError, UnicodeDecodeError):

@@ -227,12 +227,14 @@ class GpuTopApp(App[int]):
             yield GpuPanel(id="gpus")
             yield PartsLines(id="host")  # host_lines: a line repaints only when it changes
             yield ProcessNotes(id="notes")  # why the process table may be incomplete
-            # Here comes the filter box (filter_input), hidden until asked for.
+            # Here comes the filter box (filter_input), mounted when first asked for.
             yield NoMatch(id="no-match")  # the filter or GPU choice hides every process
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
-        # The footer (a widget per key, and its CSS) and the filter box come right after
-        # the first frame's paint (_mount_after_first_frame): the GPU lines need neither.
+        # The footer (a widget per key, and its CSS) comes right after the first frame's
+        # paint (_mount_after_first_frame): the GPU lines do not need it. The filter box
+        # comes when first asked for: most runs never filter, and a hidden box is a widget
+        # with its styles, caches and message queue kept for the whole run.
 
     def _part(self, selector: str, kind: type[W]) -> W:
         """A widget of the main screen, looked up once: the dashboard reads several of them
@@ -259,18 +261,16 @@ class GpuTopApp(App[int]):
         return self._part("#procs", ProcessTable)
 
     def _filter_box(self, *, mount: bool) -> Input | None:
-        """The main screen's filter box, looked up once (as ``_part``); it is mounted after
-        the first frame: before, None, or with ``mount`` made and mounted now."""
+        """The main screen's filter box, looked up once (as ``_part``); it is mounted when
+        first asked for: until then None, or with ``mount`` made and mounted now."""
         box = self._parts.get("#filter")
         if box is not None and box.parent is not None:
             return cast(Input, box)
-        if not self.screen_stack:
-            return None  # not composed yet
+        if not mount or not self.screen_stack:
+            return None  # only this mounts it (a tick asks, and must not query the DOM)
         main = self._main_screen
         found = main.query_one_optional("#filter", Input)
         if found is None:
-            if not mount:
-                return None
             found = Input(placeholder=FILTER_PLACEHOLDER, id="filter")
             main.query_one("#main").mount(found, before="#no-match")
         self._parts["#filter"] = found
@@ -278,7 +278,7 @@ class GpuTopApp(App[int]):
 
     @property
     def filter_input(self) -> Input:
-        """The filter box: mounted after the first frame, or now if asked for before."""
+        """The filter box, mounted now if it is not yet."""
         box = self._filter_box(mount=True)
         if box is None:
             raise LookupError("the filter box is asked for before the app is composed")
@@ -344,9 +344,9 @@ class GpuTopApp(App[int]):
         self.call_after_refresh(self._mount_after_first_frame)
 
     async def _mount_after_first_frame(self) -> None:
-        """The sampler started, the first snapshot's verdicts, the filter box (hidden) and
-        the footer, one refresh after the first frame: the footer, docked at the bottom,
-        takes its row from the table in the next frame. A first snapshot drawn before its
+        """The sampler started, the first snapshot's verdicts and the footer, one refresh
+        after the first frame: the footer, docked at the bottom, takes its row from the
+        table in the next frame. A first snapshot drawn before its
         processes were read is completed by the sampler's thread at once, and comes back
         judged (on_frame_arrived)."""
         try:
@@ -371,7 +371,6 @@ class GpuTopApp(App[int]):
         main = self._main_screen
         if self.closing or main.query_one_optional("#footer") is not None:
             return
-        _ = self.filter_input  # mounts it
         footer = Footer(id="footer")
         self._set_footer(footer, self.size)
         await main.mount(footer)
@@ -471,9 +470,10 @@ class GpuTopApp(App[int]):
         self.tagged.clear()
         self.stale = False
         self.sample_error = None
-        if self.screen_stack:
-            self.filter_input.value = ""
-            self.filter_input.display = False
+        box = self._filter_box(mount=False)
+        if box is not None:
+            box.value = ""
+            box.display = False
 
     @property
     def _main_screen(self) -> Screen[Any]:
@@ -718,8 +718,8 @@ class GpuTopApp(App[int]):
         self.refresh_view()
 
     def action_clear_filter(self) -> None:
-        box = self.filter_input
-        if not box.display and not self.text_filter:
+        box = self._filter_box(mount=False)
+        if box is None or (not box.display and not box.value):
             return
         box.value = ""
         box.display = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gputop import __version__
+from gputop import __version__, argtypes
 from gputop.argtypes import EXIT_NO_DRIVER
 from gputop.cells import is_wide
 from gputop.cli import EXIT_USAGE, main
@@ -341,6 +342,25 @@ def test_dashboard_gets_a_primed_sampler_and_resolved_filter(
     assert seen["readonly"] is True and seen["interval"] == 0.5
     assert seen["latest"] is not None and seen["latest"].source == "demo"
     assert not seen["sampler"].running  # stopped after the app returned
+
+
+def test_the_dashboard_runs_without_the_argument_parser(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dashboard runs for days: the parser (its actions, help texts, formatter) is let
+    go once the arguments and --gpus are checked, not held by the frames below."""
+    alive: list[int] = []
+
+    def run_app(sampler: Any, **options: Any) -> int:
+        gc.collect()
+        alive.append(sum(isinstance(o, argtypes.Parser) for o in gc.get_objects()))
+        return 0
+
+    fake = types.ModuleType("gputop.ui.app")
+    fake.run_app = run_app  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gputop.ui.app", fake)
+    rc, _, _ = run_main(capsys, "--demo", "--gpus", "1")
+    assert rc == 0 and alive == [0]
 
 
 def test_dashboard_gets_the_config_files_keys(

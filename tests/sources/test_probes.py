@@ -624,3 +624,24 @@ def test_fuzz_any_file_is_a_checked_probe_or_a_said_refusal(
         for name in ("allocated", "reserved", "peak"):
             value = getattr(m, name)
             assert value is None or within(value, *LIMITS[CudaMemory, name]), (name, value)
+
+
+def test_json_is_loaded_only_when_a_probe_file_is_read(tmp_path: Path) -> None:
+    """Most dashboards never meet a probe file: the reader, made and asked with no file
+    there, loads no json (its modules and C extension would stay for the whole run)."""
+    d = str(tmp_path)
+    code = (
+        "import sys\n"
+        "import os\n"
+        "from gputop.model import ProcessInfo\n"
+        "from gputop.sources.probes import ProbeReader\n"
+        f"reader = ProbeReader(dirs_of=lambda uid: ({d!r},), own_dir={d!r})\n"
+        "rows = reader.attach((ProcessInfo(pid=os.getpid(), user='me'),))\n"
+        "assert len(rows) == 1 and rows[0].probe is None, rows\n"
+        "print('json' in sys.modules)\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
