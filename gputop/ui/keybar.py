@@ -396,7 +396,8 @@ class KeyBar(Widget, can_focus=False):
             segments = [
                 Segment(p.text, self._style(p.kind, p.owner, keys)) for p in self._layout(width)
             ]
-            strip = self._strip = Strip(segments, width)
+            # Joined where the style runs on, as Textual's compositor draws a blank run.
+            strip = self._strip = Strip(Segment.simplify(segments), width)
         return strip
 
     def _style(self, kind: str, index: int, keys: Sequence[ShownKey]) -> Style:
