@@ -20,7 +20,7 @@ def is_wide(ch: str) -> bool:
 #: each, answered without Unicode's database, whose tables a lookup pages in (a shared
 #: library's data, a fault-around at a time) for the whole run. tests/ui/test_cells.py holds
 #: each answer to the database's.
-OWN_GLYPHS: Final = frozenset("▁▂▃▄▅▆▇█░▒▓│…·°≥≤▼▲↑↓→←›×")
+OWN_GLYPHS: Final = frozenset("▁▂▃▄▅▆▇█░▒▓│▏…·°≥≤▼▲↑↓→←›×")
 
 
 @lru_cache(maxsize=8192)

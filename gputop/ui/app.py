@@ -57,9 +57,8 @@ from gputop.views.parts import (
 W = TypeVar("W", bound=Widget)
 
 if TYPE_CHECKING:
-    from textual.widgets import Footer
-
     from gputop.diagnosis import Diagnosis
+    from gputop.ui.keybar import KeyBar
 
 #: Actions off while another screen is on top (the digits' "gpu" has no Key).
 MAIN_ONLY_ACTIONS = frozenset({"gpu", *(k.action for k in KEYS if k.main)})
@@ -231,8 +230,8 @@ class GpuTopApp(App[int]):
             yield NoMatch(id="no-match")  # the filter or GPU choice hides every process
             yield ProcessTable(id="procs")
         yield Static(id="too-small")
-        # The footer (a widget per key, and its CSS) comes right after the first frame's
-        # paint (_mount_after_first_frame): the GPU lines do not need it. The filter box
+        # The footer (KeyBar) comes right after the first frame's paint
+        # (_mount_after_first_frame): the GPU lines do not need it. The filter box
         # comes when first asked for: most runs never filter, and a hidden box is a widget
         # with its styles, caches and message queue kept for the whole run.
 
@@ -358,7 +357,7 @@ class GpuTopApp(App[int]):
             gcpolicy.release(settle=True)
 
     async def _complete_first_frame(self) -> None:
-        from textual.widgets import Footer  # its module too: nothing before the first frame
+        from gputop.ui.keybar import KeyBar  # nothing of it before the first frame
 
         sampler = self.sampler
         if sampler is not None and not self.closing and not sampler.running:
@@ -371,17 +370,11 @@ class GpuTopApp(App[int]):
         main = self._main_screen
         if self.closing or main.query_one_optional("#footer") is not None:
             return
-        footer = Footer(id="footer")
+        footer = KeyBar(id="footer")  # lists the keys one refresh after its mount
         self._set_footer(footer, self.size)
         await main.mount(footer)
-        main.refresh_bindings()  # the footer lists the keys when the bindings are said
-        if not self.app_focus:
-            # ... one refresh later, but only while the terminal has focus: a start that
-            # lost it (the user went to another pane) would keep an empty footer until the
-            # bindings change. So it composes them now, in its own context (data binding).
-            footer.call_later(footer.recompose)
 
-    def _set_footer(self, footer: Footer, size: Size) -> None:
+    def _set_footer(self, footer: KeyBar, size: Size) -> None:
         footer.compact = self.compact
         # Narrower, the keys take the room: `?` lists ctrl+p.
         footer.show_command_palette = size.width >= FOOTER_PALETTE_WIDTH
@@ -633,7 +626,7 @@ class GpuTopApp(App[int]):
         main.set_class(compact, "-compact")
         footer = self._main_screen.query_one_optional("#footer")
         if footer is not None:  # else _mount_after_first_frame sets it
-            self._set_footer(cast("Footer", footer), size)
+            self._set_footer(cast("KeyBar", footer), size)
         if too_small != self.too_small:
             self.too_small = too_small
             main.display = not too_small

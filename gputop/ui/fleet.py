@@ -17,13 +17,14 @@ from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from gputop.analysis.thresholds import Thresholds
 from gputop.model import Snapshot
 from gputop.sources.remote import LineError, summarize, to_snapshot
 from gputop.sources.streams import HostView, HostViews, status
 from gputop.ui.app import GpuTopApp, run_in_terminal
+from gputop.ui.keybar import KeyBar
 from gputop.ui.lines import HeaderLine, PartsLines
 from gputop.views import fleet_views as fv
 from gputop.views.gpu_view import VerdictMark, verdict_legend
@@ -96,7 +97,7 @@ class FleetScreen(Screen[None]):
         with VerticalScroll(id="fleet-scroll"):
             yield PartsLines(id="fleet-hosts")  # every shown host's lines
         yield Input(placeholder="filter: host, user, pod, job (Esc clears)", id="fleet-filter")
-        yield Footer()
+        yield KeyBar()
 
     def on_resize(self, _event: events.Resize) -> None:
         self.redraw()  # also the first draw: a screen is laid out (and resized) once mounted

@@ -13,8 +13,8 @@ from typing import Any
 
 from textual.app import App
 from textual.pilot import Pilot
-from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
+
+from gputop.ui.keybar import KeyBar
 
 #: Pauses before a wait gives up: a bound for a loaded machine, not a timing assertion.
 PAUSES = 3000
@@ -30,12 +30,12 @@ async def until(pilot: Pilot[Any], check: Callable[[], object], what: str) -> No
     raise AssertionError(f"never: {what}")
 
 
-def listed_keys(footer: Footer) -> list[str]:
+def listed_keys(footer: KeyBar) -> list[str]:
     """The descriptions of the keys the footer draws now."""
-    return [k.description for k in footer.query(FooterKey) if k.display]
+    return [k.description for k in footer.shown]
 
 
-async def composed_footer(pilot: Pilot[Any]) -> Footer:
+async def composed_footer(pilot: Pilot[Any]) -> KeyBar:
     """The top screen's footer, once it has composed its keys (one refresh after its mount
     or its screen's push). On the dashboard's main screen that is after its start is over:
     the footer is mounted at the end of the refresh after the first frame, whose last step
@@ -43,11 +43,11 @@ async def composed_footer(pilot: Pilot[Any]) -> Footer:
     app = pilot.app
 
     def keys_listed() -> bool:
-        footer = app.screen.query_one_optional(Footer)
+        footer = app.screen.query_one_optional(KeyBar)
         return footer is not None and bool(listed_keys(footer))
 
     await until(pilot, keys_listed, f"a footer with keys on {type(app.screen).__name__}")
-    return app.screen.query_one(Footer)
+    return app.screen.query_one(KeyBar)
 
 
 class Frames:

@@ -39,8 +39,9 @@ NOT_AT_START = (
     "torch",
     "gputop.ui.screens.job_detail",
     "gputop.ui.screens.process",
-    # The footer (a widget per key, with their CSS) is mounted one refresh after the
-    # first frame (GpuTopApp._mount_after_first_frame): its module loads then.
+    # The footer is mounted one refresh after the first frame
+    # (GpuTopApp._mount_after_first_frame): its module loads then; Textual's is not used.
+    "gputop.ui.keybar",
     "textual.widgets._footer",
     # The first frame is drawn "judging" (Feed.push's judge=False); the diagnosis, its
     # rules and window load with the first judging, one refresh later.

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from gputop.pipeline import Frame
 from gputop.ui.app import GpuTopApp
+from gputop.ui.keybar import KeyBar
 from tests import builders as fx
 from tests.helpers.first_frame import CSS
 from tests.helpers.first_frame import FirstFrameProbe as NotingProbe
@@ -71,7 +72,7 @@ async def test_the_filter_asked_for_before_its_mount_is_the_one_box() -> None:
         assert app.focused is app.filter_input and app.filter_input.display
         await pilot.press("v", "1")
         assert app.text_filter == "v1"
-        assert len(list(app.screen.query(Footer))) == 1
+        assert len(list(app.screen.query(KeyBar))) == 1
 
 
 class LostFocus(GpuTopApp):

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets._footer import FooterKey
 
 from gputop.keys import KEYS
 from gputop.ui.app import GpuTopApp
@@ -31,10 +30,12 @@ MOVED = {"sort": "o", "help": "h", "kill": "s", "slower": "]", "filter": "ctrl+f
 
 async def footer(pilot: Pilot[Any]) -> dict[str, str]:
     """Description -> key as the footer shows it, each one inside the 80 columns."""
-    keys = list((await composed_footer(pilot)).query(FooterKey))
-    for k in keys:
-        assert k.region.right <= SMALL[0], (k.key_display, k.region)
-    return {k.description: k.key_display for k in keys}
+    bar = await composed_footer(pilot)
+    placed = bar.placed
+    assert [p.key for p in placed] == list(bar.shown)  # none cut off
+    for p in placed:
+        assert p.whole and p.x + p.width <= SMALL[0], p
+    return {p.key.description: p.key.display for p in placed}
 
 
 @pytest.mark.parametrize("moved", [{}, MOVED], ids=["defaults", "moved"])

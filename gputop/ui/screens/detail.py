@@ -18,12 +18,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from gputop import fmt
 from gputop.analysis.kinds import LABELS
 from gputop.model import GPU_METRIC, LABELLED_METRICS, GpuSample, Snapshot, Verdict
+from gputop.ui.keybar import KeyBar
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.jobs import to_text
 from gputop.views.gpu_view import (
@@ -379,7 +380,7 @@ class DetailScreen(HistoryScreen):
         with Grid(id="detail-charts"):
             for name in CHARTS:
                 yield HistoryPlot(id=f"plot-{name}")
-        yield Footer()
+        yield KeyBar()
 
     def update_history(self, history: Sequence[Snapshot]) -> None:
         if self._after_source is not None:

@@ -11,7 +11,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
+
+from gputop.ui.keybar import KeyBar
 
 #: (key or marker, what it means) lines of the help.
 Rows = Sequence[tuple[str, str]]
@@ -90,7 +92,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(
                 "↑/↓, PgUp/PgDn, Home/End scroll · Esc, ? or q closes this help.", id="help-close"
             )
-        yield Footer()  # this screen's keys, not the dashboard's
+        yield KeyBar()  # this screen's keys, not the dashboard's
 
     def action_close(self) -> None:
         self.dismiss(None)

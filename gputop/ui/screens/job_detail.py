@@ -12,12 +12,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gputop import fmt
 from gputop.analysis.jobs import Job
 from gputop.diagnosis import Diagnosis
 from gputop.model import Snapshot
+from gputop.ui.keybar import KeyBar
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.detail import HistoryPlot, HistoryScreen, Series
 from gputop.ui.screens.jobs import MIN_COMMAND, job_detail_parts, to_text
@@ -72,7 +73,7 @@ class JobDetailScreen(HistoryScreen):
         with Grid(id="job-detail-charts"):
             for name in CHARTS:
                 yield HistoryPlot(id=f"plot-{name}")
-        yield Footer()
+        yield KeyBar()
 
     def on_resize(self) -> None:
         if self.is_mounted:

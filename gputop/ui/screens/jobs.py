@@ -14,7 +14,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Static, Tree
+from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from gputop import fmt
@@ -23,6 +23,7 @@ from gputop.cells import fit
 from gputop.diagnosis import Diagnosis
 from gputop.model import GpuProcess, ProcessInfo, Snapshot, Verdict
 from gputop.sources.owners import owner_detail, owner_label
+from gputop.ui.keybar import KeyBar
 from gputop.ui.roles import rich_styles
 from gputop.views.gpu_view import verdict_mark, verdict_parts
 from gputop.views.parts import STATUS_WORDS, Part, Parts, gpu_ranges, safe
@@ -421,7 +422,7 @@ class JobsScreen(Screen[None]):
         yield Static(id="jobs-header")
         yield JobTree(id="jobs-tree")
         yield Static(id="jobs-detail")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def job_tree(self) -> JobTree:

@@ -17,10 +17,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from gputop import fmt
 from gputop.actions import SIGNALS, KillOutcome, KillTarget, send_signals, summary
+from gputop.ui.keybar import KeyBar
 
 
 def _target_text(value: str | None, limit: int = 300) -> Text:
@@ -178,7 +179,7 @@ class KillScreen(ModalScreen[str | None]):
                 yield Button("Close", id="close", variant="primary")
         # This dialog's own keys: the dashboard's footer below would offer keys (q Quit)
         # that do nothing here.
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         if self.readonly or not self.targets:

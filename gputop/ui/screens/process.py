@@ -12,9 +12,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gputop.model import Snapshot
+from gputop.ui.keybar import KeyBar
 from gputop.ui.roles import rich_styles
 from gputop.ui.screens.detail import HistoryPlot, HistoryScreen, Series, rate_unit
 from gputop.ui.screens.jobs import to_text
@@ -70,7 +71,7 @@ class ProcessScreen(HistoryScreen):
         with Grid(id="process-charts"):
             yield HistoryPlot(id="plot-proc-mem")
             yield HistoryPlot(id="plot-proc-sm")
-        yield Footer()
+        yield KeyBar()
 
     def action_gpu(self) -> None:
         if self.row.gpu is None:
