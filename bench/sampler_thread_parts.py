@@ -15,20 +15,13 @@ that checkout (default: this one). Needs tmux and gcc. Prints figures; it is not
 
 from __future__ import annotations
 
-import argparse
-import json
-import shlex
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_ui import scenario_for, warm_bytecode  # noqa: E402
-from tests.fakenvml import subprocess_env  # noqa: E402
+from bench.ui_thread_parts import run_parts  # noqa: E402
 
 PROBE = """
 import json, sys, threading, time, functools, collections
@@ -90,54 +83,7 @@ cli.main(["--interval", "1"])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-gpu", type=int, default=2)
-    parser.add_argument("--settle", type=float, default=65.0)
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--tree", type=Path, default=ROOT, help="a gputop checkout")
-    args = parser.parse_args(argv)
-    tree = args.tree.resolve()
-    children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * args.per_gpu)]
-    try:
-        with tempfile.TemporaryDirectory(prefix="gputop-sampler-parts-") as tmp:
-            scenario = scenario_for([c.pid for c in children], args.per_gpu)
-            env = subprocess_env(scenario.write(Path(tmp) / "scenario.txt"))
-            env["PYTHONPATH"] = str(tree)
-            warm_bytecode(env, Path(tmp) / "pycache", sys.executable)
-            out = Path(tmp) / "parts.json"
-            keep = ("LD_LIBRARY_PATH", "FAKE_NVML_SCENARIO", "PYTHONPATH", "PYTHONPYCACHEPREFIX")
-            exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in keep if k in env)
-            probe = [sys.executable, "-c", PROBE, str(out), str(args.settle), str(args.seconds)]
-            command = f"env -u PYTHONDONTWRITEBYTECODE {exports} {shlex.join(probe)}"
-            tmux = ["tmux", "-L", f"gputop-sampler-parts-{id(out)}", "-f", "/dev/null"]
-            # In the tree: ``python -c`` puts its working directory first on sys.path.
-            new = ["new-session", "-d", "-x", "200", "-y", "50", "-c", str(tree), command]
-            subprocess.run([*tmux, *new])
-            try:
-                deadline = time.monotonic() + args.settle + args.seconds + 60
-                while not out.exists() and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                time.sleep(0.3)
-            finally:
-                subprocess.run([*tmux, "kill-server"], capture_output=True)
-            if not out.exists():
-                print("the dashboard ended before the window closed", file=sys.stderr)
-                return 1
-            got = json.loads(out.read_text())
-    finally:
-        for c in children:
-            c.kill()
-            c.wait()
-    secs = got["seconds"]
-    print(
-        f"8 GPUs x {args.per_gpu}, 200x50, 1 s, settled {args.settle:g} s, {secs:.1f} s: "
-        f"sampler thread {got['thread_ns'] / secs / 1e6:.2f} ms of CPU a second (wrapped); {tree}"
-    )
-    print(f"  {'ms/s':>7} {'calls/s':>8}  part")
-    for label in sorted(got["calls"], key=lambda k: (-got["spent"].get(k, 0), k)):
-        ms = got["spent"].get(label, 0) / secs / 1e6
-        print(f"  {ms:7.3f} {got['calls'][label] / secs:8.2f}  {label}")
-    return 0
+    return run_parts(PROBE, "sampler thread", "gputop-sampler-parts", __doc__ or "", argv)
 
 
 if __name__ == "__main__":

@@ -110,7 +110,14 @@ cli.main(["--interval", "1"])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return run_parts(PROBE, "UI thread", "gputop-ui-parts", __doc__ or "", argv)
+
+
+def run_parts(probe_code: str, thread: str, prefix: str, doc: str, argv: list[str] | None) -> int:
+    """Run ``probe_code`` (a dashboard with its parts wrapped, writing what it counted as
+    JSON) in a 200x50 tmux pane on the fake 8 GPUs x ``--per-gpu``, and print its parts:
+    the one run that ``ui_thread_parts.py`` and ``sampler_thread_parts.py`` share."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("--per-gpu", type=int, default=2)
     parser.add_argument("--settle", type=float, default=65.0)
     parser.add_argument("--seconds", type=float, default=20.0)
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     tree = args.tree.resolve()
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(8 * args.per_gpu)]
     try:
-        with tempfile.TemporaryDirectory(prefix="gputop-ui-parts-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"{prefix}-") as tmp:
             scenario = scenario_for([c.pid for c in children], args.per_gpu)
             env = subprocess_env(scenario.write(Path(tmp) / "scenario.txt"))
             env["PYTHONPATH"] = str(tree)
@@ -127,9 +134,10 @@ def main(argv: list[str] | None = None) -> int:
             out = Path(tmp) / "parts.json"
             keep = ("LD_LIBRARY_PATH", "FAKE_NVML_SCENARIO", "PYTHONPATH", "PYTHONPYCACHEPREFIX")
             exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in keep if k in env)
-            probe = [sys.executable, "-c", PROBE, str(out), str(args.settle), str(args.seconds)]
+            window = (str(args.settle), str(args.seconds))
+            probe = [sys.executable, "-c", probe_code, str(out), *window]
             command = f"env -u PYTHONDONTWRITEBYTECODE {exports} {shlex.join(probe)}"
-            tmux = ["tmux", "-L", f"gputop-ui-parts-{id(out)}", "-f", "/dev/null"]
+            tmux = ["tmux", "-L", f"{prefix}-{id(out)}", "-f", "/dev/null"]
             # In the tree: ``python -c`` puts its working directory first on sys.path.
             new = ["new-session", "-d", "-x", "200", "-y", "50", "-c", str(tree), command]
             subprocess.run([*tmux, *new])
@@ -151,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     secs = got["seconds"]
     print(
         f"8 GPUs x {args.per_gpu}, 200x50, 1 s, settled {args.settle:g} s, {secs:.1f} s: "
-        f"UI thread {got['thread_ns'] / secs / 1e6:.2f} ms of CPU a second (wrapped); {tree}"
+        f"{thread} {got['thread_ns'] / secs / 1e6:.2f} ms of CPU a second (wrapped); {tree}"
     )
     print(f"  {'ms/s':>7} {'calls/s':>8}  part")
     for label in sorted(got["calls"], key=lambda k: (-got["spent"].get(k, 0), k)):
