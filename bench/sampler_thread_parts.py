@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ui_thread_parts import run_parts  # noqa: E402
+from bench.ui_thread_parts import WINDOW, run_parts  # noqa: E402
 
 PROBE = """
 import json, sys, threading, time, functools, collections
@@ -51,39 +51,18 @@ import gputop.diagnosis as diag, gputop.analysis.verdict as verdict
 import gputop.analysis.window as window
 wrap(diag.Diagnoser, "push"); wrap(verdict.Analyzer, "context"); wrap(verdict, "gpu_verdicts_of")
 wrap(verdict, "job_verdict"); wrap(window, "group_of"); wrap(nvml, "check_gpus")
-import gputop.ui.app as app
-def schedstat(tid):
-    with open(f"/proc/self/task/{tid}/schedstat") as f:
-        return int(f.read().split()[0])
 run = sampler_mod.Sampler._run
 def _run(self):
     state["sampler"] = threading.current_thread(); state["tid"] = threading.get_native_id()
     return run(self)
 sampler_mod.Sampler._run = _run
-mount = app.GpuTopApp.on_mount
-def on_mount(self):
-    mount(self)
-    def begin():
-        self.window = (time.monotonic(), schedstat(state["tid"]))
-        active.append(1)
-        self.set_timer(seconds, end)
-    def end():
-        active.clear()
-        t0, cpu0 = self.window
-        with open(out, "w") as f:
-            thread_ns = schedstat(state["tid"]) - cpu0
-            json.dump({"seconds": time.monotonic() - t0, "thread_ns": thread_ns,
-                       "spent": spent, "calls": calls}, f)
-        self.exit()
-    self.set_timer(settle, begin)
-app.GpuTopApp.on_mount = on_mount
-import gputop.cli as cli
-cli.main(["--interval", "1"])
+def measured_tid():
+    return state["tid"]
 """
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_parts(PROBE, "sampler thread", "gputop-sampler-parts", __doc__ or "", argv)
+    return run_parts(PROBE + WINDOW, "sampler thread", "gputop-sampler-parts", __doc__ or "", argv)
 
 
 if __name__ == "__main__":

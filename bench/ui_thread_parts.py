@@ -31,6 +31,34 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_ui import scenario_for, warm_bytecode  # noqa: E402
 from tests.fakenvml import subprocess_env  # noqa: E402
 
+#: The probes' window, after their wrappers: ``measured_tid()`` names the thread whose
+#: CPU (schedstat) is read; settled, the counting runs ``seconds``, then the figures go to
+#: ``out`` as JSON and the dashboard quits.
+WINDOW = """
+import gputop.ui.app as app
+def schedstat():
+    with open(f"/proc/self/task/{measured_tid()}/schedstat") as f:
+        return int(f.read().split()[0])
+mount = app.GpuTopApp.on_mount
+def on_mount(self):
+    mount(self)
+    def begin():
+        self.window = (time.monotonic(), schedstat())
+        active.append(1)
+        self.set_timer(seconds, end)
+    def end():
+        active.clear()
+        t0, cpu0 = self.window
+        with open(out, "w") as f:
+            json.dump({"seconds": time.monotonic() - t0, "thread_ns": schedstat() - cpu0,
+                       "spent": spent, "calls": calls}, f)
+        self.exit()
+    self.set_timer(settle, begin)
+app.GpuTopApp.on_mount = on_mount
+import gputop.cli as cli
+cli.main(["--interval", "1"])
+"""
+
 PROBE = """
 import asyncio, collections, functools, json, sys, threading, time
 out, settle, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
@@ -85,32 +113,12 @@ def running(self):
             label += " " + getattr(task.get_coro(), "__qualname__", "?")
         count("loop: " + label, t0)
 asyncio.events.Handle._run = running
-def schedstat():
-    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
-        return int(f.read().split()[0])
-mount = app.GpuTopApp.on_mount
-def on_mount(self):
-    mount(self)
-    def begin():
-        self.window = (time.monotonic(), schedstat())
-        active.append(1)
-        self.set_timer(seconds, end)
-    def end():
-        active.clear()
-        t0, cpu0 = self.window
-        with open(out, "w") as f:
-            json.dump({"seconds": time.monotonic() - t0, "thread_ns": schedstat() - cpu0,
-                       "spent": spent, "calls": calls}, f)
-        self.exit()
-    self.set_timer(settle, begin)
-app.GpuTopApp.on_mount = on_mount
-import gputop.cli as cli
-cli.main(["--interval", "1"])
+measured_tid = threading.get_native_id  # the timers run on the UI thread
 """
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_parts(PROBE, "UI thread", "gputop-ui-parts", __doc__ or "", argv)
+    return run_parts(PROBE + WINDOW, "UI thread", "gputop-ui-parts", __doc__ or "", argv)
 
 
 def run_parts(probe_code: str, thread: str, prefix: str, doc: str, argv: list[str] | None) -> int:
