@@ -21,24 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ui_thread_parts import WINDOW, run_parts  # noqa: E402
+from bench.ui_thread_parts import HEAD, WINDOW, run_parts  # noqa: E402
 
 PROBE = """
-import json, sys, threading, time, functools, collections
-out, settle, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-spent, calls, active = collections.Counter(), collections.Counter(), []
 state = {}
-def wrap(owner, name, label=None):
-    plain, label = getattr(owner, name), label or f"{owner.__name__}.{name}"
-    @functools.wraps(plain)
-    def wrapped(*args, **kw):
-        t0 = time.thread_time_ns()
-        try:
-            return plain(*args, **kw)
-        finally:
-            if active and threading.current_thread() is state.get("sampler"):
-                spent[label] += time.thread_time_ns() - t0; calls[label] += 1
-    setattr(owner, name, wrapped)
+def measured_thread():
+    return state.get("sampler")
 import gputop.sources.live as live, gputop.sources.nvml as nvml, gputop.sources.host as host
 import gputop.pipeline as pipeline
 import gputop.sampler as sampler_mod
@@ -53,16 +41,16 @@ wrap(diag.Diagnoser, "push"); wrap(verdict.Analyzer, "context"); wrap(verdict, "
 wrap(verdict, "job_verdict"); wrap(window, "group_of"); wrap(nvml, "check_gpus")
 run = sampler_mod.Sampler._run
 def _run(self):
-    state["sampler"] = threading.current_thread(); state["tid"] = threading.get_native_id()
+    state["sampler"] = threading.current_thread()
     return run(self)
 sampler_mod.Sampler._run = _run
-def measured_tid():
-    return state["tid"]
 """
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_parts(PROBE + WINDOW, "sampler thread", "gputop-sampler-parts", __doc__ or "", argv)
+    return run_parts(
+        HEAD + PROBE + WINDOW, "sampler thread", "gputop-sampler-parts", __doc__ or "", argv
+    )
 
 
 if __name__ == "__main__":

@@ -31,13 +31,13 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_ui import scenario_for, warm_bytecode  # noqa: E402
 from tests.fakenvml import subprocess_env  # noqa: E402
 
-#: The probes' window, after their wrappers: ``measured_tid()`` names the thread whose
-#: CPU (schedstat) is read; settled, the counting runs ``seconds``, then the figures go to
+#: The probes' window, after their wrappers: the CPU (schedstat) of ``measured_thread()``
+#: is read; settled, the counting runs ``seconds``, then the figures go to
 #: ``out`` as JSON and the dashboard quits.
 WINDOW = """
 import gputop.ui.app as app
 def schedstat():
-    with open(f"/proc/self/task/{measured_tid()}/schedstat") as f:
+    with open(f"/proc/self/task/{measured_thread().native_id}/schedstat") as f:
         return int(f.read().split()[0])
 mount = app.GpuTopApp.on_mount
 def on_mount(self):
@@ -59,13 +59,14 @@ import gputop.cli as cli
 cli.main(["--interval", "1"])
 """
 
-PROBE = """
-import asyncio, collections, functools, json, sys, threading, time
+#: The probes' start: the window's arguments, the counters, and ``count``/``wrap``, which
+#: count a wrapped call's thread CPU only on ``measured_thread()`` (each probe names it).
+HEAD = """
+import collections, functools, json, sys, threading, time
 out, settle, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 spent, calls, active = collections.Counter(), collections.Counter(), []
-main = threading.main_thread()
 def count(label, t0):
-    if active and threading.current_thread() is main:
+    if active and threading.current_thread() is measured_thread():
         spent[label] += time.thread_time_ns() - t0; calls[label] += 1
 def wrap(owner, name, label=None):
     plain, label = getattr(owner, name), label or f"{owner.__name__}.{name}"
@@ -77,6 +78,11 @@ def wrap(owner, name, label=None):
         finally:
             count(label, t0)
     setattr(owner, name, wrapped)
+"""
+
+PROBE = """
+import asyncio
+measured_thread = threading.main_thread  # the dashboard's timers and widgets run there
 from textual import _compositor, screen, widget
 import gputop.ui.app as app, gputop.ui.gpu_panel as gpu_panel, gputop.ui.lines as lines
 import gputop.ui.process_table as process_table
@@ -113,12 +119,11 @@ def running(self):
             label += " " + getattr(task.get_coro(), "__qualname__", "?")
         count("loop: " + label, t0)
 asyncio.events.Handle._run = running
-measured_tid = threading.get_native_id  # the timers run on the UI thread
 """
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_parts(PROBE + WINDOW, "UI thread", "gputop-ui-parts", __doc__ or "", argv)
+    return run_parts(HEAD + PROBE + WINDOW, "UI thread", "gputop-ui-parts", __doc__ or "", argv)
 
 
 def run_parts(probe_code: str, thread: str, prefix: str, doc: str, argv: list[str] | None) -> int:
