@@ -90,10 +90,12 @@ def thread_names(pid: int) -> list[str]:
 
 
 class Tmux(TmuxPane):
-    """A private tmux server with one session ``t`` running ``command``."""
+    """A private tmux server with one session ``t`` running ``command``. A pane whose
+    process ended by itself is kept: a wait that fails says how gputop ended and shows
+    what it left (a traceback), where the pane would otherwise be gone with its words."""
 
     def __init__(self, tmp: Path, command: str, width: int = 120, height: int = 40) -> None:
-        super().__init__(command, width=width, height=height, prefix="gputop-life")
+        super().__init__(command, width=width, height=height, prefix="gputop-life", keep_dead=True)
         self.tmp = tmp
 
 

@@ -1,17 +1,22 @@
 """Races of the test harness itself, forced into their bad interleaving (a flaky test is
-a bug: these were seen once each under load)."""
+a bug: these were seen once each under load), and what a failed wait reports."""
 
 from __future__ import annotations
 
 import os
+import select
+import subprocess
 import threading
+import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from tests import lifecycle_harness
-from tests.lifecycle_harness import PtyGputop
+from tests.lifecycle_harness import PtyGputop, Tmux, need
+from tests.tmux_pane import TmuxPane, zombie_status
 
 #: Bounds against a hang only; nothing here asserts a duration.
 BOUND_S = 30.0
@@ -73,3 +78,66 @@ def test_the_pty_is_closed_only_once_its_reader_is_gone(monkeypatch: pytest.Monk
         assert p.master is None
     finally:
         p.kill()
+
+
+# --- a wait that fails says why: the pane gone, or how its process ended ------------------
+
+
+def _ended(pane: TmuxPane) -> str:
+    deadline = time.monotonic() + BOUND_S
+    while (how := pane.ended()) is None:
+        assert time.monotonic() < deadline, f"the pane's process never ended: {pane.screen()}"
+        time.sleep(0.05)
+    return how
+
+
+def test_a_failed_wait_says_how_the_panes_process_ended(tmp_path: Path) -> None:
+    """A lifecycle test's wait for the jobs view once failed on an empty capture: gputop
+    had exited (a traceback), and its pane, session and server had gone with it. The
+    lifecycle panes are kept now: a failed wait says how the process ended and shows the
+    end of what it left."""
+    need("tmux")
+    pane = Tmux(tmp_path, "printf 'first\\nlast words\\n'; exit 3")
+    try:
+        assert _ended(pane) == "exit status 3"
+        with pytest.raises(AssertionError) as failed:
+            pane.wait_text("Jobs ·", timeout=0)
+        message = str(failed.value)
+        assert "the pane's process ended (exit status 3)" in message
+        assert "lines:\nfirst\nlast words\n" in message, message
+    finally:
+        pane.close()
+
+
+def test_a_failed_wait_on_a_pane_gone_says_so() -> None:
+    """A pane not kept goes with its process, and its server with it: not "shows: ''"."""
+    need("tmux")
+    pane = TmuxPane("sleep 1; exit 3")
+    try:
+        deadline = time.monotonic() + BOUND_S
+        while not pane.describe("").startswith("the pane is gone"):
+            assert time.monotonic() < deadline, f"the pane is still there: {pane.screen()}"
+            time.sleep(0.05)
+        with pytest.raises(AssertionError, match=r"never.*; the pane is gone \(tmux: "):
+            pane.wait_text("never", timeout=0)
+    finally:
+        pane.close()
+
+
+@pytest.mark.parametrize(
+    ("command", "how"), [("exit 5", "exit status 5"), ("kill -9 $$", "signal 9")]
+)
+def test_a_zombies_status_is_read_from_proc(command: str, how: str) -> None:
+    """Where tmux took the pane for dead without reaping its process, the status is read
+    from the zombie's /proc stat."""
+    child = subprocess.Popen(["sh", "-c", command])
+    try:
+        fd = os.pidfd_open(child.pid)  # readable once it exited; nothing reaps it meanwhile
+        try:
+            assert select.select([fd], [], [], BOUND_S)[0]
+        finally:
+            os.close(fd)
+        assert zombie_status(child.pid) == how
+    finally:
+        child.wait(BOUND_S)
+    assert zombie_status(child.pid) == ""  # reaped: nothing left to read

@@ -16,7 +16,7 @@ from gputop.diagnosis import lookback_seconds, recent
 from gputop.model import ProcessInfo, Snapshot, Verdict, replace
 from gputop.pipeline import Feed
 from gputop.ui.app import GpuTopApp, help_legend, run_app
-from gputop.ui.screens.detail import DetailScreen, verdict_history
+from gputop.ui.screens.detail import DetailScreen, HistoryScreen, verdict_history
 from gputop.ui.screens.help import HelpScreen
 from gputop.ui.screens.jobs import JobsScreen, job_entries
 from gputop.views.gpu_view import (
@@ -295,6 +295,33 @@ async def test_j_and_q_close_the_jobs_view(key: str) -> None:
         await pilot.pause()
         assert not isinstance(app.screen, JobsScreen)
         assert app.is_running  # q closes the view, it does not quit
+
+
+@pytest.mark.parametrize("action", ["jobs", "detail", "process"])
+async def test_a_frame_before_the_pushed_screen_is_composed(action: str) -> None:
+    """A screen is on top from its push, but its widgets come on its own task later; a
+    frame applied in between is handed to it (update_history) before they exist. In a
+    real start: the first frame's completion runs on the main screen's task one refresh
+    after the first paint, and a `j` pressed at once is pushed on the app's task before
+    it (the jobs view then raised NoMatches and gputop exited: a lifecycle test's pane
+    was gone). Forced here: the frame comes in the same step as the push."""
+    history = demo(12)
+    app = GpuTopApp(snapshots=history[:10])
+    async with app.run_test(size=WIDE) as pilot:
+        getattr(app, f"action_{action}")()
+        pushed = app.screen
+        assert pushed is not app.screen_stack[0]
+        assert not pushed.is_mounted and not pushed.children  # not composed yet
+        assert app.apply_snapshot(history[10], history[:11]) is False  # under the screen
+        await pilot.pause()
+        assert app.is_running and app.screen is pushed and pushed.is_mounted
+        diagnosis = app.diagnosis()
+        assert diagnosis is not None and diagnosis.snapshot is history[10]
+        if isinstance(pushed, JobsScreen):  # the newest frame's jobs
+            job = pushed.selected_job()
+            assert job is not None and job is diagnosis.job(job.id)
+        else:  # the charts end with the newest frame
+            assert isinstance(pushed, HistoryScreen) and pushed.history[-1] is history[10]
 
 
 async def test_jobs_view_updates_keeps_the_selection_and_skips_when_paused() -> None:

@@ -442,7 +442,12 @@ class JobsScreen(Screen[None]):
             self._refresh(force=True)
 
     def update_history(self, history: Sequence[Snapshot]) -> None:
-        self._refresh()
+        """Called by the app with each new frame while this screen is on top, which it is
+        from its push: a frame can come before its widgets exist (the first frame's
+        completion runs on the main screen's task, and a `j` pressed right after the first
+        paint can push this screen before it). on_mount then shows the newest diagnosis."""
+        if self.is_mounted:
+            self._refresh()
 
     def action_close(self) -> None:
         self.dismiss(None)
