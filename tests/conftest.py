@@ -22,6 +22,12 @@ Use one of these, never a bare ``pytest.skip`` for a missing tool:
 - the ``require_tool`` fixture, or ``from tests.conftest import require_tool``:
   ``sshd = require_tool("sshd")`` returns the tool's path (PATH, then /usr/sbin, /sbin);
 - ``missing("why")`` for any other missing prerequisite (a library, a kernel feature).
+
+Randomised tests
+----------------
+A test whose draw is not fixed in its source takes its seed from tests/helpers/fuzz.py:
+the ``fuzz_seed`` fixture, or ``@seed(SEED)`` for hypothesis. The run's header and every
+such test's failure say ``GPUTOP_FUZZ_SEED=<seed>``, which replays it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -40,6 +46,7 @@ import pytest
 from gputop import codecache
 from tests import fakenvml
 from tests.fakenvml import FakeNvml
+from tests.helpers import fuzz
 
 # A user's own ~/.config/gputop/config.toml must not change what the tests see (this
 # process and every gputop the tests start inherit it).
@@ -118,6 +125,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             require_tool(name)
     for mark in item.iter_markers("requires_root"):
         require_root(*mark.args)
+
+
+def pytest_report_header() -> str:
+    return f"fuzz seed: {fuzz.replay_line()} replays this run's randomised tests"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    seeded = "fuzz_seed" in getattr(item, "fixturenames", ()) or (
+        getattr(getattr(item, "obj", None), "_hypothesis_internal_use_seed", None) == fuzz.SEED
+    )
+    if report.failed and seeded:
+        report.sections.append(("fuzz seed", fuzz.replay_line()))
+    return report
+
+
+@pytest.fixture(scope="session")
+def fuzz_seed() -> int:
+    """The run's fuzz seed (tests/helpers/fuzz.py); a failure names it."""
+    return fuzz.SEED
 
 
 @pytest.fixture(name="require_tool")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from gputop.model import Snapshot, clean_text
@@ -27,6 +27,7 @@ from gputop.record.store import Recording
 from gputop.sources.remote import parse_line, to_snapshot
 from gputop.textout import render_text
 from tests.cli.test_cli import run_cli
+from tests.helpers.fuzz import SEED
 from tests.record.test_record import demo, record
 
 #: What a hostile writer puts in every string: a pane title (OSC), a screen clear and a
@@ -147,12 +148,6 @@ def test_clean_text_removes_what_shows_as_nothing(raw: str, shown: str) -> None:
     assert clean_text(raw) == shown
 
 
-def _seed() -> int:
-    seed = random.randrange(2**32)
-    print(f"clean_text fuzz seed: {seed}")
-    return seed
-
-
 _ALPHABET = st.one_of(
     st.characters(codec="utf-8"),
     st.sampled_from(list("\x1b\x07\x9b\x9d\x9c\x90[];\\()0123456789JmP")),
@@ -160,9 +155,11 @@ _ALPHABET = st.one_of(
 )
 
 
+@seed(SEED)
 @settings(max_examples=400, deadline=None, print_blob=True)
 @given(text=st.text(_ALPHABET, max_size=200), limit=st.integers(1, 300))
 def test_clean_text_fuzz(text: str, limit: int) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     out = clean_text(text, limit)
     assert out is not None and len(out) <= limit
     assert_clean(out)
@@ -173,9 +170,9 @@ def test_clean_text_fuzz(text: str, limit: int) -> None:
     assert clean_texts([text, 1, None], limit) == [clean_text(text, limit), 1, None]
 
 
-def test_clean_text_fuzz_seeded() -> None:
-    """The same property from a printed seed (hypothesis keeps its own database)."""
-    rng = random.Random(_seed())
+def test_clean_text_fuzz_seeded(fuzz_seed: int) -> None:
+    """The same property from the run's seed (GPUTOP_FUZZ_SEED replays it)."""
+    rng = random.Random(fuzz_seed)
     pool = (
         "\x1b\x07\x9b\x9d\x9c[];0123456789Jm ab\u202e\u200b\ufeff\ud800\n\t" + FORMAT[:40] + BLANK
     )
@@ -257,9 +254,11 @@ def test_an_error_that_echoes_an_argument_writes_no_escape_sequence(argv: tuple[
 _DEMO = demo(1)[0]
 
 
+@seed(SEED)
 @settings(max_examples=60, deadline=None, print_blob=True)
 @given(text=st.text(_ALPHABET, min_size=1, max_size=80))
 def test_decoded_strings_are_clean_fuzz(text: str) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     from gputop.record.codec import decode_snapshots, encode_rows, flatten
 
     snap = poison_strings(_DEMO, text)

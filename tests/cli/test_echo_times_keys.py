@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from gputop.argtypes import ECHO_CHARS, cut_echoes, echo, shorten
@@ -23,6 +23,7 @@ from gputop.keys import CHARACTER_NAMES, NAMED_KEYS, canonical_key
 from gputop.record.store import parse_duration, parse_size
 from gputop.record.when import parse_time
 from tests.cli.test_cli import ROOT
+from tests.helpers.fuzz import SEED
 from tests.record.test_record import demo, record
 
 SETTINGS = settings(max_examples=200, deadline=None, database=None, print_blob=True)
@@ -130,9 +131,11 @@ def test_an_unknown_key_in_the_config_file_is_cut(tmp_path: Path) -> None:
     one_short_line_exit_2(gputop("--demo", "--once", "--config", str(config)))
 
 
+@seed(SEED)
 @SETTINGS
 @given(st.text(max_size=3 * ECHO_CHARS))
 def test_shorten_is_one_printable_line_of_bounded_length(text: str) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     for shown in (shorten(text), echo(text)):
         assert shown.isprintable()
         # each character escaped at most as repr() does (\U0010ffff: 10 characters)
@@ -141,12 +144,14 @@ def test_shorten_is_one_printable_line_of_bounded_length(text: str) -> None:
         assert shorten(text) == text and echo(text) == f"'{text}'"
 
 
+@seed(SEED)
 @SETTINGS
 @given(
     st.lists(st.text(min_size=0, max_size=1000), max_size=4),
     st.sampled_from(["unrecognized arguments: {}", "invalid value: {!r}", "x={}: bad"]),
 )
 def test_an_error_quoting_any_argument_is_one_short_line(given_args: list[str], form: str) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     message = cut_echoes(form.format(" ".join(given_args)), given_args)
     assert "\n" not in message and message.isprintable()
     # every argument's echo is cut; what stays is the form and the cut echoes
@@ -203,9 +208,11 @@ def test_times_take_ascii_digits_only(text: str) -> None:
         parse_time(text, now=time.time())
 
 
+@seed(SEED)
 @SETTINGS
 @given(st.text(max_size=400) | st.from_regex(r"\A[0-9:@ tTzZ+.-]{0,40}\Z"))
 def test_any_time_text_is_a_time_in_span_or_a_short_value_error(text: str) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     try:
         t = parse_time(text, now=1.7e9)
     except ValueError as exc:
@@ -278,9 +285,11 @@ def test_help_zzz_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert "help must be a key" in err and "'zzz'" in err
 
 
+@seed(SEED)
 @SETTINGS
 @given(st.text(max_size=30) | st.from_regex(r"\A((ctrl|shift|alt|meta)\+){0,3}[ -~]{1,12}\Z"))
 def test_canonical_key_of_any_text(text: str) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     name = canonical_key(text)
     if name is not None:  # a name Textual's keys produce, given again it is the same
         assert canonical_key(name) == name
@@ -288,9 +297,11 @@ def test_canonical_key_of_any_text(text: str) -> None:
         assert base in NAMED_KEYS or base in CHARACTER_NAMES.values() or base.isalnum()
 
 
-def test_random_bytes_as_keys_never_raise_anything_but_config_error(tmp_path: Path) -> None:
-    seed = random.SystemRandom().randrange(2**32)
-    print(f"seed {seed}")
+def test_random_bytes_as_keys_never_raise_anything_but_config_error(
+    tmp_path: Path, fuzz_seed: int
+) -> None:
+    """Seeded (GPUTOP_FUZZ_SEED replays it)."""
+    seed = fuzz_seed
     rng = random.Random(seed)
     for _ in range(50):
         key = "".join(chr(rng.randrange(0x20, 0x3000)) for _ in range(rng.randrange(1, 8)))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import random
 import socket
 import struct
@@ -245,9 +244,9 @@ _PARTS = (
 )  # fmt: skip
 
 
-def test_random_requests_and_closes_never_print_and_scrapes_go_on() -> None:
-    """A fuzz test bounded in count and time; the seed is printed on failure."""
-    seed = int(os.environ.get("GPUTOP_FUZZ_SEED", time.time_ns() % 2**32))
+def test_random_requests_and_closes_never_print_and_scrapes_go_on(fuzz_seed: int) -> None:
+    """A fuzz test bounded in count and time; seeded (GPUTOP_FUZZ_SEED replays it)."""
+    seed = fuzz_seed
     rng = random.Random(seed)
     err = io.StringIO()
     with _serving() as server, contextlib.redirect_stderr(err):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -33,13 +31,7 @@ from gputop.sources.remote import parse_line, to_snapshot
 from tests import builders as fx
 from tests.helpers import exporter as helpers
 
-SEED = int(os.environ.get("GPUTOP_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
 HOST = "node:9867"
-
-
-@pytest.fixture(autouse=True)
-def _say_the_seed() -> None:
-    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
 
 
 def scraped(*gpus: GpuSample) -> list[dict[str, Any]]:
@@ -169,8 +161,10 @@ labels = st.one_of(
 )
 
 
-def test_fuzz_inside_series_never_break_the_host_and_stay_in_range() -> None:
-    @seed(SEED)
+def test_fuzz_inside_series_never_break_the_host_and_stay_in_range(fuzz_seed: int) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
+
+    @seed(fuzz_seed)
     @settings(max_examples=300, deadline=None, database=None, print_blob=True)
     @given(
         st.lists(

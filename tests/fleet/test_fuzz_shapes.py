@@ -7,7 +7,6 @@ printed; GPUTOP_FUZZ_SEED=<seed> replays it) and of a fixed size."""
 from __future__ import annotations
 
 import json
-import os
 import random
 from typing import Any
 
@@ -19,13 +18,6 @@ from gputop.sources.remote import LineError, parse_line, summarize, to_snapshot
 from gputop.textout import render_text
 from tests.builders import demo_host_lines
 from tests.helpers.shapes import JSON_TYPES, REPR, by_field, get, kept_or_said, mutated, pattern
-
-SEED = int(os.environ.get("GPUTOP_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
-
-
-@pytest.fixture(autouse=True)
-def _say_the_seed() -> None:
-    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
 
 
 @pytest.fixture(scope="module")
@@ -107,17 +99,18 @@ def test_a_time_of_hundreds_of_digits_is_refused_not_an_overflow(digits: int) ->
 REQUIRED = {"schema", "time", "hostname", "driver", "driver.available", "gpus"}
 
 
-def test_every_field_of_a_line_by_each_json_type(line: dict[str, Any]) -> None:
+def test_every_field_of_a_line_by_each_json_type(line: dict[str, Any], fuzz_seed: int) -> None:
     """Fuzz: one row of each field (and the keys the stream adds: verdicts, jobs), every
-    JSON type in a seeded quarter of the fields, one random type in the rest."""
-    rng = random.Random(SEED)
+    JSON type in a seeded quarter of the fields, one random type in the rest.
+    Seeded: GPUTOP_FUZZ_SEED replays it."""
+    rng = random.Random(fuzz_seed)
     tried = 0
     model = to_snapshot(line).to_dict()
     for path in by_field(line, rng):
         values = JSON_TYPES if rng.random() < 0.25 else (rng.choice(JSON_TYPES),)
         for value in values:
             tried += 1
-            where = f"seed {SEED}: {pattern(path)} = {value!r:.60}"
+            where = f"seed {fuzz_seed}: {pattern(path)} = {value!r:.60}"
             text = json.dumps(mutated(line, path, value))
             try:
                 data = parse_line(text)
@@ -139,4 +132,4 @@ def test_every_field_of_a_line_by_each_json_type(line: dict[str, Any]) -> None:
             shown = render_text(snap)
             assert not REPR.search(shown), f"{where}:\n{shown}"
             json.loads(render_json(snap))
-    assert tried > 100, f"seed {SEED}"
+    assert tried > 100, f"seed {fuzz_seed}"

@@ -29,13 +29,7 @@ from tests.helpers.shapes import JSON_TYPES, mutated, paths
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-SEED = int(os.environ.get("GPUTOP_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
 ROUNDS = 25
-
-
-@pytest.fixture(autouse=True)
-def _say_the_seed() -> None:
-    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
 
 
 def reshape_line(line: str, rng: random.Random, count: int) -> str:
@@ -61,8 +55,9 @@ def screen_values(rows: list[str]) -> str:
     return "\n".join(r for r in rows if "reported" not in r and not r.strip().startswith("Cores"))
 
 
-async def test_fleet_ui_with_the_detail_screen_open_survives_hostile_lines() -> None:
-    rng = random.Random(SEED)
+async def test_fleet_ui_with_the_detail_screen_open_survives_hostile_lines(fuzz_seed: int) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
+    rng = random.Random(fuzz_seed)
     fleet, datas = demo_fleet(["h1", "h2"], ticks=20)
     app = FleetApp(fleet)  # type: ignore[arg-type]
     async with app.run_test(size=(160, 50)) as pilot:
@@ -71,7 +66,7 @@ async def test_fleet_ui_with_the_detail_screen_open_survives_hostile_lines() -> 
         await pilot.pause()
         await pilot.press("enter")  # its first GPU in detail
         await pilot.pause()
-        assert isinstance(app.screen, DetailScreen), f"seed {SEED}"
+        assert isinstance(app.screen, DetailScreen), f"seed {fuzz_seed}"
         base, t = datas["h1"][-1], datas["h1"][-1]["time"]
         fed = 0
         for n in range(ROUNDS):
@@ -85,25 +80,25 @@ async def test_fleet_ui_with_the_detail_screen_open_survives_hostile_lines() -> 
             fleet.feed("h1", data)
             fed += 1
             await pilot.pause()
-            assert app.snapshot is not None, f"seed {SEED}"
-            in_bounds(app.snapshot, SEED)
+            assert app.snapshot is not None, f"seed {fuzz_seed}"
+            in_bounds(app.snapshot, fuzz_seed)
             shown = screen_values(terminal_rows(app))
             bad = NONSENSE.search(shown)
-            assert not bad, f"seed {SEED}, round {n}: {bad.group()!r} in\n{shown}"
+            assert not bad, f"seed {fuzz_seed}, round {n}: {bad.group()!r} in\n{shown}"
         await pilot.press("escape")  # back to the host's dashboard, then the fleet
         await pilot.pause()
         shown = screen_values(terminal_rows(app))
-        assert not NONSENSE.search(shown), f"seed {SEED}:\n{shown}"
+        assert not NONSENSE.search(shown), f"seed {fuzz_seed}:\n{shown}"
         await pilot.press("escape")
         await pilot.pause()
         shown = screen_values(terminal_rows(app))
-        assert not NONSENSE.search(shown), f"seed {SEED}:\n{shown}"
-    assert fed, f"seed {SEED}: every line was refused"
+        assert not NONSENSE.search(shown), f"seed {fuzz_seed}:\n{shown}"
+    assert fed, f"seed {fuzz_seed}: every line was refused"
 
 
 @pytest.fixture(scope="module")
-def hostile_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    rng = random.Random(SEED)
+def hostile_recording(tmp_path_factory: pytest.TempPathFactory, fuzz_seed: int) -> tuple[Path, int]:
+    rng = random.Random(fuzz_seed)
     directory = tmp_path_factory.mktemp("hostile-rec")
     source = DemoSource(seed=rng.randrange(100), start_time=1_800_000_000.0, step=1.0)
     rec = Recorder(directory, interval=1.0, retain=None, max_size=None)
@@ -113,7 +108,7 @@ def hostile_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, i
         values = HOSTILE + JSON_TYPES  # wrong values, and wrong types and shapes (issue 29)
         rec.add(replace(poison_snapshot(snap, rng, values, share=share), time=snap.time))
     rec.close()
-    return directory, SEED
+    return directory, fuzz_seed
 
 
 @pytest.mark.parametrize("form", [["--once"], ["--once", "--json"]], ids=["text", "json"])

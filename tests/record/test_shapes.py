@@ -26,13 +26,7 @@ from tests.helpers.shapes import JSON_TYPES, REPR, by_field, kept_or_said, mutat
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-SEED = int(os.environ.get("GPUTOP_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
 T0 = 1_800_000_000.0
-
-
-@pytest.fixture(autouse=True)
-def _say_the_seed() -> None:
-    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
 
 
 def demo(n: int = 5) -> list[Snapshot]:
@@ -147,10 +141,10 @@ def _block(rows: list[dict[str, Any]]) -> list[Snapshot]:
 REQUIRED = {"time", "hostname", "driver", "driver.available"}
 
 
-def test_every_field_of_a_recording_by_each_json_type() -> None:
+def test_every_field_of_a_recording_by_each_json_type(fuzz_seed: int) -> None:
     """Fuzz: one row of each field, every JSON type in a seeded quarter of the fields, one
-    random type in the rest (a few seconds)."""
-    rng = random.Random(SEED)
+    random type in the rest (a few seconds). Seeded: GPUTOP_FUZZ_SEED replays it."""
+    rng = random.Random(fuzz_seed)
     clean = demo(2)
     base = clean[1].to_dict()
     tried = 0
@@ -158,7 +152,7 @@ def test_every_field_of_a_recording_by_each_json_type() -> None:
         values = JSON_TYPES if rng.random() < 0.25 else (rng.choice(JSON_TYPES),)
         for value in values:
             tried += 1
-            where = f"seed {SEED}: {pattern(path)} = {value!r:.60}"
+            where = f"seed {fuzz_seed}: {pattern(path)} = {value!r:.60}"
             try:
                 first, got = _block([clean[0].to_dict(), mutated(base, path, value)])
             except codec.CodecError as exc:
@@ -172,7 +166,7 @@ def test_every_field_of_a_recording_by_each_json_type() -> None:
             text = render_text(got)
             assert not REPR.search(text), f"{where}:\n{text}"
             json.loads(render_json(got))
-    assert tried > 137, f"seed {SEED}"
+    assert tried > 137, f"seed {fuzz_seed}"
 
 
 #: What the error calls each key's type.

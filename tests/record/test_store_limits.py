@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from textual.pilot import Pilot
 
@@ -38,21 +38,16 @@ from gputop.record.store import (
 from gputop.sources.demo import DEMO_EPOCH
 from gputop.ui.replay import ReplayApp
 from tests.cli.test_cli import ROOT, run_cli
+from tests.helpers.fuzz import SEED
 from tests.record.test_record import demo, record, segments
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-SEED = int(os.environ.get("GPUTOP_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
 FILE_HEAD = struct.Struct("<8sHI")  # as docs/recording.md, "Format"
 BLOCK_HEAD = struct.Struct("<4sIHdd")
 OTHER = "gputop-20200102T000000Z.rec"  # a name beside the real segment
 MEMORY_LIMIT = 1 << 30  # the replay runs under this address-space limit
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
-
-
-@pytest.fixture(autouse=True)
-def _say_the_seed() -> None:
-    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
 
 
 @pytest.fixture
@@ -174,6 +169,7 @@ SETTINGS = settings(
 )
 
 
+@seed(SEED)
 @SETTINGS
 @given(
     version=st.integers(0, 2**16 - 1),
@@ -183,9 +179,10 @@ SETTINGS = settings(
 def test_any_fixed_header_is_a_segment_or_one_line(
     tmp_path: Path, version: int, length: int, tail: bytes
 ) -> None:
-    """Hypothesis (its seed in any failure): whatever the version and length fields and
-    the bytes after them, indexing reads a bounded amount and answers with blocks or one
-    RecordingError; a complete header after a wrong length is never "nothing recorded"."""
+    """Hypothesis, seeded (GPUTOP_FUZZ_SEED replays it): whatever the version and length
+    fields and the bytes after them, indexing reads a bounded amount and answers with
+    blocks or one RecordingError; a complete header after a wrong length is never "nothing
+    recorded"."""
     seg = tmp_path / OTHER
     head = json.dumps({"interval": 1.0, "format": 2}).encode()
     real = FILE_HEAD.pack(MAGIC, 2, len(head)) + head
@@ -225,12 +222,13 @@ def test_a_recording_whose_blocks_are_all_damaged_names_the_damage(recorded: Pat
         assert "nothing recorded yet" not in r.stderr
 
 
-def test_random_damage_never_says_nothing_recorded(recorded: Path) -> None:
+def test_random_damage_never_says_nothing_recorded(recorded: Path, fuzz_seed: int) -> None:
     """Bytes flipped anywhere after the header's start: the answer is snapshots or a
-    line naming damage, never "nothing recorded yet". Bounded; the seed is said."""
+    line naming damage, never "nothing recorded yet". Bounded; seeded (GPUTOP_FUZZ_SEED
+    replays it)."""
     (seg,) = segments(recorded)
     good = seg.read_bytes()
-    rng = random.Random(SEED)
+    rng = random.Random(fuzz_seed)
     for _ in range(200):
         data = bytearray(good)
         for _ in range(rng.randint(1, 3)):
@@ -239,8 +237,8 @@ def test_random_damage_never_says_nothing_recorded(recorded: Path) -> None:
         try:
             Recording(recorded)
         except RecordingError as exc:
-            assert "nothing recorded yet" not in str(exc), f"seed {SEED}: {exc}"
-            assert "\n" not in str(exc), f"seed {SEED}"
+            assert "nothing recorded yet" not in str(exc), f"seed {fuzz_seed}: {exc}"
+            assert "\n" not in str(exc), f"seed {fuzz_seed}"
 
 
 def test_a_segment_cut_under_the_open_replay_is_said_once_in_replay_words(

@@ -4,7 +4,6 @@ user's environment stays closed (the kernel's rule), which reads as n/a, never a
 
 from __future__ import annotations
 
-import random
 import subprocess
 import unicodedata
 from pathlib import Path
@@ -18,9 +17,9 @@ from gputop.fmt import clean_text
 from gputop.model import ENVIRONMENT_NAMES, ENVIRONMENT_VALUE_MAX
 from gputop.sources import procfs
 from gputop.sources.host import HostReader
+from tests.helpers.fuzz import SEED
 from tests.helpers.nobody import as_nobody
 
-SEED = random.randrange(2**32)
 SECRET = "hunter2-not-for-gputop"
 
 
@@ -108,7 +107,7 @@ def test_the_read_is_bounded_and_a_cut_entry_is_dropped(tmp_path: Path) -> None:
     st.booleans(),
 )
 def test_any_environ_bytes_give_named_clean_bounded_values(entries: list[bytes], cut: bool) -> None:
-    print(f"hypothesis seed {SEED}")
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     data = b"\x00".join(entries) + (b"" if cut else b"\x00")
     got = procfs.parse_environ(data)
     names = [n for n, _ in got]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
+
+from tests.helpers.fuzz import SEED
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
@@ -304,14 +305,11 @@ def test_loads_argument(gc: ModuleType) -> None:
     assert out.returncode == 2 and "--loads" in out.stderr.splitlines()[-1]
 
 
-SEED = random.randrange(2**32)
-
-
 @seed(SEED)
 @settings(max_examples=300, deadline=None, database=None)
 @given(text=st.text(alphabet=st.sampled_from("# 0123456789-.\nabcdeGPULinkDataTxRxKiB:\t")))
 def test_parsers_raise_only_value_error_on_any_text(gc: ModuleType, text: str) -> None:
-    print(f"GPUTOP_FUZZ_SEED={SEED}")
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     for parse in (lambda t: gc.parse_dmon(t, IDS), gc.parse_nvlink_counters):
         with contextlib.suppress(ValueError):
             parse(text)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import json
 import math
-import random
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -33,6 +32,7 @@ from tests import builders as fx
 from tests import fakenvml
 from tests.fakenvml import HOPPER_GPM, FakeGpu, FakeLink, FakeMig, FakeNvml, Scenario, hopper
 from tests.helpers.clock import clocked_reader
+from tests.helpers.fuzz import SEED
 
 HOPPER_ACTIVITY = Activity(sm=45.0, sm_occupancy=20.0, tensor=30.0, dram=40.0, fp64=1.0,
                            fp32=10.0, fp16=2.0)  # fmt: skip
@@ -341,14 +341,6 @@ def test_same_bus() -> None:
     assert not same_bus("00000000:19:00.0", None) and not same_bus("", "")
 
 
-SEED = random.randrange(2**32)
-
-
-@pytest.fixture(autouse=True)
-def _say_the_seed() -> None:
-    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
-
-
 @seed(SEED)
 @settings(max_examples=300, deadline=None, database=None, derandomize=False,
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
@@ -358,6 +350,7 @@ def _say_the_seed() -> None:
     seconds=st.floats(allow_nan=True, allow_infinity=True),
 )
 def test_counter_rate_never_negative_never_raises(before: int, after: int, seconds: float) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     rate = counter_rate((before, 0.0), (after, seconds), 1024.0)
     if after < before or not 0 < seconds < math.inf:
         assert rate is None
@@ -550,7 +543,8 @@ def test_a_remote_lines_hostile_parts_never_raise_and_stay_in_bounds(
     part: str, values: dict[int, object], whole: object
 ) -> None:
     """Untrusted lines: any type in any field of the parts, or the part itself not an
-    object: a value or n/a (with an error when out of range), never an exception."""
+    object: a value or n/a (with an error when out of range), never an exception.
+    Seeded: GPUTOP_FUZZ_SEED replays it."""
     from gputop.model import LIMITS, check_values
     from gputop.sources.remote import to_snapshot
 

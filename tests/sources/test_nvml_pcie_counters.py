@@ -6,7 +6,6 @@ silently; an impossible rate is n/a with an error."""
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,6 +20,7 @@ from gputop.sources.nvml import NvmlReader
 from tests import fakenvml
 from tests.fakenvml import FakeGpu, FakeNvml, hopper
 from tests.helpers.clock import Clock, clocked_reader
+from tests.helpers.fuzz import SEED
 
 NEW = fakenvml.PROFILES["r560"]  # a driver with the counters
 OLD = fakenvml.PROFILES["current"]  # R550: without them
@@ -188,16 +188,10 @@ def test_the_field_ids_are_the_bindings() -> None:
     )
 
 
-SEED = random.randrange(2**32)
 _REAL_FIELD_VALUES = pynvml.nvmlDeviceGetFieldValues
 _U64 = 2**64
 _HIGH = GPU_METRIC["pcie.tx_bytes_per_s"].bounds
 assert _HIGH is not None
-
-
-@pytest.fixture(autouse=True)
-def _say_the_seed() -> None:
-    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
 
 
 #: One step of a counter: the same value, a step up (it may wrap), a reset, a huge jump.
@@ -223,7 +217,7 @@ def test_any_counter_sequence_gives_its_rate_or_na_never_raises(
 ) -> None:
     """Each tick's TX counter as the sequence says (RX stays still), one second apart: the
     rate where the counter did not go back and the rate is possible, else n/a; an error
-    for an impossible rate only."""
+    for an impossible rate only. Seeded: GPUTOP_FUZZ_SEED replays it."""
     values = [start]
     for kind, n in steps:
         last = values[-1]

@@ -3,7 +3,6 @@ pod log directories and Slurm's environment; hostile input gives a clean answer.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import shlex
@@ -331,9 +330,9 @@ def test_hostile_names_become_clean_text(tmp_path: Path) -> None:
     assert names and all(_is_clean(v) for v in names.values())
 
 
-def test_random_cgroup_texts_never_raise_and_stay_clean() -> None:
-    """A property test bounded in time; the seed is printed on failure."""
-    seed = int(os.environ.get("GPUTOP_FUZZ_SEED", time.time_ns() % 2**32))
+def test_random_cgroup_texts_never_raise_and_stay_clean(fuzz_seed: int) -> None:
+    """A property test bounded in time; seeded (GPUTOP_FUZZ_SEED replays it)."""
+    seed = fuzz_seed
     rng = random.Random(seed)
     parts = [
         "kubepods", "kubepods.slice", "burstable", f"pod{UID}", f"kubepods-pod{UID_}.slice",
@@ -500,10 +499,10 @@ def test_every_argument_is_quoted_and_option_parsing_ended() -> None:
     assert stop_command(Owner("container", runtime="containerd", id=CID)) is None
 
 
-def test_random_names_never_give_a_command_that_pastes_as_another() -> None:
+def test_random_names_never_give_a_command_that_pastes_as_another(fuzz_seed: int) -> None:
     """Any owner fields: a command offered splits back into its template's arguments,
-    each name valid. Bounded; the seed is printed on failure."""
-    seed = int(os.environ.get("GPUTOP_FUZZ_SEED", time.time_ns() % 2**32))
+    each name valid. Bounded; seeded (GPUTOP_FUZZ_SEED replays it)."""
+    seed = fuzz_seed
     rng = random.Random(seed)
     alphabet = "a-.0_9;$`()'\" \\@:Z\u200b\u202e\ufeff\n-"
     for _ in range(3000):
@@ -552,9 +551,9 @@ ANCHORS = {
 WRITABLE = re.compile(r"/(?:user\.slice|lxc\.payload\.[^/]+|lxc/[^/]+)(?:/|$)")
 
 
-def test_random_paths_give_owners_only_from_anchored_positions() -> None:
+def test_random_paths_give_owners_only_from_anchored_positions(fuzz_seed: int) -> None:
     """Bounded in time; the seed is printed on failure (GPUTOP_FUZZ_SEED replays it)."""
-    seed = int(os.environ.get("GPUTOP_FUZZ_SEED", time.time_ns() % 2**32))
+    seed = fuzz_seed
     rng = random.Random(seed)
     deadline = time.monotonic() + 3.0
     n = 0

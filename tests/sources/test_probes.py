@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -30,17 +29,12 @@ from gputop.sources import probes as probes_module
 from gputop.sources import procfs
 from gputop.sources.probes import OTHERS_CLOSED, ProbeReader
 from tests.conftest import require_root, require_tool
+from tests.helpers.fuzz import SEED
 from tests.helpers.probe_files import contents, make_dir, write
 
 NOBODY = 65534
 #: A Python nobody can run (the test's own may live in root's home).
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-SEED = int(os.environ.get("GPUTOP_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
-
-
-@pytest.fixture(autouse=True)
-def _say_the_seed() -> None:
-    print(f"GPUTOP_FUZZ_SEED={SEED}")  # pytest shows it with any failure
 
 
 @contextlib.contextmanager

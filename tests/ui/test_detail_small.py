@@ -4,10 +4,19 @@ with the arrow keys) with ticks on round figures, and a live dashboard's charts 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from gputop.ui.app import GpuTopApp
-from gputop.ui.screens.detail import DetailScreen, HistoryPlot, nice_ticks, tick_label
+from gputop.ui.screens.detail import (
+    MAX_TICKS,
+    DetailScreen,
+    HistoryPlot,
+    Series,
+    nice_ticks,
+    tick_label,
+)
 from tests import builders as fx
 
 #: A chart shorter than this many rows cannot show a line against its ticks.
@@ -66,3 +75,24 @@ def test_nice_ticks_fall_on_round_figures(ymax: float, most: int, ticks: list[st
     got = nice_ticks(ymax, most)
     assert [tick_label(t) for t in got] == ticks
     assert len(got) <= most and got[-1] <= ymax
+
+
+#: The smallest floats: subnormal ones (the last hypothesis draws now and then, as a
+#: recording's or a remote host's figure) and the smallest normal one.
+TINY = [5e-324, 1e-323, 2.5e-323, 1e-320, sys.float_info.min]
+
+
+@pytest.mark.parametrize("ymax", TINY)
+def test_a_tiny_chart_top_gives_ticks_never_an_exception(ymax: float) -> None:
+    """A subnormal top, divided into ticks, underflowed to 0 (log10 of 0, or a step of 0):
+    the detail screen raised on a hostile figure (a sweep of hypothesis seeds found it)."""
+    for most in range(2, MAX_TICKS + 1):
+        got = nice_ticks(ymax, most)
+        assert got[0] == 0 and len(got) <= most
+        assert all(0 <= t <= (ymax if ymax >= sys.float_info.min else 1.0) for t in got)
+    for span in (10.0, ymax):
+        plot = HistoryPlot()
+        points = ((-1.0, ymax), (0.0, 97.0))
+        plot.draw("t", [Series("s", 10, points)], span=span, ymax=ymax, ylabel="%")
+        plot.plt.plotsize(60, 15)
+        assert plot.plt.build()

@@ -9,7 +9,7 @@ import math
 import random
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from gputop import fmt
@@ -29,6 +29,7 @@ from gputop.views.process_view import (
     sort_rows,
     visible_columns,
 )
+from tests.helpers.fuzz import SEED
 from tests.helpers.hostile import HOSTILE, poison_snapshot
 
 numbers = st.one_of(
@@ -67,9 +68,11 @@ FORMATTERS = [
 ]
 
 
+@seed(SEED)
 @SETTINGS
 @given(value=numbers)
 def test_no_formatter_raises(value: Any) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     for f in FORMATTERS:
         out = f(value)
         assert out is None or isinstance(out, str | int | float | tuple)
@@ -105,17 +108,21 @@ def every_view(snap: Snapshot) -> None:
     process_notes(snap)
 
 
+@seed(SEED)
 @SETTINGS
 @given(seed=st.integers(0, 2**32 - 1), values=st.lists(numbers, min_size=1, max_size=6))
 def test_no_view_raises_on_hostile_numbers(seed: int, values: list[Any]) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     rng = random.Random(seed)
     every_view(poison_snapshot(_BASE[0], rng, values))
 
 
+@seed(SEED)
 @SETTINGS
 @given(seed=st.integers(0, 2**32 - 1), values=st.lists(numbers, min_size=1, max_size=6))
 def test_the_detail_chart_never_raises(seed: int, values: list[Any]) -> None:
-    """The detail screen's series and its plotext chart, built to text."""
+    """The detail screen's series and its plotext chart, built to text.
+    Seeded: GPUTOP_FUZZ_SEED replays it."""
     rng = random.Random(seed)
     history = [poison_snapshot(s, rng, values) for s in _BASE]
     timeline = gpu_timeline(history, 0)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import textual.keys
-from hypothesis import given, settings
+from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from gputop import keys as keynames
@@ -20,6 +20,7 @@ from gputop.keys import KEYS
 from gputop.keys import UnicodeNames as Names
 from gputop.ui.app import FOOTER_PALETTE_WIDTH, GpuTopApp
 from tests import builders as fx
+from tests.helpers.fuzz import SEED
 
 
 def real_lookup(name: str) -> str | None:
@@ -61,9 +62,11 @@ NAME_TEXT = st.one_of(
 )
 
 
+@seed(SEED)
 @settings(max_examples=300, deadline=None, database=None, print_blob=True)
 @given(NAME_TEXT, st.characters())
 def test_the_stand_in_answers_as_unicodedata(name: str, char: str) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     assert names_lookup(name) == real_lookup(name)
     assert Names.name(char, None) == unicodedata.name(char, None)
 

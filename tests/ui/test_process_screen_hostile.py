@@ -6,11 +6,10 @@ formatters say n/a. Hypothesis prints the failing example; the Pilot test's seed
 from __future__ import annotations
 
 import math
-import os
 import random
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from gputop.sources.demo import DemoSource
@@ -18,6 +17,7 @@ from gputop.ui.app import GpuTopApp
 from gputop.ui.screens.process import ProcessScreen
 from gputop.views.parts import plain
 from gputop.views.process_view import process_facts, process_rows, process_timeline
+from tests.helpers.fuzz import SEED
 from tests.helpers.hostile import HOSTILE, poison_snapshot
 
 numbers = st.one_of(
@@ -28,10 +28,12 @@ numbers = st.one_of(
 _BASE = [DemoSource(seed=4, start_time=1.8e9, step=1.0).snapshot() for _ in range(3)]
 
 
+@seed(SEED)
 @settings(max_examples=60, deadline=None, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 @given(seed=st.integers(0, 2**32 - 1), values=st.lists(numbers, min_size=1, max_size=6))
 def test_the_process_views_never_raise(seed: int, values: list[Any]) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     rng = random.Random(seed)
     history = [poison_snapshot(s, rng, values) for s in _BASE]
     for row in process_rows(history[-1]):
@@ -42,10 +44,9 @@ def test_the_process_views_never_raise(seed: int, values: list[Any]) -> None:
                 assert v is None or (isinstance(v, int | float) and math.isfinite(v))
 
 
-async def test_every_row_opens_on_a_poisoned_history() -> None:
-    seed = int(os.environ.get("GPUTOP_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
-    print(f"seed {seed}")
-    rng = random.Random(seed)
+async def test_every_row_opens_on_a_poisoned_history(fuzz_seed: int) -> None:
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
+    rng = random.Random(fuzz_seed)
     every_kind = {("gpu", True), ("holder", True), ("gpu", False)}
     for _ in range(100):
         # A poisoned pid can make two rows one (two pid 0s on a GPU are one key), or a

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 from hypothesis import given, seed, settings
@@ -13,9 +12,9 @@ from gputop.cells import cell_width
 from gputop.ui.screens.prompt import GPU_PROMPT, Prompt
 from gputop.views.header_view import replay_range_parts
 from gputop.views.parts import plain
+from tests.helpers.fuzz import SEED
 from tests.helpers.replay import demo_replay
 
-SEED = random.randrange(2**32)
 T0 = 1_750_000_000.0
 
 
@@ -42,7 +41,7 @@ TIMES = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
 def test_the_replay_range_never_raises(
     start: float | None, end: float | None, cursor: float | None, compact: bool
 ) -> None:
-    print(f"hypothesis seed {SEED}")
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     parts = replay_range_parts(start, end, cursor, compact=compact)
     assert len(plain(parts)) <= 40
 

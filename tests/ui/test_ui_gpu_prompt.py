@@ -3,7 +3,6 @@ prompt (`#` in a replay) takes ``10``, ``0,2-3``; the header names the GPUs show
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 from hypothesis import given, seed, settings
@@ -15,10 +14,10 @@ from gputop.ui.screens.prompt import GO_TO, GPU_PROMPT, Prompt
 from gputop.views.gpu_choice import MAX_CHOICE_LENGTH, parse_gpu_choice
 from gputop.views.parts import plain
 from tests import builders as fx
+from tests.helpers.fuzz import SEED
 from tests.helpers.replay import demo_replay
 
 SIXTEEN = range(16)
-SEED = random.randrange(2**32)
 WHEN = "2026-11-30 03:00, 03:00, 2h ago, yesterday 23:10"  # as the go-to said it
 
 
@@ -82,7 +81,7 @@ def test_the_choice_reads_indices_and_ranges() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=60))
 def test_any_text_is_a_choice_of_known_gpus_or_a_value_error(text: str) -> None:
-    print(f"hypothesis seed {SEED}")
+    """Seeded: GPUTOP_FUZZ_SEED replays it."""
     try:
         chosen = parse_gpu_choice(text, SIXTEEN)
     except ValueError as e:

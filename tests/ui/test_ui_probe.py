@@ -9,7 +9,7 @@ import math
 from functools import cache
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from gputop.analysis.jobs import JobProbe
@@ -19,6 +19,7 @@ from gputop.ui.screens.jobs import JOB_COLUMNS, JobsScreen
 from gputop.views import process_view
 from gputop.views.process_view import COLUMNS
 from tests import builders as fx
+from tests.helpers.fuzz import SEED
 from tests.helpers.hostile import HOSTILE
 from tests.helpers.screen import terminal_rows, widgets_words
 from tests.ui.probes import RANKS, RESNET, cuda, probe, with_probes
@@ -205,6 +206,7 @@ numbers = st.one_of(
 )
 
 
+@seed(SEED)
 @settings(
     max_examples=80,
     deadline=None,
@@ -214,7 +216,8 @@ numbers = st.one_of(
 )
 @given(values=st.lists(numbers, min_size=8, max_size=8))
 def test_probe_formatters_never_raise_nor_show_nan(values: list[Any]) -> None:
-    """Hypothesis prints the failing example and its seed (print_blob)."""
+    """Hypothesis prints the failing example and its seed (print_blob).
+    Seeded: GPUTOP_FUZZ_SEED replays it."""
     from gputop.views import probe_view as pv
 
     wait, step, worst, worst_step, rate, a, r, p = values

@@ -7,6 +7,7 @@ history up to the cursor only.
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -125,8 +126,9 @@ def downsample(
 
 
 def _sane(value: float | None, default: float) -> float:
-    """A chart's extent: above 0 and within what plotext can draw, else ``default``."""
-    return value if value is not None and 0 < value <= 1e300 else default
+    """A chart's extent: a normal float above 0 and within what plotext can draw, else
+    ``default`` (a subnormal one, divided into ticks, is lost to 0)."""
+    return value if value is not None and sys.float_info.min <= value <= 1e300 else default
 
 
 def _on_chart(y: float | None, scale: float, ymax: float) -> float | None:
