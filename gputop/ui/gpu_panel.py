@@ -11,6 +11,7 @@ from textual.widgets import Static
 from gputop.model import GpuSample, Snapshot, same_objects
 from gputop.ui.lines import PartsLines
 from gputop.ui.roles import to_content
+from gputop.ui.strips import let_go_of_lines
 from gputop.views.gpu_view import (
     COMPACT_HISTORY_GAP,
     HISTORY_LABEL_WIDTH,
@@ -156,6 +157,7 @@ class GpuPanel(VerticalScroll):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        let_go_of_lines(self)
         self._message: Parts | None = None
         self._lines: GpuLines | None = None
         self.blocks: dict[int, GpuBlock] = {}

@@ -15,6 +15,7 @@ from textual.visual import Visual
 from textual.widget import Widget
 
 from gputop.ui.roles import to_content
+from gputop.ui.strips import let_go_of_lines
 from gputop.views.parts import Part, Parts, fit_parts, plain
 
 
@@ -33,6 +34,7 @@ class PartsLines(Widget):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
+        let_go_of_lines(self)
         self._lines: tuple[Parts, ...] = ()
         self._cache: dict[int, Strip] = {}
         self._cache_width = -1

@@ -27,6 +27,7 @@ from textual.widgets.data_table import ColumnKey, RowKey
 
 from gputop.cells import cell_width, fit
 from gputop.ui.roles import rich_styles
+from gputop.ui.strips import let_go_of_lines
 from gputop.views.process_view import (
     Column,
     ProcRow,
@@ -87,6 +88,7 @@ class ProcessTable(DataTable[ShownCell]):
         super().__init__(
             id=id, cursor_type="row", cell_padding=0, zebra_stripes=False, show_row_labels=False
         )
+        let_go_of_lines(self)
         # (width, compact, sort key, reverse, owners, probes) the columns and labels are for.
         self._columns_key: tuple[int, bool, str, bool, bool, bool] | None = None
         self._widths: dict[str, int] = {}
