@@ -9,9 +9,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from gputop.model import GpuSample, Snapshot, same_objects
-from gputop.ui.lines import PartsLines
+from gputop.ui.lines import PartsLines, let_go_of_lines
 from gputop.ui.roles import to_content
-from gputop.ui.strips import let_go_of_lines
 from gputop.views.gpu_view import (
     COMPACT_HISTORY_GAP,
     HISTORY_LABEL_WIDTH,

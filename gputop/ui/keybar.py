@@ -22,7 +22,7 @@ from textual.color import Color
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop.ui.strips import let_go_of_lines
+from gputop.ui.lines import let_go_of_lines
 
 if TYPE_CHECKING:
     from textual.screen import Screen

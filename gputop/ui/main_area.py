@@ -13,8 +13,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from gputop.model import Snapshot
+from gputop.ui.lines import let_go_of_lines
 from gputop.ui.roles import to_content
-from gputop.ui.strips import let_go_of_lines
 from gputop.views import process_view
 from gputop.views.parts import Parts, gpu_ranges, safe
 

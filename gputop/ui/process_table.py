@@ -26,8 +26,8 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from gputop.cells import cell_width, fit
+from gputop.ui.lines import let_go_of_lines
 from gputop.ui.roles import rich_styles
-from gputop.ui.strips import let_go_of_lines
 from gputop.views.process_view import (
     Column,
     ProcRow,

@@ -1,4 +1,4 @@
-"""A line the dashboard's widgets drop goes at once (gputop/ui/strips.py, issue 32 §5).
+"""A line the dashboard's widgets drop goes at once (gputop/ui/lines.py, issue 32 §5).
 
 The compositor divides every line it draws, and Textual's Strip keeps the pieces, itself
 among them: a cycle. Without LettingGoCache each line dropped at a tick waited for the
@@ -17,7 +17,7 @@ from textual.strip import Strip
 
 from gputop.sources.demo import DemoSource
 from gputop.ui.app import GpuTopApp
-from gputop.ui.strips import let_go
+from gputop.ui.lines import let_go
 
 
 @contextmanager

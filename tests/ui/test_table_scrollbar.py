@@ -114,4 +114,3 @@ async def test_no_scrollbar_while_every_row_fits() -> None:
         inside = table.content_region
         right = {line[-1] for line in _screen(app)[inside.y : inside.bottom]}
         assert {c for c, _ in right} == {" "}
-
