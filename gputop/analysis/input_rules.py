@@ -125,14 +125,13 @@ class Track:
     """One job across the window, pushed and popped as it slides: :func:`signals_of`'s
     sums, without going over the window."""
 
-    __slots__ = ("_memo", "cause", "cols", "dsleep", "feats", "reads", "run", "same")
+    __slots__ = ("_memo", "cause", "dsleep", "feats", "reads", "run", "same")
 
     def __init__(self) -> None:
         self.feats: deque[JobTick] = deque()  # one per window tick it is in
-        # the newest ``run`` feats have the same pids; cols: each worker's, then each main
-        # process's CPU over them
+        # the newest ``run`` feats have the same pids: each process's CPU over them is
+        # read from the feats themselves (a copy by column cost a deque per process)
         self.run = 0
-        self.cols: list[deque[float]] = []
         self.reads: deque[float] = deque()  # known reads, oldest first
         self.dsleep = 0
         # the newest ``same`` feats are one object (all of them: ``_memo`` holds)
@@ -150,11 +149,8 @@ class Track:
         self.same = self.same + 1 if feats and feats[-1] is f else 1
         if feats and f.worker_pids == feats[-1].worker_pids and f.main_pids == feats[-1].main_pids:
             self.run += 1
-            for col, value in zip(self.cols, f.worker_cpu + f.main_cpu, strict=True):
-                col.append(value)
         else:
             self.run = 1
-            self.cols = [deque((value,)) for value in f.worker_cpu + f.main_cpu]
         feats.append(f)
         if f.read is not None:
             self.reads.append(float(f.read))
@@ -165,8 +161,6 @@ class Track:
         f = self.feats.popleft()
         if len(self.feats) < self.run:  # it was part of the run
             self.run -= 1
-            for col in self.cols:
-                col.popleft()
         if f.read is not None:
             self.reads.popleft()
         if f.disk_sleep:
@@ -185,7 +179,9 @@ class Track:
             out = signals_of(feats)
         else:
             reads, workers = self.reads, len(last.worker_cpu)
-            means = [sum(col) / len(col) for col in self.cols]
+            # each process's CPU over the run, oldest first as a column was summed
+            rows = [f.worker_cpu + f.main_cpu for f in feats]
+            means = [sum(col) / n for col in zip(*rows, strict=True)]
             out = make_signals(
                 last.job,
                 means[:workers],

@@ -32,7 +32,7 @@ from gputop.analysis.input_rules import (
 from gputop.analysis.jobs import Job, JobStructure, build_jobs_reusing, process_index
 from gputop.analysis.kinds import Finding
 from gputop.analysis.thresholds import Thresholds
-from gputop.model import GpuSample, Snapshot
+from gputop.model import GpuSample, ProcessInfo, Snapshot
 
 
 class Tick:
@@ -43,7 +43,8 @@ class Tick:
         self.lost = [g for g in snap.gpus if g.lost]
         self.structure: JobStructure
         if previous is None or not _same_jobs(previous, snap):
-            self.procs = index = process_index(snap)
+            self._procs: dict[int, ProcessInfo] | None = process_index(snap)
+            index = self._procs
             jobs, self.structure = build_jobs_reusing(
                 snap, None if previous is None else previous.structure, index
             )
@@ -52,7 +53,7 @@ class Tick:
             self._ageless: bool | None = None
             self._by_gpu: dict[int, tuple[str, ...]] | None = None
         else:
-            self.procs = previous.procs
+            self._procs = previous._procs
             self.jobs = previous.jobs
             self.structure = previous.structure
             self.feats = previous.feats
@@ -64,6 +65,18 @@ class Tick:
         self._before = None if previous is None else (previous._gpu, previous.snap.unlisted_holders)
         self._idle: dict[tuple[int, ...], bool] = {}
         self._pids: dict[tuple[int, ...], frozenset[int]] = {}
+        if previous is not None:
+            # Only the newest tick's index is read: an older tick's would be one dict per
+            # tick of the window, each as large as the process list.
+            previous._procs = None
+
+    @property
+    def procs(self) -> dict[int, ProcessInfo]:
+        """pid -> the snapshot's process row (``process_index``), made again if let go."""
+        procs = self._procs
+        if procs is None:
+            procs = self._procs = process_index(self.snap)
+        return procs
 
     def job_ids_by_gpu(self) -> dict[int, tuple[str, ...]]:
         """GPU index -> the ids of the jobs on it, by GPU memory (most first), root pid."""

@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from gputop.model import GpuSample, Snapshot, same_objects
-from gputop.ui.lines import PartsLines
+from gputop.ui.lines import PartsLines, let_go_of_lines
 from gputop.ui.roles import to_content
 from gputop.views.gpu_view import (
     COMPACT_HISTORY_GAP,
@@ -156,6 +156,7 @@ class GpuPanel(VerticalScroll):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        let_go_of_lines(self)
         self._message: Parts | None = None
         self._lines: GpuLines | None = None
         self.blocks: dict[int, GpuBlock] = {}

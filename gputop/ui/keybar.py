@@ -22,6 +22,8 @@ from textual.color import Color
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputop.ui.lines import let_go_of_lines
+
 if TYPE_CHECKING:
     from textual.screen import Screen
 
@@ -157,6 +159,7 @@ class KeyBar(Widget, can_focus=False):
         show_command_palette: bool = True,
     ) -> None:
         super().__init__(id=id, classes=classes)
+        let_go_of_lines(self)
         self._compact = compact
         self._show_palette = show_command_palette
         self._entries: tuple[ShownKey | KeyGroup, ...] = ()

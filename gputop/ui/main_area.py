@@ -13,6 +13,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from gputop.model import Snapshot
+from gputop.ui.lines import let_go_of_lines
 from gputop.ui.roles import to_content
 from gputop.views import process_view
 from gputop.views.parts import Parts, gpu_ranges, safe
@@ -43,6 +44,7 @@ class MainArea(Vertical):
 
     def __init__(self, *children: Widget, id: str | None = None) -> None:
         super().__init__(*children, id=id)
+        let_go_of_lines(self)
         self.shown: Layout = LAYOUTS[0]
 
     def next_layout(self, *, compact: bool) -> Layout:

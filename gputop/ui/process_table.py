@@ -20,11 +20,13 @@ from textual._types import SegmentLines
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.geometry import Region, Size
+from textual.scrollbar import ScrollBarRender
 from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from gputop.cells import cell_width, fit
+from gputop.ui.lines import let_go_of_lines
 from gputop.ui.roles import rich_styles
 from gputop.views.process_view import (
     Column,
@@ -69,8 +71,12 @@ class ShownCell:
 
 
 class ProcessTable(DataTable[ShownCell]):
+    # The vertical scrollbar is drawn in the rows' last column (``_bar``), not by Textual's
+    # ScrollBar widget: the compositor cut every line beside that widget in two, in each
+    # layer under it (the screen, the main area, the table), and kept the pieces with the
+    # line (issue 32 §5). Its look is Textual's: ``ScrollBarRender`` draws it.
     DEFAULT_CSS = """
-    ProcessTable { height: 1fr; width: 1fr; scrollbar-size-vertical: 1; }
+    ProcessTable { height: 1fr; width: 1fr; scrollbar-size-vertical: 0; }
     """
 
     # Enter belongs to the app (detail screen), not to DataTable's "select".
@@ -82,6 +88,7 @@ class ProcessTable(DataTable[ShownCell]):
         super().__init__(
             id=id, cursor_type="row", cell_padding=0, zebra_stripes=False, show_row_labels=False
         )
+        let_go_of_lines(self)
         # (width, compact, sort key, reverse, owners, probes) the columns and labels are for.
         self._columns_key: tuple[int, bool, str, bool, bool, bool] | None = None
         self._widths: dict[str, int] = {}
@@ -103,11 +110,17 @@ class ProcessTable(DataTable[ShownCell]):
         self._shared: dict[Cell, ShownCell] = {}
         # Rendered body rows by their cells and state: they survive DataTable's flushes.
         self._fast_rows: dict[tuple[object, ...], tuple[SegmentLines, SegmentLines]] = {}
-        # Finished strips of fast rows: id(segments) -> (segments, width, strip).
-        self._row_strips: dict[int, tuple[SegmentLines, int, Strip]] = {}
+        # Finished strips of fast rows: id(segments) -> (segments, width, scrollbar segment,
+        # strip).
+        self._row_strips: dict[int, tuple[SegmentLines, int, Segment | None, Strip]] = {}
         self._frame_style: Style | None = None
         self._frame_width: int | None = None
         self._in_frame = False  # inside render_lines: the style looked up is kept for it
+        # The scrollbar's segment for each line, and what they were drawn for.
+        self._bar_key: tuple[object, ...] | None = None
+        self._bar_lines: list[Segment] = []
+        self._frame_bar: list[Segment] | None = None
+        self._marks: dict[tuple[Segment, Style], Segment] = {}  # _bar's, on a style
 
     def configure(self, width: int, *, compact: bool, sort_key: str, reverse: bool) -> None:
         """(Re)build the columns when the width or layout changed; a new sort column or
@@ -125,7 +138,7 @@ class ProcessTable(DataTable[ShownCell]):
             self.refresh()
             return
         self._compact = compact
-        # -1: the vertical scrollbar.
+        # -1: the vertical scrollbar (``_bar``).
         self._widths = column_widths(max(20, width - 1), compact, self._owners, self._probes)
         self.clear(columns=True)
         self._order = []
@@ -345,12 +358,68 @@ class ProcessTable(DataTable[ShownCell]):
         # in a frame that draws none of the table's lines (Textual renders every widget
         # beside a changed one from its cache).
         self._in_frame = True
+        self._frame_bar = self._bar()
         try:
             return super().render_lines(crop)
         finally:
             self._in_frame = False
             self._frame_style = None
             self._frame_width = None
+            self._frame_bar = None
+
+    def _bar(self) -> list[Segment] | None:
+        """The vertical scrollbar, one segment per line, as Textual's ScrollBar draws it
+        when the mouse is not on it; None while every row fits."""
+        height, virtual = self.size.height, self.virtual_size.height
+        if height <= 0 or virtual <= height:
+            return None
+        styles = self.styles
+        back, color = styles.scrollbar_background, styles.scrollbar_color
+        key = (height, virtual, self.scroll_y, back, color)
+        if key != self._bar_key:
+            if back.a < 1:
+                back = self.background_colors[0] + back
+            color = back + color
+            bar = ScrollBarRender.render_bar(
+                size=height,
+                virtual_size=virtual,
+                window_size=height,
+                position=self.scroll_y,
+                thickness=1,
+                vertical=True,
+                # Rich colours, as ScrollBarRender is given them by Textual's ScrollBar
+                back_color=back.rich_color,
+                bar_color=color.rich_color,
+            )
+            # Without the ScrollBar's mouse actions: a click there is a click on the table.
+            self._marks = {}
+            self._bar_lines = [
+                Segment(seg.text, None if seg.style is None else seg.style.clear_meta_and_links())
+                for seg in bar.segments
+            ]
+            self._bar_key = key
+        return self._bar_lines
+
+    def _mark(self, y: int, base_style: Style | None) -> Segment | None:
+        """Line ``y``'s scrollbar segment on the table's style, as Textual draws its
+        ScrollBar on the table's (None: no scrollbar)."""
+        bar = self._frame_bar if self._in_frame else self._bar()
+        if bar is None or not 0 <= y < len(bar):
+            return None
+        seg = bar[y]
+        base = self.rich_style if base_style is None else base_style
+        key = (seg, base)
+        held = self._marks.get(key)
+        if held is None:
+            held = self._marks[key] = Segment(seg.text, base + seg.style)
+        return held
+
+    @staticmethod
+    def _with_mark(strip: Strip, mark: Segment | None, width: int) -> Strip:
+        """``strip`` with its last cell given to the scrollbar."""
+        if mark is None:
+            return strip
+        return Strip([*Segment.adjust_line_length(list(strip), width - 1), mark], width)
 
     def _base_style(self) -> Style | None:
         """The table's Rich style, looked up once in a frame (None: outside a frame)."""
@@ -368,23 +437,26 @@ class ProcessTable(DataTable[ShownCell]):
     def render_line(self, y: int) -> Strip:
         """DataTable.render_line with the frame's style (see ``render_lines``)."""
         base_style = self._base_style()
+        mark = self._mark(y, base_style)
         if base_style is None or self.fixed_rows:
-            return super().render_line(y)
+            return self._with_mark(super().render_line(y), mark, self._width_now())
         scroll_x, scroll_y = self.scroll_offset
         if y >= (self.header_height if self.show_header else 0):
             y += scroll_y
-        return self._render_line(y, scroll_x, scroll_x + self._width_now(), base_style)
+        return self._render_line(y, scroll_x, scroll_x + self._width_now(), base_style, mark)
 
-    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
-        """A fast-path row as one strip, kept as long as its segments are; scrolled
-        sideways or with fixed columns: the DataTable way."""
+    def _render_line(
+        self, y: int, x1: int, x2: int, base_style: Style, mark: Segment | None = None
+    ) -> Strip:
+        """A fast-path row as one strip, kept as long as its segments and its scrollbar
+        segment are; scrolled sideways or with fixed columns: the DataTable way."""
         width = self._width_now()
         if x1 != 0 or x2 != width or self.fixed_columns:
-            return super()._render_line(y, x1, x2, base_style)
+            return self._with_mark(super()._render_line(y, x1, x2, base_style), mark, width)
         try:
             row_key, line_no = self._get_offsets(y)
         except LookupError:
-            return Strip.blank(width, base_style)
+            return self._with_mark(Strip.blank(width, base_style), mark, width)
         fixed, scrollable = self._render_line_in_row(
             row_key,
             line_no,
@@ -393,15 +465,19 @@ class ProcessTable(DataTable[ShownCell]):
             hover_location=self.hover_coordinate,
         )
         if fixed or len(scrollable) != 1:
-            return super()._render_line(y, x1, x2, base_style)
+            return self._with_mark(super()._render_line(y, x1, x2, base_style), mark, width)
         key = id(scrollable)
         hit = self._row_strips.get(key)
-        if hit is not None and hit[0] is scrollable and hit[1] == width:
-            return hit[2]
-        strip = Strip(scrollable[0]).adjust_cell_length(width, base_style)
+        if hit is not None and hit[0] is scrollable and hit[1] == width and hit[2] is mark:
+            return hit[3]
+        if mark is None:
+            strip = Strip(scrollable[0]).adjust_cell_length(width, base_style)
+        else:
+            line = Segment.adjust_line_length(scrollable[0], width - 1, base_style)
+            strip = Strip([*line, mark], width)
         if len(self._row_strips) > 4 * len(self._cells) + 64:
             self._row_strips.clear()
-        self._row_strips[key] = (scrollable, width, strip)
+        self._row_strips[key] = (scrollable, width, mark, strip)
         return strip
 
     def _render_line_in_row(
