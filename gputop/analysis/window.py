@@ -272,14 +272,13 @@ class Context:
         if out is None:
             t, ticks, c = self.t, self.ticks, self.carried
             kept = None if c is None or self.dropped is None else c.parts_before.get(gpus)
-            if kept is None:
-                parts = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in ticks]
-                present = tuple(p.n > 0 for p in parts)
-            else:  # the window went on: the last call's parts of the ticks it kept
+            parts: list[GpuTick] = []
+            present: tuple[bool, ...] = ()
+            if kept is not None:  # the window went on: the last call's parts of the ticks it kept
                 parts, present = kept[0][self.dropped :], kept[1][self.dropped :]
-                new = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in ticks[len(parts) :]]
-                parts += new
-                present += tuple(p.n > 0 for p in new)
+            new = [tk._gpu.get(gpus) or tk.gpu(gpus, t) for tk in ticks[len(parts) :]]
+            parts += new
+            present += tuple(p.n > 0 for p in new)
             out = self.parts[gpus] = (parts, present)
             if c is not None:
                 c.parts_now[gpus] = out

@@ -415,11 +415,16 @@ class ProcessTable(DataTable[ShownCell]):
         return held
 
     @staticmethod
-    def _with_mark(strip: Strip, mark: Segment | None, width: int) -> Strip:
+    def _marked(
+        segments: list[Segment], mark: Segment, width: int, style: Style | None = None
+    ) -> Strip:
+        """``segments`` as a line ``width`` cells wide whose last cell is the scrollbar's
+        ``mark`` (``style``: of the padding, where the line is shorter)."""
+        return Strip([*Segment.adjust_line_length(segments, width - 1, style), mark], width)
+
+    def _with_mark(self, strip: Strip, mark: Segment | None, width: int) -> Strip:
         """``strip`` with its last cell given to the scrollbar."""
-        if mark is None:
-            return strip
-        return Strip([*Segment.adjust_line_length(list(strip), width - 1), mark], width)
+        return strip if mark is None else self._marked(list(strip), mark, width)
 
     def _base_style(self) -> Style | None:
         """The table's Rich style, looked up once in a frame (None: outside a frame)."""
@@ -473,8 +478,7 @@ class ProcessTable(DataTable[ShownCell]):
         if mark is None:
             strip = Strip(scrollable[0]).adjust_cell_length(width, base_style)
         else:
-            line = Segment.adjust_line_length(scrollable[0], width - 1, base_style)
-            strip = Strip([*line, mark], width)
+            strip = self._marked(scrollable[0], mark, width, base_style)
         if len(self._row_strips) > 4 * len(self._cells) + 64:
             self._row_strips.clear()
         self._row_strips[key] = (scrollable, width, mark, strip)
