@@ -25,6 +25,15 @@ def terminal_strips(app: App[Any]) -> list[Strip]:
     return list(app.screen._compositor.render_strips())
 
 
+def terminal_cells(app: App[Any]) -> list[list[tuple[str, str]]]:
+    """The composited screen cell by cell, one list per terminal row: (character, its
+    style as Rich spells it), for comparing two drawings of the same screen."""
+    return [
+        [(c, str(style)) for text, style, _ in strip for c in text]
+        for strip in terminal_strips(app)
+    ]
+
+
 def terminal_rows(app: App[Any]) -> list[str]:
     """The composited screen, one string per terminal row (what a terminal would show)."""
     return [strip.text for strip in terminal_strips(app)]

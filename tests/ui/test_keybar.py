@@ -22,6 +22,7 @@ from gputop.ui.keybar import KeyBar
 from gputop.ui.screens.help import HelpScreen
 from tests import builders as fx
 from tests.helpers.pilot import composed_footer, until
+from tests.helpers.screen import terminal_cells
 
 ARROWS = Binding.Group("Move")
 PAGES = Binding.Group("Page", compact=True)
@@ -90,8 +91,7 @@ class Keys(App[None]):
 
 def bottom(app: App[Any]) -> Cells:
     """The screen's last line, cell by cell: (character, style)."""
-    strip = app.screen._compositor.render_strips()[-1]
-    return [(c, str(style)) for text, style, _ in strip for c in text]
+    return terminal_cells(app)[-1]
 
 
 def quit_drawn(app: App[Any]) -> Callable[[], bool]:

@@ -23,6 +23,7 @@ from gputop.ui.app import GpuTopApp
 from gputop.ui.process_table import ProcessTable
 from tests import builders as fx
 from tests.helpers.pilot import until
+from tests.helpers.screen import terminal_cells
 
 THEMES = ("textual-dark", "textual-light", "nord", "ansi-dark")
 SIZE = (120, 30)
@@ -63,13 +64,6 @@ def _snapshot() -> Any:
     return replace(snap, gpus=gpus)
 
 
-def _screen(app: GpuTopApp) -> Cells:
-    return [
-        [(c, str(style)) for text, style, _ in strip for c in text]
-        for strip in app.screen._compositor.render_strips()
-    ]
-
-
 async def _screens(monkeypatch: pytest.MonkeyPatch, table: type[ProcessTable]) -> dict:
     monkeypatch.setattr(app_module, "ProcessTable", table)
     app = GpuTopApp(snapshots=[_snapshot()])
@@ -85,7 +79,7 @@ async def _screens(monkeypatch: pytest.MonkeyPatch, table: type[ProcessTable]) -
             for theme in THEMES:
                 app.theme = theme
                 await pilot.pause()
-                out[where, theme] = _screen(app)
+                out[where, theme] = terminal_cells(app)
         bars = [w for w in app.screen._compositor.visible_widgets if isinstance(w, ScrollBar)]
         out["widgets", ""] = [[(type(w).__name__, "")] for w in bars]
     return out
@@ -112,5 +106,5 @@ async def test_no_scrollbar_while_every_row_fits() -> None:
         assert table.virtual_size.height <= table.size.height
         assert table._bar() is None
         inside = table.content_region
-        right = {line[-1] for line in _screen(app)[inside.y : inside.bottom]}
+        right = {line[-1] for line in terminal_cells(app)[inside.y : inside.bottom]}
         assert {c for c, _ in right} == {" "}
